@@ -1,0 +1,303 @@
+// Contexts: handles, the per-thread current-context stack and primary-context reference counts are
+// client state; the server side of a context is created when it is first needed.
+#include <algorithm>
+
+#include "context_hooks.h"
+#include "driver_export.h"
+#include "driver_state.h"
+
+using namespace gpupool::client;
+
+namespace {
+
+CUresult contextOrCurrent(CUcontext h, ContextObject** out) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  ContextObject* c = h ? asContext(h) : DriverState::get().current();
+  if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+  *out = c;
+  return CUDA_SUCCESS;
+}
+
+CUresult synchronizeContext(ContextObject* c) {
+  if (!c->remote) return CUDA_SUCCESS;  // nothing was ever queued there
+  uint64_t remote = c->remote;
+  return DriverState::get().session().call(
+      "cuCtxSynchronize", [&](wire::Request::Builder b) { b.setCtxSynchronize(remote); });
+}
+
+CUresult createContext(CUcontext* pctx, unsigned flags, CUdevice dev) {
+  if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  if (!DriverState::get().device(dev)) return CUDA_ERROR_INVALID_DEVICE;
+  auto* c = new ContextObject();
+  c->device = dev;
+  c->flags = flags;
+  if (CUresult r = DriverState::get().ensureRemote(c); r != CUDA_SUCCESS) {
+    delete c;
+    return r;
+  }
+  registerObject(c);
+  DriverState::get().stack().push_back(c);
+  *pctx = reinterpret_cast<CUcontext>(c);
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+GPUPOOL_DRIVER_API CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
+  if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  ContextObject* c = DriverState::get().primaryContext(dev);
+  if (!c) return CUDA_ERROR_INVALID_DEVICE;
+  {
+    std::lock_guard lock(DriverState::get().mutex);
+    ++c->refcount;
+  }
+  *pctx = reinterpret_cast<CUcontext>(c);
+  return CUDA_SUCCESS;
+}
+
+GPUPOOL_DRIVER_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  ContextObject* c = DriverState::get().primaryContext(dev);
+  if (!c) return CUDA_ERROR_INVALID_DEVICE;
+  bool last = false;
+  {
+    std::lock_guard lock(DriverState::get().mutex);
+    if (c->refcount <= 0) return CUDA_ERROR_INVALID_CONTEXT;
+    last = --c->refcount == 0;
+  }
+  if (last) DriverState::get().releaseRemote(c);
+  return CUDA_SUCCESS;
+}
+
+GPUPOOL_DRIVER_API CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
+  return cuDevicePrimaryCtxRelease_v2(dev);
+}
+
+GPUPOOL_DRIVER_API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  ContextObject* c = DriverState::get().primaryContext(dev);
+  if (!c) return CUDA_ERROR_INVALID_DEVICE;
+  DriverState::get().releaseRemote(c);
+  return CUDA_SUCCESS;
+}
+
+GPUPOOL_DRIVER_API CUresult cuDevicePrimaryCtxReset(CUdevice dev) {
+  return cuDevicePrimaryCtxReset_v2(dev);
+}
+
+GPUPOOL_DRIVER_API CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int* flags,
+                                                       int* active) {
+  if (!flags || !active) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  ContextObject* c = DriverState::get().primaryContext(dev);
+  if (!c) return CUDA_ERROR_INVALID_DEVICE;
+  std::lock_guard lock(DriverState::get().mutex);
+  *flags = c->flags;
+  *active = c->refcount > 0 || c->remote != 0;
+  return CUDA_SUCCESS;
+}
+
+GPUPOOL_DRIVER_API CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  ContextObject* c = DriverState::get().primaryContext(dev);
+  if (!c) return CUDA_ERROR_INVALID_DEVICE;
+  std::lock_guard lock(DriverState::get().mutex);
+  c->flags = flags;
+  return CUDA_SUCCESS;
+}
+
+GPUPOOL_DRIVER_API CUresult cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags) {
+  return cuDevicePrimaryCtxSetFlags_v2(dev, flags);
+}
+
+GPUPOOL_DRIVER_API CUresult cuCtxCreate_v2(CUcontext* pctx, unsigned int flags, CUdevice dev) {
+  return createContext(pctx, flags, dev);
+}
+
+GPUPOOL_DRIVER_API CUresult cuCtxCreate(CUcontext* pctx, unsigned int flags, CUdevice dev) {
+  return createContext(pctx, flags, dev);
+}
+
+GPUPOOL_DRIVER_API CUresult cuCtxCreate_v3(CUcontext* pctx, CUexecAffinityParam* params,
+                                           int numParams, unsigned int flags, CUdevice dev) {
+  if (numParams > 0 && params) return CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY;
+  return createContext(pctx, flags, dev);
+}
+
+GPUPOOL_DRIVER_API CUresult cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* params,
+                                           unsigned int flags, CUdevice dev) {
+  if (params && (params->numExecAffinityParams > 0 || params->cigParams)) {
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  return createContext(pctx, flags, dev);
+}
+
+GPUPOOL_DRIVER_API CUresult cuCtxDestroy_v2(CUcontext h) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  ContextObject* c = asContext(h);
+  if (!c || c->primary) return CUDA_ERROR_INVALID_CONTEXT;
+  DriverState::get().releaseRemote(c);
+  auto& stack = DriverState::get().stack();
+  std::erase(stack, c);
+  unregisterObject(c);
+  c->tag = Tag::kDead;
+  delete c;
+  return CUDA_SUCCESS;
+}
+
+GPUPOOL_DRIVER_API CUresult cuCtxDestroy(CUcontext h) { return cuCtxDestroy_v2(h); }
+
+GPUPOOL_DRIVER_API CUresult cuCtxPushCurrent_v2(CUcontext h) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  ContextObject* c = asContext(h);
+  if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+  DriverState::get().stack().push_back(c);
+  return CUDA_SUCCESS;
+}
+
+GPUPOOL_DRIVER_API CUresult cuCtxPushCurrent(CUcontext h) { return cuCtxPushCurrent_v2(h); }
+
+GPUPOOL_DRIVER_API CUresult cuCtxPopCurrent_v2(CUcontext* pctx) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  auto& stack = DriverState::get().stack();
+  if (stack.empty()) return CUDA_ERROR_INVALID_CONTEXT;
+  if (pctx) *pctx = reinterpret_cast<CUcontext>(stack.back());
+  stack.pop_back();
+  return CUDA_SUCCESS;
+}
+
+GPUPOOL_DRIVER_API CUresult cuCtxPopCurrent(CUcontext* pctx) { return cuCtxPopCurrent_v2(pctx); }
+
+GPUPOOL_DRIVER_API CUresult cuCtxSetCurrent(CUcontext h) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  auto& stack = DriverState::get().stack();
+  if (!h) {
+    if (!stack.empty()) stack.pop_back();
+    return CUDA_SUCCESS;
+  }
+  ContextObject* c = asContext(h);
+  if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+  if (stack.empty()) {
+    stack.push_back(c);
+  } else {
+    stack.back() = c;
+  }
+  return CUDA_SUCCESS;
+}
+
+GPUPOOL_DRIVER_API CUresult cuCtxGetCurrent(CUcontext* pctx) {
+  if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  *pctx = reinterpret_cast<CUcontext>(DriverState::get().current());
+  return CUDA_SUCCESS;
+}
+
+GPUPOOL_DRIVER_API CUresult cuCtxGetDevice(CUdevice* device) {
+  if (!device) return CUDA_ERROR_INVALID_VALUE;
+  ContextObject* c = nullptr;
+  if (CUresult r = contextOrCurrent(nullptr, &c); r != CUDA_SUCCESS) return r;
+  *device = c->device;
+  return CUDA_SUCCESS;
+}
+
+GPUPOOL_DRIVER_API CUresult cuCtxGetDevice_v2(CUdevice* device, CUcontext h) {
+  if (!device) return CUDA_ERROR_INVALID_VALUE;
+  ContextObject* c = nullptr;
+  if (CUresult r = contextOrCurrent(h, &c); r != CUDA_SUCCESS) return r;
+  *device = c->device;
+  return CUDA_SUCCESS;
+}
+
+GPUPOOL_DRIVER_API CUresult cuCtxSynchronize() {
+  ContextObject* c = nullptr;
+  if (CUresult r = contextOrCurrent(nullptr, &c); r != CUDA_SUCCESS) return r;
+  return synchronizeContext(c);
+}
+
+GPUPOOL_DRIVER_API CUresult cuCtxSynchronize_v2(CUcontext h) {
+  ContextObject* c = nullptr;
+  if (CUresult r = contextOrCurrent(h, &c); r != CUDA_SUCCESS) return r;
+  return synchronizeContext(c);
+}
+
+GPUPOOL_DRIVER_API CUresult cuCtxGetApiVersion(CUcontext h, unsigned int* version) {
+  if (!version) return CUDA_ERROR_INVALID_VALUE;
+  ContextObject* c = nullptr;
+  if (CUresult r = contextOrCurrent(h, &c); r != CUDA_SUCCESS) return r;
+  *version = 3020;  // contexts of the _v2 API generation
+  return CUDA_SUCCESS;
+}
+
+GPUPOOL_DRIVER_API CUresult cuCtxGetFlags(unsigned int* flags) {
+  if (!flags) return CUDA_ERROR_INVALID_VALUE;
+  ContextObject* c = nullptr;
+  if (CUresult r = contextOrCurrent(nullptr, &c); r != CUDA_SUCCESS) return r;
+  *flags = c->flags;
+  return CUDA_SUCCESS;
+}
+
+GPUPOOL_DRIVER_API CUresult cuCtxSetFlags(unsigned int flags) {
+  ContextObject* c = nullptr;
+  if (CUresult r = contextOrCurrent(nullptr, &c); r != CUDA_SUCCESS) return r;
+  c->flags = flags;
+  return CUDA_SUCCESS;
+}
+
+GPUPOOL_DRIVER_API CUresult cuCtxGetId(CUcontext h, unsigned long long* id) {
+  if (!id) return CUDA_ERROR_INVALID_VALUE;
+  ContextObject* c = nullptr;
+  if (CUresult r = contextOrCurrent(h, &c); r != CUDA_SUCCESS) return r;
+  *id = reinterpret_cast<uintptr_t>(c);
+  return CUDA_SUCCESS;
+}
+
+GPUPOOL_DRIVER_API CUresult cuCtxGetLimit(size_t* value, CUlimit limit) {
+  if (!value) return CUDA_ERROR_INVALID_VALUE;
+  ContextObject* c = nullptr;
+  if (CUresult r = contextOrCurrent(nullptr, &c); r != CUDA_SUCCESS) return r;
+  const DeviceSnapshot* d = DriverState::get().device(c->device);
+  switch (limit) {
+    case CU_LIMIT_STACK_SIZE: *value = 1024; break;
+    case CU_LIMIT_PRINTF_FIFO_SIZE: *value = 1 << 20; break;
+    case CU_LIMIT_MALLOC_HEAP_SIZE: *value = 8 << 20; break;
+    case CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH: *value = 2; break;
+    case CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT: *value = 2048; break;
+    case CU_LIMIT_MAX_L2_FETCH_GRANULARITY: *value = 64; break;
+    case CU_LIMIT_PERSISTING_L2_CACHE_SIZE: *value = 0; break;
+    case CU_LIMIT_SHMEM_SIZE:
+      *value = static_cast<size_t>(d->attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN));
+      break;
+    case CU_LIMIT_CIG_ENABLED: *value = 0; break;
+    case CU_LIMIT_CIG_SHMEM_FALLBACK_ENABLED: *value = 0; break;
+    default: return CUDA_ERROR_UNSUPPORTED_LIMIT;
+  }
+  return CUDA_SUCCESS;
+}
+
+GPUPOOL_DRIVER_API CUresult cuCtxSetLimit(CUlimit limit, size_t) {
+  ContextObject* c = nullptr;
+  if (CUresult r = contextOrCurrent(nullptr, &c); r != CUDA_SUCCESS) return r;
+  if (limit >= CU_LIMIT_MAX || limit == CU_LIMIT_SHMEM_SIZE || limit == CU_LIMIT_CIG_ENABLED) {
+    return CUDA_ERROR_UNSUPPORTED_LIMIT;
+  }
+  return CUDA_SUCCESS;  // accepted; the emulated and remote devices size these themselves
+}
+
+GPUPOOL_DRIVER_API CUresult cuCtxGetCacheConfig(CUfunc_cache* config) {
+  if (!config) return CUDA_ERROR_INVALID_VALUE;
+  *config = CU_FUNC_CACHE_PREFER_NONE;
+  return requireInit();
+}
+
+GPUPOOL_DRIVER_API CUresult cuCtxSetCacheConfig(CUfunc_cache) { return requireInit(); }
+
+GPUPOOL_DRIVER_API CUresult cuCtxGetStreamPriorityRange(int* least, int* greatest) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  if (least) *least = 0;
+  if (greatest) *greatest = -5;
+  return CUDA_SUCCESS;
+}
+
+GPUPOOL_DRIVER_API CUresult cuCtxResetPersistingL2Cache() { return requireInit(); }

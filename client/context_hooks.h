@@ -1,0 +1,18 @@
+// Calls between the context code (the lead's) and the driver-surface code (export tables, CLS).
+#pragma once
+
+#include <cuda.h>
+
+namespace gpupool::client {
+
+// Implemented by the context code: the primary context handle of dev (the same handle
+// cuDevicePrimaryCtxRetain returns), without retaining it. The surface provides a weak default
+// that returns CUDA_ERROR_NOT_INITIALIZED, so this may be left undefined in unit tests.
+CUresult primaryContextHandle(CUdevice dev, CUcontext* out);
+
+// Implemented by the surface (context_local_storage.cc): runs and removes every context-local
+// storage destructor registered for ctx. The context code calls it on cuDevicePrimaryCtxReset
+// and cuCtxDestroy. Destructors run without any lock held, so they may call back into CLS.
+void destroyContextLocalStorage(CUcontext ctx);
+
+}  // namespace gpupool::client

@@ -1,0 +1,175 @@
+// Client-side driver state: initialization, the server session, and the objects behind CUDA handles.
+//
+// Every CUDA handle the library gives out (CUcontext, CUstream, CUevent, CUmodule, CUfunction,
+// CUlibrary, CUkernel) points at one of the structs below. Each starts with a tag so a handle of the
+// wrong kind, or garbage, is recognised and refused instead of being trusted: a handle is only
+// dereferenced after it is found in the registry of live objects, so a stale or bogus handle is an
+// error and never a wild read.
+#pragma once
+
+#include <cuda.h>
+
+#include <array>
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "protocol/sha256.h"
+#include "remote_session.h"
+
+namespace gpupool::client {
+
+enum class Tag : uint32_t {
+  kDead = 0xdeadbeef,
+  kContext = 0x67637478,  // "gctx"
+  kStream = 0x67737472,
+  kEvent = 0x67657674,
+  kModule = 0x676d6f64,
+  kFunction = 0x6766756e,
+  kLibrary = 0x676c6962,
+  kKernel = 0x676b726e,
+};
+
+struct ContextObject {
+  Tag tag = Tag::kContext;
+  int device = 0;
+  bool primary = false;
+  unsigned flags = 0;
+  int refcount = 0;         // primary contexts: cuDevicePrimaryCtxRetain count
+  uint64_t remote = 0;      // the server's context id; 0 until first needed
+};
+
+struct StreamObject {
+  Tag tag = Tag::kStream;
+  ContextObject* context = nullptr;
+  uint64_t remote = 0;
+  unsigned flags = 0;
+  int priority = 0;
+};
+
+struct EventObject {
+  Tag tag = Tag::kEvent;
+  ContextObject* context = nullptr;
+  uint64_t remote = 0;
+  unsigned flags = 0;
+};
+
+struct FunctionObject;
+
+struct ModuleObject {
+  Tag tag = Tag::kModule;
+  ContextObject* context = nullptr;
+  uint64_t remote = 0;
+  std::map<std::string, FunctionObject*> functions;
+  std::map<std::string, std::pair<CUdeviceptr, size_t>> globals;
+};
+
+struct FunctionObject {
+  Tag tag = Tag::kFunction;
+  ModuleObject* module = nullptr;
+  std::string name;
+  uint64_t remote = 0;
+  std::vector<std::pair<uint32_t, uint32_t>> params;  // (offset, size) per parameter
+  std::vector<int32_t> attributes;
+  uint32_t paramBytes() const {
+    uint32_t end = 0;
+    for (auto& [o, s] : params) end = std::max(end, o + s);
+    return end;
+  }
+};
+
+struct KernelObject;
+
+// A context-independent library: the image stays on the client and is loaded into each context's
+// server side on first use there.
+struct LibraryObject {
+  Tag tag = Tag::kLibrary;
+  std::shared_ptr<const std::vector<uint8_t>> image;
+  protocol::Sha256Digest hash{};
+  std::map<ContextObject*, ModuleObject*> modules;
+  std::map<std::string, KernelObject*> kernels;
+};
+
+struct KernelObject {
+  Tag tag = Tag::kKernel;
+  LibraryObject* library = nullptr;
+  std::string name;
+  std::map<ContextObject*, FunctionObject*> functions;
+};
+
+struct DeviceAllocation {
+  size_t size = 0;
+  ContextObject* context = nullptr;
+};
+
+struct HostAllocation {
+  size_t size = 0;
+  unsigned flags = 0;
+  bool registered = false;  // cuMemHostRegister (user memory) rather than cuMemHostAlloc
+};
+
+class DriverState {
+ public:
+  static DriverState& get();
+
+  // cuInit: connects once; later calls return the first outcome.
+  CUresult initialize();
+  bool initialized() const { return initResult_ == CUDA_SUCCESS; }
+  CUresult initResult() const { return initResult_; }
+  RemoteSession& session() { return *session_; }
+  int deviceCount() const { return session_ ? static_cast<int>(session_->devices().size()) : 0; }
+  const DeviceSnapshot* device(CUdevice d) const;
+  ContextObject* primaryContext(CUdevice d);
+
+  // Per-thread current-context stack.
+  ContextObject* current();
+  std::vector<ContextObject*>& stack();
+
+  // Creates the server side of `ctx` if it does not exist yet.
+  CUresult ensureRemote(ContextObject* ctx);
+  // Releases the server side of `ctx` (and everything in it), keeping the handle.
+  void releaseRemote(ContextObject* ctx);
+
+  std::mutex mutex;  // guards the maps below and object fields mutated after creation
+  std::map<CUdeviceptr, DeviceAllocation> deviceAllocations;
+  std::map<uintptr_t, HostAllocation> hostAllocations;
+
+  // The device allocation that contains [p, p+bytes), if any.
+  bool findDevice(CUdeviceptr p, size_t bytes, CUdeviceptr* base = nullptr,
+                  DeviceAllocation* info = nullptr);
+  bool findHost(const void* p, uintptr_t* base = nullptr, HostAllocation* info = nullptr);
+
+ private:
+  DriverState() = default;
+  std::once_flag initOnce_;
+  CUresult initResult_ = CUDA_ERROR_NOT_INITIALIZED;
+  std::unique_ptr<RemoteSession> session_;
+  std::vector<ContextObject*> primaries_;
+};
+
+// The registry of live objects.
+void registerObject(const void* object);
+void unregisterObject(const void* object);
+
+// Validating casts from handles; null when the handle is not a live object of that kind.
+ContextObject* asContext(CUcontext h);
+StreamObject* asStream(CUstream h);
+EventObject* asEvent(CUevent h);
+ModuleObject* asModule(CUmodule h);
+FunctionObject* asFunction(CUfunction h);
+LibraryObject* asLibrary(CUlibrary h);
+KernelObject* asKernel(CUkernel h);
+
+// The context an operation runs in: the current one, made remote. Sets *ctx or returns the error.
+CUresult currentRemoteContext(ContextObject** ctx);
+// Resolves a stream handle (0, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD or an object) to the server's
+// stream id, and the context it belongs to.
+CUresult resolveStream(CUstream h, ContextObject** ctx, uint64_t* remote);
+
+// Returns CUDA_ERROR_NOT_INITIALIZED (or cuInit's failure) unless cuInit succeeded.
+CUresult requireInit();
+
+}  // namespace gpupool::client

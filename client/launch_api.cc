@@ -1,0 +1,109 @@
+// Kernel launches: parameters are packed by the layout the server reported for the function, so
+// the server gets one flat parameter block, exactly as the kernel declares it.
+#include <cstring>
+#include <vector>
+
+#include "driver_export.h"
+#include "driver_state.h"
+#include "module_resolution.h"
+
+using namespace gpupool::client;
+
+namespace {
+
+CUresult packParams(const FunctionObject& f, void** kernelParams, void** extra,
+                    std::vector<uint8_t>* block) {
+  block->assign(f.paramBytes(), 0);
+  if (kernelParams) {
+    for (size_t i = 0; i < f.params.size(); ++i) {
+      if (!kernelParams[i]) return CUDA_ERROR_INVALID_VALUE;
+      std::memcpy(block->data() + f.params[i].first, kernelParams[i], f.params[i].second);
+    }
+    return CUDA_SUCCESS;
+  }
+  if (extra) {
+    const void* buffer = nullptr;
+    size_t size = 0;
+    for (size_t i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+      if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) {
+        buffer = extra[i + 1];
+      } else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE) {
+        size = *static_cast<size_t*>(extra[i + 1]);
+      } else {
+        return CUDA_ERROR_INVALID_VALUE;
+      }
+    }
+    if (!buffer || size < block->size()) return CUDA_ERROR_INVALID_VALUE;
+    std::memcpy(block->data(), buffer, block->size());
+    return CUDA_SUCCESS;
+  }
+  return f.params.empty() ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult launch(CUfunction h, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                unsigned bz, unsigned sharedBytes, CUstream stream, void** kernelParams,
+                void** extra) {
+  ContextObject* ctx = nullptr;
+  uint64_t s = 0;
+  if (CUresult r = resolveStream(stream, &ctx, &s); r != CUDA_SUCCESS) return r;
+  FunctionObject* f = nullptr;
+  if (CUresult r = resolveFunction(h, ctx, &f); r != CUDA_SUCCESS) return r;
+  if (f->module->context != ctx) return CUDA_ERROR_INVALID_HANDLE;
+  std::vector<uint8_t> params;
+  if (CUresult r = packParams(*f, kernelParams, extra, &params); r != CUDA_SUCCESS) return r;
+  return DriverState::get().session().call("cuLaunchKernel", [&](wire::Request::Builder b) {
+    auto k = b.initLaunchKernel();
+    k.setContext(ctx->remote);
+    k.setFunction(f->remote);
+    k.getGrid().setX(gx);
+    k.getGrid().setY(gy);
+    k.getGrid().setZ(gz);
+    k.getBlock().setX(bx);
+    k.getBlock().setY(by);
+    k.getBlock().setZ(bz);
+    k.setSharedBytes(sharedBytes);
+    k.setStream(s);
+    k.setParams(kj::arrayPtr(params.data(), params.size()));
+  });
+}
+
+CUresult launchEx(const CUlaunchConfig* config, CUfunction h, void** kernelParams, void** extra) {
+  if (!config) return CUDA_ERROR_INVALID_VALUE;
+  for (unsigned i = 0; i < config->numAttrs; ++i) {
+    const CUlaunchAttribute& a = config->attrs[i];
+    // Grid-wide cooperation cannot be honoured; every other attribute is a scheduling hint.
+    if (a.id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE && a.value.cooperative) {
+      return CUDA_ERROR_NOT_SUPPORTED;
+    }
+  }
+  return launch(h, config->gridDimX, config->gridDimY, config->gridDimZ, config->blockDimX,
+                config->blockDimY, config->blockDimZ, config->sharedMemBytes, config->hStream,
+                kernelParams, extra);
+}
+
+}  // namespace
+
+GPUPOOL_DRIVER_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy,
+                                           unsigned int gz, unsigned int bx, unsigned int by,
+                                           unsigned int bz, unsigned int sharedBytes,
+                                           CUstream stream, void** kernelParams, void** extra) {
+  return launch(f, gx, gy, gz, bx, by, bz, sharedBytes, stream, kernelParams, extra);
+}
+
+GPUPOOL_DRIVER_API CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,
+                                                unsigned int gz, unsigned int bx, unsigned int by,
+                                                unsigned int bz, unsigned int sharedBytes,
+                                                CUstream stream, void** kernelParams,
+                                                void** extra) {
+  return launch(f, gx, gy, gz, bx, by, bz, sharedBytes, stream, kernelParams, extra);
+}
+
+GPUPOOL_DRIVER_API CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f,
+                                             void** kernelParams, void** extra) {
+  return launchEx(config, f, kernelParams, extra);
+}
+
+GPUPOOL_DRIVER_API CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f,
+                                                  void** kernelParams, void** extra) {
+  return launchEx(config, f, kernelParams, extra);
+}

@@ -1,0 +1,647 @@
+// Device memory, copies, memsets, pinned host memory and pointer attributes.
+//
+// Device pointers are the server's addresses, unchanged. Host memory never leaves this process except
+// as the bulk bytes of a copy: sent straight from the caller's buffer and received straight into it.
+#include <sys/mman.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "driver_export.h"
+#include "driver_state.h"
+
+using namespace gpupool::client;
+using gpupool::transport::ConstBuffer;
+
+namespace {
+
+RemoteSession& remote() { return DriverState::get().session(); }
+
+CUresult copyHostToDevice(const char* what, CUdeviceptr dst, const void* src, size_t bytes,
+                          CUstream stream, bool async) {
+  ContextObject* ctx = nullptr;
+  uint64_t s = 0;
+  if (CUresult r = resolveStream(stream, &ctx, &s); r != CUDA_SUCCESS) return r;
+  if (bytes == 0) return CUDA_SUCCESS;
+  if (!src) return CUDA_ERROR_INVALID_VALUE;
+  ConstBuffer bulk{src, bytes};
+  return remote().call(
+      what,
+      [&](wire::Request::Builder b) {
+        auto m = b.initMemcpyHtoD();
+        m.setContext(ctx->remote);
+        m.setDst(dst);
+        m.setBytes(bytes);
+        m.setStream(s);
+        m.setAsync(async);
+      },
+      std::span<const ConstBuffer>(&bulk, 1));
+}
+
+CUresult copyDeviceToHost(const char* what, void* dst, CUdeviceptr src, size_t bytes,
+                          CUstream stream) {
+  ContextObject* ctx = nullptr;
+  uint64_t s = 0;
+  if (CUresult r = resolveStream(stream, &ctx, &s); r != CUDA_SUCCESS) return r;
+  if (bytes == 0) return CUDA_SUCCESS;
+  if (!dst) return CUDA_ERROR_INVALID_VALUE;
+  return remote().call(
+      what,
+      [&](wire::Request::Builder b) {
+        auto m = b.initMemcpyDtoH();
+        m.setContext(ctx->remote);
+        m.setSrc(src);
+        m.setBytes(bytes);
+        m.setStream(s);
+      },
+      {},
+      [&](wire::Response::Reader, ReplyBulk& bulk) {
+        // Straight into the caller's buffer: no intermediate copy.
+        return bulk.read(dst, bytes) ? CUDA_SUCCESS : CUDA_ERROR_UNKNOWN;
+      });
+}
+
+CUresult copyDeviceToDevice(const char* what, CUdeviceptr dst, CUdeviceptr src, size_t bytes,
+                            CUstream stream, bool async) {
+  ContextObject* ctx = nullptr;
+  uint64_t s = 0;
+  if (CUresult r = resolveStream(stream, &ctx, &s); r != CUDA_SUCCESS) return r;
+  if (bytes == 0) return CUDA_SUCCESS;
+  return remote().call(what, [&](wire::Request::Builder b) {
+    auto m = b.initMemcpyDtoD();
+    m.setContext(ctx->remote);
+    m.setDst(dst);
+    m.setSrc(src);
+    m.setBytes(bytes);
+    m.setStream(s);
+    m.setAsync(async);
+  });
+}
+
+// cuMemcpy/cuMemcpyAsync: the direction follows from which pointers are our device allocations.
+CUresult copyUnified(const char* what, CUdeviceptr dst, CUdeviceptr src, size_t bytes,
+                     CUstream stream, bool async) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  auto& state = DriverState::get();
+  bool dstDevice = state.findDevice(dst, 0);
+  bool srcDevice = state.findDevice(src, 0);
+  if (dstDevice && srcDevice) return copyDeviceToDevice(what, dst, src, bytes, stream, async);
+  if (dstDevice) {
+    return copyHostToDevice(what, dst, reinterpret_cast<const void*>(src), bytes, stream, async);
+  }
+  if (srcDevice) return copyDeviceToHost(what, reinterpret_cast<void*>(dst), src, bytes, stream);
+  if (bytes == 0) return CUDA_SUCCESS;
+  if (!dst || !src) return CUDA_ERROR_INVALID_VALUE;
+  std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes);
+  return CUDA_SUCCESS;
+}
+
+CUresult memset(const char* what, CUdeviceptr dst, uint32_t value, unsigned elementSize,
+                size_t width, size_t height, size_t pitch, CUstream stream, bool async) {
+  ContextObject* ctx = nullptr;
+  uint64_t s = 0;
+  if (CUresult r = resolveStream(stream, &ctx, &s); r != CUDA_SUCCESS) return r;
+  return remote().call(what, [&](wire::Request::Builder b) {
+    auto m = b.initMemset();
+    m.setContext(ctx->remote);
+    m.setDst(dst);
+    m.setValue(value);
+    m.setElementSize(elementSize);
+    m.setWidth(width);
+    m.setHeight(height);
+    m.setPitch(pitch);
+    m.setStream(s);
+    m.setAsync(async);
+  });
+}
+
+// Where one end of a 2D copy lives.
+struct End {
+  bool device = false;
+  CUdeviceptr address = 0;  // device end
+  uint8_t* host = nullptr;  // host end
+  size_t pitch = 0;
+};
+
+CUresult endOf(CUmemorytype type, const void* host, CUdeviceptr device, CUarray array, size_t x,
+               size_t y, size_t pitch, End* end) {
+  if (type == CU_MEMORYTYPE_UNIFIED) {
+    type = DriverState::get().findDevice(device, 0) ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+    host = reinterpret_cast<const void*>(device);
+  }
+  end->pitch = pitch;
+  switch (type) {
+    case CU_MEMORYTYPE_HOST:
+      if (!host) return CUDA_ERROR_INVALID_VALUE;
+      end->host = const_cast<uint8_t*>(static_cast<const uint8_t*>(host)) + y * pitch + x;
+      return CUDA_SUCCESS;
+    case CU_MEMORYTYPE_DEVICE:
+      end->device = true;
+      end->address = device + y * pitch + x;
+      return CUDA_SUCCESS;
+    case CU_MEMORYTYPE_ARRAY:
+      (void)array;
+      return CUDA_ERROR_NOT_SUPPORTED;  // CUDA arrays (textures) are not served
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+CUresult copy2D(const char* what, const CUDA_MEMCPY2D* c, CUstream stream, bool async) {
+  if (!c) return CUDA_ERROR_INVALID_VALUE;
+  ContextObject* ctx = nullptr;
+  uint64_t s = 0;
+  if (CUresult r = resolveStream(stream, &ctx, &s); r != CUDA_SUCCESS) return r;
+  End src, dst;
+  if (CUresult r = endOf(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray, c->srcXInBytes,
+                         c->srcY, c->srcPitch, &src);
+      r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (CUresult r = endOf(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstArray, c->dstXInBytes,
+                         c->dstY, c->dstPitch, &dst);
+      r != CUDA_SUCCESS) {
+    return r;
+  }
+  size_t width = c->WidthInBytes, height = c->Height;
+  if (width == 0 || height == 0) return CUDA_SUCCESS;
+  if ((height > 1 && (src.pitch < width || dst.pitch < width))) return CUDA_ERROR_INVALID_VALUE;
+  if (!src.device && !dst.device) {
+    for (size_t r = 0; r < height; ++r) {
+      std::memmove(dst.host + r * dst.pitch, src.host + r * src.pitch, width);
+    }
+    return CUDA_SUCCESS;
+  }
+  // A host end travels packed: rows back to back.
+  std::vector<uint8_t> packed;
+  ConstBuffer bulk{nullptr, 0};
+  if (!src.device) {
+    if (src.pitch == width) {
+      bulk = {src.host, width * height};
+    } else {
+      packed.resize(width * height);
+      for (size_t r = 0; r < height; ++r) {
+        std::memcpy(packed.data() + r * width, src.host + r * src.pitch, width);
+      }
+      bulk = {packed.data(), packed.size()};
+    }
+  }
+  return remote().call(
+      what,
+      [&](wire::Request::Builder b) {
+        auto m = b.initMemcpy2D();
+        m.setContext(ctx->remote);
+        m.setSrcIsDevice(src.device);
+        m.setDstIsDevice(dst.device);
+        m.getSrc().setAddress(src.address);
+        m.getSrc().setPitch(src.pitch);
+        m.getDst().setAddress(dst.address);
+        m.getDst().setPitch(dst.pitch);
+        m.setWidthBytes(width);
+        m.setHeight(height);
+        m.setStream(s);
+        m.setAsync(async);
+      },
+      std::span<const ConstBuffer>(&bulk, bulk.size ? 1 : 0),
+      [&](wire::Response::Reader, ReplyBulk& reply) {
+        if (dst.device) return CUDA_SUCCESS;
+        if (dst.pitch == width) {
+          return reply.read(dst.host, width * height) ? CUDA_SUCCESS : CUDA_ERROR_UNKNOWN;
+        }
+        for (size_t r = 0; r < height; ++r) {
+          if (!reply.read(dst.host + r * dst.pitch, width)) return CUDA_ERROR_UNKNOWN;
+        }
+        return CUDA_SUCCESS;
+      });
+}
+
+CUresult allocate(CUdeviceptr* dptr, size_t bytes, size_t pitchWidth, unsigned elementSize,
+                  size_t* pitch) {
+  if (!dptr) return CUDA_ERROR_INVALID_VALUE;
+  ContextObject* ctx = nullptr;
+  if (CUresult r = currentRemoteContext(&ctx); r != CUDA_SUCCESS) return r;
+  if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  uint64_t address = 0, rowPitch = 0;
+  CUresult r = remote().call(
+      "cuMemAlloc",
+      [&](wire::Request::Builder b) {
+        auto m = b.initMemAlloc();
+        m.setContext(ctx->remote);
+        m.setBytes(bytes);
+        m.setPitchWidth(pitchWidth);
+        m.setElementSize(elementSize);
+      },
+      {},
+      [&](wire::Response::Reader reply, ReplyBulk&) {
+        address = reply.getMemAlloc().getAddress();
+        rowPitch = reply.getMemAlloc().getPitch();
+        return CUDA_SUCCESS;
+      });
+  if (r != CUDA_SUCCESS) return r;
+  size_t size = pitchWidth ? rowPitch * bytes : bytes;
+  {
+    std::lock_guard lock(DriverState::get().mutex);
+    DriverState::get().deviceAllocations[address] = DeviceAllocation{size, ctx};
+  }
+  *dptr = address;
+  if (pitch) *pitch = rowPitch;
+  return CUDA_SUCCESS;
+}
+
+CUresult release(CUdeviceptr dptr) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  if (dptr == 0) return CUDA_SUCCESS;
+  DeviceAllocation info;
+  CUdeviceptr base = 0;
+  if (!DriverState::get().findDevice(dptr, 0, &base, &info) || base != dptr || !info.context->remote) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  uint64_t context = info.context->remote;
+  CUresult r = remote().call("cuMemFree", [&](wire::Request::Builder b) {
+    auto m = b.initMemFree();
+    m.setContext(context);
+    m.setAddress(dptr);
+  });
+  if (r == CUDA_SUCCESS) {
+    std::lock_guard lock(DriverState::get().mutex);
+    DriverState::get().deviceAllocations.erase(dptr);
+  }
+  return r;
+}
+
+CUresult hostAllocate(void** pp, size_t bytes, unsigned flags) {
+  if (!pp) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  if (bytes == 0) {
+    *pp = nullptr;
+    return CUDA_SUCCESS;
+  }
+  // Page-aligned and page-granular, as pinned memory is; it is ordinary memory of this process.
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  {
+    std::lock_guard lock(DriverState::get().mutex);
+    DriverState::get().hostAllocations[reinterpret_cast<uintptr_t>(p)] = {bytes, flags, false};
+  }
+  *pp = p;
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+// ---- Allocation ----
+
+GPUPOOL_DRIVER_API CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes) {
+  return allocate(dptr, bytes, 0, 0, nullptr);
+}
+
+GPUPOOL_DRIVER_API CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t widthBytes,
+                                               size_t height, unsigned int elementSize) {
+  if (!pitch || widthBytes == 0 || height == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (elementSize != 4 && elementSize != 8 && elementSize != 16) return CUDA_ERROR_INVALID_VALUE;
+  return allocate(dptr, height, widthBytes, elementSize, pitch);
+}
+
+GPUPOOL_DRIVER_API CUresult cuMemFree_v2(CUdeviceptr dptr) { return release(dptr); }
+
+GPUPOOL_DRIVER_API CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytes, CUstream) {
+  // Stream-ordered allocation served eagerly: the memory exists before the stream reaches the
+  // allocation point, which CUDA's ordering rules allow.
+  return allocate(dptr, bytes, 0, 0, nullptr);
+}
+GPUPOOL_DRIVER_API CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytes, CUstream) {
+  return allocate(dptr, bytes, 0, 0, nullptr);
+}
+GPUPOOL_DRIVER_API CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream) { return release(dptr); }
+GPUPOOL_DRIVER_API CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream) {
+  return release(dptr);
+}
+
+GPUPOOL_DRIVER_API CUresult cuMemGetInfo_v2(size_t* freeBytes, size_t* totalBytes) {
+  ContextObject* ctx = nullptr;
+  if (CUresult r = currentRemoteContext(&ctx); r != CUDA_SUCCESS) return r;
+  return remote().call(
+      "cuMemGetInfo", [&](wire::Request::Builder b) { b.setMemGetInfo(ctx->remote); }, {},
+      [&](wire::Response::Reader reply, ReplyBulk&) {
+        if (freeBytes) *freeBytes = reply.getMemInfo().getFree();
+        if (totalBytes) *totalBytes = reply.getMemInfo().getTotal();
+        return CUDA_SUCCESS;
+      });
+}
+
+GPUPOOL_DRIVER_API CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size,
+                                                    CUdeviceptr dptr) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  DeviceAllocation info;
+  CUdeviceptr b = 0;
+  if (!DriverState::get().findDevice(dptr, 0, &b, &info)) return CUDA_ERROR_NOT_FOUND;
+  if (base) *base = b;
+  if (size) *size = info.size;
+  return CUDA_SUCCESS;
+}
+
+// ---- Host memory ----
+
+GPUPOOL_DRIVER_API CUresult cuMemAllocHost_v2(void** pp, size_t bytes) {
+  return hostAllocate(pp, bytes, 0);
+}
+
+GPUPOOL_DRIVER_API CUresult cuMemHostAlloc(void** pp, size_t bytes, unsigned int flags) {
+  return hostAllocate(pp, bytes, flags);
+}
+
+GPUPOOL_DRIVER_API CUresult cuMemFreeHost(void* p) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  size_t size = 0;
+  {
+    std::lock_guard lock(DriverState::get().mutex);
+    auto& hosts = DriverState::get().hostAllocations;
+    auto it = hosts.find(reinterpret_cast<uintptr_t>(p));
+    if (it == hosts.end() || it->second.registered) return CUDA_ERROR_INVALID_VALUE;
+    size = it->second.size;
+    hosts.erase(it);
+  }
+  munmap(p, size);
+  return CUDA_SUCCESS;
+}
+
+GPUPOOL_DRIVER_API CUresult cuMemHostRegister_v2(void* p, size_t bytes, unsigned int flags) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  if (!p || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (DriverState::get().findHost(p)) return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+  std::lock_guard lock(DriverState::get().mutex);
+  DriverState::get().hostAllocations[reinterpret_cast<uintptr_t>(p)] = {bytes, flags, true};
+  return CUDA_SUCCESS;
+}
+
+GPUPOOL_DRIVER_API CUresult cuMemHostRegister(void* p, size_t bytes, unsigned int flags) {
+  return cuMemHostRegister_v2(p, bytes, flags);
+}
+
+GPUPOOL_DRIVER_API CUresult cuMemHostUnregister(void* p) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  std::lock_guard lock(DriverState::get().mutex);
+  auto& hosts = DriverState::get().hostAllocations;
+  auto it = hosts.find(reinterpret_cast<uintptr_t>(p));
+  if (it == hosts.end() || !it->second.registered) return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+  hosts.erase(it);
+  return CUDA_SUCCESS;
+}
+
+GPUPOOL_DRIVER_API CUresult cuMemHostGetFlags(unsigned int* flags, void* p) {
+  if (!flags) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  HostAllocation info;
+  if (!DriverState::get().findHost(p, nullptr, &info)) return CUDA_ERROR_INVALID_VALUE;
+  *flags = info.flags;
+  return CUDA_SUCCESS;
+}
+
+// ---- Copies (each also as its per-thread-default-stream twin) ----
+
+#define GPUPOOL_TWIN(ret, name, twin, params, args) \
+  GPUPOOL_DRIVER_API ret name params;               \
+  GPUPOOL_DRIVER_API ret twin params { return name args; }
+
+GPUPOOL_DRIVER_API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t bytes) {
+  return copyHostToDevice("cuMemcpyHtoD", dst, src, bytes, nullptr, false);
+}
+GPUPOOL_TWIN(CUresult, cuMemcpyHtoD_v2, cuMemcpyHtoD_v2_ptds,
+             (CUdeviceptr dst, const void* src, size_t bytes), (dst, src, bytes))
+
+GPUPOOL_DRIVER_API CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t bytes) {
+  return copyDeviceToHost("cuMemcpyDtoH", dst, src, bytes, nullptr);
+}
+GPUPOOL_TWIN(CUresult, cuMemcpyDtoH_v2, cuMemcpyDtoH_v2_ptds,
+             (void* dst, CUdeviceptr src, size_t bytes), (dst, src, bytes))
+
+GPUPOOL_DRIVER_API CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
+  return copyDeviceToDevice("cuMemcpyDtoD", dst, src, bytes, nullptr, false);
+}
+GPUPOOL_TWIN(CUresult, cuMemcpyDtoD_v2, cuMemcpyDtoD_v2_ptds,
+             (CUdeviceptr dst, CUdeviceptr src, size_t bytes), (dst, src, bytes))
+
+GPUPOOL_DRIVER_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t bytes,
+                                                 CUstream stream) {
+  return copyHostToDevice("cuMemcpyHtoDAsync", dst, src, bytes, stream, true);
+}
+GPUPOOL_TWIN(CUresult, cuMemcpyHtoDAsync_v2, cuMemcpyHtoDAsync_v2_ptsz,
+             (CUdeviceptr dst, const void* src, size_t bytes, CUstream stream),
+             (dst, src, bytes, stream))
+
+GPUPOOL_DRIVER_API CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t bytes,
+                                                 CUstream stream) {
+  // Completes before returning: the bytes arrive with the reply, in stream order.
+  return copyDeviceToHost("cuMemcpyDtoHAsync", dst, src, bytes, stream);
+}
+GPUPOOL_TWIN(CUresult, cuMemcpyDtoHAsync_v2, cuMemcpyDtoHAsync_v2_ptsz,
+             (void* dst, CUdeviceptr src, size_t bytes, CUstream stream), (dst, src, bytes, stream))
+
+GPUPOOL_DRIVER_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes,
+                                                 CUstream stream) {
+  return copyDeviceToDevice("cuMemcpyDtoDAsync", dst, src, bytes, stream, true);
+}
+GPUPOOL_TWIN(CUresult, cuMemcpyDtoDAsync_v2, cuMemcpyDtoDAsync_v2_ptsz,
+             (CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream),
+             (dst, src, bytes, stream))
+
+GPUPOOL_DRIVER_API CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
+  return copyUnified("cuMemcpy", dst, src, bytes, nullptr, false);
+}
+GPUPOOL_TWIN(CUresult, cuMemcpy, cuMemcpy_ptds, (CUdeviceptr dst, CUdeviceptr src, size_t bytes),
+             (dst, src, bytes))
+
+GPUPOOL_DRIVER_API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes,
+                                          CUstream stream) {
+  return copyUnified("cuMemcpyAsync", dst, src, bytes, stream, true);
+}
+GPUPOOL_TWIN(CUresult, cuMemcpyAsync, cuMemcpyAsync_ptsz,
+             (CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream),
+             (dst, src, bytes, stream))
+
+GPUPOOL_DRIVER_API CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D* copy) {
+  return copy2D("cuMemcpy2D", copy, nullptr, false);
+}
+GPUPOOL_TWIN(CUresult, cuMemcpy2D_v2, cuMemcpy2D_v2_ptds, (const CUDA_MEMCPY2D* copy), (copy))
+GPUPOOL_DRIVER_API CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D* copy) {
+  return copy2D("cuMemcpy2DUnaligned", copy, nullptr, false);
+}
+GPUPOOL_TWIN(CUresult, cuMemcpy2DUnaligned_v2, cuMemcpy2DUnaligned_v2_ptds,
+             (const CUDA_MEMCPY2D* copy), (copy))
+GPUPOOL_DRIVER_API CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D* copy, CUstream stream) {
+  return copy2D("cuMemcpy2DAsync", copy, stream, true);
+}
+GPUPOOL_TWIN(CUresult, cuMemcpy2DAsync_v2, cuMemcpy2DAsync_v2_ptsz,
+             (const CUDA_MEMCPY2D* copy, CUstream stream), (copy, stream))
+
+// ---- Memset ----
+
+GPUPOOL_DRIVER_API CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, size_t n) {
+  return memset("cuMemsetD8", dst, value, 1, n, 1, n, nullptr, false);
+}
+GPUPOOL_TWIN(CUresult, cuMemsetD8_v2, cuMemsetD8_v2_ptds,
+             (CUdeviceptr dst, unsigned char value, size_t n), (dst, value, n))
+GPUPOOL_DRIVER_API CUresult cuMemsetD16_v2(CUdeviceptr dst, unsigned short value, size_t n) {
+  return memset("cuMemsetD16", dst, value, 2, n, 1, n * 2, nullptr, false);
+}
+GPUPOOL_TWIN(CUresult, cuMemsetD16_v2, cuMemsetD16_v2_ptds,
+             (CUdeviceptr dst, unsigned short value, size_t n), (dst, value, n))
+GPUPOOL_DRIVER_API CUresult cuMemsetD32_v2(CUdeviceptr dst, unsigned int value, size_t n) {
+  return memset("cuMemsetD32", dst, value, 4, n, 1, n * 4, nullptr, false);
+}
+GPUPOOL_TWIN(CUresult, cuMemsetD32_v2, cuMemsetD32_v2_ptds,
+             (CUdeviceptr dst, unsigned int value, size_t n), (dst, value, n))
+
+GPUPOOL_DRIVER_API CUresult cuMemsetD2D8_v2(CUdeviceptr dst, size_t pitch, unsigned char value,
+                                            size_t width, size_t height) {
+  return memset("cuMemsetD2D8", dst, value, 1, width, height, pitch, nullptr, false);
+}
+GPUPOOL_TWIN(CUresult, cuMemsetD2D8_v2, cuMemsetD2D8_v2_ptds,
+             (CUdeviceptr dst, size_t pitch, unsigned char value, size_t width, size_t height),
+             (dst, pitch, value, width, height))
+GPUPOOL_DRIVER_API CUresult cuMemsetD2D16_v2(CUdeviceptr dst, size_t pitch, unsigned short value,
+                                             size_t width, size_t height) {
+  return memset("cuMemsetD2D16", dst, value, 2, width, height, pitch, nullptr, false);
+}
+GPUPOOL_TWIN(CUresult, cuMemsetD2D16_v2, cuMemsetD2D16_v2_ptds,
+             (CUdeviceptr dst, size_t pitch, unsigned short value, size_t width, size_t height),
+             (dst, pitch, value, width, height))
+GPUPOOL_DRIVER_API CUresult cuMemsetD2D32_v2(CUdeviceptr dst, size_t pitch, unsigned int value,
+                                             size_t width, size_t height) {
+  return memset("cuMemsetD2D32", dst, value, 4, width, height, pitch, nullptr, false);
+}
+GPUPOOL_TWIN(CUresult, cuMemsetD2D32_v2, cuMemsetD2D32_v2_ptds,
+             (CUdeviceptr dst, size_t pitch, unsigned int value, size_t width, size_t height),
+             (dst, pitch, value, width, height))
+
+GPUPOOL_DRIVER_API CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t n,
+                                            CUstream stream) {
+  return memset("cuMemsetD8Async", dst, value, 1, n, 1, n, stream, true);
+}
+GPUPOOL_TWIN(CUresult, cuMemsetD8Async, cuMemsetD8Async_ptsz,
+             (CUdeviceptr dst, unsigned char value, size_t n, CUstream stream),
+             (dst, value, n, stream))
+GPUPOOL_DRIVER_API CUresult cuMemsetD16Async(CUdeviceptr dst, unsigned short value, size_t n,
+                                             CUstream stream) {
+  return memset("cuMemsetD16Async", dst, value, 2, n, 1, n * 2, stream, true);
+}
+GPUPOOL_TWIN(CUresult, cuMemsetD16Async, cuMemsetD16Async_ptsz,
+             (CUdeviceptr dst, unsigned short value, size_t n, CUstream stream),
+             (dst, value, n, stream))
+GPUPOOL_DRIVER_API CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int value, size_t n,
+                                             CUstream stream) {
+  return memset("cuMemsetD32Async", dst, value, 4, n, 1, n * 4, stream, true);
+}
+GPUPOOL_TWIN(CUresult, cuMemsetD32Async, cuMemsetD32Async_ptsz,
+             (CUdeviceptr dst, unsigned int value, size_t n, CUstream stream),
+             (dst, value, n, stream))
+GPUPOOL_DRIVER_API CUresult cuMemsetD2D8Async(CUdeviceptr dst, size_t pitch, unsigned char value,
+                                              size_t width, size_t height, CUstream stream) {
+  return memset("cuMemsetD2D8Async", dst, value, 1, width, height, pitch, stream, true);
+}
+GPUPOOL_TWIN(CUresult, cuMemsetD2D8Async, cuMemsetD2D8Async_ptsz,
+             (CUdeviceptr dst, size_t pitch, unsigned char value, size_t width, size_t height,
+              CUstream stream),
+             (dst, pitch, value, width, height, stream))
+GPUPOOL_DRIVER_API CUresult cuMemsetD2D16Async(CUdeviceptr dst, size_t pitch, unsigned short value,
+                                               size_t width, size_t height, CUstream stream) {
+  return memset("cuMemsetD2D16Async", dst, value, 2, width, height, pitch, stream, true);
+}
+GPUPOOL_TWIN(CUresult, cuMemsetD2D16Async, cuMemsetD2D16Async_ptsz,
+             (CUdeviceptr dst, size_t pitch, unsigned short value, size_t width, size_t height,
+              CUstream stream),
+             (dst, pitch, value, width, height, stream))
+GPUPOOL_DRIVER_API CUresult cuMemsetD2D32Async(CUdeviceptr dst, size_t pitch, unsigned int value,
+                                               size_t width, size_t height, CUstream stream) {
+  return memset("cuMemsetD2D32Async", dst, value, 4, width, height, pitch, stream, true);
+}
+GPUPOOL_TWIN(CUresult, cuMemsetD2D32Async, cuMemsetD2D32Async_ptsz,
+             (CUdeviceptr dst, size_t pitch, unsigned int value, size_t width, size_t height,
+              CUstream stream),
+             (dst, pitch, value, width, height, stream))
+
+// ---- Pointer attributes (answered locally) ----
+
+namespace {
+
+CUresult pointerAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr,
+                          bool lenient) {
+  auto& state = DriverState::get();
+  DeviceAllocation dev;
+  CUdeviceptr devBase = 0;
+  HostAllocation host;
+  uintptr_t hostBase = 0;
+  bool isDevice = state.findDevice(ptr, 0, &devBase, &dev);
+  bool isHost = !isDevice && state.findHost(reinterpret_cast<void*>(ptr), &hostBase, &host);
+  if (!isDevice && !isHost && !lenient) return CUDA_ERROR_INVALID_VALUE;
+  switch (attribute) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+      *static_cast<CUcontext*>(data) =
+          isDevice ? reinterpret_cast<CUcontext>(dev.context) : nullptr;
+      break;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+      *static_cast<unsigned*>(data) =
+          isDevice ? CU_MEMORYTYPE_DEVICE : (isHost ? CU_MEMORYTYPE_HOST : 0);
+      break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+      if (!isDevice) return CUDA_ERROR_INVALID_VALUE;  // host memory is not mapped remotely
+      *static_cast<CUdeviceptr*>(data) = ptr;
+      break;
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+      if (!isHost) return CUDA_ERROR_INVALID_VALUE;
+      *static_cast<void**>(data) = reinterpret_cast<void*>(ptr);
+      break;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+    case CU_POINTER_ATTRIBUTE_MAPPED:
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+      *static_cast<unsigned*>(data) = 0;
+      break;
+    case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+      *static_cast<unsigned*>(data) = 1;
+      break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+      *static_cast<int*>(data) = isDevice ? dev.context->device : -2;
+      break;
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+      *static_cast<unsigned long long*>(data) = isDevice ? devBase : hostBase;
+      break;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+      *static_cast<CUdeviceptr*>(data) = isDevice ? devBase : hostBase;
+      break;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+      *static_cast<size_t*>(data) = isDevice ? dev.size : host.size;
+      break;
+    default:
+      if (lenient) return CUDA_SUCCESS;
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+GPUPOOL_DRIVER_API CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute,
+                                                  CUdeviceptr ptr) {
+  if (!data) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  return pointerAttribute(data, attribute, ptr, false);
+}
+
+GPUPOOL_DRIVER_API CUresult cuPointerGetAttributes(unsigned int numAttributes,
+                                                   CUpointer_attribute* attributes, void** data,
+                                                   CUdeviceptr ptr) {
+  if (!attributes || !data) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  // Unlike cuPointerGetAttribute, unknown pointers are not an error here: they read as
+  // unregistered host memory.
+  for (unsigned i = 0; i < numAttributes; ++i) {
+    if (!data[i]) continue;
+    CUresult r = pointerAttribute(data[i], attributes[i], ptr, true);
+    if (r != CUDA_SUCCESS) {
+      // Device/host pointer of the other kind: report as absent.
+      std::memset(data[i], 0, sizeof(void*));
+    }
+  }
+  return CUDA_SUCCESS;
+}

@@ -1,0 +1,80 @@
+// The client's connection to one gpupoold: the handshake, the device snapshot it returns, and
+// request/response calls serialized over the connection.
+//
+// A call builds a Request, optionally sends bulk bytes after it, and hands the Response (and a
+// reader for its bulk bytes) to a callback while the connection is still held. If the connection
+// breaks, the call and every later one return CUDA_ERROR_DEVICE_UNAVAILABLE; nothing waits forever
+// on a dead server.
+#pragma once
+
+#include <cuda.h>
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "protocol/gpupool.capnp.h"
+#include "transport/connection.h"
+#include "transport/endpoint.h"
+
+namespace gpupool::client {
+
+struct DeviceSnapshot {
+  std::string name;
+  CUuuid uuid{};
+  uint64_t totalMemory = 0;
+  std::vector<int32_t> attributes;
+  int attribute(int a) const {
+    return a >= 0 && static_cast<size_t>(a) < attributes.size() ? attributes[a] : 0;
+  }
+};
+
+// Reads the reply's bulk bytes, in order.
+class ReplyBulk {
+ public:
+  ReplyBulk(transport::Connection& c, uint64_t bytes) : connection_(c), remaining_(bytes) {}
+  uint64_t remaining() const { return remaining_; }
+  // False (reading nothing) if fewer than `size` bytes remain.
+  bool read(void* dst, uint64_t size);
+
+ private:
+  friend class RemoteSession;
+  transport::Connection& connection_;
+  uint64_t remaining_;
+};
+
+class RemoteSession {
+ public:
+  // Connects and performs the handshake. On failure returns null and sets *error to the reason.
+  static std::unique_ptr<RemoteSession> connect(const transport::Endpoint& endpoint,
+                                                std::string* error);
+
+  using Build = std::function<void(wire::Request::Builder)>;
+  using OnReply = std::function<CUresult(wire::Response::Reader, ReplyBulk&)>;
+
+  // Sends one request and waits for its response. Returns the response's result, or what onReply
+  // returns when it is given and the result is CUDA_SUCCESS.
+  CUresult call(const char* what, const Build& build,
+                std::span<const transport::ConstBuffer> bulk = {}, const OnReply& onReply = {});
+
+  const std::vector<DeviceSnapshot>& devices() const { return devices_; }
+  int driverVersion() const { return driverVersion_; }
+  const std::string& backendKind() const { return backendKind_; }
+  const std::string& url() const { return url_; }
+
+ private:
+  RemoteSession() = default;
+
+  std::mutex mutex_;
+  std::unique_ptr<transport::Connection> connection_;
+  bool broken_ = false;
+  std::string url_;
+  std::vector<DeviceSnapshot> devices_;
+  int driverVersion_ = 0;
+  std::string backendKind_;
+};
+
+}  // namespace gpupool::client

@@ -1,0 +1,404 @@
+// Streams and events: handles here, queues and timestamps on the server.
+#include "driver_export.h"
+#include "driver_state.h"
+
+using namespace gpupool::client;
+
+namespace {
+
+RemoteSession& remote() { return DriverState::get().session(); }
+
+CUresult createStream(CUstream* out, unsigned flags, int priority) {
+  if (!out) return CUDA_ERROR_INVALID_VALUE;
+  ContextObject* ctx = nullptr;
+  if (CUresult r = currentRemoteContext(&ctx); r != CUDA_SUCCESS) return r;
+  uint64_t id = 0;
+  CUresult r = remote().call(
+      "cuStreamCreate",
+      [&](wire::Request::Builder b) {
+        auto s = b.initStreamCreate();
+        s.setContext(ctx->remote);
+        s.setFlags(flags);
+        s.setPriority(priority);
+      },
+      {},
+      [&](wire::Response::Reader reply, ReplyBulk&) {
+        id = reply.getHandle();
+        return CUDA_SUCCESS;
+      });
+  if (r != CUDA_SUCCESS) return r;
+  auto* s = new StreamObject();
+  s->context = ctx;
+  s->remote = id;
+  s->flags = flags;
+  s->priority = priority;
+  registerObject(s);
+  *out = reinterpret_cast<CUstream>(s);
+  return CUDA_SUCCESS;
+}
+
+// Sends a stream-scoped request (synchronize, query, destroy).
+template <typename Setter>
+CUresult streamCall(const char* what, CUstream h, Setter set) {
+  ContextObject* ctx = nullptr;
+  uint64_t s = 0;
+  if (CUresult r = resolveStream(h, &ctx, &s); r != CUDA_SUCCESS) return r;
+  return remote().call(what, [&](wire::Request::Builder b) { set(b, ctx->remote, s); });
+}
+
+CUresult eventObject(CUevent h, EventObject** e) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  *e = asEvent(h);
+  if (!*e) return CUDA_ERROR_INVALID_HANDLE;
+  return DriverState::get().ensureRemote((*e)->context);
+}
+
+CUresult synchronizeStream(CUstream h) {
+  return streamCall("cuStreamSynchronize", h, [](wire::Request::Builder b, uint64_t c, uint64_t s) {
+    auto r = b.initStreamSynchronize();
+    r.setContext(c);
+    r.setStream(s);
+  });
+}
+
+CUresult queryStream(CUstream h) {
+  return streamCall("cuStreamQuery", h, [](wire::Request::Builder b, uint64_t c, uint64_t s) {
+    auto r = b.initStreamQuery();
+    r.setContext(c);
+    r.setStream(s);
+  });
+}
+
+CUresult waitEvent(CUstream h, CUevent event) {
+  EventObject* e = nullptr;
+  if (CUresult r = eventObject(event, &e); r != CUDA_SUCCESS) return r;
+  ContextObject* ctx = nullptr;
+  uint64_t s = 0;
+  if (CUresult r = resolveStream(h, &ctx, &s); r != CUDA_SUCCESS) return r;
+  if (e->context != ctx) {
+    // Cross-context waits: the event's stream work must be done before this stream goes on;
+    // waiting for it here on the host keeps that order.
+    uint64_t c = e->context->remote, id = e->remote;
+    return remote().call("cuEventSynchronize", [&](wire::Request::Builder b) {
+      auto r = b.initEventSynchronize();
+      r.setContext(c);
+      r.setEvent(id);
+    });
+  }
+  return remote().call("cuStreamWaitEvent", [&](wire::Request::Builder b) {
+    auto r = b.initStreamWaitEvent();
+    r.setContext(ctx->remote);
+    r.setStream(s);
+    r.setEvent(e->remote);
+  });
+}
+
+CUresult recordEvent(CUevent event, CUstream h) {
+  EventObject* e = nullptr;
+  if (CUresult r = eventObject(event, &e); r != CUDA_SUCCESS) return r;
+  ContextObject* ctx = nullptr;
+  uint64_t s = 0;
+  if (CUresult r = resolveStream(h, &ctx, &s); r != CUDA_SUCCESS) return r;
+  if (e->context != ctx) return CUDA_ERROR_INVALID_HANDLE;
+  return remote().call("cuEventRecord", [&](wire::Request::Builder b) {
+    auto r = b.initEventRecord();
+    r.setContext(ctx->remote);
+    r.setEvent(e->remote);
+    r.setStream(s);
+  });
+}
+
+CUresult hostFunction(CUstream h, CUhostFn fn, void* data) {
+  if (!fn) return CUDA_ERROR_INVALID_VALUE;
+  // Runs on the calling thread once everything before it on the stream is done: stream order
+  // holds, at the price of making this call synchronous.
+  if (CUresult r = synchronizeStream(h); r != CUDA_SUCCESS) return r;
+  fn(data);
+  return CUDA_SUCCESS;
+}
+
+CUresult elapsed(float* ms, CUevent start, CUevent end) {
+  if (!ms) return CUDA_ERROR_INVALID_VALUE;
+  EventObject* a = nullptr;
+  EventObject* b = nullptr;
+  if (CUresult r = eventObject(start, &a); r != CUDA_SUCCESS) return r;
+  if (CUresult r = eventObject(end, &b); r != CUDA_SUCCESS) return r;
+  if (a->context != b->context) return CUDA_ERROR_INVALID_HANDLE;
+  return remote().call(
+      "cuEventElapsedTime",
+      [&](wire::Request::Builder req) {
+        auto r = req.initEventElapsedTime();
+        r.setContext(a->context->remote);
+        r.setStart(a->remote);
+        r.setEnd(b->remote);
+      },
+      {},
+      [&](wire::Response::Reader reply, ReplyBulk&) {
+        *ms = reply.getElapsedMs();
+        return CUDA_SUCCESS;
+      });
+}
+
+}  // namespace
+
+GPUPOOL_DRIVER_API CUresult cuStreamCreate(CUstream* out, unsigned int flags) {
+  return createStream(out, flags, 0);
+}
+
+GPUPOOL_DRIVER_API CUresult cuStreamCreateWithPriority(CUstream* out, unsigned int flags,
+                                                       int priority) {
+  return createStream(out, flags, priority);
+}
+
+GPUPOOL_DRIVER_API CUresult cuStreamDestroy_v2(CUstream h) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  StreamObject* s = asStream(h);
+  if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  CUresult r = CUDA_SUCCESS;
+  if (s->context->remote) {
+    uint64_t c = s->context->remote, id = s->remote;
+    r = remote().call("cuStreamDestroy", [&](wire::Request::Builder b) {
+      auto d = b.initStreamDestroy();
+      d.setContext(c);
+      d.setStream(id);
+    });
+  }
+  unregisterObject(s);
+  s->tag = Tag::kDead;
+  delete s;
+  return r;
+}
+
+GPUPOOL_DRIVER_API CUresult cuStreamDestroy(CUstream h) { return cuStreamDestroy_v2(h); }
+
+GPUPOOL_DRIVER_API CUresult cuStreamSynchronize(CUstream h) { return synchronizeStream(h); }
+GPUPOOL_DRIVER_API CUresult cuStreamSynchronize_ptsz(CUstream h) { return synchronizeStream(h); }
+GPUPOOL_DRIVER_API CUresult cuStreamQuery(CUstream h) { return queryStream(h); }
+GPUPOOL_DRIVER_API CUresult cuStreamQuery_ptsz(CUstream h) { return queryStream(h); }
+
+GPUPOOL_DRIVER_API CUresult cuStreamWaitEvent(CUstream h, CUevent e, unsigned int) {
+  return waitEvent(h, e);
+}
+GPUPOOL_DRIVER_API CUresult cuStreamWaitEvent_ptsz(CUstream h, CUevent e, unsigned int) {
+  return waitEvent(h, e);
+}
+
+GPUPOOL_DRIVER_API CUresult cuStreamGetPriority(CUstream h, int* priority) {
+  if (!priority) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  StreamObject* s = asStream(h);
+  *priority = s ? s->priority : 0;
+  return s || !h || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD ? CUDA_SUCCESS
+                                                                       : CUDA_ERROR_INVALID_HANDLE;
+}
+GPUPOOL_DRIVER_API CUresult cuStreamGetPriority_ptsz(CUstream h, int* priority) {
+  return cuStreamGetPriority(h, priority);
+}
+
+GPUPOOL_DRIVER_API CUresult cuStreamGetFlags(CUstream h, unsigned int* flags) {
+  if (!flags) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  StreamObject* s = asStream(h);
+  *flags = s ? s->flags : 0;
+  return s || !h || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD ? CUDA_SUCCESS
+                                                                       : CUDA_ERROR_INVALID_HANDLE;
+}
+GPUPOOL_DRIVER_API CUresult cuStreamGetFlags_ptsz(CUstream h, unsigned int* flags) {
+  return cuStreamGetFlags(h, flags);
+}
+
+GPUPOOL_DRIVER_API CUresult cuStreamGetCtx(CUstream h, CUcontext* pctx) {
+  if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  if (StreamObject* s = asStream(h)) {
+    *pctx = reinterpret_cast<CUcontext>(s->context);
+    return CUDA_SUCCESS;
+  }
+  if (h && h != CU_STREAM_LEGACY && h != CU_STREAM_PER_THREAD) return CUDA_ERROR_INVALID_HANDLE;
+  ContextObject* c = DriverState::get().current();
+  if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+  *pctx = reinterpret_cast<CUcontext>(c);
+  return CUDA_SUCCESS;
+}
+GPUPOOL_DRIVER_API CUresult cuStreamGetCtx_ptsz(CUstream h, CUcontext* pctx) {
+  return cuStreamGetCtx(h, pctx);
+}
+
+GPUPOOL_DRIVER_API CUresult cuStreamGetId(CUstream h, unsigned long long* id) {
+  if (!id) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  StreamObject* s = asStream(h);
+  if (!s && h && h != CU_STREAM_LEGACY && h != CU_STREAM_PER_THREAD) {
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  *id = s ? s->remote : 0;
+  return CUDA_SUCCESS;
+}
+GPUPOOL_DRIVER_API CUresult cuStreamGetId_ptsz(CUstream h, unsigned long long* id) {
+  return cuStreamGetId(h, id);
+}
+
+GPUPOOL_DRIVER_API CUresult cuLaunchHostFunc(CUstream h, CUhostFn fn, void* data) {
+  return hostFunction(h, fn, data);
+}
+GPUPOOL_DRIVER_API CUresult cuLaunchHostFunc_ptsz(CUstream h, CUhostFn fn, void* data) {
+  return hostFunction(h, fn, data);
+}
+
+GPUPOOL_DRIVER_API CUresult cuStreamAddCallback(CUstream h, CUstreamCallback callback,
+                                                void* data, unsigned int flags) {
+  if (!callback || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = synchronizeStream(h);
+  callback(h, r, data);
+  return CUDA_SUCCESS;
+}
+GPUPOOL_DRIVER_API CUresult cuStreamAddCallback_ptsz(CUstream h, CUstreamCallback callback,
+                                                     void* data, unsigned int flags) {
+  return cuStreamAddCallback(h, callback, data, flags);
+}
+
+// Stream capture (graphs) is not offered: every stream reports "not capturing", which is what
+// libraries such as cuBLAS ask before each call.
+GPUPOOL_DRIVER_API CUresult cuStreamIsCapturing(CUstream, CUstreamCaptureStatus* status) {
+  if (!status) return CUDA_ERROR_INVALID_VALUE;
+  *status = CU_STREAM_CAPTURE_STATUS_NONE;
+  return requireInit();
+}
+GPUPOOL_DRIVER_API CUresult cuStreamIsCapturing_ptsz(CUstream h, CUstreamCaptureStatus* status) {
+  return cuStreamIsCapturing(h, status);
+}
+GPUPOOL_DRIVER_API CUresult cuStreamGetCaptureInfo(CUstream, CUstreamCaptureStatus* status,
+                                                   cuuint64_t* id) {
+  if (!status) return CUDA_ERROR_INVALID_VALUE;
+  *status = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (id) *id = 0;
+  return requireInit();
+}
+GPUPOOL_DRIVER_API CUresult cuStreamGetCaptureInfo_ptsz(CUstream h, CUstreamCaptureStatus* status,
+                                                        cuuint64_t* id) {
+  return cuStreamGetCaptureInfo(h, status, id);
+}
+GPUPOOL_DRIVER_API CUresult cuStreamGetCaptureInfo_v2(CUstream h, CUstreamCaptureStatus* status,
+                                                      cuuint64_t* id, CUgraph* graph,
+                                                      const CUgraphNode** deps, size_t* numDeps) {
+  if (graph) *graph = nullptr;
+  if (deps) *deps = nullptr;
+  if (numDeps) *numDeps = 0;
+  return cuStreamGetCaptureInfo(h, status, id);
+}
+GPUPOOL_DRIVER_API CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream h,
+                                                           CUstreamCaptureStatus* status,
+                                                           cuuint64_t* id, CUgraph* graph,
+                                                           const CUgraphNode** deps,
+                                                           size_t* numDeps) {
+  return cuStreamGetCaptureInfo_v2(h, status, id, graph, deps, numDeps);
+}
+GPUPOOL_DRIVER_API CUresult cuStreamGetCaptureInfo_v3(CUstream h, CUstreamCaptureStatus* status,
+                                                      cuuint64_t* id, CUgraph* graph,
+                                                      const CUgraphNode** deps,
+                                                      const CUgraphEdgeData** edges,
+                                                      size_t* numDeps) {
+  if (edges) *edges = nullptr;
+  return cuStreamGetCaptureInfo_v2(h, status, id, graph, deps, numDeps);
+}
+GPUPOOL_DRIVER_API CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream h,
+                                                           CUstreamCaptureStatus* status,
+                                                           cuuint64_t* id, CUgraph* graph,
+                                                           const CUgraphNode** deps,
+                                                           const CUgraphEdgeData** edges,
+                                                           size_t* numDeps) {
+  return cuStreamGetCaptureInfo_v3(h, status, id, graph, deps, edges, numDeps);
+}
+GPUPOOL_DRIVER_API CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
+  if (!mode) return CUDA_ERROR_INVALID_VALUE;
+  thread_local CUstreamCaptureMode current = CU_STREAM_CAPTURE_MODE_GLOBAL;
+  std::swap(current, *mode);
+  return CUDA_SUCCESS;
+}
+
+// ---- Events ----
+
+GPUPOOL_DRIVER_API CUresult cuEventCreate(CUevent* out, unsigned int flags) {
+  if (!out) return CUDA_ERROR_INVALID_VALUE;
+  ContextObject* ctx = nullptr;
+  if (CUresult r = currentRemoteContext(&ctx); r != CUDA_SUCCESS) return r;
+  uint64_t id = 0;
+  CUresult r = remote().call(
+      "cuEventCreate",
+      [&](wire::Request::Builder b) {
+        auto e = b.initEventCreate();
+        e.setContext(ctx->remote);
+        e.setFlags(flags);
+      },
+      {},
+      [&](wire::Response::Reader reply, ReplyBulk&) {
+        id = reply.getHandle();
+        return CUDA_SUCCESS;
+      });
+  if (r != CUDA_SUCCESS) return r;
+  auto* e = new EventObject();
+  e->context = ctx;
+  e->remote = id;
+  e->flags = flags;
+  registerObject(e);
+  *out = reinterpret_cast<CUevent>(e);
+  return CUDA_SUCCESS;
+}
+
+GPUPOOL_DRIVER_API CUresult cuEventDestroy_v2(CUevent h) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  EventObject* e = asEvent(h);
+  if (!e) return CUDA_ERROR_INVALID_HANDLE;
+  CUresult r = CUDA_SUCCESS;
+  if (e->context->remote) {
+    uint64_t c = e->context->remote, id = e->remote;
+    r = remote().call("cuEventDestroy", [&](wire::Request::Builder b) {
+      auto d = b.initEventDestroy();
+      d.setContext(c);
+      d.setEvent(id);
+    });
+  }
+  unregisterObject(e);
+  e->tag = Tag::kDead;
+  delete e;
+  return r;
+}
+
+GPUPOOL_DRIVER_API CUresult cuEventDestroy(CUevent h) { return cuEventDestroy_v2(h); }
+
+GPUPOOL_DRIVER_API CUresult cuEventRecord(CUevent e, CUstream s) { return recordEvent(e, s); }
+GPUPOOL_DRIVER_API CUresult cuEventRecord_ptsz(CUevent e, CUstream s) { return recordEvent(e, s); }
+GPUPOOL_DRIVER_API CUresult cuEventRecordWithFlags(CUevent e, CUstream s, unsigned int) {
+  return recordEvent(e, s);
+}
+GPUPOOL_DRIVER_API CUresult cuEventRecordWithFlags_ptsz(CUevent e, CUstream s, unsigned int) {
+  return recordEvent(e, s);
+}
+
+GPUPOOL_DRIVER_API CUresult cuEventSynchronize(CUevent h) {
+  EventObject* e = nullptr;
+  if (CUresult r = eventObject(h, &e); r != CUDA_SUCCESS) return r;
+  return remote().call("cuEventSynchronize", [&](wire::Request::Builder b) {
+    auto r = b.initEventSynchronize();
+    r.setContext(e->context->remote);
+    r.setEvent(e->remote);
+  });
+}
+
+GPUPOOL_DRIVER_API CUresult cuEventQuery(CUevent h) {
+  EventObject* e = nullptr;
+  if (CUresult r = eventObject(h, &e); r != CUDA_SUCCESS) return r;
+  return remote().call("cuEventQuery", [&](wire::Request::Builder b) {
+    auto r = b.initEventQuery();
+    r.setContext(e->context->remote);
+    r.setEvent(e->remote);
+  });
+}
+
+GPUPOOL_DRIVER_API CUresult cuEventElapsedTime(float* ms, CUevent start, CUevent end) {
+  return elapsed(ms, start, end);
+}
+
+GPUPOOL_DRIVER_API CUresult cuEventElapsedTime_v2(float* ms, CUevent start, CUevent end) {
+  return elapsed(ms, start, end);
+}

@@ -1,0 +1,313 @@
+# gpupool wire protocol.
+#
+# Every frame on a connection is: a FrameHeader (protocol/frame.h), one Cap'n Proto message (a Request
+# from the client, a Response from the server), then `bulkBytes` raw bytes. Bulk bytes carry memory
+# contents and module images; they are never embedded in the message so receivers can land them
+# directly in their final place.
+#
+# Versioning: `protocolVersion` below is bumped on any incompatible change. Fields are only ever added
+# (Cap'n Proto keeps old readers working); a peer with a different major version is refused at Hello
+# with a message that names both versions.
+
+@0xd4a6f1c3b2e59a17;
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("gpupool::wire");
+
+const protocolVersion :UInt32 = 1;
+
+# Feature bits a client or server may advertise in Hello/Welcome.
+const featureBulkFrames :UInt64 = 1;
+const featureModuleCache :UInt64 = 2;
+
+struct DeviceInfo {
+  name @0 :Text;
+  uuid @1 :Data;                  # 16 bytes, CUuuid
+  pciDomain @2 :Int32;
+  pciBus @3 :Int32;
+  pciDevice @4 :Int32;
+  totalMemory @5 :UInt64;
+  attributes @6 :List(Int32);     # index = CUdevice_attribute value; missing → 0
+  backendKind @7 :Text;           # "emu" or "cuda"
+}
+
+struct Hello {
+  protocolVersion @0 :UInt32;
+  clientCudaVersion @1 :Int32;    # the CUDA version the client library was built for (e.g. 13000)
+  features @2 :UInt64;
+  authToken @3 :Text;
+  clientName @4 :Text;            # program name and pid, for status/logs
+  purpose @5 :Purpose;
+  enum Purpose {
+    driver @0;                    # a libcuda session
+    status @1;                    # a short-lived monitoring connection
+    bench @2;
+  }
+}
+
+struct Welcome {
+  protocolVersion @0 :UInt32;
+  serverVersion @1 :Text;
+  backendKind @2 :Text;
+  driverVersion @3 :Int32;        # what cuDriverGetVersion reports
+  features @4 :UInt64;
+  devices @5 :List(DeviceInfo);
+  sessionId @6 :UInt64;
+  deviceAddressBase @7 :UInt64;   # device pointers live in [base, base+size): clients keep it free
+  deviceAddressSize @8 :UInt64;
+}
+
+struct Dim3 {
+  x @0 :UInt32;
+  y @1 :UInt32;
+  z @2 :UInt32;
+}
+
+struct ParamLayout {
+  offset @0 :UInt32;
+  size @1 :UInt32;
+}
+
+struct FunctionInfo {
+  handle @0 :UInt64;
+  params @1 :List(ParamLayout);
+  attributes @2 :List(Int32);     # index = CUfunction_attribute value
+}
+
+# A 2D copy or set, device side only. Host rows travel packed (pitch = width) as bulk bytes.
+struct Pitched {
+  address @0 :UInt64;
+  pitch @1 :UInt64;
+}
+
+struct SessionStatus {
+  sessionId @0 :UInt64;
+  clientName @1 :Text;
+  memoryUsed @2 :UInt64;
+  transport @3 :Text;
+  contexts @4 :UInt32;
+}
+
+struct DeviceStatus {
+  index @0 :UInt32;
+  name @1 :Text;
+  memoryUsed @2 :UInt64;
+  memoryTotal @3 :UInt64;
+  sessions @4 :UInt32;
+}
+
+struct Request {
+  # Stream handles: 0 is the context's default (legacy) stream.
+  union {
+    hello @0 :Hello;
+    ping @1 :Void;                 # echoes back; bulk is echoed too (the raw-wire baseline)
+    status @2 :Void;
+
+    ctxCreate @3 :CtxCreate;
+    ctxDestroy @4 :UInt64;         # context
+    ctxSynchronize @5 :UInt64;     # context
+
+    memAlloc @6 :MemAlloc;
+    memFree @7 :MemFree;
+    memGetInfo @8 :UInt64;         # context
+
+    memcpyHtoD @9 :MemcpyHtoD;     # bulk = the bytes
+    memcpyDtoH @10 :MemcpyDtoH;    # response bulk = the bytes
+    memcpyDtoD @11 :MemcpyDtoD;
+    memcpy2D @12 :Memcpy2D;
+    memset @13 :Memset;
+
+    moduleLoad @14 :ModuleLoad;    # bulk = the image, when `hasImage`
+    moduleUnload @15 :ModuleRef;
+    moduleGetFunction @16 :ModuleSymbol;
+    moduleGetGlobal @17 :ModuleSymbol;
+
+    launchKernel @18 :LaunchKernel;
+    funcSetAttribute @19 :FuncSetAttribute;
+    occupancy @20 :Occupancy;
+
+    streamCreate @21 :StreamCreate;
+    streamDestroy @22 :StreamRef;
+    streamSynchronize @23 :StreamRef;
+    streamQuery @24 :StreamRef;
+    streamWaitEvent @25 :StreamWaitEvent;
+
+    eventCreate @26 :EventCreate;
+    eventDestroy @27 :EventRef;
+    eventRecord @28 :EventRecord;
+    eventSynchronize @29 :EventRef;
+    eventQuery @30 :EventRef;
+    eventElapsedTime @31 :EventElapsedTime;
+
+    memGetAddressRange @32 :MemFree;
+  }
+
+  struct CtxCreate {
+    device @0 :Int32;
+    flags @1 :UInt32;
+  }
+  struct MemAlloc {
+    context @0 :UInt64;
+    bytes @1 :UInt64;
+    pitchWidth @2 :UInt64;        # nonzero: a pitched allocation (cuMemAllocPitch); bytes = height
+    elementSize @3 :UInt32;
+  }
+  struct MemFree {
+    context @0 :UInt64;
+    address @1 :UInt64;
+  }
+  struct MemcpyHtoD {
+    context @0 :UInt64;
+    dst @1 :UInt64;
+    bytes @2 :UInt64;
+    stream @3 :UInt64;
+    async @4 :Bool;
+  }
+  struct MemcpyDtoH {
+    context @0 :UInt64;
+    src @1 :UInt64;
+    bytes @2 :UInt64;
+    stream @3 :UInt64;
+  }
+  struct MemcpyDtoD {
+    context @0 :UInt64;
+    dst @1 :UInt64;
+    src @2 :UInt64;
+    bytes @3 :UInt64;
+    stream @4 :UInt64;
+    async @5 :Bool;
+  }
+  struct Memcpy2D {
+    context @0 :UInt64;
+    # Which ends are device memory; a host end travels packed as bulk (request for H→D, response for D→H).
+    srcIsDevice @1 :Bool;
+    dstIsDevice @2 :Bool;
+    src @3 :Pitched;
+    dst @4 :Pitched;
+    widthBytes @5 :UInt64;
+    height @6 :UInt64;
+    stream @7 :UInt64;
+    async @8 :Bool;
+  }
+  struct Memset {
+    context @0 :UInt64;
+    dst @1 :UInt64;
+    value @2 :UInt32;
+    elementSize @3 :UInt32;       # 1, 2 or 4
+    width @4 :UInt64;             # elements per row
+    height @5 :UInt64;            # 1 for a 1D set
+    pitch @6 :UInt64;             # bytes between rows
+    stream @7 :UInt64;
+    async @8 :Bool;
+  }
+  struct ModuleLoad {
+    context @0 :UInt64;
+    hash @1 :Data;                # SHA-256 of the image bytes: the server's cache key
+    imageBytes @2 :UInt64;
+    hasImage @3 :Bool;            # false: "use your cached copy"; the server answers needImage if it has none
+  }
+  struct ModuleRef {
+    context @0 :UInt64;
+    module @1 :UInt64;
+  }
+  struct ModuleSymbol {
+    context @0 :UInt64;
+    module @1 :UInt64;
+    name @2 :Text;
+  }
+  struct LaunchKernel {
+    context @0 :UInt64;
+    function @1 :UInt64;
+    grid @2 :Dim3;
+    block @3 :Dim3;
+    sharedBytes @4 :UInt32;
+    stream @5 :UInt64;
+    params @6 :Data;              # the packed parameter block, laid out as FunctionInfo.params says
+  }
+  struct FuncSetAttribute {
+    context @0 :UInt64;
+    function @1 :UInt64;
+    attribute @2 :Int32;
+    value @3 :Int32;
+  }
+  struct Occupancy {
+    context @0 :UInt64;
+    function @1 :UInt64;
+    blockSize @2 :Int32;
+    dynamicSharedBytes @3 :UInt64;
+    flags @4 :UInt32;
+  }
+  struct StreamCreate {
+    context @0 :UInt64;
+    flags @1 :UInt32;
+    priority @2 :Int32;
+  }
+  struct StreamRef {
+    context @0 :UInt64;
+    stream @1 :UInt64;
+  }
+  struct StreamWaitEvent {
+    context @0 :UInt64;
+    stream @1 :UInt64;
+    event @2 :UInt64;
+  }
+  struct EventCreate {
+    context @0 :UInt64;
+    flags @1 :UInt32;
+  }
+  struct EventRef {
+    context @0 :UInt64;
+    event @1 :UInt64;
+  }
+  struct EventRecord {
+    context @0 :UInt64;
+    event @1 :UInt64;
+    stream @2 :UInt64;
+  }
+  struct EventElapsedTime {
+    context @0 :UInt64;
+    start @1 :UInt64;
+    end @2 :UInt64;
+  }
+}
+
+struct Response {
+  result @0 :UInt32;               # CUresult
+  message @1 :Text;                # human-readable detail for errors (logged by the client)
+  deviceOutput @2 :Text;           # device printf output produced since the last reply, in order
+  union {
+    none @3 :Void;
+    welcome @4 :Welcome;
+    handle @5 :UInt64;             # ctxCreate, streamCreate, eventCreate, moduleLoad
+    memAlloc @6 :MemAllocReply;
+    memInfo @7 :MemInfo;
+    function @8 :FunctionInfo;
+    global @9 :Global;
+    value @10 :Int64;              # occupancy
+    elapsedMs @11 :Float32;
+    needImage @12 :Void;           # moduleLoad: send the image
+    status @13 :StatusReply;
+    addressRange @14 :Global;
+  }
+
+  struct MemAllocReply {
+    address @0 :UInt64;
+    pitch @1 :UInt64;
+  }
+  struct MemInfo {
+    free @0 :UInt64;
+    total @1 :UInt64;
+  }
+  struct Global {
+    address @0 :UInt64;
+    bytes @1 :UInt64;
+  }
+  struct StatusReply {
+    serverVersion @0 :Text;
+    backendKind @1 :Text;
+    listen @2 :Text;
+    devices @3 :List(DeviceStatus);
+    sessions @4 :List(SessionStatus);
+    uptimeSeconds @5 :Float64;
+  }
+}

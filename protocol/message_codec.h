@@ -1,0 +1,46 @@
+// Cap'n Proto messages on a transport::Connection.
+//
+// Sending writes the standard Cap'n Proto stream framing (segment table, then segments) gathered
+// straight from the builder's segments; receiving reads the message in place from the connection's
+// receive buffer with a FlatArrayMessageReader, with limits that bound what a hostile peer can
+// make us traverse.
+#pragma once
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "protocol/gpupool.capnp.h"
+#include "transport/connection.h"
+
+namespace gpupool::protocol {
+
+// Sends `message` followed by `bulk` as one frame. Throws transport::TransportError.
+void sendMessage(transport::Connection& connection, capnp::MessageBuilder& message,
+                 std::span<const transport::ConstBuffer> bulk = {});
+
+// A received message. Valid until the next receive on the same connection.
+class IncomingMessage {
+ public:
+  // Throws transport::TransportError on a channel failure and kj::Exception (caught by callers as
+  // "malformed message") when the bytes are not a valid message.
+  explicit IncomingMessage(transport::Connection& connection);
+
+  template <typename T>
+  typename T::Reader root() {
+    return reader_->getRoot<T>();
+  }
+  uint64_t bulkBytes() const { return bulkBytes_; }
+
+ private:
+  std::unique_ptr<capnp::FlatArrayMessageReader> reader_;
+  uint64_t bulkBytes_;
+};
+
+// Reader limits: ~64 MiB of traversal and a modest nesting depth.
+capnp::ReaderOptions readerOptions();
+
+}  // namespace gpupool::protocol

@@ -1,0 +1,145 @@
+// The interface the server's request handlers call. Two implementations: `emu` (a CPU device that
+// interprets PTX; server/backends/emu) and `cuda` (the real driver, dlopened; server/backends/cuda).
+//
+// Contract shared by both:
+// - Every call returns a Status whose code is the CUresult a real driver would give.
+// - A BackendContext is created per client context and owns everything created through it (memory,
+//   modules, streams, events). Destroying it releases all of that, whatever state it is in.
+// - Handles (modules, functions, streams, events) are opaque 64-bit ids minted by the context. Every
+//   handle and device address a caller passes is checked against what *this* context owns: a foreign
+//   or bogus one gets CUDA_ERROR_INVALID_HANDLE / CUDA_ERROR_INVALID_VALUE, never access.
+// - Stream id 0 is the context's default (legacy) stream.
+// - One thread at a time calls a given BackendContext (the session's thread). Backend itself is shared
+//   by all sessions and is thread-safe.
+#pragma once
+
+#include <cuda.h>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace gpupool::server {
+
+struct Status {
+  CUresult code = CUDA_SUCCESS;
+  std::string message;  // detail for the client's log; empty on success
+
+  bool ok() const { return code == CUDA_SUCCESS; }
+  static Status success() { return {}; }
+  static Status error(CUresult code, std::string message) { return {code, std::move(message)}; }
+};
+
+struct DeviceDescription {
+  std::string name;
+  std::array<uint8_t, 16> uuid{};
+  int32_t pciDomain = 0, pciBus = 0, pciDevice = 0;
+  uint64_t totalMemory = 0;
+  std::vector<int32_t> attributes;  // index = CUdevice_attribute
+};
+
+struct ParamLayout {
+  uint32_t offset = 0;
+  uint32_t size = 0;
+};
+
+struct FunctionDescription {
+  uint64_t handle = 0;
+  std::vector<ParamLayout> params;  // in parameter order
+  std::vector<int32_t> attributes;  // index = CUfunction_attribute
+};
+
+struct LaunchShape {
+  std::array<uint32_t, 3> grid{1, 1, 1};
+  std::array<uint32_t, 3> block{1, 1, 1};
+  uint32_t sharedBytes = 0;
+};
+
+// A 2D copy. A host end is a packed buffer (pitch = widthBytes is allowed) owned by the caller.
+struct Copy2D {
+  bool srcIsDevice = true, dstIsDevice = true;
+  uint64_t srcDevice = 0, dstDevice = 0;
+  const void* srcHost = nullptr;
+  void* dstHost = nullptr;
+  uint64_t srcPitch = 0, dstPitch = 0;
+  uint64_t widthBytes = 0, height = 0;
+};
+
+class BackendContext {
+ public:
+  virtual ~BackendContext() = default;
+
+  // Memory.
+  virtual Status memAlloc(uint64_t bytes, uint64_t* address) = 0;
+  virtual Status memFree(uint64_t address) = 0;
+  virtual Status memGetInfo(uint64_t* freeBytes, uint64_t* totalBytes) = 0;
+  virtual Status memGetAddressRange(uint64_t address, uint64_t* base, uint64_t* bytes) = 0;
+  virtual uint64_t memoryUsed() const = 0;
+
+  // Copies. Synchronous ones (async=false, and every device→host copy) are complete, in stream order,
+  // when they return. An async host→device copy has consumed `src` when it returns.
+  virtual Status copyHostToDevice(uint64_t dst, const void* src, uint64_t bytes, uint64_t stream,
+                                  bool async) = 0;
+  virtual Status copyDeviceToHost(void* dst, uint64_t src, uint64_t bytes, uint64_t stream) = 0;
+  virtual Status copyDeviceToDevice(uint64_t dst, uint64_t src, uint64_t bytes, uint64_t stream,
+                                    bool async) = 0;
+  virtual Status copy2D(const Copy2D& copy, uint64_t stream, bool async) = 0;
+  // Sets `height` rows of `width` elements of elementSize (1, 2, 4) bytes, rows `pitch` bytes apart.
+  virtual Status memset(uint64_t dst, uint32_t value, unsigned elementSize, uint64_t width,
+                        uint64_t height, uint64_t pitch, uint64_t stream, bool async) = 0;
+
+  // Modules: `image` is a fatbin, cubin or NUL-terminated PTX text.
+  virtual Status moduleLoad(std::span<const uint8_t> image, uint64_t* module) = 0;
+  virtual Status moduleUnload(uint64_t module) = 0;
+  virtual Status moduleGetFunction(uint64_t module, const std::string& name,
+                                   FunctionDescription* function) = 0;
+  virtual Status moduleGetGlobal(uint64_t module, const std::string& name, uint64_t* address,
+                                 uint64_t* bytes) = 0;
+
+  // Kernels. `params` is the packed parameter block laid out as FunctionDescription::params.
+  virtual Status launch(uint64_t function, const LaunchShape& shape, uint64_t stream,
+                        std::span<const uint8_t> params) = 0;
+  virtual Status funcSetAttribute(uint64_t function, int attribute, int value) = 0;
+  virtual Status occupancyMaxActiveBlocks(uint64_t function, int blockSize,
+                                          uint64_t dynamicSharedBytes, unsigned flags,
+                                          int* numBlocks) = 0;
+
+  // Streams and events.
+  virtual Status streamCreate(unsigned flags, int priority, uint64_t* stream) = 0;
+  virtual Status streamDestroy(uint64_t stream) = 0;
+  virtual Status streamSynchronize(uint64_t stream) = 0;
+  virtual Status streamQuery(uint64_t stream) = 0;  // CUDA_SUCCESS or CUDA_ERROR_NOT_READY
+  virtual Status streamWaitEvent(uint64_t stream, uint64_t event) = 0;
+  virtual Status eventCreate(unsigned flags, uint64_t* event) = 0;
+  virtual Status eventDestroy(uint64_t event) = 0;
+  virtual Status eventRecord(uint64_t event, uint64_t stream) = 0;
+  virtual Status eventSynchronize(uint64_t event) = 0;
+  virtual Status eventQuery(uint64_t event) = 0;  // CUDA_SUCCESS or CUDA_ERROR_NOT_READY
+  virtual Status eventElapsedTime(uint64_t start, uint64_t end, float* milliseconds) = 0;
+
+  // Waits for all work in the context; returns the context's sticky error if a kernel failed.
+  virtual Status synchronize() = 0;
+
+  // Device printf output produced since the last call, in order (the client prints it).
+  virtual std::string takeDeviceOutput() = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string kind() const = 0;  // "emu" or "cuda"
+  virtual int driverVersion() const = 0;
+  virtual const std::vector<DeviceDescription>& devices() const = 0;
+  virtual Status createContext(int device, unsigned flags,
+                               std::unique_ptr<BackendContext>* context) = 0;
+  // Bytes currently allocated on `device` by all contexts (for status).
+  virtual uint64_t deviceMemoryUsed(int device) const = 0;
+  // Where device addresses live, so clients can keep that range free in their own address space
+  // (0, 0 when unknown).
+  virtual std::pair<uint64_t, uint64_t> deviceAddressWindow() const = 0;
+};
+
+}  // namespace gpupool::server

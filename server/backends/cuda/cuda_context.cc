@@ -1,0 +1,520 @@
+#include "server/backends/cuda/cuda_context.h"
+
+#include <cstdio>
+#include <limits>
+
+#include "server/backends/cuda/module_image_check.h"
+
+namespace gpupool::server {
+namespace {
+
+// Kernel parameters are limited to 32764 bytes, so no kernel has more parameters than this; it
+// bounds the cuFuncGetParamInfo loop against a driver that never says "no more".
+constexpr size_t kMaxKernelParams = 32768;
+
+std::string hex(uint64_t value) {
+  char text[24];
+  std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(value));
+  return text;
+}
+
+Status invalidHandle(const char* what, uint64_t id) {
+  return Status::error(CUDA_ERROR_INVALID_HANDLE,
+                       std::string("unknown ") + what + " handle " + std::to_string(id));
+}
+
+}  // namespace
+
+Status CudaContext::create(std::shared_ptr<CudaDriver> driver, CUdevice device, unsigned flags,
+                           std::shared_ptr<std::atomic<uint64_t>> deviceMemoryUsed,
+                           std::unique_ptr<BackendContext>* context) {
+  CUcontext handle = nullptr;
+  // Null creation parameters ask for a regular context (no affinity, no CIG).
+  Status status = driver->ctxCreateV4.fn != nullptr
+                      ? driver->call(driver->ctxCreateV4, &handle, nullptr, flags, device)
+                      : driver->call(driver->ctxCreateV2, &handle, flags, device);
+  if (!status.ok()) return status;
+  context->reset(new CudaContext(std::move(driver), handle, std::move(deviceMemoryUsed)));
+  return Status::success();
+}
+
+CudaContext::CudaContext(std::shared_ptr<CudaDriver> driver, CUcontext context,
+                         std::shared_ptr<std::atomic<uint64_t>> deviceMemoryUsed)
+    : driver_(std::move(driver)),
+      context_(context),
+      deviceMemoryUsed_(std::move(deviceMemoryUsed)) {}
+
+CudaContext::~CudaContext() {
+  // Errors are ignored throughout: after a kernel fault every call returns the sticky error, and
+  // cuCtxDestroy releases whatever the explicit calls could not.
+  (void)makeCurrent();
+  for (auto& [id, event] : events_) (void)driver_->call(driver_->eventDestroy, event);
+  for (auto& [id, stream] : streams_) (void)driver_->call(driver_->streamDestroy, stream);
+  for (auto& [id, module] : modules_) (void)driver_->call(driver_->moduleUnload, module);
+  for (auto& [base, range] : addresses_.ranges()) {
+    if (range.owner == DeviceAddressMap::kAllocation) {
+      (void)driver_->call(driver_->memFree, static_cast<CUdeviceptr>(base));
+    }
+  }
+  *deviceMemoryUsed_ -= memoryUsed_;
+  (void)driver_->call(driver_->ctxDestroy, context_);
+}
+
+Status CudaContext::makeCurrent() { return driver_->call(driver_->ctxSetCurrent, context_); }
+
+Status CudaContext::findStream(uint64_t id, CUstream* stream) const {
+  if (id == 0) {
+    *stream = nullptr;  // the legacy default stream
+    return Status::success();
+  }
+  auto it = streams_.find(id);
+  if (it == streams_.end()) return invalidHandle("stream", id);
+  *stream = it->second;
+  return Status::success();
+}
+
+Status CudaContext::findEvent(uint64_t id, CUevent* event) const {
+  auto it = events_.find(id);
+  if (it == events_.end()) return invalidHandle("event", id);
+  *event = it->second;
+  return Status::success();
+}
+
+Status CudaContext::findFunction(uint64_t id, const Function** function) const {
+  auto it = functions_.find(id);
+  if (it == functions_.end()) return invalidHandle("function", id);
+  *function = &it->second;
+  return Status::success();
+}
+
+Status CudaContext::checkRange(const char* what, uint64_t address, uint64_t bytes) const {
+  if (addresses_.covers(address, bytes)) return Status::success();
+  return Status::error(CUDA_ERROR_INVALID_VALUE, std::string(what) + " [" + hex(address) + ", +" +
+                                                     std::to_string(bytes) +
+                                                     ") is not inside memory of this context");
+}
+
+Status CudaContext::checkPitchedRange(const char* what, uint64_t address, uint64_t pitch,
+                                      uint64_t rowBytes, uint64_t height) const {
+  // The rows span (height-1)*pitch + rowBytes bytes from `address`.
+  uint64_t max = std::numeric_limits<uint64_t>::max();
+  if (pitch != 0 && height - 1 > (max - rowBytes) / pitch) {
+    return Status::error(CUDA_ERROR_INVALID_VALUE, std::string(what) + " extent overflows");
+  }
+  return checkRange(what, address, (height - 1) * pitch + rowBytes);
+}
+
+// --- Memory ---
+
+Status CudaContext::memAlloc(uint64_t bytes, uint64_t* address) {
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  CUdeviceptr pointer = 0;
+  if (Status s = driver_->call(driver_->memAlloc, &pointer, bytes); !s.ok()) return s;
+  addresses_.add(pointer, bytes, DeviceAddressMap::kAllocation);
+  memoryUsed_ += bytes;
+  *deviceMemoryUsed_ += bytes;
+  *address = pointer;
+  return Status::success();
+}
+
+Status CudaContext::memFree(uint64_t address) {
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  auto range = addresses_.find(address);
+  if (!range || range->base != address || range->owner != DeviceAddressMap::kAllocation) {
+    return Status::error(CUDA_ERROR_INVALID_VALUE,
+                         hex(address) + " is not an allocation of this context");
+  }
+  if (Status s = driver_->call(driver_->memFree, static_cast<CUdeviceptr>(address)); !s.ok()) {
+    return s;
+  }
+  addresses_.removeAllocation(address);
+  memoryUsed_ -= range->bytes;
+  *deviceMemoryUsed_ -= range->bytes;
+  return Status::success();
+}
+
+Status CudaContext::memGetInfo(uint64_t* freeBytes, uint64_t* totalBytes) {
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  size_t free = 0, total = 0;
+  if (Status s = driver_->call(driver_->memGetInfo, &free, &total); !s.ok()) return s;
+  *freeBytes = free;
+  *totalBytes = total;
+  return Status::success();
+}
+
+Status CudaContext::memGetAddressRange(uint64_t address, uint64_t* base, uint64_t* bytes) {
+  // Answered from this context's own ranges: asking the driver would reveal other tenants'.
+  auto range = addresses_.find(address);
+  if (!range) {
+    return Status::error(CUDA_ERROR_NOT_FOUND,
+                         hex(address) + " is not inside memory of this context");
+  }
+  *base = range->base;
+  *bytes = range->bytes;
+  return Status::success();
+}
+
+// --- Copies ---
+
+Status CudaContext::copyHostToDevice(uint64_t dst, const void* src, uint64_t bytes, uint64_t stream,
+                                     bool async) {
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  CUstream cuStream = nullptr;
+  if (Status s = findStream(stream, &cuStream); !s.ok()) return s;
+  if (bytes == 0) return Status::success();
+  if (Status s = checkRange("destination", dst, bytes); !s.ok()) return s;
+  if (!async) return driver_->call(driver_->memcpyHtoD, dst, src, bytes);
+  // `src` belongs to the caller only until we return, so the copy must have read it by then:
+  // wait for the stream. (A pinned staging buffer would let this return earlier.)
+  if (Status s = driver_->call(driver_->memcpyHtoDAsync, dst, src, bytes, cuStream); !s.ok()) {
+    return s;
+  }
+  return driver_->call(driver_->streamSynchronize, cuStream);
+}
+
+Status CudaContext::copyDeviceToHost(void* dst, uint64_t src, uint64_t bytes, uint64_t stream) {
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  CUstream cuStream = nullptr;
+  if (Status s = findStream(stream, &cuStream); !s.ok()) return s;
+  if (bytes == 0) return Status::success();
+  if (Status s = checkRange("source", src, bytes); !s.ok()) return s;
+  if (stream == 0) return driver_->call(driver_->memcpyDtoH, dst, src, bytes);
+  // Ordered after the stream's earlier work, and complete on return as the contract requires.
+  if (Status s = driver_->call(driver_->memcpyDtoHAsync, dst, src, bytes, cuStream); !s.ok()) {
+    return s;
+  }
+  return driver_->call(driver_->streamSynchronize, cuStream);
+}
+
+Status CudaContext::copyDeviceToDevice(uint64_t dst, uint64_t src, uint64_t bytes, uint64_t stream,
+                                       bool async) {
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  CUstream cuStream = nullptr;
+  if (Status s = findStream(stream, &cuStream); !s.ok()) return s;
+  if (bytes == 0) return Status::success();
+  if (Status s = checkRange("source", src, bytes); !s.ok()) return s;
+  if (Status s = checkRange("destination", dst, bytes); !s.ok()) return s;
+  if (!async) return driver_->call(driver_->memcpyDtoD, dst, src, bytes);
+  return driver_->call(driver_->memcpyDtoDAsync, dst, src, bytes, cuStream);
+}
+
+Status CudaContext::copy2D(const Copy2D& copy, uint64_t stream, bool async) {
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  CUstream cuStream = nullptr;
+  if (Status s = findStream(stream, &cuStream); !s.ok()) return s;
+  if (copy.widthBytes == 0 || copy.height == 0) return Status::success();
+  if (copy.srcIsDevice) {
+    if (Status s = checkPitchedRange("source", copy.srcDevice, copy.srcPitch, copy.widthBytes,
+                                     copy.height);
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (copy.dstIsDevice) {
+    if (Status s = checkPitchedRange("destination", copy.dstDevice, copy.dstPitch, copy.widthBytes,
+                                     copy.height);
+        !s.ok()) {
+      return s;
+    }
+  }
+  CUDA_MEMCPY2D params{};
+  params.srcMemoryType = copy.srcIsDevice ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+  params.srcDevice = copy.srcDevice;
+  params.srcHost = copy.srcHost;
+  params.srcPitch = copy.srcPitch;
+  params.dstMemoryType = copy.dstIsDevice ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+  params.dstDevice = copy.dstDevice;
+  params.dstHost = copy.dstHost;
+  params.dstPitch = copy.dstPitch;
+  params.WidthInBytes = copy.widthBytes;
+  params.Height = copy.height;
+  if (!async) return driver_->call(driver_->memcpy2D, &params);
+  if (Status s = driver_->call(driver_->memcpy2DAsync, &params, cuStream); !s.ok()) return s;
+  // A host end is the caller's buffer: it must be consumed (or filled) before we return.
+  if (copy.srcIsDevice && copy.dstIsDevice) return Status::success();
+  return driver_->call(driver_->streamSynchronize, cuStream);
+}
+
+Status CudaContext::memset(uint64_t dst, uint32_t value, unsigned elementSize, uint64_t width,
+                           uint64_t height, uint64_t pitch, uint64_t stream, bool async) {
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  CUstream cuStream = nullptr;
+  if (Status s = findStream(stream, &cuStream); !s.ok()) return s;
+  if (elementSize != 1 && elementSize != 2 && elementSize != 4) {
+    return Status::error(CUDA_ERROR_INVALID_VALUE, "memset element size must be 1, 2 or 4, not " +
+                                                       std::to_string(elementSize));
+  }
+  if (width == 0 || height == 0) return Status::success();
+  if (width > std::numeric_limits<uint64_t>::max() / elementSize) {
+    return Status::error(CUDA_ERROR_INVALID_VALUE, "memset width overflows");
+  }
+  if (Status s = checkPitchedRange("destination", dst, pitch, width * elementSize, height);
+      !s.ok()) {
+    return s;
+  }
+  const CudaDriver& d = *driver_;
+  auto u8 = static_cast<unsigned char>(value);
+  auto u16 = static_cast<unsigned short>(value);
+  if (height == 1) {
+    switch (elementSize) {
+      case 1:
+        return async ? d.call(d.memsetD8Async, dst, u8, width, cuStream)
+                     : d.call(d.memsetD8, dst, u8, width);
+      case 2:
+        return async ? d.call(d.memsetD16Async, dst, u16, width, cuStream)
+                     : d.call(d.memsetD16, dst, u16, width);
+      default:
+        return async ? d.call(d.memsetD32Async, dst, value, width, cuStream)
+                     : d.call(d.memsetD32, dst, value, width);
+    }
+  }
+  switch (elementSize) {
+    case 1:
+      return async ? d.call(d.memsetD2D8Async, dst, pitch, u8, width, height, cuStream)
+                   : d.call(d.memsetD2D8, dst, pitch, u8, width, height);
+    case 2:
+      return async ? d.call(d.memsetD2D16Async, dst, pitch, u16, width, height, cuStream)
+                   : d.call(d.memsetD2D16, dst, pitch, u16, width, height);
+    default:
+      return async ? d.call(d.memsetD2D32Async, dst, pitch, value, width, height, cuStream)
+                   : d.call(d.memsetD2D32, dst, pitch, value, width, height);
+  }
+}
+
+// --- Modules ---
+
+Status CudaContext::moduleLoad(std::span<const uint8_t> image, uint64_t* module) {
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  std::string why;
+  if (!isBoundedModuleImage(image, &why)) return Status::error(CUDA_ERROR_INVALID_IMAGE, why);
+  CUmodule handle = nullptr;
+  if (Status s = driver_->call(driver_->moduleLoadData, &handle, image.data()); !s.ok()) return s;
+  *module = mintId();
+  modules_[*module] = handle;
+  return Status::success();
+}
+
+Status CudaContext::moduleUnload(uint64_t module) {
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  auto it = modules_.find(module);
+  if (it == modules_.end()) return invalidHandle("module", module);
+  if (Status s = driver_->call(driver_->moduleUnload, it->second); !s.ok()) return s;
+  modules_.erase(it);
+  addresses_.removeOwnedBy(module);
+  std::erase_if(functions_, [&](const auto& entry) {
+    if (entry.second.module != module) return false;
+    functionIds_.erase(entry.second.handle);
+    return true;
+  });
+  return Status::success();
+}
+
+Status CudaContext::describeFunction(CUfunction handle, FunctionDescription* function) {
+  function->params.clear();
+  for (size_t index = 0; index < kMaxKernelParams; ++index) {
+    size_t offset = 0, size = 0;
+    Status s = driver_->call(driver_->funcGetParamInfo, handle, index, &offset, &size);
+    if (s.code == CUDA_ERROR_INVALID_VALUE) break;  // past the last parameter
+    if (!s.ok()) return s;
+    function->params.push_back(
+        ParamLayout{static_cast<uint32_t>(offset), static_cast<uint32_t>(size)});
+  }
+  function->attributes.assign(CU_FUNC_ATTRIBUTE_MAX, 0);
+  for (int attribute = 0; attribute < CU_FUNC_ATTRIBUTE_MAX; ++attribute) {
+    int value = 0;
+    if (driver_
+            ->call(driver_->funcGetAttribute, &value, static_cast<CUfunction_attribute>(attribute),
+                   handle)
+            .ok()) {
+      function->attributes[attribute] = value;
+    }
+  }
+  return Status::success();
+}
+
+Status CudaContext::moduleGetFunction(uint64_t module, const std::string& name,
+                                      FunctionDescription* function) {
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  auto it = modules_.find(module);
+  if (it == modules_.end()) return invalidHandle("module", module);
+  CUfunction handle = nullptr;
+  if (Status s = driver_->call(driver_->moduleGetFunction, &handle, it->second, name.c_str());
+      !s.ok()) {
+    return s;
+  }
+  if (Status s = describeFunction(handle, function); !s.ok()) return s;
+  auto known = functionIds_.find(handle);
+  if (known != functionIds_.end()) {
+    function->handle = known->second;
+  } else {
+    function->handle = mintId();
+    functionIds_[handle] = function->handle;
+  }
+  functions_[function->handle] = Function{handle, module, function->params};
+  return Status::success();
+}
+
+Status CudaContext::moduleGetGlobal(uint64_t module, const std::string& name, uint64_t* address,
+                                    uint64_t* bytes) {
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  auto it = modules_.find(module);
+  if (it == modules_.end()) return invalidHandle("module", module);
+  CUdeviceptr pointer = 0;
+  size_t size = 0;
+  if (Status s = driver_->call(driver_->moduleGetGlobal, &pointer, &size, it->second, name.c_str());
+      !s.ok()) {
+    return s;
+  }
+  // The global becomes memory this context may copy to and from, until the module goes.
+  addresses_.add(pointer, size, module);
+  *address = pointer;
+  *bytes = size;
+  return Status::success();
+}
+
+// --- Kernels ---
+
+Status CudaContext::launch(uint64_t function, const LaunchShape& shape, uint64_t stream,
+                           std::span<const uint8_t> params) {
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  const Function* f = nullptr;
+  if (Status s = findFunction(function, &f); !s.ok()) return s;
+  CUstream cuStream = nullptr;
+  if (Status s = findStream(stream, &cuStream); !s.ok()) return s;
+  // kernelParams (one pointer per parameter into the packed block) is the path every driver
+  // supports; the driver only reads through these pointers, hence the const_cast.
+  std::vector<void*> arguments;
+  arguments.reserve(f->params.size());
+  for (const ParamLayout& param : f->params) {
+    if (uint64_t{param.offset} + param.size > params.size()) {
+      return Status::error(CUDA_ERROR_INVALID_VALUE,
+                           "kernel parameter block is " + std::to_string(params.size()) +
+                               " bytes; the kernel needs " +
+                               std::to_string(uint64_t{param.offset} + param.size));
+    }
+    arguments.push_back(const_cast<uint8_t*>(params.data() + param.offset));
+  }
+  return driver_->call(driver_->launchKernel, f->handle, shape.grid[0], shape.grid[1],
+                       shape.grid[2], shape.block[0], shape.block[1], shape.block[2],
+                       shape.sharedBytes, cuStream, arguments.empty() ? nullptr : arguments.data(),
+                       nullptr);
+}
+
+Status CudaContext::funcSetAttribute(uint64_t function, int attribute, int value) {
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  const Function* f = nullptr;
+  if (Status s = findFunction(function, &f); !s.ok()) return s;
+  return driver_->call(driver_->funcSetAttribute, f->handle,
+                       static_cast<CUfunction_attribute>(attribute), value);
+}
+
+Status CudaContext::occupancyMaxActiveBlocks(uint64_t function, int blockSize,
+                                             uint64_t dynamicSharedBytes, unsigned flags,
+                                             int* numBlocks) {
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  const Function* f = nullptr;
+  if (Status s = findFunction(function, &f); !s.ok()) return s;
+  return driver_->call(driver_->occupancyMaxActiveBlocks, numBlocks, f->handle, blockSize,
+                       static_cast<size_t>(dynamicSharedBytes), flags);
+}
+
+// --- Streams and events ---
+
+Status CudaContext::streamCreate(unsigned flags, int priority, uint64_t* stream) {
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  CUstream handle = nullptr;
+  if (Status s = driver_->call(driver_->streamCreate, &handle, flags, priority); !s.ok()) {
+    return s;
+  }
+  *stream = mintId();
+  streams_[*stream] = handle;
+  return Status::success();
+}
+
+Status CudaContext::streamDestroy(uint64_t stream) {
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  auto it = streams_.find(stream);
+  if (it == streams_.end()) return invalidHandle("stream", stream);
+  if (Status s = driver_->call(driver_->streamDestroy, it->second); !s.ok()) return s;
+  streams_.erase(it);
+  return Status::success();
+}
+
+Status CudaContext::streamSynchronize(uint64_t stream) {
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  CUstream cuStream = nullptr;
+  if (Status s = findStream(stream, &cuStream); !s.ok()) return s;
+  return driver_->call(driver_->streamSynchronize, cuStream);
+}
+
+Status CudaContext::streamQuery(uint64_t stream) {
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  CUstream cuStream = nullptr;
+  if (Status s = findStream(stream, &cuStream); !s.ok()) return s;
+  return driver_->call(driver_->streamQuery, cuStream);
+}
+
+Status CudaContext::streamWaitEvent(uint64_t stream, uint64_t event) {
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  CUstream cuStream = nullptr;
+  if (Status s = findStream(stream, &cuStream); !s.ok()) return s;
+  CUevent cuEvent = nullptr;
+  if (Status s = findEvent(event, &cuEvent); !s.ok()) return s;
+  return driver_->call(driver_->streamWaitEvent, cuStream, cuEvent, 0u);
+}
+
+Status CudaContext::eventCreate(unsigned flags, uint64_t* event) {
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  CUevent handle = nullptr;
+  if (Status s = driver_->call(driver_->eventCreate, &handle, flags); !s.ok()) return s;
+  *event = mintId();
+  events_[*event] = handle;
+  return Status::success();
+}
+
+Status CudaContext::eventDestroy(uint64_t event) {
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  auto it = events_.find(event);
+  if (it == events_.end()) return invalidHandle("event", event);
+  if (Status s = driver_->call(driver_->eventDestroy, it->second); !s.ok()) return s;
+  events_.erase(it);
+  return Status::success();
+}
+
+Status CudaContext::eventRecord(uint64_t event, uint64_t stream) {
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  CUevent cuEvent = nullptr;
+  if (Status s = findEvent(event, &cuEvent); !s.ok()) return s;
+  CUstream cuStream = nullptr;
+  if (Status s = findStream(stream, &cuStream); !s.ok()) return s;
+  return driver_->call(driver_->eventRecord, cuEvent, cuStream);
+}
+
+Status CudaContext::eventSynchronize(uint64_t event) {
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  CUevent cuEvent = nullptr;
+  if (Status s = findEvent(event, &cuEvent); !s.ok()) return s;
+  return driver_->call(driver_->eventSynchronize, cuEvent);
+}
+
+Status CudaContext::eventQuery(uint64_t event) {
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  CUevent cuEvent = nullptr;
+  if (Status s = findEvent(event, &cuEvent); !s.ok()) return s;
+  return driver_->call(driver_->eventQuery, cuEvent);
+}
+
+Status CudaContext::eventElapsedTime(uint64_t start, uint64_t end, float* milliseconds) {
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  CUevent cuStart = nullptr, cuEnd = nullptr;
+  if (Status s = findEvent(start, &cuStart); !s.ok()) return s;
+  if (Status s = findEvent(end, &cuEnd); !s.ok()) return s;
+  return driver_->call(driver_->eventElapsedTime, milliseconds, cuStart, cuEnd);
+}
+
+Status CudaContext::synchronize() {
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  return driver_->call(driver_->ctxSynchronize);
+}
+
+}  // namespace gpupool::server

@@ -1,0 +1,114 @@
+// One client context on the real driver: a CUcontext of its own plus everything created in it.
+//
+// Contract (on top of server/backend.h):
+// - Every call first makes the context current on the calling thread, because one session thread
+//   may serve several contexts and the driver's current context is per thread.
+// - Handles are ids minted here; device addresses are checked against the ranges this context
+//   allocated or obtained from its modules' globals *before* the driver is called, because the
+//   driver would happily access another tenant's memory in the same process. Pointers inside
+//   kernel parameters cannot be checked: isolation between kernels needs separate processes.
+// - Destroying it destroys its events, streams, modules and allocations, then the context,
+//   ignoring errors (a context with a sticky kernel error must still go away).
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "server/backend.h"
+#include "server/backends/cuda/cuda_driver.h"
+#include "server/backends/cuda/device_address_map.h"
+
+namespace gpupool::server {
+
+class CudaContext final : public BackendContext {
+ public:
+  // Creates a context on `device` with `flags` (CUctx_flags). `deviceMemoryUsed` is the
+  // backend's running total for that device; this context adds and removes its allocations.
+  static Status create(std::shared_ptr<CudaDriver> driver, CUdevice device, unsigned flags,
+                       std::shared_ptr<std::atomic<uint64_t>> deviceMemoryUsed,
+                       std::unique_ptr<BackendContext>* context);
+  ~CudaContext() override;
+
+  Status memAlloc(uint64_t bytes, uint64_t* address) override;
+  Status memFree(uint64_t address) override;
+  Status memGetInfo(uint64_t* freeBytes, uint64_t* totalBytes) override;
+  Status memGetAddressRange(uint64_t address, uint64_t* base, uint64_t* bytes) override;
+  uint64_t memoryUsed() const override { return memoryUsed_; }
+
+  Status copyHostToDevice(uint64_t dst, const void* src, uint64_t bytes, uint64_t stream,
+                          bool async) override;
+  Status copyDeviceToHost(void* dst, uint64_t src, uint64_t bytes, uint64_t stream) override;
+  Status copyDeviceToDevice(uint64_t dst, uint64_t src, uint64_t bytes, uint64_t stream,
+                            bool async) override;
+  Status copy2D(const Copy2D& copy, uint64_t stream, bool async) override;
+  Status memset(uint64_t dst, uint32_t value, unsigned elementSize, uint64_t width, uint64_t height,
+                uint64_t pitch, uint64_t stream, bool async) override;
+
+  Status moduleLoad(std::span<const uint8_t> image, uint64_t* module) override;
+  Status moduleUnload(uint64_t module) override;
+  Status moduleGetFunction(uint64_t module, const std::string& name,
+                           FunctionDescription* function) override;
+  Status moduleGetGlobal(uint64_t module, const std::string& name, uint64_t* address,
+                         uint64_t* bytes) override;
+
+  Status launch(uint64_t function, const LaunchShape& shape, uint64_t stream,
+                std::span<const uint8_t> params) override;
+  Status funcSetAttribute(uint64_t function, int attribute, int value) override;
+  Status occupancyMaxActiveBlocks(uint64_t function, int blockSize, uint64_t dynamicSharedBytes,
+                                  unsigned flags, int* numBlocks) override;
+
+  Status streamCreate(unsigned flags, int priority, uint64_t* stream) override;
+  Status streamDestroy(uint64_t stream) override;
+  Status streamSynchronize(uint64_t stream) override;
+  Status streamQuery(uint64_t stream) override;
+  Status streamWaitEvent(uint64_t stream, uint64_t event) override;
+  Status eventCreate(unsigned flags, uint64_t* event) override;
+  Status eventDestroy(uint64_t event) override;
+  Status eventRecord(uint64_t event, uint64_t stream) override;
+  Status eventSynchronize(uint64_t event) override;
+  Status eventQuery(uint64_t event) override;
+  Status eventElapsedTime(uint64_t start, uint64_t end, float* milliseconds) override;
+
+  Status synchronize() override;
+
+  // On a real GPU device printf output is written by the driver to the server's stdout; it
+  // cannot be captured per context, so there is never any to hand back.
+  std::string takeDeviceOutput() override { return {}; }
+
+ private:
+  struct Function {
+    CUfunction handle = nullptr;
+    uint64_t module = 0;
+    std::vector<ParamLayout> params;
+  };
+
+  CudaContext(std::shared_ptr<CudaDriver> driver, CUcontext context,
+              std::shared_ptr<std::atomic<uint64_t>> deviceMemoryUsed);
+
+  Status makeCurrent();
+  Status findStream(uint64_t id, CUstream* stream) const;
+  Status findEvent(uint64_t id, CUevent* event) const;
+  Status findFunction(uint64_t id, const Function** function) const;
+  Status checkRange(const char* what, uint64_t address, uint64_t bytes) const;
+  Status checkPitchedRange(const char* what, uint64_t address, uint64_t pitch, uint64_t rowBytes,
+                           uint64_t height) const;
+  Status describeFunction(CUfunction handle, FunctionDescription* function);
+  uint64_t mintId() { return nextId_++; }
+
+  std::shared_ptr<CudaDriver> driver_;
+  CUcontext context_;
+  std::shared_ptr<std::atomic<uint64_t>> deviceMemoryUsed_;
+  uint64_t memoryUsed_ = 0;
+  uint64_t nextId_ = 1;
+
+  DeviceAddressMap addresses_;
+  std::map<uint64_t, CUmodule> modules_;
+  std::map<uint64_t, Function> functions_;
+  std::map<CUfunction, uint64_t> functionIds_;  // so repeated lookups return the same id
+  std::map<uint64_t, CUstream> streams_;
+  std::map<uint64_t, CUevent> events_;
+};
+
+}  // namespace gpupool::server

@@ -1,0 +1,142 @@
+#include "server/backends/cuda/cuda_driver.h"
+
+#include <dlfcn.h>
+
+namespace gpupool::server {
+
+std::shared_ptr<CudaDriver> CudaDriver::load(const std::string& path, std::string* error) {
+  // RTLD_LOCAL: the driver's symbols must not satisfy lookups of anything else in the server.
+  void* library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (library == nullptr) {
+    const char* reason = dlerror();
+    *error = "cannot load CUDA driver '" + path + "': " + (reason ? reason : "unknown error");
+    return nullptr;
+  }
+  std::shared_ptr<CudaDriver> driver(new CudaDriver);
+  driver->library_ = library;
+  driver->getErrorName_ =
+      reinterpret_cast<PFN_cuGetErrorName_v6000>(dlsym(library, "cuGetErrorName"));
+  driver->getErrorString_ =
+      reinterpret_cast<PFN_cuGetErrorString_v6000>(dlsym(library, "cuGetErrorString"));
+
+  auto init = reinterpret_cast<PFN_cuInit_v2000>(dlsym(library, "cuInit"));
+  if (init == nullptr) {
+    *error = "cannot load CUDA driver '" + path + "': it has no cuInit";
+    return nullptr;
+  }
+  if (CUresult result = init(0); result != CUDA_SUCCESS) {
+    *error = "cuInit failed: " + driver->describe(result);
+    return nullptr;
+  }
+  auto getVersion =
+      reinterpret_cast<PFN_cuDriverGetVersion_v2020>(dlsym(library, "cuDriverGetVersion"));
+  if (getVersion == nullptr || getVersion(&driver->version_) != CUDA_SUCCESS) {
+    *error = "cannot load CUDA driver '" + path + "': cuDriverGetVersion failed";
+    return nullptr;
+  }
+  driver->getProcAddress_ =
+      reinterpret_cast<PFN_cuGetProcAddress_v12000>(dlsym(library, "cuGetProcAddress_v2"));
+  driver->resolveAll();
+  return driver;
+}
+
+CudaDriver::~CudaDriver() {
+  if (library_ != nullptr) dlclose(library_);
+}
+
+std::string CudaDriver::describe(CUresult result) const {
+  const char* name = nullptr;
+  const char* text = nullptr;
+  if (getErrorName_ == nullptr || getErrorName_(result, &name) != CUDA_SUCCESS || !name) {
+    return "CUDA error " + std::to_string(static_cast<int>(result));
+  }
+  std::string out = name;
+  if (getErrorString_ != nullptr && getErrorString_(result, &text) == CUDA_SUCCESS && text) {
+    out += std::string(" (") + text + ")";
+  }
+  return out;
+}
+
+void* CudaDriver::resolve(const char* name, int abiVersion, const char* exportedName) const {
+  // A driver older than the ABI would hand back an older ABI of the same name under
+  // cuGetProcAddress, with a different signature; such an entry point is simply absent.
+  if (version_ < abiVersion) return nullptr;
+  if (getProcAddress_ != nullptr) {
+    void* fn = nullptr;
+    CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    if (getProcAddress_(name, &fn, abiVersion, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &found) ==
+            CUDA_SUCCESS &&
+        found == CU_GET_PROC_ADDRESS_SUCCESS && fn != nullptr) {
+      return fn;
+    }
+  }
+  return dlsym(library_, exportedName);
+}
+
+void CudaDriver::resolveAll() {
+  resolve(deviceGetCount, 2000, "cuDeviceGetCount");
+  resolve(deviceGet, 2000, "cuDeviceGet");
+  resolve(deviceGetName, 2000, "cuDeviceGetName");
+  resolve(deviceGetUuid, 11040, "cuDeviceGetUuid_v2");
+  resolve(deviceGetAttribute, 2000, "cuDeviceGetAttribute");
+  resolve(deviceTotalMem, 3020, "cuDeviceTotalMem_v2");
+
+  resolve(ctxCreateV4, 12050, "cuCtxCreate_v4");
+  resolve(ctxCreateV2, 3020, "cuCtxCreate_v2");
+  resolve(ctxDestroy, 4000, "cuCtxDestroy_v2");
+  resolve(ctxSetCurrent, 4000, "cuCtxSetCurrent");
+  resolve(ctxSynchronize, 2000, "cuCtxSynchronize");
+
+  resolve(memAlloc, 3020, "cuMemAlloc_v2");
+  resolve(memFree, 3020, "cuMemFree_v2");
+  resolve(memGetInfo, 3020, "cuMemGetInfo_v2");
+
+  resolve(memcpyHtoD, 3020, "cuMemcpyHtoD_v2");
+  resolve(memcpyHtoDAsync, 3020, "cuMemcpyHtoDAsync_v2");
+  resolve(memcpyDtoH, 3020, "cuMemcpyDtoH_v2");
+  resolve(memcpyDtoHAsync, 3020, "cuMemcpyDtoHAsync_v2");
+  resolve(memcpyDtoD, 3020, "cuMemcpyDtoD_v2");
+  resolve(memcpyDtoDAsync, 3020, "cuMemcpyDtoDAsync_v2");
+  resolve(memcpy2D, 3020, "cuMemcpy2D_v2");
+  resolve(memcpy2DAsync, 3020, "cuMemcpy2DAsync_v2");
+
+  resolve(memsetD8, 3020, "cuMemsetD8_v2");
+  resolve(memsetD16, 3020, "cuMemsetD16_v2");
+  resolve(memsetD32, 3020, "cuMemsetD32_v2");
+  resolve(memsetD2D8, 3020, "cuMemsetD2D8_v2");
+  resolve(memsetD2D16, 3020, "cuMemsetD2D16_v2");
+  resolve(memsetD2D32, 3020, "cuMemsetD2D32_v2");
+  resolve(memsetD8Async, 3020, "cuMemsetD8Async");
+  resolve(memsetD16Async, 3020, "cuMemsetD16Async");
+  resolve(memsetD32Async, 3020, "cuMemsetD32Async");
+  resolve(memsetD2D8Async, 3020, "cuMemsetD2D8Async");
+  resolve(memsetD2D16Async, 3020, "cuMemsetD2D16Async");
+  resolve(memsetD2D32Async, 3020, "cuMemsetD2D32Async");
+
+  resolve(moduleLoadData, 2000, "cuModuleLoadData");
+  resolve(moduleUnload, 2000, "cuModuleUnload");
+  resolve(moduleGetFunction, 2000, "cuModuleGetFunction");
+  resolve(moduleGetGlobal, 3020, "cuModuleGetGlobal_v2");
+  resolve(funcGetParamInfo, 12040, "cuFuncGetParamInfo");
+  resolve(funcGetAttribute, 2020, "cuFuncGetAttribute");
+  resolve(funcSetAttribute, 9000, "cuFuncSetAttribute");
+  resolve(launchKernel, 4000, "cuLaunchKernel");
+  resolve(occupancyMaxActiveBlocks, 7000, "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags");
+
+  resolve(streamCreate, 5050, "cuStreamCreateWithPriority");
+  resolve(streamDestroy, 4000, "cuStreamDestroy_v2");
+  resolve(streamSynchronize, 2000, "cuStreamSynchronize");
+  resolve(streamQuery, 2000, "cuStreamQuery");
+  resolve(streamWaitEvent, 3020, "cuStreamWaitEvent");
+
+  resolve(eventCreate, 2000, "cuEventCreate");
+  resolve(eventDestroy, 4000, "cuEventDestroy_v2");
+  resolve(eventRecord, 2000, "cuEventRecord");
+  resolve(eventSynchronize, 2000, "cuEventSynchronize");
+  resolve(eventQuery, 2000, "cuEventQuery");
+  resolve(eventElapsedTime, 12080, "cuEventElapsedTime_v2");
+  // Drivers before 12.8 only have the 2000 ABI, whose signature is the same.
+  if (eventElapsedTime.fn == nullptr) resolve(eventElapsedTime, 2000, "cuEventElapsedTime");
+}
+
+}  // namespace gpupool::server

@@ -1,0 +1,138 @@
+// The real CUDA driver, dlopened, with the entry points the cuda backend uses.
+//
+// Each entry point is resolved through the driver's cuGetProcAddress_v2 with the CUDA version of
+// the ABI its PFN_ typedef names (so e.g. cuCtxSynchronize resolves to the 2000 ABI without a
+// context argument, not the 13000 one), asking for legacy default-stream semantics. When that
+// fails, the exported versioned name is looked up with dlsym. An entry point the driver lacks
+// stays null, and calling it yields CUDA_ERROR_NOT_SUPPORTED with a message instead of a crash.
+//
+// The driver may be ours (tests chain `gpupoold --backend cuda --driver build/lib/libcuda.so.1`
+// to an emu server), so nothing here assumes an NVIDIA implementation.
+#pragma once
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <memory>
+#include <string>
+
+#include "server/backend.h"
+
+namespace gpupool::server {
+
+template <typename Fn>
+struct DriverEntryPoint {
+  const char* name;  // the base name, for messages
+  Fn fn = nullptr;
+};
+
+class CudaDriver {
+ public:
+  // Loads the driver at `path` (a file name is searched as dlopen does) and calls cuInit(0). On
+  // failure returns null and sets *error, e.g. "cannot load CUDA driver 'libcuda.so.1': ..." or
+  // "cuInit failed: CUDA_ERROR_NO_DEVICE (no CUDA-capable device is detected)".
+  static std::shared_ptr<CudaDriver> load(const std::string& path, std::string* error);
+
+  ~CudaDriver();
+  CudaDriver(const CudaDriver&) = delete;
+  CudaDriver& operator=(const CudaDriver&) = delete;
+
+  // Calls an entry point; a failure becomes a Status naming the call and the error.
+  template <typename Fn, typename... Args>
+  Status call(const DriverEntryPoint<Fn>& entry, Args... args) const {
+    if (entry.fn == nullptr) {
+      return Status::error(CUDA_ERROR_NOT_SUPPORTED,
+                           std::string("the CUDA driver does not provide ") + entry.name);
+    }
+    CUresult result = entry.fn(args...);
+    if (result == CUDA_SUCCESS) return Status::success();
+    return Status::error(result, std::string(entry.name) + " failed: " + describe(result));
+  }
+
+  // "CUDA_ERROR_X (the driver's description)", or the number when the driver cannot name it.
+  std::string describe(CUresult result) const;
+
+  // What cuDriverGetVersion reported at load.
+  int version() const { return version_; }
+
+  // Entry points (null when the driver lacks them).
+  DriverEntryPoint<PFN_cuDeviceGetCount_v2000> deviceGetCount{"cuDeviceGetCount"};
+  DriverEntryPoint<PFN_cuDeviceGet_v2000> deviceGet{"cuDeviceGet"};
+  DriverEntryPoint<PFN_cuDeviceGetName_v2000> deviceGetName{"cuDeviceGetName"};
+  DriverEntryPoint<PFN_cuDeviceGetUuid_v11040> deviceGetUuid{"cuDeviceGetUuid"};
+  DriverEntryPoint<PFN_cuDeviceGetAttribute_v2000> deviceGetAttribute{"cuDeviceGetAttribute"};
+  DriverEntryPoint<PFN_cuDeviceTotalMem_v3020> deviceTotalMem{"cuDeviceTotalMem"};
+
+  DriverEntryPoint<PFN_cuCtxCreate_v12050> ctxCreateV4{"cuCtxCreate"};
+  DriverEntryPoint<PFN_cuCtxCreate_v3020> ctxCreateV2{"cuCtxCreate"};  // drivers before 12.5
+  DriverEntryPoint<PFN_cuCtxDestroy_v4000> ctxDestroy{"cuCtxDestroy"};
+  DriverEntryPoint<PFN_cuCtxSetCurrent_v4000> ctxSetCurrent{"cuCtxSetCurrent"};
+  DriverEntryPoint<PFN_cuCtxSynchronize_v2000> ctxSynchronize{"cuCtxSynchronize"};
+
+  DriverEntryPoint<PFN_cuMemAlloc_v3020> memAlloc{"cuMemAlloc"};
+  DriverEntryPoint<PFN_cuMemFree_v3020> memFree{"cuMemFree"};
+  DriverEntryPoint<PFN_cuMemGetInfo_v3020> memGetInfo{"cuMemGetInfo"};
+
+  DriverEntryPoint<PFN_cuMemcpyHtoD_v3020> memcpyHtoD{"cuMemcpyHtoD"};
+  DriverEntryPoint<PFN_cuMemcpyHtoDAsync_v3020> memcpyHtoDAsync{"cuMemcpyHtoDAsync"};
+  DriverEntryPoint<PFN_cuMemcpyDtoH_v3020> memcpyDtoH{"cuMemcpyDtoH"};
+  DriverEntryPoint<PFN_cuMemcpyDtoHAsync_v3020> memcpyDtoHAsync{"cuMemcpyDtoHAsync"};
+  DriverEntryPoint<PFN_cuMemcpyDtoD_v3020> memcpyDtoD{"cuMemcpyDtoD"};
+  DriverEntryPoint<PFN_cuMemcpyDtoDAsync_v3020> memcpyDtoDAsync{"cuMemcpyDtoDAsync"};
+  DriverEntryPoint<PFN_cuMemcpy2D_v3020> memcpy2D{"cuMemcpy2D"};
+  DriverEntryPoint<PFN_cuMemcpy2DAsync_v3020> memcpy2DAsync{"cuMemcpy2DAsync"};
+
+  DriverEntryPoint<PFN_cuMemsetD8_v3020> memsetD8{"cuMemsetD8"};
+  DriverEntryPoint<PFN_cuMemsetD16_v3020> memsetD16{"cuMemsetD16"};
+  DriverEntryPoint<PFN_cuMemsetD32_v3020> memsetD32{"cuMemsetD32"};
+  DriverEntryPoint<PFN_cuMemsetD2D8_v3020> memsetD2D8{"cuMemsetD2D8"};
+  DriverEntryPoint<PFN_cuMemsetD2D16_v3020> memsetD2D16{"cuMemsetD2D16"};
+  DriverEntryPoint<PFN_cuMemsetD2D32_v3020> memsetD2D32{"cuMemsetD2D32"};
+  DriverEntryPoint<PFN_cuMemsetD8Async_v3020> memsetD8Async{"cuMemsetD8Async"};
+  DriverEntryPoint<PFN_cuMemsetD16Async_v3020> memsetD16Async{"cuMemsetD16Async"};
+  DriverEntryPoint<PFN_cuMemsetD32Async_v3020> memsetD32Async{"cuMemsetD32Async"};
+  DriverEntryPoint<PFN_cuMemsetD2D8Async_v3020> memsetD2D8Async{"cuMemsetD2D8Async"};
+  DriverEntryPoint<PFN_cuMemsetD2D16Async_v3020> memsetD2D16Async{"cuMemsetD2D16Async"};
+  DriverEntryPoint<PFN_cuMemsetD2D32Async_v3020> memsetD2D32Async{"cuMemsetD2D32Async"};
+
+  DriverEntryPoint<PFN_cuModuleLoadData_v2000> moduleLoadData{"cuModuleLoadData"};
+  DriverEntryPoint<PFN_cuModuleUnload_v2000> moduleUnload{"cuModuleUnload"};
+  DriverEntryPoint<PFN_cuModuleGetFunction_v2000> moduleGetFunction{"cuModuleGetFunction"};
+  DriverEntryPoint<PFN_cuModuleGetGlobal_v3020> moduleGetGlobal{"cuModuleGetGlobal"};
+  DriverEntryPoint<PFN_cuFuncGetParamInfo_v12040> funcGetParamInfo{"cuFuncGetParamInfo"};
+  DriverEntryPoint<PFN_cuFuncGetAttribute_v2020> funcGetAttribute{"cuFuncGetAttribute"};
+  DriverEntryPoint<PFN_cuFuncSetAttribute_v9000> funcSetAttribute{"cuFuncSetAttribute"};
+  DriverEntryPoint<PFN_cuLaunchKernel_v4000> launchKernel{"cuLaunchKernel"};
+  DriverEntryPoint<PFN_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags_v7000>
+      occupancyMaxActiveBlocks{"cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags"};
+
+  DriverEntryPoint<PFN_cuStreamCreateWithPriority_v5050> streamCreate{"cuStreamCreateWithPriority"};
+  DriverEntryPoint<PFN_cuStreamDestroy_v4000> streamDestroy{"cuStreamDestroy"};
+  DriverEntryPoint<PFN_cuStreamSynchronize_v2000> streamSynchronize{"cuStreamSynchronize"};
+  DriverEntryPoint<PFN_cuStreamQuery_v2000> streamQuery{"cuStreamQuery"};
+  DriverEntryPoint<PFN_cuStreamWaitEvent_v3020> streamWaitEvent{"cuStreamWaitEvent"};
+
+  DriverEntryPoint<PFN_cuEventCreate_v2000> eventCreate{"cuEventCreate"};
+  DriverEntryPoint<PFN_cuEventDestroy_v4000> eventDestroy{"cuEventDestroy"};
+  DriverEntryPoint<PFN_cuEventRecord_v2000> eventRecord{"cuEventRecord"};
+  DriverEntryPoint<PFN_cuEventSynchronize_v2000> eventSynchronize{"cuEventSynchronize"};
+  DriverEntryPoint<PFN_cuEventQuery_v2000> eventQuery{"cuEventQuery"};
+  DriverEntryPoint<PFN_cuEventElapsedTime_v12080> eventElapsedTime{"cuEventElapsedTime"};
+
+ private:
+  CudaDriver() = default;
+  void resolveAll();
+  void* resolve(const char* name, int abiVersion, const char* exportedName) const;
+  template <typename Fn>
+  void resolve(DriverEntryPoint<Fn>& entry, int abiVersion, const char* exportedName) {
+    entry.fn = reinterpret_cast<Fn>(resolve(entry.name, abiVersion, exportedName));
+  }
+
+  void* library_ = nullptr;
+  int version_ = 0;
+  PFN_cuGetProcAddress_v12000 getProcAddress_ = nullptr;
+  PFN_cuGetErrorName_v6000 getErrorName_ = nullptr;
+  PFN_cuGetErrorString_v6000 getErrorString_ = nullptr;
+};
+
+}  // namespace gpupool::server

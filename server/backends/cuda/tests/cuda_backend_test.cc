@@ -1,0 +1,270 @@
+// The cuda backend against fake_cuda_driver.cc (host memory standing in for a GPU): device
+// snapshot, address checks before the driver, context switching, handle ownership and teardown.
+#include "server/backends/cuda/cuda_backend.h"
+
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+namespace gpupool::server {
+namespace {
+
+// The fake's counters, read through the same (already loaded) library.
+int fakeCounter(const char* name) {
+  void* library = dlopen(GPUPOOL_FAKE_CUDA_DRIVER, RTLD_NOW | RTLD_NOLOAD);
+  if (library == nullptr) return -1;
+  auto counter = reinterpret_cast<int (*)()>(dlsym(library, name));
+  int value = counter ? counter() : -1;
+  dlclose(library);
+  return value;
+}
+
+int fakeAllocationDevice(uint64_t address) {
+  void* library = dlopen(GPUPOOL_FAKE_CUDA_DRIVER, RTLD_NOW | RTLD_NOLOAD);
+  if (library == nullptr) return -2;
+  auto lookup = reinterpret_cast<int (*)(uint64_t)>(dlsym(library, "fakeAllocationDevice"));
+  int device = lookup ? lookup(address) : -2;
+  dlclose(library);
+  return device;
+}
+
+std::vector<uint8_t> fakeModuleImage() {
+  const char text[] = "fake-module";
+  return std::vector<uint8_t>(text, text + sizeof text);  // with its NUL, as PTX would be
+}
+
+class CudaBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string error;
+    backend = makeCudaBackend(GPUPOOL_FAKE_CUDA_DRIVER, -1, &error);
+    ASSERT_NE(backend, nullptr) << error;
+    ASSERT_TRUE(backend->createContext(0, 0, &context).ok());
+  }
+
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<BackendContext> context;
+};
+
+TEST(CudaBackendLoad, MissingDriverIsAClearError) {
+  std::string error;
+  EXPECT_EQ(makeCudaBackend("/nonexistent/libcuda.so.1", -1, &error), nullptr);
+  EXPECT_NE(error.find("cannot load CUDA driver '/nonexistent/libcuda.so.1'"), std::string::npos)
+      << error;
+}
+
+TEST(CudaBackendLoad, SnapshotsDevices) {
+  std::string error;
+  auto backend = makeCudaBackend(GPUPOOL_FAKE_CUDA_DRIVER, -1, &error);
+  ASSERT_NE(backend, nullptr) << error;
+  EXPECT_EQ(backend->kind(), "cuda");
+  EXPECT_EQ(backend->driverVersion(), 12080);
+  ASSERT_EQ(backend->devices().size(), 2u);
+  const DeviceDescription& second = backend->devices()[1];
+  EXPECT_EQ(second.name, "Fake Device 1");
+  EXPECT_EQ(second.uuid[0], 1);
+  EXPECT_EQ(second.uuid[15], 16);
+  EXPECT_EQ(second.totalMemory, (1ull << 30) + 1);
+  ASSERT_EQ(second.attributes.size(), size_t{CU_DEVICE_ATTRIBUTE_MAX});
+  EXPECT_EQ(second.attributes[CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK], 11);
+  EXPECT_EQ(second.attributes[51], 0);  // refused by the driver
+  EXPECT_EQ(second.pciBus, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID * 10 + 1);
+  EXPECT_EQ(second.pciDomain, CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID * 10 + 1);
+
+  auto limited = makeCudaBackend(GPUPOOL_FAKE_CUDA_DRIVER, 1, &error);
+  ASSERT_NE(limited, nullptr) << error;
+  EXPECT_EQ(limited->devices().size(), 1u);
+  std::unique_ptr<BackendContext> context;
+  EXPECT_EQ(limited->createContext(1, 0, &context).code, CUDA_ERROR_INVALID_DEVICE);
+}
+
+TEST_F(CudaBackendTest, CopiesRoundTripAndAreAccounted) {
+  uint64_t address = 0;
+  ASSERT_TRUE(context->memAlloc(64, &address).ok());
+  EXPECT_EQ(context->memoryUsed(), 64u);
+  EXPECT_EQ(backend->deviceMemoryUsed(0), 64u);
+  EXPECT_EQ(backend->deviceMemoryUsed(1), 0u);
+
+  std::vector<uint8_t> in(64), out(64);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<uint8_t>(i * 3);
+  ASSERT_TRUE(context->copyHostToDevice(address, in.data(), 64, 0, false).ok());
+  ASSERT_TRUE(context->copyDeviceToDevice(address + 32, address, 16, 0, false).ok());
+  ASSERT_TRUE(context->copyDeviceToHost(out.data(), address, 64, 0).ok());
+  EXPECT_TRUE(std::equal(in.begin(), in.begin() + 32, out.begin()));
+  EXPECT_TRUE(std::equal(in.begin(), in.begin() + 16, out.begin() + 32));
+
+  uint64_t base = 0, bytes = 0;
+  ASSERT_TRUE(context->memGetAddressRange(address + 10, &base, &bytes).ok());
+  EXPECT_EQ(base, address);
+  EXPECT_EQ(bytes, 64u);
+
+  ASSERT_TRUE(context->memFree(address).ok());
+  EXPECT_EQ(context->memoryUsed(), 0u);
+  EXPECT_EQ(backend->deviceMemoryUsed(0), 0u);
+}
+
+TEST_F(CudaBackendTest, AddressesOutsideTheContextNeverReachTheDriver) {
+  uint64_t address = 0;
+  ASSERT_TRUE(context->memAlloc(64, &address).ok());
+  uint8_t buffer[128] = {};
+  // The fake answers foreign addresses with INVALID_CONTEXT; INVALID_VALUE proves the backend
+  // refused before calling it.
+  EXPECT_EQ(context->copyHostToDevice(address + 1, buffer, 64, 0, false).code,
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(context->copyDeviceToHost(buffer, address - 1, 1, 0).code, CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(context->copyDeviceToDevice(address, 0x1000, 8, 0, false).code,
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(context->memset(address, 0, 4, 17, 1, 0, 0, false).code, CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(context->memFree(address + 8).code, CUDA_ERROR_INVALID_VALUE);
+
+  uint64_t base = 0, bytes = 0;
+  EXPECT_EQ(context->memGetAddressRange(address + 64, &base, &bytes).code, CUDA_ERROR_NOT_FOUND);
+
+  std::unique_ptr<BackendContext> other;
+  ASSERT_TRUE(backend->createContext(1, 0, &other).ok());
+  EXPECT_EQ(other->copyDeviceToHost(buffer, address, 8, 0).code, CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(other->memFree(address).code, CUDA_ERROR_INVALID_VALUE);
+}
+
+TEST_F(CudaBackendTest, EachCallRunsInItsOwnContext) {
+  std::unique_ptr<BackendContext> other;
+  ASSERT_TRUE(backend->createContext(1, 0, &other).ok());
+  uint64_t mine = 0, theirs = 0;
+  ASSERT_TRUE(context->memAlloc(4, &mine).ok());
+  ASSERT_TRUE(other->memAlloc(4, &theirs).ok());
+  EXPECT_EQ(fakeAllocationDevice(mine), 0);
+  EXPECT_EQ(fakeAllocationDevice(theirs), 1);
+  uint32_t a = 1, b = 2, out = 0;
+  // The fake only lets a context touch its own allocations, so alternating works only when each
+  // call makes its context current first.
+  ASSERT_TRUE(context->copyHostToDevice(mine, &a, 4, 0, false).ok());
+  ASSERT_TRUE(other->copyHostToDevice(theirs, &b, 4, 0, false).ok());
+  ASSERT_TRUE(context->copyDeviceToHost(&out, mine, 4, 0).ok());
+  EXPECT_EQ(out, 1u);
+  ASSERT_TRUE(other->copyDeviceToHost(&out, theirs, 4, 0).ok());
+  EXPECT_EQ(out, 2u);
+}
+
+TEST_F(CudaBackendTest, StreamsAreContextHandles) {
+  uint64_t stream = 0, address = 0;
+  ASSERT_TRUE(context->streamCreate(0, 0, &stream).ok());
+  EXPECT_NE(stream, 0u);
+  ASSERT_TRUE(context->memAlloc(8, &address).ok());
+  uint64_t value = 0x1122334455667788, out = 0;
+  ASSERT_TRUE(context->copyHostToDevice(address, &value, 8, stream, true).ok());
+  ASSERT_TRUE(context->copyDeviceToHost(&out, address, 8, 0).ok());
+  EXPECT_EQ(out, value);
+  EXPECT_EQ(context->copyHostToDevice(address, &value, 8, stream + 1000, true).code,
+            CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(context->streamSynchronize(stream + 1000).code, CUDA_ERROR_INVALID_HANDLE);
+  ASSERT_TRUE(context->streamSynchronize(stream).ok());
+  ASSERT_TRUE(context->streamDestroy(stream).ok());
+  EXPECT_EQ(context->streamDestroy(stream).code, CUDA_ERROR_INVALID_HANDLE);
+}
+
+TEST_F(CudaBackendTest, MissingEntryPointsAreNotSupported) {
+  uint64_t event = 0;
+  Status status = context->eventCreate(0, &event);
+  EXPECT_EQ(status.code, CUDA_ERROR_NOT_SUPPORTED);
+  EXPECT_NE(status.message.find("cuEventCreate"), std::string::npos) << status.message;
+}
+
+TEST_F(CudaBackendTest, MemsetAndCopy2DStayInsidePitchedRows) {
+  uint64_t address = 0;
+  ASSERT_TRUE(context->memAlloc(4 * 16, &address).ok());  // 4 rows, pitch 16
+  ASSERT_TRUE(context->memset(address, 0, 4, 16, 1, 0, 0, false).ok());
+  ASSERT_TRUE(context->memset(address, 0xab, 1, 3, 4, 16, 0, false).ok());
+  // The last row would end 1 byte past the allocation.
+  EXPECT_EQ(context->memset(address + 1, 0xab, 1, 16, 4, 16, 0, false).code,
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(context->memset(address, 0, 3, 1, 1, 0, 0, false).code, CUDA_ERROR_INVALID_VALUE);
+
+  std::vector<uint8_t> rows(4 * 3);
+  Copy2D copy;
+  copy.srcIsDevice = true;
+  copy.srcDevice = address;
+  copy.srcPitch = 16;
+  copy.dstIsDevice = false;
+  copy.dstHost = rows.data();
+  copy.dstPitch = 3;
+  copy.widthBytes = 3;
+  copy.height = 4;
+  ASSERT_TRUE(context->copy2D(copy, 0, false).ok());
+  EXPECT_EQ(rows, std::vector<uint8_t>(12, 0xab));
+  copy.srcPitch = 21;  // rows now reach past the allocation
+  EXPECT_EQ(context->copy2D(copy, 0, false).code, CUDA_ERROR_INVALID_VALUE);
+}
+
+TEST_F(CudaBackendTest, ModulesFunctionsAndGlobals) {
+  uint8_t wrapper[16] = {0xB1, 0x43, 0x62, 0x46};
+  uint64_t module = 0;
+  EXPECT_EQ(context->moduleLoad(wrapper, &module).code, CUDA_ERROR_INVALID_IMAGE);
+  auto image = fakeModuleImage();
+  ASSERT_TRUE(context->moduleLoad(image, &module).ok());
+
+  FunctionDescription function;
+  ASSERT_TRUE(context->moduleGetFunction(module, "store", &function).ok());
+  ASSERT_EQ(function.params.size(), 3u);
+  EXPECT_EQ(function.params[1].offset, 8u);
+  EXPECT_EQ(function.params[1].size, 4u);
+  EXPECT_EQ(function.params[2].offset, 16u);
+  ASSERT_EQ(function.attributes.size(), size_t{CU_FUNC_ATTRIBUTE_MAX});
+  EXPECT_EQ(function.attributes[0], 100);
+  EXPECT_EQ(function.attributes[4], 104);
+  EXPECT_EQ(function.attributes[5], 0);  // refused by the driver
+  FunctionDescription again;
+  ASSERT_TRUE(context->moduleGetFunction(module, "store", &again).ok());
+  EXPECT_EQ(again.handle, function.handle);
+  EXPECT_EQ(context->moduleGetFunction(module, "missing", &again).code, CUDA_ERROR_NOT_FOUND);
+
+  uint64_t out = 0;
+  ASSERT_TRUE(context->memAlloc(4, &out).ok());
+  std::vector<uint8_t> params(24, 0);
+  int32_t value = 4242;
+  std::memcpy(params.data(), &out, 8);
+  std::memcpy(params.data() + 8, &value, 4);
+  ASSERT_TRUE(context->launch(function.handle, LaunchShape{}, 0, params).ok());
+  int32_t result = 0;
+  ASSERT_TRUE(context->copyDeviceToHost(&result, out, 4, 0).ok());
+  EXPECT_EQ(result, 4242);
+  EXPECT_EQ(
+      context
+          ->launch(function.handle, LaunchShape{}, 0, std::span<const uint8_t>(params.data(), 20))
+          .code,
+      CUDA_ERROR_INVALID_VALUE);
+
+  uint64_t global = 0, globalBytes = 0;
+  ASSERT_TRUE(context->moduleGetGlobal(module, "counter", &global, &globalBytes).ok());
+  EXPECT_EQ(globalBytes, 64u);
+  ASSERT_TRUE(context->copyHostToDevice(global + 60, &value, 4, 0, false).ok());
+  EXPECT_EQ(context->memFree(global).code, CUDA_ERROR_INVALID_VALUE);
+
+  ASSERT_TRUE(context->moduleUnload(module).ok());
+  EXPECT_EQ(context->copyHostToDevice(global, &value, 4, 0, false).code, CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(context->launch(function.handle, LaunchShape{}, 0, params).code,
+            CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(context->moduleUnload(module).code, CUDA_ERROR_INVALID_HANDLE);
+}
+
+TEST_F(CudaBackendTest, DestroyingTheContextReleasesEverything) {
+  uint64_t address = 0, stream = 0, module = 0;
+  ASSERT_TRUE(context->memAlloc(1024, &address).ok());
+  ASSERT_TRUE(context->streamCreate(0, 0, &stream).ok());
+  auto image = fakeModuleImage();
+  ASSERT_TRUE(context->moduleLoad(image, &module).ok());
+  EXPECT_EQ(fakeCounter("fakeLiveContexts"), 1);
+  EXPECT_EQ(fakeCounter("fakeLiveAllocations"), 1);
+  EXPECT_EQ(backend->deviceMemoryUsed(0), 1024u);
+
+  context.reset();
+  EXPECT_EQ(fakeCounter("fakeLiveContexts"), 0);
+  EXPECT_EQ(fakeCounter("fakeLiveAllocations"), 0);
+  EXPECT_EQ(fakeCounter("fakeLiveStreams"), 0);
+  EXPECT_EQ(fakeCounter("fakeLiveModules"), 0);
+  EXPECT_EQ(backend->deviceMemoryUsed(0), 0u);
+}
+
+}  // namespace
+}  // namespace gpupool::server

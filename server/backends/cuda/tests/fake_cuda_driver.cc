@@ -1,0 +1,296 @@
+// A stand-in CUDA driver for the cuda backend tests: device memory is host memory, a "module" is
+// any image that starts with "fake-module", and its one kernel `store(int* out, int value,
+// long long pad)` writes `value` to *out. It checks what a real driver checks that matters here:
+// every call that needs a context has one current, and memory is touched only with the context
+// that allocated it current. It exports versioned names only (no cuGetProcAddress), so the
+// backend's dlsym fallback is what resolves it, and it has no events, so those calls must come
+// back as CUDA_ERROR_NOT_SUPPORTED.
+//
+// Counters (fakeLive*) let tests see that a destroyed context released everything.
+#include <cuda.h>
+
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+
+#define FAKE_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace {
+
+struct FakeContext {
+  CUdevice device;
+};
+
+std::mutex mutex;
+std::set<FakeContext*> contexts;
+std::map<CUdeviceptr, std::pair<size_t, FakeContext*>> allocations;
+std::set<void*> streams;
+std::set<void*> modules;
+thread_local FakeContext* current = nullptr;
+alignas(16) unsigned char moduleGlobal[64];  // the global "counter" of every fake module
+int functionToken;                           // CUfunction of `store` is its address
+
+bool hasContext() { return current != nullptr && contexts.count(current) != 0; }
+
+// True when [p, p+n) lies in one allocation made while the current context was current.
+bool owned(CUdeviceptr p, size_t n) {
+  if (p >= reinterpret_cast<CUdeviceptr>(moduleGlobal) &&
+      p + n <= reinterpret_cast<CUdeviceptr>(moduleGlobal) + sizeof moduleGlobal) {
+    return true;
+  }
+  auto it = allocations.upper_bound(p);
+  if (it == allocations.begin()) return false;
+  --it;
+  return it->second.second == current && p + n <= it->first + it->second.first;
+}
+
+}  // namespace
+
+FAKE_EXPORT int fakeLiveContexts() { return static_cast<int>(contexts.size()); }
+FAKE_EXPORT int fakeLiveAllocations() { return static_cast<int>(allocations.size()); }
+FAKE_EXPORT int fakeLiveStreams() { return static_cast<int>(streams.size()); }
+FAKE_EXPORT int fakeLiveModules() { return static_cast<int>(modules.size()); }
+
+// The ordinal of the device whose context made the allocation at `pointer`, or -1.
+FAKE_EXPORT int fakeAllocationDevice(CUdeviceptr pointer) {
+  auto it = allocations.find(pointer);
+  return it == allocations.end() ? -1 : it->second.second->device - 100;
+}
+
+FAKE_EXPORT CUresult cuInit(unsigned) { return CUDA_SUCCESS; }
+FAKE_EXPORT CUresult cuDriverGetVersion(int* version) {
+  *version = 12080;
+  return CUDA_SUCCESS;
+}
+FAKE_EXPORT CUresult cuGetErrorName(CUresult error, const char** name) {
+  switch (error) {
+    case CUDA_ERROR_INVALID_VALUE:
+      *name = "CUDA_ERROR_INVALID_VALUE";
+      return CUDA_SUCCESS;
+    case CUDA_ERROR_INVALID_CONTEXT:
+      *name = "CUDA_ERROR_INVALID_CONTEXT";
+      return CUDA_SUCCESS;
+    case CUDA_ERROR_NOT_FOUND:
+      *name = "CUDA_ERROR_NOT_FOUND";
+      return CUDA_SUCCESS;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+FAKE_EXPORT CUresult cuDeviceGetCount(int* count) {
+  *count = 2;
+  return CUDA_SUCCESS;
+}
+FAKE_EXPORT CUresult cuDeviceGet(CUdevice* device, int ordinal) {
+  if (ordinal < 0 || ordinal > 1) return CUDA_ERROR_INVALID_DEVICE;
+  *device = 100 + ordinal;  // handles differ from ordinals, as they may in a real driver
+  return CUDA_SUCCESS;
+}
+FAKE_EXPORT CUresult cuDeviceGetName(char* name, int length, CUdevice device) {
+  std::string text = "Fake Device " + std::to_string(device - 100);
+  std::strncpy(name, text.c_str(), static_cast<size_t>(length));
+  return CUDA_SUCCESS;
+}
+FAKE_EXPORT CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice device) {  // cuDeviceGetUuid_v2
+  for (int i = 0; i < 16; ++i) uuid->bytes[i] = static_cast<char>(device - 100 + i);
+  return CUDA_SUCCESS;
+}
+FAKE_EXPORT CUresult cuDeviceGetAttribute(int* value, CUdevice_attribute attribute,
+                                          CUdevice device) {
+  if (attribute > 50) return CUDA_ERROR_INVALID_VALUE;  // "unknown" to this fake
+  *value = attribute * 10 + (device - 100);
+  return CUDA_SUCCESS;
+}
+FAKE_EXPORT CUresult cuDeviceTotalMem(size_t* bytes, CUdevice device) {  // cuDeviceTotalMem_v2
+  *bytes = (1ull << 30) + static_cast<size_t>(device - 100);
+  return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuCtxCreate(CUcontext* context, CUctxCreateParams* params, unsigned,
+                                 CUdevice device) {  // cuCtxCreate_v4
+  if (params != nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard lock(mutex);
+  current = new FakeContext{device};
+  contexts.insert(current);
+  *context = reinterpret_cast<CUcontext>(current);
+  return CUDA_SUCCESS;
+}
+FAKE_EXPORT CUresult cuCtxDestroy(CUcontext context) {  // cuCtxDestroy_v2
+  std::lock_guard lock(mutex);
+  auto* fake = reinterpret_cast<FakeContext*>(context);
+  if (contexts.erase(fake) == 0) return CUDA_ERROR_INVALID_CONTEXT;
+  std::erase_if(allocations, [&](const auto& entry) { return entry.second.second == fake; });
+  if (current == fake) current = nullptr;
+  delete fake;
+  return CUDA_SUCCESS;
+}
+FAKE_EXPORT CUresult cuCtxSetCurrent(CUcontext context) {
+  std::lock_guard lock(mutex);
+  auto* fake = reinterpret_cast<FakeContext*>(context);
+  if (fake != nullptr && contexts.count(fake) == 0) return CUDA_ERROR_INVALID_CONTEXT;
+  current = fake;
+  return CUDA_SUCCESS;
+}
+FAKE_EXPORT CUresult cuCtxSynchronize() {
+  return hasContext() ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+FAKE_EXPORT CUresult cuMemAlloc(CUdeviceptr* pointer, size_t bytes) {  // cuMemAlloc_v2
+  std::lock_guard lock(mutex);
+  if (!hasContext()) return CUDA_ERROR_INVALID_CONTEXT;
+  if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  *pointer = reinterpret_cast<CUdeviceptr>(new unsigned char[bytes]());
+  allocations[*pointer] = {bytes, current};
+  return CUDA_SUCCESS;
+}
+FAKE_EXPORT CUresult cuMemFree(CUdeviceptr pointer) {  // cuMemFree_v2
+  std::lock_guard lock(mutex);
+  auto it = allocations.find(pointer);
+  if (!hasContext() || it == allocations.end() || it->second.second != current) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  delete[] reinterpret_cast<unsigned char*>(pointer);
+  allocations.erase(it);
+  return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuMemcpyHtoD(CUdeviceptr dst, const void* src, size_t bytes) {
+  std::lock_guard lock(mutex);
+  if (!hasContext() || !owned(dst, bytes)) return CUDA_ERROR_INVALID_CONTEXT;
+  std::memcpy(reinterpret_cast<void*>(dst), src, bytes);
+  return CUDA_SUCCESS;
+}
+FAKE_EXPORT CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t bytes,
+                                       CUstream stream) {
+  if (stream != nullptr && streams.count(stream) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  return cuMemcpyHtoD(dst, src, bytes);
+}
+FAKE_EXPORT CUresult cuMemcpyDtoH(void* dst, CUdeviceptr src, size_t bytes) {
+  std::lock_guard lock(mutex);
+  if (!hasContext() || !owned(src, bytes)) return CUDA_ERROR_INVALID_CONTEXT;
+  std::memcpy(dst, reinterpret_cast<const void*>(src), bytes);
+  return CUDA_SUCCESS;
+}
+FAKE_EXPORT CUresult cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
+  std::lock_guard lock(mutex);
+  if (!hasContext() || !owned(src, bytes) || !owned(dst, bytes)) {
+    return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes);
+  return CUDA_SUCCESS;
+}
+FAKE_EXPORT CUresult cuMemcpy2D(const CUDA_MEMCPY2D* copy) {  // cuMemcpy2D_v2
+  std::lock_guard lock(mutex);
+  if (!hasContext()) return CUDA_ERROR_INVALID_CONTEXT;
+  size_t span = (copy->Height - 1) * copy->srcPitch + copy->WidthInBytes;
+  if (copy->srcMemoryType == CU_MEMORYTYPE_DEVICE && !owned(copy->srcDevice, span)) {
+    return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  span = (copy->Height - 1) * copy->dstPitch + copy->WidthInBytes;
+  if (copy->dstMemoryType == CU_MEMORYTYPE_DEVICE && !owned(copy->dstDevice, span)) {
+    return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  for (size_t row = 0; row < copy->Height; ++row) {
+    const auto* src = static_cast<const unsigned char*>(
+        copy->srcMemoryType == CU_MEMORYTYPE_HOST ? copy->srcHost
+                                                  : reinterpret_cast<void*>(copy->srcDevice));
+    auto* dst = static_cast<unsigned char*>(copy->dstMemoryType == CU_MEMORYTYPE_HOST
+                                                ? copy->dstHost
+                                                : reinterpret_cast<void*>(copy->dstDevice));
+    std::memcpy(dst + row * copy->dstPitch, src + row * copy->srcPitch, copy->WidthInBytes);
+  }
+  return CUDA_SUCCESS;
+}
+FAKE_EXPORT CUresult cuMemsetD32(CUdeviceptr dst, unsigned value, size_t count) {
+  std::lock_guard lock(mutex);
+  if (!hasContext() || !owned(dst, count * 4)) return CUDA_ERROR_INVALID_CONTEXT;
+  for (size_t i = 0; i < count; ++i) std::memcpy(reinterpret_cast<char*>(dst) + 4 * i, &value, 4);
+  return CUDA_SUCCESS;
+}
+FAKE_EXPORT CUresult cuMemsetD2D8(CUdeviceptr dst, size_t pitch, unsigned char value, size_t width,
+                                  size_t height) {
+  std::lock_guard lock(mutex);
+  if (!hasContext() || !owned(dst, (height - 1) * pitch + width)) {
+    return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  for (size_t row = 0; row < height; ++row) {
+    std::memset(reinterpret_cast<char*>(dst) + row * pitch, value, width);
+  }
+  return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuStreamCreateWithPriority(CUstream* stream, unsigned, int) {
+  if (!hasContext()) return CUDA_ERROR_INVALID_CONTEXT;
+  *stream = reinterpret_cast<CUstream>(new char);
+  streams.insert(*stream);
+  return CUDA_SUCCESS;
+}
+FAKE_EXPORT CUresult cuStreamDestroy(CUstream stream) {  // cuStreamDestroy_v2
+  if (streams.erase(stream) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  delete reinterpret_cast<char*>(stream);
+  return CUDA_SUCCESS;
+}
+FAKE_EXPORT CUresult cuStreamSynchronize(CUstream stream) {
+  if (stream != nullptr && streams.count(stream) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuModuleLoadData(CUmodule* module, const void* image) {
+  if (!hasContext()) return CUDA_ERROR_INVALID_CONTEXT;
+  if (std::strncmp(static_cast<const char*>(image), "fake-module", 11) != 0) {
+    return CUDA_ERROR_INVALID_IMAGE;
+  }
+  *module = reinterpret_cast<CUmodule>(new char);
+  modules.insert(*module);
+  return CUDA_SUCCESS;
+}
+FAKE_EXPORT CUresult cuModuleUnload(CUmodule module) {
+  if (modules.erase(module) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  delete reinterpret_cast<char*>(module);
+  return CUDA_SUCCESS;
+}
+FAKE_EXPORT CUresult cuModuleGetFunction(CUfunction* function, CUmodule module, const char* name) {
+  if (modules.count(module) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  if (std::strcmp(name, "store") != 0) return CUDA_ERROR_NOT_FOUND;
+  *function = reinterpret_cast<CUfunction>(&functionToken);
+  return CUDA_SUCCESS;
+}
+FAKE_EXPORT CUresult cuModuleGetGlobal(CUdeviceptr* pointer, size_t* bytes, CUmodule module,
+                                       const char* name) {  // cuModuleGetGlobal_v2
+  if (modules.count(module) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  if (std::strcmp(name, "counter") != 0) return CUDA_ERROR_NOT_FOUND;
+  *pointer = reinterpret_cast<CUdeviceptr>(moduleGlobal);
+  *bytes = sizeof moduleGlobal;
+  return CUDA_SUCCESS;
+}
+FAKE_EXPORT CUresult cuFuncGetParamInfo(CUfunction, size_t index, size_t* offset, size_t* size) {
+  static const size_t layout[3][2] = {{0, 8}, {8, 4}, {16, 8}};  // int*, int, long long
+  if (index >= 3) return CUDA_ERROR_INVALID_VALUE;
+  *offset = layout[index][0];
+  *size = layout[index][1];
+  return CUDA_SUCCESS;
+}
+FAKE_EXPORT CUresult cuFuncGetAttribute(int* value, CUfunction_attribute attribute, CUfunction) {
+  if (attribute >= 5) return CUDA_ERROR_INVALID_VALUE;
+  *value = 100 + attribute;
+  return CUDA_SUCCESS;
+}
+FAKE_EXPORT CUresult cuLaunchKernel(CUfunction function, unsigned, unsigned, unsigned, unsigned,
+                                    unsigned, unsigned, unsigned, CUstream, void** params,
+                                    void** extra) {
+  std::lock_guard lock(mutex);
+  if (!hasContext()) return CUDA_ERROR_INVALID_CONTEXT;
+  if (function != reinterpret_cast<CUfunction>(&functionToken) || params == nullptr || extra) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  CUdeviceptr out;
+  int value;
+  std::memcpy(&out, params[0], sizeof out);
+  std::memcpy(&value, params[1], sizeof value);
+  if (!owned(out, sizeof value)) return CUDA_ERROR_ILLEGAL_ADDRESS;
+  std::memcpy(reinterpret_cast<void*>(out), &value, sizeof value);
+  return CUDA_SUCCESS;
+}

@@ -1,0 +1,611 @@
+#include "server/backends/emu/emu_context.h"
+
+#include <algorithm>
+#include <cstring>
+#include <iostream>
+
+#include "gpupool/image/ptx_selection.h"
+
+namespace gpupool::server::emu {
+namespace {
+
+// The interpreter's view of global memory: only this context's allocations resolve.
+class ContextMemory final : public ptx::DeviceMemory {
+ public:
+  ContextMemory(const EmuMemory& memory, uint64_t owner) : memory_(memory), owner_(owner) {}
+  void* translate(uint64_t addr, uint64_t len) override {
+    return memory_.translate(addr, len, owner_);
+  }
+
+ private:
+  const EmuMemory& memory_;
+  uint64_t owner_;
+};
+
+Status invalidValue(const std::string& what) { return Status::error(CUDA_ERROR_INVALID_VALUE, what); }
+
+// The driver's answer to an impossible launch shape. It is not in cuda.h's enum, but it is the only
+// CUresult that cudart 13 turns into cudaErrorInvalidConfiguration (probed over 1..1000 through
+// this library), which is what a real GPU gives `<<<1, 2048>>>`.
+constexpr CUresult kInvalidLaunchConfiguration = static_cast<CUresult>(9);
+Status invalidConfiguration(const std::string& what) {
+  return Status::error(kInvalidLaunchConfiguration, what);
+}
+Status invalidHandle(const std::string& what) {
+  return Status::error(CUDA_ERROR_INVALID_HANDLE, what);
+}
+
+std::string hex(uint64_t v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+// Extent in bytes of `height` rows of `widthBytes`, `pitch` apart; 0 on overflow.
+uint64_t extent2D(uint64_t pitch, uint64_t widthBytes, uint64_t height) {
+  if (height == 0 || widthBytes == 0) return 0;
+  if (pitch < widthBytes) return 0;
+  if ((height - 1) > (UINT64_MAX - widthBytes) / pitch) return 0;
+  return pitch * (height - 1) + widthBytes;
+}
+
+}  // namespace
+
+EmuContext::EmuContext(EmuMemory& memory, const DeviceDescription& device,
+                       const EmuBackendOptions& options, uint64_t ownerId)
+    : memory_(memory), device_(device), options_(options), owner_(ownerId) {
+  streams_[0] = Stream{0, std::make_unique<StreamQueue>()};
+}
+
+EmuContext::~EmuContext() {
+  drainAll();
+  streams_.clear();  // joins the workers
+  functions_.clear();
+  modules_.clear();
+  memory_.releaseAll(owner_);
+}
+
+uint8_t* EmuContext::view(uint64_t address, uint64_t bytes) const {
+  return static_cast<uint8_t*>(memory_.translate(address, bytes, owner_));
+}
+
+Status EmuContext::sticky() const {
+  std::lock_guard lock(errorMutex_);
+  if (stickyCode_ == CUDA_SUCCESS) return Status::success();
+  return Status::error(stickyCode_, stickyMessage_);
+}
+
+void EmuContext::fail(CUresult code, const std::string& message) {
+  std::lock_guard lock(errorMutex_);
+  if (stickyCode_ != CUDA_SUCCESS) return;
+  stickyCode_ = code;
+  stickyMessage_ = message;
+  std::cerr << "gpupoold: context " << owner_ << ": " << message << "\n";
+}
+
+EmuContext::Stream* EmuContext::findStream(uint64_t stream) {
+  auto it = streams_.find(stream);
+  return it == streams_.end() ? nullptr : &it->second;
+}
+
+Status EmuContext::enqueue(uint64_t stream, std::function<void()> operation) {
+  Stream* s = findStream(stream);
+  if (!s) return invalidHandle("unknown stream " + hex(stream));
+  if (Status st = sticky(); !st.ok()) return st;
+  if (stream == 0) {
+    for (auto& [id, other] : streams_) {
+      if (id != 0 && !(other.flags & CU_STREAM_NON_BLOCKING)) other.queue->drain();
+    }
+  } else if (!(s->flags & CU_STREAM_NON_BLOCKING)) {
+    streams_[0].queue->drain();
+  }
+  s->queue->enqueue([this, operation = std::move(operation)] {
+    if (sticky().ok()) operation();  // a broken context runs nothing more
+  });
+  return Status::success();
+}
+
+Status EmuContext::waitForStream(uint64_t stream) {
+  Stream* s = findStream(stream);
+  if (!s) return invalidHandle("unknown stream " + hex(stream));
+  if (stream == 0) {
+    for (auto& [id, other] : streams_) {
+      if (!(other.flags & CU_STREAM_NON_BLOCKING) || id == 0) other.queue->drain();
+    }
+  } else {
+    s->queue->drain();
+  }
+  return sticky();
+}
+
+void EmuContext::drainAll() {
+  for (auto& [id, s] : streams_) s.queue->drain();
+}
+
+// ---- Memory ----
+
+Status EmuContext::memAlloc(uint64_t bytes, uint64_t* address) {
+  if (Status st = sticky(); !st.ok()) return st;
+  if (bytes == 0) return invalidValue("cannot allocate 0 bytes");
+  *address = memory_.allocate(bytes, owner_);
+  if (*address == 0) {
+    return Status::error(CUDA_ERROR_OUT_OF_MEMORY,
+                         "out of device memory: asked for " + std::to_string(bytes) +
+                             " bytes, " + std::to_string(memory_.capacity() - memory_.used()) +
+                             " free of " + std::to_string(memory_.capacity()));
+  }
+  return Status::success();
+}
+
+Status EmuContext::memFree(uint64_t address) {
+  // cuMemFree synchronizes: nothing queued may still use the memory.
+  drainAll();
+  if (!memory_.release(address, owner_)) {
+    return invalidValue("not an allocation of this context: " + hex(address));
+  }
+  return sticky();
+}
+
+Status EmuContext::memGetInfo(uint64_t* freeBytes, uint64_t* totalBytes) {
+  *totalBytes = memory_.capacity();
+  *freeBytes = memory_.capacity() - memory_.used();
+  return sticky();
+}
+
+Status EmuContext::memGetAddressRange(uint64_t address, uint64_t* base, uint64_t* bytes) {
+  if (!memory_.findAllocation(address, owner_, base, bytes)) {
+    return Status::error(CUDA_ERROR_NOT_FOUND, "no allocation contains " + hex(address));
+  }
+  return Status::success();
+}
+
+uint64_t EmuContext::memoryUsed() const { return memory_.usedBy(owner_); }
+
+Status EmuContext::copyHostToDevice(uint64_t dst, const void* src, uint64_t bytes,
+                                    uint64_t stream, bool async) {
+  uint8_t* d = view(dst, bytes);
+  if (!d) return invalidValue("invalid device range " + hex(dst) + "+" + std::to_string(bytes));
+  if (async) {
+    auto copy = std::make_shared<std::vector<uint8_t>>(static_cast<const uint8_t*>(src),
+                                                       static_cast<const uint8_t*>(src) + bytes);
+    return enqueue(stream, [d, copy] { std::memcpy(d, copy->data(), copy->size()); });
+  }
+  if (Status st = waitForStream(stream); !st.ok()) return st;
+  std::memcpy(d, src, bytes);
+  return Status::success();
+}
+
+Status EmuContext::copyDeviceToHost(void* dst, uint64_t src, uint64_t bytes, uint64_t stream) {
+  const uint8_t* s = view(src, bytes);
+  if (!s) return invalidValue("invalid device range " + hex(src) + "+" + std::to_string(bytes));
+  if (Status st = waitForStream(stream); !st.ok()) return st;
+  std::memcpy(dst, s, bytes);
+  return Status::success();
+}
+
+Status EmuContext::copyDeviceToDevice(uint64_t dst, uint64_t src, uint64_t bytes,
+                                      uint64_t stream, bool async) {
+  uint8_t* d = view(dst, bytes);
+  const uint8_t* s = view(src, bytes);
+  if (!d || !s) return invalidValue("invalid device range in device-to-device copy");
+  if (async) return enqueue(stream, [d, s, bytes] { std::memmove(d, s, bytes); });
+  if (Status st = waitForStream(stream); !st.ok()) return st;
+  std::memmove(d, s, bytes);
+  return Status::success();
+}
+
+Status EmuContext::copy2D(const Copy2D& c, uint64_t stream, bool async) {
+  if (c.widthBytes == 0 || c.height == 0) return Status::success();
+  uint64_t srcExtent = extent2D(c.srcPitch, c.widthBytes, c.height);
+  uint64_t dstExtent = extent2D(c.dstPitch, c.widthBytes, c.height);
+  if (srcExtent == 0 || dstExtent == 0) return invalidValue("pitch smaller than the row width");
+  const uint8_t* s = c.srcIsDevice ? view(c.srcDevice, srcExtent)
+                                   : static_cast<const uint8_t*>(c.srcHost);
+  uint8_t* d = c.dstIsDevice ? view(c.dstDevice, dstExtent) : static_cast<uint8_t*>(c.dstHost);
+  if (!s || !d) return invalidValue("invalid device range in 2D copy");
+  auto rows = [c](uint8_t* d, const uint8_t* s) {
+    for (uint64_t r = 0; r < c.height; ++r) {
+      std::memmove(d + r * c.dstPitch, s + r * c.srcPitch, c.widthBytes);
+    }
+  };
+  if (async && c.dstIsDevice) {
+    std::shared_ptr<std::vector<uint8_t>> hostCopy;
+    if (!c.srcIsDevice) {
+      hostCopy = std::make_shared<std::vector<uint8_t>>(s, s + srcExtent);
+      s = hostCopy->data();
+    }
+    return enqueue(stream, [rows, d, s, hostCopy] { rows(d, s); });
+  }
+  if (Status st = waitForStream(stream); !st.ok()) return st;
+  rows(d, s);
+  return Status::success();
+}
+
+Status EmuContext::memset(uint64_t dst, uint32_t value, unsigned elementSize, uint64_t width,
+                          uint64_t height, uint64_t pitch, uint64_t stream, bool async) {
+  if (elementSize != 1 && elementSize != 2 && elementSize != 4) {
+    return invalidValue("memset element size must be 1, 2 or 4");
+  }
+  if (width == 0 || height == 0) return Status::success();
+  if (width > UINT64_MAX / elementSize) return invalidValue("memset too large");
+  uint64_t rowBytes = width * elementSize;
+  if (height == 1) pitch = rowBytes;
+  uint64_t extent = extent2D(pitch, rowBytes, height);
+  uint8_t* d = extent ? view(dst, extent) : nullptr;
+  if (!d) return invalidValue("invalid device range " + hex(dst) + " in memset");
+  if (reinterpret_cast<uintptr_t>(d) % elementSize != 0 || pitch % elementSize != 0) {
+    return invalidValue("misaligned memset destination");
+  }
+  auto fill = [d, value, elementSize, width, height, pitch] {
+    for (uint64_t r = 0; r < height; ++r) {
+      uint8_t* row = d + r * pitch;
+      switch (elementSize) {
+        case 1:
+          std::memset(row, static_cast<int>(value & 0xff), width);
+          break;
+        case 2: {
+          uint16_t v = static_cast<uint16_t>(value);
+          std::fill_n(reinterpret_cast<uint16_t*>(row), width, v);
+          break;
+        }
+        default:
+          std::fill_n(reinterpret_cast<uint32_t*>(row), width, value);
+      }
+    }
+  };
+  if (async) return enqueue(stream, fill);
+  if (Status st = waitForStream(stream); !st.ok()) return st;
+  fill();
+  return Status::success();
+}
+
+// ---- Modules ----
+
+Status EmuContext::moduleLoad(std::span<const uint8_t> image, uint64_t* module) {
+  if (Status st = sticky(); !st.ok()) return st;
+  int cc = device_.attributes[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR] * 10 +
+           device_.attributes[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR];
+  image::PtxText text = image::ptxForDevice(image, cc);
+  if (text.status != CUDA_SUCCESS) return Status::error(text.status, text.message);
+  ptx::LoadError error;
+  std::shared_ptr<ptx::Module> program = ptx::Module::load(text.ptx, &error);
+  if (!program) return Status::error(error.code, "PTX load failed: " + error.message);
+  LoadedModule loaded{program, {}};
+  for (const auto& g : program->globals()) {
+    uint64_t address = memory_.allocate(std::max<uint64_t>(g.size, 1), owner_);
+    if (!address) {
+      for (uint64_t a : loaded.globalAddresses) memory_.release(a, owner_);
+      return Status::error(CUDA_ERROR_OUT_OF_MEMORY, "no device memory for global " + g.name);
+    }
+    loaded.globalAddresses.push_back(address);
+  }
+  program->bindGlobals(loaded.globalAddresses);
+  for (size_t i = 0; i < loaded.globalAddresses.size(); ++i) {
+    std::vector<uint8_t> bytes = program->initialImage(i);
+    if (uint8_t* d = view(loaded.globalAddresses[i], bytes.size()); d && !bytes.empty()) {
+      std::memcpy(d, bytes.data(), bytes.size());
+    }
+  }
+  *module = nextHandle_++;
+  modules_[*module] = std::move(loaded);
+  return Status::success();
+}
+
+Status EmuContext::moduleUnload(uint64_t module) {
+  auto it = modules_.find(module);
+  if (it == modules_.end()) return invalidHandle("unknown module " + hex(module));
+  drainAll();  // running kernels may still read its globals
+  for (uint64_t a : it->second.globalAddresses) memory_.release(a, owner_);
+  std::erase_if(functions_, [module](const auto& f) { return f.second.module == module; });
+  modules_.erase(it);
+  return Status::success();
+}
+
+std::vector<int32_t> EmuContext::functionAttributes(const Function& f) const {
+  std::vector<int32_t> a(CU_FUNC_ATTRIBUTE_MAX, 0);
+  const ptx::KernelInfo& k = *f.kernel;
+  int cc = device_.attributes[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR] * 10 +
+           device_.attributes[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR];
+  a[CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK] = static_cast<int32_t>(k.maxThreadsPerBlock);
+  a[CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES] = static_cast<int32_t>(k.staticSharedBytes);
+  a[CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES] = 0;
+  a[CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES] = static_cast<int32_t>(k.localBytesPerThread);
+  a[CU_FUNC_ATTRIBUTE_NUM_REGS] = static_cast<int32_t>(std::min<uint32_t>(k.numRegs, 255));
+  a[CU_FUNC_ATTRIBUTE_PTX_VERSION] = static_cast<int32_t>(f.program->ptxVersion());
+  a[CU_FUNC_ATTRIBUTE_BINARY_VERSION] = cc;
+  a[CU_FUNC_ATTRIBUTE_CACHE_MODE_CA] = 0;
+  a[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES] =
+      f.maxDynamicSharedBytes
+          ? f.maxDynamicSharedBytes
+          : static_cast<int32_t>(ptx::kDefaultSharedBytes - std::min<uint32_t>(
+                                                                k.staticSharedBytes,
+                                                                ptx::kDefaultSharedBytes));
+  a[CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT] = -1;
+  return a;
+}
+
+Status EmuContext::moduleGetFunction(uint64_t module, const std::string& name,
+                                     FunctionDescription* function) {
+  auto it = modules_.find(module);
+  if (it == modules_.end()) return invalidHandle("unknown module " + hex(module));
+  const ptx::KernelInfo* kernel = it->second.program->findKernel(name);
+  if (!kernel) return Status::error(CUDA_ERROR_NOT_FOUND, "no kernel named '" + name + "'");
+  uint64_t id = 0;
+  for (auto& [fid, f] : functions_) {
+    if (f.module == module && f.kernel == kernel) id = fid;
+  }
+  if (!id) {
+    id = nextHandle_++;
+    functions_[id] = Function{module, it->second.program, kernel, 0};
+  }
+  function->handle = id;
+  function->params.clear();
+  for (const auto& p : kernel->params) function->params.push_back({p.offset, p.size});
+  function->attributes = functionAttributes(functions_[id]);
+  return Status::success();
+}
+
+Status EmuContext::moduleGetGlobal(uint64_t module, const std::string& name, uint64_t* address,
+                                   uint64_t* bytes) {
+  auto it = modules_.find(module);
+  if (it == modules_.end()) return invalidHandle("unknown module " + hex(module));
+  const auto& globals = it->second.program->globals();
+  for (size_t i = 0; i < globals.size(); ++i) {
+    if (globals[i].name == name) {
+      *address = it->second.globalAddresses[i];
+      *bytes = globals[i].size;
+      return Status::success();
+    }
+  }
+  return Status::error(CUDA_ERROR_NOT_FOUND, "no global named '" + name + "'");
+}
+
+// ---- Kernels ----
+
+Status EmuContext::launch(uint64_t function, const LaunchShape& shape, uint64_t stream,
+                          std::span<const uint8_t> params) {
+  auto it = functions_.find(function);
+  if (it == functions_.end()) return invalidHandle("unknown function " + hex(function));
+  const Function& f = it->second;
+  const auto& attr = device_.attributes;
+  uint64_t threads = uint64_t{shape.block[0]} * shape.block[1] * shape.block[2];
+  if (threads == 0 || shape.grid[0] == 0 || shape.grid[1] == 0 || shape.grid[2] == 0) {
+    return invalidConfiguration("zero-sized grid or block");
+  }
+  if (threads > static_cast<uint64_t>(attr[CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK]) ||
+      threads > f.kernel->maxThreadsPerBlock ||
+      shape.block[0] > static_cast<uint32_t>(attr[CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X]) ||
+      shape.block[1] > static_cast<uint32_t>(attr[CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y]) ||
+      shape.block[2] > static_cast<uint32_t>(attr[CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z])) {
+    return invalidConfiguration("block of " + std::to_string(shape.block[0]) + "x" +
+                        std::to_string(shape.block[1]) + "x" + std::to_string(shape.block[2]) +
+                        " threads exceeds the limit of " +
+                        std::to_string(std::min<uint32_t>(f.kernel->maxThreadsPerBlock, 1024)));
+  }
+  if (shape.grid[1] > static_cast<uint32_t>(attr[CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y]) ||
+      shape.grid[2] > static_cast<uint32_t>(attr[CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z]) ||
+      shape.grid[0] > static_cast<uint32_t>(attr[CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X])) {
+    return invalidConfiguration("grid dimensions exceed the device limits");
+  }
+  uint32_t sharedLimit = f.maxDynamicSharedBytes
+                             ? static_cast<uint32_t>(f.maxDynamicSharedBytes) +
+                                   f.kernel->staticSharedBytes
+                             : ptx::kDefaultSharedBytes;
+  if (uint64_t{f.kernel->staticSharedBytes} + shape.sharedBytes > sharedLimit) {
+ return invalidConfiguration("shared memory request of " + std::to_string(shape.sharedBytes) +
+                        " dynamic bytes exceeds the block limit");
+  }
+  if (params.size() < f.kernel->paramBytes) {
+    return invalidValue("parameter block has " + std::to_string(params.size()) + " bytes, kernel " +
+                        f.kernel->name + " takes " + std::to_string(f.kernel->paramBytes));
+  }
+  auto block = std::make_shared<std::vector<uint8_t>>(params.begin(), params.end());
+  ptx::LaunchConfig config;
+  for (int i = 0; i < 3; ++i) {
+    config.grid[i] = shape.grid[i];
+    config.block[i] = shape.block[i];
+  }
+  config.dynamicSharedBytes = shape.sharedBytes;
+  config.maxSharedBytesOptIn =
+      f.maxDynamicSharedBytes ? sharedLimit : 0;
+  auto program = f.program;
+  const ptx::KernelInfo* kernel = f.kernel;
+  return enqueue(stream, [this, program, kernel, config, block] {
+    ContextMemory memory(memory_, owner_);
+    ptx::LaunchServices services;
+    services.printfSink = [this](std::string_view text) {
+      std::lock_guard lock(outputMutex_);
+      output_.append(text);
+    };
+    services.workerThreads = options_.workerThreads;
+    services.stepBudget = options_.stepBudget;
+    ptx::LaunchResult r = ptx::launch(*program, *kernel, config, block->data(), memory, services);
+    if (r.code != CUDA_SUCCESS) fail(r.code, "kernel " + kernel->name + " failed: " + r.diagnostic);
+  });
+}
+
+Status EmuContext::funcSetAttribute(uint64_t function, int attribute, int value) {
+  auto it = functions_.find(function);
+  if (it == functions_.end()) return invalidHandle("unknown function " + hex(function));
+  switch (attribute) {
+    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: {
+      int limit = static_cast<int>(ptx::kMaxOptInSharedBytes) -
+                  static_cast<int>(it->second.kernel->staticSharedBytes);
+      if (value < 0 || value > limit) return invalidValue("dynamic shared memory size out of range");
+      it->second.maxDynamicSharedBytes = value;
+      return Status::success();
+    }
+    case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
+    case CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED:
+    case CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
+      return Status::success();  // hints without effect on a CPU device
+    default:
+      return invalidValue("function attribute " + std::to_string(attribute) + " is read-only");
+  }
+}
+
+Status EmuContext::occupancyMaxActiveBlocks(uint64_t function, int blockSize,
+                                            uint64_t dynamicSharedBytes, unsigned /*flags*/,
+                                            int* numBlocks) {
+  auto it = functions_.find(function);
+  if (it == functions_.end()) return invalidHandle("unknown function " + hex(function));
+  const auto& attr = device_.attributes;
+  const ptx::KernelInfo& k = *it->second.kernel;
+  if (blockSize <= 0 || static_cast<uint32_t>(blockSize) > k.maxThreadsPerBlock) {
+    *numBlocks = 0;
+    return Status::success();
+  }
+  int warpsPerBlock = (blockSize + 31) / 32;
+  int byThreads = attr[CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR] / (warpsPerBlock * 32);
+  int blocks = std::min(byThreads, attr[CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR]);
+  uint64_t shared = k.staticSharedBytes + dynamicSharedBytes +
+                    attr[CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK];
+  if (shared > 0) {
+    blocks = std::min<int>(
+        blocks, static_cast<int>(attr[CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR] /
+                                 shared));
+  }
+  if (k.numRegs > 0) {
+    uint64_t regsPerBlock = uint64_t{std::min<uint32_t>(k.numRegs, 255)} * warpsPerBlock * 32;
+    blocks = std::min<int>(
+        blocks,
+        static_cast<int>(attr[CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR] / regsPerBlock));
+  }
+  *numBlocks = std::max(blocks, 0);
+  return Status::success();
+}
+
+// ---- Streams and events ----
+
+Status EmuContext::streamCreate(unsigned flags, int /*priority*/, uint64_t* stream) {
+  if (flags & ~static_cast<unsigned>(CU_STREAM_NON_BLOCKING)) {
+    return invalidValue("unknown stream flags");
+  }
+  *stream = nextHandle_++;
+  streams_[*stream] = Stream{flags, std::make_unique<StreamQueue>()};
+  return Status::success();
+}
+
+Status EmuContext::streamDestroy(uint64_t stream) {
+  if (stream == 0 || !findStream(stream)) return invalidHandle("unknown stream " + hex(stream));
+  streams_.erase(stream);  // finishes queued work first
+  return Status::success();
+}
+
+Status EmuContext::streamSynchronize(uint64_t stream) { return waitForStream(stream); }
+
+Status EmuContext::streamQuery(uint64_t stream) {
+  Stream* s = findStream(stream);
+  if (!s) return invalidHandle("unknown stream " + hex(stream));
+  if (Status st = sticky(); !st.ok()) return st;
+  return s->queue->idle() ? Status::success() : Status::error(CUDA_ERROR_NOT_READY, "");
+}
+
+Status EmuContext::streamWaitEvent(uint64_t stream, uint64_t event) {
+  auto it = events_.find(event);
+  if (it == events_.end()) return invalidHandle("unknown event " + hex(event));
+  std::shared_ptr<Event> e = it->second;
+  uint64_t epoch;
+  {
+    std::lock_guard lock(e->mutex);
+    epoch = e->recorded;
+  }
+  if (epoch == 0) return findStream(stream) ? Status::success() : invalidHandle("unknown stream");
+  return enqueue(stream, [e, epoch] {
+    std::unique_lock lock(e->mutex);
+    e->reached.wait(lock, [&] { return e->completed >= epoch; });
+  });
+}
+
+Status EmuContext::eventCreate(unsigned flags, uint64_t* event) {
+  const unsigned known = CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS;
+  if (flags & ~known) return invalidValue("unknown event flags");
+  *event = nextHandle_++;
+  auto e = std::make_shared<Event>();
+  e->flags = flags;
+  events_[*event] = e;
+  return Status::success();
+}
+
+Status EmuContext::eventDestroy(uint64_t event) {
+  // A pending record still completes: the queued operation holds its own reference.
+  if (events_.erase(event) == 0) return invalidHandle("unknown event " + hex(event));
+  return Status::success();
+}
+
+Status EmuContext::eventRecord(uint64_t event, uint64_t stream) {
+  auto it = events_.find(event);
+  if (it == events_.end()) return invalidHandle("unknown event " + hex(event));
+  if (!findStream(stream)) return invalidHandle("unknown stream " + hex(stream));
+  std::shared_ptr<Event> e = it->second;
+  uint64_t epoch;
+  {
+    std::lock_guard lock(e->mutex);
+    epoch = ++e->recorded;
+  }
+  return enqueue(stream, [e, epoch] {
+    std::lock_guard lock(e->mutex);
+    e->completed = std::max(e->completed, epoch);
+    e->when = std::chrono::steady_clock::now();
+    e->reached.notify_all();
+  });
+}
+
+Status EmuContext::eventSynchronize(uint64_t event) {
+  auto it = events_.find(event);
+  if (it == events_.end()) return invalidHandle("unknown event " + hex(event));
+  std::shared_ptr<Event> e = it->second;
+  {
+    std::unique_lock lock(e->mutex);
+    uint64_t epoch = e->recorded;
+    // If the context broke, the record will never run: stop waiting then.
+    while (e->completed < epoch) {
+      if (!sticky().ok()) break;
+      e->reached.wait_for(lock, std::chrono::milliseconds(50));
+    }
+  }
+  return sticky();
+}
+
+Status EmuContext::eventQuery(uint64_t event) {
+  auto it = events_.find(event);
+  if (it == events_.end()) return invalidHandle("unknown event " + hex(event));
+  if (Status st = sticky(); !st.ok()) return st;
+  std::lock_guard lock(it->second->mutex);
+  return it->second->completed >= it->second->recorded
+             ? Status::success()
+             : Status::error(CUDA_ERROR_NOT_READY, "");
+}
+
+Status EmuContext::eventElapsedTime(uint64_t start, uint64_t end, float* milliseconds) {
+  auto a = events_.find(start);
+  auto b = events_.find(end);
+  if (a == events_.end() || b == events_.end()) return invalidHandle("unknown event");
+  if ((a->second->flags | b->second->flags) & CU_EVENT_DISABLE_TIMING) {
+    return invalidHandle("event created with CU_EVENT_DISABLE_TIMING");
+  }
+  std::scoped_lock lock(a->second->mutex, b->second->mutex);
+  if (a->second->recorded == 0 || b->second->recorded == 0) {
+    return invalidHandle("event was never recorded");
+  }
+  if (a->second->completed < a->second->recorded || b->second->completed < b->second->recorded) {
+    return Status::error(CUDA_ERROR_NOT_READY, "");
+  }
+  *milliseconds =
+      std::chrono::duration<float, std::milli>(b->second->when - a->second->when).count();
+  return Status::success();
+}
+
+Status EmuContext::synchronize() {
+  drainAll();
+  return sticky();
+}
+
+std::string EmuContext::takeDeviceOutput() {
+  std::lock_guard lock(outputMutex_);
+  std::string out;
+  out.swap(output_);
+  return out;
+}
+
+}  // namespace gpupool::server::emu

@@ -1,0 +1,129 @@
+// One client context on an emu device: its memory (tagged with the context's owner id in EmuMemory),
+// modules, streams and events, and its sticky error.
+//
+// Ordering: every stream has a StreamQueue. The default (legacy) stream synchronizes with the other
+// blocking streams as CUDA's legacy stream does: work queued on it waits for them to drain, and work
+// queued on a blocking stream waits for it. Kernel failures are sticky, as on a GPU: once a launch
+// fails, every later call in this context returns that error.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "server/backend.h"
+#include "server/backends/emu/emu_backend.h"
+#include "server/backends/emu/emu_memory.h"
+#include "server/backends/emu/ptx/ptx_launch.h"
+#include "server/backends/emu/ptx/ptx_module.h"
+#include "server/backends/emu/stream_queue.h"
+
+namespace gpupool::server::emu {
+
+class EmuContext final : public BackendContext {
+ public:
+  EmuContext(EmuMemory& memory, const DeviceDescription& device, const EmuBackendOptions& options,
+             uint64_t ownerId);
+  ~EmuContext() override;
+
+  Status memAlloc(uint64_t bytes, uint64_t* address) override;
+  Status memFree(uint64_t address) override;
+  Status memGetInfo(uint64_t* freeBytes, uint64_t* totalBytes) override;
+  Status memGetAddressRange(uint64_t address, uint64_t* base, uint64_t* bytes) override;
+  uint64_t memoryUsed() const override;
+
+  Status copyHostToDevice(uint64_t dst, const void* src, uint64_t bytes, uint64_t stream,
+                          bool async) override;
+  Status copyDeviceToHost(void* dst, uint64_t src, uint64_t bytes, uint64_t stream) override;
+  Status copyDeviceToDevice(uint64_t dst, uint64_t src, uint64_t bytes, uint64_t stream,
+                            bool async) override;
+  Status copy2D(const Copy2D& copy, uint64_t stream, bool async) override;
+  Status memset(uint64_t dst, uint32_t value, unsigned elementSize, uint64_t width,
+                uint64_t height, uint64_t pitch, uint64_t stream, bool async) override;
+
+  Status moduleLoad(std::span<const uint8_t> image, uint64_t* module) override;
+  Status moduleUnload(uint64_t module) override;
+  Status moduleGetFunction(uint64_t module, const std::string& name,
+                           FunctionDescription* function) override;
+  Status moduleGetGlobal(uint64_t module, const std::string& name, uint64_t* address,
+                         uint64_t* bytes) override;
+
+  Status launch(uint64_t function, const LaunchShape& shape, uint64_t stream,
+                std::span<const uint8_t> params) override;
+  Status funcSetAttribute(uint64_t function, int attribute, int value) override;
+  Status occupancyMaxActiveBlocks(uint64_t function, int blockSize, uint64_t dynamicSharedBytes,
+                                  unsigned flags, int* numBlocks) override;
+
+  Status streamCreate(unsigned flags, int priority, uint64_t* stream) override;
+  Status streamDestroy(uint64_t stream) override;
+  Status streamSynchronize(uint64_t stream) override;
+  Status streamQuery(uint64_t stream) override;
+  Status streamWaitEvent(uint64_t stream, uint64_t event) override;
+  Status eventCreate(unsigned flags, uint64_t* event) override;
+  Status eventDestroy(uint64_t event) override;
+  Status eventRecord(uint64_t event, uint64_t stream) override;
+  Status eventSynchronize(uint64_t event) override;
+  Status eventQuery(uint64_t event) override;
+  Status eventElapsedTime(uint64_t start, uint64_t end, float* milliseconds) override;
+
+  Status synchronize() override;
+  std::string takeDeviceOutput() override;
+
+ private:
+  struct Stream {
+    unsigned flags = 0;
+    std::unique_ptr<StreamQueue> queue;
+  };
+  struct Event {
+    unsigned flags = 0;
+    std::mutex mutex;
+    std::condition_variable reached;
+    uint64_t recorded = 0;   // epochs handed out by eventRecord
+    uint64_t completed = 0;  // the last epoch the stream reached
+    std::chrono::steady_clock::time_point when;
+  };
+  struct LoadedModule {
+    std::shared_ptr<ptx::Module> program;
+    std::vector<uint64_t> globalAddresses;
+  };
+  struct Function {
+    uint64_t module = 0;
+    std::shared_ptr<ptx::Module> program;
+    const ptx::KernelInfo* kernel = nullptr;
+    int maxDynamicSharedBytes = 0;  // cuFuncSetAttribute opt-in
+  };
+
+  // The checked host view of [address, address+bytes) of this context's memory.
+  uint8_t* view(uint64_t address, uint64_t bytes) const;
+  Stream* findStream(uint64_t stream);
+  // Puts `operation` on `stream` after what CUDA's legacy-stream rules say it must wait for.
+  Status enqueue(uint64_t stream, std::function<void()> operation);
+  // Blocks until `stream` (and, for the legacy stream, every blocking stream) has drained.
+  Status waitForStream(uint64_t stream);
+  void drainAll();
+  Status sticky() const;
+  void fail(CUresult code, const std::string& message);
+  std::vector<int32_t> functionAttributes(const Function& f) const;
+
+  EmuMemory& memory_;
+  const DeviceDescription& device_;
+  const EmuBackendOptions& options_;
+  const uint64_t owner_;
+
+  std::map<uint64_t, Stream> streams_;
+  std::map<uint64_t, std::shared_ptr<Event>> events_;
+  std::map<uint64_t, LoadedModule> modules_;
+  std::map<uint64_t, Function> functions_;
+  uint64_t nextHandle_ = 1;
+
+  mutable std::mutex errorMutex_;
+  CUresult stickyCode_ = CUDA_SUCCESS;
+  std::string stickyMessage_;
+
+  std::mutex outputMutex_;
+  std::string output_;
+};
+
+}  // namespace gpupool::server::emu

@@ -1,0 +1,140 @@
+#include "server/backends/emu/emu_memory.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace gpupool::server::emu {
+namespace {
+constexpr uint64_t kPage = 4096;
+uint64_t roundUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+}  // namespace
+
+EmuMemory::EmuMemory(unsigned deviceIndex, uint64_t capacity) : capacity_(capacity) {
+  // Twice the capacity in address space leaves room for fragmentation.
+  window_ = roundUp(std::max<uint64_t>(capacity * 2, 1 << 30), kPage);
+  if (window_ > kWindowStride) window_ = kWindowStride;
+  void* want = reinterpret_cast<void*>(kWindowStart + deviceIndex * kWindowStride);
+  void* got = mmap(want, window_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE |
+                   MAP_FIXED_NOREPLACE, -1, 0);
+  if (got == MAP_FAILED) {
+    throw std::runtime_error("cannot reserve device address space for emu device " +
+                             std::to_string(deviceIndex) + ": " + std::strerror(errno));
+  }
+  base_ = reinterpret_cast<uint64_t>(got);
+  free_[base_] = window_;
+}
+
+EmuMemory::~EmuMemory() { munmap(reinterpret_cast<void*>(base_), window_); }
+
+uint64_t EmuMemory::allocate(uint64_t bytes, uint64_t owner) {
+  if (bytes == 0) return 0;
+  if (bytes > capacity_) return 0;
+  uint64_t reserved = roundUp(bytes, kPage);
+  std::unique_lock lock(mutex_);
+  if (used_ + reserved > capacity_) return 0;
+  for (auto it = free_.begin(); it != free_.end(); ++it) {
+    if (it->second < reserved) continue;
+    uint64_t address = it->first;
+    uint64_t remaining = it->second - reserved;
+    free_.erase(it);
+    if (remaining) free_[address + reserved] = remaining;
+    if (mprotect(reinterpret_cast<void*>(address), reserved, PROT_READ | PROT_WRITE) != 0) {
+      free_[address] = reserved;  // give it back; coalescing happens on the next release
+      return 0;
+    }
+    allocations_[address] = {bytes, reserved, owner};
+    used_ += reserved;
+    return address;
+  }
+  return 0;
+}
+
+bool EmuMemory::release(uint64_t address, uint64_t owner) {
+  std::unique_lock lock(mutex_);
+  auto it = allocations_.find(address);
+  if (it == allocations_.end() || it->second.owner != owner) return false;
+  uint64_t reserved = it->second.reserved;
+  allocations_.erase(it);
+  used_ -= reserved;
+  // Drop the pages and make the range unreachable again.
+  madvise(reinterpret_cast<void*>(address), reserved, MADV_DONTNEED);
+  mprotect(reinterpret_cast<void*>(address), reserved, PROT_NONE);
+  auto [pos, inserted] = free_.emplace(address, reserved);
+  (void)inserted;
+  auto next = std::next(pos);
+  if (next != free_.end() && pos->first + pos->second == next->first) {
+    pos->second += next->second;
+    free_.erase(next);
+  }
+  if (pos != free_.begin()) {
+    auto prev = std::prev(pos);
+    if (prev->first + prev->second == pos->first) {
+      prev->second += pos->second;
+      free_.erase(pos);
+    }
+  }
+  return true;
+}
+
+uint64_t EmuMemory::releaseAll(uint64_t owner) {
+  std::vector<uint64_t> bases;
+  uint64_t bytes = 0;
+  {
+    std::shared_lock lock(mutex_);
+    for (auto& [base, a] : allocations_) {
+      if (a.owner == owner) {
+        bases.push_back(base);
+        bytes += a.reserved;
+      }
+    }
+  }
+  for (uint64_t b : bases) release(b, owner);
+  return bytes;
+}
+
+void* EmuMemory::translate(uint64_t address, uint64_t bytes, uint64_t owner) const {
+  std::shared_lock lock(mutex_);
+  auto it = allocations_.upper_bound(address);
+  if (it == allocations_.begin()) return nullptr;
+  --it;
+  const Allocation& a = it->second;
+  if (a.owner != owner) return nullptr;
+  uint64_t offset = address - it->first;
+  if (offset > a.size || bytes > a.size - offset) return nullptr;
+  return reinterpret_cast<void*>(address);
+}
+
+bool EmuMemory::findAllocation(uint64_t address, uint64_t owner, uint64_t* base,
+                               uint64_t* size) const {
+  std::shared_lock lock(mutex_);
+  auto it = allocations_.upper_bound(address);
+  if (it == allocations_.begin()) return false;
+  --it;
+  if (it->second.owner != owner || address - it->first >= it->second.size) return false;
+  *base = it->first;
+  *size = it->second.size;
+  return true;
+}
+
+uint64_t EmuMemory::used() const {
+  std::shared_lock lock(mutex_);
+  return used_;
+}
+
+uint64_t EmuMemory::usedBy(uint64_t owner) const {
+  std::shared_lock lock(mutex_);
+  uint64_t total = 0;
+  for (auto& [base, a] : allocations_) {
+    if (a.owner == owner) total += a.reserved;
+  }
+  return total;
+}
+
+}  // namespace gpupool::server::emu

@@ -1,0 +1,61 @@
+// Device memory of the emu device: server RAM inside one reserved virtual-address window.
+//
+// The window is reserved PROT_NONE/MAP_NORESERVE at a fixed high address, away from the interpreter's
+// generic windows and from where Linux places ordinary mappings, so device pointers are plain
+// addresses that clients can keep free on their side too. Allocations are page-granular and commit
+// memory only when touched; a freed range goes back to PROT_NONE, so nothing can reach it.
+//
+// Every allocation records its owner (a context id). translate() only resolves ranges inside one
+// live allocation of the asking owner: a bogus or foreign pointer resolves to nullptr, never to memory.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <shared_mutex>
+
+namespace gpupool::server::emu {
+
+class EmuMemory {
+ public:
+  // Reserves `capacity` bytes of device memory for device `index` (each device its own window).
+  EmuMemory(unsigned deviceIndex, uint64_t capacity);
+  ~EmuMemory();
+  EmuMemory(const EmuMemory&) = delete;
+  EmuMemory& operator=(const EmuMemory&) = delete;
+
+  // Returns 0 when the device has no room for `bytes`.
+  uint64_t allocate(uint64_t bytes, uint64_t owner);
+  // False if `address` is not the base of an allocation of `owner`.
+  bool release(uint64_t address, uint64_t owner);
+  // Frees everything `owner` holds; returns the bytes released.
+  uint64_t releaseAll(uint64_t owner);
+
+  // Host pointer for [address, address+bytes) if it lies in one live allocation of `owner`.
+  void* translate(uint64_t address, uint64_t bytes, uint64_t owner) const;
+  // The allocation containing `address` (owner's only): base and size.
+  bool findAllocation(uint64_t address, uint64_t owner, uint64_t* base, uint64_t* size) const;
+
+  uint64_t capacity() const { return capacity_; }
+  uint64_t used() const;
+  uint64_t usedBy(uint64_t owner) const;
+  uint64_t windowBase() const { return base_; }
+
+  static constexpr uint64_t kWindowStart = 0x200000000000ull;  // 32 TiB
+  static constexpr uint64_t kWindowStride = 0x10000000000ull;  // 1 TiB of address space per device
+
+ private:
+  struct Allocation {
+    uint64_t size;       // as requested
+    uint64_t reserved;   // page-rounded
+    uint64_t owner;
+  };
+  uint64_t base_ = 0;
+  uint64_t capacity_ = 0;
+  uint64_t window_ = 0;
+  mutable std::shared_mutex mutex_;
+  std::map<uint64_t, Allocation> allocations_;  // base -> allocation
+  std::map<uint64_t, uint64_t> free_;           // base -> size of free address ranges
+  uint64_t used_ = 0;
+};
+
+}  // namespace gpupool::server::emu

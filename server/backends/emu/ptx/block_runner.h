@@ -1,0 +1,841 @@
+// Execution core (internal): the state of one running thread block and the warp scheduler.
+// Warp-at-a-time: each warp keeps 32 per-lane PCs and call stacks; every step runs one
+// instruction for the lanes with the lowest (-call depth, PC) key, which reconverges divergent
+// branches at their join without a CFG. Warp collectives wait until every non-exited lane of
+// their member mask arrives with the same (opcode, mask); block barriers switch warps
+// cooperatively. Arithmetic/memory semantics live in instruction_semantics.cpp.
+#pragma once
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <sstream>
+
+#include "device_heap.h"
+#include "interpreter.h"
+#include "printf_format.h"
+#include "scalar_ops.h"
+
+namespace gpupool::ptx::execution {
+
+using namespace scalar;
+
+enum class LaneState : uint8_t { Run, Exited, Barrier, WarpSync };
+
+inline constexpr uint32_t kMaxCallDepth = 1024;
+inline constexpr uint64_t kMaxLocalBytesPerThread = 16ull << 20;
+inline constexpr uint64_t kWindowSize = 1ull << 32;
+
+struct Frame {
+  uint32_t function = 0;
+  uint32_t callPc = 0;
+  uint32_t localBase = 0;
+  uint32_t paramBase = 0;
+};
+
+struct Warp {
+  uint32_t index = 0;
+  uint32_t live = 0;  // lanes that exist and have not exited
+  uint32_t pc[32] = {};
+  uint16_t depth[32] = {};
+  LaneState state[32] = {};
+  uint8_t carry[32] = {};
+  uint64_t syncKey[32] = {};
+  uint32_t syncMask[32] = {};
+  uint32_t barrierId[32] = {};
+  uint32_t barrierCount[32] = {};
+  std::vector<std::vector<uint64_t>> regs;  // [depth][reg * 32 + lane]
+  std::vector<Frame> frames[32];
+  std::vector<uint8_t> local[32];
+  std::vector<uint8_t> params[32];
+};
+
+template <class F>
+inline void forLanes(uint32_t mask, F&& f) {
+  while (mask) {
+    int l = std::countr_zero(mask);
+    mask &= mask - 1;
+    f(l);
+  }
+}
+
+template <class F>
+inline void withIntType(Type t, F&& f) {
+  switch (t) {
+    case Type::S8:
+      f(int8_t{});
+      break;
+    case Type::S16:
+      f(int16_t{});
+      break;
+    case Type::S32:
+      f(int32_t{});
+      break;
+    case Type::S64:
+      f(int64_t{});
+      break;
+    case Type::U8:
+    case Type::B8:
+    case Type::Pred:
+      f(uint8_t{});
+      break;
+    case Type::U16:
+    case Type::B16:
+      f(uint16_t{});
+      break;
+    case Type::U32:
+    case Type::B32:
+      f(uint32_t{});
+      break;
+    default:
+      f(uint64_t{});
+      break;
+  }
+}
+
+template <class T>
+inline uint64_t raw(T v) {
+  return static_cast<uint64_t>(static_cast<std::make_unsigned_t<T>>(v));
+}
+
+class BlockRunner {
+ public:
+  BlockRunner(LaunchContext& ctx, uint64_t blockIndex, unsigned worker)
+      : ctx_(ctx), img_(ctx.image), code_(ctx.image.code.data()), worker_(worker) {
+    const auto& g = ctx.config.grid;
+    block_[0] = static_cast<uint32_t>(blockIndex % g[0]);
+    block_[1] = static_cast<uint32_t>((blockIndex / g[0]) % g[1]);
+    block_[2] = static_cast<uint32_t>(blockIndex / (uint64_t{g[0]} * g[1]));
+    const auto& b = ctx.config.block;
+    threads_ = b[0] * b[1] * b[2];
+    shared_.assign(ctx.sharedBytes, 0);
+    const FunctionImage& entry = img_.functions[ctx.function];
+    warps_.resize((threads_ + 31) / 32);
+    for (uint32_t wi = 0; wi < warps_.size(); ++wi) {
+      Warp& w = warps_[wi];
+      w.index = wi;
+      w.regs.resize(1);
+      w.regs[0].assign(std::max<uint32_t>(entry.numRegs, 1) * 32, 0);
+      for (int l = 0; l < 32; ++l) {
+        bool exists = wi * 32 + l < threads_;
+        w.state[l] = exists ? LaneState::Run : LaneState::Exited;
+        if (!exists) continue;
+        w.live |= 1u << l;
+        w.pc[l] = entry.entryPc;
+        w.frames[l].push_back(Frame{ctx.function, 0, 0, 0});
+        w.local[l].assign(entry.localBytes, 0);
+        w.params[l].assign(entry.frameParamBytes, 0);
+      }
+    }
+  }
+
+  void run() {
+    while (true) {
+      bool progress = false, allDone = true;
+      for (Warp& w : warps_) {
+        if (!w.live) continue;
+        allDone = false;
+        progress |= runWarp(w);
+      }
+      if (allDone) break;
+      if (releaseBarriers()) continue;
+      if (!progress) deadlock();
+    }
+    flushSteps();
+  }
+
+ private:
+  // ---- scheduling ---------------------------------------------------------------------------
+  bool runWarp(Warp& w) {
+    bool any = false;
+    while (true) {
+      uint32_t group = 0, pc = 0;
+      int bestDepth = -1;
+      for (int l = 0; l < 32; ++l) {
+        if (w.state[l] != LaneState::Run) continue;
+        int d = w.depth[l];
+        uint32_t p = w.pc[l];
+        if (d > bestDepth || (d == bestDepth && p < pc)) {
+          bestDepth = d;
+          pc = p;
+          group = 1u << l;
+        } else if (d == bestDepth && p == pc) {
+          group |= 1u << l;
+        }
+      }
+      if (!group) {
+        if (releaseWarpSync(w)) {
+          any = true;
+          continue;
+        }
+        return any;
+      }
+      execute(w, group, pc, static_cast<uint32_t>(bestDepth));
+      any = true;
+      ++localWarpSteps_;
+      localThreadSteps_ += static_cast<uint64_t>(std::popcount(group));
+      if ((localWarpSteps_ & 0xfff) == 0) flushSteps();
+    }
+  }
+
+  void flushSteps() {
+    uint64_t total = ctx_.warpSteps.fetch_add(localWarpSteps_) + localWarpSteps_;
+    ctx_.threadSteps.fetch_add(localThreadSteps_);
+    localWarpSteps_ = localThreadSteps_ = 0;
+    if (ctx_.services.stepBudget && total > ctx_.services.stepBudget)
+      throw LaunchFault{CUDA_ERROR_LAUNCH_TIMEOUT,
+                        "kernel " + ctx_.kernel.name + " exceeded the step budget of " +
+                            std::to_string(ctx_.services.stepBudget) + " warp-instructions"};
+    if (ctx_.failed.load(std::memory_order_relaxed))
+      throw LaunchFault{CUDA_ERROR_LAUNCH_FAILED, ""};
+  }
+
+  bool releaseBarriers() {
+    uint32_t liveThreads = 0, waiting[16] = {}, counts[16] = {};
+    for (Warp& w : warps_) {
+      liveThreads += static_cast<uint32_t>(std::popcount(w.live));
+      forLanes(w.live, [&](int l) {
+        if (w.state[l] != LaneState::Barrier) return;
+        uint32_t id = w.barrierId[l] & 15;
+        ++waiting[id];
+        if (w.barrierCount[l]) counts[id] = w.barrierCount[l];
+      });
+    }
+    bool released = false;
+    for (uint32_t id = 0; id < 16; ++id) {
+      if (!waiting[id]) continue;
+      uint32_t expected = counts[id] ? std::min(counts[id], liveThreads) : liveThreads;
+      if (waiting[id] < expected) continue;
+      released = true;
+      for (Warp& w : warps_)
+        forLanes(w.live, [&](int l) {
+          if (w.state[l] == LaneState::Barrier && (w.barrierId[l] & 15) == id) {
+            w.state[l] = LaneState::Run;
+            ++w.pc[l];
+          }
+        });
+    }
+    return released;
+  }
+
+  [[noreturn]] void deadlock() {
+    std::ostringstream s;
+    s << "deadlock in kernel " << ctx_.kernel.name << " block (" << block_[0] << "," << block_[1]
+      << "," << block_[2] << "): no thread can make progress;";
+    for (Warp& w : warps_) {
+      forLanes(w.live, [&](int l) {
+        // One line per distinct (state, pc) within the warp.
+        for (int k = 0; k < l; ++k)
+          if (((w.live >> k) & 1) && w.state[k] == w.state[l] && w.pc[k] == w.pc[l]) return;
+        uint32_t lanes = 0;
+        forLanes(w.live, [&](int k) {
+          if (w.state[k] == w.state[l] && w.pc[k] == w.pc[l]) lanes |= 1u << k;
+        });
+        s << " warp " << w.index << " lanes 0x" << std::hex << lanes << std::dec
+          << (w.state[l] == LaneState::Barrier ? " at barrier" : " at warp-sync") << " pc "
+          << w.pc[l] << " (line " << code_[w.pc[l]].line << ": " << img_.instructionText[w.pc[l]]
+          << ");";
+      });
+    }
+    throw LaunchFault{CUDA_ERROR_LAUNCH_FAILED, s.str()};
+  }
+
+  [[noreturn]] void fault(CUresult code, int lane, uint32_t pc, const std::string& what) {
+    uint32_t t = w_->index * 32 + static_cast<uint32_t>(lane);
+    const auto& b = ctx_.config.block;
+    std::ostringstream s;
+    s << what << " in kernel " << ctx_.kernel.name << " block (" << block_[0] << "," << block_[1]
+      << "," << block_[2] << ") thread (" << t % b[0] << "," << (t / b[0]) % b[1] << ","
+      << t / (b[0] * b[1]) << ") lane " << lane << " pc " << pc << " line " << code_[pc].line
+      << ": " << img_.instructionText[pc];
+    throw LaunchFault{code, s.str()};
+  }
+
+  // ---- operands -----------------------------------------------------------------------------
+  uint64_t symbolBase(const Operand& o, int l) {
+    switch (o.symbol) {
+      case SymbolKind::Global:
+        if (!img_.bound)
+          fault(CUDA_ERROR_ILLEGAL_ADDRESS, l, curPc_, "module globals were not bound");
+        return img_.globalAddresses[o.index];
+      case SymbolKind::Shared:
+        return ctx_.sharedOffsets[o.index];
+      case SymbolKind::Local:
+        return w_->frames[l].back().localBase;
+      case SymbolKind::KernelParam:
+        return kParamWindow;
+      case SymbolKind::FrameParam:
+        return w_->frames[l].back().paramBase;
+      case SymbolKind::Function:
+        return kFunctionWindow + uint64_t{o.index} * 16;
+      default:
+        return 0;
+    }
+  }
+
+  uint64_t special(uint32_t id, int l) {
+    uint32_t t = w_->index * 32 + static_cast<uint32_t>(l);
+    const auto& b = ctx_.config.block;
+    const auto& g = ctx_.config.grid;
+    switch (static_cast<Special>(id)) {
+      case Special::TidX:
+        return t % b[0];
+      case Special::TidY:
+        return (t / b[0]) % b[1];
+      case Special::TidZ:
+        return t / (b[0] * b[1]);
+      case Special::NtidX:
+        return b[0];
+      case Special::NtidY:
+        return b[1];
+      case Special::NtidZ:
+        return b[2];
+      case Special::CtaidX:
+        return block_[0];
+      case Special::CtaidY:
+        return block_[1];
+      case Special::CtaidZ:
+        return block_[2];
+      case Special::NctaidX:
+        return g[0];
+      case Special::NctaidY:
+        return g[1];
+      case Special::NctaidZ:
+        return g[2];
+      case Special::LaneId:
+        return static_cast<uint64_t>(l);
+      case Special::WarpId:
+        return w_->index;
+      case Special::NWarpId:
+        return warps_.size();
+      case Special::SmId:
+        return worker_;
+      case Special::NSmId:
+        return ctx_.workers;
+      case Special::LanemaskEq:
+        return 1u << l;
+      case Special::LanemaskLt:
+        return (1u << l) - 1;
+      case Special::LanemaskLe:
+        return static_cast<uint32_t>((2ull << l) - 1);
+      case Special::LanemaskGt:
+        return ~static_cast<uint32_t>((2ull << l) - 1);
+      case Special::LanemaskGe:
+        return ~((1u << l) - 1);
+      case Special::Clock:
+      case Special::Clock64:
+        return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                         std::chrono::steady_clock::now() - ctx_.start)
+                                         .count());
+      case Special::GlobalTimer:
+        return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                         std::chrono::system_clock::now().time_since_epoch())
+                                         .count());
+      case Special::DynamicSmemSize:
+        return ctx_.config.dynamicSharedBytes;
+      case Special::TotalSmemSize:
+        return ctx_.sharedBytes;
+      case Special::WarpSize:
+        return 32;
+      case Special::GridId:
+        return 1;
+      case Special::ReservedSmemBegin:
+      case Special::ReservedSmem0:
+        return 0;
+      case Special::ReservedSmem1:
+        return kReservedSharedBytes / 2;
+      case Special::ReservedSmemEnd:
+      case Special::ReservedSmemCap:
+        return kReservedSharedBytes;
+    }
+    return 0;
+  }
+
+  inline uint64_t value(const Operand& o, int l) {
+    switch (o.kind) {
+      case OperandKind::Reg: {
+        uint64_t v = R_[o.index * 32 + l];
+        return o.negate ? (v & 1) ^ 1 : v;
+      }
+      case OperandKind::Imm:
+        return o.imm;
+      case OperandKind::Special:
+        return special(o.index, l);
+      case OperandKind::Symbol:
+        return symbolBase(o, l) + o.imm;
+      default:
+        return 0;
+    }
+  }
+  inline void set(const Operand& o, int l, uint64_t v) {
+    if (o.kind == OperandKind::Reg) R_[o.index * 32 + l] = v;
+  }
+  const Operand& element(const Operand& vec, unsigned k) {
+    return img_.vectorElements[vec.index + k];
+  }
+
+  uint64_t address(const Operand& o, int l) {
+    uint64_t base = o.symbol != SymbolKind::None ? symbolBase(o, l)
+                    : o.index != Operand::kNoReg ? R_[o.index * 32 + l]
+                                                 : 0;
+    return base + o.imm;
+  }
+
+  // ---- memory -------------------------------------------------------------------------------
+  uint8_t* illegal(int l, uint64_t addr, uint64_t len, const char* space) {
+    std::ostringstream s;
+    s << "illegal address: " << space << " access of " << len << " bytes at 0x" << std::hex << addr;
+    fault(CUDA_ERROR_ILLEGAL_ADDRESS, l, curPc_, s.str());
+  }
+
+  uint8_t* sharedPtr(uint64_t off, uint64_t len, int l, uint64_t shown) {
+    if (off + len > shared_.size() || off + len < off) return illegal(l, shown, len, "shared");
+    return shared_.data() + off;
+  }
+  uint8_t* localPtr(uint64_t off, uint64_t len, int l, uint64_t shown) {
+    auto& mem = w_->local[l];
+    if (off + len > mem.size() || off + len < off) return illegal(l, shown, len, "local");
+    return mem.data() + off;
+  }
+  uint8_t* kernelParamPtr(uint64_t off, uint64_t len, int l, uint64_t shown) {
+    if (off + len > ctx_.kernel.paramBytes || off + len < off)
+      return illegal(l, shown, len, "param");
+    return const_cast<uint8_t*>(ctx_.params) + off;
+  }
+  uint8_t* globalPtr(uint64_t addr, uint64_t len, int l) {
+    if (addr >= kHeapWindow && addr < kHeapWindow + kWindowSize) {
+      if (void* p = DeviceHeap::instance().translate(addr, len)) return static_cast<uint8_t*>(p);
+      return illegal(l, addr, len, "global (heap)");
+    }
+    if (addr >= kSharedWindow && addr < kWindowsEnd) return illegal(l, addr, len, "global");
+    if (void* p = ctx_.memory.translate(addr, len)) return static_cast<uint8_t*>(p);
+    return illegal(l, addr, len, "global");
+  }
+  uint8_t* access(Space sp, uint64_t addr, uint64_t len, int l) {
+    switch (sp) {
+      case Space::Shared:
+        return sharedPtr(addr, len, l, addr);
+      case Space::Local:
+        return localPtr(addr, len, l, addr);
+      case Space::Param: {
+        if (addr >= kParamWindow && addr < kParamWindow + kWindowSize)
+          return kernelParamPtr(addr - kParamWindow, len, l, addr);
+        auto& mem = w_->params[l];
+        if (addr + len > mem.size() || addr + len < addr) return illegal(l, addr, len, "param");
+        return mem.data() + addr;
+      }
+      case Space::Global:
+      case Space::Const:
+        return globalPtr(addr, len, l);
+      case Space::Generic:
+        if (addr >= kSharedWindow && addr < kSharedWindow + kWindowSize)
+          return sharedPtr(addr - kSharedWindow, len, l, addr);
+        if (addr >= kLocalWindow && addr < kLocalWindow + kWindowSize)
+          return localPtr(addr - kLocalWindow, len, l, addr);
+        if (addr >= kParamWindow && addr < kParamWindow + kWindowSize)
+          return kernelParamPtr(addr - kParamWindow, len, l, addr);
+        return globalPtr(addr, len, l);
+    }
+    return illegal(l, addr, len, "unknown");
+  }
+
+  // Reads a NUL-terminated string at a generic address (for printf %s and assert messages).
+  bool readString(uint64_t addr, int l, std::string* out) {
+    out->clear();
+    for (int i = 0; i < 4096; ++i) {
+      char c = static_cast<char>(*access(Space::Generic, addr + static_cast<uint64_t>(i), 1, l));
+      if (!c) return true;
+      out->push_back(c);
+    }
+    return true;
+  }
+
+  // ---- execution ----------------------------------------------------------------------------
+  void advance(uint32_t mask, uint32_t pc) {
+    forLanes(mask, [&](int l) { w_->pc[l] = pc; });
+  }
+  void exitLane(int l) {
+    w_->state[l] = LaneState::Exited;
+    w_->live &= ~(1u << l);
+  }
+
+  void execute(Warp& w, uint32_t group, uint32_t pc, uint32_t depth) {
+    w_ = &w;
+    R_ = w.regs[depth].data();
+    curPc_ = pc;
+    const Instr& in = code_[pc];
+    uint32_t exec = group;
+    if (in.guard != Operand::kNoReg) {
+      exec = 0;
+      forLanes(group, [&](int l) {
+        if (((R_[in.guard * 32 + l] & 1) != 0) != in.guardNegated) exec |= 1u << l;
+      });
+    }
+    switch (in.op) {
+      case Op::Bra:
+        advance(exec, in.ops[0].index);
+        advance(group & ~exec, pc + 1);
+        return;
+      case Op::Ret:
+        doRet(exec);
+        advance(group & ~exec, pc + 1);
+        return;
+      case Op::Exit:
+        forLanes(exec, [&](int l) { exitLane(l); });
+        advance(group & ~exec, pc + 1);
+        return;
+      case Op::Call:
+        doCall(in, exec, pc);
+        advance(group & ~exec, pc + 1);
+        return;
+      case Op::Trap:
+        if (exec) fault(CUDA_ERROR_LAUNCH_FAILED, std::countr_zero(exec), pc, "trap");
+        break;
+      case Op::Bar:
+        forLanes(exec, [&](int l) {
+          w.state[l] = LaneState::Barrier;
+          w.barrierId[l] = static_cast<uint32_t>(value(in.ops[0], l));
+          w.barrierCount[l] = in.numOps > 1 ? static_cast<uint32_t>(value(in.ops[1], l)) : 0;
+        });
+        advance(group & ~exec, pc + 1);
+        return;
+      case Op::Shfl:
+      case Op::Vote:
+      case Op::Redux:
+      case Op::Match:
+      case Op::BarWarpSync: {
+        uint64_t key =
+            static_cast<uint64_t>(in.op) | (uint64_t{in.mode} << 8) | (uint64_t(in.type) << 16);
+        const Operand& maskOp = in.ops[in.op == Op::Shfl ? 4 : in.op == Op::BarWarpSync ? 0 : 2];
+        forLanes(exec, [&](int l) {
+          w.state[l] = LaneState::WarpSync;
+          w.syncKey[l] = key;
+          w.syncMask[l] = static_cast<uint32_t>(value(maskOp, l));
+        });
+        advance(group & ~exec, pc + 1);
+        releaseWarpSync(w);
+        return;
+      }
+      default:
+        if (exec) executeSimple(in, exec, group);
+        break;
+    }
+    advance(group, pc + 1);
+  }
+
+  void doCall(const Instr& in, uint32_t exec, uint32_t pc) {
+    const CallSite& cs = img_.calls[in.call];
+    forLanes(exec, [&](int l) {
+      uint32_t callee;
+      if (cs.callee >= 0) {
+        callee = static_cast<uint32_t>(cs.callee);
+      } else {
+        uint64_t target = R_[in.ops[0].index * 32 + l];
+        uint64_t idx = (target - kFunctionWindow) / 16;
+        if (target < kFunctionWindow || (target - kFunctionWindow) % 16 ||
+            idx >= img_.functions.size())
+          fault(CUDA_ERROR_ILLEGAL_ADDRESS, l, pc, "indirect call to a non-function address");
+        callee = static_cast<uint32_t>(idx);
+      }
+      const FunctionImage& f = img_.functions[callee];
+      if (f.builtin != Builtin::None) {
+        runBuiltin(f.builtin, cs, l, pc);
+        w_->pc[l] = pc + 1;
+        return;
+      }
+      if (!f.defined)
+        fault(CUDA_ERROR_LAUNCH_FAILED, l, pc, "call to undefined function " + f.name);
+      Warp& w = *w_;
+      Frame cur = w.frames[l].back();
+      const FunctionImage& cf = img_.functions[cur.function];
+      if (w.frames[l].size() >= kMaxCallDepth)
+        fault(CUDA_ERROR_LAUNCH_FAILED, l, pc, "call stack overflow");
+      Frame nf{callee, pc, static_cast<uint32_t>((cur.localBase + cf.localBytes + 15) & ~15u),
+               static_cast<uint32_t>((cur.paramBase + cf.frameParamBytes + 15) & ~15u)};
+      uint64_t localEnd = uint64_t{nf.localBase} + f.localBytes;
+      if (localEnd > kMaxLocalBytesPerThread)
+        fault(CUDA_ERROR_LAUNCH_FAILED, l, pc, "local memory stack overflow");
+      if (w.local[l].size() < localEnd) w.local[l].resize(localEnd);
+      if (w.params[l].size() < nf.paramBase + f.frameParamBytes)
+        w.params[l].resize(nf.paramBase + f.frameParamBytes);
+      uint8_t* area = w.params[l].data();
+      for (size_t i = 0; i < f.params.size() && i < cs.args.size(); ++i)
+        std::memcpy(area + nf.paramBase + f.params[i].offset,
+                    area + cur.paramBase + cs.args[i].offset,
+                    std::min(f.params[i].size, cs.args[i].size));
+      w.frames[l].push_back(nf);
+      uint32_t d = ++w.depth[l];
+      if (w.regs.size() <= d) w.regs.resize(d + 1);
+      if (w.regs[d].size() < uint64_t{f.numRegs} * 32) w.regs[d].resize(uint64_t{f.numRegs} * 32);
+      w.pc[l] = f.entryPc;
+    });
+  }
+
+  void doRet(uint32_t exec) {
+    Warp& w = *w_;
+    forLanes(exec, [&](int l) {
+      if (w.frames[l].size() == 1) {
+        exitLane(l);
+        return;
+      }
+      Frame f = w.frames[l].back();
+      w.frames[l].pop_back();
+      const Frame& caller = w.frames[l].back();
+      const FunctionImage& callee = img_.functions[f.function];
+      const CallSite& cs = img_.calls[code_[f.callPc].call];
+      uint8_t* area = w.params[l].data();
+      for (size_t i = 0; i < cs.results.size() && i < callee.returns.size(); ++i)
+        std::memcpy(area + caller.paramBase + cs.results[i].offset,
+                    area + f.paramBase + callee.returns[i].offset,
+                    std::min(cs.results[i].size, callee.returns[i].size));
+      w.pc[l] = f.callPc + 1;
+      --w.depth[l];
+    });
+  }
+
+  uint64_t frameParam(int l, const ParamSlot& slot) {
+    uint64_t v = 0;
+    const Frame& f = w_->frames[l].back();
+    std::memcpy(&v, w_->params[l].data() + f.paramBase + slot.offset,
+                std::min<uint32_t>(slot.size, 8));
+    return v;
+  }
+  void setFrameParam(int l, const ParamSlot& slot, uint64_t v) {
+    const Frame& f = w_->frames[l].back();
+    std::memcpy(w_->params[l].data() + f.paramBase + slot.offset, &v,
+                std::min<uint32_t>(slot.size, 8));
+  }
+
+  void runBuiltin(Builtin b, const CallSite& cs, int l, uint32_t pc) {
+    auto arg = [&](size_t i) { return i < cs.args.size() ? frameParam(l, cs.args[i]) : 0; };
+    switch (b) {
+      case Builtin::Vprintf: {
+        std::string format;
+        readString(arg(0), l, &format);
+        uint64_t buffer = arg(1);
+        PrintfArguments pa;
+        pa.read = [&](uint64_t off, void* out, uint64_t len) {
+          std::memcpy(out, access(Space::Generic, buffer + off, len, l), len);
+          return true;
+        };
+        pa.readString = [&](uint64_t addr, std::string* out) { return readString(addr, l, out); };
+        std::string text = formatDevicePrintf(format, pa);
+        if (ctx_.services.printfSink) {
+          std::lock_guard lock(ctx_.printfMutex);
+          ctx_.services.printfSink(text);
+        }
+        if (!cs.results.empty())
+          setFrameParam(l, cs.results[0], static_cast<uint32_t>(text.size()));
+        break;
+      }
+      case Builtin::Malloc: {
+        uint64_t p = DeviceHeap::instance().allocate(arg(0));
+        if (!cs.results.empty()) setFrameParam(l, cs.results[0], p);
+        break;
+      }
+      case Builtin::Free:
+        DeviceHeap::instance().release(arg(0));
+        break;
+      case Builtin::AssertFail: {
+        std::string msg, file, func;
+        readString(arg(0), l, &msg);
+        readString(arg(1), l, &file);
+        readString(arg(3), l, &func);
+        uint32_t line = static_cast<uint32_t>(arg(2));
+        fault(
+            CUDA_ERROR_ASSERT, l, pc,
+            file + ":" + std::to_string(line) + ": " + func + ": Assertion `" + msg + "` failed.");
+      }
+      case Builtin::None:
+        break;
+    }
+  }
+
+  // ---- warp collectives ---------------------------------------------------------------------
+  bool releaseWarpSync(Warp& w) {
+    uint32_t waiting = 0;
+    for (int l = 0; l < 32; ++l)
+      if (w.state[l] == LaneState::WarpSync) waiting |= 1u << l;
+    bool released = false;
+    while (waiting) {
+      int first = std::countr_zero(waiting);
+      uint32_t same = 0;
+      forLanes(waiting, [&](int l) {
+        if (w.syncKey[l] == w.syncKey[first] && w.syncMask[l] == w.syncMask[first]) same |= 1u << l;
+      });
+      waiting &= ~same;
+      uint32_t needed = w.syncMask[first] & w.live;
+      if (needed & ~same) continue;
+      collective(w, same);
+      released = true;
+    }
+    return released;
+  }
+
+  void collective(Warp& w, uint32_t lanes) {
+    w_ = &w;
+    uint64_t a[32] = {}, b[32] = {}, c[32] = {}, result[32] = {};
+    bool pred[32] = {};
+    const Instr* ins[32] = {};
+    forLanes(lanes, [&](int l) {
+      ins[l] = &code_[w.pc[l]];
+      R_ = w.regs[w.depth[l]].data();
+      curPc_ = w.pc[l];
+      if (ins[l]->numOps > 1) a[l] = value(ins[l]->ops[1], l);
+      if (ins[l]->numOps > 2) b[l] = value(ins[l]->ops[2], l);
+      if (ins[l]->numOps > 3) c[l] = value(ins[l]->ops[3], l);
+    });
+    const Instr& in = *ins[std::countr_zero(lanes)];
+    unsigned bytes = typeBytes(in.type);
+    switch (in.op) {
+      case Op::Shfl:
+        forLanes(lanes, [&](int l) {
+          int lane = l;
+          int bval = static_cast<int>(b[l] & 0x1f);
+          int cval = static_cast<int>(c[l] & 0x1f);
+          int segmask = static_cast<int>((c[l] >> 8) & 0x1f);
+          int maxLane = (lane & segmask) | (cval & ~segmask);
+          int minLane = lane & segmask;
+          int j = lane;
+          bool p = false;
+          switch (static_cast<ShflMode>(in.mode)) {
+            case ShflMode::Up:
+              j = lane - bval;
+              p = j >= maxLane;
+              break;
+            case ShflMode::Down:
+              j = lane + bval;
+              p = j <= maxLane;
+              break;
+            case ShflMode::Bfly:
+              j = lane ^ bval;
+              p = j <= maxLane;
+              break;
+            case ShflMode::Idx:
+              j = minLane | (bval & ~segmask);
+              p = j <= maxLane;
+              break;
+          }
+          if (!p) j = lane;
+          result[l] = ((lanes >> j) & 1) ? a[j] : a[l];
+          pred[l] = p;
+        });
+        break;
+      case Op::Vote: {
+        uint32_t ballot = 0;
+        forLanes(lanes, [&](int l) {
+          if (a[l] & 1) ballot |= 1u << l;
+        });
+        forLanes(lanes, [&](int l) {
+          switch (static_cast<VoteMode>(in.mode)) {
+            case VoteMode::All:
+              result[l] = ballot == lanes;
+              break;
+            case VoteMode::Any:
+              result[l] = ballot != 0;
+              break;
+            case VoteMode::Uni:
+              result[l] = ballot == 0 || ballot == lanes;
+              break;
+            case VoteMode::Ballot:
+              result[l] = ballot;
+              break;
+          }
+        });
+        break;
+      }
+      case Op::Redux: {
+        bool s = isSigned(in.type);
+        uint32_t acc = static_cast<uint32_t>(a[std::countr_zero(lanes)]);
+        forLanes(lanes & (lanes - 1), [&](int l) {
+          uint32_t v = static_cast<uint32_t>(a[l]);
+          switch (static_cast<ReduxOp>(in.mode)) {
+            case ReduxOp::Add:
+              acc += v;
+              break;
+            case ReduxOp::Min:
+              acc = s ? static_cast<uint32_t>(
+                            std::min(static_cast<int32_t>(acc), static_cast<int32_t>(v)))
+                      : std::min(acc, v);
+              break;
+            case ReduxOp::Max:
+              acc = s ? static_cast<uint32_t>(
+                            std::max(static_cast<int32_t>(acc), static_cast<int32_t>(v)))
+                      : std::max(acc, v);
+              break;
+            case ReduxOp::And:
+              acc &= v;
+              break;
+            case ReduxOp::Or:
+              acc |= v;
+              break;
+            case ReduxOp::Xor:
+              acc ^= v;
+              break;
+          }
+        });
+        forLanes(lanes, [&](int l) { result[l] = acc; });
+        break;
+      }
+      case Op::Match: {
+        uint64_t m = widthMask(bytes);
+        bool allEqual = true;
+        int first = std::countr_zero(lanes);
+        forLanes(lanes, [&](int l) { allEqual &= (a[l] & m) == (a[first] & m); });
+        forLanes(lanes, [&](int l) {
+          if (in.mode == 1) {  // all
+            result[l] = allEqual ? lanes : 0;
+            pred[l] = allEqual;
+          } else {
+            uint32_t eq = 0;
+            forLanes(lanes, [&](int k) {
+              if ((a[k] & m) == (a[l] & m)) eq |= 1u << k;
+            });
+            result[l] = eq;
+          }
+        });
+        break;
+      }
+      default:
+        break;  // bar.warp.sync: synchronization only
+    }
+    forLanes(lanes, [&](int l) {
+      R_ = w.regs[w.depth[l]].data();
+      if (in.op != Op::BarWarpSync) {
+        set(ins[l]->ops[0], l, in.op == Op::Shfl ? result[l] & widthMask(bytes) : result[l]);
+        if (ins[l]->ops[5].kind == OperandKind::Reg) set(ins[l]->ops[5], l, pred[l] ? 1 : 0);
+      }
+      w.state[l] = LaneState::Run;
+      ++w.pc[l];
+    });
+  }
+
+  // ---- arithmetic and memory instructions -----------------------------------------------------
+  void executeSimple(const Instr& in, uint32_t exec, uint32_t group);
+  template <class Fn>
+  void floatBinary(const Instr& in, uint32_t exec, Fn fn);
+  template <class Fn>
+  void floatUnary(const Instr& in, uint32_t exec, Fn fn);
+  void atomic(const Instr& in, uint32_t exec);
+  void integerOp(const Instr& in, uint32_t exec);
+  uint64_t halfResult(double r, Type t, uint32_t flags) {
+    if (flags & kSat) r = std::isnan(r) ? 0.0 : r < 0 ? 0.0 : r > 1 ? 1.0 : r;
+    if ((flags & kRelu) && !std::isnan(r) && r < 0) r = 0.0;
+    return t == Type::BF16 || t == Type::BF16x2 ? doubleToBfloat(r) : doubleToHalf(r);
+  }
+
+  LaunchContext& ctx_;
+  const ModuleImage& img_;
+  const Instr* code_;
+  unsigned worker_;
+  uint32_t block_[3] = {};
+  uint32_t threads_ = 0;
+  std::vector<uint8_t> shared_;
+  std::vector<Warp> warps_;
+  Warp* w_ = nullptr;
+  uint64_t* R_ = nullptr;
+  uint32_t curPc_ = 0;
+  uint64_t localWarpSteps_ = 0, localThreadSteps_ = 0;
+};
+
+}  // namespace gpupool::ptx::execution

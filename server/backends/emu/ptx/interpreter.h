@@ -1,0 +1,60 @@
+// Execution core (internal): runs one thread block of a launch to completion. launch.cpp owns
+// validation and distributes blocks over worker threads.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "ir.h"
+#include "ptx_launch.h"
+
+namespace gpupool::ptx {
+
+// State shared by all blocks of one launch.
+struct LaunchContext {
+  LaunchContext(const ModuleImage& image, const KernelInfo& kernel, uint32_t function,
+                const std::vector<uint32_t>& sharedOffsets, uint32_t sharedBytes,
+                const LaunchConfig& config, const uint8_t* params, DeviceMemory& memory,
+                const LaunchServices& services, unsigned workers)
+      : image(image),
+        kernel(kernel),
+        function(function),
+        sharedOffsets(sharedOffsets),
+        sharedBytes(sharedBytes),
+        config(config),
+        params(params),
+        memory(memory),
+        services(services),
+        workers(workers),
+        start(std::chrono::steady_clock::now()) {}
+  const ModuleImage& image;
+  const KernelInfo& kernel;
+  uint32_t function = 0;                       // entry function index
+  const std::vector<uint32_t>& sharedOffsets;  // per shared variable, for this kernel
+  uint32_t sharedBytes = 0;                    // reserved + static + dynamic
+  const LaunchConfig& config;
+  const uint8_t* params = nullptr;
+  DeviceMemory& memory;
+  const LaunchServices& services;
+  unsigned workers = 1;
+  std::chrono::steady_clock::time_point start;
+  std::atomic<bool> failed{false};
+  std::atomic<uint64_t> warpSteps{0};
+  std::atomic<uint64_t> threadSteps{0};
+  std::mutex printfMutex;
+};
+
+// A launch failure raised while executing a block.
+struct LaunchFault {
+  CUresult code;
+  std::string diagnostic;
+};
+
+// Runs block `blockIndex` (linear). Throws LaunchFault on a kernel error.
+void runBlock(LaunchContext& ctx, uint64_t blockIndex, unsigned worker);
+
+}  // namespace gpupool::ptx

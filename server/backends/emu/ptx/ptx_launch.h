@@ -1,0 +1,81 @@
+// Public API of the PTX interpreter, part 2: running a kernel.
+//
+// Execution model: each block runs warp-at-a-time (32 lanes, per-lane PC, lowest (-call depth, PC)
+// first reconvergence), warps of a block switch cooperatively at bar.sync, and blocks are spread
+// over a pool of host threads (or run in order on the calling thread when workerThreads == 1).
+//
+// Address windows. Device addresses are plain 64-bit values; the interpreter reserves these ranges
+// for generic addresses of its own memories, so the backend must not hand out device memory there:
+//   [kSharedWindow, +4 GiB)  shared memory of the current block  (cvta.shared adds kSharedWindow)
+//   [kLocalWindow,  +4 GiB)  local memory of the current thread  (cvta.local adds kLocalWindow)
+//   [kParamWindow,  +4 GiB)  the kernel parameter block
+//   [kFunctionWindow, +4 GiB) fake code addresses of .func symbols (function pointers)
+//   [kHeapWindow,   +4 GiB)  device-side malloc() heap (owned by the interpreter, process-wide)
+// Every other address is global memory and is resolved through DeviceMemory::translate.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "ptx_module.h"
+
+namespace gpupool::ptx {
+
+inline constexpr uint64_t kSharedWindow = 1ull << 32;
+inline constexpr uint64_t kLocalWindow = 2ull << 32;
+inline constexpr uint64_t kParamWindow = 3ull << 32;
+inline constexpr uint64_t kFunctionWindow = 4ull << 32;
+inline constexpr uint64_t kHeapWindow = 5ull << 32;
+inline constexpr uint64_t kWindowsEnd = 6ull << 32;
+
+// Device memory as the interpreter sees it.
+class DeviceMemory {
+ public:
+  virtual ~DeviceMemory() = default;
+  // Host pointer for [addr, addr+len) if it lies entirely inside one live allocation, else nullptr
+  // (the interpreter then fails the launch with CUDA_ERROR_ILLEGAL_ADDRESS). Called concurrently
+  // from the worker threads of one launch.
+  virtual void* translate(uint64_t addr, uint64_t len) = 0;
+};
+
+struct LaunchConfig {
+  uint32_t grid[3] = {1, 1, 1};
+  uint32_t block[3] = {1, 1, 1};
+  uint32_t dynamicSharedBytes = 0;
+  // Shared memory per block allowed by cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES) opt-in;
+  // 0 means the default 48 KiB limit. Capped at kMaxOptInSharedBytes.
+  uint32_t maxSharedBytesOptIn = 0;
+};
+
+inline constexpr uint32_t kDefaultSharedBytes = 48 * 1024;
+inline constexpr uint32_t kMaxOptInSharedBytes = 227 * 1024;
+
+struct LaunchServices {
+  // Device printf output, one call per printf, in order per thread; calls are serialized.
+  std::function<void(std::string_view)> printfSink;
+  unsigned workerThreads = 0;  // 0 = std::thread::hardware_concurrency(); 1 = deterministic mode
+  uint64_t stepBudget = 0;     // warp-instructions; 0 = unlimited, else CUDA_ERROR_LAUNCH_TIMEOUT
+};
+
+struct LaunchResult {
+  CUresult code = CUDA_SUCCESS;
+  std::string diagnostic;    // on failure: kernel, PC, lane, instruction text, address...
+  uint64_t warpSteps = 0;    // warp-instructions executed
+  uint64_t threadSteps = 0;  // thread-instructions executed (active lanes summed)
+};
+
+// Validates the config as a GPU would (zero dims, block > 1024 threads or > maxThreadsPerBlock,
+// block.z > 64, grid.y/z > 65535, shared static+dynamic over the limit ->
+// CUDA_ERROR_INVALID_VALUE), then runs the kernel to completion. Requires bindGlobals() when the
+// module has globals. Errors: out-of-bounds -> CUDA_ERROR_ILLEGAL_ADDRESS; __assertfail ->
+// CUDA_ERROR_ASSERT; trap -> CUDA_ERROR_LAUNCH_FAILED; barrier/warp-sync deadlock ->
+// CUDA_ERROR_LAUNCH_FAILED with stuck PCs; step budget exceeded -> CUDA_ERROR_LAUNCH_TIMEOUT. Never
+// throws.
+LaunchResult launch(const Module& module, const KernelInfo& kernel, const LaunchConfig& config,
+                    const void* paramBlock, DeviceMemory& memory, const LaunchServices& services);
+
+}  // namespace gpupool::ptx

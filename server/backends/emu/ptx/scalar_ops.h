@@ -1,0 +1,457 @@
+// Per-lane semantics of PTX arithmetic as pure functions on raw register bits: integer ops with
+// PTX's defined corner cases (no traps on /0 or INT_MIN/-1, clamped shifts), float ops with
+// ftz/sat/rounding modes, conversions with saturation, bit manipulation. Included only by
+// interpreter.cpp, which is compiled with -frounding-math so fesetround() is honoured.
+#pragma once
+
+#include <bit>
+#include <cfenv>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "half_float.h"
+#include "ir.h"
+
+namespace gpupool::ptx::scalar {
+
+inline float f32(uint64_t b) {
+  float f;
+  uint32_t v = static_cast<uint32_t>(b);
+  std::memcpy(&f, &v, 4);
+  return f;
+}
+inline double f64(uint64_t b) {
+  double d;
+  std::memcpy(&d, &b, 8);
+  return d;
+}
+inline uint64_t bits(float f) {
+  uint32_t v;
+  std::memcpy(&v, &f, 4);
+  return v;
+}
+inline uint64_t bits(double d) {
+  uint64_t v;
+  std::memcpy(&v, &d, 8);
+  return v;
+}
+
+inline uint64_t widthMask(unsigned bytes) { return bytes >= 8 ? ~0ull : (1ull << (bytes * 8)) - 1; }
+
+// Sign- or zero-extends the low `bytes` of v to 64 bits.
+inline uint64_t extend(uint64_t v, unsigned bytes, bool isSignedType) {
+  if (bytes >= 8) return v;
+  unsigned shift = 64 - bytes * 8;
+  return isSignedType ? static_cast<uint64_t>(static_cast<int64_t>(v << shift) >> shift)
+                      : v & widthMask(bytes);
+}
+
+constexpr uint32_t kCanonicalNanF32 = 0x7fffffffu;
+constexpr uint64_t kCanonicalNanF64 = 0x7fffffffffffffffull;
+
+inline float flush(float f) {
+  return std::fpclassify(f) == FP_SUBNORMAL ? std::copysign(0.0f, f) : f;
+}
+
+// Scoped fesetround for directed rounding modifiers.
+class RoundingScope {
+ public:
+  explicit RoundingScope(Round r) {
+    int mode = r == Round::RZ || r == Round::RZI   ? FE_TOWARDZERO
+               : r == Round::RM || r == Round::RMI ? FE_DOWNWARD
+               : r == Round::RP || r == Round::RPI ? FE_UPWARD
+                                                   : FE_TONEAREST;
+    active_ = mode != FE_TONEAREST;
+    if (active_) std::fesetround(mode);
+  }
+  ~RoundingScope() {
+    if (active_) std::fesetround(FE_TONEAREST);
+  }
+  RoundingScope(const RoundingScope&) = delete;
+  RoundingScope& operator=(const RoundingScope&) = delete;
+
+ private:
+  bool active_;
+};
+
+// Post-processing of an f32 result: NaN canonicalization, .ftz, .sat.
+inline uint64_t finishF32(float r, uint32_t flags) {
+  if (std::isnan(r)) return (flags & kSat) ? 0 : kCanonicalNanF32;
+  if (flags & kFtz) r = flush(r);
+  if (flags & kSat) r = r < 0.0f ? 0.0f : (r > 1.0f ? 1.0f : r);
+  return bits(r);
+}
+inline uint64_t finishF64(double r, uint32_t flags) {
+  if (std::isnan(r)) return (flags & kSat) ? 0 : kCanonicalNanF64;
+  if (flags & kSat) r = r < 0.0 ? 0.0 : (r > 1.0 ? 1.0 : r);
+  return bits(r);
+}
+inline float inF32(uint64_t b, uint32_t flags) {
+  float f = f32(b);
+  return (flags & kFtz) ? flush(f) : f;
+}
+
+// PTX min/max: a NaN operand yields the other; -0 orders below +0.
+template <class F>
+F floatMin(F a, F b) {
+  if (std::isnan(a)) return b;
+  if (std::isnan(b)) return a;
+  if (a == b) return std::signbit(a) ? a : b;
+  return a < b ? a : b;
+}
+template <class F>
+F floatMax(F a, F b) {
+  if (std::isnan(a)) return b;
+  if (std::isnan(b)) return a;
+  if (a == b) return std::signbit(a) ? b : a;
+  return a > b ? a : b;
+}
+
+template <class F>
+bool floatCompare(CmpOp op, F a, F b) {
+  bool unordered = std::isnan(a) || std::isnan(b);
+  switch (op) {
+    case CmpOp::Eq:
+      return !unordered && a == b;
+    case CmpOp::Ne:
+      return !unordered && a != b;
+    case CmpOp::Lt:
+    case CmpOp::Lo:
+      return !unordered && a < b;
+    case CmpOp::Le:
+    case CmpOp::Ls:
+      return !unordered && a <= b;
+    case CmpOp::Gt:
+    case CmpOp::Hi:
+      return !unordered && a > b;
+    case CmpOp::Ge:
+    case CmpOp::Hs:
+      return !unordered && a >= b;
+    case CmpOp::Equ:
+      return unordered || a == b;
+    case CmpOp::Neu:
+      return unordered || a != b;
+    case CmpOp::Ltu:
+      return unordered || a < b;
+    case CmpOp::Leu:
+      return unordered || a <= b;
+    case CmpOp::Gtu:
+      return unordered || a > b;
+    case CmpOp::Geu:
+      return unordered || a >= b;
+    case CmpOp::Num:
+      return !unordered;
+    case CmpOp::Nan:
+      return unordered;
+  }
+  return false;
+}
+
+template <class T>
+bool intCompare(CmpOp op, T a, T b) {
+  switch (op) {
+    case CmpOp::Eq:
+    case CmpOp::Equ:
+      return a == b;
+    case CmpOp::Ne:
+    case CmpOp::Neu:
+      return a != b;
+    case CmpOp::Lt:
+    case CmpOp::Lo:
+    case CmpOp::Ltu:
+      return a < b;
+    case CmpOp::Le:
+    case CmpOp::Ls:
+    case CmpOp::Leu:
+      return a <= b;
+    case CmpOp::Gt:
+    case CmpOp::Hi:
+    case CmpOp::Gtu:
+      return a > b;
+    case CmpOp::Ge:
+    case CmpOp::Hs:
+    case CmpOp::Geu:
+      return a >= b;
+    default:
+      return false;
+  }
+}
+
+// Integer division without host traps: x/0 -> all ones, x%0 -> x, INT_MIN/-1 -> INT_MIN.
+template <class T>
+T intDiv(T a, T b) {
+  if (b == 0) return static_cast<T>(~T{0});
+  if constexpr (std::is_signed_v<T>)
+    if (a == std::numeric_limits<T>::min() && b == -1) return a;
+  return static_cast<T>(a / b);
+}
+template <class T>
+T intRem(T a, T b) {
+  if (b == 0) return a;
+  if constexpr (std::is_signed_v<T>)
+    if (a == std::numeric_limits<T>::min() && b == -1) return 0;
+  return static_cast<T>(a % b);
+}
+
+// High half of the full product.
+template <class T>
+T mulHi(T a, T b) {
+  if constexpr (sizeof(T) == 8) {
+    using W = std::conditional_t<std::is_signed_v<T>, __int128, unsigned __int128>;
+    return static_cast<T>((static_cast<W>(a) * static_cast<W>(b)) >> 64);
+  } else {
+    using W = std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>;
+    return static_cast<T>((static_cast<W>(a) * static_cast<W>(b)) >> (sizeof(T) * 8));
+  }
+}
+
+// Float -> integer with rounding, saturation to the destination range, NaN -> 0.
+inline uint64_t floatToInt(double v, Round r, Type dst) {
+  if (std::isnan(v)) return 0;
+  switch (r) {
+    case Round::RNI:
+    case Round::RN:
+      v = std::nearbyint(v);
+      break;  // FE_TONEAREST is the default
+    case Round::RMI:
+    case Round::RM:
+      v = std::floor(v);
+      break;
+    case Round::RPI:
+    case Round::RP:
+      v = std::ceil(v);
+      break;
+    default:
+      v = std::trunc(v);
+      break;
+  }
+  unsigned n = typeBytes(dst) * 8;
+  if (isSigned(dst)) {
+    double lo = -std::ldexp(1.0, n - 1), hi = std::ldexp(1.0, n - 1);
+    if (v < lo) return static_cast<uint64_t>(static_cast<int64_t>(lo)) & widthMask(n / 8);
+    if (v >= hi) return (widthMask(n / 8) >> 1);
+    return static_cast<uint64_t>(static_cast<int64_t>(v)) & widthMask(n / 8);
+  }
+  if (v <= 0) return 0;
+  if (v >= std::ldexp(1.0, n)) return widthMask(n / 8);
+  return static_cast<uint64_t>(v);
+}
+
+inline SmallFloatRounding smallRounding(Round r) {
+  switch (r) {
+    case Round::RZ:
+      return SmallFloatRounding::TowardZero;
+    case Round::RM:
+      return SmallFloatRounding::Down;
+    case Round::RP:
+      return SmallFloatRounding::Up;
+    default:
+      return SmallFloatRounding::NearestEven;
+  }
+}
+
+// Reads a float-typed register value as double (f16/bf16/f32/f64).
+inline double toDouble(uint64_t b, Type t) {
+  switch (t) {
+    case Type::F16:
+      return halfToDouble(static_cast<uint16_t>(b));
+    case Type::BF16:
+      return bfloatToDouble(static_cast<uint16_t>(b));
+    case Type::F32:
+      return f32(b);
+    default:
+      return f64(b);
+  }
+}
+
+// Full cvt semantics for scalar destinations.
+inline uint64_t convert(uint64_t src, Type dst, Type srcType, Round r, uint32_t flags) {
+  const bool srcF = isFloat(srcType), dstF = isFloat(dst);
+  if (!srcF && !dstF) {
+    uint64_t v = extend(src, typeBytes(srcType), isSigned(srcType));
+    if (flags & kSat) {
+      unsigned n = typeBytes(dst) * 8;
+      if (isSigned(dst)) {
+        int64_t lo = n >= 64 ? INT64_MIN : -(int64_t{1} << (n - 1));
+        int64_t hi = n >= 64 ? INT64_MAX : (int64_t{1} << (n - 1)) - 1;
+        if (isSigned(srcType)) {
+          int64_t s = static_cast<int64_t>(v);
+          v = static_cast<uint64_t>(s < lo ? lo : s > hi ? hi : s);
+        } else {
+          v = v > static_cast<uint64_t>(hi) ? static_cast<uint64_t>(hi) : v;
+        }
+      } else {
+        uint64_t hi = widthMask(n / 8);
+        if (isSigned(srcType) && static_cast<int64_t>(v) < 0)
+          v = 0;
+        else if (v > hi)
+          v = hi;
+      }
+    }
+    return v & widthMask(typeBytes(dst));
+  }
+  if (srcF && !dstF) {
+    double v =
+        srcType == Type::F32 ? static_cast<double>(inF32(src, flags)) : toDouble(src, srcType);
+    return floatToInt(v, r, dst);
+  }
+  if (!srcF) {  // int -> float, rounding per .rn/.rz/.rm/.rp
+    RoundingScope scope(r);
+    bool s = isSigned(srcType);
+    uint64_t v = extend(src, typeBytes(srcType), s);
+    if (dst == Type::F32) {
+      float f = s ? static_cast<float>(static_cast<int64_t>(v)) : static_cast<float>(v);
+      return finishF32(f, flags);
+    }
+    if (dst == Type::F64) {
+      double d = s ? static_cast<double>(static_cast<int64_t>(v)) : static_cast<double>(v);
+      return finishF64(d, flags);
+    }
+    // f16/bf16: an int64 may not be exact in double; rare, accept one extra rounding.
+    double d = s ? static_cast<double>(static_cast<int64_t>(v)) : static_cast<double>(v);
+    return dst == Type::F16 ? doubleToHalf(d, smallRounding(r))
+                            : doubleToBfloat(d, smallRounding(r));
+  }
+  // float -> float
+  double v = srcType == Type::F32 ? static_cast<double>(inF32(src, flags)) : toDouble(src, srcType);
+  bool integral = r == Round::RNI || r == Round::RZI || r == Round::RMI || r == Round::RPI;
+  if (integral) {
+    v = r == Round::RNI   ? std::nearbyint(v)
+        : r == Round::RZI ? std::trunc(v)
+        : r == Round::RMI ? std::floor(v)
+                          : std::ceil(v);
+  }
+  if (flags & kSat) v = std::isnan(v) ? 0.0 : v < 0 ? 0.0 : v > 1 ? 1.0 : v;
+  if ((flags & kRelu) && !std::isnan(v) && v < 0) v = 0.0;
+  switch (dst) {
+    case Type::F32: {
+      float f;
+      {
+        RoundingScope scope(integral ? Round::RN : r);
+        f = static_cast<float>(v);
+      }
+      return finishF32(f, flags & ~kSat);
+    }
+    case Type::F64:
+      return finishF64(v, flags & ~kSat);
+    case Type::F16:
+      return doubleToHalf(v, smallRounding(r));
+    case Type::BF16:
+      return doubleToBfloat(v, smallRounding(r));
+    default:
+      return 0;
+  }
+}
+
+// ---- bit manipulation ----------------------------------------------------------------------
+
+template <class T>
+T bitFieldExtract(T a, uint32_t b, uint32_t c) {
+  using U = std::make_unsigned_t<T>;
+  const unsigned msb = sizeof(T) * 8 - 1;
+  unsigned pos = b & 0xff, len = c & 0xff;
+  U ua = static_cast<U>(a);
+  bool sbit = false;
+  if (std::is_signed_v<T> && len != 0) {
+    unsigned top = std::min(pos + len - 1, msb);
+    sbit = (ua >> top) & 1;
+  }
+  U d = 0;
+  for (unsigned i = 0; i <= msb; ++i) {
+    bool bit = (i < len && pos + i <= msb) ? ((ua >> (pos + i)) & 1) : sbit;
+    d |= static_cast<U>(bit) << i;
+  }
+  return static_cast<T>(d);
+}
+
+template <class U>
+U bitFieldInsert(U a, U b, uint32_t c, uint32_t d) {
+  const unsigned msb = sizeof(U) * 8 - 1;
+  unsigned pos = c & 0xff, len = d & 0xff;
+  U f = b;
+  for (unsigned i = 0; i < len && pos + i <= msb; ++i) {
+    U bit = static_cast<U>((a >> i) & 1);
+    f = static_cast<U>((f & ~(U{1} << (pos + i))) | (bit << (pos + i)));
+  }
+  return f;
+}
+
+// bfind: position of the most significant non-sign bit, 0xffffffff when none.
+template <class T>
+uint32_t findMsb(T a, bool shiftAmount) {
+  using U = std::make_unsigned_t<T>;
+  const unsigned width = sizeof(T) * 8;
+  U u = static_cast<U>(a);
+  if (std::is_signed_v<T> && a < 0) u = static_cast<U>(~u);
+  if (u == 0) return 0xffffffffu;
+  uint32_t pos = width - 1 - static_cast<uint32_t>(std::countl_zero(u));
+  return shiftAmount ? width - 1 - pos : pos;
+}
+
+inline uint32_t permute(uint32_t a, uint32_t b, uint32_t c, uint8_t mode) {
+  uint64_t bytes = (static_cast<uint64_t>(b) << 32) | a;
+  auto byteAt = [&](unsigned i) { return static_cast<uint32_t>((bytes >> (8 * (i & 7))) & 0xff); };
+  uint32_t d = 0;
+  if (mode == 0) {  // default: selector nibbles, bit 3 replicates the sign
+    for (unsigned i = 0; i < 4; ++i) {
+      unsigned sel = (c >> (4 * i)) & 0xf;
+      uint32_t v = byteAt(sel & 7);
+      if (sel & 8) v = (v & 0x80) ? 0xff : 0;
+      d |= v << (8 * i);
+    }
+    return d;
+  }
+  unsigned s = c & 3;
+  unsigned idx[4];
+  switch (mode) {
+    case 1:
+      idx[0] = s;
+      idx[1] = s + 1;
+      idx[2] = s + 2;
+      idx[3] = s + 3;
+      break;  // f4e
+    case 2:
+      idx[0] = s;
+      idx[1] = (s + 7) & 7;
+      idx[2] = (s + 6) & 7;
+      idx[3] = (s + 5) & 7;
+      break;  // b4e
+    case 3:
+      idx[0] = idx[1] = idx[2] = idx[3] = s;
+      break;  // rc8
+    case 4:
+      idx[0] = s;
+      idx[1] = s > 1 ? s : 1;
+      idx[2] = s > 2 ? s : 2;
+      idx[3] = 3;
+      break;  // ecl
+    case 5:
+      idx[0] = 0;
+      idx[1] = s < 1 ? s : 1;
+      idx[2] = s < 2 ? s : 2;
+      idx[3] = s;
+      break;    // ecr
+    default: {  // rc16
+      unsigned h = (c & 1) * 2;
+      idx[0] = h;
+      idx[1] = h + 1;
+      idx[2] = h;
+      idx[3] = h + 1;
+      break;
+    }
+  }
+  for (unsigned i = 0; i < 4; ++i) d |= byteAt(idx[i] & 7) << (8 * i);
+  return d;
+}
+
+inline uint32_t funnelShift(uint32_t a, uint32_t b, uint32_t c, bool left, bool wrap) {
+  uint32_t n = wrap ? (c & 31) : (c > 32 ? 32 : c);
+  uint64_t both = (static_cast<uint64_t>(b) << 32) | a;
+  if (left) return static_cast<uint32_t>((both << n) >> 32);
+  return static_cast<uint32_t>(both >> n);
+}
+
+}  // namespace gpupool::ptx::scalar

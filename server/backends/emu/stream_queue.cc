@@ -1,0 +1,50 @@
+#include "server/backends/emu/stream_queue.h"
+
+namespace gpupool::server::emu {
+
+StreamQueue::StreamQueue() : worker_([this] { run(); }) {}
+
+StreamQueue::~StreamQueue() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  worker_.join();
+}
+
+void StreamQueue::enqueue(std::function<void()> operation) {
+  {
+    std::lock_guard lock(mutex_);
+    queue_.push_back(std::move(operation));
+  }
+  wake_.notify_one();
+}
+
+void StreamQueue::drain() {
+  std::unique_lock lock(mutex_);
+  drained_.wait(lock, [this] { return queue_.empty() && !busy_; });
+}
+
+bool StreamQueue::idle() const {
+  std::lock_guard lock(mutex_);
+  return queue_.empty() && !busy_;
+}
+
+void StreamQueue::run() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping and nothing left
+    auto operation = std::move(queue_.front());
+    queue_.pop_front();
+    busy_ = true;
+    lock.unlock();
+    operation();
+    lock.lock();
+    busy_ = false;
+    if (queue_.empty()) drained_.notify_all();
+  }
+}
+
+}  // namespace gpupool::server::emu

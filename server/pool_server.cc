@@ -1,0 +1,125 @@
+#include "server/pool_server.h"
+
+#include <algorithm>
+#include <iostream>
+
+namespace gpupool::server {
+
+PoolServer::PoolServer(std::unique_ptr<Backend> backend, bool verbose)
+    : backend_(std::move(backend)), modules_(2ull << 30), verbose_(verbose),
+      started_(std::chrono::steady_clock::now()) {}
+
+PoolServer::~PoolServer() {
+  shutdown();
+  std::list<Running> sessions;
+  {
+    std::lock_guard lock(mutex_);
+    sessions.swap(sessions_);
+  }
+  for (auto& s : sessions) {
+    if (s.thread.joinable()) s.thread.join();
+  }
+}
+
+const char* PoolServer::version() { return "0.1.0"; }
+
+void PoolServer::serve(std::unique_ptr<transport::Listener> listener) {
+  transport::Listener* l = listener.get();
+  {
+    std::lock_guard lock(mutex_);
+    listenUrl_ = l->url();
+    listener_ = std::move(listener);
+    if (stopping_) return;
+  }
+  std::cout << "listening on " << l->url() << std::endl;
+  for (;;) {
+    std::unique_ptr<transport::Connection> connection;
+    try {
+      connection = l->accept();
+    } catch (const transport::TransportError& e) {
+      std::lock_guard lock(mutex_);
+      if (stopping_) return;
+      std::cerr << "gpupoold: " << e.what() << "\n";
+      continue;
+    }
+    reapFinished();
+    std::lock_guard lock(mutex_);
+    if (stopping_) return;
+    uint64_t id = nextSession_++;
+    if (verbose_) std::cerr << "gpupoold: session " << id << " from " << connection->peer() << "\n";
+    auto session = std::make_shared<Session>(id, std::move(connection), *backend_, modules_, *this);
+    sessions_.push_back(Running{session, {}, false});
+    Running& running = sessions_.back();
+    running.thread = std::thread([this, session, &running] {
+      session->run();
+      std::lock_guard lock(mutex_);
+      running.finished = true;
+    });
+  }
+}
+
+void PoolServer::reapFinished() {
+  std::list<Running> done;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto it = sessions_.begin(); it != sessions_.end();) {
+      if (it->finished) {
+        auto next = std::next(it);
+        done.splice(done.end(), sessions_, it);
+        it = next;
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& s : done) s.thread.join();
+}
+
+void PoolServer::shutdown() {
+  std::lock_guard lock(mutex_);
+  if (stopping_) return;
+  stopping_ = true;
+  if (listener_) listener_->shutdown();
+  for (auto& s : sessions_) s.session->stop();
+}
+
+void PoolServer::fillStatus(wire::Response::StatusReply::Builder status) {
+  std::vector<SessionSnapshot> snapshots;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& s : sessions_) {
+      if (!s.finished) snapshots.push_back(s.session->snapshot());
+    }
+  }
+  std::erase_if(snapshots, [](const SessionSnapshot& s) { return !s.driver; });
+  status.setServerVersion(version());
+  status.setBackendKind(backend_->kind());
+  status.setListen(listenUrl_);
+  status.setUptimeSeconds(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count());
+  const auto& devices = backend_->devices();
+  auto ds = status.initDevices(static_cast<unsigned>(devices.size()));
+  for (unsigned i = 0; i < devices.size(); ++i) {
+    ds[i].setIndex(i);
+    ds[i].setName(devices[i].name);
+    ds[i].setMemoryUsed(backend_->deviceMemoryUsed(static_cast<int>(i)));
+    ds[i].setMemoryTotal(devices[i].totalMemory);
+    uint32_t users = 0;
+    for (auto& s : snapshots) {
+      if (std::find(s.devices.begin(), s.devices.end(), static_cast<int>(i)) != s.devices.end()) {
+        ++users;
+      }
+    }
+    ds[i].setSessions(users);
+  }
+  auto ss = status.initSessions(static_cast<unsigned>(snapshots.size()));
+  for (unsigned i = 0; i < snapshots.size(); ++i) {
+    ss[i].setSessionId(snapshots[i].id);
+    ss[i].setClientName(snapshots[i].clientName);
+    ss[i].setMemoryUsed(snapshots[i].memoryUsed);
+    ss[i].setTransport(snapshots[i].transport);
+    ss[i].setContexts(snapshots[i].contexts);
+  }
+}
+
+}  // namespace gpupool::server

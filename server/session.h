@@ -1,0 +1,78 @@
+// One client connection: the handshake, then requests answered one by one on the session's thread.
+//
+// Everything a session creates lives in its BackendContexts and is released when the session ends,
+// however it ends (clean disconnect, dropped connection, malformed traffic). A malformed message is
+// answered with an error; a broken frame ends the session. Nothing a client sends can crash the server.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "protocol/gpupool.capnp.h"
+#include "server/backend.h"
+#include "server/module_cache.h"
+#include "transport/connection.h"
+
+namespace gpupool::server {
+
+class PoolServer;
+
+struct SessionSnapshot {
+  uint64_t id = 0;
+  std::string clientName;
+  std::string transport;
+  uint64_t memoryUsed = 0;
+  uint32_t contexts = 0;
+  std::vector<int> devices;  // device of each context
+  bool driver = false;       // a libcuda session (not a status probe)
+};
+
+class Session {
+ public:
+  Session(uint64_t id, std::unique_ptr<transport::Connection> connection, Backend& backend,
+          ModuleCache& modules, PoolServer& server);
+  ~Session();
+
+  // Serves the connection until it ends. Never throws.
+  void run();
+  // Asks run() to return soon (used at server shutdown).
+  void stop();
+
+  SessionSnapshot snapshot() const;
+  uint64_t id() const { return id_; }
+
+ private:
+  struct ContextEntry {
+    int device = 0;
+    std::unique_ptr<BackendContext> backend;
+  };
+
+  bool handshake();
+  // Handles one request. Returns false when the session must end.
+  bool serveOne();
+  void dispatch(wire::Request::Reader request, uint64_t bulkBytes, capnp::MessageBuilder& reply,
+                std::vector<transport::ConstBuffer>& replyBulk);
+  BackendContext* context(uint64_t id, Status* status);
+  void consumeBulk(uint64_t& remaining);
+
+  const uint64_t id_;
+  std::unique_ptr<transport::Connection> connection_;
+  Backend& backend_;
+  ModuleCache& modules_;
+  PoolServer& server_;
+
+  mutable std::mutex mutex_;  // guards contexts_ and clientName_ against status snapshots
+  std::map<uint64_t, ContextEntry> contexts_;
+  uint64_t nextContext_ = 1;
+  std::string clientName_;
+  bool driver_ = false;
+
+  std::vector<uint8_t> staging_;  // bulk bytes in and out, reused across requests
+};
+
+}  // namespace gpupool::server

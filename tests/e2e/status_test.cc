@@ -1,0 +1,110 @@
+// `gpupool status --json` reflects what clients hold: memory and sessions appear while a program
+// runs and are gone once it exits.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "build_paths.h"
+#include "child_process.h"
+#include "gpupool_server.h"
+
+namespace gpupool::e2e {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using std::chrono::steady_clock;
+
+constexpr uint64_t kHeldBytes = 64u << 20;
+
+nlohmann::json queryStatus(const GpupoolServer& server) {
+  ProgramResult result =
+      runProgram(gpupoolCliPath(), {"status", "--json", "--endpoint", server.endpoint()},
+                 {{"GPU_POOL_ENDPOINT", std::nullopt}}, seconds(30));
+  if (!result.passed()) {
+    ADD_FAILURE() << "gpupool status failed: " << result.describe();
+    return nlohmann::json::object();
+  }
+  try {
+    return nlohmann::json::parse(result.out);
+  } catch (const nlohmann::json::exception& e) {
+    ADD_FAILURE() << "gpupool status --json printed invalid JSON (" << e.what() << "):\n"
+                  << result.out;
+    return nlohmann::json::object();
+  }
+}
+
+uint64_t deviceMemoryUsed(const nlohmann::json& status) {
+  return status.at("devices").at(0).at("memory_used").get<uint64_t>();
+}
+
+TEST(StatusTest, ShowsHeldMemoryAndSessionsUntilTheProgramExits) {
+  GpupoolServer server;
+  nlohmann::json idle = queryStatus(server);
+  ASSERT_FALSE(idle.empty());
+  EXPECT_EQ(idle.at("backend"), "emu");
+  EXPECT_EQ(deviceMemoryUsed(idle), 0u) << idle.dump(2);
+  EXPECT_TRUE(idle.at("sessions").empty()) << "a status probe is not a session: " << idle.dump(2);
+
+  ChildProcess program(
+      {e2eProgramPath("hold_memory"), {}, clientEnvironment(server.endpoint()), {}});
+  ASSERT_TRUE(program.waitForStdout("READY", seconds(60))) << program.finish(seconds(1)).describe();
+
+  nlohmann::json busy = queryStatus(server);
+  ASSERT_FALSE(busy.empty());
+  EXPECT_GE(deviceMemoryUsed(busy), kHeldBytes) << busy.dump(2);
+  EXPECT_EQ(busy.at("devices").at(0).at("sessions"), 1) << busy.dump(2);
+  ASSERT_EQ(busy.at("sessions").size(), 1u) << busy.dump(2);
+  EXPECT_GE(busy.at("sessions").at(0).at("memory_used").get<uint64_t>(), kHeldBytes)
+      << busy.dump(2);
+  EXPECT_EQ(busy.at("sessions").at(0).at("transport"), "tcp") << busy.dump(2);
+  EXPECT_NE(busy.at("sessions").at(0).at("client").get<std::string>().find("hold_memory"),
+            std::string::npos)
+      << busy.dump(2);
+
+  program.writeStdin("done\n");
+  ProgramResult result = program.finish(seconds(60));
+  ASSERT_TRUE(result.passed()) << result.describe();
+
+  // The session is torn down after the client disconnects; give the server a moment.
+  nlohmann::json after;
+  auto deadline = steady_clock::now() + seconds(10);
+  do {
+    after = queryStatus(server);
+    if (after.empty()) break;
+    if (deviceMemoryUsed(after) == 0 && after.at("sessions").empty()) break;
+    std::this_thread::sleep_for(milliseconds(100));
+  } while (steady_clock::now() < deadline);
+  ASSERT_FALSE(after.empty());
+  EXPECT_EQ(deviceMemoryUsed(after), 0u) << after.dump(2);
+  EXPECT_TRUE(after.at("sessions").empty()) << after.dump(2);
+  EXPECT_EQ(after.at("devices").at(0).at("sessions"), 0) << after.dump(2);
+}
+
+TEST(StatusTest, MemoryIsReleasedWhenAProgramIsKilled) {
+  GpupoolServer server;
+  ChildProcess program(
+      {e2eProgramPath("hold_memory"), {}, clientEnvironment(server.endpoint()), {}});
+  ASSERT_TRUE(program.waitForStdout("READY", seconds(60))) << program.finish(seconds(1)).describe();
+  nlohmann::json busy = queryStatus(server);
+  ASSERT_FALSE(busy.empty());
+  EXPECT_GE(deviceMemoryUsed(busy), kHeldBytes) << busy.dump(2);
+
+  program.signal(SIGKILL);
+  program.finish(seconds(10));
+  nlohmann::json after;
+  auto deadline = steady_clock::now() + seconds(10);
+  do {
+    after = queryStatus(server);
+    if (after.empty() || deviceMemoryUsed(after) == 0) break;
+    std::this_thread::sleep_for(milliseconds(100));
+  } while (steady_clock::now() < deadline);
+  ASSERT_FALSE(after.empty());
+  EXPECT_EQ(deviceMemoryUsed(after), 0u) << after.dump(2);
+  EXPECT_TRUE(after.at("sessions").empty()) << after.dump(2);
+}
+
+}  // namespace
+}  // namespace gpupool::e2e

@@ -1,0 +1,26 @@
+// Access to the images nvcc built from kernels.cu for these tests (see CMakeLists.txt).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gpupool::image::testing {
+
+// The whole file `name` from the build's image folder (e.g. "default.fatbin"); fails the
+// calling test (via ADD_FAILURE) and returns empty when it cannot be read.
+std::vector<uint8_t> readImage(const std::string& name);
+
+// The same file as text (for .ptx).
+std::string readImageText(const std::string& name);
+
+// PTX with comments removed, whitespace runs collapsed to one space and blank lines dropped:
+// the form in which fatbinary stores PTX, so two PTX texts can be compared for equality.
+std::vector<std::string> normalizePtx(const std::string& ptx);
+
+// Mangled names of the kernels in kernels.cu.
+inline constexpr const char* kVecAdd = "_Z6vecAddPKfS0_Pfid";
+inline constexpr const char* kStructParam = "_Z11structParam7Blob100Pc";
+inline constexpr const char* kNoParams = "noParams";
+
+}  // namespace gpupool::image::testing

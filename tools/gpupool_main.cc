@@ -1,0 +1,54 @@
+// gpupool: the command-line tool for a GPU pool (run programs against it, inspect servers).
+//
+// Exit codes: 0 ok, 1 server error, 2 usage or connection error; `run` returns the program's own
+// status (it replaces this process) or 127 when the program cannot be started.
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "tools/run_command.h"
+#include "tools/status_command.h"
+
+namespace {
+
+constexpr int kUsageError = 2;
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace gpupool::tools;
+  CLI::App app{"gpupool: use and inspect a pool of remote GPUs", "gpupool"};
+  app.set_version_flag("--version", std::string("gpupool ") + GPUPOOL_VERSION);
+  app.require_subcommand(1);
+
+  RunOptions run;
+  CLI::App* runCommandLine = app.add_subcommand(
+      "run", "Run a program with gpupool's libcuda.so.1 in front, talking to a pool server");
+  runCommandLine->add_option("--endpoint", run.endpoint,
+                             "Server(s), tcp://HOST:PORT[,...] (default: $GPU_POOL_ENDPOINT)");
+  runCommandLine->add_option("command", run.command, "The program and its arguments, after --")
+      ->required();
+  runCommandLine->footer(
+      "Example: gpupool run --endpoint tcp://gpuhost:7000 -- ./train --epochs 3\n"
+      "The library directory is <gpupool>/../lib unless GPU_POOL_LIBRARY_DIR is set.");
+
+  StatusOptions status;
+  CLI::App* statusCommandLine =
+      app.add_subcommand("status", "Show a server's devices and sessions");
+  statusCommandLine->add_option("--endpoint", status.endpoint,
+                                "Server, tcp://HOST:PORT (default: the first of "
+                                "$GPU_POOL_ENDPOINT)");
+  statusCommandLine->add_flag("--json", status.json, "Print JSON instead of text");
+
+  // Room for `bench`, `usage` and `top`: each is one more subcommand and one more *_command.cc.
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);  // prints help, the version, or the error with a usage hint
+    return code == 0 ? 0 : kUsageError;
+  }
+
+  if (runCommandLine->parsed()) return runCommand(run);
+  if (statusCommandLine->parsed()) return statusCommand(status);
+  return kUsageError;  // unreachable: a subcommand is required
+}

@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""Command-line tests for `gpupool`.
+
+usage: gpupool_cli_test.py GPUPOOL [--gpupoold GPUPOOLD]
+
+Without --gpupoold the `status` success path is skipped (the server is not built).
+"""
+import argparse
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import unittest
+
+GPUPOOL = None
+GPUPOOLD = None
+
+
+def clean_env(**extra):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("GPU_POOL_ENDPOINT", "GPU_POOL_LIBRARY_DIR", "LD_LIBRARY_PATH")}
+    env.update(extra)
+    return env
+
+
+def gpupool(*args, env=None, timeout=30):
+    return subprocess.run([GPUPOOL, *args], env=env if env is not None else clean_env(),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def unused_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class TopLevel(unittest.TestCase):
+    def test_version(self):
+        r = gpupool("--version")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stdout, r"^gpupool \d+\.\d+\.\d+")
+
+    def test_no_subcommand_is_a_usage_error(self):
+        self.assertEqual(gpupool().returncode, 2)
+
+    def test_unknown_option_is_a_usage_error(self):
+        self.assertEqual(gpupool("status", "--bogus").returncode, 2)
+
+    def test_subcommand_help(self):
+        r = gpupool("run", "--help")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("--endpoint", r.stdout)
+        r = gpupool("status", "--help")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("--json", r.stdout)
+
+
+class Run(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.libdir = self.tmp.name
+        open(os.path.join(self.libdir, "libcuda.so.1"), "w").close()
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    SHOW_ENV = ["sh", "-c", 'printf "%s\\n%s\\n" "$GPU_POOL_ENDPOINT" "$LD_LIBRARY_PATH"; exit 7']
+
+    def test_sets_environment_and_execs(self):
+        env = clean_env(GPU_POOL_LIBRARY_DIR=self.libdir, LD_LIBRARY_PATH="/old/path")
+        r = gpupool("run", "--endpoint", "tcp://127.0.0.1:7001", "--", *self.SHOW_ENV, env=env)
+        self.assertEqual(r.returncode, 7, r.stderr)  # the program's own status: it was exec'd
+        endpoint, library_path = r.stdout.splitlines()
+        self.assertEqual(endpoint, "tcp://127.0.0.1:7001")
+        self.assertEqual(library_path, os.path.realpath(self.libdir) + ":/old/path")
+
+    def test_endpoint_from_environment(self):
+        env = clean_env(GPU_POOL_LIBRARY_DIR=self.libdir, GPU_POOL_ENDPOINT="tcp://10.0.0.1:7000")
+        r = gpupool("run", "--", *self.SHOW_ENV, env=env)
+        self.assertEqual(r.returncode, 7, r.stderr)
+        endpoint, library_path = r.stdout.splitlines()
+        self.assertEqual(endpoint, "tcp://10.0.0.1:7000")
+        self.assertEqual(library_path, os.path.realpath(self.libdir))
+
+    def test_default_library_dir_is_next_to_the_binary(self):
+        # <dir of gpupool>/../lib; whether it holds libcuda.so.1 depends on what was built.
+        expected = os.path.normpath(os.path.join(os.path.dirname(os.path.realpath(GPUPOOL)),
+                                                 "..", "lib"))
+        r = gpupool("run", "--endpoint", "tcp://127.0.0.1:7001", "--", *self.SHOW_ENV)
+        if os.path.exists(os.path.join(expected, "libcuda.so.1")):
+            self.assertEqual(r.returncode, 7, r.stderr)
+            self.assertEqual(r.stdout.splitlines()[1], expected)
+        else:
+            self.assertEqual(r.returncode, 2)
+            self.assertIn("no libcuda.so.1 in " + expected, r.stderr)
+
+    def test_no_endpoint(self):
+        r = gpupool("run", "--", "true", env=clean_env(GPU_POOL_LIBRARY_DIR=self.libdir))
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("no endpoint: pass --endpoint or set GPU_POOL_ENDPOINT", r.stderr)
+
+    def test_malformed_endpoint(self):
+        r = gpupool("run", "--endpoint", "127.0.0.1:7000", "--", "true",
+                    env=clean_env(GPU_POOL_LIBRARY_DIR=self.libdir))
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("invalid endpoint", r.stderr)
+
+    def test_library_missing(self):
+        with tempfile.TemporaryDirectory() as empty:
+            r = gpupool("run", "--endpoint", "tcp://127.0.0.1:7001", "--", "true",
+                        env=clean_env(GPU_POOL_LIBRARY_DIR=empty))
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("no libcuda.so.1 in", r.stderr)
+
+    def test_command_not_found(self):
+        r = gpupool("run", "--endpoint", "tcp://127.0.0.1:7001", "--", "/nonexistent/program",
+                    env=clean_env(GPU_POOL_LIBRARY_DIR=self.libdir))
+        self.assertEqual(r.returncode, 127)
+        self.assertIn("cannot run '/nonexistent/program'", r.stderr)
+
+
+class Status(unittest.TestCase):
+    def test_unreachable_server(self):
+        port = unused_port()
+        r = gpupool("status", "--endpoint", f"tcp://127.0.0.1:{port}")
+        self.assertEqual(r.returncode, 2)
+        self.assertRegex(r.stderr, rf"^gpupool: cannot reach tcp://127\.0\.0\.1:{port}: \S")
+
+    def test_no_endpoint(self):
+        r = gpupool("status")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("no endpoint: pass --endpoint or set GPU_POOL_ENDPOINT", r.stderr)
+
+    def test_live_emu_server(self):
+        if GPUPOOLD is None:
+            self.skipTest("this build has no gpupoold target")
+        if not os.path.exists(GPUPOOLD):
+            self.skipTest(f"{GPUPOOLD} is not built (build the gpupoold target)")
+        server = subprocess.Popen([GPUPOOLD, "--listen", "tcp://127.0.0.1:0", "--backend", "emu",
+                                   "--devices", "2", "--memory", "64MiB"],
+                                  stdout=subprocess.PIPE, text=True)
+        try:
+            line = server.stdout.readline()
+            match = re.search(r"listening on (tcp://\S+)", line)
+            self.assertIsNotNone(match, f"unexpected gpupoold output: {line!r}")
+            url = match.group(1)
+
+            r = gpupool("status", "--json", env=clean_env(GPU_POOL_ENDPOINT=url))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            status = json.loads(r.stdout)
+            self.assertEqual(set(status), {"server_version", "backend", "devices", "sessions"})
+            self.assertEqual(status["backend"], "emu")
+            self.assertEqual([d["index"] for d in status["devices"]], [0, 1])
+            for device in status["devices"]:
+                self.assertEqual(set(device),
+                                 {"index", "name", "memory_used", "memory_total", "sessions"})
+                self.assertEqual(device["memory_total"], 64 << 20)
+                self.assertEqual(device["memory_used"], 0)
+            self.assertEqual(status["sessions"], [])  # status connections are not listed
+
+            r = gpupool("status", "--endpoint", url)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("backend emu", r.stdout)
+            self.assertIn("[1] ", r.stdout)
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("gpupool")
+    parser.add_argument("--gpupoold")
+    args, rest = parser.parse_known_args()
+    GPUPOOL = os.path.abspath(args.gpupool)
+    GPUPOOLD = args.gpupoold
+    unittest.main(argv=[sys.argv[0], *rest], verbosity=2)

@@ -1,0 +1,80 @@
+// The transport interface: one small contract that TCP (and later RDMA) implement.
+//
+// A connection carries frames. A frame is one message (a few KiB at most in practice) followed by an
+// optional bulk payload (memory contents, module images). The receiver first gets the message, decides
+// where the bulk should land, and then reads it straight there: bulk bytes are never staged by the
+// transport. Connections are not thread-safe; each side serializes its own sends and receives.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace gpupool::transport {
+
+// Any failure of the underlying channel (peer gone, reset, timeout, malformed frame header).
+// After it is thrown the connection is unusable.
+class TransportError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct ConstBuffer {
+  const void* data;
+  size_t size;
+};
+
+// The largest message a receiver accepts; bulk is bounded separately by the caller.
+constexpr size_t kMaxMessageBytes = 64u << 20;
+
+struct ReceivedFrame {
+  // The message bytes, 8-byte aligned (Cap'n Proto words), exactly messageBytes long.
+  std::span<const std::byte> message;
+  // Bulk bytes that follow; the caller must consume all of them with receiveBulk/discardBulk
+  // before the next receiveFrame.
+  uint64_t bulkBytes = 0;
+};
+
+class Connection {
+ public:
+  virtual ~Connection() = default;
+
+  // Sends one frame: the concatenation of `message` parts, then the concatenation of `bulk` parts.
+  // Gathered, without copying the parts.
+  virtual void sendFrame(std::span<const ConstBuffer> message, std::span<const ConstBuffer> bulk) = 0;
+
+  // Receives the next frame's message. The returned span stays valid until the next receiveFrame.
+  virtual ReceivedFrame receiveFrame() = 0;
+
+  // Reads the next `size` bulk bytes of the current frame into `dst`.
+  virtual void receiveBulk(void* dst, size_t size) = 0;
+  // Skips the next `size` bulk bytes of the current frame.
+  virtual void discardBulk(size_t size) = 0;
+
+  // Shuts the connection down; a blocked receive in another thread returns with TransportError.
+  virtual void shutdown() = 0;
+
+  // "tcp" or "rdma".
+  virtual std::string kind() const = 0;
+  // The peer's address, for logs and status.
+  virtual std::string peer() const = 0;
+
+  // Bounds how long a receive may wait for the peer (0 = forever).
+  virtual void setReceiveTimeoutMs(unsigned ms) = 0;
+};
+
+class Listener {
+ public:
+  virtual ~Listener() = default;
+  // Blocks until a peer connects; throws TransportError once shutdown() was called.
+  virtual std::unique_ptr<Connection> accept() = 0;
+  virtual void shutdown() = 0;
+  // The URL peers can use, with the real port when 0 was asked for (e.g. tcp://127.0.0.1:40123).
+  virtual std::string url() const = 0;
+};
+
+}  // namespace gpupool::transport

@@ -1,0 +1,25 @@
+// Endpoint URLs: `tcp://host:port` (and `rdma://host:port`, reserved for the RDMA transport).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gpupool::transport {
+
+struct Endpoint {
+  std::string scheme;  // "tcp" or "rdma"
+  std::string host;    // name, IPv4, or IPv6 without brackets
+  uint16_t port = 0;
+
+  std::string url() const;
+};
+
+// Parses one URL. On failure returns nullopt and sets *error to a message that says what is wrong
+// and what a valid endpoint looks like.
+std::optional<Endpoint> parseEndpoint(const std::string& text, std::string* error);
+
+// Parses a comma-separated list (GPU_POOL_ENDPOINT may name several servers).
+std::optional<std::vector<Endpoint>> parseEndpointList(const std::string& text, std::string* error);
+
+}  // namespace gpupool::transport

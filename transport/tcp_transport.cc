@@ -1,0 +1,212 @@
+#include "transport/tcp_transport.h"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+#include <boost/asio.hpp>
+#include <chrono>
+#include <cstring>
+#include <future>
+
+namespace gpupool::transport {
+namespace {
+
+using boost::asio::ip::tcp;
+
+std::string describe(const boost::system::error_code& ec) {
+  if (ec == boost::asio::error::would_block || ec == boost::asio::error::try_again) {
+    return "timed out waiting for the peer";
+  }
+  if (ec == boost::asio::error::eof) return "connection closed by peer";
+  return ec.message();
+}
+
+class TcpConnection final : public Connection {
+ public:
+  TcpConnection(std::unique_ptr<boost::asio::io_context> io, tcp::socket socket)
+      : io_(std::move(io)), socket_(std::move(socket)) {
+    boost::system::error_code ec;
+    socket_.set_option(tcp::no_delay(true), ec);
+    auto ep = socket_.remote_endpoint(ec);
+    peer_ = ec ? "unknown" : ep.address().to_string() + ":" + std::to_string(ep.port());
+  }
+
+  ~TcpConnection() override {
+    boost::system::error_code ec;
+    socket_.close(ec);
+  }
+
+  void sendFrame(std::span<const ConstBuffer> message, std::span<const ConstBuffer> bulk) override {
+    FrameHeader header{kFrameMagic, 0, 0};
+    size_t messageBytes = 0;
+    for (auto& b : message) messageBytes += b.size;
+    for (auto& b : bulk) header.bulkBytes += b.size;
+    if (messageBytes > kMaxMessageBytes) throw TransportError("message too large to send");
+    header.messageBytes = static_cast<uint32_t>(messageBytes);
+    buffers_.clear();
+    buffers_.emplace_back(&header, sizeof header);
+    for (auto& b : message) buffers_.emplace_back(b.data, b.size);
+    for (auto& b : bulk) {
+      if (b.size) buffers_.emplace_back(b.data, b.size);
+    }
+    boost::system::error_code ec;
+    boost::asio::write(socket_, buffers_, ec);
+    if (ec) throw TransportError("send failed: " + describe(ec));
+  }
+
+  ReceivedFrame receiveFrame() override {
+    if (pendingBulk_ != 0) throw TransportError("previous frame's bulk bytes were not consumed");
+    FrameHeader header;
+    readExactly(&header, sizeof header);
+    if (header.magic != kFrameMagic) throw TransportError("malformed frame (bad magic)");
+    if (header.messageBytes > kMaxMessageBytes || header.messageBytes % 8 != 0) {
+      throw TransportError("malformed frame (message size " + std::to_string(header.messageBytes) +
+                           ")");
+    }
+    size_t words = header.messageBytes / 8;
+    if (message_.size() < words) message_.resize(words);
+    readExactly(message_.data(), header.messageBytes);
+    pendingBulk_ = header.bulkBytes;
+    return {std::as_bytes(std::span<const uint64_t>(message_.data(), words)), header.bulkBytes};
+  }
+
+  void receiveBulk(void* dst, size_t size) override {
+    if (size > pendingBulk_) throw TransportError("bulk read past the end of the frame");
+    readExactly(dst, size);
+    pendingBulk_ -= size;
+  }
+
+  void discardBulk(size_t size) override {
+    if (size > pendingBulk_) throw TransportError("bulk discard past the end of the frame");
+    char scratch[64 * 1024];
+    while (size > 0) {
+      size_t n = std::min(size, sizeof scratch);
+      readExactly(scratch, n);
+      size -= n;
+      pendingBulk_ -= n;
+    }
+  }
+
+  void shutdown() override {
+    boost::system::error_code ec;
+    socket_.shutdown(tcp::socket::shutdown_both, ec);
+  }
+
+  std::string kind() const override { return "tcp"; }
+  std::string peer() const override { return peer_; }
+
+  void setReceiveTimeoutMs(unsigned ms) override {
+    timeval tv{static_cast<time_t>(ms / 1000), static_cast<suseconds_t>((ms % 1000) * 1000)};
+    ::setsockopt(socket_.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  }
+
+ private:
+  void readExactly(void* dst, size_t size) {
+    boost::system::error_code ec;
+    boost::asio::read(socket_, boost::asio::buffer(dst, size), ec);
+    if (ec) throw TransportError("receive failed: " + describe(ec));
+  }
+
+  std::unique_ptr<boost::asio::io_context> io_;
+  tcp::socket socket_;
+  std::string peer_;
+  std::vector<uint64_t> message_;  // 8-byte aligned receive buffer, reused across frames
+  std::vector<boost::asio::const_buffer> buffers_;
+  uint64_t pendingBulk_ = 0;
+};
+
+class TcpListener final : public Listener {
+ public:
+  explicit TcpListener(const Endpoint& endpoint)
+      : io_(std::make_unique<boost::asio::io_context>()), acceptor_(*io_) {
+    boost::system::error_code ec;
+    tcp::resolver resolver(*io_);
+    auto results = resolver.resolve(endpoint.host, std::to_string(endpoint.port),
+                                    tcp::resolver::passive, ec);
+    if (ec || results.empty()) {
+      throw TransportError("cannot resolve listen address '" + endpoint.host + "': " +
+                           ec.message());
+    }
+    tcp::endpoint ep = results.begin()->endpoint();
+    acceptor_.open(ep.protocol(), ec);
+    if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
+    if (!ec) acceptor_.bind(ep, ec);
+    if (!ec) acceptor_.listen(128, ec);
+    if (ec) throw TransportError("cannot listen on " + endpoint.url() + ": " + ec.message());
+    auto local = acceptor_.local_endpoint();
+    Endpoint actual = endpoint;
+    actual.host = local.address().to_string();
+    actual.port = local.port();
+    url_ = actual.url();
+  }
+
+  std::unique_ptr<Connection> accept() override {
+    auto io = std::make_unique<boost::asio::io_context>();
+    tcp::socket socket(*io);
+    boost::system::error_code ec;
+    int fd = ::accept4(acceptor_.native_handle(), nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) throw TransportError(std::string("accept failed: ") + std::strerror(errno));
+    socket.assign(acceptor_.local_endpoint().protocol(), fd, ec);
+    if (ec) throw TransportError("accept failed: " + ec.message());
+    return std::make_unique<TcpConnection>(std::move(io), std::move(socket));
+  }
+
+  void shutdown() override { ::shutdown(acceptor_.native_handle(), SHUT_RDWR); }
+
+  std::string url() const override { return url_; }
+
+ private:
+  std::unique_ptr<boost::asio::io_context> io_;
+  tcp::acceptor acceptor_;
+  std::string url_;
+};
+
+}  // namespace
+
+std::unique_ptr<Connection> tcpConnect(const Endpoint& endpoint, unsigned timeoutMs) {
+  if (endpoint.scheme != "tcp") throw TransportError("not a tcp endpoint: " + endpoint.url());
+  auto io = std::make_unique<boost::asio::io_context>();
+  tcp::socket socket(*io);
+  boost::system::error_code ec;
+  tcp::resolver resolver(*io);
+  auto results = resolver.resolve(endpoint.host, std::to_string(endpoint.port), ec);
+  if (ec) throw TransportError("cannot resolve '" + endpoint.host + "': " + ec.message());
+  std::string lastError = "no addresses";
+  for (const auto& entry : results) {
+    socket.close(ec);
+    socket.open(entry.endpoint().protocol(), ec);
+    if (ec) continue;
+    if (timeoutMs) {
+      // Non-blocking connect with poll so an unroutable host cannot hang the caller.
+      socket.non_blocking(true, ec);
+      socket.connect(entry.endpoint(), ec);
+      if (ec == boost::asio::error::in_progress || ec == boost::asio::error::would_block) {
+        pollfd p{socket.native_handle(), POLLOUT, 0};
+        int r = ::poll(&p, 1, static_cast<int>(timeoutMs));
+        if (r <= 0) {
+          lastError = "connection timed out";
+          continue;
+        }
+        int err = 0;
+        socklen_t len = sizeof err;
+        ::getsockopt(socket.native_handle(), SOL_SOCKET, SO_ERROR, &err, &len);
+        ec = err ? boost::system::error_code(err, boost::system::system_category())
+                 : boost::system::error_code();
+      }
+      if (!ec) socket.non_blocking(false, ec);
+    } else {
+      socket.connect(entry.endpoint(), ec);
+    }
+    if (!ec) return std::make_unique<TcpConnection>(std::move(io), std::move(socket));
+    lastError = ec.message();
+  }
+  throw TransportError(lastError);
+}
+
+std::unique_ptr<Listener> tcpListen(const Endpoint& endpoint) {
+  if (endpoint.scheme != "tcp") throw TransportError("not a tcp endpoint: " + endpoint.url());
+  return std::make_unique<TcpListener>(endpoint);
+}
+
+}  // namespace gpupool::transport
