@@ -1,5 +1,6 @@
 // Kernel launches: parameters are packed by the layout the server reported for the function, so
 // the server gets one flat parameter block, exactly as the kernel declares it.
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -40,6 +41,41 @@ CUresult packParams(const FunctionObject& f, void** kernelParams, void** extra,
   return f.params.empty() ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
+// The driver's answer to an impossible launch shape (cudart turns it into
+// cudaErrorInvalidConfiguration); see server/backends/emu/emu_context.cc.
+constexpr CUresult kInvalidLaunchConfiguration = static_cast<CUresult>(9);
+
+// Checks the shape against the device and the function as the driver does, locally, so a launch
+// needs no answer from the server.
+CUresult checkShape(const FunctionObject& f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                    unsigned by, unsigned bz, unsigned sharedBytes) {
+  const DeviceSnapshot* d = DriverState::get().device(f.module->context->device);
+  auto attr = [&](CUdevice_attribute a) { return static_cast<uint64_t>(d->attribute(a)); };
+  auto fattr = [&](CUfunction_attribute a) -> uint64_t {
+    return static_cast<size_t>(a) < f.attributes.size() ? static_cast<uint64_t>(f.attributes[a])
+                                                         : 0;
+  };
+  uint64_t threads = uint64_t{bx} * by * bz;
+  uint64_t maxThreads = attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+  if (fattr(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)) {
+    maxThreads = std::min(maxThreads, fattr(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK));
+  }
+  if (threads == 0 || gx == 0 || gy == 0 || gz == 0 || threads > maxThreads ||
+      bx > attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X) ||
+      by > attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y) ||
+      bz > attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z) ||
+      gx > attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X) ||
+      gy > attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y) ||
+      gz > attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)) {
+    return kInvalidLaunchConfiguration;
+  }
+  if (f.attributes.size() > CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES &&
+      sharedBytes > fattr(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)) {
+    return kInvalidLaunchConfiguration;
+  }
+  return CUDA_SUCCESS;
+}
+
 CUresult launch(CUfunction h, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                 unsigned bz, unsigned sharedBytes, CUstream stream, void** kernelParams,
                 void** extra) {
@@ -49,9 +85,12 @@ CUresult launch(CUfunction h, unsigned gx, unsigned gy, unsigned gz, unsigned bx
   FunctionObject* f = nullptr;
   if (CUresult r = resolveFunction(h, ctx, &f); r != CUDA_SUCCESS) return r;
   if (f->module->context != ctx) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult r = checkShape(*f, gx, gy, gz, bx, by, bz, sharedBytes); r != CUDA_SUCCESS) {
+    return r;
+  }
   std::vector<uint8_t> params;
   if (CUresult r = packParams(*f, kernelParams, extra, &params); r != CUDA_SUCCESS) return r;
-  return DriverState::get().session().call("cuLaunchKernel", [&](wire::Request::Builder b) {
+  return DriverState::get().session().post("cuLaunchKernel", [&](wire::Request::Builder b) {
     auto k = b.initLaunchKernel();
     k.setContext(ctx->remote);
     k.setFunction(f->remote);

@@ -24,9 +24,11 @@ CUresult copyHostToDevice(const char* what, CUdeviceptr dst, const void* src, si
   uint64_t s = 0;
   if (CUresult r = resolveStream(stream, &ctx, &s); r != CUDA_SUCCESS) return r;
   if (bytes == 0) return CUDA_SUCCESS;
-  if (!src) return CUDA_ERROR_INVALID_VALUE;
+  if (!src || !DriverState::get().findDevice(dst, bytes)) return CUDA_ERROR_INVALID_VALUE;
   ConstBuffer bulk{src, bytes};
-  return remote().call(
+  // No answer needed: like CUDA from pageable memory, the call is done once the bytes are handed
+  // over; a failure on the server shows at the next synchronizing call.
+  return remote().post(
       what,
       [&](wire::Request::Builder b) {
         auto m = b.initMemcpyHtoD();
@@ -68,7 +70,11 @@ CUresult copyDeviceToDevice(const char* what, CUdeviceptr dst, CUdeviceptr src, 
   uint64_t s = 0;
   if (CUresult r = resolveStream(stream, &ctx, &s); r != CUDA_SUCCESS) return r;
   if (bytes == 0) return CUDA_SUCCESS;
-  return remote().call(what, [&](wire::Request::Builder b) {
+  auto& state = DriverState::get();
+  if (!state.findDevice(dst, bytes) || !state.findDevice(src, bytes)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  return remote().post(what, [&](wire::Request::Builder b) {
     auto m = b.initMemcpyDtoD();
     m.setContext(ctx->remote);
     m.setDst(dst);
@@ -102,7 +108,13 @@ CUresult memset(const char* what, CUdeviceptr dst, uint32_t value, unsigned elem
   ContextObject* ctx = nullptr;
   uint64_t s = 0;
   if (CUresult r = resolveStream(stream, &ctx, &s); r != CUDA_SUCCESS) return r;
-  return remote().call(what, [&](wire::Request::Builder b) {
+  if (width == 0 || height == 0) return CUDA_SUCCESS;
+  if (height == 1) pitch = width * elementSize;
+  if (pitch < width * elementSize) return CUDA_ERROR_INVALID_VALUE;
+  if (!DriverState::get().findDevice(dst, pitch * (height - 1) + width * elementSize)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  return remote().post(what, [&](wire::Request::Builder b) {
     auto m = b.initMemset();
     m.setContext(ctx->remote);
     m.setDst(dst);
@@ -258,16 +270,15 @@ CUresult release(CUdeviceptr dptr) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   uint64_t context = info.context->remote;
-  CUresult r = remote().call("cuMemFree", [&](wire::Request::Builder b) {
+  {
+    std::lock_guard lock(DriverState::get().mutex);
+    DriverState::get().deviceAllocations.erase(dptr);
+  }
+  return remote().post("cuMemFree", [&](wire::Request::Builder b) {
     auto m = b.initMemFree();
     m.setContext(context);
     m.setAddress(dptr);
   });
-  if (r == CUDA_SUCCESS) {
-    std::lock_guard lock(DriverState::get().mutex);
-    DriverState::get().deviceAllocations.erase(dptr);
-  }
-  return r;
 }
 
 CUresult hostAllocate(void** pp, size_t bytes, unsigned flags) {

@@ -102,7 +102,7 @@ CUresult unloadModule(ModuleObject* m) {
   CUresult r = CUDA_SUCCESS;
   if (m->context->remote) {
     uint64_t context = m->context->remote, module = m->remote;
-    r = remote().call("cuModuleUnload", [&](wire::Request::Builder b) {
+    r = remote().post("cuModuleUnload", [&](wire::Request::Builder b) {
       auto u = b.initModuleUnload();
       u.setContext(context);
       u.setModule(module);

@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -91,6 +92,7 @@ std::unique_ptr<RemoteSession> RemoteSession::connect(const transport::Endpoint&
     }
     // A live server answers every call; a silent one for this long is treated as lost.
     session->connection_->setReceiveTimeoutMs(envMs("GPU_POOL_CALL_TIMEOUT_MS", 0));
+    session->flusher_ = std::thread([s = session.get()] { s->flushLoop(); });
   } catch (const transport::TransportError& e) {
     *error = e.what();
     return nullptr;
@@ -99,6 +101,76 @@ std::unique_ptr<RemoteSession> RemoteSession::connect(const transport::Endpoint&
     return nullptr;
   }
   return session;
+}
+
+RemoteSession::~RemoteSession() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  queued_.notify_all();
+  if (flusher_.joinable()) flusher_.join();
+}
+
+// Posts wait in the connection's queue at most this long before they are sent on their own.
+constexpr auto kFlushDelay = std::chrono::microseconds(200);
+// A queue this large is sent at once.
+constexpr size_t kFlushBytes = 256 * 1024;
+// Post bulk above this size is sent straight from the caller's buffer instead of being copied.
+constexpr size_t kInlineBulkBytes = 64 * 1024;
+
+void RemoteSession::flushLoop() {
+  std::unique_lock lock(mutex_);
+  while (!stopping_) {
+    if (broken_ || connection_->queuedBytes() == 0) {
+      queued_.wait(lock);
+      continue;
+    }
+    queued_.wait_for(lock, kFlushDelay);
+    if (stopping_ || broken_ || connection_->queuedBytes() == 0) continue;
+    try {
+      connection_->flush();
+    } catch (const transport::TransportError& e) {
+      lost("queued calls", e.what());
+    }
+  }
+}
+
+CUresult RemoteSession::lost(const char* what, const std::string& why) {
+  broken_ = true;
+  logLine("lost connection to " + url_ + " during " + what + ": " + why +
+          "; every further CUDA call fails");
+  return CUDA_ERROR_DEVICE_UNAVAILABLE;
+}
+
+CUresult RemoteSession::post(const char* what, const Build& build,
+                             std::span<const transport::ConstBuffer> bulk) {
+  std::unique_lock lock(mutex_);
+  if (broken_) return CUDA_ERROR_DEVICE_UNAVAILABLE;
+  try {
+    capnp::MallocMessageBuilder message;
+    auto request = message.initRoot<wire::Request>();
+    build(request);
+    request.setNoReply(true);
+    if (logLevel() >= 2) logLine(std::string("post ") + what);
+    size_t bulkBytes = 0;
+    for (auto& b : bulk) bulkBytes += b.size;
+    if (bulkBytes > kInlineBulkBytes) {
+      protocol::sendMessage(*connection_, message, bulk);  // also sends what is queued before it
+      return CUDA_SUCCESS;
+    }
+    bool wasEmpty = connection_->queuedBytes() == 0;
+    protocol::queueMessage(*connection_, message, bulk);
+    if (connection_->queuedBytes() >= kFlushBytes) {
+      connection_->flush();
+    } else if (wasEmpty) {
+      lock.unlock();
+      queued_.notify_one();
+    }
+    return CUDA_SUCCESS;
+  } catch (const transport::TransportError& e) {
+    return lost(what, e.what());
+  }
 }
 
 CUresult RemoteSession::call(const char* what, const Build& build,
@@ -110,7 +182,7 @@ CUresult RemoteSession::call(const char* what, const Build& build,
     capnp::MallocMessageBuilder message;
     build(message.initRoot<wire::Request>());
     if (logLevel() >= 2) logLine(std::string("call ") + what);
-    protocol::sendMessage(*connection_, message, bulk);
+    protocol::sendMessage(*connection_, message, bulk);  // queued posts go out first, same write
     protocol::IncomingMessage in(*connection_);
     auto response = in.root<wire::Response>();
     auto output = response.getDeviceOutput();
@@ -131,12 +203,18 @@ CUresult RemoteSession::call(const char* what, const Build& build,
       if (result == CUDA_SUCCESS) result = handled;
     }
     if (replyBulk.remaining()) connection_->discardBulk(replyBulk.remaining());
+    if (auto deferred = static_cast<CUresult>(response.getDeferredResult());
+        deferred != CUDA_SUCCESS) {
+      // An earlier posted call failed: this synchronizing call reports it.
+      if (logLevel() >= 1) {
+        logLine("an earlier asynchronous call failed (" + std::to_string(deferred) +
+                "): " + response.getDeferredMessage().cStr());
+      }
+      if (result == CUDA_SUCCESS) result = deferred;
+    }
     return result;
   } catch (const transport::TransportError& e) {
-    broken_ = true;
-    logLine("lost connection to " + url_ + " during " + what + ": " + e.what() +
-            "; every further CUDA call fails");
-    return CUDA_ERROR_DEVICE_UNAVAILABLE;
+    return lost(what, e.what());
   } catch (const kj::Exception& e) {
     broken_ = true;
     logLine("malformed reply from " + url_ + " to " + what + ": " + e.getDescription().cStr());

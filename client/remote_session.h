@@ -2,16 +2,22 @@
 // request/response calls serialized over the connection.
 //
 // A call builds a Request, optionally sends bulk bytes after it, and hands the Response (and a
-// reader for its bulk bytes) to a callback while the connection is still held. If the connection
-// breaks, the call and every later one return CUDA_ERROR_DEVICE_UNAVAILABLE; nothing waits forever
-// on a dead server.
+// reader for its bulk bytes) to a callback while the connection is still held. A post is a call
+// that needs no answer (launches, async copies, memsets, frees...): it is queued and leaves with
+// the next call, when the queue grows past a size, or after a short timer, many posts in one write.
+// The server reports a post's failure with its next Response; the next call returns it, as CUDA
+// reports asynchronous errors at the next synchronizing call.
+// If the connection breaks, the call and every later one return CUDA_ERROR_DEVICE_UNAVAILABLE;
+// nothing waits forever on a dead server.
 #pragma once
 
 #include <cuda.h>
 
 #include <functional>
 #include <memory>
+#include <condition_variable>
 #include <mutex>
+#include <thread>
 #include <span>
 #include <string>
 #include <vector>
@@ -60,6 +66,13 @@ class RemoteSession {
   CUresult call(const char* what, const Build& build,
                 std::span<const transport::ConstBuffer> bulk = {}, const OnReply& onReply = {});
 
+  // Queues a request that gets no Response. Small bulk is copied into the queue; large bulk is sent
+  // at once, straight from the caller's buffer. Returns only errors of the connection itself.
+  CUresult post(const char* what, const Build& build,
+                std::span<const transport::ConstBuffer> bulk = {});
+
+  ~RemoteSession();
+
   const std::vector<DeviceSnapshot>& devices() const { return devices_; }
   int driverVersion() const { return driverVersion_; }
   const std::string& backendKind() const { return backendKind_; }
@@ -67,8 +80,13 @@ class RemoteSession {
 
  private:
   RemoteSession() = default;
+  void flushLoop();
+  CUresult lost(const char* what, const std::string& why);
 
   std::mutex mutex_;
+  std::condition_variable queued_;  // wakes the flusher when the first post is queued
+  bool stopping_ = false;
+  std::thread flusher_;
   std::unique_ptr<transport::Connection> connection_;
   bool broken_ = false;
   std::string url_;

@@ -85,7 +85,7 @@ CUresult waitEvent(CUstream h, CUevent event) {
       r.setEvent(id);
     });
   }
-  return remote().call("cuStreamWaitEvent", [&](wire::Request::Builder b) {
+  return remote().post("cuStreamWaitEvent", [&](wire::Request::Builder b) {
     auto r = b.initStreamWaitEvent();
     r.setContext(ctx->remote);
     r.setStream(s);
@@ -100,7 +100,7 @@ CUresult recordEvent(CUevent event, CUstream h) {
   uint64_t s = 0;
   if (CUresult r = resolveStream(h, &ctx, &s); r != CUDA_SUCCESS) return r;
   if (e->context != ctx) return CUDA_ERROR_INVALID_HANDLE;
-  return remote().call("cuEventRecord", [&](wire::Request::Builder b) {
+  return remote().post("cuEventRecord", [&](wire::Request::Builder b) {
     auto r = b.initEventRecord();
     r.setContext(ctx->remote);
     r.setEvent(e->remote);
@@ -157,7 +157,7 @@ GPUPOOL_DRIVER_API CUresult cuStreamDestroy_v2(CUstream h) {
   CUresult r = CUDA_SUCCESS;
   if (s->context->remote) {
     uint64_t c = s->context->remote, id = s->remote;
-    r = remote().call("cuStreamDestroy", [&](wire::Request::Builder b) {
+    r = remote().post("cuStreamDestroy", [&](wire::Request::Builder b) {
       auto d = b.initStreamDestroy();
       d.setContext(c);
       d.setStream(id);
@@ -352,7 +352,7 @@ GPUPOOL_DRIVER_API CUresult cuEventDestroy_v2(CUevent h) {
   CUresult r = CUDA_SUCCESS;
   if (e->context->remote) {
     uint64_t c = e->context->remote, id = e->remote;
-    r = remote().call("cuEventDestroy", [&](wire::Request::Builder b) {
+    r = remote().post("cuEventDestroy", [&](wire::Request::Builder b) {
       auto d = b.initEventDestroy();
       d.setContext(c);
       d.setEvent(id);

@@ -55,6 +55,9 @@ struct Welcome {
   sessionId @6 :UInt64;
   deviceAddressBase @7 :UInt64;   # device pointers live in [base, base+size): clients keep it free
   deviceAddressSize @8 :UInt64;
+  # rdma://HOST:PORT where this server also accepts RDMA sessions; empty when it does not. A client
+  # that reached it over TCP and has usable verbs reconnects there (unless GPU_POOL_TRANSPORT=tcp).
+  rdmaEndpoint @9 :Text;
 }
 
 struct Dim3 {
@@ -140,7 +143,15 @@ struct Request {
     eventElapsedTime @31 :EventElapsedTime;
 
     memGetAddressRange @32 :MemFree;
+
+    sink @34 :Void;                # bench: the bulk is read and dropped (raw-wire throughput)
+    source @35 :UInt64;            # bench: the reply carries this many bulk bytes
   }
+
+  # Fire-and-forget: the server sends no Response. A failure is kept and reported, once, by the next
+  # Response the session sends (Response.deferredResult), the way CUDA reports asynchronous errors at
+  # the next synchronizing call.
+  noReply @33 :Bool;
 
   struct CtxCreate {
     device @0 :Int32;
@@ -289,6 +300,10 @@ struct Response {
     status @13 :StatusReply;
     addressRange @14 :Global;
   }
+
+  # The first failure of a noReply request since the last Response, if any.
+  deferredResult @15 :UInt32;
+  deferredMessage @16 :Text;
 
   struct MemAllocReply {
     address @0 :UInt64;

@@ -9,10 +9,13 @@ capnp::ReaderOptions readerOptions() {
   return options;
 }
 
-void sendMessage(transport::Connection& connection, capnp::MessageBuilder& message,
-                 std::span<const transport::ConstBuffer> bulk) {
+namespace {
+
+// Calls send(parts) with the standard Cap'n Proto stream framing of `message`: the segment table
+// (count-1, then each size in words, padded to a whole word), then the segments themselves.
+template <typename Send>
+void withFraming(capnp::MessageBuilder& message, Send send) {
   auto segments = message.getSegmentsForOutput();
-  // Segment table: count-1, then each size in words, padded to a whole word.
   std::vector<uint32_t> table;
   table.reserve(segments.size() + 2);
   table.push_back(static_cast<uint32_t>(segments.size() - 1));
@@ -22,7 +25,19 @@ void sendMessage(transport::Connection& connection, capnp::MessageBuilder& messa
   parts.reserve(segments.size() + 1);
   parts.push_back({table.data(), table.size() * sizeof(uint32_t)});
   for (auto& s : segments) parts.push_back({s.begin(), s.size() * sizeof(capnp::word)});
-  connection.sendFrame(parts, bulk);
+  send(parts);
+}
+
+}  // namespace
+
+void sendMessage(transport::Connection& connection, capnp::MessageBuilder& message,
+                 std::span<const transport::ConstBuffer> bulk) {
+  withFraming(message, [&](auto& parts) { connection.sendFrame(parts, bulk); });
+}
+
+void queueMessage(transport::Connection& connection, capnp::MessageBuilder& message,
+                  std::span<const transport::ConstBuffer> bulk) {
+  withFraming(message, [&](auto& parts) { connection.sendFrameLater(parts, bulk); });
 }
 
 IncomingMessage::IncomingMessage(transport::Connection& connection) {

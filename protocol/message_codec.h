@@ -22,6 +22,10 @@ namespace gpupool::protocol {
 void sendMessage(transport::Connection& connection, capnp::MessageBuilder& message,
                  std::span<const transport::ConstBuffer> bulk = {});
 
+// Queues `message` and `bulk` (copied) to leave with the next send or flush on `connection`.
+void queueMessage(transport::Connection& connection, capnp::MessageBuilder& message,
+                  std::span<const transport::ConstBuffer> bulk = {});
+
 // A received message. Valid until the next receive on the same connection.
 class IncomingMessage {
  public:

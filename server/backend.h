@@ -125,6 +125,12 @@ class BackendContext {
 
   // Device printf output produced since the last call, in order (the client prints it).
   virtual std::string takeDeviceOutput() = 0;
+
+  // Where device memory is host memory (emu), a host pointer to [address, address+bytes) of this
+  // context's memory, so the session can move bulk bytes straight between it and the connection.
+  // Callers synchronize the stream first. Null when not available (the range is bad, or the memory
+  // is on a real device): callers then fall back to the copy functions.
+  virtual void* hostView(uint64_t /*address*/, uint64_t /*bytes*/) { return nullptr; }
 };
 
 class Backend {

@@ -121,6 +121,7 @@ bool Session::handshake() {
   w.setDriverVersion(backend_.driverVersion());
   w.setFeatures(wire::FEATURE_BULK_FRAMES | wire::FEATURE_MODULE_CACHE);
   w.setSessionId(id_);
+  w.setRdmaEndpoint(server_.rdmaEndpoint());
   auto [base, size] = backend_.deviceAddressWindow();
   w.setDeviceAddressBase(base);
   w.setDeviceAddressSize(size);
@@ -153,17 +154,34 @@ bool Session::serveOne() {
   uint64_t bulk = in.bulkBytes();
   capnp::MallocMessageBuilder reply;
   std::vector<transport::ConstBuffer> replyBulk;
+  bool noReply = false;
   try {
     auto request = in.root<Request>();
-    dispatch(request, bulk, reply, replyBulk);
+    noReply = request.getNoReply();
+    dispatch(request, bulk, noReply, reply, replyBulk);
   } catch (const kj::Exception& e) {
     // A message that is not valid Cap'n Proto, or one that exceeds the reader limits.
     auto r = reply.initRoot<Response>();
     setStatus(r, Status::error(CUDA_ERROR_INVALID_VALUE,
                                "malformed request: " + std::string(e.getDescription().cStr())));
     replyBulk.clear();
+    noReply = false;
     // The frame boundary is still known, so the session can go on once the bulk is skipped.
-    connection_->discardBulk(bulk);
+    connection_->discardBulk(connection_->pendingBulk());
+  }
+  auto r = reply.getRoot<Response>();
+  if (noReply) {
+    if (r.getResult() != CUDA_SUCCESS && deferredResult_ == CUDA_SUCCESS) {
+      deferredResult_ = static_cast<CUresult>(r.getResult());
+      deferredMessage_ = r.getMessage().cStr();
+    }
+    return true;
+  }
+  if (deferredResult_ != CUDA_SUCCESS) {
+    r.setDeferredResult(deferredResult_);
+    r.setDeferredMessage(deferredMessage_);
+    deferredResult_ = CUDA_SUCCESS;
+    deferredMessage_.clear();
   }
   protocol::sendMessage(*connection_, reply, replyBulk);
   return true;
@@ -179,7 +197,8 @@ BackendContext* Session::context(uint64_t id, Status* status) {
   return it->second.backend.get();
 }
 
-void Session::dispatch(Request::Reader request, uint64_t bulkBytes, capnp::MessageBuilder& reply,
+void Session::dispatch(Request::Reader request, uint64_t bulkBytes, bool noReply,
+                       capnp::MessageBuilder& reply,
                        std::vector<transport::ConstBuffer>& replyBulk) {
   auto r = reply.initRoot<Response>();
   Status st;
@@ -202,6 +221,27 @@ void Session::dispatch(Request::Reader request, uint64_t bulkBytes, capnp::Messa
       bulk = 0;
       replyBulk.push_back({staging_.data(), staging_.size()});
       break;
+
+    case Request::SINK:
+      // The raw-wire baseline for throughput: the bytes are read and dropped.
+      staging_.resize(std::min(bulk, kChunkBytes));
+      while (bulk) {
+        uint64_t n = std::min(bulk, kChunkBytes);
+        connection_->receiveBulk(staging_.data(), n);
+        bulk -= n;
+      }
+      break;
+
+    case Request::SOURCE: {
+      uint64_t bytes = request.getSource();
+      if (bytes > kMaxImageBytes) {
+        st = Status::error(CUDA_ERROR_INVALID_VALUE, "source request too large");
+        break;
+      }
+      staging_.resize(bytes);
+      replyBulk.push_back({staging_.data(), bytes});
+      break;
+    }
 
     case Request::STATUS:
       server_.fillStatus(r.initStatus());
@@ -305,6 +345,16 @@ void Session::dispatch(Request::Reader request, uint64_t bulkBytes, capnp::Messa
         st = Status::error(CUDA_ERROR_INVALID_VALUE, "invalid device range for host-to-device copy");
         break;
       }
+      if (!m.getAsync() && bytes) {
+        // Where the backend can expose the destination, the bytes land there straight from the
+        // socket: no staging copy at all.
+        if (st = ctx->streamSynchronize(m.getStream()); !st.ok()) break;
+        if (void* direct = ctx->hostView(m.getDst(), bytes)) {
+          connection_->receiveBulk(direct, bytes);
+          bulk = 0;
+          break;
+        }
+      }
       staging_.resize(std::min(bytes, kChunkBytes));
       for (uint64_t done = 0; done < bytes && st.ok();) {
         uint64_t n = std::min(bytes - done, kChunkBytes);
@@ -325,6 +375,14 @@ void Session::dispatch(Request::Reader request, uint64_t bulkBytes, capnp::Messa
                     m.getSrc() - base + bytes > size)) {
         st = Status::error(CUDA_ERROR_INVALID_VALUE, "invalid device range for device-to-host copy");
         break;
+      }
+      if (bytes) {
+        if (st = ctx->streamSynchronize(m.getStream()); !st.ok()) break;
+        if (void* direct = ctx->hostView(m.getSrc(), bytes)) {
+          // Sent straight from device memory; nothing runs on the stream until the reply is out.
+          replyBulk.push_back({direct, bytes});
+          break;
+        }
       }
       staging_.resize(bytes);
       st = ctx->copyDeviceToHost(staging_.data(), m.getSrc(), bytes, m.getStream());
@@ -557,7 +615,8 @@ void Session::dispatch(Request::Reader request, uint64_t bulkBytes, capnp::Messa
   }
   consumeBulk(bulk);
   setStatus(r, st);
-  if (ctx) {
+  // Device printf output waits for a request that is answered, so none is lost to noReply ones.
+  if (ctx && !noReply) {
     std::string output = ctx->takeDeviceOutput();
     if (!output.empty()) r.setDeviceOutput(output);
   }

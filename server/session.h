@@ -55,8 +55,8 @@ class Session {
   bool handshake();
   // Handles one request. Returns false when the session must end.
   bool serveOne();
-  void dispatch(wire::Request::Reader request, uint64_t bulkBytes, capnp::MessageBuilder& reply,
-                std::vector<transport::ConstBuffer>& replyBulk);
+  void dispatch(wire::Request::Reader request, uint64_t bulkBytes, bool noReply,
+                capnp::MessageBuilder& reply, std::vector<transport::ConstBuffer>& replyBulk);
   BackendContext* context(uint64_t id, Status* status);
   void consumeBulk(uint64_t& remaining);
 
@@ -73,6 +73,9 @@ class Session {
   bool driver_ = false;
 
   std::vector<uint8_t> staging_;  // bulk bytes in and out, reused across requests
+  // The first failure among noReply requests, reported with the next Response.
+  CUresult deferredResult_ = CUDA_SUCCESS;
+  std::string deferredMessage_;
 };
 
 }  // namespace gpupool::server

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
+#include "tools/bench_command.h"
 #include "tools/run_command.h"
 #include "tools/status_command.h"
 
@@ -39,7 +40,23 @@ int main(int argc, char** argv) {
                                 "$GPU_POOL_ENDPOINT)");
   statusCommandLine->add_flag("--json", status.json, "Print JSON instead of text");
 
-  // Room for `bench`, `usage` and `top`: each is one more subcommand and one more *_command.cc.
+  BenchOptions bench;
+  CLI::App* benchCommandLine = app.add_subcommand(
+      "bench", "Measure gpupool's latency and bandwidth against the raw wire, in one run");
+  benchCommandLine->add_option("--endpoint", bench.endpoint,
+                               "Server, tcp://HOST:PORT (default: the first of $GPU_POOL_ENDPOINT)");
+  benchCommandLine->add_flag("--json", bench.json, "Print JSON instead of a table");
+  benchCommandLine->add_flag("--quick", bench.quick, "A short run (under ~20 s)");
+  benchCommandLine->add_option("--plot", bench.plot,
+                               "Also draw latency and bandwidth against size into this SVG file");
+  benchCommandLine->add_option("--local-driver", bench.localDriver,
+                               "Also measure a real CUDA driver on this machine (a path, or auto)");
+  benchCommandLine->add_option("--driver-only", bench.driverOnly)->group("");  // internal
+  benchCommandLine->footer(
+      "Ratios compare gpupool with the raw wire measured in the same run on the same connection\n"
+      "type. Progress goes to stderr; results to stdout.");
+
+  // Room for `usage` and `top`: each is one more subcommand and one more *_command.cc.
 
   try {
     app.parse(argc, argv);
@@ -50,5 +67,6 @@ int main(int argc, char** argv) {
 
   if (runCommandLine->parsed()) return runCommand(run);
   if (statusCommandLine->parsed()) return statusCommand(status);
+  if (benchCommandLine->parsed()) return benchCommand(bench);
   return kUsageError;  // unreachable: a subcommand is required
 }

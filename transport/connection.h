@@ -47,6 +47,17 @@ class Connection {
   // Gathered, without copying the parts.
   virtual void sendFrame(std::span<const ConstBuffer> message, std::span<const ConstBuffer> bulk) = 0;
 
+  // Queues a frame to go out with the next sendFrame or flush(), copying what it needs, so many
+  // small frames leave in one write. Order with sendFrame is kept. The default sends at once.
+  virtual void sendFrameLater(std::span<const ConstBuffer> message,
+                              std::span<const ConstBuffer> bulk) {
+    sendFrame(message, bulk);
+  }
+  // Sends every queued frame now.
+  virtual void flush() {}
+  // Bytes queued by sendFrameLater and not yet sent.
+  virtual size_t queuedBytes() const { return 0; }
+
   // Receives the next frame's message. The returned span stays valid until the next receiveFrame.
   virtual ReceivedFrame receiveFrame() = 0;
 
@@ -54,6 +65,8 @@ class Connection {
   virtual void receiveBulk(void* dst, size_t size) = 0;
   // Skips the next `size` bulk bytes of the current frame.
   virtual void discardBulk(size_t size) = 0;
+  // Bulk bytes of the current frame not yet consumed.
+  virtual uint64_t pendingBulk() const = 0;
 
   // Shuts the connection down; a blocked receive in another thread returns with TransportError.
   virtual void shutdown() = 0;

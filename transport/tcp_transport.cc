@@ -38,13 +38,10 @@ class TcpConnection final : public Connection {
   }
 
   void sendFrame(std::span<const ConstBuffer> message, std::span<const ConstBuffer> bulk) override {
-    FrameHeader header{kFrameMagic, 0, 0};
-    size_t messageBytes = 0;
-    for (auto& b : message) messageBytes += b.size;
-    for (auto& b : bulk) header.bulkBytes += b.size;
-    if (messageBytes > kMaxMessageBytes) throw TransportError("message too large to send");
-    header.messageBytes = static_cast<uint32_t>(messageBytes);
+    FrameHeader header = headerFor(message, bulk);
     buffers_.clear();
+    // Queued frames first, in the same write: one system call for the whole batch.
+    if (!outbox_.empty()) buffers_.emplace_back(outbox_.data(), outbox_.size());
     buffers_.emplace_back(&header, sizeof header);
     for (auto& b : message) buffers_.emplace_back(b.data, b.size);
     for (auto& b : bulk) {
@@ -52,8 +49,31 @@ class TcpConnection final : public Connection {
     }
     boost::system::error_code ec;
     boost::asio::write(socket_, buffers_, ec);
+    outbox_.clear();
     if (ec) throw TransportError("send failed: " + describe(ec));
   }
+
+  void sendFrameLater(std::span<const ConstBuffer> message,
+                      std::span<const ConstBuffer> bulk) override {
+    FrameHeader header = headerFor(message, bulk);
+    auto append = [this](const void* p, size_t n) {
+      const auto* bytes = static_cast<const uint8_t*>(p);
+      outbox_.insert(outbox_.end(), bytes, bytes + n);
+    };
+    append(&header, sizeof header);
+    for (auto& b : message) append(b.data, b.size);
+    for (auto& b : bulk) append(b.data, b.size);
+  }
+
+  void flush() override {
+    if (outbox_.empty()) return;
+    boost::system::error_code ec;
+    boost::asio::write(socket_, boost::asio::buffer(outbox_), ec);
+    outbox_.clear();
+    if (ec) throw TransportError("send failed: " + describe(ec));
+  }
+
+  size_t queuedBytes() const override { return outbox_.size(); }
 
   ReceivedFrame receiveFrame() override {
     if (pendingBulk_ != 0) throw TransportError("previous frame's bulk bytes were not consumed");
@@ -88,6 +108,8 @@ class TcpConnection final : public Connection {
     }
   }
 
+  uint64_t pendingBulk() const override { return pendingBulk_; }
+
   void shutdown() override {
     boost::system::error_code ec;
     socket_.shutdown(tcp::socket::shutdown_both, ec);
@@ -114,6 +136,18 @@ class TcpConnection final : public Connection {
   std::vector<uint64_t> message_;  // 8-byte aligned receive buffer, reused across frames
   std::vector<boost::asio::const_buffer> buffers_;
   uint64_t pendingBulk_ = 0;
+  std::vector<uint8_t> outbox_;  // frames queued by sendFrameLater
+
+  static FrameHeader headerFor(std::span<const ConstBuffer> message,
+                               std::span<const ConstBuffer> bulk) {
+    FrameHeader header{kFrameMagic, 0, 0};
+    size_t messageBytes = 0;
+    for (auto& b : message) messageBytes += b.size;
+    for (auto& b : bulk) header.bulkBytes += b.size;
+    if (messageBytes > kMaxMessageBytes) throw TransportError("message too large to send");
+    header.messageBytes = static_cast<uint32_t>(messageBytes);
+    return header;
+  }
 };
 
 class TcpListener final : public Listener {

@@ -70,6 +70,7 @@ class EmuContext final : public BackendContext {
 
   Status synchronize() override;
   std::string takeDeviceOutput() override;
+  void* hostView(uint64_t address, uint64_t bytes) override { return view(address, bytes); }
 
  private:
   struct Stream {

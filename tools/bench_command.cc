@@ -1,0 +1,460 @@
+#include "tools/bench_command.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <vector>
+
+#include "tools/bench_driver.h"
+#include "tools/bench_plot.h"
+#include "tools/bench_raw_wire.h"
+#include "tools/library_location.h"
+#include "transport/endpoint.h"
+
+namespace gpupool::tools {
+namespace {
+
+using json = nlohmann::ordered_json;
+using Clock = std::chrono::steady_clock;
+
+// An empty kernel, as PTX text, so the launch path is measured and not the kernel.
+constexpr char kEmptyKernelPtx[] =
+    ".version 7.0\n"
+    ".target sm_50\n"
+    ".address_size 64\n"
+    ".visible .entry gpupool_bench_empty()\n"
+    "{\n"
+    "  ret;\n"
+    "}\n";
+
+struct Stats {
+  double min = 0, median = 0, p99 = 0;  // seconds
+  size_t iterations = 0;
+};
+
+// Times `iterations` runs of f after `warmup` untimed ones (perftest style: warm-up excluded).
+Stats measure(size_t warmup, size_t iterations, const std::function<void()>& f) {
+  for (size_t i = 0; i < warmup; ++i) f();
+  std::vector<double> samples;
+  samples.reserve(iterations);
+  for (size_t i = 0; i < iterations; ++i) {
+    auto start = Clock::now();
+    f();
+    samples.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  std::sort(samples.begin(), samples.end());
+  Stats s;
+  s.iterations = samples.size();
+  s.min = samples.front();
+  s.median = samples[samples.size() / 2];
+  s.p99 = samples[std::min(samples.size() - 1, samples.size() * 99 / 100)];
+  return s;
+}
+
+json latencyJson(const Stats& s) {
+  return {{"min_us", s.min * 1e6},
+          {"median_us", s.median * 1e6},
+          {"p99_us", s.p99 * 1e6},
+          {"iterations", s.iterations}};
+}
+
+json sizedLatency(size_t size, const Stats& s) {
+  json j = latencyJson(s);
+  j["size"] = size;
+  return j;
+}
+
+json sizedBandwidth(size_t size, const Stats& s) {
+  return {{"size", size},
+          {"gb_per_s", static_cast<double>(size) / s.median / 1e9},
+          {"median_us", s.median * 1e6},
+          {"iterations", s.iterations}};
+}
+
+size_t iterationsFor(size_t size, bool quick) {
+  size_t budget = quick ? (256u << 20) : (2048u << 20);  // bytes moved per point
+  size_t n = std::clamp<size_t>(budget / std::max<size_t>(size, 1), 3, quick ? 200 : 1000);
+  return n;
+}
+
+void progress(const std::string& what) { std::cerr << "gpupool bench: " << what << "...\n"; }
+
+std::string humanSize(size_t n) {
+  char buf[32];
+  if (n >= (1u << 20)) {
+    std::snprintf(buf, sizeof buf, "%zu MiB", n >> 20);
+  } else if (n >= 1024) {
+    std::snprintf(buf, sizeof buf, "%zu KiB", n >> 10);
+  } else {
+    std::snprintf(buf, sizeof buf, "%zu B", n);
+  }
+  return buf;
+}
+
+struct Sizes {
+  std::vector<size_t> latency{4, 64, 1024, 4096, 16384, 65536};
+  std::vector<size_t> bandwidth;
+  explicit Sizes(bool quick) {
+    bandwidth = {4096, 65536, 1u << 20, 16u << 20, 64u << 20};
+    if (!quick) bandwidth.push_back(256u << 20);
+  }
+};
+
+void check(const BenchDriver& d, CUresult r, const char* what) {
+  if (r != CUDA_SUCCESS) throw std::runtime_error(std::string(what) + ": " + d.errorName(r));
+}
+
+// The CUDA-side measurements, through whichever driver `d` is.
+json measureDriver(BenchDriver& d, bool quick) {
+  const Sizes sizes(quick);
+  const size_t latencyIters = quick ? 300 : 2000;
+  json out;
+  check(d, d.cuInit(0), "cuInit");
+  CUdevice dev = 0;
+  check(d, d.cuDeviceGet(&dev, 0), "cuDeviceGet");
+  CUcontext ctx = nullptr;
+  check(d, d.cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
+  check(d, d.cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+  size_t maxSize = sizes.bandwidth.back();
+  CUdeviceptr buffer = 0;
+  check(d, d.cuMemAlloc(&buffer, maxSize), "cuMemAlloc");
+  std::vector<uint8_t> pageable(maxSize, 0x5a);
+  void* pinned = nullptr;
+  check(d, d.cuMemHostAlloc(&pinned, maxSize, 0), "cuMemHostAlloc");
+  std::memset(pinned, 0x5a, maxSize);
+
+  progress("null synchronous call");
+  out["null_call"] = latencyJson(measure(100, latencyIters, [&] {
+    check(d, d.cuCtxSynchronize(), "cuCtxSynchronize");
+  }));
+
+  progress("small copy latency");
+  json h2d = json::array(), d2h = json::array();
+  for (size_t size : sizes.latency) {
+    // Host-to-device returns before the copy completes, so the synchronize is part of the cost.
+    h2d.push_back(sizedLatency(size, measure(50, latencyIters, [&] {
+      check(d, d.cuMemcpyHtoD(buffer, pageable.data(), size), "cuMemcpyHtoD");
+      check(d, d.cuCtxSynchronize(), "cuCtxSynchronize");
+    })));
+    d2h.push_back(sizedLatency(size, measure(50, latencyIters, [&] {
+      check(d, d.cuMemcpyDtoH(pageable.data(), buffer, size), "cuMemcpyDtoH");
+    })));
+  }
+  out["copy_latency"] = {{"h2d", h2d}, {"d2h", d2h}};
+
+  progress("kernel launches");
+  CUmodule module = nullptr;
+  check(d, d.cuModuleLoadData(&module, kEmptyKernelPtx), "cuModuleLoadData");
+  CUfunction empty = nullptr;
+  check(d, d.cuModuleGetFunction(&empty, module, "gpupool_bench_empty"), "cuModuleGetFunction");
+  auto launch = [&] {
+    check(d, d.cuLaunchKernel(empty, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr),
+          "cuLaunchKernel");
+  };
+  out["launch_sync"] = latencyJson(measure(50, quick ? 200 : 1000, [&] {
+    launch();
+    check(d, d.cuCtxSynchronize(), "cuCtxSynchronize");
+  }));
+  const size_t launches = quick ? 20000 : 100000;
+  for (int i = 0; i < 100; ++i) launch();
+  check(d, d.cuCtxSynchronize(), "cuCtxSynchronize");
+  auto start = Clock::now();
+  for (size_t i = 0; i < launches; ++i) launch();
+  double issue = std::chrono::duration<double>(Clock::now() - start).count();
+  check(d, d.cuCtxSynchronize(), "cuCtxSynchronize");
+  double total = std::chrono::duration<double>(Clock::now() - start).count();
+  out["async_launch"] = {{"launches", launches},
+                         {"per_second", static_cast<double>(launches) / issue},
+                         {"completed_per_second", static_cast<double>(launches) / total}};
+
+  progress("bandwidth");
+  json bw;
+  for (auto [name, host] : {std::pair<const char*, void*>{"pageable", pageable.data()},
+                            std::pair<const char*, void*>{"pinned", pinned}}) {
+    json up = json::array(), down = json::array();
+    for (size_t size : sizes.bandwidth) {
+      size_t iters = iterationsFor(size, quick);
+      up.push_back(sizedBandwidth(size, measure(1, iters, [&] {
+        check(d, d.cuMemcpyHtoD(buffer, host, size), "cuMemcpyHtoD");
+        check(d, d.cuCtxSynchronize(), "cuCtxSynchronize");
+      })));
+      down.push_back(sizedBandwidth(size, measure(1, iters, [&] {
+        check(d, d.cuMemcpyDtoH(host, buffer, size), "cuMemcpyDtoH");
+      })));
+    }
+    bw[std::string("h2d_") + name] = up;
+    bw[std::string("d2h_") + name] = down;
+  }
+  out["bandwidth"] = bw;
+  d.cuMemFreeHost(pinned);
+  d.cuMemFree(buffer);
+  return out;
+}
+
+json measureRaw(RawWire& wire, bool quick) {
+  const Sizes sizes(quick);
+  const size_t latencyIters = quick ? 300 : 2000;
+  json out;
+  progress("raw round trip");
+  out["rtt"] = latencyJson(measure(100, latencyIters, [&] { wire.pingPong(); }));
+  std::vector<uint8_t> data(sizes.bandwidth.back(), 0xa5);
+  json up = json::array(), down = json::array();
+  for (size_t size : sizes.latency) {
+    up.push_back(sizedLatency(size, measure(50, latencyIters, [&] {
+      wire.toServer(data.data(), size);
+    })));
+    down.push_back(sizedLatency(size, measure(50, latencyIters, [&] {
+      wire.fromServer(data.data(), size);
+    })));
+  }
+  out["latency"] = {{"to_server", up}, {"from_server", down}};
+  progress("raw stream throughput");
+  json upBw = json::array(), downBw = json::array();
+  for (size_t size : sizes.bandwidth) {
+    size_t iters = iterationsFor(size, quick);
+    upBw.push_back(sizedBandwidth(size, measure(1, iters, [&] {
+      wire.toServer(data.data(), size);
+    })));
+    downBw.push_back(sizedBandwidth(size, measure(1, iters, [&] {
+      wire.fromServer(data.data(), size);
+    })));
+  }
+  out["bandwidth"] = {{"to_server", upBw}, {"from_server", downBw}};
+  return out;
+}
+
+// The bandwidth at the largest size both series measured.
+double largest(const json& series) { return series.back()["gb_per_s"].get<double>(); }
+
+void printText(const json& r) {
+  std::printf("gpupool bench — %s, backend %s, transport %s%s\n\n",
+              r["endpoint"].get<std::string>().c_str(), r["backend"].get<std::string>().c_str(),
+              r["transport"].get<std::string>().c_str(), r["quick"].get<bool>() ? " (quick)" : "");
+  auto row = [](const char* name, const json& s) {
+    std::printf("  %-34s %10.1f %10.1f %10.1f %8zu\n", name, s["min_us"].get<double>(),
+                s["median_us"].get<double>(), s["p99_us"].get<double>(),
+                s["iterations"].get<size_t>());
+  };
+  std::printf("  %-34s %10s %10s %10s %8s\n", "latency (us)", "min", "median", "p99", "iters");
+  row("raw round trip", r["raw"]["rtt"]);
+  row("gpupool null call (cuCtxSynchronize)", r["gpupool"]["null_call"]);
+  row("gpupool launch + synchronize", r["gpupool"]["launch_sync"]);
+  const json& rawUp = r["raw"]["latency"]["to_server"];
+  const json& rawDown = r["raw"]["latency"]["from_server"];
+  const json& h2d = r["gpupool"]["copy_latency"]["h2d"];
+  const json& d2h = r["gpupool"]["copy_latency"]["d2h"];
+  for (size_t i = 0; i < rawUp.size(); ++i) {
+    std::string size = humanSize(rawUp[i]["size"].get<size_t>());
+    row(("raw to server " + size).c_str(), rawUp[i]);
+    row(("gpupool H2D+sync " + size).c_str(), h2d[i]);
+    row(("raw from server " + size).c_str(), rawDown[i]);
+    row(("gpupool D2H " + size).c_str(), d2h[i]);
+  }
+  std::printf("\n  %-12s %12s %12s %12s %12s %12s %12s\n", "bandwidth", "raw up", "H2D page",
+              "H2D pinned", "raw down", "D2H page", "D2H pinned");
+  const json& bw = r["gpupool"]["bandwidth"];
+  for (size_t i = 0; i < r["raw"]["bandwidth"]["to_server"].size(); ++i) {
+    auto g = [&](const json& s) { return s[i]["gb_per_s"].get<double>(); };
+    std::printf("  %-12s %10.2f GB/s %7.2f %12.2f %12.2f %12.2f %12.2f\n",
+                humanSize(r["raw"]["bandwidth"]["to_server"][i]["size"].get<size_t>()).c_str(),
+                g(r["raw"]["bandwidth"]["to_server"]), g(bw["h2d_pageable"]),
+                g(bw["h2d_pinned"]), g(r["raw"]["bandwidth"]["from_server"]),
+                g(bw["d2h_pageable"]), g(bw["d2h_pinned"]));
+  }
+  std::printf("\n  async launches: %.0f per second from one thread (%.0f completed per second)\n",
+              r["async_launch"]["per_second"].get<double>(),
+              r["async_launch"]["completed_per_second"].get<double>());
+  std::printf("  ratios: null call / raw RTT = %.2f, H2D / raw = %.2f, D2H / raw = %.2f\n",
+              r["ratios"]["null_call_rtt_vs_raw"].get<double>(),
+              r["ratios"]["h2d_bandwidth_vs_raw"].get<double>(),
+              r["ratios"]["d2h_bandwidth_vs_raw"].get<double>());
+  if (r.contains("local")) std::printf("  (a local-driver column is in the --json output)\n");
+}
+
+std::vector<PlotPanel> plotPanels(const json& r) {
+  auto latencySeries = [](const char* name, const json& s) {
+    PlotSeries out{name, {}};
+    for (auto& p : s) out.points.emplace_back(p["size"].get<double>(), p["median_us"].get<double>());
+    return out;
+  };
+  auto bandwidthSeries = [](const char* name, const json& s) {
+    PlotSeries out{name, {}};
+    for (auto& p : s) out.points.emplace_back(p["size"].get<double>(), p["gb_per_s"].get<double>());
+    return out;
+  };
+  PlotPanel latency{"Small-transfer latency (median)", "microseconds", true, {}};
+  latency.series.push_back(latencySeries("raw to server", r["raw"]["latency"]["to_server"]));
+  latency.series.push_back(latencySeries("gpupool H2D + sync", r["gpupool"]["copy_latency"]["h2d"]));
+  latency.series.push_back(latencySeries("raw from server", r["raw"]["latency"]["from_server"]));
+  latency.series.push_back(latencySeries("gpupool D2H", r["gpupool"]["copy_latency"]["d2h"]));
+  PlotPanel bandwidth{"Bandwidth", "GB/s", false, {}};
+  bandwidth.series.push_back(bandwidthSeries("raw to server", r["raw"]["bandwidth"]["to_server"]));
+  bandwidth.series.push_back(bandwidthSeries("gpupool H2D pinned",
+                                             r["gpupool"]["bandwidth"]["h2d_pinned"]));
+  bandwidth.series.push_back(
+      bandwidthSeries("raw from server", r["raw"]["bandwidth"]["from_server"]));
+  bandwidth.series.push_back(bandwidthSeries("gpupool D2H pinned",
+                                             r["gpupool"]["bandwidth"]["d2h_pinned"]));
+  return {latency, bandwidth};
+}
+
+// Runs this executable again with --driver-only PATH: two libcuda.so.1 cannot share one process.
+std::optional<json> measureLocalDriver(const std::string& path, bool quick) {
+  int fds[2];
+  if (pipe(fds) != 0) return std::nullopt;
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    close(fds[0]);
+    std::vector<std::string> args = {"/proc/self/exe", "bench", "--driver-only", path};
+    if (quick) args.push_back("--quick");
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    unsetenv("GPU_POOL_ENDPOINT");
+    execv("/proc/self/exe", argv.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  std::string text;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fds[0], buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return std::nullopt;
+  try {
+    return json::parse(text);
+  } catch (...) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
+int benchCommand(const BenchOptions& options) {
+  std::string error;
+  if (options.driverOnly) {
+    auto driver = BenchDriver::load(*options.driverOnly, &error);
+    if (!driver) {
+      std::cerr << "gpupool bench: " << error << "\n";
+      return 2;
+    }
+    try {
+      std::cout << measureDriver(*driver, options.quick).dump() << "\n";
+    } catch (const std::exception& e) {
+      std::cerr << "gpupool bench: " << e.what() << "\n";
+      return 1;
+    }
+    return 0;
+  }
+
+  std::string endpointText;
+  if (options.endpoint) {
+    endpointText = *options.endpoint;
+  } else if (const char* e = std::getenv("GPU_POOL_ENDPOINT"); e && *e) {
+    endpointText = e;
+  } else {
+    std::cerr << "gpupool bench: no endpoint: pass --endpoint or set GPU_POOL_ENDPOINT\n";
+    return 2;
+  }
+  auto endpoints = transport::parseEndpointList(endpointText, &error);
+  if (!endpoints) {
+    std::cerr << "gpupool bench: " << error << "\n";
+    return 2;
+  }
+  const transport::Endpoint& endpoint = endpoints->front();
+  auto libraryDir = libraryDirectory(&error);
+  if (!libraryDir) {
+    std::cerr << "gpupool bench: " << error << "\n";
+    return 2;
+  }
+
+  json result;
+  result["endpoint"] = endpoint.url();
+  result["quick"] = options.quick;
+  try {
+    std::unique_ptr<RawWire> wire;
+    try {
+      wire = std::make_unique<RawWire>(endpoint);
+    } catch (const std::exception& e) {
+      std::cerr << "gpupool: cannot reach " << endpoint.url() << ": " << e.what() << "\n";
+      return 2;
+    }
+    result["backend"] = wire->backend();
+    result["transport"] = wire->transport();
+    result["raw"] = measureRaw(*wire, options.quick);
+    wire.reset();
+
+    setenv("GPU_POOL_ENDPOINT", endpoint.url().c_str(), 1);
+    auto driver = BenchDriver::load((*libraryDir / "libcuda.so.1").string(), &error);
+    if (!driver) {
+      std::cerr << "gpupool bench: " << error << "\n";
+      return 2;
+    }
+    json g = measureDriver(*driver, options.quick);
+    result["async_launch"] = g["async_launch"];
+    g.erase("async_launch");
+    result["gpupool"] = g;
+  } catch (const std::exception& e) {
+    std::cerr << "gpupool bench: measurement failed: " << e.what() << "\n";
+    return 1;
+  }
+
+  const json& raw = result["raw"];
+  const json& bw = result["gpupool"]["bandwidth"];
+  result["ratios"] = {
+      {"null_call_rtt_vs_raw", result["gpupool"]["null_call"]["median_us"].get<double>() /
+                                   raw["rtt"]["median_us"].get<double>()},
+      {"h2d_bandwidth_vs_raw",
+       largest(bw["h2d_pinned"]) / largest(raw["bandwidth"]["to_server"])},
+      {"d2h_bandwidth_vs_raw",
+       largest(bw["d2h_pinned"]) / largest(raw["bandwidth"]["from_server"])},
+      {"h2d_pageable_bandwidth_vs_raw",
+       largest(bw["h2d_pageable"]) / largest(raw["bandwidth"]["to_server"])},
+      {"d2h_pageable_bandwidth_vs_raw",
+       largest(bw["d2h_pageable"]) / largest(raw["bandwidth"]["from_server"])},
+      {"bandwidth_size", raw["bandwidth"]["to_server"].back()["size"]}};
+
+  std::string local = options.localDriver.value_or("");
+  if (local == "auto") {
+    local.clear();
+    for (const char* candidate : {"/usr/lib/x86_64-linux-gnu/libcuda.so.1", "/usr/lib64/libcuda.so.1"}) {
+      if (access(candidate, R_OK) == 0) local = candidate;
+    }
+  }
+  if (!local.empty()) {
+    progress("local driver " + local);
+    if (auto measured = measureLocalDriver(local, options.quick)) {
+      result["local"] = *measured;
+    } else {
+      std::cerr << "gpupool bench: the local driver " << local << " could not be measured\n";
+    }
+  }
+
+  if (options.plot) {
+    if (!writePlot(*options.plot, plotPanels(result), &error)) {
+      std::cerr << "gpupool bench: " << error << "\n";
+      return 1;
+    }
+  }
+  if (options.json) {
+    std::cout << result.dump(2) << "\n";
+  } else {
+    printText(result);
+  }
+  return 0;
+}
+
+}  // namespace gpupool::tools

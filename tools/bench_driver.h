@@ -1,0 +1,40 @@
+// The slice of the CUDA driver API that `gpupool bench` measures, loaded with dlopen so the same
+// code can measure gpupool's libcuda.so.1 and, in a child process, a machine's real driver.
+#pragma once
+
+#include <cuda.h>
+
+#include <memory>
+#include <string>
+
+namespace gpupool::tools {
+
+struct BenchDriver {
+  // Loads `path` and resolves the entry points; null with *error on failure.
+  static std::unique_ptr<BenchDriver> load(const std::string& path, std::string* error);
+  ~BenchDriver();
+
+  CUresult (*cuInit)(unsigned);
+  CUresult (*cuDeviceGet)(CUdevice*, int);
+  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice);
+  CUresult (*cuCtxSetCurrent)(CUcontext);
+  CUresult (*cuCtxSynchronize)();
+  CUresult (*cuMemAlloc)(CUdeviceptr*, size_t);
+  CUresult (*cuMemFree)(CUdeviceptr);
+  CUresult (*cuMemHostAlloc)(void**, size_t, unsigned);
+  CUresult (*cuMemFreeHost)(void*);
+  CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void*, size_t);
+  CUresult (*cuMemcpyDtoH)(void*, CUdeviceptr, size_t);
+  CUresult (*cuModuleLoadData)(CUmodule*, const void*);
+  CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*);
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             unsigned, unsigned, CUstream, void**, void**);
+  CUresult (*cuGetErrorName)(CUresult, const char**);
+
+  std::string errorName(CUresult r) const;
+
+ private:
+  void* handle_ = nullptr;
+};
+
+}  // namespace gpupool::tools

@@ -1,0 +1,62 @@
+#include "tools/bench_raw_wire.h"
+
+#include <stdexcept>
+
+#include "protocol/message_codec.h"
+#include "transport/tcp_transport.h"
+
+namespace gpupool::tools {
+namespace {
+
+void expectOk(protocol::IncomingMessage& in, const char* what) {
+  auto r = in.root<wire::Response>();
+  if (r.getResult() != 0) {
+    throw std::runtime_error(std::string(what) + " refused: " + r.getMessage().cStr());
+  }
+}
+
+}  // namespace
+
+RawWire::RawWire(const transport::Endpoint& endpoint) {
+  transport::Endpoint tcp = endpoint;
+  tcp.scheme = "tcp";
+  connection_ = transport::tcpConnect(tcp, 5000);
+  capnp::MallocMessageBuilder message;
+  auto hello = message.initRoot<wire::Request>().initHello();
+  hello.setProtocolVersion(wire::PROTOCOL_VERSION);
+  hello.setClientName("gpupool bench");
+  hello.setPurpose(wire::Hello::Purpose::BENCH);
+  protocol::sendMessage(*connection_, message);
+  protocol::IncomingMessage in(*connection_);
+  expectOk(in, "Hello");
+  backend_ = in.root<wire::Response>().getWelcome().getBackendKind();
+}
+
+void RawWire::pingPong() {
+  capnp::MallocMessageBuilder message;
+  message.initRoot<wire::Request>().setPing();
+  protocol::sendMessage(*connection_, message);
+  protocol::IncomingMessage in(*connection_);
+  expectOk(in, "ping");
+}
+
+void RawWire::toServer(const void* data, size_t n) {
+  capnp::MallocMessageBuilder message;
+  message.initRoot<wire::Request>().setSink();
+  transport::ConstBuffer bulk{data, n};
+  protocol::sendMessage(*connection_, message, std::span<const transport::ConstBuffer>(&bulk, 1));
+  protocol::IncomingMessage in(*connection_);
+  expectOk(in, "sink");
+}
+
+void RawWire::fromServer(void* data, size_t n) {
+  capnp::MallocMessageBuilder message;
+  message.initRoot<wire::Request>().setSource(n);
+  protocol::sendMessage(*connection_, message);
+  protocol::IncomingMessage in(*connection_);
+  expectOk(in, "source");
+  if (in.bulkBytes() != n) throw std::runtime_error("source returned the wrong size");
+  connection_->receiveBulk(data, n);
+}
+
+}  // namespace gpupool::tools

@@ -1,0 +1,31 @@
+// The raw-wire baseline of `gpupool bench`: the same connection type to the same server, with
+// requests answered without any CUDA processing.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "transport/connection.h"
+#include "transport/endpoint.h"
+
+namespace gpupool::tools {
+
+class RawWire {
+ public:
+  // Connects and says Hello (purpose bench). Throws std::runtime_error with the reason.
+  explicit RawWire(const transport::Endpoint& endpoint);
+
+  void pingPong();                            // a message each way, no bulk
+  void toServer(const void* data, size_t n);  // n bulk bytes up, a message back (sink)
+  void fromServer(void* data, size_t n);      // a message up, n bulk bytes back (source)
+
+  const std::string& backend() const { return backend_; }
+  std::string transport() const { return connection_->kind(); }
+
+ private:
+  std::unique_ptr<transport::Connection> connection_;
+  std::string backend_;
+};
+
+}  // namespace gpupool::tools
