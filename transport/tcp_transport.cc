@@ -124,10 +124,27 @@ class TcpConnection final : public Connection {
   }
 
  private:
+  // Reads through a small buffer so a frame's header and message usually cost one system call
+  // together; large reads (bulk) go straight into their destination.
   void readExactly(void* dst, size_t size) {
+    auto* out = static_cast<uint8_t*>(dst);
+    size_t buffered = std::min(size, inEnd_ - inBegin_);
+    std::memcpy(out, inBuffer_.data() + inBegin_, buffered);
+    inBegin_ += buffered;
+    out += buffered;
+    size -= buffered;
+    if (size == 0) return;
     boost::system::error_code ec;
-    boost::asio::read(socket_, boost::asio::buffer(dst, size), ec);
-    if (ec) throw TransportError("receive failed: " + describe(ec));
+    if (size >= inBuffer_.size() / 2) {
+      boost::asio::read(socket_, boost::asio::buffer(out, size), ec);
+      if (ec) throw TransportError("receive failed: " + describe(ec));
+      return;
+    }
+    inBegin_ = 0;
+    inEnd_ = boost::asio::read(socket_, boost::asio::buffer(inBuffer_), boost::asio::transfer_at_least(size), ec);
+    if (ec && inEnd_ < size) throw TransportError("receive failed: " + describe(ec));
+    std::memcpy(out, inBuffer_.data(), size);
+    inBegin_ = size;
   }
 
   std::unique_ptr<boost::asio::io_context> io_;
@@ -137,6 +154,8 @@ class TcpConnection final : public Connection {
   std::vector<boost::asio::const_buffer> buffers_;
   uint64_t pendingBulk_ = 0;
   std::vector<uint8_t> outbox_;  // frames queued by sendFrameLater
+  std::vector<uint8_t> inBuffer_ = std::vector<uint8_t>(64 * 1024);
+  size_t inBegin_ = 0, inEnd_ = 0;  // unread bytes of inBuffer_
 
   static FrameHeader headerFor(std::span<const ConstBuffer> message,
                                std::span<const ConstBuffer> bulk) {

@@ -54,8 +54,9 @@ LaunchResult launch(const Module& module, const KernelInfo& kernel, const Launch
     std::vector<uint8_t> params(k.paramBytes);
     if (k.paramBytes) std::memcpy(params.data(), paramBlock, k.paramBytes);
     uint64_t blocks = uint64_t{config.grid[0]} * config.grid[1] * config.grid[2];
-    unsigned workers = services.workerThreads ? services.workerThreads
-                                              : std::max(1u, std::thread::hardware_concurrency());
+    // hardware_concurrency() reads sysfs on every call: ask once per process.
+    static const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    unsigned workers = services.workerThreads ? services.workerThreads : cores;
     workers = static_cast<unsigned>(std::min<uint64_t>(workers, blocks));
 
     LaunchContext ctx{img,
