@@ -21,7 +21,7 @@ CUresult contextOrCurrent(CUcontext h, ContextObject** out) {
 CUresult synchronizeContext(ContextObject* c) {
   if (!c->remote) return CUDA_SUCCESS;  // nothing was ever queued there
   uint64_t remote = c->remote;
-  return DriverState::get().session().call(
+  return c->server->call(
       "cuCtxSynchronize", [&](wire::Request::Builder b) { b.setCtxSynchronize(remote); });
 }
 
@@ -31,6 +31,8 @@ CUresult createContext(CUcontext* pctx, unsigned flags, CUdevice dev) {
   if (!DriverState::get().device(dev)) return CUDA_ERROR_INVALID_DEVICE;
   auto* c = new ContextObject();
   c->device = dev;
+  c->server = DriverState::get().serverOf(dev);
+  c->serverDevice = DriverState::get().serverDeviceOf(dev);
   c->flags = flags;
   if (CUresult r = DriverState::get().ensureRemote(c); r != CUDA_SUCCESS) {
     delete c;

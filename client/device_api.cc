@@ -29,7 +29,7 @@ GPUPOOL_DRIVER_API CUresult cuDriverGetVersion(int* version) {
   // Before cuInit the runtime needs a version to accept us; afterwards the server's driver may be
   // older than the ABI this library speaks, and the lower of the two is the truth.
   int v = CUDA_VERSION;
-  if (DriverState::get().initialized()) v = std::min(v, DriverState::get().session().driverVersion());
+  if (DriverState::get().initialized()) v = std::min(v, DriverState::get().driverVersion());
   *version = v;
   return CUDA_SUCCESS;
 }

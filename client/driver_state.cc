@@ -1,6 +1,10 @@
 #include "driver_state.h"
 
+#include <cstdio>
 #include <cstdlib>
+#include <optional>
+#include <set>
+#include <tuple>
 #include <unordered_set>
 
 #include "client_log.h"
@@ -66,27 +70,121 @@ CUresult DriverState::initialize() {
       initResult_ = CUDA_ERROR_NO_DEVICE;
       return;
     }
-    session_ = RemoteSession::connect(endpoints->front(), &error);
-    if (!session_) {
-      logLine("cannot reach GPU_POOL_ENDPOINT=" + shown + ": " + error);
+    // Every server of the list contributes its devices, in list order; one that cannot be reached
+    // is named and left out while the others serve.
+    std::vector<std::pair<uint64_t, uint64_t>> windows;
+    CUresult refusal = CUDA_SUCCESS;  // a server that refused us (a bad token) outranks "no device"
+    for (const auto& endpoint : *endpoints) {
+      auto session = RemoteSession::connect(endpoint, &error, &refusal);
+      if (!session) {
+        if (endpoints->size() > 1) {
+          logLine("cannot reach " + endpoint.url() + " (in GPU_POOL_ENDPOINT=" + shown + "): " +
+                  error + "; its devices are left out");
+        }
+        continue;
+      }
+      auto window = session->addressWindow();
+      bool clash = false;
+      for (auto& [base, size] : windows) {
+        if (window.second && base < window.first + window.second &&
+            window.first < base + size) {
+          clash = true;
+        }
+      }
+      if (clash) {
+        logLine(endpoint.url() +
+                " hands out the same device addresses as another server in GPU_POOL_ENDPOINT; "
+                "start them with different --address-slot values. Its devices are left out");
+        continue;
+      }
+      windows.push_back(window);
+      if (logLevel() >= 1) {
+        logLine("connected to " + session->url() + " (" + session->backendKind() + ", " +
+                std::to_string(session->devices().size()) + " device(s))");
+      }
+      sessions_.push_back(std::move(session));
+    }
+    if (sessions_.empty()) {
+      if (endpoints->size() > 1) {
+        logLine("cannot reach GPU_POOL_ENDPOINT=" + shown + ": no server answered");
+      } else {
+        logLine("cannot reach GPU_POOL_ENDPOINT=" + shown + ": " + error);
+      }
+      initResult_ = refusal == CUDA_ERROR_NOT_PERMITTED ? CUDA_ERROR_NOT_PERMITTED
+                                                         : CUDA_ERROR_NO_DEVICE;
+      return;
+    }
+    std::vector<DeviceRoute> all;
+    for (auto& session : sessions_) {
+      for (size_t i = 0; i < session->devices().size(); ++i) {
+        all.push_back({session.get(), static_cast<int>(i)});
+      }
+    }
+    // Two machines may both have a GPU at the same PCI address; in one pool every device must be
+    // findable by its bus id, so a repeated one gets a domain of its own.
+    std::set<std::tuple<int, int, int>> seen;
+    for (auto& route : all) {
+      auto& attrs = route.server->device(route.serverDevice).attributes;
+      if (attrs.size() <= CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID) continue;
+      while (!seen.insert({attrs[CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID], attrs[CU_DEVICE_ATTRIBUTE_PCI_BUS_ID],
+                           attrs[CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID]})
+                  .second) {
+        attrs[CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID] += 0x100;
+      }
+    }
+    // CUDA_VISIBLE_DEVICES selects and orders pool ordinals (or device UUIDs, "GPU-<hex>"); like
+    // CUDA, the list ends at the first entry that names no device.
+    if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) {
+      std::vector<DeviceRoute> chosen;
+      std::string list = visible;
+      size_t start = 0;
+      while (start <= list.size()) {
+        size_t comma = list.find(',', start);
+        std::string item = list.substr(start, comma == std::string::npos ? std::string::npos
+                                                                         : comma - start);
+        std::optional<size_t> index;
+        if (item.rfind("GPU-", 0) == 0) {
+          std::string prefix = item.substr(4);
+          std::erase(prefix, '-');
+          for (size_t i = 0; i < all.size(); ++i) {
+            const CUuuid& u = all[i].server->devices()[all[i].serverDevice].uuid;
+            std::string hex;
+            for (char c : u.bytes) {
+              char b[3];
+              std::snprintf(b, sizeof b, "%02x", static_cast<unsigned char>(c));
+              hex += b;
+            }
+            if (!prefix.empty() && hex.rfind(prefix, 0) == 0) index = i;
+          }
+        } else if (!item.empty() && item.find_first_not_of("0123456789") == std::string::npos &&
+                   item.size() < 6 && std::stoul(item) < all.size()) {
+          index = std::stoul(item);
+        }
+        if (!index) break;
+        chosen.push_back(all[*index]);
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+      }
+      all = chosen;
+    }
+    routes_ = all;
+    if (routes_.empty()) {
+      logLine("no devices to use (GPU_POOL_ENDPOINT=" + shown +
+              (std::getenv("CUDA_VISIBLE_DEVICES")
+                   ? ", CUDA_VISIBLE_DEVICES=" + std::string(std::getenv("CUDA_VISIBLE_DEVICES"))
+                   : std::string()) +
+              ")");
       initResult_ = CUDA_ERROR_NO_DEVICE;
       return;
     }
-    if (session_->devices().empty()) {
-      logLine("the server at " + session_->url() + " has no devices");
-      initResult_ = CUDA_ERROR_NO_DEVICE;
-      return;
-    }
-    for (size_t i = 0; i < session_->devices().size(); ++i) {
+    for (size_t i = 0; i < routes_.size(); ++i) {
       auto* ctx = new ContextObject();
       ctx->device = static_cast<int>(i);
+      ctx->server = routes_[i].server;
+      ctx->serverDevice = routes_[i].serverDevice;
       ctx->primary = true;
       registerObject(ctx);
       primaries_.push_back(ctx);
-    }
-    if (logLevel() >= 1) {
-      logLine("connected to " + session_->url() + " (" + session_->backendKind() + ", " +
-              std::to_string(session_->devices().size()) + " device(s))");
     }
     initResult_ = CUDA_SUCCESS;
   });
@@ -94,8 +192,24 @@ CUresult DriverState::initialize() {
 }
 
 const DeviceSnapshot* DriverState::device(CUdevice d) const {
-  if (!session_ || d < 0 || static_cast<size_t>(d) >= session_->devices().size()) return nullptr;
-  return &session_->devices()[d];
+  if (d < 0 || static_cast<size_t>(d) >= routes_.size()) return nullptr;
+  return &routes_[d].server->devices()[routes_[d].serverDevice];
+}
+
+int DriverState::driverVersion() const {
+  int version = CUDA_VERSION;
+  for (const auto& s : sessions_) version = std::min(version, s->driverVersion());
+  return version;
+}
+
+RemoteSession* DriverState::serverOf(CUdevice d) const {
+  if (d < 0 || static_cast<size_t>(d) >= routes_.size()) return nullptr;
+  return routes_[d].server;
+}
+
+int DriverState::serverDeviceOf(CUdevice d) const {
+  if (d < 0 || static_cast<size_t>(d) >= routes_.size()) return 0;
+  return routes_[d].serverDevice;
 }
 
 ContextObject* DriverState::primaryContext(CUdevice d) {
@@ -120,11 +234,11 @@ CUresult DriverState::ensureRemote(ContextObject* ctx) {
   std::lock_guard lock(mutex);
   if (ctx->remote) return CUDA_SUCCESS;
   uint64_t id = 0;
-  CUresult r = session().call(
+  CUresult r = ctx->server->call(
       "cuCtxCreate",
       [&](wire::Request::Builder b) {
         auto c = b.initCtxCreate();
-        c.setDevice(ctx->device);
+        c.setDevice(ctx->serverDevice);
         c.setFlags(ctx->flags);
       },
       {},
@@ -146,7 +260,8 @@ void DriverState::releaseRemote(ContextObject* ctx) {
   }
   destroyContextLocalStorage(reinterpret_cast<CUcontext>(ctx));
   if (remote) {
-    session().call("cuCtxDestroy", [&](wire::Request::Builder b) { b.setCtxDestroy(remote); });
+    ctx->server->call("cuCtxDestroy",
+                      [&](wire::Request::Builder b) { b.setCtxDestroy(remote); });
   }
 }
 

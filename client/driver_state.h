@@ -35,7 +35,9 @@ enum class Tag : uint32_t {
 
 struct ContextObject {
   Tag tag = Tag::kContext;
-  int device = 0;
+  int device = 0;                  // the pool ordinal the application sees
+  RemoteSession* server = nullptr;  // the server that holds the device
+  int serverDevice = 0;             // the device's ordinal on that server
   bool primary = false;
   unsigned flags = 0;
   int refcount = 0;         // primary contexts: cuDevicePrimaryCtxRetain count
@@ -119,9 +121,13 @@ class DriverState {
   CUresult initialize();
   bool initialized() const { return initResult_ == CUDA_SUCCESS; }
   CUresult initResult() const { return initResult_; }
-  RemoteSession& session() { return *session_; }
-  int deviceCount() const { return session_ ? static_cast<int>(session_->devices().size()) : 0; }
+  int deviceCount() const { return static_cast<int>(routes_.size()); }
   const DeviceSnapshot* device(CUdevice d) const;
+  // The lowest driver version among the servers in use.
+  int driverVersion() const;
+  // The server holding pool device d, and d's ordinal there.
+  RemoteSession* serverOf(CUdevice d) const;
+  int serverDeviceOf(CUdevice d) const;
   ContextObject* primaryContext(CUdevice d);
 
   // Per-thread current-context stack.
@@ -144,9 +150,16 @@ class DriverState {
 
  private:
   DriverState() = default;
+  // Where pool ordinal i lives (after CUDA_VISIBLE_DEVICES).
+  struct DeviceRoute {
+    RemoteSession* server;
+    int serverDevice;
+  };
+
   std::once_flag initOnce_;
   CUresult initResult_ = CUDA_ERROR_NOT_INITIALIZED;
-  std::unique_ptr<RemoteSession> session_;
+  std::vector<std::unique_ptr<RemoteSession>> sessions_;  // one per reachable server, in order
+  std::vector<DeviceRoute> routes_;
   std::vector<ContextObject*> primaries_;
 };
 

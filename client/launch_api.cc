@@ -90,7 +90,7 @@ CUresult launch(CUfunction h, unsigned gx, unsigned gy, unsigned gz, unsigned bx
   }
   std::vector<uint8_t> params;
   if (CUresult r = packParams(*f, kernelParams, extra, &params); r != CUDA_SUCCESS) return r;
-  return DriverState::get().session().post("cuLaunchKernel", [&](wire::Request::Builder b) {
+  return ctx->server->post("cuLaunchKernel", [&](wire::Request::Builder b) {
     auto k = b.initLaunchKernel();
     k.setContext(ctx->remote);
     k.setFunction(f->remote);

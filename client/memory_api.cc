@@ -10,25 +10,46 @@
 
 #include "driver_export.h"
 #include "driver_state.h"
+#include "transport/rdma_transport.h"
 
 using namespace gpupool::client;
 using gpupool::transport::ConstBuffer;
 
 namespace {
 
-RemoteSession& remote() { return DriverState::get().session(); }
+// The context whose server holds [address, address+bytes), and the stream to use there: the
+// caller's stream when it belongs to that context, else that context's default stream (a pointer
+// of another device or another server is served where it lives, as CUDA's unified addressing does).
+CUresult route(CUstream stream, CUdeviceptr address, size_t bytes, ContextObject** ctx,
+               uint64_t* remoteStream) {
+  ContextObject* streamContext = nullptr;
+  if (CUresult r = resolveStream(stream, &streamContext, remoteStream); r != CUDA_SUCCESS) {
+    return r;
+  }
+  DeviceAllocation info;
+  if (!DriverState::get().findDevice(address, bytes, nullptr, &info)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (info.context != streamContext) {
+    if (CUresult r = DriverState::get().ensureRemote(info.context); r != CUDA_SUCCESS) return r;
+    *remoteStream = 0;
+  }
+  *ctx = info.context;
+  return CUDA_SUCCESS;
+}
 
 CUresult copyHostToDevice(const char* what, CUdeviceptr dst, const void* src, size_t bytes,
                           CUstream stream, bool async) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  if (bytes == 0) return CUDA_SUCCESS;
+  if (!src) return CUDA_ERROR_INVALID_VALUE;
   ContextObject* ctx = nullptr;
   uint64_t s = 0;
-  if (CUresult r = resolveStream(stream, &ctx, &s); r != CUDA_SUCCESS) return r;
-  if (bytes == 0) return CUDA_SUCCESS;
-  if (!src || !DriverState::get().findDevice(dst, bytes)) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = route(stream, dst, bytes, &ctx, &s); r != CUDA_SUCCESS) return r;
   ConstBuffer bulk{src, bytes};
   // No answer needed: like CUDA from pageable memory, the call is done once the bytes are handed
   // over; a failure on the server shows at the next synchronizing call.
-  return remote().post(
+  return ctx->server->post(
       what,
       [&](wire::Request::Builder b) {
         auto m = b.initMemcpyHtoD();
@@ -43,12 +64,17 @@ CUresult copyHostToDevice(const char* what, CUdeviceptr dst, const void* src, si
 
 CUresult copyDeviceToHost(const char* what, void* dst, CUdeviceptr src, size_t bytes,
                           CUstream stream) {
-  ContextObject* ctx = nullptr;
-  uint64_t s = 0;
-  if (CUresult r = resolveStream(stream, &ctx, &s); r != CUDA_SUCCESS) return r;
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
   if (bytes == 0) return CUDA_SUCCESS;
   if (!dst) return CUDA_ERROR_INVALID_VALUE;
-  return remote().call(
+  ContextObject* ctx = nullptr;
+  uint64_t s = 0;
+  if (CUresult r = route(stream, src, bytes, &ctx, &s); r != CUDA_SUCCESS) {
+    // An unknown source still goes to the server, which says precisely what is wrong with it.
+    if (r != CUDA_ERROR_INVALID_VALUE) return r;
+    if (CUresult rr = resolveStream(stream, &ctx, &s); rr != CUDA_SUCCESS) return rr;
+  }
+  return ctx->server->call(
       what,
       [&](wire::Request::Builder b) {
         auto m = b.initMemcpyDtoH();
@@ -66,15 +92,27 @@ CUresult copyDeviceToHost(const char* what, void* dst, CUdeviceptr src, size_t b
 
 CUresult copyDeviceToDevice(const char* what, CUdeviceptr dst, CUdeviceptr src, size_t bytes,
                             CUstream stream, bool async) {
-  ContextObject* ctx = nullptr;
-  uint64_t s = 0;
-  if (CUresult r = resolveStream(stream, &ctx, &s); r != CUDA_SUCCESS) return r;
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
   if (bytes == 0) return CUDA_SUCCESS;
   auto& state = DriverState::get();
-  if (!state.findDevice(dst, bytes) || !state.findDevice(src, bytes)) {
+  DeviceAllocation dstInfo, srcInfo;
+  if (!state.findDevice(dst, bytes, nullptr, &dstInfo) ||
+      !state.findDevice(src, bytes, nullptr, &srcInfo)) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  return remote().post(what, [&](wire::Request::Builder b) {
+  if (dstInfo.context != srcInfo.context) {
+    // Different devices (maybe different servers): the bytes go through this host, in order.
+    std::vector<uint8_t> staging(bytes);
+    if (CUresult r = copyDeviceToHost(what, staging.data(), src, bytes, stream);
+        r != CUDA_SUCCESS) {
+      return r;
+    }
+    return copyHostToDevice(what, dst, staging.data(), bytes, stream, false);
+  }
+  ContextObject* ctx = nullptr;
+  uint64_t s = 0;
+  if (CUresult r = route(stream, dst, bytes, &ctx, &s); r != CUDA_SUCCESS) return r;
+  return ctx->server->post(what, [&](wire::Request::Builder b) {
     auto m = b.initMemcpyDtoD();
     m.setContext(ctx->remote);
     m.setDst(dst);
@@ -105,16 +143,17 @@ CUresult copyUnified(const char* what, CUdeviceptr dst, CUdeviceptr src, size_t 
 
 CUresult memset(const char* what, CUdeviceptr dst, uint32_t value, unsigned elementSize,
                 size_t width, size_t height, size_t pitch, CUstream stream, bool async) {
-  ContextObject* ctx = nullptr;
-  uint64_t s = 0;
-  if (CUresult r = resolveStream(stream, &ctx, &s); r != CUDA_SUCCESS) return r;
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
   if (width == 0 || height == 0) return CUDA_SUCCESS;
   if (height == 1) pitch = width * elementSize;
   if (pitch < width * elementSize) return CUDA_ERROR_INVALID_VALUE;
-  if (!DriverState::get().findDevice(dst, pitch * (height - 1) + width * elementSize)) {
-    return CUDA_ERROR_INVALID_VALUE;
+  ContextObject* ctx = nullptr;
+  uint64_t s = 0;
+  if (CUresult r = route(stream, dst, pitch * (height - 1) + width * elementSize, &ctx, &s);
+      r != CUDA_SUCCESS) {
+    return r;
   }
-  return remote().post(what, [&](wire::Request::Builder b) {
+  return ctx->server->post(what, [&](wire::Request::Builder b) {
     auto m = b.initMemset();
     m.setContext(ctx->remote);
     m.setDst(dst);
@@ -199,7 +238,7 @@ CUresult copy2D(const char* what, const CUDA_MEMCPY2D* c, CUstream stream, bool 
       bulk = {packed.data(), packed.size()};
     }
   }
-  return remote().call(
+  return ctx->server->call(
       what,
       [&](wire::Request::Builder b) {
         auto m = b.initMemcpy2D();
@@ -235,7 +274,7 @@ CUresult allocate(CUdeviceptr* dptr, size_t bytes, size_t pitchWidth, unsigned e
   if (CUresult r = currentRemoteContext(&ctx); r != CUDA_SUCCESS) return r;
   if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
   uint64_t address = 0, rowPitch = 0;
-  CUresult r = remote().call(
+  CUresult r = ctx->server->call(
       "cuMemAlloc",
       [&](wire::Request::Builder b) {
         auto m = b.initMemAlloc();
@@ -270,11 +309,12 @@ CUresult release(CUdeviceptr dptr) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   uint64_t context = info.context->remote;
+  RemoteSession* server = info.context->server;
   {
     std::lock_guard lock(DriverState::get().mutex);
     DriverState::get().deviceAllocations.erase(dptr);
   }
-  return remote().post("cuMemFree", [&](wire::Request::Builder b) {
+  return server->post("cuMemFree", [&](wire::Request::Builder b) {
     auto m = b.initMemFree();
     m.setContext(context);
     m.setAddress(dptr);
@@ -295,6 +335,8 @@ CUresult hostAllocate(void** pp, size_t bytes, unsigned flags) {
     std::lock_guard lock(DriverState::get().mutex);
     DriverState::get().hostAllocations[reinterpret_cast<uintptr_t>(p)] = {bytes, flags, false};
   }
+  // Lets an RDMA connection register it once and move its bytes without a copy.
+  gpupool::transport::notePinnedHostRange(p, bytes);
   *pp = p;
   return CUDA_SUCCESS;
 }
@@ -332,7 +374,7 @@ GPUPOOL_DRIVER_API CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream) {
 GPUPOOL_DRIVER_API CUresult cuMemGetInfo_v2(size_t* freeBytes, size_t* totalBytes) {
   ContextObject* ctx = nullptr;
   if (CUresult r = currentRemoteContext(&ctx); r != CUDA_SUCCESS) return r;
-  return remote().call(
+  return ctx->server->call(
       "cuMemGetInfo", [&](wire::Request::Builder b) { b.setMemGetInfo(ctx->remote); }, {},
       [&](wire::Response::Reader reply, ReplyBulk&) {
         if (freeBytes) *freeBytes = reply.getMemInfo().getFree();
@@ -373,6 +415,7 @@ GPUPOOL_DRIVER_API CUresult cuMemFreeHost(void* p) {
     size = it->second.size;
     hosts.erase(it);
   }
+  gpupool::transport::forgetPinnedHostRange(p);
   munmap(p, size);
   return CUDA_SUCCESS;
 }
@@ -383,6 +426,7 @@ GPUPOOL_DRIVER_API CUresult cuMemHostRegister_v2(void* p, size_t bytes, unsigned
   if (DriverState::get().findHost(p)) return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
   std::lock_guard lock(DriverState::get().mutex);
   DriverState::get().hostAllocations[reinterpret_cast<uintptr_t>(p)] = {bytes, flags, true};
+  gpupool::transport::notePinnedHostRange(p, bytes);
   return CUDA_SUCCESS;
 }
 
@@ -397,6 +441,7 @@ GPUPOOL_DRIVER_API CUresult cuMemHostUnregister(void* p) {
   auto it = hosts.find(reinterpret_cast<uintptr_t>(p));
   if (it == hosts.end() || !it->second.registered) return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
   hosts.erase(it);
+  gpupool::transport::forgetPinnedHostRange(p);
   return CUDA_SUCCESS;
 }
 
@@ -656,3 +701,28 @@ GPUPOOL_DRIVER_API CUresult cuPointerGetAttributes(unsigned int numAttributes,
   }
   return CUDA_SUCCESS;
 }
+
+// ---- Peer copies: devices of a pool never map each other's memory, so the bytes are staged ----
+
+GPUPOOL_DRIVER_API CUresult cuMemcpyPeer(CUdeviceptr dst, CUcontext dstContext, CUdeviceptr src,
+                                         CUcontext srcContext, size_t bytes) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  if (!asContext(dstContext) || !asContext(srcContext)) return CUDA_ERROR_INVALID_CONTEXT;
+  return copyDeviceToDevice("cuMemcpyPeer", dst, src, bytes, nullptr, false);
+}
+GPUPOOL_TWIN(CUresult, cuMemcpyPeer, cuMemcpyPeer_ptds,
+             (CUdeviceptr dst, CUcontext dstContext, CUdeviceptr src, CUcontext srcContext,
+              size_t bytes),
+             (dst, dstContext, src, srcContext, bytes))
+
+GPUPOOL_DRIVER_API CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dstContext,
+                                              CUdeviceptr src, CUcontext srcContext, size_t bytes,
+                                              CUstream stream) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  if (!asContext(dstContext) || !asContext(srcContext)) return CUDA_ERROR_INVALID_CONTEXT;
+  return copyDeviceToDevice("cuMemcpyPeerAsync", dst, src, bytes, stream, true);
+}
+GPUPOOL_TWIN(CUresult, cuMemcpyPeerAsync, cuMemcpyPeerAsync_ptsz,
+             (CUdeviceptr dst, CUcontext dstContext, CUdeviceptr src, CUcontext srcContext,
+              size_t bytes, CUstream stream),
+             (dst, dstContext, src, srcContext, bytes, stream))

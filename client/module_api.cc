@@ -18,8 +18,6 @@ using gpupool::transport::ConstBuffer;
 namespace gpupool::client {
 namespace {
 
-RemoteSession& remote() { return DriverState::get().session(); }
-
 CUresult loadRemote(ContextObject* ctx, const std::vector<uint8_t>& image,
                     const protocol::Sha256Digest& hash, uint64_t* module) {
   bool needImage = false;
@@ -40,11 +38,11 @@ CUresult loadRemote(ContextObject* ctx, const std::vector<uint8_t>& image,
     *module = reply.getHandle();
     return CUDA_SUCCESS;
   };
-  CUresult r = remote().call("cuModuleLoad (cached)", build(false), {}, onReply);
+  CUresult r = ctx->server->call("cuModuleLoad (cached)", build(false), {}, onReply);
   if (!needImage) return r;
   ConstBuffer bulk{image.data(), image.size()};
-  return remote().call("cuModuleLoad", build(true), std::span<const ConstBuffer>(&bulk, 1),
-                       onReply);
+  return ctx->server->call("cuModuleLoad", build(true), std::span<const ConstBuffer>(&bulk, 1),
+                           onReply);
 }
 
 CUresult snapshotImage(const void* image, std::shared_ptr<const std::vector<uint8_t>>* bytes,
@@ -102,7 +100,7 @@ CUresult unloadModule(ModuleObject* m) {
   CUresult r = CUDA_SUCCESS;
   if (m->context->remote) {
     uint64_t context = m->context->remote, module = m->remote;
-    r = remote().post("cuModuleUnload", [&](wire::Request::Builder b) {
+    r = m->context->server->post("cuModuleUnload", [&](wire::Request::Builder b) {
       auto u = b.initModuleUnload();
       u.setContext(context);
       u.setModule(module);
@@ -133,7 +131,7 @@ CUresult functionIn(ModuleObject* m, const std::string& name, FunctionObject** o
   f->module = m;
   f->name = name;
   uint64_t context = m->context->remote, module = m->remote;
-  CUresult r = remote().call(
+  CUresult r = m->context->server->call(
       "cuModuleGetFunction",
       [&](wire::Request::Builder b) {
         auto g = b.initModuleGetFunction();
@@ -168,7 +166,7 @@ CUresult globalIn(ModuleObject* m, const std::string& name, CUdeviceptr* address
   uint64_t context = m->context->remote, module = m->remote;
   CUdeviceptr a = 0;
   size_t n = 0;
-  CUresult r = remote().call(
+  CUresult r = m->context->server->call(
       "cuModuleGetGlobal",
       [&](wire::Request::Builder b) {
         auto g = b.initModuleGetGlobal();
@@ -447,7 +445,7 @@ CUresult getAttribute(int* value, CUfunction_attribute attribute, FunctionObject
 
 CUresult setAttribute(FunctionObject* f, CUfunction_attribute attribute, int value) {
   uint64_t context = f->module->context->remote, function = f->remote;
-  CUresult r = remote().call("cuFuncSetAttribute", [&](wire::Request::Builder b) {
+  CUresult r = f->module->context->server->call("cuFuncSetAttribute", [&](wire::Request::Builder b) {
     auto s = b.initFuncSetAttribute();
     s.setContext(context);
     s.setFunction(function);
@@ -566,7 +564,7 @@ CUresult occupancy(int* numBlocks, CUfunction h, int blockSize, size_t dynamicSh
   FunctionObject* f = nullptr;
   if (CUresult r = resolveFunction(h, nullptr, &f); r != CUDA_SUCCESS) return r;
   uint64_t context = f->module->context->remote, function = f->remote;
-  return remote().call(
+  return f->module->context->server->call(
       "cuOccupancyMaxActiveBlocksPerMultiprocessor",
       [&](wire::Request::Builder b) {
         auto o = b.initOccupancy();

@@ -11,6 +11,8 @@
 
 #include "client_log.h"
 #include "protocol/message_codec.h"
+#include "transport/rdma_transport.h"
+#include "transport/transport_factory.h"
 #include "transport/tcp_transport.h"
 
 namespace gpupool::client {
@@ -25,9 +27,82 @@ std::string programName() {
   return name + " (pid " + std::to_string(::getpid()) + ")";
 }
 
+// A result code from the wire. A broken or hostile server may send any 32-bit value; one outside
+// the CUresult enum's range must not become an invalid enum value here.
+CUresult resultFromWire(uint32_t raw) {
+  return raw <= CUDA_ERROR_UNKNOWN ? static_cast<CUresult>(raw) : CUDA_ERROR_UNKNOWN;
+}
+
 unsigned envMs(const char* name, unsigned fallback) {
   const char* v = std::getenv(name);
   return v ? static_cast<unsigned>(std::strtoul(v, nullptr, 10)) : fallback;
+}
+
+bool tcpForced() {
+  const char* v = std::getenv("GPU_POOL_TRANSPORT");
+  return v && std::string(v) == "tcp";
+}
+
+// rdma:// where RDMA cannot be used falls back to TCP on the same host and port (gpupoold can
+// listen on both with one port number: rdma_cm ports are separate from TCP's), saying why once.
+std::unique_ptr<transport::Connection> openConnection(const transport::Endpoint& endpoint) {
+  unsigned timeoutMs = envMs("GPU_POOL_CONNECT_TIMEOUT_MS", 5000);
+  if (endpoint.scheme == "tls") return transport::connectEndpoint(endpoint, timeoutMs);
+  if (endpoint.scheme != "rdma") return transport::tcpConnect(endpoint, timeoutMs);
+  std::string why = tcpForced() ? "GPU_POOL_TRANSPORT=tcp" : transport::rdmaUnavailableReason();
+  if (why.empty()) {
+    try {
+      return transport::rdmaConnect(endpoint, timeoutMs);
+    } catch (const transport::TransportError& e) {
+      why = e.what();
+    }
+  }
+  if (!tcpForced() || logLevel() >= 1) {
+    logLine("warning: " + endpoint.url() + ": RDMA not used (" + why + "); using TCP");
+  }
+  transport::Endpoint tcp = endpoint;
+  tcp.scheme = "tcp";
+  return transport::tcpConnect(tcp, timeoutMs);
+}
+
+void sendHello(transport::Connection& connection) {
+  capnp::MallocMessageBuilder message;
+  auto hello = message.initRoot<wire::Request>().initHello();
+  hello.setProtocolVersion(wire::PROTOCOL_VERSION);
+  hello.setClientCudaVersion(CUDA_VERSION);
+  hello.setFeatures(wire::FEATURE_BULK_FRAMES | wire::FEATURE_MODULE_CACHE);
+  if (const char* token = std::getenv("GPU_POOL_TOKEN")) hello.setAuthToken(token);
+  hello.setClientName(programName());
+  hello.setPurpose(wire::Hello::Purpose::DRIVER);
+  protocol::sendMessage(connection, message);
+}
+
+// A server reached over TCP that advertises RDMA gets a second session over RDMA when verbs work
+// here; the TCP one is then dropped. Any failure keeps TCP (noted at GPU_POOL_LOG >= 1).
+std::unique_ptr<transport::Connection> upgradeToRdma(const std::string& rdmaUrl) {
+  if (rdmaUrl.empty() || tcpForced()) return nullptr;
+  std::string why = transport::rdmaUnavailableReason();
+  std::string error;
+  auto endpoint = transport::parseEndpoint(rdmaUrl, &error);
+  if (why.empty() && !endpoint) why = error;
+  if (why.empty()) {
+    try {
+      auto connection =
+          transport::rdmaConnect(*endpoint, envMs("GPU_POOL_CONNECT_TIMEOUT_MS", 5000));
+      sendHello(*connection);
+      connection->setReceiveTimeoutMs(envMs("GPU_POOL_CONNECT_TIMEOUT_MS", 5000));
+      protocol::IncomingMessage in(*connection);
+      auto response = in.root<wire::Response>();
+      if (response.getResult() == CUDA_SUCCESS && response.isWelcome()) return connection;
+      why = "server refused the RDMA session: " + std::string(response.getMessage().cStr());
+    } catch (const transport::TransportError& e) {
+      why = e.what();
+    } catch (const kj::Exception& e) {
+      why = "malformed reply: " + std::string(e.getDescription().cStr());
+    }
+  }
+  if (logLevel() >= 1) logLine("note: staying on TCP instead of " + rdmaUrl + ": " + why);
+  return nullptr;
 }
 
 }  // namespace
@@ -40,32 +115,18 @@ bool ReplyBulk::read(void* dst, uint64_t size) {
 }
 
 std::unique_ptr<RemoteSession> RemoteSession::connect(const transport::Endpoint& endpoint,
-                                                      std::string* error) {
+                                                      std::string* error, CUresult* refusal) {
   std::unique_ptr<RemoteSession> session(new RemoteSession());
   session->url_ = endpoint.url();
   try {
-    if (endpoint.scheme != "tcp") {
-      // No verbs transport in this build: fall back to TCP on the same host and port.
-      logLine("warning: " + endpoint.url() + ": RDMA is not available in this build; using TCP");
-    }
-    transport::Endpoint tcp = endpoint;
-    tcp.scheme = "tcp";
-    session->connection_ =
-        transport::tcpConnect(tcp, envMs("GPU_POOL_CONNECT_TIMEOUT_MS", 5000));
-    capnp::MallocMessageBuilder message;
-    auto hello = message.initRoot<wire::Request>().initHello();
-    hello.setProtocolVersion(wire::PROTOCOL_VERSION);
-    hello.setClientCudaVersion(CUDA_VERSION);
-    hello.setFeatures(wire::FEATURE_BULK_FRAMES | wire::FEATURE_MODULE_CACHE);
-    if (const char* token = std::getenv("GPU_POOL_TOKEN")) hello.setAuthToken(token);
-    hello.setClientName(programName());
-    hello.setPurpose(wire::Hello::Purpose::DRIVER);
-    protocol::sendMessage(*session->connection_, message);
+    session->connection_ = openConnection(endpoint);
+    sendHello(*session->connection_);
     session->connection_->setReceiveTimeoutMs(envMs("GPU_POOL_CONNECT_TIMEOUT_MS", 5000));
     protocol::IncomingMessage in(*session->connection_);
     auto response = in.root<wire::Response>();
     if (response.getResult() != CUDA_SUCCESS || !response.isWelcome()) {
       *error = "server refused the session: " + std::string(response.getMessage().cStr());
+      if (refusal) *refusal = static_cast<CUresult>(response.getResult());
       return nullptr;
     }
     auto welcome = response.getWelcome();
@@ -75,13 +136,15 @@ std::unique_ptr<RemoteSession> RemoteSession::connect(const transport::Endpoint&
       DeviceSnapshot s;
       s.name = d.getName();
       auto uuid = d.getUuid();
-      std::memcpy(s.uuid.bytes, uuid.begin(), std::min<size_t>(uuid.size(), 16));
+      // An absent uuid reads as a null, empty span: memcpy must not see the null.
+      if (uuid.size()) std::memcpy(s.uuid.bytes, uuid.begin(), std::min<size_t>(uuid.size(), 16));
       s.totalMemory = d.getTotalMemory();
       for (int32_t a : d.getAttributes()) s.attributes.push_back(a);
       session->devices_.push_back(std::move(s));
     }
     // Keep the server's device addresses out of this process's own address space, so a device
     // pointer can never also be a valid host pointer here.
+    session->window_ = {welcome.getDeviceAddressBase(), welcome.getDeviceAddressSize()};
     if (welcome.getDeviceAddressSize()) {
       void* want = reinterpret_cast<void*>(welcome.getDeviceAddressBase());
       void* got = mmap(want, welcome.getDeviceAddressSize(), PROT_NONE,
@@ -90,8 +153,16 @@ std::unique_ptr<RemoteSession> RemoteSession::connect(const transport::Endpoint&
         logLine("note: could not reserve the device address window locally");
       }
     }
+    if (session->connection_->kind() == "tcp") {
+      std::string rdmaUrl = welcome.getRdmaEndpoint();
+      // `welcome` points into the TCP connection's buffer: done with it before replacing it.
+      if (auto rdma = upgradeToRdma(rdmaUrl)) session->connection_ = std::move(rdma);
+    }
     // A live server answers every call; a silent one for this long is treated as lost.
     session->connection_->setReceiveTimeoutMs(envMs("GPU_POOL_CALL_TIMEOUT_MS", 0));
+    // A server whose host stops answering TCP heartbeats this long is lost, however long its
+    // kernels run (docs/hardening.md).
+    session->connection_->setDeadPeerTimeoutMs(envMs("GPU_POOL_HEARTBEAT_TIMEOUT_MS", 15000));
     session->flusher_ = std::thread([s = session.get()] { s->flushLoop(); });
   } catch (const transport::TransportError& e) {
     *error = e.what();
@@ -193,7 +264,7 @@ CUresult RemoteSession::call(const char* what, const Build& build,
       std::fflush(stdout);
     }
     ReplyBulk replyBulk(*connection_, in.bulkBytes());
-    auto result = static_cast<CUresult>(response.getResult());
+    auto result = resultFromWire(response.getResult());
     if (result != CUDA_SUCCESS && result != CUDA_ERROR_NOT_READY && logLevel() >= 1) {
       logLine(std::string(what) + " failed (" + std::to_string(result) +
               "): " + response.getMessage().cStr());
@@ -203,7 +274,7 @@ CUresult RemoteSession::call(const char* what, const Build& build,
       if (result == CUDA_SUCCESS) result = handled;
     }
     if (replyBulk.remaining()) connection_->discardBulk(replyBulk.remaining());
-    if (auto deferred = static_cast<CUresult>(response.getDeferredResult());
+    if (auto deferred = resultFromWire(response.getDeferredResult());
         deferred != CUDA_SUCCESS) {
       // An earlier posted call failed: this synchronizing call reports it.
       if (logLevel() >= 1) {

@@ -54,9 +54,11 @@ class ReplyBulk {
 
 class RemoteSession {
  public:
-  // Connects and performs the handshake. On failure returns null and sets *error to the reason.
+  // Connects and performs the handshake. On failure returns null and sets *error to the reason,
+  // and *refusal (when given) to the server's CUresult when it refused the Hello (e.g.
+  // CUDA_ERROR_NOT_PERMITTED for a token it does not know).
   static std::unique_ptr<RemoteSession> connect(const transport::Endpoint& endpoint,
-                                                std::string* error);
+                                                std::string* error, CUresult* refusal = nullptr);
 
   using Build = std::function<void(wire::Request::Builder)>;
   using OnReply = std::function<CUresult(wire::Response::Reader, ReplyBulk&)>;
@@ -74,9 +76,13 @@ class RemoteSession {
   ~RemoteSession();
 
   const std::vector<DeviceSnapshot>& devices() const { return devices_; }
+  // For the pool to adjust what it presents (e.g. a PCI domain that clashes with another server's).
+  DeviceSnapshot& device(int i) { return devices_.at(static_cast<size_t>(i)); }
   int driverVersion() const { return driverVersion_; }
   const std::string& backendKind() const { return backendKind_; }
   const std::string& url() const { return url_; }
+  // The server's device address window (base, size); (0, 0) when it did not say.
+  std::pair<uint64_t, uint64_t> addressWindow() const { return window_; }
 
  private:
   RemoteSession() = default;
@@ -93,6 +99,7 @@ class RemoteSession {
   std::vector<DeviceSnapshot> devices_;
   int driverVersion_ = 0;
   std::string backendKind_;
+  std::pair<uint64_t, uint64_t> window_{0, 0};
 };
 
 }  // namespace gpupool::client

@@ -6,14 +6,12 @@ using namespace gpupool::client;
 
 namespace {
 
-RemoteSession& remote() { return DriverState::get().session(); }
-
 CUresult createStream(CUstream* out, unsigned flags, int priority) {
   if (!out) return CUDA_ERROR_INVALID_VALUE;
   ContextObject* ctx = nullptr;
   if (CUresult r = currentRemoteContext(&ctx); r != CUDA_SUCCESS) return r;
   uint64_t id = 0;
-  CUresult r = remote().call(
+  CUresult r = ctx->server->call(
       "cuStreamCreate",
       [&](wire::Request::Builder b) {
         auto s = b.initStreamCreate();
@@ -43,7 +41,7 @@ CUresult streamCall(const char* what, CUstream h, Setter set) {
   ContextObject* ctx = nullptr;
   uint64_t s = 0;
   if (CUresult r = resolveStream(h, &ctx, &s); r != CUDA_SUCCESS) return r;
-  return remote().call(what, [&](wire::Request::Builder b) { set(b, ctx->remote, s); });
+  return ctx->server->call(what, [&](wire::Request::Builder b) { set(b, ctx->remote, s); });
 }
 
 CUresult eventObject(CUevent h, EventObject** e) {
@@ -79,13 +77,13 @@ CUresult waitEvent(CUstream h, CUevent event) {
     // Cross-context waits: the event's stream work must be done before this stream goes on;
     // waiting for it here on the host keeps that order.
     uint64_t c = e->context->remote, id = e->remote;
-    return remote().call("cuEventSynchronize", [&](wire::Request::Builder b) {
+    return e->context->server->call("cuEventSynchronize", [&](wire::Request::Builder b) {
       auto r = b.initEventSynchronize();
       r.setContext(c);
       r.setEvent(id);
     });
   }
-  return remote().post("cuStreamWaitEvent", [&](wire::Request::Builder b) {
+  return ctx->server->post("cuStreamWaitEvent", [&](wire::Request::Builder b) {
     auto r = b.initStreamWaitEvent();
     r.setContext(ctx->remote);
     r.setStream(s);
@@ -100,7 +98,7 @@ CUresult recordEvent(CUevent event, CUstream h) {
   uint64_t s = 0;
   if (CUresult r = resolveStream(h, &ctx, &s); r != CUDA_SUCCESS) return r;
   if (e->context != ctx) return CUDA_ERROR_INVALID_HANDLE;
-  return remote().post("cuEventRecord", [&](wire::Request::Builder b) {
+  return ctx->server->post("cuEventRecord", [&](wire::Request::Builder b) {
     auto r = b.initEventRecord();
     r.setContext(ctx->remote);
     r.setEvent(e->remote);
@@ -124,7 +122,7 @@ CUresult elapsed(float* ms, CUevent start, CUevent end) {
   if (CUresult r = eventObject(start, &a); r != CUDA_SUCCESS) return r;
   if (CUresult r = eventObject(end, &b); r != CUDA_SUCCESS) return r;
   if (a->context != b->context) return CUDA_ERROR_INVALID_HANDLE;
-  return remote().call(
+  return a->context->server->call(
       "cuEventElapsedTime",
       [&](wire::Request::Builder req) {
         auto r = req.initEventElapsedTime();
@@ -157,7 +155,7 @@ GPUPOOL_DRIVER_API CUresult cuStreamDestroy_v2(CUstream h) {
   CUresult r = CUDA_SUCCESS;
   if (s->context->remote) {
     uint64_t c = s->context->remote, id = s->remote;
-    r = remote().post("cuStreamDestroy", [&](wire::Request::Builder b) {
+    r = s->context->server->post("cuStreamDestroy", [&](wire::Request::Builder b) {
       auto d = b.initStreamDestroy();
       d.setContext(c);
       d.setStream(id);
@@ -323,7 +321,7 @@ GPUPOOL_DRIVER_API CUresult cuEventCreate(CUevent* out, unsigned int flags) {
   ContextObject* ctx = nullptr;
   if (CUresult r = currentRemoteContext(&ctx); r != CUDA_SUCCESS) return r;
   uint64_t id = 0;
-  CUresult r = remote().call(
+  CUresult r = ctx->server->call(
       "cuEventCreate",
       [&](wire::Request::Builder b) {
         auto e = b.initEventCreate();
@@ -352,7 +350,7 @@ GPUPOOL_DRIVER_API CUresult cuEventDestroy_v2(CUevent h) {
   CUresult r = CUDA_SUCCESS;
   if (e->context->remote) {
     uint64_t c = e->context->remote, id = e->remote;
-    r = remote().post("cuEventDestroy", [&](wire::Request::Builder b) {
+    r = e->context->server->post("cuEventDestroy", [&](wire::Request::Builder b) {
       auto d = b.initEventDestroy();
       d.setContext(c);
       d.setEvent(id);
@@ -378,7 +376,7 @@ GPUPOOL_DRIVER_API CUresult cuEventRecordWithFlags_ptsz(CUevent e, CUstream s, u
 GPUPOOL_DRIVER_API CUresult cuEventSynchronize(CUevent h) {
   EventObject* e = nullptr;
   if (CUresult r = eventObject(h, &e); r != CUDA_SUCCESS) return r;
-  return remote().call("cuEventSynchronize", [&](wire::Request::Builder b) {
+  return e->context->server->call("cuEventSynchronize", [&](wire::Request::Builder b) {
     auto r = b.initEventSynchronize();
     r.setContext(e->context->remote);
     r.setEvent(e->remote);
@@ -388,7 +386,7 @@ GPUPOOL_DRIVER_API CUresult cuEventSynchronize(CUevent h) {
 GPUPOOL_DRIVER_API CUresult cuEventQuery(CUevent h) {
   EventObject* e = nullptr;
   if (CUresult r = eventObject(h, &e); r != CUDA_SUCCESS) return r;
-  return remote().call("cuEventQuery", [&](wire::Request::Builder b) {
+  return e->context->server->call("cuEventQuery", [&](wire::Request::Builder b) {
     auto r = b.initEventQuery();
     r.setContext(e->context->remote);
     r.setEvent(e->remote);

@@ -16,7 +16,8 @@ class EmuBackend final : public Backend {
   explicit EmuBackend(const EmuBackendOptions& options) : options_(options) {
     for (unsigned i = 0; i < options.devices; ++i) {
       devices_.push_back(describeEmuDevice(i, options.device));
-      memories_.push_back(std::make_unique<EmuMemory>(i, options.device.memoryBytes));
+      memories_.push_back(
+          std::make_unique<EmuMemory>(options.addressSlot, i, options.device.memoryBytes));
     }
   }
 
@@ -40,7 +41,8 @@ class EmuBackend final : public Backend {
   }
 
   std::pair<uint64_t, uint64_t> deviceAddressWindow() const override {
-    return {EmuMemory::kWindowStart, EmuMemory::kWindowStride * std::max(1u, options_.devices)};
+    return {EmuMemory::windowOf(options_.addressSlot, 0),
+            EmuMemory::kWindowStride * std::max(1u, options_.devices)};
   }
 
  private:

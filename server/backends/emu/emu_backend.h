@@ -16,6 +16,9 @@ struct EmuBackendOptions {
   unsigned workerThreads = 0;
   // Warp-instructions a launch may run before it fails with CUDA_ERROR_LAUNCH_TIMEOUT (0 = no limit).
   uint64_t stepBudget = 0;
+  // Which device-address window this server uses (0..EmuMemory::kSlots-1); servers that one
+  // client uses together need different slots.
+  unsigned addressSlot = 0;
 };
 
 // Throws std::runtime_error when the device memory cannot be reserved.

@@ -10,8 +10,9 @@ DeviceDescription describeEmuDevice(unsigned index, const EmuDeviceOptions& opti
   // A stable, recognisable UUID: "gpupool-emu" then the device index.
   const char tag[] = "gpupool-emu";
   std::memcpy(d.uuid.data(), tag, sizeof tag - 1);
+  d.uuid[14] = static_cast<uint8_t>(options.addressSlot);
   d.uuid[15] = static_cast<uint8_t>(index);
-  d.pciDomain = 0;
+  d.pciDomain = static_cast<int32_t>(options.addressSlot);
   d.pciBus = 0x10 + static_cast<int>(index);
   d.pciDevice = 0;
   d.totalMemory = options.memoryBytes;

@@ -11,6 +11,7 @@ struct EmuDeviceOptions {
   int multiprocessors = 132;
   uint64_t memoryBytes = 4ull << 30;
   std::string name = "gpupool emu device";
+  unsigned addressSlot = 0;  // also makes UUIDs and PCI domains differ between servers
 };
 
 DeviceDescription describeEmuDevice(unsigned index, const EmuDeviceOptions& options);

@@ -16,16 +16,17 @@ constexpr uint64_t kPage = 4096;
 uint64_t roundUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 }  // namespace
 
-EmuMemory::EmuMemory(unsigned deviceIndex, uint64_t capacity) : capacity_(capacity) {
+EmuMemory::EmuMemory(unsigned slot, unsigned deviceIndex, uint64_t capacity) : capacity_(capacity) {
   // Twice the capacity in address space leaves room for fragmentation.
   window_ = roundUp(std::max<uint64_t>(capacity * 2, 1 << 30), kPage);
   if (window_ > kWindowStride) window_ = kWindowStride;
-  void* want = reinterpret_cast<void*>(kWindowStart + deviceIndex * kWindowStride);
+  void* want = reinterpret_cast<void*>(windowOf(slot, deviceIndex));
   void* got = mmap(want, window_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE |
                    MAP_FIXED_NOREPLACE, -1, 0);
   if (got == MAP_FAILED) {
     throw std::runtime_error("cannot reserve device address space for emu device " +
-                             std::to_string(deviceIndex) + ": " + std::strerror(errno));
+                             std::to_string(deviceIndex) + " in address slot " +
+                             std::to_string(slot) + ": " + std::strerror(errno));
   }
   base_ = reinterpret_cast<uint64_t>(got);
   free_[base_] = window_;

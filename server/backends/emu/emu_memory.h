@@ -17,8 +17,10 @@ namespace gpupool::server::emu {
 
 class EmuMemory {
  public:
-  // Reserves `capacity` bytes of device memory for device `index` (each device its own window).
-  EmuMemory(unsigned deviceIndex, uint64_t capacity);
+  // Reserves `capacity` bytes of device memory for device `deviceIndex` of the server whose address
+  // slot is `slot`: each (slot, device) pair has a window of its own, so servers started with
+  // different slots hand out disjoint device addresses and one client can use them together.
+  EmuMemory(unsigned slot, unsigned deviceIndex, uint64_t capacity);
   ~EmuMemory();
   EmuMemory(const EmuMemory&) = delete;
   EmuMemory& operator=(const EmuMemory&) = delete;
@@ -41,7 +43,12 @@ class EmuMemory {
   uint64_t windowBase() const { return base_; }
 
   static constexpr uint64_t kWindowStart = 0x200000000000ull;  // 32 TiB
-  static constexpr uint64_t kWindowStride = 0x10000000000ull;  // 1 TiB of address space per device
+  static constexpr uint64_t kWindowStride = 0x4000000000ull;   // 256 GiB of address space per device
+  static constexpr unsigned kDevicesPerSlot = 8;
+  static constexpr unsigned kSlots = 48;  // up to 128 TiB: the top of user address space
+  static uint64_t windowOf(unsigned slot, unsigned deviceIndex) {
+    return kWindowStart + (uint64_t{slot} * kDevicesPerSlot + deviceIndex) * kWindowStride;
+  }
 
  private:
   struct Allocation {
