@@ -260,6 +260,13 @@ GPUPOOL_DRIVER_API CUresult cuCtxGetLimit(size_t* value, CUlimit limit) {
   ContextObject* c = nullptr;
   if (CUresult r = contextOrCurrent(nullptr, &c); r != CUDA_SUCCESS) return r;
   const DeviceSnapshot* d = DriverState::get().device(c->device);
+  {
+    std::lock_guard lock(DriverState::get().mutex);
+    if (auto it = c->limits.find(limit); it != c->limits.end()) {
+      *value = it->second;
+      return CUDA_SUCCESS;
+    }
+  }
   switch (limit) {
     case CU_LIMIT_STACK_SIZE: *value = 1024; break;
     case CU_LIMIT_PRINTF_FIFO_SIZE: *value = 1 << 20; break;
@@ -278,13 +285,18 @@ GPUPOOL_DRIVER_API CUresult cuCtxGetLimit(size_t* value, CUlimit limit) {
   return CUDA_SUCCESS;
 }
 
-GPUPOOL_DRIVER_API CUresult cuCtxSetLimit(CUlimit limit, size_t) {
+GPUPOOL_DRIVER_API CUresult cuCtxSetLimit(CUlimit limit, size_t value) {
   ContextObject* c = nullptr;
   if (CUresult r = contextOrCurrent(nullptr, &c); r != CUDA_SUCCESS) return r;
   if (limit >= CU_LIMIT_MAX || limit == CU_LIMIT_SHMEM_SIZE || limit == CU_LIMIT_CIG_ENABLED) {
     return CUDA_ERROR_UNSUPPORTED_LIMIT;
   }
-  return CUDA_SUCCESS;  // accepted; the emulated and remote devices size these themselves
+  // Kept per context and read back by cuCtxGetLimit. The emu device sizes stacks and its heap
+  // itself (a deep call chain or a large heap still works); a real device on the server gets the
+  // values applied when its context is created in a later release.
+  std::lock_guard lock(DriverState::get().mutex);
+  c->limits[limit] = value;
+  return CUDA_SUCCESS;
 }
 
 GPUPOOL_DRIVER_API CUresult cuCtxGetCacheConfig(CUfunc_cache* config) {

@@ -41,6 +41,7 @@ struct ContextObject {
   bool primary = false;
   unsigned flags = 0;
   int refcount = 0;         // primary contexts: cuDevicePrimaryCtxRetain count
+  std::map<int, size_t> limits;  // cuCtxSetLimit values; unset limits read as the defaults
   uint64_t remote = 0;      // the server's context id; 0 until first needed
 };
 

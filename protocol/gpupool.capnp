@@ -89,6 +89,7 @@ struct SessionStatus {
   memoryUsed @2 :UInt64;
   transport @3 :Text;
   contexts @4 :UInt32;
+  tenant @5 :Text;                # empty when the server runs without a configuration
 }
 
 struct DeviceStatus {
@@ -97,6 +98,26 @@ struct DeviceStatus {
   memoryUsed @2 :UInt64;
   memoryTotal @3 :UInt64;
   sessions @4 :UInt32;
+  utilization @5 :Float64;        # busy fraction (0..1) over the last metering interval; pools only
+  parent @6 :Text;                # MIG: the parent GPU's UUID; empty otherwise
+  profile @7 :Text;               # MIG: the instance profile, e.g. "1g.10gb"
+}
+
+# A tenant of a configured pool: its usage against its quota, usage totals since metering began.
+struct TenantStatus {
+  name @0 :Text;
+  memoryUsed @1 :UInt64;
+  memoryQuota @2 :UInt64;         # 0 = no quota
+  priority @3 :Text;              # "high", "normal" or "low"
+  weight @4 :Float64;
+  sessions @5 :UInt32;
+  gpuSeconds @6 :Float64;
+  gibSeconds @7 :Float64;
+  queueSeconds @8 :Float64;
+  bytesIn @9 :UInt64;
+  bytesOut @10 :UInt64;
+  calls @11 :UInt64;
+  launches @12 :UInt64;
 }
 
 struct Request {
@@ -324,5 +345,6 @@ struct Response {
     devices @3 :List(DeviceStatus);
     sessions @4 :List(SessionStatus);
     uptimeSeconds @5 :Float64;
+    tenants @6 :List(TenantStatus);  # empty when the server runs without a configuration
   }
 }

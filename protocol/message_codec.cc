@@ -43,9 +43,8 @@ void queueMessage(transport::Connection& connection, capnp::MessageBuilder& mess
 IncomingMessage::IncomingMessage(transport::Connection& connection) {
   auto frame = connection.receiveFrame();
   bulkBytes_ = frame.bulkBytes;
-  kj::ArrayPtr<const capnp::word> words(reinterpret_cast<const capnp::word*>(frame.message.data()),
-                                        frame.message.size() / sizeof(capnp::word));
-  reader_ = std::make_unique<capnp::FlatArrayMessageReader>(words, readerOptions());
+  words_ = kj::ArrayPtr<const capnp::word>(reinterpret_cast<const capnp::word*>(frame.message.data()),
+                                           frame.message.size() / sizeof(capnp::word));
 }
 
 }  // namespace gpupool::protocol

@@ -18,6 +18,9 @@
 
 namespace gpupool::protocol {
 
+// Reader limits: ~64 MiB of traversal and a modest nesting depth.
+capnp::ReaderOptions readerOptions();
+
 // Sends `message` followed by `bulk` as one frame. Throws transport::TransportError.
 void sendMessage(transport::Connection& connection, capnp::MessageBuilder& message,
                  std::span<const transport::ConstBuffer> bulk = {});
@@ -33,18 +36,20 @@ class IncomingMessage {
   // "malformed message") when the bytes are not a valid message.
   explicit IncomingMessage(transport::Connection& connection);
 
+  // Decodes on first use: a malformed message throws kj::Exception here, after the frame itself
+  // has been consumed, so the caller can answer it and go on.
   template <typename T>
   typename T::Reader root() {
+    if (!reader_) reader_ = std::make_unique<capnp::FlatArrayMessageReader>(words_, readerOptions());
     return reader_->getRoot<T>();
   }
   uint64_t bulkBytes() const { return bulkBytes_; }
 
  private:
+  kj::ArrayPtr<const capnp::word> words_;
   std::unique_ptr<capnp::FlatArrayMessageReader> reader_;
   uint64_t bulkBytes_;
 };
 
-// Reader limits: ~64 MiB of traversal and a modest nesting depth.
-capnp::ReaderOptions readerOptions();
 
 }  // namespace gpupool::protocol

@@ -68,6 +68,17 @@ struct Copy2D {
   uint64_t widthBytes = 0, height = 0;
 };
 
+// Decides when a context's kernels may start on their device (the pool's scheduler) and hears how
+// long each ran (metering). Called on whatever thread runs the kernel; enter() may block.
+class LaunchGate {
+ public:
+  virtual ~LaunchGate() = default;
+  // Blocks until a kernel of this context may start.
+  virtual void enter() = 0;
+  // The kernel admitted by this thread's last enter() ran for `seconds` on the device.
+  virtual void leave(double seconds) = 0;
+};
+
 class BackendContext {
  public:
   virtual ~BackendContext() = default;
@@ -131,6 +142,14 @@ class BackendContext {
   // Callers synchronize the stream first. Null when not available (the range is bad, or the memory
   // is on a real device): callers then fall back to the copy functions.
   virtual void* hostView(uint64_t /*address*/, uint64_t /*bytes*/) { return nullptr; }
+
+  // The client is gone: running and queued kernels stop soon (they fail), so whatever waits for
+  // them returns. Safe to call from any thread, while another thread uses the context.
+  virtual void cancel() {}
+
+  // Every later kernel passes through `gate` (set once, right after creation; null = no gate).
+  // Backends that cannot gate or time kernels ignore it.
+  virtual void setLaunchGate(std::shared_ptr<LaunchGate> /*gate*/) {}
 };
 
 class Backend {

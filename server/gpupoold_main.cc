@@ -1,15 +1,24 @@
 // gpupoold: the GPU pool server.
 #include <signal.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include "server/backends/emu/emu_backend.h"
+#include "server/backends/emu/emu_memory.h"
+#include "server/metrics_http.h"
+#include "server/pool_config.h"
 #include "server/pool_server.h"
+#include "server/tenant_pool.h"
 #include "transport/endpoint.h"
+#include "transport/rdma_dual_listener.h"
+#include "transport/rdma_transport.h"
 #include "transport/tcp_transport.h"
+#include "transport/tls_transport.h"
 #ifdef GPUPOOL_HAVE_CUDA_BACKEND
 #include "server/backends/cuda/cuda_backend.h"
 #endif
@@ -44,6 +53,7 @@ int main(int argc, char** argv) {
   CLI::App app{"gpupoold: serves pooled GPUs to gpupool clients (libcuda.so.1)", "gpupoold"};
   app.set_version_flag("--version", server::PoolServer::version());
   std::string listen = "tcp://127.0.0.1:7000";
+  std::string rdmaListen;
   std::string backendKind = "emu";
   unsigned devices = 1;
   std::string driver = "libcuda.so.1";
@@ -53,12 +63,17 @@ int main(int argc, char** argv) {
   unsigned emuThreads = 0;
   uint64_t stepLimit = 0;
   bool verbose = false;
+  // Default: derived from the pid, so servers started side by side rarely share a window.
+  unsigned addressSlot = static_cast<unsigned>(getpid()) % server::emu::EmuMemory::kSlots;
   app.add_option("--listen", listen, "Endpoint to listen on (tcp://HOST:PORT; port 0 picks one)")
       ->capture_default_str();
+  app.add_option("--rdma-listen", rdmaListen,
+                 "Also accept RDMA sessions here (rdma://IP:PORT, an address on an RDMA device; "
+                 "advertised to TCP clients, which switch to it when they can)");
   app.add_option("--backend", backendKind, "Device backend")
       ->check(CLI::IsMember({"emu", "cuda"}))
       ->capture_default_str();
-  app.add_option("--devices", devices, "Number of devices to serve (emu: how many to create)")
+  app.add_option("--devices", devices, "Number of devices to serve (emu: how many to create, up to 8)")
       ->check(CLI::Range(1u, 64u))
       ->capture_default_str();
   app.add_option("--driver", driver, "CUDA driver library for the cuda backend")
@@ -78,8 +93,46 @@ int main(int argc, char** argv) {
   app.add_option("--kernel-step-limit", stepLimit,
                  "emu: warp-instructions a launch may run before it fails (0 = no limit)")
       ->capture_default_str();
+  app.add_option("--address-slot", addressSlot,
+                 "emu: device address window 0-31; servers one client uses together need "
+                 "different slots (default: from the process id)")
+      ->check(CLI::Range(0u, server::emu::EmuMemory::kSlots - 1));
   app.add_flag("-v,--verbose", verbose, "Log sessions as they come and go");
+  server::PoolServer::Limits limits;
+  app.add_option("--max-sessions", limits.maxSessions,
+                 "Most client sessions served at once; more are refused with a reason (0 = no limit)")
+      ->capture_default_str();
+  app.add_option("--max-modules-per-session", limits.maxModulesPerSession,
+                 "Most modules one session may hold loaded (0 = no limit)")
+      ->capture_default_str();
+  std::string configPath, metricsListen;
+  transport::TlsServerFiles tlsFiles;
+  app.add_option("--tls-cert", tlsFiles.certificateChain,
+                 "TLS certificate chain (PEM) for a tls://HOST:PORT --listen endpoint");
+  app.add_option("--tls-key", tlsFiles.privateKey, "TLS private key (PEM) for --tls-cert");
+  app.add_option("--config", configPath,
+                 "Pool configuration (TOML): devices, tenants, tokens, quotas, priorities "
+                 "(docs/pool.md). Its devices replace --backend/--devices/--memory; SIGHUP "
+                 "reloads its tenants");
+  app.add_option("--metrics-listen", metricsListen,
+                 "Serve Prometheus metrics at http://HOST:PORT/metrics");
   CLI11_PARSE(app, argc, argv);
+
+  std::optional<server::PoolConfig> poolConfig;
+  if (!configPath.empty()) {
+    try {
+      poolConfig = server::loadPoolConfig(configPath);
+    } catch (const server::PoolConfigError& e) {
+      std::cerr << "gpupoold: " << e.what() << "\n";
+      return 2;
+    }
+    backendKind = poolConfig->devices.front().backend;
+    devices = static_cast<unsigned>(poolConfig->devices.size());
+    memory = std::to_string(poolConfig->devices.front().memoryBytes);
+  } else {
+    std::cerr << "gpupoold: no --config: serving without authentication; listening on loopback "
+                 "only is recommended\n";
+  }
 
   std::string error;
   auto endpoint = transport::parseEndpoint(listen, &error);
@@ -87,10 +140,14 @@ int main(int argc, char** argv) {
     std::cerr << "gpupoold: " << error << "\n";
     return 2;
   }
-  if (endpoint->scheme != "tcp") {
-    std::cerr << "gpupoold: " << endpoint->scheme
-              << ":// listening is not available in this build; use tcp://HOST:PORT\n";
-    return 2;
+  std::optional<transport::Endpoint> rdmaEndpoint;
+  if (!rdmaListen.empty()) {
+    rdmaEndpoint = transport::parseEndpoint(rdmaListen, &error);
+    if (!rdmaEndpoint || rdmaEndpoint->scheme != "rdma") {
+      std::cerr << "gpupoold: --rdma-listen: " << (rdmaEndpoint ? "expected rdma://IP:PORT" : error)
+                << "\n";
+      return 2;
+    }
   }
 
   std::unique_ptr<server::Backend> backend;
@@ -107,6 +164,13 @@ int main(int argc, char** argv) {
       options.device.multiprocessors = multiprocessors;
       options.workerThreads = emuThreads;
       options.stepBudget = stepLimit;
+      options.addressSlot = addressSlot;
+      options.device.addressSlot = addressSlot;
+      if (devices > server::emu::EmuMemory::kDevicesPerSlot) {
+        std::cerr << "gpupoold: the emu backend serves at most "
+                  << server::emu::EmuMemory::kDevicesPerSlot << " devices per server\n";
+        return 2;
+      }
       backend = server::emu::makeEmuBackend(options);
     } else {
 #ifdef GPUPOOL_HAVE_CUDA_BACKEND
@@ -131,19 +195,63 @@ int main(int argc, char** argv) {
   sigemptyset(&stopSignals);
   sigaddset(&stopSignals, SIGINT);
   sigaddset(&stopSignals, SIGTERM);
+  sigaddset(&stopSignals, SIGHUP);  // reloads the configuration's tenants
   pthread_sigmask(SIG_BLOCK, &stopSignals, nullptr);
 
   server::PoolServer pool(std::move(backend), verbose);
+  pool.setLimits(limits);
+  std::shared_ptr<server::TenantPool> tenants;
+  std::unique_ptr<server::MetricsHttpServer> metrics;
+  try {
+    if (poolConfig) {
+      tenants = std::make_shared<server::TenantPool>(*poolConfig, poolConfig->devices.size());
+      pool.setTenantPool(tenants);
+      std::cerr << "gpupoold: " << poolConfig->tenants.size() << " tenant(s) from " << configPath
+                << "; usage in " << poolConfig->meteringDatabase << "\n";
+    }
+    if (!metricsListen.empty()) {
+      metrics = std::make_unique<server::MetricsHttpServer>(
+          metricsListen, [&pool] { return server::renderMetrics(pool); });
+      std::cout << "metrics on " << metrics->url() << std::endl;
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "gpupoold: " << e.what() << "\n";
+    return 1;
+  }
   std::unique_ptr<transport::Listener> listener;
   try {
-    listener = transport::tcpListen(*endpoint);
+    if (endpoint->scheme == "tls") {
+      if (tlsFiles.certificateChain.empty() || tlsFiles.privateKey.empty()) {
+        std::cerr << "gpupoold: --listen tls://... needs --tls-cert and --tls-key\n";
+        return 2;
+      }
+      listener = transport::tlsListen(*endpoint, tlsFiles);
+    } else {
+      listener = endpoint->scheme == "rdma" ? transport::rdmaListen(*endpoint)
+                                            : transport::tcpListen(*endpoint);
+    }
+    if (rdmaEndpoint) {
+      auto rdma = transport::rdmaListen(*rdmaEndpoint);
+      std::cout << "listening on " << rdma->url() << std::endl;
+      pool.setRdmaEndpoint(rdma->url());
+      listener = transport::listenOnBoth(std::move(listener), std::move(rdma));
+    }
   } catch (const transport::TransportError& e) {
     std::cerr << "gpupoold: " << e.what() << "\n";
     return 1;
   }
   std::thread signals([&] {
     int sig = 0;
-    sigwait(&stopSignals, &sig);
+    while (sigwait(&stopSignals, &sig) == 0 && sig == SIGHUP) {
+      std::string why;
+      if (!tenants) {
+        std::cerr << "gpupoold: SIGHUP ignored: no --config to reload\n";
+      } else if (tenants->reload(&why)) {
+        std::cerr << "gpupoold: reloaded " << configPath << "\n";
+      } else {
+        std::cerr << "gpupoold: reload failed, keeping the previous tenants: " << why << "\n";
+      }
+    }
     std::cerr << "gpupoold: stopping (signal " << sig << ")\n";
     pool.shutdown();
   });

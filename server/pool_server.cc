@@ -3,7 +3,14 @@
 #include <algorithm>
 #include <iostream>
 
+#include "server/tenant_status.h"
+
 namespace gpupool::server {
+namespace {
+
+constexpr unsigned kClientHeartbeatTimeoutMs = 15000;
+
+}  // namespace
 
 PoolServer::PoolServer(std::unique_ptr<Backend> backend, bool verbose)
     : backend_(std::move(backend)), modules_(2ull << 30), verbose_(verbose),
@@ -11,6 +18,7 @@ PoolServer::PoolServer(std::unique_ptr<Backend> backend, bool verbose)
 
 PoolServer::~PoolServer() {
   shutdown();
+  if (watchdog_.joinable()) watchdog_.join();
   std::list<Running> sessions;
   {
     std::lock_guard lock(mutex_);
@@ -23,6 +31,16 @@ PoolServer::~PoolServer() {
 
 const char* PoolServer::version() { return "0.1.0"; }
 
+bool PoolServer::admitDriverSession() {
+  unsigned current = driverSessions_.load();
+  do {
+    if (limits_.maxSessions && current >= limits_.maxSessions) return false;
+  } while (!driverSessions_.compare_exchange_weak(current, current + 1));
+  return true;
+}
+
+void PoolServer::driverSessionEnded() { driverSessions_.fetch_sub(1); }
+
 void PoolServer::serve(std::unique_ptr<transport::Listener> listener) {
   transport::Listener* l = listener.get();
   {
@@ -32,10 +50,14 @@ void PoolServer::serve(std::unique_ptr<transport::Listener> listener) {
     if (stopping_) return;
   }
   std::cout << "listening on " << l->url() << std::endl;
+  if (!watchdog_.joinable()) watchdog_ = std::thread([this] { watchPeers(); });
   for (;;) {
     std::unique_ptr<transport::Connection> connection;
     try {
       connection = l->accept();
+      // A client whose host dies or whose network is cut is noticed without any message from it,
+      // so its session ends and its memory is released.
+      connection->setDeadPeerTimeoutMs(kClientHeartbeatTimeoutMs);
     } catch (const transport::TransportError& e) {
       std::lock_guard lock(mutex_);
       if (stopping_) return;
@@ -81,6 +103,21 @@ void PoolServer::shutdown() {
   stopping_ = true;
   if (listener_) listener_->shutdown();
   for (auto& s : sessions_) s.session->stop();
+  stopped_.notify_all();
+}
+
+void PoolServer::watchPeers() {
+  std::unique_lock lock(mutex_);
+  while (!stopping_) {
+    stopped_.wait_for(lock, std::chrono::milliseconds(100));
+    std::vector<std::shared_ptr<Session>> running;
+    for (auto& s : sessions_) {
+      if (!s.finished) running.push_back(s.session);
+    }
+    lock.unlock();
+    for (auto& s : running) s->cancelIfPeerGone();
+    lock.lock();
+  }
 }
 
 void PoolServer::fillStatus(wire::Response::StatusReply::Builder status) {
@@ -111,6 +148,7 @@ void PoolServer::fillStatus(wire::Response::StatusReply::Builder status) {
       }
     }
     ds[i].setSessions(users);
+    if (tenantPool_) ds[i].setUtilization(tenantPool_->utilization(static_cast<int>(i)));
   }
   auto ss = status.initSessions(static_cast<unsigned>(snapshots.size()));
   for (unsigned i = 0; i < snapshots.size(); ++i) {
@@ -119,7 +157,9 @@ void PoolServer::fillStatus(wire::Response::StatusReply::Builder status) {
     ss[i].setMemoryUsed(snapshots[i].memoryUsed);
     ss[i].setTransport(snapshots[i].transport);
     ss[i].setContexts(snapshots[i].contexts);
+    ss[i].setTenant(snapshots[i].tenant);
   }
+  if (tenantPool_) fillTenantStatus(*tenantPool_, snapshots, status);
 }
 
 }  // namespace gpupool::server

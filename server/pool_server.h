@@ -2,7 +2,9 @@
 // thread of its own, over one shared Backend.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -12,6 +14,7 @@
 #include "server/backend.h"
 #include "server/module_cache.h"
 #include "server/session.h"
+#include "server/tenant_pool.h"
 #include "transport/connection.h"
 
 namespace gpupool::server {
@@ -28,7 +31,25 @@ class PoolServer {
 
   void fillStatus(wire::Response::StatusReply::Builder status);
   bool verbose() const { return verbose_; }
+  // The RDMA endpoint Welcome advertises (set before serve(); empty = TCP only).
+  void setRdmaEndpoint(std::string url) { rdmaEndpoint_ = std::move(url); }
+  const std::string& rdmaEndpoint() const { return rdmaEndpoint_; }
+  // Tenancy from --config (set before serve()): tokens, quotas, scheduling, metering. Null = open.
+  void setTenantPool(std::shared_ptr<TenantPool> pool) { tenantPool_ = std::move(pool); }
+  TenantPool* tenantPool() const { return tenantPool_.get(); }
   static const char* version();
+
+  // Limits on what clients may hold (set before serve(); docs/hardening.md). 0 = unlimited.
+  struct Limits {
+    unsigned maxSessions = 0;              // concurrent driver sessions on this server
+    unsigned maxModulesPerSession = 1024;  // modules loaded and not unloaded, all contexts
+  };
+  void setLimits(const Limits& limits) { limits_ = limits; }
+  const Limits& limits() const { return limits_; }
+  // Counts a starting driver session; false (counting nothing) when the server is full.
+  bool admitDriverSession();
+  // Uncounts a session admitDriverSession() counted.
+  void driverSessionEnded();
 
  private:
   struct Running {
@@ -37,12 +58,20 @@ class PoolServer {
     bool finished = false;
   };
   void reapFinished();
+  // Every 100 ms until shutdown: cancels the work of sessions whose client is gone.
+  void watchPeers();
 
   std::unique_ptr<Backend> backend_;
   ModuleCache modules_;
   bool verbose_;
   std::chrono::steady_clock::time_point started_;
   std::string listenUrl_;
+  std::string rdmaEndpoint_;
+  std::shared_ptr<TenantPool> tenantPool_;
+  Limits limits_;
+  std::atomic<unsigned> driverSessions_{0};
+  std::thread watchdog_;
+  std::condition_variable stopped_;  // wakes the watchdog at shutdown
 
   std::mutex mutex_;
   std::list<Running> sessions_;

@@ -19,10 +19,23 @@ using wire::Response;
 // small whatever the copy size.
 constexpr uint64_t kChunkBytes = 8u << 20;
 constexpr uint64_t kMaxImageBytes = 1ull << 30;
+// A ping echoes its bulk from one buffer: bounded so a client cannot make the server allocate
+// whatever a frame header claims.
+constexpr uint64_t kMaxPingBytes = 64ull << 20;
 
 void setStatus(Response::Builder r, const Status& s) {
   r.setResult(static_cast<uint32_t>(s.code));
   if (!s.message.empty()) r.setMessage(s.message);
+}
+
+// Whether `height` rows of `width` bytes, `pitch` apart from `address`, lie in one allocation.
+bool inOneAllocation(BackendContext& ctx, uint64_t address, uint64_t pitch, uint64_t width,
+                     uint64_t height) {
+  if (!width || !height) return true;
+  if (height > 1 && pitch && height - 1 > (UINT64_MAX - width) / pitch) return false;
+  uint64_t extent = (height - 1) * pitch + width;
+  uint64_t base = 0, size = 0;
+  return ctx.memGetAddressRange(address, &base, &size).ok() && extent <= size - (address - base);
 }
 
 LaunchShape shapeOf(Request::LaunchKernel::Reader k) {
@@ -47,6 +60,14 @@ Session::~Session() {
 
 void Session::stop() { connection_->shutdown(); }
 
+void Session::cancelIfPeerGone() {
+  if (!connection_->peerClosed()) return;
+  std::lock_guard lock(mutex_);
+  for (auto& [id, c] : contexts_) {
+    if (c.backend) c.backend->cancel();
+  }
+}
+
 SessionSnapshot Session::snapshot() const {
   std::lock_guard lock(mutex_);
   SessionSnapshot s;
@@ -55,6 +76,7 @@ SessionSnapshot Session::snapshot() const {
   s.transport = connection_->kind();
   s.contexts = static_cast<uint32_t>(contexts_.size());
   s.driver = driver_;
+  s.tenant = tenantName_;
   for (auto& [cid, c] : contexts_) {
     s.memoryUsed += c.backend->memoryUsed();
     s.devices.push_back(c.device);
@@ -64,8 +86,9 @@ SessionSnapshot Session::snapshot() const {
 
 void Session::run() {
   try {
-    if (!handshake()) return;
-    while (serveOne()) {
+    if (handshake()) {
+      while (serveOne()) {
+      }
     }
   } catch (const transport::TransportError& e) {
     // The peer went away or sent a broken frame: the session ends and its resources go with it.
@@ -79,6 +102,11 @@ void Session::run() {
     doomed.swap(contexts_);
   }
   doomed.clear();  // releases memory, modules, streams and events outside the lock
+  tenant_.reset();  // gives the tenant's quota back now, not when the session is reaped
+  if (admitted_) server_.driverSessionEnded();
+  // The peer learns at once that the session is over; the Session object itself (and with it the
+  // socket) lives until the server reaps it, which may be much later.
+  connection_->shutdown();
 }
 
 bool Session::handshake() {
@@ -103,10 +131,35 @@ bool Session::handshake() {
       protocol::sendMessage(*connection_, reply);
       return false;
     }
+    if (TenantPool* pool = server_.tenantPool()) {
+      // Status probes may come without a token: they only read what /metrics also shows.
+      auto account = pool->authenticate(hello.getAuthToken());
+      if (!account && hello.getPurpose() != wire::Hello::Purpose::STATUS) {
+        setStatus(r, Status::error(CUDA_ERROR_NOT_PERMITTED,
+                                   hello.getAuthToken().size()
+                                       ? "token refused: GPU_POOL_TOKEN is not a token of this pool"
+                                       : "token required: set GPU_POOL_TOKEN to your tenant's token"));
+        protocol::sendMessage(*connection_, reply);
+        return false;
+      }
+      if (account) tenant_ = std::make_unique<TenantSession>(*pool, std::move(account));
+    }
     {
       std::lock_guard lock(mutex_);
       clientName_ = hello.getClientName();
+      if (tenant_) tenantName_ = tenant_->tenant();
       driver_ = hello.getPurpose() == wire::Hello::Purpose::DRIVER;
+    }
+    if (driver_) {
+      admitted_ = server_.admitDriverSession();
+      if (!admitted_) {
+        setStatus(r, Status::error(CUDA_ERROR_DEVICE_UNAVAILABLE,
+                                   "server full: gpupoold serves at most " +
+                                       std::to_string(server_.limits().maxSessions) +
+                                       " sessions at once (--max-sessions); retry later"));
+        protocol::sendMessage(*connection_, reply);
+        return false;
+      }
     }
   } catch (const kj::Exception& e) {
     setStatus(r, Status::error(CUDA_ERROR_INVALID_VALUE, "malformed Hello"));
@@ -204,7 +257,9 @@ void Session::dispatch(Request::Reader request, uint64_t bulkBytes, bool noReply
   Status st;
   uint64_t bulk = bulkBytes;
   BackendContext* ctx = nullptr;
+  uint64_t contextId = 0;  // for the tenant's meter
   auto withContext = [&](uint64_t id) {
+    contextId = id;
     ctx = context(id, &st);
     return ctx != nullptr;
   };
@@ -216,6 +271,10 @@ void Session::dispatch(Request::Reader request, uint64_t bulkBytes, bool noReply
 
     case Request::PING:
       // The raw-wire baseline: the bulk comes back unchanged.
+      if (bulk > kMaxPingBytes) {
+        st = Status::error(CUDA_ERROR_INVALID_VALUE, "ping bulk over the 64 MiB limit");
+        break;
+      }
       staging_.resize(bulk);
       connection_->receiveBulk(staging_.data(), bulk);
       bulk = 0;
@@ -250,10 +309,12 @@ void Session::dispatch(Request::Reader request, uint64_t bulkBytes, bool noReply
     case Request::CTX_CREATE: {
       auto c = request.getCtxCreate();
       std::unique_ptr<BackendContext> created;
-      st = backend_.createContext(c.getDevice(), c.getFlags(), &created);
+      if (tenant_) st = tenant_->checkDevice(static_cast<int>(c.getDevice()));
+      if (st.ok()) st = backend_.createContext(c.getDevice(), c.getFlags(), &created);
       if (st.ok()) {
         std::lock_guard lock(mutex_);
         uint64_t id = nextContext_++;
+        if (tenant_) tenant_->attachContext(id, static_cast<int>(c.getDevice()), *created);
         contexts_[id] = ContextEntry{c.getDevice(), std::move(created)};
         r.setHandle(id);
       }
@@ -269,6 +330,9 @@ void Session::dispatch(Request::Reader request, uint64_t bulkBytes, bool noReply
         } else {
           doomed = std::move(it->second.backend);
           contexts_.erase(it);
+          modulesLoaded_ -= modulesPerContext_[request.getCtxDestroy()];
+          modulesPerContext_.erase(request.getCtxDestroy());
+          if (tenant_) tenant_->contextDestroyed(request.getCtxDestroy());
         }
       }
       doomed.reset();
@@ -291,9 +355,17 @@ void Session::dispatch(Request::Reader request, uint64_t bulkBytes, bool noReply
           st = Status::error(CUDA_ERROR_INVALID_VALUE, "invalid pitched allocation");
           break;
         }
-        st = ctx->memAlloc(pitch * height, &address);
+        if (tenant_) st = tenant_->reserve(m.getContext(), pitch * height);
+        if (st.ok()) {
+          st = ctx->memAlloc(pitch * height, &address);
+          if (tenant_) tenant_->settle(m.getContext(), *ctx, pitch * height, st.ok(), address);
+        }
       } else {
-        st = ctx->memAlloc(m.getBytes(), &address);
+        if (tenant_) st = tenant_->reserve(m.getContext(), m.getBytes());
+        if (st.ok()) {
+          st = ctx->memAlloc(m.getBytes(), &address);
+          if (tenant_) tenant_->settle(m.getContext(), *ctx, m.getBytes(), st.ok(), address);
+        }
       }
       if (st.ok()) {
         auto out = r.initMemAlloc();
@@ -304,13 +376,17 @@ void Session::dispatch(Request::Reader request, uint64_t bulkBytes, bool noReply
     }
     case Request::MEM_FREE: {
       auto m = request.getMemFree();
-      if (withContext(m.getContext())) st = ctx->memFree(m.getAddress());
+      if (!withContext(m.getContext())) break;
+      uint64_t freed = tenant_ ? TenantSession::allocationSize(*ctx, m.getAddress()) : 0;
+      st = ctx->memFree(m.getAddress());
+      if (tenant_ && st.ok()) tenant_->freed(m.getContext(), freed);
       break;
     }
     case Request::MEM_GET_INFO:
       if (withContext(request.getMemGetInfo())) {
         uint64_t freeBytes = 0, totalBytes = 0;
         st = ctx->memGetInfo(&freeBytes, &totalBytes);
+        if (tenant_) tenant_->memoryView(&freeBytes, &totalBytes);
         auto out = r.initMemInfo();
         out.setFree(freeBytes);
         out.setTotal(totalBytes);
@@ -341,7 +417,7 @@ void Session::dispatch(Request::Reader request, uint64_t bulkBytes, bool noReply
       // Check the whole destination first so a bad range writes nothing.
       uint64_t base = 0, size = 0;
       if (bytes && (!ctx->memGetAddressRange(m.getDst(), &base, &size).ok() ||
-                    m.getDst() - base + bytes > size)) {
+                    bytes > size - (m.getDst() - base))) {
         st = Status::error(CUDA_ERROR_INVALID_VALUE, "invalid device range for host-to-device copy");
         break;
       }
@@ -372,7 +448,7 @@ void Session::dispatch(Request::Reader request, uint64_t bulkBytes, bool noReply
       uint64_t bytes = m.getBytes();
       uint64_t base = 0, size = 0;
       if (bytes && (!ctx->memGetAddressRange(m.getSrc(), &base, &size).ok() ||
-                    m.getSrc() - base + bytes > size)) {
+                    bytes > size - (m.getSrc() - base))) {
         st = Status::error(CUDA_ERROR_INVALID_VALUE, "invalid device range for device-to-host copy");
         break;
       }
@@ -430,6 +506,12 @@ void Session::dispatch(Request::Reader request, uint64_t bulkBytes, bool noReply
         c.srcPitch = c.widthBytes;
       }
       if (!c.dstIsDevice) {
+        // The reply is staged whole: the rows must lie in one allocation before that many bytes
+        // are allocated for them.
+        if (!inOneAllocation(*ctx, c.srcDevice, c.srcPitch, c.widthBytes, c.height)) {
+          st = Status::error(CUDA_ERROR_INVALID_VALUE, "invalid device range for 2D copy");
+          break;
+        }
         staging_.resize(packed);
         c.dstHost = staging_.data();
         c.dstPitch = c.widthBytes;
@@ -478,14 +560,28 @@ void Session::dispatch(Request::Reader request, uint64_t bulkBytes, bool noReply
           break;
         }
       }
+      if (unsigned limit = server_.limits().maxModulesPerSession; limit && modulesLoaded_ >= limit) {
+        st = Status::error(CUDA_ERROR_OUT_OF_MEMORY,
+                           "module limit: a session may hold " + std::to_string(limit) +
+                               " loaded modules (gpupoold --max-modules-per-session); unload some");
+        break;
+      }
       uint64_t module = 0;
       st = ctx->moduleLoad(*image, &module);
-      if (st.ok()) r.setHandle(module);
+      if (st.ok()) {
+        r.setHandle(module);
+        ++modulesLoaded_;
+        ++modulesPerContext_[m.getContext()];
+      }
       break;
     }
     case Request::MODULE_UNLOAD: {
       auto m = request.getModuleUnload();
       if (withContext(m.getContext())) st = ctx->moduleUnload(m.getModule());
+      if (st.ok() && modulesPerContext_[m.getContext()] > 0) {
+        --modulesLoaded_;
+        --modulesPerContext_[m.getContext()];
+      }
       break;
     }
     case Request::MODULE_GET_FUNCTION: {
@@ -615,6 +711,11 @@ void Session::dispatch(Request::Reader request, uint64_t bulkBytes, bool noReply
   }
   consumeBulk(bulk);
   setStatus(r, st);
+  if (tenant_) {
+    uint64_t bytesOut = 0;
+    for (const auto& b : replyBulk) bytesOut += b.size;
+    tenant_->recordCall(contextId, bulkBytes, bytesOut);
+  }
   // Device printf output waits for a request that is answered, so none is lost to noReply ones.
   if (ctx && !noReply) {
     std::string output = ctx->takeDeviceOutput();

@@ -16,6 +16,7 @@
 #include "protocol/gpupool.capnp.h"
 #include "server/backend.h"
 #include "server/module_cache.h"
+#include "server/tenant_session.h"
 #include "transport/connection.h"
 
 namespace gpupool::server {
@@ -30,6 +31,7 @@ struct SessionSnapshot {
   uint32_t contexts = 0;
   std::vector<int> devices;  // device of each context
   bool driver = false;       // a libcuda session (not a status probe)
+  std::string tenant;        // empty when the server runs open
 };
 
 class Session {
@@ -42,6 +44,9 @@ class Session {
   void run();
   // Asks run() to return soon (used at server shutdown).
   void stop();
+  // When the client has gone away, stops its running kernels so a call blocked on them returns
+  // and the session can end (PoolServer's watchdog calls this from its own thread).
+  void cancelIfPeerGone();
 
   SessionSnapshot snapshot() const;
   uint64_t id() const { return id_; }
@@ -70,12 +75,20 @@ class Session {
   std::map<uint64_t, ContextEntry> contexts_;
   uint64_t nextContext_ = 1;
   std::string clientName_;
+  std::string tenantName_;
   bool driver_ = false;
 
   std::vector<uint8_t> staging_;  // bulk bytes in and out, reused across requests
   // The first failure among noReply requests, reported with the next Response.
   CUresult deferredResult_ = CUDA_SUCCESS;
   std::string deferredMessage_;
+  // The tenant this session authenticated as; null when the server runs without --config.
+  std::unique_ptr<TenantSession> tenant_;
+  // Counted by PoolServer::admitDriverSession (the --max-sessions limit).
+  bool admitted_ = false;
+  // Modules loaded and not unloaded, in all contexts and per context (the module limit).
+  unsigned modulesLoaded_ = 0;
+  std::map<uint64_t, unsigned> modulesPerContext_;
 };
 
 }  // namespace gpupool::server

@@ -8,6 +8,7 @@
 #include "tools/bench_command.h"
 #include "tools/run_command.h"
 #include "tools/status_command.h"
+#include "tools/usage_command.h"
 
 namespace {
 
@@ -56,7 +57,18 @@ int main(int argc, char** argv) {
       "Ratios compare gpupool with the raw wire measured in the same run on the same connection\n"
       "type. Progress goes to stderr; results to stdout.");
 
-  // Room for `usage` and `top`: each is one more subcommand and one more *_command.cc.
+  UsageOptions usage;
+  CLI::App* usageCommandLine = app.add_subcommand(
+      "usage", "Report usage per tenant and device from gpupoold's metering database (billing)");
+  usageCommandLine->add_option("--db", usage.database,
+                               "The metering database ([metering] database in the pool "
+                               "configuration; default <config>.usage.db)")
+      ->required();
+  usageCommandLine->add_option("--since", usage.since,
+                               "Only records since a UTC date (2024-05-01[T08:00:00]) or an age "
+                               "(90m, 12h, 7d)");
+  usageCommandLine->add_flag("--json", usage.json, "Print JSON instead of a table");
+
 
   try {
     app.parse(argc, argv);
@@ -68,5 +80,6 @@ int main(int argc, char** argv) {
   if (runCommandLine->parsed()) return runCommand(run);
   if (statusCommandLine->parsed()) return statusCommand(status);
   if (benchCommandLine->parsed()) return benchCommand(bench);
+  if (usageCommandLine->parsed()) return usageCommand(usage);
   return kUsageError;  // unreachable: a subcommand is required
 }

@@ -9,6 +9,7 @@
 
 #include "protocol/message_codec.h"
 #include "transport/tcp_transport.h"
+#include "transport/transport_factory.h"
 
 namespace gpupool::tools {
 namespace {
@@ -64,7 +65,12 @@ void printJson(wire::Response::StatusReply::Reader status) {
                               {"name", device.getName().cStr()},
                               {"memory_used", device.getMemoryUsed()},
                               {"memory_total", device.getMemoryTotal()},
-                              {"sessions", device.getSessions()}});
+                              {"sessions", device.getSessions()},
+                              {"utilization", device.getUtilization()}});
+    if (device.getParent().size()) {
+      out["devices"].back()["parent"] = device.getParent().cStr();
+      out["devices"].back()["profile"] = device.getProfile().cStr();
+    }
   }
   out["sessions"] = nlohmann::json::array();
   for (auto session : status.getSessions()) {
@@ -72,6 +78,23 @@ void printJson(wire::Response::StatusReply::Reader status) {
                                {"client", session.getClientName().cStr()},
                                {"memory_used", session.getMemoryUsed()},
                                {"transport", session.getTransport().cStr()}});
+    if (session.getTenant().size()) out["sessions"].back()["tenant"] = session.getTenant().cStr();
+  }
+  out["tenants"] = nlohmann::json::array();
+  for (auto t : status.getTenants()) {
+    out["tenants"].push_back({{"name", t.getName().cStr()},
+                              {"memory_used", t.getMemoryUsed()},
+                              {"memory_quota", t.getMemoryQuota()},
+                              {"priority", t.getPriority().cStr()},
+                              {"weight", t.getWeight()},
+                              {"sessions", t.getSessions()},
+                              {"gpu_seconds", t.getGpuSeconds()},
+                              {"gib_seconds", t.getGibSeconds()},
+                              {"queue_seconds", t.getQueueSeconds()},
+                              {"bytes_in", t.getBytesIn()},
+                              {"bytes_out", t.getBytesOut()},
+                              {"calls", t.getCalls()},
+                              {"launches", t.getLaunches()}});
   }
   std::cout << out.dump(2) << "\n";
 }
@@ -84,7 +107,18 @@ void printText(wire::Response::StatusReply::Reader status) {
   for (auto device : status.getDevices()) {
     std::cout << "  [" << device.getIndex() << "] " << device.getName().cStr() << "  memory "
               << humanBytes(device.getMemoryUsed()) << " / " << humanBytes(device.getMemoryTotal())
-              << "  sessions " << device.getSessions() << "\n";
+              << "  sessions " << device.getSessions();
+    if (device.getParent().size()) {
+      std::cout << "  MIG " << device.getProfile().cStr() << " on " << device.getParent().cStr();
+    }
+    std::cout << "  busy " << static_cast<int>(device.getUtilization() * 100) << "%\n";
+  }
+  if (status.getTenants().size()) std::cout << "tenants  " << status.getTenants().size() << "\n";
+  for (auto t : status.getTenants()) {
+    std::cout << "  " << t.getName().cStr() << "  memory " << humanBytes(t.getMemoryUsed()) << " / "
+              << (t.getMemoryQuota() ? humanBytes(t.getMemoryQuota()) : std::string("unlimited"))
+              << "  " << t.getPriority().cStr() << " x" << t.getWeight() << "  sessions "
+              << t.getSessions() << "  gpu " << t.getGpuSeconds() << " s\n";
   }
   std::cout << "sessions " << status.getSessions().size() << "\n";
   for (auto session : status.getSessions()) {
@@ -115,14 +149,14 @@ int statusCommand(const StatusOptions& options) {
   }
   // With several servers listed, status reports on the first; name one with --endpoint for others.
   const transport::Endpoint& endpoint = endpoints->front();
-  if (endpoint.scheme != "tcp") {
-    std::cerr << "gpupool: status speaks tcp:// only, not " << endpoint.url() << "\n";
+  if (endpoint.scheme != "tcp" && endpoint.scheme != "tls") {
+    std::cerr << "gpupool: status speaks tcp:// and tls:// only, not " << endpoint.url() << "\n";
     return 2;
   }
 
   std::unique_ptr<transport::Connection> connection;
   try {
-    connection = transport::tcpConnect(endpoint, kConnectTimeoutMs);
+    connection = transport::connectEndpoint(endpoint, kConnectTimeoutMs);
     connection->setReceiveTimeoutMs(kReplyTimeoutMs);
 
     capnp::MallocMessageBuilder helloMessage;
@@ -130,6 +164,7 @@ int statusCommand(const StatusOptions& options) {
     hello.setProtocolVersion(wire::PROTOCOL_VERSION);
     hello.setClientName("gpupool status");
     hello.setPurpose(wire::Hello::Purpose::STATUS);
+    if (const char* token = std::getenv("GPU_POOL_TOKEN")) hello.setAuthToken(token);
     auto welcome = exchange(*connection, helloMessage);
     checkReply(welcome->root<wire::Response>(), wire::Response::WELCOME, "hello");
 

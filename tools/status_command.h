@@ -17,7 +17,11 @@ struct StatusOptions {
 //
 // --json prints one object:
 //   {"server_version", "backend", "devices": [{"index", "name", "memory_used", "memory_total",
-//    "sessions"}], "sessions": [{"id", "client", "memory_used", "transport"}]}
+//    "sessions", "utilization", ["parent", "profile" for MIG instances]}],
+//    "sessions": [{"id", "client", "memory_used", "transport", ["tenant"]}],
+//    "tenants": [{"name", "memory_used", "memory_quota", "priority", "weight", "sessions",
+//                 "gpu_seconds", "gib_seconds", "queue_seconds", "bytes_in", "bytes_out",
+//                 "calls", "launches"}]}   (tenants: empty when the server runs without --config)
 int statusCommand(const StatusOptions& options);
 
 }  // namespace gpupool::tools

@@ -78,6 +78,16 @@ class Connection {
 
   // Bounds how long a receive may wait for the peer (0 = forever).
   virtual void setReceiveTimeoutMs(unsigned ms) = 0;
+
+  // Heartbeat: declares the peer dead (every receive and send then fails with TransportError) when
+  // its host has not answered for about `ms`, however long the peer's application stays silent, so
+  // a long kernel never trips it but a killed host or a cut network does (0 = off). Transports
+  // without such a mechanism ignore it.
+  virtual void setDeadPeerTimeoutMs(unsigned /*ms*/) {}
+
+  // Whether the peer has closed or reset the connection, without receiving anything. Safe to call
+  // from another thread while one is blocked in a call on this connection (false when unknown).
+  virtual bool peerClosed() const { return false; }
 };
 
 class Listener {

@@ -12,14 +12,17 @@ std::string Endpoint::url() const {
 std::optional<Endpoint> parseEndpoint(const std::string& text, std::string* error) {
   auto fail = [&](const std::string& why) -> std::optional<Endpoint> {
     *error = "invalid endpoint '" + text + "': " + why +
-             " (expected tcp://HOST:PORT or rdma://HOST:PORT, e.g. tcp://127.0.0.1:7000)";
+             " (expected tcp://HOST:PORT, tls://HOST:PORT or rdma://HOST:PORT, e.g. "
+             "tcp://127.0.0.1:7000)";
     return std::nullopt;
   };
   auto sep = text.find("://");
   if (sep == std::string::npos) return fail("missing scheme");
   Endpoint e;
   e.scheme = text.substr(0, sep);
-  if (e.scheme != "tcp" && e.scheme != "rdma") return fail("unknown scheme '" + e.scheme + "'");
+  if (e.scheme != "tcp" && e.scheme != "rdma" && e.scheme != "tls") {
+    return fail("unknown scheme '" + e.scheme + "'");
+  }
   std::string rest = text.substr(sep + 3);
   std::string portText;
   if (!rest.empty() && rest[0] == '[') {

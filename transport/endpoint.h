@@ -8,7 +8,7 @@
 namespace gpupool::transport {
 
 struct Endpoint {
-  std::string scheme;  // "tcp" or "rdma"
+  std::string scheme;  // "tcp", "tls" (TCP with TLS) or "rdma"
   std::string host;    // name, IPv4, or IPv6 without brackets
   uint16_t port = 0;
 

@@ -2,8 +2,10 @@
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <boost/asio.hpp>
 #include <chrono>
 #include <cstring>
@@ -118,9 +120,30 @@ class TcpConnection final : public Connection {
   std::string kind() const override { return "tcp"; }
   std::string peer() const override { return peer_; }
 
-  void setReceiveTimeoutMs(unsigned ms) override {
-    timeval tv{static_cast<time_t>(ms / 1000), static_cast<suseconds_t>((ms % 1000) * 1000)};
-    ::setsockopt(socket_.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  // Enforced by polling before each read: Asio's blocking reads retry on EAGAIN, so SO_RCVTIMEO
+  // alone would never fire.
+  void setReceiveTimeoutMs(unsigned ms) override { receiveTimeoutMs_ = ms; }
+
+  bool peerClosed() const override {
+    pollfd p{const_cast<tcp::socket&>(socket_).native_handle(), POLLRDHUP, 0};
+    return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+  }
+
+  // TCP keepalive probes are answered by the peer's kernel, not its application: they detect a
+  // dead host or network without a protocol message. TCP_USER_TIMEOUT bounds both unanswered
+  // probes and unacknowledged sends.
+  void setDeadPeerTimeoutMs(unsigned ms) override {
+    int fd = socket_.native_handle();
+    int on = ms ? 1 : 0;
+    ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+    unsigned userTimeout = ms;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &userTimeout, sizeof userTimeout);
+    if (!ms) return;
+    int probeSeconds = std::max(1, static_cast<int>(ms / 3000));  // idle, then every interval
+    int probes = 3;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &probeSeconds, sizeof probeSeconds);
+    ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &probeSeconds, sizeof probeSeconds);
+    ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof probes);
   }
 
  private:
@@ -134,18 +157,37 @@ class TcpConnection final : public Connection {
     out += buffered;
     size -= buffered;
     if (size == 0) return;
-    boost::system::error_code ec;
     if (size >= inBuffer_.size() / 2) {
-      boost::asio::read(socket_, boost::asio::buffer(out, size), ec);
-      if (ec) throw TransportError("receive failed: " + describe(ec));
+      while (size > 0) {
+        size_t n = readSome(out, size);
+        out += n;
+        size -= n;
+      }
       return;
     }
     inBegin_ = 0;
-    inEnd_ = boost::asio::read(socket_, boost::asio::buffer(inBuffer_), boost::asio::transfer_at_least(size), ec);
-    if (ec && inEnd_ < size) throw TransportError("receive failed: " + describe(ec));
+    inEnd_ = 0;
+    while (inEnd_ < size) inEnd_ += readSome(inBuffer_.data() + inEnd_, inBuffer_.size() - inEnd_);
     std::memcpy(out, inBuffer_.data(), size);
     inBegin_ = size;
   }
+
+  // One read of up to `max` bytes, waiting at most the receive timeout for the first byte.
+  size_t readSome(uint8_t* dst, size_t max) {
+    if (receiveTimeoutMs_) {
+      pollfd p{socket_.native_handle(), POLLIN, 0};
+      int r = ::poll(&p, 1, static_cast<int>(receiveTimeoutMs_));
+      if (r == 0) {
+        throw TransportError("receive failed: timed out, no data from the peer for " +
+                             std::to_string(receiveTimeoutMs_) + " ms");
+      }
+    }
+    boost::system::error_code ec;
+    size_t n = socket_.read_some(boost::asio::buffer(dst, max), ec);
+    if (ec) throw TransportError("receive failed: " + describe(ec));
+    return n;
+  }
+
 
   std::unique_ptr<boost::asio::io_context> io_;
   tcp::socket socket_;
@@ -156,6 +198,7 @@ class TcpConnection final : public Connection {
   std::vector<uint8_t> outbox_;  // frames queued by sendFrameLater
   std::vector<uint8_t> inBuffer_ = std::vector<uint8_t>(64 * 1024);
   size_t inBegin_ = 0, inEnd_ = 0;  // unread bytes of inBuffer_
+  unsigned receiveTimeoutMs_ = 0;   // 0: wait forever
 
   static FrameHeader headerFor(std::span<const ConstBuffer> message,
                                std::span<const ConstBuffer> bulk) {

@@ -9,7 +9,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
+#include <optional>
+#include <thread>
 
 #include "build_paths.h"
 #include "child_process.h"
@@ -66,9 +70,43 @@ void expectStatusAnswered(transport::Connection& connection) {
   EXPECT_EQ(response.which(), wire::Response::STATUS);
 }
 
+// Shuts `connection` down if it is still in use after `limit`, so that a server which never
+// answers (or never closes) fails the test instead of hanging it.
+class ConnectionWatchdog {
+ public:
+  ConnectionWatchdog(transport::Connection& connection, seconds limit)
+      : thread_([this, &connection, limit] {
+          std::unique_lock lock(mutex_);
+          if (!wake_.wait_for(lock, limit, [this] { return done_; })) {
+            fired_ = true;
+            connection.shutdown();
+          }
+        }) {}
+  ~ConnectionWatchdog() { stop(); }
+  // Stops watching; returns whether the watchdog had to shut the connection down.
+  bool stop() {
+    {
+      std::lock_guard lock(mutex_);
+      done_ = true;
+    }
+    wake_.notify_one();
+    if (thread_.joinable()) thread_.join();
+    return fired_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool done_ = false;
+  bool fired_ = false;
+  std::thread thread_;
+};
+
 // The server ended the connection: the next receive fails rather than waiting forever.
 void expectClosedByServer(transport::Connection& connection) {
+  ConnectionWatchdog watchdog(connection, seconds(10));
   EXPECT_THROW(connection.receiveFrame(), transport::TransportError);
+  EXPECT_FALSE(watchdog.stop()) << "the server kept the connection open after refusing it";
 }
 
 // The server still serves: a fresh status handshake works and a real program passes.
@@ -90,7 +128,7 @@ class RawSocket {
     addr.sin_port = htons(port);
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-      throw std::runtime_error("raw connect failed");
+      throw std::runtime_error(std::string("raw connect failed: ") + std::strerror(errno));
     }
   }
   ~RawSocket() { ::close(fd_); }
@@ -169,7 +207,15 @@ TEST(MalformedTrafficTest, GarbageSegmentTableInAValidFrameIsAnswered) {
   // The segment table claims four billion segments.
   sendRawFrame(*connection, {0x00000000fffffffeull, 0, 0, 0});
   {
-    protocol::IncomingMessage in(*connection);
+    ConnectionWatchdog watchdog(*connection, seconds(10));
+    std::optional<protocol::IncomingMessage> answer;
+    try {
+      answer.emplace(*connection);
+    } catch (const transport::TransportError& e) {
+      FAIL() << "no answer to a malformed message (" << e.what() << "); the session was dropped";
+    }
+    ASSERT_FALSE(watchdog.stop()) << "no answer to a malformed message within 10 s";
+    protocol::IncomingMessage& in = *answer;
     auto response = in.root<wire::Response>();
     EXPECT_EQ(response.getResult(), CUDA_ERROR_INVALID_VALUE);
     EXPECT_NE(std::string(response.getMessage().cStr()).find("malformed"), std::string::npos)

@@ -2,6 +2,7 @@
 // and shared cudart (`name_shared`).
 #pragma once
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,11 @@ struct ProgramFlavour {
   // The gtest name suffix: memory_roundtrip_static, memory_roundtrip_shared.
   std::string testName() const { return name + (sharedCudart ? "_shared" : "_static"); }
 };
+
+// How gtest shows a parameter in test listings and failures.
+inline void PrintTo(const ProgramFlavour& flavour, std::ostream* out) {
+  *out << flavour.testName();
+}
 
 inline std::vector<ProgramFlavour> allProgramFlavours() {
   std::vector<ProgramFlavour> flavours;

@@ -132,6 +132,29 @@ TEST(CodecTest, TextListsAndEnumsRoundTrip) {
   EXPECT_EQ(helloReceived.getHello().getClientName(), "codec_test[1234]");
 }
 
+TEST(CodecTest, QueuedMessagesArriveBeforeTheNextSentOne) {
+  auto pair = connectedPair();
+  for (uint64_t i = 1; i <= 3; ++i) {
+    capnp::MallocMessageBuilder builder;
+    auto memFree = builder.initRoot<wire::Request>().initMemFree();
+    memFree.setContext(i);
+    memFree.setAddress(0x1000 * i);
+    queueMessage(*pair.client, builder);
+  }
+  capnp::MallocMessageBuilder last;
+  last.initRoot<wire::Request>().setCtxSynchronize(4);
+  sendMessage(*pair.client, last);
+  for (uint64_t i = 1; i <= 3; ++i) {
+    IncomingMessage in(*pair.server);
+    auto request = in.root<wire::Request>();
+    ASSERT_EQ(request.which(), wire::Request::MEM_FREE);
+    EXPECT_EQ(request.getMemFree().getContext(), i);
+    EXPECT_EQ(request.getMemFree().getAddress(), 0x1000 * i);
+  }
+  IncomingMessage in(*pair.server);
+  EXPECT_EQ(in.root<wire::Request>().getCtxSynchronize(), 4u);
+}
+
 TEST(CodecTest, MultiSegmentMessageRoundTrips) {
   auto pair = connectedPair();
   // A tiny fixed first segment forces the large Data field into segments of its own.

@@ -1,6 +1,7 @@
 #include "server/backends/emu/emu_context.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <iostream>
 
@@ -58,6 +59,7 @@ EmuContext::EmuContext(EmuMemory& memory, const DeviceDescription& device,
 }
 
 EmuContext::~EmuContext() {
+  cancel();  // running kernels stop instead of holding the destruction up
   drainAll();
   streams_.clear();  // joins the workers
   functions_.clear();
@@ -171,7 +173,7 @@ Status EmuContext::copyHostToDevice(uint64_t dst, const void* src, uint64_t byte
     return enqueue(stream, [d, copy] { std::memcpy(d, copy->data(), copy->size()); });
   }
   if (Status st = waitForStream(stream); !st.ok()) return st;
-  std::memcpy(d, src, bytes);
+  if (bytes) std::memcpy(d, src, bytes);  // an empty copy may come with a null buffer
   return Status::success();
 }
 
@@ -179,7 +181,7 @@ Status EmuContext::copyDeviceToHost(void* dst, uint64_t src, uint64_t bytes, uin
   const uint8_t* s = view(src, bytes);
   if (!s) return invalidValue("invalid device range " + hex(src) + "+" + std::to_string(bytes));
   if (Status st = waitForStream(stream); !st.ok()) return st;
-  std::memcpy(dst, s, bytes);
+  if (bytes) std::memcpy(dst, s, bytes);  // an empty copy may come with a null buffer
   return Status::success();
 }
 
@@ -410,7 +412,7 @@ Status EmuContext::launch(uint64_t function, const LaunchShape& shape, uint64_t 
       f.maxDynamicSharedBytes ? sharedLimit : 0;
   auto program = f.program;
   const ptx::KernelInfo* kernel = f.kernel;
-  return enqueue(stream, [this, program, kernel, config, block] {
+  return enqueue(stream, [this, program, kernel, config, block, gate = gate_] {
     ContextMemory memory(memory_, owner_);
     ptx::LaunchServices services;
     services.printfSink = [this](std::string_view text) {
@@ -419,7 +421,14 @@ Status EmuContext::launch(uint64_t function, const LaunchShape& shape, uint64_t 
     };
     services.workerThreads = options_.workerThreads;
     services.stepBudget = options_.stepBudget;
+    services.cancel = &cancelled_;
+    if (gate) gate->enter();  // waits for this tenant's turn on the device
+    auto started = std::chrono::steady_clock::now();
     ptx::LaunchResult r = ptx::launch(*program, *kernel, config, block->data(), memory, services);
+    if (gate) {
+      gate->leave(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+    }
     if (r.code != CUDA_SUCCESS) fail(r.code, "kernel " + kernel->name + " failed: " + r.diagnostic);
   });
 }

@@ -71,6 +71,8 @@ class EmuContext final : public BackendContext {
   Status synchronize() override;
   std::string takeDeviceOutput() override;
   void* hostView(uint64_t address, uint64_t bytes) override { return view(address, bytes); }
+  void cancel() override { cancelled_ = true; }
+  void setLaunchGate(std::shared_ptr<LaunchGate> gate) override { gate_ = std::move(gate); }
 
  private:
   struct Stream {
@@ -112,6 +114,8 @@ class EmuContext final : public BackendContext {
   const DeviceDescription& device_;
   const EmuBackendOptions& options_;
   const uint64_t owner_;
+  std::atomic<bool> cancelled_{false};  // read by running launches (ptx::LaunchServices::cancel)
+  std::shared_ptr<LaunchGate> gate_;  // the pool's scheduler and meter; null when open
 
   std::map<uint64_t, Stream> streams_;
   std::map<uint64_t, std::shared_ptr<Event>> events_;

@@ -252,6 +252,29 @@ TEST(Instruction, BitManipulation) {
   EXPECT_EQ(r.out[15], 0xc0000000u);
 }
 
+// bmsk (emitted by CUB's BlockRadixSort): expected values from the PTX ISA's semantics
+// pseudocode for bmsk.
+TEST(Instruction, BitMaskClampAndWrap) {
+  auto r =
+      ok(".reg .b32 %d, %a, %b;",
+         "bmsk.wrap.b32 %d, 1, 2; st.global.u32 [%out], %d;"
+         "bmsk.clamp.b32 %d, 4, 8; st.global.u32 [%out+8], %d;"
+         "bmsk.clamp.b32 %d, 28, 8; st.global.u32 [%out+16], %d;"
+         "bmsk.clamp.b32 %d, 32, 4; st.global.u32 [%out+24], %d;"
+         "bmsk.clamp.b32 %d, 8, 40; st.global.u32 [%out+32], %d;"
+         "bmsk.wrap.b32 %d, 33, 34; st.global.u32 [%out+40], %d;"
+         "bmsk.wrap.b32 %d, 5, 32; st.global.u32 [%out+48], %d;"
+         "mov.b32 %a, 0; mov.b32 %b, 31; bmsk.clamp.b32 %d, %a, %b; st.global.u32 [%out+56], %d;");
+  EXPECT_EQ(r.out[0], 0x00000006u);  // the ISA's own example
+  EXPECT_EQ(r.out[1], 0x00000ff0u);
+  EXPECT_EQ(r.out[2], 0xf0000000u);  // a + b >= 32: every bit from a up
+  EXPECT_EQ(r.out[3], 0x00000000u);  // start past the word
+  EXPECT_EQ(r.out[4], 0xffffff00u);  // width clamped: every bit from a up
+  EXPECT_EQ(r.out[5], 0x00000006u);  // wrapped to start 1, width 2
+  EXPECT_EQ(r.out[6], 0x00000000u);  // width wraps to 0
+  EXPECT_EQ(r.out[7], 0x7fffffffu);
+}
+
 TEST(Instruction, TestpAndCopysign) {
   std::vector<uint64_t> in = {f2u(1.0f), f2u(INFINITY), f2u(NAN), 0x00000001u, 0};
   auto r = ok(
@@ -456,6 +479,15 @@ TEST(Instruction, SpecialRegisters) {
     }
   }
   EXPECT_EQ(r.out[40] >> 32, 1u);
+}
+
+// cuBLAS's PTX uses the .L2::cache_hint forms, whose extra operand is a cache policy (a hint).
+TEST(Instruction, CacheHintOperandIsAcceptedAndIgnored) {
+  auto r = ok(".reg .b64 %v, %policy;",
+              "mov.b64 %policy, 0x10000000; ld.global.L2::cache_hint.u64 %v, [%in+8], %policy;"
+              "st.global.L2::cache_hint.u64 [%out+16], %v, %policy;",
+              {11, 22, 33});
+  EXPECT_EQ(r.out[2], 22u);
 }
 
 TEST(Instruction, CpAsyncCopiesSynchronously) {

@@ -188,6 +188,8 @@ class BlockRunner {
                             std::to_string(ctx_.services.stepBudget) + " warp-instructions"};
     if (ctx_.failed.load(std::memory_order_relaxed))
       throw LaunchFault{CUDA_ERROR_LAUNCH_FAILED, ""};
+    if (ctx_.services.cancel && ctx_.services.cancel->load(std::memory_order_relaxed))
+      throw LaunchFault{CUDA_ERROR_LAUNCH_FAILED, "kernel " + ctx_.kernel.name + " cancelled"};
   }
 
   bool releaseBarriers() {

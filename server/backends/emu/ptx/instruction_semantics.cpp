@@ -374,6 +374,13 @@ void BlockRunner::integerOp(const Instr& in, uint32_t exec) {
                       static_cast<uint32_t>(value(C, l)), in.mode));
         });
         break;
+      case Op::Bmsk:
+        forLanes(exec, [&](int l) {
+          set(d, l,
+              bitMask(static_cast<uint32_t>(value(A, l)), static_cast<uint32_t>(value(B, l)),
+                      in.flags & kClamp));
+        });
+        break;
       case Op::Shf:
         forLanes(exec, [&](int l) {
           set(d, l,

@@ -140,6 +140,7 @@ enum class Op : uint8_t {
   Mul24,
   Mad24,
   Sad,
+  Bmsk,
 };
 
 enum class Space : uint8_t { Generic, Global, Shared, Local, Param, Const };

@@ -794,14 +794,19 @@ void Builder::decode(const AstInstruction& a, Instr* in) {
   } else if (base == "ld" || base == "ldu") {
     in->op = Op::Ld;
     in->type = type0();
-    ops(2, 2);
+    // .L2::cache_hint adds a 64-bit cache-policy operand: checked, then ignored (a hint).
+    const bool cacheHint = a.opcode.find("L2::cache_hint") != std::string::npos;
+    ops(2, cacheHint ? 3 : 2);
+    if (cacheHint) src(2, Type::U64);
     Operand addr = src(1, Type::U64);
     if (addr.kind != OperandKind::Address) failInvalid("ld needs an address operand");
     setOps({dst(0, in->type), addr});
   } else if (base == "st") {
     in->op = Op::St;
     in->type = type0();
-    ops(2, 2);
+    const bool cacheHint = a.opcode.find("L2::cache_hint") != std::string::npos;
+    ops(2, cacheHint ? 3 : 2);
+    if (cacheHint) src(2, Type::U64);
     Operand addr = src(0, Type::U64);
     if (addr.kind != OperandKind::Address) failInvalid("st needs an address operand");
     setOps({addr, src(1, in->type)});
@@ -1022,6 +1027,12 @@ void Builder::decode(const AstInstruction& a, Instr* in) {
     ops(5, 5);
     setOps({dst(0, in->type), src(1, in->type), src(2, in->type), src(3, Type::U32),
             src(4, Type::U32)});
+  } else if (base == "bmsk") {
+    if (!(in->flags & (kWrap | kClamp))) failInvalid("bmsk needs .clamp or .wrap");
+    in->op = Op::Bmsk;
+    in->type = type0();
+    ops(3, 3);
+    setOps({dst(0, in->type), src(1, Type::U32), src(2, Type::U32)});
   } else if (base == "prmt") {
     int m = take({"f4e", "b4e", "rc8", "ecl", "ecr", "rc16"});
     in->op = Op::Prmt;

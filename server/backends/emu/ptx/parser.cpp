@@ -81,7 +81,14 @@ class Parser {
   }
   const Token& next() {
     const Token& t = peek();
-    if (pos_ < toks_.size() - 1) ++pos_;
+    if (pos_ < toks_.size() - 1) {
+      ++pos_;
+    } else {
+      // Consuming the last token (End, or Error at a bad character) would make every skipping
+      // loop spin forever on truncated input.
+      if (t.kind == TokenKind::Error) fail("unexpected character '" + std::string(t.text) + "'");
+      fail("unexpected end of input");
+    }
     return t;
   }
   bool at(TokenKind k) const { return peek().kind == k; }

@@ -16,6 +16,8 @@
 
 #include <cuda.h>
 
+#include <atomic>
+
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -59,6 +61,8 @@ struct LaunchServices {
   std::function<void(std::string_view)> printfSink;
   unsigned workerThreads = 0;  // 0 = std::thread::hardware_concurrency(); 1 = deterministic mode
   uint64_t stepBudget = 0;     // warp-instructions; 0 = unlimited, else CUDA_ERROR_LAUNCH_TIMEOUT
+  // When set and true, the launch stops soon with CUDA_ERROR_LAUNCH_FAILED (its owner is gone).
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct LaunchResult {

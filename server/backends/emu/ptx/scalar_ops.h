@@ -447,6 +447,18 @@ inline uint32_t permute(uint32_t a, uint32_t b, uint32_t c, uint8_t mode) {
   return d;
 }
 
+// bmsk: a mask of b ones starting at bit a. .wrap takes both operands modulo 32; .clamp gives 0
+// for a >= 32 and all bits from a upwards for b >= 32 (PTX ISA, "bmsk").
+inline uint32_t bitMask(uint32_t a, uint32_t b, bool clamp) {
+  const uint32_t start = a & 31, width = b & 31, end = start + width;
+  uint32_t low = ~0u << start;
+  if (clamp && a >= 32) low = 0;
+  const bool widthOverflow = clamp && b >= 32;
+  uint32_t high = width == 0 ? ~0u : ~0u << (end & 31);
+  if (end >= 32 || widthOverflow) high = 0;
+  return low & ~high;
+}
+
 inline uint32_t funnelShift(uint32_t a, uint32_t b, uint32_t c, bool left, bool wrap) {
   uint32_t n = wrap ? (c & 31) : (c > 32 ? 32 : c);
   uint64_t both = (static_cast<uint64_t>(b) << 32) | a;

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Installs what gpupool needs to build and test on Debian 12, skipping packages already present.
+# The CUDA toolkit is not installed here: it is expected at $CUDA_HOME (default /usr/local/cuda).
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config python3
+  capnproto libcapnp-dev
+  libboost1.81-dev
+  liburing-dev
+  libgtest-dev
+  libzstd-dev liblz4-dev
+  libibverbs-dev librdmacm-dev
+  libcli11-dev nlohmann-json3-dev
+  libsqlite3-dev libtomlplusplus-dev libssl-dev openssl
+  clang-format
+)
+
+missing=()
+for package in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$package")
+  fi
+done
+
+if ((${#missing[@]} > 0)); then
+  echo "install-deps: installing ${missing[*]}"
+  if [[ $(id -u) -eq 0 ]]; then
+    SUDO=()
+  elif command -v sudo >/dev/null; then
+    SUDO=(sudo)
+  else
+    echo "install-deps: need root (or sudo) to install: ${missing[*]}" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${SUDO[@]}" apt-get update -q
+  "${SUDO[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+else
+  echo "install-deps: all system packages present"
+fi
+
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+if [[ ! -x "$CUDA_HOME/bin/nvcc" ]]; then
+  cat >&2 <<MESSAGE
+install-deps: nvcc not found at $CUDA_HOME/bin/nvcc.
+  gpupool needs the CUDA toolkit (13.0) for cuda.h and to build its CUDA test programs; no GPU
+  or driver is needed. Install NVIDIA's toolkit package (e.g. cuda-toolkit-13-0 from the CUDA
+  apt repository for Debian 12), or point CUDA_HOME at an existing toolkit.
+MESSAGE
+  exit 1
+fi
+echo "install-deps: CUDA toolkit at $CUDA_HOME ($("$CUDA_HOME/bin/nvcc" --version | tail -n 1))"

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Sanitizer builds of the whole tree (docs/hardening.md):
+#   1. AddressSanitizer + UndefinedBehaviorSanitizer (gcc), then the whole ctest suite;
+#   2. ThreadSanitizer (gcc), then the transport, server and end-to-end tests.
+# Any sanitizer report fails the run (-fno-sanitize-recover=all; halt_on_error).
+#
+#   scripts/sanitizers.sh [asan|tsan|all]       (default all; env JOBS, CTEST_ARGS)
+#
+# Our libcuda.so.1 is loaded into nvcc-built programs that have no sanitizer runtime of their own,
+# so the runtime must come first in the process: the test environment preloads it
+# (LD_PRELOAD=$(gcc -print-file-name=libasan.so) / libtsan.so). gpupoold and the test binaries
+# link it anyway, so preloading it into them changes nothing.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+WHICH=${1:-all}
+JOBS=${JOBS:-2}
+status=0
+
+run_asan() {
+  local build="$ROOT/build-asan"
+  cmake -S "$ROOT" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DGPUPOOL_SANITIZE=address,undefined >/dev/null
+  cmake --build "$build" -j "$JOBS"
+  # Leak checking stays on for our processes; python (the CLI tests) gets the runtime preloaded
+  # but is not ours to leak-check.
+  (
+    cd "$build"
+    export LD_PRELOAD="$(gcc -print-file-name=libasan.so)"
+    export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:verify_asan_link_order=0"
+    export LSAN_OPTIONS="suppressions=$ROOT/scripts/lsan.supp:print_suppressions=0"
+    export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+    ctest --output-on-failure -j "$JOBS" ${CTEST_ARGS:-}
+  ) || status=1
+}
+
+run_tsan() {
+  local build="$ROOT/build-tsan"
+  cmake -S "$ROOT" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DGPUPOOL_SANITIZE=thread >/dev/null
+  cmake --build "$build" -j "$JOBS" --target unit_tests e2e_tests hardening_tests
+  (
+    cd "$build"
+    export LD_PRELOAD="$(gcc -print-file-name=libtsan.so)"
+    export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
+    # Transport and codec unit tests, the server through its end-to-end tests, and hardening.
+    ctest --output-on-failure -j "$JOBS" -R 'Tcp|Transport|Codec|Endpoint|e2e|Isolation|Killed|Limits|ServerLoss' \
+      ${CTEST_ARGS:-}
+  ) || status=1
+}
+
+case "$WHICH" in
+  asan) run_asan ;;
+  tsan) run_tsan ;;
+  all) run_asan; run_tsan ;;
+  *) echo "usage: $0 [asan|tsan|all]" >&2; exit 2 ;;
+esac
+exit $status

@@ -1,0 +1,60 @@
+// Which pool devices a GPU server can offer: every GPU without MIG, and every MIG instance of a GPU
+// with MIG enabled (its parent GPU and its profile named, e.g. "1g.10gb"), asked of NVML.
+//
+// The NVML calls are behind NvmlQueries so the enumeration logic is tested against recorded NVML
+// answers (tests/pool/mig_enumeration_test.cc); openNvml() binds the real library through dlopen,
+// so gpupoold needs no NVML at build time and runs where there is none.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace gpupool::server {
+
+// NVML return codes the enumeration tells apart (nvml.h's nvmlReturn_t values).
+constexpr int kNvmlSuccess = 0;
+constexpr int kNvmlNotSupported = 3;
+constexpr int kNvmlNotFound = 6;
+constexpr unsigned kNvmlMigEnabled = 1;
+
+// Opaque NVML device handles.
+using NvmlHandle = void*;
+
+class NvmlQueries {
+ public:
+  virtual ~NvmlQueries() = default;
+  virtual int deviceCount(unsigned* count) = 0;
+  virtual int deviceHandle(unsigned index, NvmlHandle* device) = 0;
+  virtual int uuid(NvmlHandle device, std::string* uuid) = 0;
+  virtual int name(NvmlHandle device, std::string* name) = 0;
+  virtual int memoryTotal(NvmlHandle device, uint64_t* bytes) = 0;
+  virtual int migMode(NvmlHandle device, unsigned* current, unsigned* pending) = 0;
+  virtual int maxMigDeviceCount(NvmlHandle device, unsigned* count) = 0;
+  virtual int migDeviceHandle(NvmlHandle device, unsigned index, NvmlHandle* mig) = 0;
+  virtual std::string errorString(int code) = 0;
+};
+
+struct PoolDeviceCandidate {
+  std::string uuid;  // "GPU-…" or "MIG-…"
+  std::string name;
+  uint64_t memoryBytes = 0;
+  unsigned gpuIndex = 0;    // NVML index of the GPU (the parent, for a MIG instance)
+  std::string parentUuid;   // MIG: the parent GPU; empty for a whole GPU
+  std::string profile;      // MIG: e.g. "1g.10gb", from the instance's name
+  bool migPending = false;  // the GPU's MIG mode changes at the next reset
+};
+
+// Enumerates in NVML order: a GPU with MIG enabled contributes its instances (not itself); a GPU
+// without contributes itself. Empty MIG slots (NOT_FOUND) are skipped. Any other NVML failure
+// stops with *error naming the call and the GPU.
+std::vector<PoolDeviceCandidate> enumeratePoolDevices(NvmlQueries& nvml, std::string* error);
+
+// The MIG profile in an instance name such as "NVIDIA A100-SXM4-40GB MIG 1g.5gb" ("1g.5gb").
+std::string migProfileFromName(const std::string& name);
+
+// Binds libnvidia-ml.so.1 and initializes it; null with the reason when it is not there.
+std::unique_ptr<NvmlQueries> openNvml(std::string* error);
+
+}  // namespace gpupool::server

@@ -1,0 +1,57 @@
+// A session's view of its tenant: what the Session asks before and after the requests that the
+// pool's policy touches (device access, allocations, memory info, kernels, metering).
+//
+// Contract: every byte charged to the tenant through allocated() is given back by freed(),
+// contextDestroyed() or the destructor, so a session that ends any way leaves the tenant's ledger
+// as it found it. One thread at a time (the session's).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "server/backend.h"
+#include "server/tenant_pool.h"
+
+namespace gpupool::server {
+
+class TenantSession {
+ public:
+  TenantSession(TenantPool& pool, std::shared_ptr<TenantAccount> account);
+  ~TenantSession();
+
+  const std::string& tenant() const { return account_->name(); }
+
+  // CUDA_ERROR_INVALID_DEVICE with the reason when the tenant may not use `device`.
+  Status checkDevice(int device) const;
+  // Routes a new context's kernels through the device's scheduler and the meter.
+  void attachContext(uint64_t context, int device, BackendContext& backend);
+  void contextDestroyed(uint64_t context);
+
+  // Before an allocation of `bytes`: CUDA_ERROR_OUT_OF_MEMORY when past the quota.
+  Status reserve(uint64_t context, uint64_t bytes);
+  // After it: `ok` says whether the backend allocated at `address` (else the reservation is
+  // dropped). The charge becomes the allocation's real size.
+  void settle(uint64_t context, BackendContext& backend, uint64_t reserved, bool ok,
+              uint64_t address);
+  // Size of the allocation starting at `address` (0 if none), asked before freeing it.
+  static uint64_t allocationSize(BackendContext& backend, uint64_t address);
+  void freed(uint64_t context, uint64_t bytes);
+  // Narrows the device's answer to what the tenant may still take.
+  void memoryView(uint64_t* freeBytes, uint64_t* totalBytes) const;
+
+  // One request served: bytes each way, on the context's device (-1 when none).
+  void recordCall(uint64_t context, uint64_t bytesIn, uint64_t bytesOut);
+
+ private:
+  struct Held {
+    int device = 0;
+    uint64_t bytes = 0;
+  };
+
+  TenantPool& pool_;
+  std::shared_ptr<TenantAccount> account_;
+  std::map<uint64_t, Held> contexts_;
+};
+
+}  // namespace gpupool::server

@@ -1,0 +1,213 @@
+// The PTX parser must accept every PTX the build produces and the PTX inside the installed cuBLAS.
+// The validator may refuse a module with CUDA_ERROR_NOT_SUPPORTED, but its message must name the
+// instruction at the line it reports. Sources:
+//   - the .ptx files nvcc -ptx writes for tests/unit/ptx (four flavours);
+//   - the PTX nvcc embedded in every program of this suite, in every flavour (read from the
+//     executables' .nv_fatbin sections: the same text `nvcc -ptx` gives for those flavours);
+//   - every PTX entry of libcublas.so.13, within a time budget (see kCublasBudget).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <span>
+#include <sstream>
+
+#include "emu_server.h"
+#include "gpupool/image/fatbin.h"
+#include "ptx_module.h"
+#include "suite_lists.h"
+
+namespace gpupool::emu_programs {
+namespace {
+
+namespace fs = std::filesystem;
+
+// cuBLAS carries ~80 MB of PTX; past this budget the rest of its entries are skipped (and the
+// count of checked entries is printed), so the test stays bounded on a slow CI machine.
+constexpr std::chrono::seconds kCublasBudget{60};
+
+std::vector<uint8_t> readFile(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(file), {});
+}
+
+template <typename T>
+T readAt(std::span<const uint8_t> bytes, size_t offset) {
+  T value{};
+  if (offset + sizeof(T) <= bytes.size()) std::memcpy(&value, bytes.data() + offset, sizeof(T));
+  return value;
+}
+
+// The contents of the ELF64 section `name`, or an empty span.
+std::span<const uint8_t> elfSection(std::span<const uint8_t> elf, const std::string& name) {
+  if (elf.size() < 64 || std::memcmp(elf.data(),
+                                     "\x7f"
+                                     "ELF\x02",
+                                     5) != 0)
+    return {};
+  const auto sectionOffset = readAt<uint64_t>(elf, 0x28);
+  const auto entrySize = readAt<uint16_t>(elf, 0x3a);
+  const auto count = readAt<uint16_t>(elf, 0x3c);
+  const auto namesIndex = readAt<uint16_t>(elf, 0x3e);
+  auto header = [&](size_t i) { return sectionOffset + i * entrySize; };
+  const auto namesOffset = readAt<uint64_t>(elf, header(namesIndex) + 0x18);
+  for (size_t i = 0; i < count; ++i) {
+    const auto nameOffset = readAt<uint32_t>(elf, header(i));
+    const auto offset = readAt<uint64_t>(elf, header(i) + 0x18);
+    const auto size = readAt<uint64_t>(elf, header(i) + 0x20);
+    const size_t at = namesOffset + nameOffset;
+    if (at >= elf.size() || offset + size > elf.size()) continue;
+    const char* text = reinterpret_cast<const char*>(elf.data() + at);
+    if (name == std::string(text, strnlen(text, elf.size() - at))) return elf.subspan(offset, size);
+  }
+  return {};
+}
+
+struct PtxText {
+  std::string origin;
+  std::string text;
+};
+
+// Every PTX entry of every fatbin in a .nv_fatbin section (fatbins are laid end to end).
+std::vector<PtxText> ptxInFatbins(std::span<const uint8_t> section, const std::string& origin,
+                                  std::string* error) {
+  std::vector<PtxText> result;
+  size_t offset = 0;
+  int index = 0;
+  while (offset + 16 <= section.size()) {
+    if (readAt<uint32_t>(section, offset) != 0xBA55ED50u) {
+      offset += 8;  // padding between fatbins
+      continue;
+    }
+    const size_t size =
+        readAt<uint16_t>(section, offset + 6) + readAt<uint64_t>(section, offset + 8);
+    auto fatbin = image::Fatbin::parse(
+        section.subspan(offset, std::min(size, section.size() - offset)), error);
+    if (!fatbin) return {};
+    for (const auto& entry : fatbin->entries()) {
+      if (!entry.isPtx()) continue;
+      auto payload = fatbin->payload(entry, error);
+      if (!payload) return {};
+      result.push_back({origin + " fatbin " + std::to_string(index) + " " + entry.archName(),
+                        std::string(payload->begin(), payload->end())});
+    }
+    offset += size;
+    ++index;
+  }
+  return result;
+}
+
+// The opcode (first word, after an optional @guard) at 1-based `line` of `text`.
+std::string opcodeAtLine(const std::string& text, int line) {
+  std::istringstream stream(text);
+  std::string current;
+  for (int i = 0; i < line && std::getline(stream, current);) ++i;
+  std::istringstream words(current);
+  std::string word;
+  words >> word;
+  if (!word.empty() && word[0] == '@') words >> word;
+  return word;
+}
+
+// Loads one PTX text; a failure is acceptable only as NOT_SUPPORTED naming the instruction.
+// Returns the message of a NOT_SUPPORTED refusal (empty when the module loaded).
+std::string checkLoads(const PtxText& ptx) {
+  ptx::LoadError error;
+  auto module = ptx::Module::load(ptx.text, &error);
+  if (module) return {};
+  EXPECT_EQ(error.code, CUDA_ERROR_NOT_SUPPORTED)
+      << ptx.origin << ": the parser refused it (" << error.code << "): " << error.message;
+  if (error.code != CUDA_ERROR_NOT_SUPPORTED) return {};
+  std::smatch match;
+  static const std::regex lineNumber(R"(line (\d+))");
+  if (!std::regex_search(error.message, match, lineNumber)) {
+    ADD_FAILURE() << ptx.origin << ": NOT_SUPPORTED without a line: " << error.message;
+    return error.message;
+  }
+  const std::string opcode = opcodeAtLine(ptx.text, std::stoi(match[1]));
+  const std::string base = opcode.substr(0, opcode.find('.'));
+  EXPECT_TRUE(!base.empty() && error.message.find(base) != std::string::npos)
+      << ptx.origin << ": the message does not name the instruction `" << opcode
+      << "` at its line: " << error.message;
+  return error.message;
+}
+
+TEST(PtxCorpus, UnitTestKernelsLoad) {
+  const fs::path dir = EMU_UNIT_PTX_DIR;
+  if (!fs::exists(dir)) GTEST_SKIP() << dir << " was not built (nvcc missing)";
+  int files = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(dir)) {
+    if (entry.path().extension() != ".ptx") continue;
+    const auto bytes = readFile(entry.path());
+    const std::string message = checkLoads({entry.path(), std::string(bytes.begin(), bytes.end())});
+    EXPECT_TRUE(message.empty()) << entry.path() << " is refused: " << message;
+    ++files;
+  }
+  EXPECT_GE(files, 20) << "expected the unit kernels in four flavours";
+}
+
+TEST(PtxCorpus, SuiteProgramsPtxLoads) {
+  int entries = 0;
+  for (const auto& flavour : flavours()) {
+    for (const auto& list : {suitePrograms(), unsupportedPrograms()}) {
+      for (const auto& program : list) {
+        const std::string path = programPath(flavour, program);
+        const auto bytes = readFile(path);
+        const auto section = elfSection(bytes, ".nv_fatbin");
+        ASSERT_FALSE(section.empty()) << path << " has no .nv_fatbin section";
+        std::string error;
+        const auto texts = ptxInFatbins(section, path, &error);
+        ASSERT_FALSE(texts.empty()) << path << ": no PTX found " << error;
+        const bool unsupported = program.rfind("unsupported_", 0) == 0;
+        for (const auto& text : texts) {
+          const std::string message = checkLoads(text);
+          // The suite's own programs must load; only the unsupported_* ones may be refused.
+          EXPECT_EQ(message.empty(), !unsupported) << text.origin << ": " << message;
+          ++entries;
+        }
+      }
+    }
+  }
+  std::printf("checked %d PTX entries of the suite's programs\n", entries);
+}
+
+TEST(PtxCorpus, CublasPtxParses) {
+  const std::string path = EMU_CUBLAS_PATH;
+  if (!fs::exists(path)) GTEST_SKIP() << path << " is not installed";
+  const auto bytes = readFile(path);
+  const auto section = elfSection(bytes, ".nv_fatbin");
+  ASSERT_FALSE(section.empty()) << path << " has no .nv_fatbin section";
+  std::string error;
+  const auto started = std::chrono::steady_clock::now();
+  const auto texts = ptxInFatbins(section, "libcublas", &error);
+  ASSERT_FALSE(texts.empty()) << "no PTX in " << path << ": " << error;
+  size_t checked = 0, refused = 0, bytesChecked = 0;
+  std::map<std::string, int> reasons;
+  for (const auto& text : texts) {
+    if (std::chrono::steady_clock::now() - started > kCublasBudget) break;
+    const std::string message = checkLoads(text);
+    if (!message.empty()) {
+      ++refused;
+      static const std::regex instruction(R"(unsupported (instruction|modifier) \S+)");
+      std::smatch match;
+      ++reasons[std::regex_search(message, match, instruction) ? match[0].str() : message];
+    }
+    ++checked;
+    bytesChecked += text.text.size();
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  std::printf(
+      "cuBLAS: %zu of %zu PTX entries (%.1f MB) checked in %.1f s; %zu refused as not "
+      "supported\n",
+      checked, texts.size(), bytesChecked / 1e6, seconds, refused);
+  for (const auto& [reason, count] : reasons) std::printf("  %4d x %s\n", count, reason.c_str());
+  EXPECT_GT(checked, 0u);
+}
+
+}  // namespace
+}  // namespace gpupool::emu_programs

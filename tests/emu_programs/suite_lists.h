@@ -1,0 +1,31 @@
+// The suite's programs and build flavours, as tests/emu_programs/CMakeLists.txt passes them in
+// (comma-separated compile definitions), so the list lives in one place.
+#pragma once
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace gpupool::emu_programs {
+
+inline std::vector<std::string> splitList(const std::string& text) {
+  std::vector<std::string> items;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ',')) {
+    if (!item.empty()) items.push_back(item);
+  }
+  return items;
+}
+
+inline std::vector<std::string> suitePrograms() { return splitList(EMU_PROGRAMS); }
+inline std::vector<std::string> unsupportedPrograms() {
+  return splitList(EMU_UNSUPPORTED_PROGRAMS);
+}
+inline std::vector<std::string> flavours() { return splitList(EMU_FLAVOURS); }
+
+// The compute capability the server must advertise for a flavour's PTX (compute_90 for sm90);
+// 0 keeps the server's default.
+inline int computeCapabilityFor(const std::string& flavour) { return flavour == "sm90" ? 90 : 0; }
+
+}  // namespace gpupool::emu_programs

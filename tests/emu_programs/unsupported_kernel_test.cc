@@ -1,0 +1,63 @@
+// Kernels using instructions the emu device does not implement (tensor-core mma, textures) must
+// fail when their module loads, with cudaErrorNotSupported, and the log must name the
+// instruction, instead of the kernel running wrongly.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <tuple>
+
+#include "emu_server.h"
+#include "suite_lists.h"
+
+namespace gpupool::emu_programs {
+namespace {
+
+using std::chrono::seconds;
+
+// The instruction each program's error message must name.
+const std::map<std::string, std::string>& expectedInstruction() {
+  static const std::map<std::string, std::string> instructions = {
+      {"unsupported_mma", "unsupported instruction mma.sync"},
+      {"unsupported_texture", "unsupported instruction tex"},
+  };
+  return instructions;
+}
+
+class UnsupportedKernel : public testing::TestWithParam<std::tuple<std::string, std::string>> {};
+
+TEST_P(UnsupportedKernel, FailsAtLoadNamingTheInstruction) {
+  const auto& [program, flavour] = GetParam();
+  ASSERT_EQ(expectedInstruction().count(program), 1u) << "no expectation for " << program;
+  EmuServer server(computeCapabilityFor(flavour));
+  EnvironmentChanges environment = clientEnvironment(server.endpoint());
+  environment.emplace_back("GPU_POOL_LOG", "1");  // the client logs why a module load failed
+  const ProcessResult result =
+      runProcess(programPath(flavour, program), {}, environment, seconds(120));
+  ASSERT_TRUE(result.exited && result.exitCode == 44) << result.describe();
+  EXPECT_NE(result.out.find("cudaErrorNotSupported"), std::string::npos) << result.describe();
+  const std::string& instruction = expectedInstruction().at(program);
+  const std::string everything = result.err + result.out + server.log();
+  EXPECT_NE(everything.find(instruction), std::string::npos)
+      << "neither the client's GPU_POOL_LOG=1 output nor the server log names `" << instruction
+      << "`:\n"
+      << result.describe() << "\n--- server log ---\n"
+      << server.log();
+  EXPECT_TRUE(server.running());
+}
+
+std::vector<std::tuple<std::string, std::string>> allRuns() {
+  std::vector<std::tuple<std::string, std::string>> runs;
+  for (const auto& program : unsupportedPrograms()) {
+    for (const auto& flavour : flavours()) runs.emplace_back(program, flavour);
+  }
+  return runs;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Emu, UnsupportedKernel, testing::ValuesIn(allRuns()),
+    [](const testing::TestParamInfo<std::tuple<std::string, std::string>>& info) {
+      return std::get<0>(info.param) + "_" + std::get<1>(info.param);
+    });
+
+}  // namespace
+}  // namespace gpupool::emu_programs

@@ -1,0 +1,211 @@
+// Tenant isolation: session B names what session A owns (device pointers, module, function,
+// stream and event ids, its context id) and gets errors, never access to A's data.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "gpupool_server.h"
+#include "wire_client.h"
+
+namespace gpupool::hardening {
+namespace {
+
+// copy_word(src, dst): *dst = *src, through global memory, so a launch touches exactly the
+// pointers it is given.
+constexpr const char* kCopyWordPtx = R"(
+.version 7.0
+.target sm_50
+.address_size 64
+.visible .entry copy_word(.param .u64 src, .param .u64 dst)
+{
+  .reg .b32 %r<2>;
+  .reg .b64 %rd<3>;
+  ld.param.u64 %rd1, [src];
+  ld.param.u64 %rd2, [dst];
+  cvta.to.global.u64 %rd1, %rd1;
+  cvta.to.global.u64 %rd2, %rd2;
+  ld.global.u32 %r1, [%rd1];
+  st.global.u32 [%rd2], %r1;
+  ret;
+}
+)";
+
+std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(seed + i * 7);
+  return v;
+}
+
+std::vector<uint8_t> twoPointers(uint64_t a, uint64_t b) {
+  std::vector<uint8_t> p(16);
+  std::memcpy(p.data(), &a, 8);
+  std::memcpy(p.data() + 8, &b, 8);
+  return p;
+}
+
+class IsolationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = std::make_unique<e2e::GpupoolServer>();
+    a_ = std::make_unique<WireClient>(server_->endpoint());
+    b_ = std::make_unique<WireClient>(server_->endpoint());
+    auto ca = a_->createContext();
+    auto cb = b_->createContext();
+    ASSERT_EQ(ca.result, CUDA_SUCCESS) << ca.message;
+    ASSERT_EQ(cb.result, CUDA_SUCCESS) << cb.message;
+    ctxA_ = ca.handle;
+    ctxB_ = cb.handle;
+    auto alloc = a_->alloc(ctxA_, 4096);
+    ASSERT_EQ(alloc.result, CUDA_SUCCESS) << alloc.message;
+    memA_ = alloc.handle;
+    secret_ = pattern(4096, 0x5a);
+    ASSERT_EQ(a_->write(ctxA_, memA_, secret_).result, CUDA_SUCCESS);
+  }
+
+  // A's memory still holds exactly what A wrote.
+  void expectAUntouched() {
+    auto back = a_->read(ctxA_, memA_, secret_.size());
+    ASSERT_EQ(back.result, CUDA_SUCCESS) << back.message;
+    EXPECT_EQ(back.bulk, secret_);
+  }
+
+  std::unique_ptr<e2e::GpupoolServer> server_;
+  std::unique_ptr<WireClient> a_, b_;
+  uint64_t ctxA_ = 0, ctxB_ = 0, memA_ = 0;
+  std::vector<uint8_t> secret_;
+};
+
+TEST_F(IsolationTest, ForeignPointerCannotBeReadWrittenSetOrFreed) {
+  auto read = b_->read(ctxB_, memA_, 64);
+  EXPECT_NE(read.result, CUDA_SUCCESS);
+  EXPECT_TRUE(read.bulk.empty()) << "B received bytes of A's memory";
+  auto inner = b_->read(ctxB_, memA_ + 128, 16);
+  EXPECT_NE(inner.result, CUDA_SUCCESS);
+  EXPECT_TRUE(inner.bulk.empty());
+
+  EXPECT_NE(b_->write(ctxB_, memA_, pattern(64, 1)).result, CUDA_SUCCESS);
+  EXPECT_NE(b_->memset(ctxB_, memA_, 0xff, 64).result, CUDA_SUCCESS);
+  EXPECT_NE(b_->free(ctxB_, memA_).result, CUDA_SUCCESS);
+  auto range = b_->call([&](wire::Request::Builder r) {
+    auto m = r.initMemGetAddressRange();
+    m.setContext(ctxB_);
+    m.setAddress(memA_);
+  });
+  EXPECT_NE(range.result, CUDA_SUCCESS);
+  auto dtod = b_->call([&](wire::Request::Builder r) {
+    auto m = r.initMemcpyDtoD();
+    m.setContext(ctxB_);
+    m.setDst(memA_);
+    m.setSrc(memA_ + 64);
+    m.setBytes(64);
+  });
+  EXPECT_NE(dtod.result, CUDA_SUCCESS);
+  // The session itself is still usable, and A's data is intact and still A's to free.
+  EXPECT_EQ(b_->alloc(ctxB_, 64).result, CUDA_SUCCESS);
+  expectAUntouched();
+  EXPECT_EQ(a_->free(ctxA_, memA_).result, CUDA_SUCCESS);
+}
+
+TEST_F(IsolationTest, KernelGivenForeignPointerFaultsInsteadOfReading) {
+  auto module = b_->loadPtx(ctxB_, kCopyWordPtx);
+  ASSERT_EQ(module.result, CUDA_SUCCESS) << module.message;
+  auto fn = b_->function(ctxB_, module.handle, "copy_word");
+  ASSERT_EQ(fn.result, CUDA_SUCCESS) << fn.message;
+  auto own = b_->alloc(ctxB_, 64);
+  ASSERT_EQ(own.result, CUDA_SUCCESS);
+  ASSERT_EQ(b_->memset(ctxB_, own.handle, 0, 64).result, CUDA_SUCCESS);
+
+  // Read A's word into B's buffer.
+  auto launch = b_->launch(ctxB_, fn.handle, twoPointers(memA_, own.handle));
+  auto sync = b_->synchronize(ctxB_);
+  CUresult seen = launch.result != CUDA_SUCCESS ? launch.result : sync.result;
+  EXPECT_EQ(seen, CUDA_ERROR_ILLEGAL_ADDRESS) << launch.message << " / " << sync.message;
+  // The fault may leave B's context sticky-failed; if B can still read its buffer, A's bytes
+  // must not be in it.
+  auto check = b_->read(ctxB_, own.handle, 4);
+  if (check.result == CUDA_SUCCESS) {
+    ASSERT_EQ(check.bulk.size(), 4u);
+    EXPECT_NE(std::memcmp(check.bulk.data(), secret_.data(), 4), 0) << "kernel read A's data";
+  }
+  expectAUntouched();
+}
+
+TEST_F(IsolationTest, KernelCannotWriteForeignPointer) {
+  auto module = b_->loadPtx(ctxB_, kCopyWordPtx);
+  ASSERT_EQ(module.result, CUDA_SUCCESS) << module.message;
+  auto fn = b_->function(ctxB_, module.handle, "copy_word");
+  ASSERT_EQ(fn.result, CUDA_SUCCESS) << fn.message;
+  auto own = b_->alloc(ctxB_, 64);
+  ASSERT_EQ(b_->write(ctxB_, own.handle, pattern(64, 0x11)).result, CUDA_SUCCESS);
+  auto launch = b_->launch(ctxB_, fn.handle, twoPointers(own.handle, memA_));
+  auto sync = b_->synchronize(ctxB_);
+  CUresult seen = launch.result != CUDA_SUCCESS ? launch.result : sync.result;
+  EXPECT_EQ(seen, CUDA_ERROR_ILLEGAL_ADDRESS) << launch.message << " / " << sync.message;
+  expectAUntouched();
+}
+
+TEST_F(IsolationTest, ForeignModuleFunctionStreamEventAndContextIdsAreRefused) {
+  auto module = a_->loadPtx(ctxA_, kCopyWordPtx);
+  ASSERT_EQ(module.result, CUDA_SUCCESS) << module.message;
+  auto fn = a_->function(ctxA_, module.handle, "copy_word");
+  ASSERT_EQ(fn.result, CUDA_SUCCESS);
+  auto stream = a_->call([&](wire::Request::Builder r) { r.initStreamCreate().setContext(ctxA_); });
+  ASSERT_EQ(stream.result, CUDA_SUCCESS);
+  auto event = a_->call([&](wire::Request::Builder r) { r.initEventCreate().setContext(ctxA_); });
+  ASSERT_EQ(event.result, CUDA_SUCCESS);
+
+  // B uses A's ids in B's context. Ids are minted per context, so B's context must hold none of
+  // them: B has created no module, stream or event.
+  EXPECT_NE(b_->function(ctxB_, module.handle, "copy_word").result, CUDA_SUCCESS);
+  EXPECT_NE(b_->launch(ctxB_, fn.handle, twoPointers(memA_, memA_)).result, CUDA_SUCCESS);
+  EXPECT_NE(b_->call([&](wire::Request::Builder r) {
+                auto m = r.initModuleUnload();
+                m.setContext(ctxB_);
+                m.setModule(module.handle);
+              }).result,
+            CUDA_SUCCESS);
+  EXPECT_NE(b_->call([&](wire::Request::Builder r) {
+                auto s = r.initStreamSynchronize();
+                s.setContext(ctxB_);
+                s.setStream(stream.handle);
+              }).result,
+            CUDA_SUCCESS);
+  EXPECT_NE(b_->call([&](wire::Request::Builder r) {
+                auto s = r.initStreamDestroy();
+                s.setContext(ctxB_);
+                s.setStream(stream.handle);
+              }).result,
+            CUDA_SUCCESS);
+  EXPECT_NE(b_->call([&](wire::Request::Builder r) {
+                auto e = r.initEventRecord();
+                e.setContext(ctxB_);
+                e.setEvent(event.handle);
+              }).result,
+            CUDA_SUCCESS);
+  EXPECT_NE(b_->call([&](wire::Request::Builder r) {
+                auto e = r.initEventDestroy();
+                e.setContext(ctxB_);
+                e.setEvent(event.handle);
+              }).result,
+            CUDA_SUCCESS);
+  // Context ids are per session: B naming an id it never created is refused, and destroying
+  // "A's" id from B cannot touch A's context.
+  uint64_t unknownContext = ctxA_ + ctxB_ + 100;
+  EXPECT_EQ(b_->alloc(unknownContext, 64).result, CUDA_ERROR_INVALID_CONTEXT);
+  EXPECT_EQ(b_->call([&](wire::Request::Builder r) { r.setCtxDestroy(unknownContext); }).result,
+            CUDA_ERROR_INVALID_CONTEXT);
+
+  // Everything of A's still works for A.
+  EXPECT_EQ(a_->call([&](wire::Request::Builder r) {
+                auto e = r.initEventRecord();
+                e.setContext(ctxA_);
+                e.setEvent(event.handle);
+                e.setStream(stream.handle);
+              }).result,
+            CUDA_SUCCESS);
+  EXPECT_EQ(a_->function(ctxA_, module.handle, "copy_word").result, CUDA_SUCCESS);
+  expectAUntouched();
+}
+
+}  // namespace
+}  // namespace gpupool::hardening

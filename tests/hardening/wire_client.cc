@@ -1,0 +1,182 @@
+#include "wire_client.h"
+
+#include <capnp/message.h>
+#include <kj/exception.h>
+
+#include <cstring>
+#include <stdexcept>
+
+#include "protocol/message_codec.h"
+#include "protocol/sha256.h"
+#include "transport/endpoint.h"
+#include "transport/tcp_transport.h"
+
+namespace gpupool::hardening {
+
+WireClient::WireClient(const std::string& endpoint, wire::Hello::Purpose purpose) {
+  std::string error;
+  auto parsed = transport::parseEndpoint(endpoint, &error);
+  if (!parsed) throw std::runtime_error(error);
+  connection_ = transport::tcpConnect(*parsed, 5000);
+  // A server that stops answering fails the test instead of hanging it.
+  connection_->setReceiveTimeoutMs(30000);
+  capnp::MallocMessageBuilder message;
+  auto hello = message.initRoot<wire::Request>().initHello();
+  hello.setProtocolVersion(wire::PROTOCOL_VERSION);
+  hello.setPurpose(purpose);
+  hello.setClientName("hardening_tests");
+  protocol::sendMessage(*connection_, message);
+  protocol::IncomingMessage in(*connection_);
+  auto response = in.root<wire::Response>();
+  if (response.getResult() != CUDA_SUCCESS) {
+    throw std::runtime_error(std::string("refused: ") + response.getMessage().cStr());
+  }
+}
+
+WireClient::~WireClient() = default;
+
+Reply WireClient::call(const std::function<void(wire::Request::Builder)>& build,
+                       std::span<const uint8_t> bulk) {
+  capnp::MallocMessageBuilder message;
+  build(message.initRoot<wire::Request>());
+  transport::ConstBuffer parts[] = {{bulk.data(), bulk.size()}};
+  protocol::sendMessage(*connection_, message,
+                        bulk.empty() ? std::span<const transport::ConstBuffer>()
+                                     : std::span<const transport::ConstBuffer>(parts));
+  protocol::IncomingMessage in(*connection_);
+  auto response = in.root<wire::Response>();
+  Reply reply;
+  reply.result = static_cast<CUresult>(response.getResult());
+  reply.message = response.getMessage().cStr();
+  switch (response.which()) {
+    case wire::Response::HANDLE:
+      reply.handle = response.getHandle();
+      break;
+    case wire::Response::MEM_ALLOC:
+      reply.handle = response.getMemAlloc().getAddress();
+      break;
+    case wire::Response::FUNCTION:
+      reply.handle = response.getFunction().getHandle();
+      break;
+    case wire::Response::GLOBAL:
+      reply.handle = response.getGlobal().getAddress();
+      break;
+    default:
+      break;
+  }
+  reply.bulk.resize(in.bulkBytes());
+  if (!reply.bulk.empty()) connection_->receiveBulk(reply.bulk.data(), reply.bulk.size());
+  return reply;
+}
+
+Reply WireClient::createContext(int device) {
+  return call([&](wire::Request::Builder r) { r.initCtxCreate().setDevice(device); });
+}
+
+Reply WireClient::alloc(uint64_t context, uint64_t bytes) {
+  return call([&](wire::Request::Builder r) {
+    auto m = r.initMemAlloc();
+    m.setContext(context);
+    m.setBytes(bytes);
+  });
+}
+
+Reply WireClient::write(uint64_t context, uint64_t address, std::span<const uint8_t> bytes) {
+  return call(
+      [&](wire::Request::Builder r) {
+        auto m = r.initMemcpyHtoD();
+        m.setContext(context);
+        m.setDst(address);
+        m.setBytes(bytes.size());
+      },
+      bytes);
+}
+
+Reply WireClient::read(uint64_t context, uint64_t address, uint64_t bytes) {
+  return call([&](wire::Request::Builder r) {
+    auto m = r.initMemcpyDtoH();
+    m.setContext(context);
+    m.setSrc(address);
+    m.setBytes(bytes);
+  });
+}
+
+Reply WireClient::memset(uint64_t context, uint64_t address, uint8_t value, uint64_t bytes) {
+  return call([&](wire::Request::Builder r) {
+    auto m = r.initMemset();
+    m.setContext(context);
+    m.setDst(address);
+    m.setValue(value);
+    m.setElementSize(1);
+    m.setWidth(bytes);
+    m.setHeight(1);
+    m.setPitch(bytes);
+  });
+}
+
+Reply WireClient::free(uint64_t context, uint64_t address) {
+  return call([&](wire::Request::Builder r) {
+    auto m = r.initMemFree();
+    m.setContext(context);
+    m.setAddress(address);
+  });
+}
+
+Reply WireClient::loadPtx(uint64_t context, const std::string& ptx) {
+  std::vector<uint8_t> image(ptx.begin(), ptx.end());
+  image.push_back(0);
+  auto digest = protocol::Sha256::of(image);
+  return call(
+      [&](wire::Request::Builder r) {
+        auto m = r.initModuleLoad();
+        m.setContext(context);
+        m.setHash(kj::arrayPtr(digest.data(), digest.size()));
+        m.setImageBytes(image.size());
+        m.setHasImage(true);
+      },
+      image);
+}
+
+Reply WireClient::function(uint64_t context, uint64_t module, const std::string& name) {
+  return call([&](wire::Request::Builder r) {
+    auto m = r.initModuleGetFunction();
+    m.setContext(context);
+    m.setModule(module);
+    m.setName(name);
+  });
+}
+
+Reply WireClient::launch(uint64_t context, uint64_t function, std::span<const uint8_t> params,
+                         uint64_t stream) {
+  return call([&](wire::Request::Builder r) {
+    auto k = r.initLaunchKernel();
+    k.setContext(context);
+    k.setFunction(function);
+    k.initGrid().setX(1);
+    k.getGrid().setY(1);
+    k.getGrid().setZ(1);
+    k.initBlock().setX(1);
+    k.getBlock().setY(1);
+    k.getBlock().setZ(1);
+    k.setStream(stream);
+    k.setParams(kj::arrayPtr(params.data(), params.size()));
+  });
+}
+
+Reply WireClient::synchronize(uint64_t context) {
+  return call([&](wire::Request::Builder r) { r.setCtxSynchronize(context); });
+}
+
+uint64_t WireClient::serverMemoryUsed() {
+  capnp::MallocMessageBuilder message;
+  message.initRoot<wire::Request>().setStatus();
+  protocol::sendMessage(*connection_, message);
+  protocol::IncomingMessage in(*connection_);
+  auto response = in.root<wire::Response>();
+  if (!response.isStatus()) throw std::runtime_error("status request failed");
+  uint64_t used = 0;
+  for (auto d : response.getStatus().getDevices()) used += d.getMemoryUsed();
+  return used;
+}
+
+}  // namespace gpupool::hardening

@@ -1,0 +1,138 @@
+// Metering with real processes: usage is recorded per tenant, survives a server restart, is
+// reported by `gpupool usage`, and is scraped from /metrics.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <regex>
+
+#include "build_paths.h"
+#include "pool_fixture.h"
+
+namespace gpupool::pooltest {
+namespace {
+
+using std::chrono::seconds;
+
+std::string poolConfig(const std::string& database) {
+  return "[metering]\ndatabase = \"" + database +
+         "\"\nflush_ms = 100\n"
+         "[[device]]\nmemory = \"128MiB\"\n"
+         "[[tenant]]\nname = \"alice\"\ntoken = \"a\"\nmemory_quota = \"64MiB\"\n"
+         "[[tenant]]\nname = \"bob\"\ntoken = \"b\"\n";
+}
+
+nlohmann::json usageReport(const std::string& database,
+                           const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> args = {"usage", "--db", database, "--json"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  ProgramResult r = e2e::runProgram(e2e::gpupoolCliPath(), args, {}, seconds(30));
+  if (!r.passed()) {
+    ADD_FAILURE() << r.describe();
+    return nlohmann::json::object();
+  }
+  return nlohmann::json::parse(r.out);
+}
+
+const nlohmann::json& reportFor(const nlohmann::json& report, const std::string& tenant) {
+  for (const auto& t : report.at("tenants")) {
+    if (t.at("tenant") == tenant) return t;
+  }
+  throw std::runtime_error("no " + tenant + " in " + report.dump(2));
+}
+
+// GET `url` (http://127.0.0.1:PORT/PATH) and return the whole response.
+std::string httpGet(const std::string& url) {
+  std::smatch m;
+  std::regex_search(url, m, std::regex(R"(http://([\d.]+):(\d+)(/\S*))"));
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(std::stoi(m[2])));
+  ::inet_pton(AF_INET, std::string(m[1]).c_str(), &address.sin_addr);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+    ::close(fd);
+    return "";
+  }
+  std::string request = "GET " + std::string(m[3]) + " HTTP/1.1\r\nHost: x\r\n\r\n";
+  (void)!::write(fd, request.data(), request.size());
+  std::string response;
+  char buffer[4096];
+  ssize_t n;
+  while ((n = ::read(fd, buffer, sizeof buffer)) > 0) response.append(buffer, n);
+  ::close(fd);
+  return response;
+}
+
+TEST(MeteringTest, UsageIsRecordedPerTenantAndSurvivesARestart) {
+  ScratchDirectory dir;
+  std::string database = dir.file("usage.db");
+  dir.write("pool.toml", poolConfig(database));
+  long long launchesBefore = 0;
+  {
+    PoolServer server({"--config", dir.file("pool.toml")});
+    ChildProcess spinner({poolClientPath(),
+                          {"spin", "300", "2000", "4"},
+                          tenantEnvironment(server.endpoint(), "a"),
+                          {}});
+    ASSERT_TRUE(spinner.waitForStdout("READY", seconds(60)))
+        << spinner.finish(seconds(1)).describe();
+    spinner.writeStdin("go\n");
+    ProgramResult spun = spinner.finish(seconds(60));
+    ASSERT_TRUE(spun.passed()) << spun.describe();
+    launchesBefore = valueAfter(spun.out, "LAUNCHES") + 1;  // and the warm-up kernel
+    ProgramResult bob = runClient(server.endpoint(), "b", {"hold", "32"});
+    ASSERT_TRUE(bob.passed()) << bob.describe();
+    // Stopped with SIGTERM: what is pending is flushed on the way out.
+    EXPECT_TRUE(server.stop().passed());
+  }
+  nlohmann::json report = usageReport(database);
+  const auto& alice = reportFor(report, "alice");
+  EXPECT_EQ(alice.at("launches").get<long long>(), launchesBefore) << report.dump(2);
+  EXPECT_GT(alice.at("gpu_seconds").get<double>(), 0.0);
+  EXPECT_GT(alice.at("calls").get<long long>(), launchesBefore);
+  const auto& bob = reportFor(report, "bob");
+  EXPECT_EQ(bob.at("launches").get<long long>(), 0);
+  EXPECT_GT(bob.at("calls").get<long long>(), 0);
+  EXPECT_GT(alice.at("bytes_in").get<long long>(), 0)
+      << "the kernel's module image crossed the wire";
+  // Nothing recorded in the future.
+  EXPECT_TRUE(usageReport(database, {"--since", "2999-01-01"}).at("tenants").empty());
+
+  // The restarted server's totals include the earlier run.
+  PoolServer again({"--config", dir.file("pool.toml")});
+  nlohmann::json status = queryStatus(again.endpoint());
+  EXPECT_EQ(tenantIn(status, "alice").at("launches").get<long long>(), launchesBefore)
+      << status.dump(2);
+}
+
+TEST(MeteringTest, MetricsAreScrapedInPrometheusFormat) {
+  ScratchDirectory dir;
+  dir.write("pool.toml", poolConfig(dir.file("usage.db")));
+  PoolServer server({"--config", dir.file("pool.toml"), "--metrics-listen", "127.0.0.1:0"});
+  ChildProcess holder(
+      {poolClientPath(), {"hold", "16"}, tenantEnvironment(server.endpoint(), "a"), {}});
+  ASSERT_TRUE(holder.waitForStdout("READY", seconds(60))) << holder.finish(seconds(1)).describe();
+  std::string response = httpGet(server.metricsUrl());
+  EXPECT_EQ(response.rfind("HTTP/1.1 200 OK", 0), 0u) << response;
+  EXPECT_NE(response.find("text/plain; version=0.0.4"), std::string::npos);
+  EXPECT_NE(response.find("gpupool_device_memory_total_bytes{device=\"0\"} 134217728"),
+            std::string::npos)
+      << response;
+  EXPECT_NE(response.find("gpupool_tenant_memory_used_bytes{tenant=\"alice\"} 16777216"),
+            std::string::npos)
+      << response;
+  EXPECT_NE(response.find("gpupool_tenant_sessions{tenant=\"alice\"} 1"), std::string::npos)
+      << response;
+  EXPECT_NE(response.find("# TYPE gpupool_tenant_calls_total counter"), std::string::npos);
+  std::string missing =
+      httpGet(std::regex_replace(server.metricsUrl(), std::regex("/metrics$"), "/other"));
+  EXPECT_EQ(missing.rfind("HTTP/1.1 404", 0), 0u) << missing;
+  holder.closeStdin();
+  EXPECT_TRUE(holder.finish(seconds(30)).passed());
+}
+
+}  // namespace
+}  // namespace gpupool::pooltest

@@ -1,0 +1,80 @@
+// A client for the pool tests, run on gpupool's libcuda.so.1 against a configured gpupoold.
+//   pool_client init            prints "CUINIT <CUresult>" (the token check happens here)
+//   pool_client spin MS ITERS BATCH
+//                               prints READY after a warm-up kernel, waits for a line on stdin,
+//                               then launches kernels of ITERS loop steps, BATCH at a time, for MS
+//                               milliseconds and prints "LAUNCHES <n>"
+//   pool_client try MIB         allocates MIB MiB; prints "ALLOC <CUresult>" and
+//                               "MEMINFO <free> <total>"
+//   pool_client hold MIB        allocates MIB MiB, prints "HELD <CUresult>" and READY, and keeps
+//                               it until stdin closes
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <string>
+
+__global__ void spin(int iterations, unsigned* sink) {
+  unsigned x = threadIdx.x;
+  for (int i = 0; i < iterations; ++i) x = x * 1103515245u + 12345u;
+  if (x == 0xdeadbeefu) *sink = x;  // keeps the loop from being optimized away
+}
+
+static int fail(const char* what, cudaError_t e) {
+  std::printf("ERROR %s %s\n", what, cudaGetErrorString(e));
+  return 1;
+}
+
+int main(int argc, char** argv) {
+  if (argc < 2) return 2;
+  std::string mode = argv[1];
+  if (mode == "init") {
+    std::printf("CUINIT %d\n", static_cast<int>(cuInit(0)));
+    return 0;
+  }
+  if (mode == "spin" && argc == 5) {
+    int ms = std::atoi(argv[2]), iterations = std::atoi(argv[3]), batch = std::atoi(argv[4]);
+    unsigned* sink = nullptr;
+    if (cudaError_t e = cudaMalloc(&sink, sizeof(unsigned)); e != cudaSuccess)
+      return fail("malloc", e);
+    spin<<<1, 32>>>(iterations, sink);
+    if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) return fail("warm-up", e);
+    std::printf("READY\n");
+    std::fflush(stdout);
+    std::string go;
+    std::getline(std::cin, go);
+    auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    long launches = 0;
+    // Batches keep a kernel queued at the server at all times, so the scheduler, not the client's
+    // round trips, decides the share.
+    while (std::chrono::steady_clock::now() < end) {
+      for (int i = 0; i < batch; ++i) spin<<<1, 32>>>(iterations, sink);
+      if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) return fail("spin", e);
+      launches += batch;
+    }
+    std::printf("LAUNCHES %ld\n", launches);
+    return 0;
+  }
+  if ((mode == "try" || mode == "hold") && argc == 3) {
+    size_t bytes = std::strtoull(argv[2], nullptr, 10) << 20;
+    void* p = nullptr;
+    cudaError_t e = cudaMalloc(&p, bytes);
+    std::printf("%s %d\n", mode == "try" ? "ALLOC" : "HELD", static_cast<int>(e));
+    size_t freeBytes = 0, totalBytes = 0;
+    cudaMemGetInfo(&freeBytes, &totalBytes);
+    std::printf("MEMINFO %zu %zu\n", freeBytes, totalBytes);
+    if (mode == "hold") {
+      std::printf("READY\n");
+      std::fflush(stdout);
+      std::string line;
+      while (std::getline(std::cin, line)) {
+      }
+    }
+    return 0;
+  }
+  return 2;
+}

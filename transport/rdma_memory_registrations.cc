@@ -1,0 +1,77 @@
+#include "transport/rdma_memory_registrations.h"
+
+#include "transport/rdma_pinned_ranges.h"
+
+namespace gpupool::transport::rdma {
+namespace {
+
+// Pinned ranges serve both directions for their whole life, so they get every access right.
+constexpr int kPinnedAccess =
+    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
+
+}  // namespace
+
+RegistrationLease& RegistrationLease::operator=(RegistrationLease&& other) noexcept {
+  if (this != &other) {
+    release();
+    lkey_ = other.lkey_;
+    rkey_ = other.rkey_;
+    temporary_ = other.temporary_;
+    stats_ = other.stats_;
+    other.temporary_ = nullptr;
+  }
+  return *this;
+}
+
+void RegistrationLease::release() {
+  if (temporary_) {
+    ibv_dereg_mr(temporary_);
+    if (stats_) stats_->deregistrations++;
+    temporary_ = nullptr;
+  }
+}
+
+std::optional<RegistrationLease> MemoryRegistrations::acquire(const void* p, size_t size,
+                                                              int access) {
+  if (auto range = findPinnedRange(p, size)) {
+    auto it = cache_.find(range->id);
+    if (it != cache_.end()) {
+      stats_->registrationCacheHits++;
+      return RegistrationLease(it->second.mr->lkey, it->second.mr->rkey, nullptr, stats_);
+    }
+    dropStale();
+    ibv_mr* mr = ibv_reg_mr(pd_, reinterpret_cast<void*>(range->base), range->size, kPinnedAccess);
+    if (mr) {
+      stats_->registrations++;
+      cache_[range->id] = Cached{mr, range->base, range->size};
+      return RegistrationLease(mr->lkey, mr->rkey, nullptr, stats_);
+    }
+    // Fall through: maybe only this piece can be registered.
+  }
+  ibv_mr* mr = ibv_reg_mr(pd_, const_cast<void*>(p), size, access);
+  if (!mr) return std::nullopt;
+  stats_->registrations++;
+  return RegistrationLease(mr->lkey, mr->rkey, mr, stats_);
+}
+
+void MemoryRegistrations::dropStale() {
+  for (auto it = cache_.begin(); it != cache_.end();) {
+    if (pinnedRangeAlive(it->first)) {
+      ++it;
+      continue;
+    }
+    ibv_dereg_mr(it->second.mr);
+    stats_->deregistrations++;
+    it = cache_.erase(it);
+  }
+}
+
+void MemoryRegistrations::clear() {
+  for (auto& [id, cached] : cache_) {
+    ibv_dereg_mr(cached.mr);
+    stats_->deregistrations++;
+  }
+  cache_.clear();
+}
+
+}  // namespace gpupool::transport::rdma

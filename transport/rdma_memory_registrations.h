@@ -1,0 +1,67 @@
+// Memory registration for one protection domain: a cache for pinned host ranges (registered once,
+// kept until the range is forgotten or the cache is destroyed) and one-transfer registrations for
+// everything else.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+
+#include "transport/rdma_transport.h"
+
+namespace gpupool::transport::rdma {
+
+// Keys for one transfer. Deregisters a one-transfer registration when it goes out of scope.
+class RegistrationLease {
+ public:
+  RegistrationLease() = default;
+  RegistrationLease(uint32_t lkey, uint32_t rkey, ibv_mr* temporary, RdmaStats* stats)
+      : lkey_(lkey), rkey_(rkey), temporary_(temporary), stats_(stats) {}
+  RegistrationLease(RegistrationLease&& other) noexcept { *this = std::move(other); }
+  RegistrationLease& operator=(RegistrationLease&& other) noexcept;
+  RegistrationLease(const RegistrationLease&) = delete;
+  RegistrationLease& operator=(const RegistrationLease&) = delete;
+  ~RegistrationLease() { release(); }
+
+  uint32_t lkey() const { return lkey_; }
+  uint32_t rkey() const { return rkey_; }
+  void release();
+
+ private:
+  uint32_t lkey_ = 0;
+  uint32_t rkey_ = 0;
+  ibv_mr* temporary_ = nullptr;
+  RdmaStats* stats_ = nullptr;
+};
+
+class MemoryRegistrations {
+ public:
+  MemoryRegistrations(ibv_pd* pd, RdmaStats* stats) : pd_(pd), stats_(stats) {}
+  ~MemoryRegistrations() { clear(); }
+  MemoryRegistrations(const MemoryRegistrations&) = delete;
+  MemoryRegistrations& operator=(const MemoryRegistrations&) = delete;
+
+  // Keys covering [p, p + size) with at least `access`. Pinned ranges come from (or enter) the
+  // cache; other memory gets a registration that lives as long as the lease. nullopt when the
+  // memory cannot be registered (e.g. read-only pages asked for local write).
+  std::optional<RegistrationLease> acquire(const void* p, size_t size, int access);
+
+  // Deregisters every cached range (on close; the PD goes away next).
+  void clear();
+
+ private:
+  struct Cached {
+    ibv_mr* mr;
+    uintptr_t base;
+    size_t size;
+  };
+  void dropStale();
+
+  ibv_pd* pd_;
+  RdmaStats* stats_;
+  std::map<uint64_t, Cached> cache_;  // by PinnedRange::id
+};
+
+}  // namespace gpupool::transport::rdma

@@ -1,0 +1,233 @@
+#include "transport/rdma_transport.h"
+
+#include <netdb.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+
+#include "transport/rdma_connection.h"
+
+namespace gpupool::transport {
+namespace {
+
+using rdma::ConnectParams;
+using rdma::RdmaConnection;
+
+ConnectParams localParams() {
+  return ConnectParams{rdma::kWireMagic, rdma::kRdmaRecvSlots, rdma::kRdmaSlotBytes};
+}
+
+bool paramsMatch(const void* data, size_t size) {
+  if (!data || size < sizeof(ConnectParams)) return false;
+  ConnectParams theirs;
+  std::memcpy(&theirs, data, sizeof theirs);
+  ConnectParams ours = localParams();
+  return theirs.magic == ours.magic && theirs.recvSlots == ours.recvSlots &&
+         theirs.slotBytes == ours.slotBytes;
+}
+
+// Owns an event channel and an id until handed to an RdmaConnection.
+struct CmHandles {
+  rdma_event_channel* channel = nullptr;
+  rdma_cm_id* id = nullptr;
+  ~CmHandles() {
+    if (id) rdma_destroy_id(id);
+    if (channel) rdma_destroy_event_channel(channel);
+  }
+};
+
+struct AddressInfo {
+  addrinfo* list = nullptr;
+  ~AddressInfo() {
+    if (list) freeaddrinfo(list);
+  }
+};
+
+addrinfo* resolve(const Endpoint& endpoint, bool passive, AddressInfo& holder) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = passive ? AI_PASSIVE : 0;
+  int rc = getaddrinfo(endpoint.host.c_str(), std::to_string(endpoint.port).c_str(), &hints,
+                       &holder.list);
+  if (rc != 0 || !holder.list) {
+    throw TransportError("cannot resolve '" + endpoint.host + "': " + gai_strerror(rc));
+  }
+  return holder.list;
+}
+
+class RdmaListener final : public Listener {
+ public:
+  explicit RdmaListener(const Endpoint& endpoint) {
+    std::string reason = rdmaUnavailableReason();
+    if (!reason.empty()) throw TransportError("cannot listen on " + endpoint.url() + ": " + reason);
+    AddressInfo info;
+    addrinfo* ai = resolve(endpoint, true, info);
+    cm_.channel = rdma_create_event_channel();
+    if (!cm_.channel)
+      throw TransportError(std::string("rdma_create_event_channel: ") + std::strerror(errno));
+    if (rdma_create_id(cm_.channel, &cm_.id, nullptr, RDMA_PS_TCP) != 0) {
+      throw TransportError(std::string("rdma_create_id: ") + std::strerror(errno));
+    }
+    if (rdma_bind_addr(cm_.id, ai->ai_addr) != 0 || rdma_listen(cm_.id, 128) != 0) {
+      throw TransportError("cannot listen on " + endpoint.url() + ": " + std::strerror(errno));
+    }
+    wakeFd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    Endpoint actual = endpoint;
+    actual.port = ntohs(rdma_get_src_port(cm_.id));
+    url_ = actual.url();
+  }
+
+  ~RdmaListener() override {
+    if (wakeFd_ >= 0) ::close(wakeFd_);
+  }
+
+  std::unique_ptr<Connection> accept() override {
+    for (;;) {
+      if (stopped_) throw TransportError("listener shut down");
+      pollfd fds[2] = {{cm_.channel->fd, POLLIN, 0}, {wakeFd_, POLLIN, 0}};
+      if (::poll(fds, 2, -1) < 0 && errno != EINTR) {
+        throw TransportError(std::string("poll: ") + std::strerror(errno));
+      }
+      if (stopped_) throw TransportError("listener shut down");
+      if (!(fds[0].revents & POLLIN)) continue;
+      rdma_cm_event* event = nullptr;
+      if (rdma_get_cm_event(cm_.channel, &event) != 0) {
+        throw TransportError(std::string("rdma_get_cm_event: ") + std::strerror(errno));
+      }
+      if (event->event != RDMA_CM_EVENT_CONNECT_REQUEST) {
+        rdma_ack_cm_event(event);
+        continue;
+      }
+      rdma_cm_id* id = event->id;
+      bool compatible =
+          paramsMatch(event->param.conn.private_data, event->param.conn.private_data_len);
+      rdma_ack_cm_event(event);
+      if (!compatible) {
+        rdma_reject(id, nullptr, 0);
+        rdma_destroy_id(id);
+        throw TransportError("rejected an RDMA peer with an incompatible transport version");
+      }
+      // Each connection gets its own event channel, so its disconnect wakes only its own waits.
+      rdma_event_channel* channel = rdma_create_event_channel();
+      if (!channel || rdma_migrate_id(id, channel) != 0) {
+        if (channel) rdma_destroy_event_channel(channel);
+        rdma_reject(id, nullptr, 0);
+        rdma_destroy_id(id);
+        throw TransportError(std::string("rdma_migrate_id: ") + std::strerror(errno));
+      }
+      auto connection = std::make_unique<RdmaConnection>(channel, id);
+      ConnectParams params = localParams();
+      rdma_conn_param param = rdma::connectionParameters(&params, id->verbs);
+      if (rdma_accept(id, &param) != 0) {
+        throw TransportError(std::string("rdma_accept: ") + std::strerror(errno));
+      }
+      rdma::awaitCmEvent(channel, RDMA_CM_EVENT_ESTABLISHED, 10000, "accepting an RDMA peer");
+      connection->markEstablished();
+      return connection;
+    }
+  }
+
+  void shutdown() override {
+    stopped_ = true;
+    uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(wakeFd_, &one, sizeof one);
+  }
+
+  std::string url() const override { return url_; }
+
+ private:
+  CmHandles cm_;
+  int wakeFd_ = -1;
+  std::atomic<bool> stopped_{false};
+  std::string url_;
+};
+
+}  // namespace
+
+std::string rdmaUnavailableReason() {
+  int count = 0;
+  ibv_device** devices = ibv_get_device_list(&count);
+  if (!devices || count == 0) {
+    if (devices) ibv_free_device_list(devices);
+    return "no RDMA device found (libibverbs lists none: no InfiniBand/RoCE NIC or rdma_rxe)";
+  }
+  std::string reason = "no RDMA device has an active port";
+  for (int i = 0; i < count && !reason.empty(); ++i) {
+    ibv_context* context = ibv_open_device(devices[i]);
+    if (!context) {
+      reason = std::string("cannot open RDMA device ") + ibv_get_device_name(devices[i]) + ": " +
+               std::strerror(errno);
+      continue;
+    }
+    ibv_device_attr attr{};
+    if (ibv_query_device(context, &attr) == 0) {
+      for (uint8_t port = 1; port <= attr.phys_port_cnt; ++port) {
+        ibv_port_attr portAttr{};
+        if (ibv_query_port(context, port, &portAttr) == 0 && portAttr.state == IBV_PORT_ACTIVE) {
+          reason.clear();
+          break;
+        }
+      }
+    }
+    ibv_close_device(context);
+  }
+  ibv_free_device_list(devices);
+  return reason;
+}
+
+std::unique_ptr<Connection> rdmaConnect(const Endpoint& endpoint, unsigned timeoutMs) {
+  if (endpoint.scheme != "rdma") throw TransportError("not an rdma endpoint: " + endpoint.url());
+  std::string reason = rdmaUnavailableReason();
+  if (!reason.empty()) throw TransportError(reason);
+  if (!timeoutMs) timeoutMs = 5000;
+  AddressInfo info;
+  addrinfo* ai = resolve(endpoint, false, info);
+  CmHandles cm;
+  cm.channel = rdma_create_event_channel();
+  if (!cm.channel)
+    throw TransportError(std::string("rdma_create_event_channel: ") + std::strerror(errno));
+  if (rdma_create_id(cm.channel, &cm.id, nullptr, RDMA_PS_TCP) != 0) {
+    throw TransportError(std::string("rdma_create_id: ") + std::strerror(errno));
+  }
+  std::string where = endpoint.url();
+  if (rdma_resolve_addr(cm.id, nullptr, ai->ai_addr, int(timeoutMs)) != 0) {
+    throw TransportError("resolving " + where + ": " + std::strerror(errno));
+  }
+  rdma::awaitCmEvent(cm.channel, RDMA_CM_EVENT_ADDR_RESOLVED, timeoutMs + 1000,
+                     "resolving " + where + " to an RDMA device");
+  if (rdma_resolve_route(cm.id, int(timeoutMs)) != 0) {
+    throw TransportError("route to " + where + ": " + std::strerror(errno));
+  }
+  rdma::awaitCmEvent(cm.channel, RDMA_CM_EVENT_ROUTE_RESOLVED, timeoutMs + 1000,
+                     "route to " + where);
+  auto connection = std::make_unique<RdmaConnection>(cm.channel, cm.id);
+  rdma_cm_id* id = cm.id;
+  cm.channel = nullptr;
+  cm.id = nullptr;
+  ConnectParams params = localParams();
+  rdma_conn_param param = rdma::connectionParameters(&params, id->verbs);
+  if (rdma_connect(id, &param) != 0) {
+    throw TransportError("connecting to " + where + ": " + std::strerror(errno));
+  }
+  // The rdma_connect timeout is the CM's own; waiting a little longer reports its verdict.
+  rdma::awaitCmEvent(id->channel, RDMA_CM_EVENT_ESTABLISHED, timeoutMs + 1000,
+                     "connecting to " + where);
+  connection->markEstablished();
+  return connection;
+}
+
+std::unique_ptr<Listener> rdmaListen(const Endpoint& endpoint) {
+  if (endpoint.scheme != "rdma") throw TransportError("not an rdma endpoint: " + endpoint.url());
+  return std::make_unique<RdmaListener>(endpoint);
+}
+
+const RdmaStats* rdmaStatsOf(const Connection& connection) {
+  auto* rdma = dynamic_cast<const RdmaConnection*>(&connection);
+  return rdma ? &rdma->stats() : nullptr;
+}
+
+}  // namespace gpupool::transport

@@ -1,0 +1,60 @@
+// RDMA implementation of the transport interface (libibverbs + librdmacm, RC queue pairs).
+//
+// Endpoints are `rdma://host:port`, where host is an IP address bound to an RDMA-capable netdev
+// (rdma_cm resolves it to a verbs device). Frames travel as SENDs into receive buffers the peer
+// posted in advance, under credit-based flow control, so a receiver is never overrun. Bulk parts of
+// at least kRdmaRendezvousBytes are not copied: the sender registers them and announces
+// {address, rkey, length}; the receiver RDMA READs them straight into the destination given to
+// receiveBulk() and then tells the sender, whose sendFrame() returns only after that. Smaller bulk
+// parts are copied inline into the SEND buffers.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "transport/connection.h"
+#include "transport/endpoint.h"
+
+namespace gpupool::transport {
+
+// Bulk parts this large or larger move by RDMA READ (zero-copy); smaller ones go inline.
+constexpr size_t kRdmaRendezvousBytes = 64u << 10;
+
+// Empty when this process can use verbs (a device opens and has an active port); otherwise a
+// sentence naming why not, for the fallback warning.
+std::string rdmaUnavailableReason();
+
+// Connects over rdma_cm (scheme must be rdma). Throws TransportError with the reason on failure,
+// including when no verbs device is usable. timeoutMs bounds each setup step (0 = 5 s).
+std::unique_ptr<Connection> rdmaConnect(const Endpoint& endpoint, unsigned timeoutMs = 0);
+
+// Binds and listens through rdma_cm; port 0 picks a free port (see Listener::url()).
+std::unique_ptr<Listener> rdmaListen(const Endpoint& endpoint);
+
+// Per-connection counters. They let tests prove which path bytes took: bulk copied through the
+// SEND/RECV buffers ("inline") or moved by RDMA READ straight between the two callers' buffers.
+struct RdmaStats {
+  uint64_t bulkBytesSentInline = 0;
+  uint64_t bulkBytesSentZeroCopy = 0;
+  uint64_t bulkBytesReceivedInline = 0;
+  uint64_t bulkBytesReceivedZeroCopy = 0;
+  uint64_t registrations = 0;          // ibv_reg_mr calls for caller memory
+  uint64_t registrationCacheHits = 0;  // caller memory found already registered
+  uint64_t deregistrations = 0;        // ibv_dereg_mr calls for caller memory
+  uint64_t sends = 0;                  // SEND work requests posted
+  uint64_t creditWaits = 0;            // times a send had to wait for the peer's credits
+};
+
+// The counters of an RDMA connection; nullptr for any other kind of connection.
+const RdmaStats* rdmaStatsOf(const Connection& connection);
+
+// Process-wide list of long-lived page-locked host ranges (cuMemHostAlloc, cuMemHostRegister).
+// A connection registers such a range once, as a whole, and keeps it registered until the range is
+// forgotten or the connection closes. Memory not listed is treated as pageable: registered for one
+// transfer only, because it may be unmapped and its addresses reused afterwards.
+void notePinnedHostRange(const void* base, size_t size);
+// Call before the range is freed or unregistered.
+void forgetPinnedHostRange(const void* base);
+
+}  // namespace gpupool::transport

@@ -1,0 +1,348 @@
+#include "transport/tls_transport.h"
+
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+#include "transport/tcp_transport.h"  // FrameHeader, kFrameMagic
+
+namespace gpupool::transport {
+namespace {
+
+namespace asio = boost::asio;
+namespace ssl = boost::asio::ssl;
+using asio::ip::tcp;
+
+std::string describe(const boost::system::error_code& ec) {
+  if (ec == asio::error::would_block || ec == asio::error::try_again) {
+    return "timed out waiting for the peer";
+  }
+  if (ec == asio::error::eof || ec == ssl::error::stream_truncated) {
+    return "connection closed by peer";
+  }
+  return ec.message();
+}
+
+constexpr unsigned kServerHandshakeMs = 5000;
+
+class TlsConnection final : public Connection {
+ public:
+  TlsConnection(std::unique_ptr<asio::io_context> io, std::shared_ptr<ssl::context> context,
+                tcp::socket socket, ssl::stream_base::handshake_type role,
+                const std::string& hostName)
+      : io_(std::move(io)),
+        context_(std::move(context)),
+        stream_(std::move(socket), *context_),
+        role_(role) {
+    boost::system::error_code ec;
+    stream_.lowest_layer().set_option(tcp::no_delay(true), ec);
+    auto ep = stream_.lowest_layer().remote_endpoint(ec);
+    peer_ = ec ? "unknown" : ep.address().to_string() + ":" + std::to_string(ep.port());
+    if (role_ == ssl::stream_base::client && !hostName.empty()) {
+      // SNI, and the name the certificate must carry.
+      SSL_set_tlsext_host_name(stream_.native_handle(), hostName.c_str());
+      stream_.set_verify_callback(ssl::host_name_verification(hostName));
+    }
+  }
+
+  ~TlsConnection() override {
+    boost::system::error_code ec;
+    stream_.lowest_layer().close(ec);
+  }
+
+  // The client handshakes at once, so a refused certificate is reported by connect.
+  void handshake() {
+    if (handshaken_) return;
+    boost::system::error_code ec;
+    // A peer that is not speaking TLS (e.g. a tcp:// client) must not hold a session forever.
+    if (role_ == ssl::stream_base::server) setReceiveTimeoutMs(kServerHandshakeMs);
+    stream_.handshake(role_, ec);
+    if (ec) {
+      // The peer learns at once (the connection object may outlive this failure for a while).
+      shutdown();
+      throw TransportError("TLS handshake with " + peer_ + " failed: " + describe(ec));
+    }
+    if (role_ == ssl::stream_base::server) setReceiveTimeoutMs(0);
+    handshaken_ = true;
+  }
+
+  void sendFrame(std::span<const ConstBuffer> message, std::span<const ConstBuffer> bulk) override {
+    handshake();
+    appendFrame(message, {});
+    // Bulk over TLS is encrypted in records anyway; large parts go without an extra copy.
+    std::vector<asio::const_buffer> buffers;
+    buffers.emplace_back(pending_.data(), pending_.size());
+    size_t bulkBytes = 0;
+    for (auto& b : bulk) bulkBytes += b.size;
+    patchBulkBytes(bulkBytes);
+    for (auto& b : bulk) {
+      if (b.size) buffers.emplace_back(b.data, b.size);
+    }
+    boost::system::error_code ec;
+    asio::write(stream_, buffers, ec);
+    pending_.clear();
+    lastHeader_ = SIZE_MAX;
+    if (ec) throw TransportError("send failed: " + describe(ec));
+  }
+
+  void sendFrameLater(std::span<const ConstBuffer> message,
+                      std::span<const ConstBuffer> bulk) override {
+    appendFrame(message, bulk);
+    lastHeader_ = SIZE_MAX;
+  }
+
+  void flush() override {
+    if (pending_.empty()) return;
+    handshake();
+    boost::system::error_code ec;
+    asio::write(stream_, asio::buffer(pending_), ec);
+    pending_.clear();
+    if (ec) throw TransportError("send failed: " + describe(ec));
+  }
+
+  size_t queuedBytes() const override { return pending_.size(); }
+
+  ReceivedFrame receiveFrame() override {
+    handshake();
+    if (pendingBulk_ != 0) throw TransportError("previous frame's bulk bytes were not consumed");
+    FrameHeader header;
+    readExactly(&header, sizeof header);
+    if (header.magic != kFrameMagic) throw TransportError("malformed frame (bad magic)");
+    if (header.messageBytes > kMaxMessageBytes || header.messageBytes % 8 != 0) {
+      throw TransportError("malformed frame (message size " + std::to_string(header.messageBytes) +
+                           ")");
+    }
+    size_t words = header.messageBytes / 8;
+    if (message_.size() < words) message_.resize(words);
+    readExactly(message_.data(), header.messageBytes);
+    pendingBulk_ = header.bulkBytes;
+    return {std::as_bytes(std::span<const uint64_t>(message_.data(), words)), header.bulkBytes};
+  }
+
+  void receiveBulk(void* dst, size_t size) override {
+    if (size > pendingBulk_) throw TransportError("bulk read past the end of the frame");
+    readExactly(dst, size);
+    pendingBulk_ -= size;
+  }
+
+  void discardBulk(size_t size) override {
+    if (size > pendingBulk_) throw TransportError("bulk discard past the end of the frame");
+    char scratch[64 * 1024];
+    while (size > 0) {
+      size_t n = std::min(size, sizeof scratch);
+      readExactly(scratch, n);
+      size -= n;
+      pendingBulk_ -= n;
+    }
+  }
+
+  uint64_t pendingBulk() const override { return pendingBulk_; }
+
+  void shutdown() override {
+    // Shutting the socket (not the TLS session) wakes a blocked read on another thread.
+    ::shutdown(stream_.lowest_layer().native_handle(), SHUT_RDWR);
+  }
+
+  std::string kind() const override { return "tls"; }
+  std::string peer() const override { return peer_; }
+
+  void setReceiveTimeoutMs(unsigned ms) override {
+    timeval tv{static_cast<time_t>(ms / 1000), static_cast<suseconds_t>((ms % 1000) * 1000)};
+    ::setsockopt(stream_.lowest_layer().native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  }
+
+ private:
+  void appendFrame(std::span<const ConstBuffer> message, std::span<const ConstBuffer> bulk) {
+    FrameHeader header{kFrameMagic, 0, 0};
+    size_t messageBytes = 0;
+    for (auto& b : message) messageBytes += b.size;
+    for (auto& b : bulk) header.bulkBytes += b.size;
+    if (messageBytes > kMaxMessageBytes) throw TransportError("message too large to send");
+    header.messageBytes = static_cast<uint32_t>(messageBytes);
+    lastHeader_ = pending_.size();
+    append(&header, sizeof header);
+    for (auto& b : message) append(b.data, b.size);
+    for (auto& b : bulk) append(b.data, b.size);
+  }
+  // sendFrame's bulk is not copied into pending_; its size goes into the last header.
+  void patchBulkBytes(uint64_t bulkBytes) {
+    FrameHeader header;
+    std::memcpy(&header, pending_.data() + lastHeader_, sizeof header);
+    header.bulkBytes = bulkBytes;
+    std::memcpy(pending_.data() + lastHeader_, &header, sizeof header);
+  }
+  void append(const void* p, size_t n) {
+    const auto* bytes = static_cast<const uint8_t*>(p);
+    pending_.insert(pending_.end(), bytes, bytes + n);
+  }
+
+  void readExactly(void* dst, size_t size) {
+    auto* out = static_cast<uint8_t*>(dst);
+    size_t buffered = std::min(size, inEnd_ - inBegin_);
+    std::memcpy(out, inBuffer_.data() + inBegin_, buffered);
+    inBegin_ += buffered;
+    out += buffered;
+    size -= buffered;
+    if (size == 0) return;
+    boost::system::error_code ec;
+    if (size >= inBuffer_.size() / 2) {
+      asio::read(stream_, asio::buffer(out, size), ec);
+      if (ec) throw TransportError("receive failed: " + describe(ec));
+      return;
+    }
+    inBegin_ = 0;
+    inEnd_ = asio::read(stream_, asio::buffer(inBuffer_), asio::transfer_at_least(size), ec);
+    if (ec && inEnd_ < size) throw TransportError("receive failed: " + describe(ec));
+    std::memcpy(out, inBuffer_.data(), size);
+    inBegin_ = size;
+  }
+
+  std::unique_ptr<asio::io_context> io_;
+  std::shared_ptr<ssl::context> context_;
+  ssl::stream<tcp::socket> stream_;
+  ssl::stream_base::handshake_type role_;
+  bool handshaken_ = false;
+  std::string peer_;
+  std::vector<uint64_t> message_;
+  std::vector<uint8_t> pending_;  // frames queued by sendFrameLater, then the one being sent
+  size_t lastHeader_ = SIZE_MAX;
+  uint64_t pendingBulk_ = 0;
+  std::vector<uint8_t> inBuffer_ = std::vector<uint8_t>(64 * 1024);
+  size_t inBegin_ = 0, inEnd_ = 0;
+};
+
+class TlsListener final : public Listener {
+ public:
+  TlsListener(const Endpoint& endpoint, std::shared_ptr<ssl::context> context)
+      : context_(std::move(context)), io_(std::make_unique<asio::io_context>()), acceptor_(*io_) {
+    boost::system::error_code ec;
+    tcp::resolver resolver(*io_);
+    auto results =
+        resolver.resolve(endpoint.host, std::to_string(endpoint.port), tcp::resolver::passive, ec);
+    if (ec || results.empty()) {
+      throw TransportError("cannot resolve listen address '" + endpoint.host +
+                           "': " + ec.message());
+    }
+    tcp::endpoint ep = results.begin()->endpoint();
+    acceptor_.open(ep.protocol(), ec);
+    if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
+    if (!ec) acceptor_.bind(ep, ec);
+    if (!ec) acceptor_.listen(128, ec);
+    if (ec) throw TransportError("cannot listen on " + endpoint.url() + ": " + ec.message());
+    Endpoint actual = endpoint;
+    actual.host = acceptor_.local_endpoint().address().to_string();
+    actual.port = acceptor_.local_endpoint().port();
+    url_ = actual.url();
+  }
+
+  std::unique_ptr<Connection> accept() override {
+    int fd = ::accept4(acceptor_.native_handle(), nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) throw TransportError(std::string("accept failed: ") + std::strerror(errno));
+    auto io = std::make_unique<asio::io_context>();
+    tcp::socket socket(*io);
+    boost::system::error_code ec;
+    socket.assign(acceptor_.local_endpoint().protocol(), fd, ec);
+    if (ec) throw TransportError("accept failed: " + ec.message());
+    return std::make_unique<TlsConnection>(std::move(io), context_, std::move(socket),
+                                           ssl::stream_base::server, "");
+  }
+
+  void shutdown() override { ::shutdown(acceptor_.native_handle(), SHUT_RDWR); }
+  std::string url() const override { return url_; }
+
+ private:
+  std::shared_ptr<ssl::context> context_;
+  std::unique_ptr<asio::io_context> io_;
+  tcp::acceptor acceptor_;
+  std::string url_;
+};
+
+bool verificationDisabled() {
+  const char* v = std::getenv("GPU_POOL_TLS_VERIFY");
+  return v && std::string(v) == "0";
+}
+
+}  // namespace
+
+std::unique_ptr<Connection> tlsConnect(const Endpoint& endpoint, unsigned timeoutMs) {
+  if (endpoint.scheme != "tls") throw TransportError("not a tls endpoint: " + endpoint.url());
+  auto context = std::make_shared<ssl::context>(ssl::context::tls_client);
+  context->set_options(ssl::context::no_sslv2 | ssl::context::no_sslv3 | ssl::context::no_tlsv1 |
+                       ssl::context::no_tlsv1_1);
+  boost::system::error_code ec;
+  if (verificationDisabled()) {
+    context->set_verify_mode(ssl::verify_none);
+  } else {
+    context->set_verify_mode(ssl::verify_peer);
+    if (const char* ca = std::getenv("GPU_POOL_TLS_CA"); ca && *ca) {
+      context->load_verify_file(ca, ec);
+      if (ec) throw TransportError(std::string("GPU_POOL_TLS_CA=") + ca + ": " + ec.message());
+    } else {
+      context->set_default_verify_paths(ec);
+    }
+  }
+  // A connect bounded by timeoutMs, as the TCP transport's, so an unroutable host cannot hang us.
+  auto io = std::make_unique<asio::io_context>();
+  tcp::socket socket(*io);
+  tcp::resolver resolver(*io);
+  auto results = resolver.resolve(endpoint.host, std::to_string(endpoint.port), ec);
+  if (ec) throw TransportError("cannot resolve '" + endpoint.host + "': " + ec.message());
+  std::string lastError = "no addresses";
+  bool connected = false;
+  for (const auto& entry : results) {
+    socket.close(ec);
+    socket.open(entry.endpoint().protocol(), ec);
+    if (ec) continue;
+    socket.non_blocking(true, ec);
+    socket.connect(entry.endpoint(), ec);
+    if (ec == asio::error::in_progress || ec == asio::error::would_block) {
+      pollfd p{socket.native_handle(), POLLOUT, 0};
+      int r = ::poll(&p, 1, timeoutMs ? static_cast<int>(timeoutMs) : -1);
+      if (r <= 0) {
+        lastError = "connection timed out";
+        continue;
+      }
+      int err = 0;
+      socklen_t len = sizeof err;
+      ::getsockopt(socket.native_handle(), SOL_SOCKET, SO_ERROR, &err, &len);
+      ec = err ? boost::system::error_code(err, boost::system::system_category())
+               : boost::system::error_code();
+    }
+    if (!ec) socket.non_blocking(false, ec);
+    if (!ec) {
+      connected = true;
+      break;
+    }
+    lastError = ec.message();
+  }
+  if (!connected) throw TransportError(lastError);
+  auto connection = std::make_unique<TlsConnection>(std::move(io), context, std::move(socket),
+                                                    ssl::stream_base::client,
+                                                    verificationDisabled() ? "" : endpoint.host);
+  if (timeoutMs) connection->setReceiveTimeoutMs(timeoutMs);
+  connection->handshake();
+  connection->setReceiveTimeoutMs(0);
+  return connection;
+}
+
+std::unique_ptr<Listener> tlsListen(const Endpoint& endpoint, const TlsServerFiles& files) {
+  if (endpoint.scheme != "tls") throw TransportError("not a tls endpoint: " + endpoint.url());
+  auto context = std::make_shared<ssl::context>(ssl::context::tls_server);
+  context->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
+                       ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1 |
+                       ssl::context::single_dh_use);
+  boost::system::error_code ec;
+  context->use_certificate_chain_file(files.certificateChain, ec);
+  if (ec) throw TransportError("TLS certificate " + files.certificateChain + ": " + ec.message());
+  context->use_private_key_file(files.privateKey, ssl::context::pem, ec);
+  if (ec) throw TransportError("TLS key " + files.privateKey + ": " + ec.message());
+  return std::make_unique<TlsListener>(endpoint, std::move(context));
+}
+
+}  // namespace gpupool::transport
