@@ -101,6 +101,7 @@ struct DeviceStatus {
   utilization @5 :Float64;        # busy fraction (0..1) over the last metering interval; pools only
   parent @6 :Text;                # MIG: the parent GPU's UUID; empty otherwise
   profile @7 :Text;               # MIG: the instance profile, e.g. "1g.10gb"
+  uuid @8 :Text;                  # "GPU-…", or "MIG-…" for a MIG instance
 }
 
 # A tenant of a configured pool: its usage against its quota, usage totals since metering began.

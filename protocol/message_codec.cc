@@ -35,6 +35,11 @@ void sendMessage(transport::Connection& connection, capnp::MessageBuilder& messa
   withFraming(message, [&](auto& parts) { connection.sendFrame(parts, bulk); });
 }
 
+void startMessage(transport::Connection& connection, capnp::MessageBuilder& message,
+                  uint64_t bulkBytes) {
+  withFraming(message, [&](auto& parts) { connection.startFrame(parts, bulkBytes); });
+}
+
 void queueMessage(transport::Connection& connection, capnp::MessageBuilder& message,
                   std::span<const transport::ConstBuffer> bulk) {
   withFraming(message, [&](auto& parts) { connection.sendFrameLater(parts, bulk); });
@@ -43,8 +48,9 @@ void queueMessage(transport::Connection& connection, capnp::MessageBuilder& mess
 IncomingMessage::IncomingMessage(transport::Connection& connection) {
   auto frame = connection.receiveFrame();
   bulkBytes_ = frame.bulkBytes;
-  words_ = kj::ArrayPtr<const capnp::word>(reinterpret_cast<const capnp::word*>(frame.message.data()),
-                                           frame.message.size() / sizeof(capnp::word));
+  words_ =
+      kj::ArrayPtr<const capnp::word>(reinterpret_cast<const capnp::word*>(frame.message.data()),
+                                      frame.message.size() / sizeof(capnp::word));
 }
 
 }  // namespace gpupool::protocol

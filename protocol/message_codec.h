@@ -25,6 +25,11 @@ capnp::ReaderOptions readerOptions();
 void sendMessage(transport::Connection& connection, capnp::MessageBuilder& message,
                  std::span<const transport::ConstBuffer> bulk = {});
 
+// Sends `message` as the head of a frame whose `bulkBytes` of bulk follow with
+// Connection::sendBulk (where Connection::streamsBulk()). Throws transport::TransportError.
+void startMessage(transport::Connection& connection, capnp::MessageBuilder& message,
+                  uint64_t bulkBytes);
+
 // Queues `message` and `bulk` (copied) to leave with the next send or flush on `connection`.
 void queueMessage(transport::Connection& connection, capnp::MessageBuilder& message,
                   std::span<const transport::ConstBuffer> bulk = {});
@@ -40,7 +45,8 @@ class IncomingMessage {
   // has been consumed, so the caller can answer it and go on.
   template <typename T>
   typename T::Reader root() {
-    if (!reader_) reader_ = std::make_unique<capnp::FlatArrayMessageReader>(words_, readerOptions());
+    if (!reader_)
+      reader_ = std::make_unique<capnp::FlatArrayMessageReader>(words_, readerOptions());
     return reader_->getRoot<T>();
   }
   uint64_t bulkBytes() const { return bulkBytes_; }
@@ -50,6 +56,5 @@ class IncomingMessage {
   std::unique_ptr<capnp::FlatArrayMessageReader> reader_;
   uint64_t bulkBytes_;
 };
-
 
 }  // namespace gpupool::protocol

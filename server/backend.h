@@ -1,15 +1,18 @@
 // The interface the server's request handlers call. Two implementations: `emu` (a CPU device that
-// interprets PTX; server/backends/emu) and `cuda` (the real driver, dlopened; server/backends/cuda).
+// interprets PTX; server/backends/emu) and `cuda` (the real driver, dlopened;
+// server/backends/cuda).
 //
 // Contract shared by both:
 // - Every call returns a Status whose code is the CUresult a real driver would give.
 // - A BackendContext is created per client context and owns everything created through it (memory,
 //   modules, streams, events). Destroying it releases all of that, whatever state it is in.
-// - Handles (modules, functions, streams, events) are opaque 64-bit ids minted by the context. Every
-//   handle and device address a caller passes is checked against what *this* context owns: a foreign
-//   or bogus one gets CUDA_ERROR_INVALID_HANDLE / CUDA_ERROR_INVALID_VALUE, never access.
+// - Handles (modules, functions, streams, events) are opaque 64-bit ids minted by the context.
+// Every
+//   handle and device address a caller passes is checked against what *this* context owns: a
+//   foreign or bogus one gets CUDA_ERROR_INVALID_HANDLE / CUDA_ERROR_INVALID_VALUE, never access.
 // - Stream id 0 is the context's default (legacy) stream.
-// - One thread at a time calls a given BackendContext (the session's thread). Backend itself is shared
+// - One thread at a time calls a given BackendContext (the session's thread). Backend itself is
+// shared
 //   by all sessions and is thread-safe.
 #pragma once
 
@@ -90,15 +93,16 @@ class BackendContext {
   virtual Status memGetAddressRange(uint64_t address, uint64_t* base, uint64_t* bytes) = 0;
   virtual uint64_t memoryUsed() const = 0;
 
-  // Copies. Synchronous ones (async=false, and every device→host copy) are complete, in stream order,
-  // when they return. An async host→device copy has consumed `src` when it returns.
+  // Copies. Synchronous ones (async=false, and every device→host copy) are complete, in stream
+  // order, when they return. An async host→device copy has consumed `src` when it returns.
   virtual Status copyHostToDevice(uint64_t dst, const void* src, uint64_t bytes, uint64_t stream,
                                   bool async) = 0;
   virtual Status copyDeviceToHost(void* dst, uint64_t src, uint64_t bytes, uint64_t stream) = 0;
   virtual Status copyDeviceToDevice(uint64_t dst, uint64_t src, uint64_t bytes, uint64_t stream,
                                     bool async) = 0;
   virtual Status copy2D(const Copy2D& copy, uint64_t stream, bool async) = 0;
-  // Sets `height` rows of `width` elements of elementSize (1, 2, 4) bytes, rows `pitch` bytes apart.
+  // Sets `height` rows of `width` elements of elementSize (1, 2, 4) bytes, rows `pitch` bytes
+  // apart.
   virtual Status memset(uint64_t dst, uint32_t value, unsigned elementSize, uint64_t width,
                         uint64_t height, uint64_t pitch, uint64_t stream, bool async) = 0;
 
@@ -142,6 +146,32 @@ class BackendContext {
   // Callers synchronize the stream first. Null when not available (the range is bad, or the memory
   // is on a real device): callers then fall back to the copy functions.
   virtual void* hostView(uint64_t /*address*/, uint64_t /*bytes*/) { return nullptr; }
+
+  // Pipelined staging, for memory without a hostView: the session moves a large copy through
+  // kStagingSlots pinned host buffers of kStagingBytes each, so that the device copy of one chunk
+  // overlaps the network transfer of the next. The buffers belong to the context: allocated once,
+  // reused by every copy, released with the context. Per slot, the caller alternates:
+  // - stagingBuffer(slot, &buffer): waits until the slot's previous transfer has completed, then
+  //   gives its buffer (an error if that transfer failed). A null buffer with success means this
+  //   backend has no staging: callers use copyHostToDevice / copyDeviceToHost instead.
+  // - stageToDevice / stageFromDevice(slot, ...): enqueues the transfer of `bytes` (at most
+  //   kStagingBytes) between the buffer and [address, address+bytes) on `stream`, in stream order,
+  //   and returns without waiting for it. The caller checked the range first.
+  // So a copy has completed once stagingBuffer has returned for every slot it used.
+  static constexpr unsigned kStagingSlots = 2;
+  static constexpr uint64_t kStagingBytes = 4u << 20;
+  virtual Status stagingBuffer(unsigned /*slot*/, void** buffer) {
+    *buffer = nullptr;
+    return Status::success();
+  }
+  virtual Status stageToDevice(unsigned /*slot*/, uint64_t /*dst*/, uint64_t /*bytes*/,
+                               uint64_t /*stream*/) {
+    return Status::error(CUDA_ERROR_NOT_SUPPORTED, "this backend has no staging buffers");
+  }
+  virtual Status stageFromDevice(unsigned /*slot*/, uint64_t /*src*/, uint64_t /*bytes*/,
+                                 uint64_t /*stream*/) {
+    return Status::error(CUDA_ERROR_NOT_SUPPORTED, "this backend has no staging buffers");
+  }
 
   // The client is gone: running and queued kernels stop soon (they fail), so whatever waits for
   // them returns. Safe to call from any thread, while another thread uses the context.

@@ -10,7 +10,9 @@
 
 #include "server/backends/emu/emu_backend.h"
 #include "server/backends/emu/emu_memory.h"
+#include "server/device_uuid.h"
 #include "server/metrics_http.h"
+#include "server/mig_enumeration.h"
 #include "server/pool_config.h"
 #include "server/pool_server.h"
 #include "server/tenant_pool.h"
@@ -36,14 +38,72 @@ bool parseSize(const std::string& text, uint64_t* out) {
   }
   std::string unit = text.substr(pos);
   uint64_t scale = 1;
-  if (unit.empty() || unit == "B") scale = 1;
-  else if (unit == "KiB" || unit == "K") scale = 1ull << 10;
-  else if (unit == "MiB" || unit == "M") scale = 1ull << 20;
-  else if (unit == "GiB" || unit == "G") scale = 1ull << 30;
-  else if (unit == "TiB" || unit == "T") scale = 1ull << 40;
-  else return false;
+  if (unit.empty() || unit == "B")
+    scale = 1;
+  else if (unit == "KiB" || unit == "K")
+    scale = 1ull << 10;
+  else if (unit == "MiB" || unit == "M")
+    scale = 1ull << 20;
+  else if (unit == "GiB" || unit == "G")
+    scale = 1ull << 30;
+  else if (unit == "TiB" || unit == "T")
+    scale = 1ull << 40;
+  else
+    return false;
   *out = value * scale;
   return true;
+}
+
+// `gpupoold --list-devices`: what this machine could pool, as NVML sees it.
+int listPoolDevices() {
+  std::string error;
+  auto nvml = gpupool::server::openNvml(&error);
+  if (!nvml) {
+    std::cerr << "gpupoold: NVML is unavailable, so devices cannot be listed: " << error << "\n";
+    return 1;
+  }
+  auto devices = gpupool::server::enumeratePoolDevices(*nvml, &error);
+  if (!error.empty()) {
+    std::cerr << "gpupoold: NVML: " << error << "\n";
+    return 1;
+  }
+  for (const auto& d : devices) {
+    std::cout << d.uuid << "  " << d.name << "  " << (d.memoryBytes >> 20) << " MiB";
+    if (!d.parentUuid.empty()) std::cout << "  MIG " << d.profile << " on " << d.parentUuid;
+    if (d.migPending) std::cout << "  (MIG mode changes at the next GPU reset)";
+    std::cout << "\n";
+  }
+  if (devices.empty()) std::cout << "no devices\n";
+  return 0;
+}
+
+// The cuda devices' UUIDs as status shows them, and parent and profile of MIG instances, from
+// NVML when it is there. Without NVML a MIG instance is known only by the uuid configured for it.
+std::vector<gpupool::server::PoolServer::DeviceIdentity> cudaDeviceIdentities(
+    const gpupool::server::Backend& backend, const gpupool::server::PoolConfig* config,
+    bool verbose) {
+  using namespace gpupool::server;
+  std::string error;
+  std::vector<PoolDeviceCandidate> candidates;
+  if (auto nvml = openNvml(&error)) {
+    candidates = enumeratePoolDevices(*nvml, &error);
+  }
+  if (!error.empty() && verbose) {
+    std::cerr << "gpupoold: no MIG parent/profile in status: " << error << "\n";
+  }
+  std::vector<PoolServer::DeviceIdentity> identities;
+  for (size_t i = 0; i < backend.devices().size(); ++i) {
+    const auto& uuid = backend.devices()[i].uuid;
+    PoolServer::DeviceIdentity identity{formatDeviceUuid("GPU-", uuid), "", ""};
+    if (config && i < config->devices.size() && config->devices[i].uuid.rfind("MIG-", 0) == 0) {
+      identity.uuid = formatDeviceUuid("MIG-", uuid);
+    }
+    if (const PoolDeviceCandidate* c = findPoolDevice(candidates, uuid)) {
+      identity = {c->uuid, c->parentUuid, c->profile};
+    }
+    identities.push_back(std::move(identity));
+  }
+  return identities;
 }
 
 }  // namespace
@@ -73,7 +133,8 @@ int main(int argc, char** argv) {
   app.add_option("--backend", backendKind, "Device backend")
       ->check(CLI::IsMember({"emu", "cuda"}))
       ->capture_default_str();
-  app.add_option("--devices", devices, "Number of devices to serve (emu: how many to create, up to 8)")
+  app.add_option("--devices", devices,
+                 "Number of devices to serve (emu: how many to create, up to 8)")
       ->check(CLI::Range(1u, 64u))
       ->capture_default_str();
   app.add_option("--driver", driver, "CUDA driver library for the cuda backend")
@@ -99,8 +160,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0u, server::emu::EmuMemory::kSlots - 1));
   app.add_flag("-v,--verbose", verbose, "Log sessions as they come and go");
   server::PoolServer::Limits limits;
-  app.add_option("--max-sessions", limits.maxSessions,
-                 "Most client sessions served at once; more are refused with a reason (0 = no limit)")
+  app.add_option(
+         "--max-sessions", limits.maxSessions,
+         "Most client sessions served at once; more are refused with a reason (0 = no limit)")
       ->capture_default_str();
   app.add_option("--max-modules-per-session", limits.maxModulesPerSession,
                  "Most modules one session may hold loaded (0 = no limit)")
@@ -116,7 +178,12 @@ int main(int argc, char** argv) {
                  "reloads its tenants");
   app.add_option("--metrics-listen", metricsListen,
                  "Serve Prometheus metrics at http://HOST:PORT/metrics");
+  bool listDevices = false;
+  app.add_flag("--list-devices", listDevices,
+               "Print the devices this machine could pool (GPUs and MIG instances, from NVML: "
+               "uuid, name, memory, parent, profile) and exit");
   CLI11_PARSE(app, argc, argv);
+  if (listDevices) return listPoolDevices();
 
   std::optional<server::PoolConfig> poolConfig;
   if (!configPath.empty()) {
@@ -174,7 +241,25 @@ int main(int argc, char** argv) {
       backend = server::emu::makeEmuBackend(options);
     } else {
 #ifdef GPUPOOL_HAVE_CUDA_BACKEND
-      backend = server::makeCudaBackend(driver, static_cast<int>(devices), &error);
+      if (poolConfig) {
+        std::vector<server::CudaDeviceSelection> selections;
+        for (const auto& d : poolConfig->devices) selections.push_back({d.index, d.uuid});
+        int failed = -1;
+        backend = server::makeCudaBackend(driver, selections, &error, &failed);
+        if (!backend && failed >= 0) {
+          const auto& d = poolConfig->devices[static_cast<size_t>(failed)];
+          std::cerr << "gpupoold: "
+                    << server::deviceConfigProblem(*poolConfig, static_cast<size_t>(failed),
+                                                   !d.uuid.empty() ? "uuid"
+                                                   : d.index       ? "index"
+                                                                   : "backend",
+                                                   error)
+                    << "\n";
+          return 2;
+        }
+      } else {
+        backend = server::makeCudaBackend(driver, static_cast<int>(devices), &error);
+      }
       if (!backend) {
         std::cerr << "gpupoold: cuda backend: " << error << "\n";
         return 1;
@@ -198,8 +283,21 @@ int main(int argc, char** argv) {
   sigaddset(&stopSignals, SIGHUP);  // reloads the configuration's tenants
   pthread_sigmask(SIG_BLOCK, &stopSignals, nullptr);
 
+  if (poolConfig && backend->kind() == "cuda") {
+    uint64_t capacity = 0;
+    for (const auto& d : backend->devices()) capacity += d.totalMemory;
+    if (std::string problem = server::quotaProblem(*poolConfig, capacity); !problem.empty()) {
+      std::cerr << "gpupoold: " << configPath << ": tenant.memory_quota: " << problem << "\n";
+      return 2;
+    }
+  }
+  std::vector<server::PoolServer::DeviceIdentity> identities;
+  if (backend->kind() == "cuda") {
+    identities = cudaDeviceIdentities(*backend, poolConfig ? &*poolConfig : nullptr, verbose);
+  }
   server::PoolServer pool(std::move(backend), verbose);
   pool.setLimits(limits);
+  pool.setDeviceIdentities(std::move(identities));
   std::shared_ptr<server::TenantPool> tenants;
   std::unique_ptr<server::MetricsHttpServer> metrics;
   try {

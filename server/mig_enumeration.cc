@@ -2,6 +2,8 @@
 
 #include <dlfcn.h>
 
+#include "server/device_uuid.h"
+
 namespace gpupool::server {
 
 std::string migProfileFromName(const std::string& name) {
@@ -70,6 +72,14 @@ std::vector<PoolDeviceCandidate> enumeratePoolDevices(NvmlQueries& nvml, std::st
     }
   }
   return out;
+}
+
+const PoolDeviceCandidate* findPoolDevice(const std::vector<PoolDeviceCandidate>& candidates,
+                                          const std::array<uint8_t, 16>& uuid) {
+  for (const auto& c : candidates) {
+    if (deviceUuidMatches(c.uuid, uuid)) return &c;
+  }
+  return nullptr;
 }
 
 namespace {

@@ -6,6 +6,7 @@
 // so gpupoold needs no NVML at build time and runs where there is none.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -50,6 +51,11 @@ struct PoolDeviceCandidate {
 // without contributes itself. Empty MIG slots (NOT_FOUND) are skipped. Any other NVML failure
 // stops with *error naming the call and the GPU.
 std::vector<PoolDeviceCandidate> enumeratePoolDevices(NvmlQueries& nvml, std::string* error);
+
+// The candidate whose UUID has the bytes `uuid` (what cuDeviceGetUuid reports for a GPU or, under
+// CUDA_VISIBLE_DEVICES=MIG-…, a MIG instance); null when NVML lists no such device.
+const PoolDeviceCandidate* findPoolDevice(const std::vector<PoolDeviceCandidate>& candidates,
+                                          const std::array<uint8_t, 16>& uuid);
 
 // The MIG profile in an instance name such as "NVIDIA A100-SXM4-40GB MIG 1g.5gb" ("1g.5gb").
 std::string migProfileFromName(const std::string& name);

@@ -8,6 +8,8 @@
 #include <set>
 #include <sstream>
 
+#include "server/device_uuid.h"
+
 namespace gpupool::server {
 namespace {
 
@@ -61,7 +63,8 @@ uint64_t sizeAt(const Reporter& report, const toml::table& t, const std::string&
 TenantConfig readTenant(const Reporter& report, const toml::table& t, const std::string& where,
                         const std::string& configDir) {
   checkKeys(report, t, where,
-            {"name", "token", "token_file", "memory_quota", "priority", "weight", "devices"});
+            {"name", "token", "token_file", "memory_quota", "priority", "weight", "devices",
+             "max_sessions"});
   TenantConfig tenant;
   tenant.name = stringAt(report, t, where, "name");
   if (tenant.name.empty()) report.fail(&t, where + "name", "every tenant needs a name");
@@ -100,6 +103,12 @@ TenantConfig readTenant(const Reporter& report, const toml::table& t, const std:
       report.fail(n, where + "weight", "expected a positive number");
     tenant.weight = w;
   }
+  if (const toml::node* n = t.get("max_sessions")) {
+    if (!n->is_integer() || n->as_integer()->get() < 0 || n->as_integer()->get() > 1'000'000)
+      report.fail(n, where + "max_sessions", "expected a session count (0 = no limit)");
+    else
+      tenant.maxSessions = static_cast<uint32_t>(n->as_integer()->get());
+  }
   if (const toml::node* n = t.get("devices")) {
     if (!n->is_array()) report.fail(n, where + "devices", "expected a list of device indices");
     for (auto&& d : *n->as_array()) {
@@ -115,6 +124,7 @@ TenantConfig readTenant(const Reporter& report, const toml::table& t, const std:
 DeviceConfig readDevice(const Reporter& report, const toml::table& t, const std::string& where) {
   checkKeys(report, t, where, {"backend", "memory", "index", "uuid"});
   DeviceConfig device;
+  device.line = static_cast<int>(t.source().begin.line);
   if (t.get("backend")) device.backend = stringAt(report, t, where, "backend");
   if (device.backend != "emu" && device.backend != "cuda") {
     report.fail(t.get("backend"), where + "backend", "expected \"emu\" or \"cuda\"");
@@ -128,11 +138,19 @@ DeviceConfig readDevice(const Reporter& report, const toml::table& t, const std:
     if (!n->is_integer() || n->as_integer()->get() < 0)
       report.fail(n, where + "index", "expected a device ordinal");
     device.index = static_cast<int>(n->as_integer()->get());
+    device.indexLine = static_cast<int>(n->source().begin.line);
   }
   device.uuid = stringAt(report, t, where, "uuid");
-  if (!device.uuid.empty() && device.uuid.rfind("GPU-", 0) != 0 &&
-      device.uuid.rfind("MIG-", 0) != 0) {
-    report.fail(t.get("uuid"), where + "uuid", "expected \"GPU-…\" or \"MIG-…\"");
+  if (!device.uuid.empty()) {
+    device.uuidLine = static_cast<int>(t.get("uuid")->source().begin.line);
+    if (deviceUuidDigits(device.uuid).empty()) {
+      report.fail(t.get("uuid"), where + "uuid",
+                  "expected \"GPU-…\" or \"MIG-…\" and 32 hex digits, as nvidia-smi -L or "
+                  "gpupoold --list-devices print them");
+    }
+    if (device.index) {
+      report.fail(t.get("uuid"), where + "uuid", "give index or uuid, not both");
+    }
   }
   if (device.backend == "emu" && (device.index || !device.uuid.empty())) {
     report.fail(&t, where + "backend",
@@ -268,7 +286,6 @@ PoolConfig parsePoolConfig(std::string_view text, const std::string& path) {
   std::set<std::string> names, tokens;
   uint64_t capacity = 0;
   for (const auto& d : config.devices) capacity += d.memoryBytes;
-  long double quotas = 0;
   for (size_t i = 0; i < config.tenants.size(); ++i) {
     const auto& t = config.tenants[i];
     std::string where = "tenant[" + std::to_string(i) + "].";
@@ -284,17 +301,37 @@ PoolConfig parsePoolConfig(std::string_view text, const std::string& path) {
                         std::to_string(config.devices.size()) + ")");
       }
     }
-    quotas += t.memoryQuota;
   }
   // Only known capacities (emu) can be checked here; cuda capacities are checked at start.
-  if (emu && quotas > static_cast<long double>(capacity) * config.overcommit) {
-    report.fail(root.get("tenant"), "tenant.memory_quota",
-                "quotas add up to " + std::to_string(static_cast<uint64_t>(quotas)) +
-                    " bytes, more than the pool's " + std::to_string(capacity) +
-                    " bytes times overcommit " + std::to_string(config.overcommit) +
-                    "; raise overcommit or lower the quotas");
+  if (emu) {
+    if (std::string problem = quotaProblem(config, capacity); !problem.empty()) {
+      report.fail(root.get("tenant"), "tenant.memory_quota", problem);
+    }
   }
   return config;
+}
+
+std::string quotaProblem(const PoolConfig& config, uint64_t capacity) {
+  long double quotas = 0;
+  for (const auto& t : config.tenants) quotas += t.memoryQuota;
+  if (quotas <= static_cast<long double>(capacity) * config.overcommit) return {};
+  return "quotas add up to " + std::to_string(static_cast<uint64_t>(quotas)) +
+         " bytes, more than the pool's " + std::to_string(capacity) + " bytes times overcommit " +
+         std::to_string(config.overcommit) + "; raise overcommit or lower the quotas";
+}
+
+std::string deviceConfigProblem(const PoolConfig& config, size_t device, const std::string& key,
+                                const std::string& problem) {
+  int line = 0;
+  if (device < config.devices.size()) {
+    const DeviceConfig& d = config.devices[device];
+    line = key == "index" && d.indexLine ? d.indexLine
+           : key == "uuid" && d.uuidLine ? d.uuidLine
+                                         : d.line;
+  }
+  std::string out = config.path;
+  if (line) out += ":" + std::to_string(line);
+  return out + ": device[" + std::to_string(device) + "]." + key + ": " + problem;
 }
 
 PoolConfig loadPoolConfig(const std::string& path) {

@@ -31,8 +31,13 @@ const char* priorityName(PriorityClass priority);
 struct DeviceConfig {
   std::string backend = "emu";  // "emu" or "cuda"
   uint64_t memoryBytes = 0;     // emu: the device's memory
-  std::optional<int> index;     // cuda: driver ordinal
-  std::string uuid;             // cuda: "GPU-…" or a MIG instance "MIG-…"
+  // cuda: which driver device. By ordinal, or by UUID ("GPU-…", or a MIG instance "MIG-…"); with
+  // neither, the driver device whose ordinal is this entry's position in the list.
+  std::optional<int> index;
+  std::string uuid;
+  // Where the entry and its keys are in the file (0 = unknown), so problems found only when the
+  // driver is asked (no such device) still name the line.
+  int line = 0, indexLine = 0, uuidLine = 0;
 };
 
 struct TenantConfig {
@@ -42,6 +47,7 @@ struct TenantConfig {
   PriorityClass priority = PriorityClass::kNormal;
   double weight = 1;         // fair-share weight inside the priority class, > 0
   std::vector<int> devices;  // allowed pool devices; empty = all
+  uint32_t maxSessions = 0;  // driver sessions open at once; 0 = no limit
 };
 
 struct PoolConfig {
@@ -58,6 +64,15 @@ struct PoolConfig {
   // How often usage accumulated in memory is written to the database.
   std::chrono::milliseconds meteringFlush{1000};
 };
+
+// "FILE:LINE: device[N].KEY: problem" for a problem with device `device`'s `key` ("index",
+// "uuid" or "backend") found after loading, e.g. by the backend.
+std::string deviceConfigProblem(const PoolConfig& config, size_t device, const std::string& key,
+                                const std::string& problem);
+
+// Empty when the tenants' quotas fit `capacity` bytes times the overcommit factor, else the
+// problem. Checked at load for emu pools and by gpupoold, once the devices are known, for cuda.
+std::string quotaProblem(const PoolConfig& config, uint64_t capacity);
 
 // Reads and checks `path`. Throws PoolConfigError ("FILE:LINE: KEY: problem").
 PoolConfig loadPoolConfig(const std::string& path);

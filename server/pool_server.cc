@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iostream>
 
+#include "server/device_uuid.h"
 #include "server/tenant_status.h"
 
 namespace gpupool::server {
@@ -13,7 +14,9 @@ constexpr unsigned kClientHeartbeatTimeoutMs = 15000;
 }  // namespace
 
 PoolServer::PoolServer(std::unique_ptr<Backend> backend, bool verbose)
-    : backend_(std::move(backend)), modules_(2ull << 30), verbose_(verbose),
+    : backend_(std::move(backend)),
+      modules_(2ull << 30),
+      verbose_(verbose),
       started_(std::chrono::steady_clock::now()) {}
 
 PoolServer::~PoolServer() {
@@ -148,6 +151,13 @@ void PoolServer::fillStatus(wire::Response::StatusReply::Builder status) {
       }
     }
     ds[i].setSessions(users);
+    if (i < identities_.size() && !identities_[i].uuid.empty()) {
+      ds[i].setUuid(identities_[i].uuid);
+      ds[i].setParent(identities_[i].parent);
+      ds[i].setProfile(identities_[i].profile);
+    } else {
+      ds[i].setUuid(formatDeviceUuid("GPU-", devices[i].uuid));
+    }
     if (tenantPool_) ds[i].setUtilization(tenantPool_->utilization(static_cast<int>(i)));
   }
   auto ss = status.initSessions(static_cast<unsigned>(snapshots.size()));

@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "protocol/gpupool.capnp.h"
 #include "server/backend.h"
@@ -37,6 +38,15 @@ class PoolServer {
   // Tenancy from --config (set before serve()): tokens, quotas, scheduling, metering. Null = open.
   void setTenantPool(std::shared_ptr<TenantPool> pool) { tenantPool_ = std::move(pool); }
   TenantPool* tenantPool() const { return tenantPool_.get(); }
+  // What status shows of a device beyond the backend's description (set before serve()): its UUID
+  // as NVIDIA tools write it ("MIG-…" for a MIG instance) and, for a MIG instance, its parent
+  // GPU's UUID and its profile. Devices without one show "GPU-…" and no parent.
+  struct DeviceIdentity {
+    std::string uuid, parent, profile;
+  };
+  void setDeviceIdentities(std::vector<DeviceIdentity> identities) {
+    identities_ = std::move(identities);
+  }
   static const char* version();
 
   // Limits on what clients may hold (set before serve(); docs/hardening.md). 0 = unlimited.
@@ -68,6 +78,7 @@ class PoolServer {
   std::string listenUrl_;
   std::string rdmaEndpoint_;
   std::shared_ptr<TenantPool> tenantPool_;
+  std::vector<DeviceIdentity> identities_;
   Limits limits_;
   std::atomic<unsigned> driverSessions_{0};
   std::thread watchdog_;

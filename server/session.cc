@@ -8,6 +8,7 @@
 
 #include "protocol/message_codec.h"
 #include "server/pool_server.h"
+#include "server/staged_copy.h"
 
 namespace gpupool::server {
 namespace {
@@ -48,9 +49,12 @@ LaunchShape shapeOf(Request::LaunchKernel::Reader k) {
 
 }  // namespace
 
-Session::Session(uint64_t id, std::unique_ptr<transport::Connection> connection,
-                 Backend& backend, ModuleCache& modules, PoolServer& server)
-    : id_(id), connection_(std::move(connection)), backend_(backend), modules_(modules),
+Session::Session(uint64_t id, std::unique_ptr<transport::Connection> connection, Backend& backend,
+                 ModuleCache& modules, PoolServer& server)
+    : id_(id),
+      connection_(std::move(connection)),
+      backend_(backend),
+      modules_(modules),
       server_(server) {}
 
 Session::~Session() {
@@ -92,7 +96,8 @@ void Session::run() {
     }
   } catch (const transport::TransportError& e) {
     // The peer went away or sent a broken frame: the session ends and its resources go with it.
-    if (server_.verbose()) std::cerr << "gpupoold: session " << id_ << " ended: " << e.what() << "\n";
+    if (server_.verbose())
+      std::cerr << "gpupoold: session " << id_ << " ended: " << e.what() << "\n";
   } catch (const std::exception& e) {
     std::cerr << "gpupoold: session " << id_ << " ended on error: " << e.what() << "\n";
   }
@@ -101,7 +106,7 @@ void Session::run() {
     std::lock_guard lock(mutex_);
     doomed.swap(contexts_);
   }
-  doomed.clear();  // releases memory, modules, streams and events outside the lock
+  doomed.clear();   // releases memory, modules, streams and events outside the lock
   tenant_.reset();  // gives the tenant's quota back now, not when the session is reaped
   if (admitted_) server_.driverSessionEnded();
   // The peer learns at once that the session is over; the Session object itself (and with it the
@@ -122,12 +127,12 @@ bool Session::handshake() {
     }
     auto hello = request.getHello();
     if (hello.getProtocolVersion() != wire::PROTOCOL_VERSION) {
-      setStatus(r, Status::error(CUDA_ERROR_NOT_SUPPORTED,
-                                 "incompatible protocol: client speaks version " +
-                                     std::to_string(hello.getProtocolVersion()) +
-                                     ", server speaks version " +
-                                     std::to_string(wire::PROTOCOL_VERSION) +
-                                     "; use matching gpupool releases"));
+      setStatus(
+          r, Status::error(CUDA_ERROR_NOT_SUPPORTED,
+                           "incompatible protocol: client speaks version " +
+                               std::to_string(hello.getProtocolVersion()) +
+                               ", server speaks version " + std::to_string(wire::PROTOCOL_VERSION) +
+                               "; use matching gpupool releases"));
       protocol::sendMessage(*connection_, reply);
       return false;
     }
@@ -135,10 +140,11 @@ bool Session::handshake() {
       // Status probes may come without a token: they only read what /metrics also shows.
       auto account = pool->authenticate(hello.getAuthToken());
       if (!account && hello.getPurpose() != wire::Hello::Purpose::STATUS) {
-        setStatus(r, Status::error(CUDA_ERROR_NOT_PERMITTED,
-                                   hello.getAuthToken().size()
-                                       ? "token refused: GPU_POOL_TOKEN is not a token of this pool"
-                                       : "token required: set GPU_POOL_TOKEN to your tenant's token"));
+        setStatus(r,
+                  Status::error(CUDA_ERROR_NOT_PERMITTED,
+                                hello.getAuthToken().size()
+                                    ? "token refused: GPU_POOL_TOKEN is not a token of this pool"
+                                    : "token required: set GPU_POOL_TOKEN to your tenant's token"));
         protocol::sendMessage(*connection_, reply);
         return false;
       }
@@ -149,6 +155,14 @@ bool Session::handshake() {
       clientName_ = hello.getClientName();
       if (tenant_) tenantName_ = tenant_->tenant();
       driver_ = hello.getPurpose() == wire::Hello::Purpose::DRIVER;
+    }
+    if (driver_ && tenant_) {
+      std::string why;
+      if (!tenant_->admitDriverSession(&why)) {
+        setStatus(r, Status::error(CUDA_ERROR_DEVICE_UNAVAILABLE, why));
+        protocol::sendMessage(*connection_, reply);
+        return false;
+      }
     }
     if (driver_) {
       admitted_ = server_.admitDriverSession();
@@ -218,12 +232,14 @@ bool Session::serveOne() {
     setStatus(r, Status::error(CUDA_ERROR_INVALID_VALUE,
                                "malformed request: " + std::string(e.getDescription().cStr())));
     replyBulk.clear();
+    stagedReply_.reset();
     noReply = false;
     // The frame boundary is still known, so the session can go on once the bulk is skipped.
     connection_->discardBulk(connection_->pendingBulk());
   }
   auto r = reply.getRoot<Response>();
   if (noReply) {
+    stagedReply_.reset();  // a read nobody waits for is not sent
     if (r.getResult() != CUDA_SUCCESS && deferredResult_ == CUDA_SUCCESS) {
       deferredResult_ = static_cast<CUresult>(r.getResult());
       deferredMessage_ = r.getMessage().cStr();
@@ -235,6 +251,16 @@ bool Session::serveOne() {
     r.setDeferredMessage(deferredMessage_);
     deferredResult_ = CUDA_SUCCESS;
     deferredMessage_.clear();
+  }
+  if (stagedReply_) {
+    Status late = stagedReply_->send(reply);
+    stagedReply_.reset();
+    // The reply has left: a failure while streaming its bulk is reported with the next one.
+    if (!late.ok() && deferredResult_ == CUDA_SUCCESS) {
+      deferredResult_ = late.code;
+      deferredMessage_ = late.message;
+    }
+    return true;
   }
   protocol::sendMessage(*connection_, reply, replyBulk);
   return true;
@@ -418,19 +444,26 @@ void Session::dispatch(Request::Reader request, uint64_t bulkBytes, bool noReply
       uint64_t base = 0, size = 0;
       if (bytes && (!ctx->memGetAddressRange(m.getDst(), &base, &size).ok() ||
                     bytes > size - (m.getDst() - base))) {
-        st = Status::error(CUDA_ERROR_INVALID_VALUE, "invalid device range for host-to-device copy");
+        st =
+            Status::error(CUDA_ERROR_INVALID_VALUE, "invalid device range for host-to-device copy");
         break;
       }
-      if (!m.getAsync() && bytes) {
+      if (void* direct = m.getAsync() || !bytes ? nullptr : ctx->hostView(m.getDst(), bytes)) {
         // Where the backend can expose the destination, the bytes land there straight from the
         // socket: no staging copy at all.
         if (st = ctx->streamSynchronize(m.getStream()); !st.ok()) break;
-        if (void* direct = ctx->hostView(m.getDst(), bytes)) {
-          connection_->receiveBulk(direct, bytes);
-          bulk = 0;
-          break;
-        }
+        connection_->receiveBulk(direct, bytes);
+        bulk = 0;
+        break;
       }
+      if (auto staged = bytes ? stagedHostToDevice(*connection_, *ctx, m.getDst(), bytes,
+                                                   m.getStream(), m.getAsync())
+                              : std::nullopt) {
+        st = *staged;
+        bulk = connection_->pendingBulk();
+        break;
+      }
+      // A backend without staging buffers: chunks copied one after another.
       staging_.resize(std::min(bytes, kChunkBytes));
       for (uint64_t done = 0; done < bytes && st.ok();) {
         uint64_t n = std::min(bytes - done, kChunkBytes);
@@ -449,16 +482,22 @@ void Session::dispatch(Request::Reader request, uint64_t bulkBytes, bool noReply
       uint64_t base = 0, size = 0;
       if (bytes && (!ctx->memGetAddressRange(m.getSrc(), &base, &size).ok() ||
                     bytes > size - (m.getSrc() - base))) {
-        st = Status::error(CUDA_ERROR_INVALID_VALUE, "invalid device range for device-to-host copy");
+        st =
+            Status::error(CUDA_ERROR_INVALID_VALUE, "invalid device range for device-to-host copy");
         break;
       }
-      if (bytes) {
+      if (void* direct = bytes ? ctx->hostView(m.getSrc(), bytes) : nullptr) {
+        // Sent straight from device memory; nothing runs on the stream until the reply is out.
         if (st = ctx->streamSynchronize(m.getStream()); !st.ok()) break;
-        if (void* direct = ctx->hostView(m.getSrc(), bytes)) {
-          // Sent straight from device memory; nothing runs on the stream until the reply is out.
-          replyBulk.push_back({direct, bytes});
-          break;
-        }
+        replyBulk.push_back({direct, bytes});
+        break;
+      }
+      // Pipelined through staging where the backend and transport allow: serveOne sends it.
+      if (auto started = bytes ? StagedDeviceRead::start(*connection_, *ctx, m.getSrc(), bytes,
+                                                         m.getStream(), &stagedReply_)
+                               : std::nullopt) {
+        st = *started;
+        break;
       }
       staging_.resize(bytes);
       st = ctx->copyDeviceToHost(staging_.data(), m.getSrc(), bytes, m.getStream());
@@ -496,7 +535,8 @@ void Session::dispatch(Request::Reader request, uint64_t bulkBytes, bool noReply
       uint64_t packed = c.widthBytes * c.height;
       if (!c.srcIsDevice) {
         if (bulk != packed) {
-          st = Status::error(CUDA_ERROR_INVALID_VALUE, "2D copy size does not match the bytes sent");
+          st =
+              Status::error(CUDA_ERROR_INVALID_VALUE, "2D copy size does not match the bytes sent");
           break;
         }
         staging_.resize(packed);
@@ -560,7 +600,8 @@ void Session::dispatch(Request::Reader request, uint64_t bulkBytes, bool noReply
           break;
         }
       }
-      if (unsigned limit = server_.limits().maxModulesPerSession; limit && modulesLoaded_ >= limit) {
+      if (unsigned limit = server_.limits().maxModulesPerSession;
+          limit && modulesLoaded_ >= limit) {
         st = Status::error(CUDA_ERROR_OUT_OF_MEMORY,
                            "module limit: a session may hold " + std::to_string(limit) +
                                " loaded modules (gpupoold --max-modules-per-session); unload some");
@@ -714,6 +755,7 @@ void Session::dispatch(Request::Reader request, uint64_t bulkBytes, bool noReply
   if (tenant_) {
     uint64_t bytesOut = 0;
     for (const auto& b : replyBulk) bytesOut += b.size;
+    if (stagedReply_) bytesOut += stagedReply_->bytes();
     tenant_->recordCall(contextId, bulkBytes, bytesOut);
   }
   // Device printf output waits for a request that is answered, so none is lost to noReply ones.

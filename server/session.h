@@ -2,7 +2,8 @@
 //
 // Everything a session creates lives in its BackendContexts and is released when the session ends,
 // however it ends (clean disconnect, dropped connection, malformed traffic). A malformed message is
-// answered with an error; a broken frame ends the session. Nothing a client sends can crash the server.
+// answered with an error; a broken frame ends the session. Nothing a client sends can crash the
+// server.
 #pragma once
 
 #include <atomic>
@@ -10,12 +11,14 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "protocol/gpupool.capnp.h"
 #include "server/backend.h"
 #include "server/module_cache.h"
+#include "server/staged_copy.h"
 #include "server/tenant_session.h"
 #include "transport/connection.h"
 
@@ -79,6 +82,8 @@ class Session {
   bool driver_ = false;
 
   std::vector<uint8_t> staging_;  // bulk bytes in and out, reused across requests
+  // A device→host copy whose bytes follow the reply as they are read (set by dispatch).
+  std::optional<StagedDeviceRead> stagedReply_;
   // The first failure among noReply requests, reported with the next Response.
   CUresult deferredResult_ = CUDA_SUCCESS;
   std::string deferredMessage_;

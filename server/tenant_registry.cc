@@ -49,6 +49,22 @@ bool TenantAccount::reserveMemory(int device, uint64_t bytes, std::string* why) 
   return true;
 }
 
+bool TenantAccount::openSession(std::string* why) {
+  std::lock_guard lock(mutex_);
+  if (policy_.maxSessions && sessions_ >= policy_.maxSessions) {
+    *why = "tenant '" + name_ + "' already has " + std::to_string(sessions_) +
+           " sessions open, its limit (max_sessions in the pool configuration); end one and retry";
+    return false;
+  }
+  ++sessions_;
+  return true;
+}
+
+void TenantAccount::closeSession() {
+  std::lock_guard lock(mutex_);
+  if (sessions_) --sessions_;
+}
+
 void TenantAccount::chargeMemory(int device, uint64_t bytes) {
   std::lock_guard lock(mutex_);
   used_[device] += bytes;

@@ -42,12 +42,18 @@ class TenantAccount {
   // 0 = no quota.
   uint64_t memoryQuota() const;
 
+  // Counts a driver session against the tenant's max_sessions. False, with the reason, when the
+  // tenant already has that many open; every true is matched by one closeSession().
+  bool openSession(std::string* why);
+  void closeSession();
+
  private:
   const std::string name_;
   mutable std::mutex mutex_;
   TenantConfig policy_;
   std::map<int, uint64_t> used_;
   uint64_t total_ = 0;
+  uint32_t sessions_ = 0;
 };
 
 class TenantRegistry {

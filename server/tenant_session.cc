@@ -47,6 +47,12 @@ TenantSession::TenantSession(TenantPool& pool, std::shared_ptr<TenantAccount> ac
 
 TenantSession::~TenantSession() {
   for (auto& [id, held] : contexts_) account_->releaseMemory(held.device, held.bytes);
+  if (countedSession_) account_->closeSession();
+}
+
+bool TenantSession::admitDriverSession(std::string* why) {
+  if (!countedSession_) countedSession_ = account_->openSession(why);
+  return countedSession_;
 }
 
 Status TenantSession::checkDevice(int device) const {

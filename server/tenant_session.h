@@ -22,6 +22,10 @@ class TenantSession {
 
   const std::string& tenant() const { return account_->name(); }
 
+  // A driver session counts against the tenant's max_sessions until this object goes. False, with
+  // the reason, when the tenant is at its limit.
+  bool admitDriverSession(std::string* why);
+
   // CUDA_ERROR_INVALID_DEVICE with the reason when the tenant may not use `device`.
   Status checkDevice(int device) const;
   // Routes a new context's kernels through the device's scheduler and the meter.
@@ -52,6 +56,7 @@ class TenantSession {
   TenantPool& pool_;
   std::shared_ptr<TenantAccount> account_;
   std::map<uint64_t, Held> contexts_;
+  bool countedSession_ = false;
 };
 
 }  // namespace gpupool::server

@@ -17,14 +17,16 @@
 
 #include "tools/bench_driver.h"
 #include "tools/bench_plot.h"
+#include "tools/bench_raw_verbs.h"
 #include "tools/bench_raw_wire.h"
+#include "tools/bench_stats.h"
 #include "tools/library_location.h"
 #include "transport/endpoint.h"
+#include "transport/rdma_transport.h"
 
 namespace gpupool::tools {
 namespace {
 
-using json = nlohmann::ordered_json;
 using Clock = std::chrono::steady_clock;
 
 // An empty kernel, as PTX text, so the launch path is measured and not the kernel.
@@ -36,58 +38,6 @@ constexpr char kEmptyKernelPtx[] =
     "{\n"
     "  ret;\n"
     "}\n";
-
-struct Stats {
-  double min = 0, median = 0, p99 = 0;  // seconds
-  size_t iterations = 0;
-};
-
-// Times `iterations` runs of f after `warmup` untimed ones (perftest style: warm-up excluded).
-Stats measure(size_t warmup, size_t iterations, const std::function<void()>& f) {
-  for (size_t i = 0; i < warmup; ++i) f();
-  std::vector<double> samples;
-  samples.reserve(iterations);
-  for (size_t i = 0; i < iterations; ++i) {
-    auto start = Clock::now();
-    f();
-    samples.push_back(std::chrono::duration<double>(Clock::now() - start).count());
-  }
-  std::sort(samples.begin(), samples.end());
-  Stats s;
-  s.iterations = samples.size();
-  s.min = samples.front();
-  s.median = samples[samples.size() / 2];
-  s.p99 = samples[std::min(samples.size() - 1, samples.size() * 99 / 100)];
-  return s;
-}
-
-json latencyJson(const Stats& s) {
-  return {{"min_us", s.min * 1e6},
-          {"median_us", s.median * 1e6},
-          {"p99_us", s.p99 * 1e6},
-          {"iterations", s.iterations}};
-}
-
-json sizedLatency(size_t size, const Stats& s) {
-  json j = latencyJson(s);
-  j["size"] = size;
-  return j;
-}
-
-json sizedBandwidth(size_t size, const Stats& s) {
-  return {{"size", size},
-          {"gb_per_s", static_cast<double>(size) / s.median / 1e9},
-          {"median_us", s.median * 1e6},
-          {"iterations", s.iterations}};
-}
-
-size_t iterationsFor(size_t size, bool quick) {
-  size_t budget = quick ? (256u << 20) : (2048u << 20);  // bytes moved per point
-  size_t n = std::clamp<size_t>(budget / std::max<size_t>(size, 1), 3, quick ? 200 : 1000);
-  return n;
-}
-
-void progress(const std::string& what) { std::cerr << "gpupool bench: " << what << "...\n"; }
 
 std::string humanSize(size_t n) {
   char buf[32];
@@ -101,15 +51,6 @@ std::string humanSize(size_t n) {
   return buf;
 }
 
-struct Sizes {
-  std::vector<size_t> latency{4, 64, 1024, 4096, 16384, 65536};
-  std::vector<size_t> bandwidth;
-  explicit Sizes(bool quick) {
-    bandwidth = {4096, 65536, 1u << 20, 16u << 20, 64u << 20};
-    if (!quick) bandwidth.push_back(256u << 20);
-  }
-};
-
 void check(const BenchDriver& d, CUresult r, const char* what) {
   if (r != CUDA_SUCCESS) throw std::runtime_error(std::string(what) + ": " + d.errorName(r));
 }
@@ -117,7 +58,7 @@ void check(const BenchDriver& d, CUresult r, const char* what) {
 // The CUDA-side measurements, through whichever driver `d` is.
 json measureDriver(BenchDriver& d, bool quick) {
   const Sizes sizes(quick);
-  const size_t latencyIters = quick ? 300 : 2000;
+  const size_t latencyIters = latencyIterations(quick);
   json out;
   check(d, d.cuInit(0), "cuInit");
   CUdevice dev = 0;
@@ -134,21 +75,22 @@ json measureDriver(BenchDriver& d, bool quick) {
   std::memset(pinned, 0x5a, maxSize);
 
   progress("null synchronous call");
-  out["null_call"] = latencyJson(measure(100, latencyIters, [&] {
-    check(d, d.cuCtxSynchronize(), "cuCtxSynchronize");
-  }));
+  out["null_call"] = latencyJson(
+      measure(100, latencyIters, [&] { check(d, d.cuCtxSynchronize(), "cuCtxSynchronize"); }));
 
   progress("small copy latency");
   json h2d = json::array(), d2h = json::array();
   for (size_t size : sizes.latency) {
     // Host-to-device returns before the copy completes, so the synchronize is part of the cost.
     h2d.push_back(sizedLatency(size, measure(50, latencyIters, [&] {
-      check(d, d.cuMemcpyHtoD(buffer, pageable.data(), size), "cuMemcpyHtoD");
-      check(d, d.cuCtxSynchronize(), "cuCtxSynchronize");
-    })));
+                                 check(d, d.cuMemcpyHtoD(buffer, pageable.data(), size),
+                                       "cuMemcpyHtoD");
+                                 check(d, d.cuCtxSynchronize(), "cuCtxSynchronize");
+                               })));
     d2h.push_back(sizedLatency(size, measure(50, latencyIters, [&] {
-      check(d, d.cuMemcpyDtoH(pageable.data(), buffer, size), "cuMemcpyDtoH");
-    })));
+                                 check(d, d.cuMemcpyDtoH(pageable.data(), buffer, size),
+                                       "cuMemcpyDtoH");
+                               })));
   }
   out["copy_latency"] = {{"h2d", h2d}, {"d2h", d2h}};
 
@@ -185,12 +127,12 @@ json measureDriver(BenchDriver& d, bool quick) {
     for (size_t size : sizes.bandwidth) {
       size_t iters = iterationsFor(size, quick);
       up.push_back(sizedBandwidth(size, measure(1, iters, [&] {
-        check(d, d.cuMemcpyHtoD(buffer, host, size), "cuMemcpyHtoD");
-        check(d, d.cuCtxSynchronize(), "cuCtxSynchronize");
-      })));
+                                    check(d, d.cuMemcpyHtoD(buffer, host, size), "cuMemcpyHtoD");
+                                    check(d, d.cuCtxSynchronize(), "cuCtxSynchronize");
+                                  })));
       down.push_back(sizedBandwidth(size, measure(1, iters, [&] {
-        check(d, d.cuMemcpyDtoH(host, buffer, size), "cuMemcpyDtoH");
-      })));
+                                      check(d, d.cuMemcpyDtoH(host, buffer, size), "cuMemcpyDtoH");
+                                    })));
     }
     bw[std::string("h2d_") + name] = up;
     bw[std::string("d2h_") + name] = down;
@@ -203,31 +145,27 @@ json measureDriver(BenchDriver& d, bool quick) {
 
 json measureRaw(RawWire& wire, bool quick) {
   const Sizes sizes(quick);
-  const size_t latencyIters = quick ? 300 : 2000;
+  const size_t latencyIters = latencyIterations(quick);
   json out;
   progress("raw round trip");
   out["rtt"] = latencyJson(measure(100, latencyIters, [&] { wire.pingPong(); }));
   std::vector<uint8_t> data(sizes.bandwidth.back(), 0xa5);
   json up = json::array(), down = json::array();
   for (size_t size : sizes.latency) {
-    up.push_back(sizedLatency(size, measure(50, latencyIters, [&] {
-      wire.toServer(data.data(), size);
-    })));
-    down.push_back(sizedLatency(size, measure(50, latencyIters, [&] {
-      wire.fromServer(data.data(), size);
-    })));
+    up.push_back(
+        sizedLatency(size, measure(50, latencyIters, [&] { wire.toServer(data.data(), size); })));
+    down.push_back(
+        sizedLatency(size, measure(50, latencyIters, [&] { wire.fromServer(data.data(), size); })));
   }
   out["latency"] = {{"to_server", up}, {"from_server", down}};
   progress("raw stream throughput");
   json upBw = json::array(), downBw = json::array();
   for (size_t size : sizes.bandwidth) {
     size_t iters = iterationsFor(size, quick);
-    upBw.push_back(sizedBandwidth(size, measure(1, iters, [&] {
-      wire.toServer(data.data(), size);
-    })));
-    downBw.push_back(sizedBandwidth(size, measure(1, iters, [&] {
-      wire.fromServer(data.data(), size);
-    })));
+    upBw.push_back(
+        sizedBandwidth(size, measure(1, iters, [&] { wire.toServer(data.data(), size); })));
+    downBw.push_back(
+        sizedBandwidth(size, measure(1, iters, [&] { wire.fromServer(data.data(), size); })));
   }
   out["bandwidth"] = {{"to_server", upBw}, {"from_server", downBw}};
   return out;
@@ -235,6 +173,35 @@ json measureRaw(RawWire& wire, bool quick) {
 
 // The bandwidth at the largest size both series measured.
 double largest(const json& series) { return series.back()["gb_per_s"].get<double>(); }
+
+void printRawVerbs(const json& r) {
+  const json& verbs = r["raw_verbs"];
+  std::printf("\n  raw verbs on %s (as perftest measures; max inline %u B)\n",
+              verbs["device"].get<std::string>().c_str(), verbs["max_inline"].get<unsigned>());
+  std::printf("  %-12s %14s %14s     %-12s %12s\n", "size", "SEND/RECV RTT", "one way", "size",
+              "WRITE GB/s");
+  const json& lat = verbs["send_lat"];
+  const json& bw = verbs["write_bw"];
+  for (size_t i = 0; i < std::max(lat.size(), bw.size()); ++i) {
+    if (i < lat.size()) {
+      std::printf("  %-12s %11.1f us %11.1f us", humanSize(lat[i]["size"].get<size_t>()).c_str(),
+                  lat[i]["median_us"].get<double>(), lat[i]["one_way_median_us"].get<double>());
+    } else {
+      std::printf("  %-12s %14s %14s", "", "", "");
+    }
+    if (i < bw.size()) {
+      std::printf("     %-12s %12.3f", humanSize(bw[i]["size"].get<size_t>()).c_str(),
+                  bw[i]["gb_per_s"].get<double>());
+    }
+    std::printf("\n");
+  }
+  const json& q = r["ratios"];
+  std::printf(
+      "  ratios to raw verbs: null call / SEND RTT = %.2f, raw wire RTT / SEND RTT = %.2f, "
+      "H2D / WRITE = %.2f, D2H / WRITE = %.2f\n",
+      q["null_call_rtt_vs_raw_verbs"].get<double>(), q["raw_wire_rtt_vs_raw_verbs"].get<double>(),
+      q["h2d_bandwidth_vs_raw_verbs"].get<double>(), q["d2h_bandwidth_vs_raw_verbs"].get<double>());
+}
 
 void printText(const json& r) {
   std::printf("gpupool bench — %s, backend %s, transport %s%s\n\n",
@@ -267,9 +234,9 @@ void printText(const json& r) {
     auto g = [&](const json& s) { return s[i]["gb_per_s"].get<double>(); };
     std::printf("  %-12s %10.2f GB/s %7.2f %12.2f %12.2f %12.2f %12.2f\n",
                 humanSize(r["raw"]["bandwidth"]["to_server"][i]["size"].get<size_t>()).c_str(),
-                g(r["raw"]["bandwidth"]["to_server"]), g(bw["h2d_pageable"]),
-                g(bw["h2d_pinned"]), g(r["raw"]["bandwidth"]["from_server"]),
-                g(bw["d2h_pageable"]), g(bw["d2h_pinned"]));
+                g(r["raw"]["bandwidth"]["to_server"]), g(bw["h2d_pageable"]), g(bw["h2d_pinned"]),
+                g(r["raw"]["bandwidth"]["from_server"]), g(bw["d2h_pageable"]),
+                g(bw["d2h_pinned"]));
   }
   std::printf("\n  async launches: %.0f per second from one thread (%.0f completed per second)\n",
               r["async_launch"]["per_second"].get<double>(),
@@ -278,13 +245,15 @@ void printText(const json& r) {
               r["ratios"]["null_call_rtt_vs_raw"].get<double>(),
               r["ratios"]["h2d_bandwidth_vs_raw"].get<double>(),
               r["ratios"]["d2h_bandwidth_vs_raw"].get<double>());
+  if (r.contains("raw_verbs")) printRawVerbs(r);
   if (r.contains("local")) std::printf("  (a local-driver column is in the --json output)\n");
 }
 
 std::vector<PlotPanel> plotPanels(const json& r) {
   auto latencySeries = [](const char* name, const json& s) {
     PlotSeries out{name, {}};
-    for (auto& p : s) out.points.emplace_back(p["size"].get<double>(), p["median_us"].get<double>());
+    for (auto& p : s)
+      out.points.emplace_back(p["size"].get<double>(), p["median_us"].get<double>());
     return out;
   };
   auto bandwidthSeries = [](const char* name, const json& s) {
@@ -294,17 +263,22 @@ std::vector<PlotPanel> plotPanels(const json& r) {
   };
   PlotPanel latency{"Small-transfer latency (median)", "microseconds", true, {}};
   latency.series.push_back(latencySeries("raw to server", r["raw"]["latency"]["to_server"]));
-  latency.series.push_back(latencySeries("gpupool H2D + sync", r["gpupool"]["copy_latency"]["h2d"]));
+  latency.series.push_back(
+      latencySeries("gpupool H2D + sync", r["gpupool"]["copy_latency"]["h2d"]));
   latency.series.push_back(latencySeries("raw from server", r["raw"]["latency"]["from_server"]));
   latency.series.push_back(latencySeries("gpupool D2H", r["gpupool"]["copy_latency"]["d2h"]));
   PlotPanel bandwidth{"Bandwidth", "GB/s", false, {}};
   bandwidth.series.push_back(bandwidthSeries("raw to server", r["raw"]["bandwidth"]["to_server"]));
-  bandwidth.series.push_back(bandwidthSeries("gpupool H2D pinned",
-                                             r["gpupool"]["bandwidth"]["h2d_pinned"]));
+  bandwidth.series.push_back(
+      bandwidthSeries("gpupool H2D pinned", r["gpupool"]["bandwidth"]["h2d_pinned"]));
   bandwidth.series.push_back(
       bandwidthSeries("raw from server", r["raw"]["bandwidth"]["from_server"]));
-  bandwidth.series.push_back(bandwidthSeries("gpupool D2H pinned",
-                                             r["gpupool"]["bandwidth"]["d2h_pinned"]));
+  bandwidth.series.push_back(
+      bandwidthSeries("gpupool D2H pinned", r["gpupool"]["bandwidth"]["d2h_pinned"]));
+  if (r.contains("raw_verbs")) {
+    latency.series.push_back(latencySeries("raw verbs SEND/RECV RTT", r["raw_verbs"]["send_lat"]));
+    bandwidth.series.push_back(bandwidthSeries("raw verbs RDMA WRITE", r["raw_verbs"]["write_bw"]));
+  }
   return {latency, bandwidth};
 }
 
@@ -341,6 +315,64 @@ std::optional<json> measureLocalDriver(const std::string& path, bool quick) {
   }
 }
 
+// Where `--transport` points the run: rdma measures over rdma:// (a tcp:// endpoint is replaced by
+// the RDMA endpoint the server advertises) and adds the raw-verbs column; tcp keeps to TCP.
+struct BenchTarget {
+  transport::Endpoint endpoint;
+  bool rdma = false;
+};
+
+std::optional<BenchTarget> benchTarget(const transport::Endpoint& given,
+                                       const std::optional<std::string>& transportOption,
+                                       std::string* error) {
+  std::string wanted = transportOption.value_or(given.scheme == "rdma" ? "rdma" : "tcp");
+  if (wanted == "tcp") {
+    BenchTarget target{given, false};
+    if (given.scheme == "rdma") target.endpoint.scheme = "tcp";
+    return target;
+  }
+  if (wanted != "rdma") {
+    *error = "--transport must be tcp or rdma, not '" + wanted + "'";
+    return std::nullopt;
+  }
+  if (std::string why = transport::rdmaUnavailableReason(); !why.empty()) {
+    *error = "--transport rdma: RDMA cannot be used here: " + why;
+    return std::nullopt;
+  }
+  if (given.scheme == "rdma") return BenchTarget{given, true};
+  std::string advertised;
+  try {
+    advertised = RawWire(given).rdmaEndpoint();
+  } catch (const std::exception& e) {
+    *error = "cannot reach " + given.url() + ": " + e.what();
+    return std::nullopt;
+  }
+  if (advertised.empty()) {
+    *error = given.url() + " does not listen for RDMA (start gpupoold with --rdma-listen)";
+    return std::nullopt;
+  }
+  auto endpoint = transport::parseEndpoint(advertised, error);
+  if (!endpoint) return std::nullopt;
+  return BenchTarget{*endpoint, true};
+}
+
+// gpupool against the device itself: the null call against a SEND/RECV round trip of the
+// smallest size, pinned copies against RDMA WRITE streaming at the largest size.
+void addRawVerbsRatios(json& result) {
+  const json& verbs = result["raw_verbs"];
+  const json& bw = result["gpupool"]["bandwidth"];
+  double verbsRtt = verbs["send_lat"].front()["median_us"].get<double>();
+  double verbsBandwidth = largest(verbs["write_bw"]);
+  json& ratios = result["ratios"];
+  ratios["null_call_rtt_vs_raw_verbs"] =
+      result["gpupool"]["null_call"]["median_us"].get<double>() / verbsRtt;
+  ratios["raw_wire_rtt_vs_raw_verbs"] = result["raw"]["rtt"]["median_us"].get<double>() / verbsRtt;
+  ratios["h2d_bandwidth_vs_raw_verbs"] = largest(bw["h2d_pinned"]) / verbsBandwidth;
+  ratios["d2h_bandwidth_vs_raw_verbs"] = largest(bw["d2h_pinned"]) / verbsBandwidth;
+  ratios["h2d_pageable_bandwidth_vs_raw_verbs"] = largest(bw["h2d_pageable"]) / verbsBandwidth;
+  ratios["d2h_pageable_bandwidth_vs_raw_verbs"] = largest(bw["d2h_pageable"]) / verbsBandwidth;
+}
+
 }  // namespace
 
 int benchCommand(const BenchOptions& options) {
@@ -374,7 +406,12 @@ int benchCommand(const BenchOptions& options) {
     std::cerr << "gpupool bench: " << error << "\n";
     return 2;
   }
-  const transport::Endpoint& endpoint = endpoints->front();
+  auto target = benchTarget(endpoints->front(), options.transport, &error);
+  if (!target) {
+    std::cerr << "gpupool bench: " << error << "\n";
+    return 2;
+  }
+  const transport::Endpoint& endpoint = target->endpoint;
   auto libraryDir = libraryDirectory(&error);
   if (!libraryDir) {
     std::cerr << "gpupool bench: " << error << "\n";
@@ -395,9 +432,11 @@ int benchCommand(const BenchOptions& options) {
     result["backend"] = wire->backend();
     result["transport"] = wire->transport();
     result["raw"] = measureRaw(*wire, options.quick);
-    wire.reset();
+    if (target->rdma) result["raw_verbs"] = measureRawVerbs(endpoint, options.quick);
 
     setenv("GPU_POOL_ENDPOINT", endpoint.url().c_str(), 1);
+    // Over tcp:// the library would switch to a server's advertised RDMA endpoint by itself.
+    if (!target->rdma) setenv("GPU_POOL_TRANSPORT", "tcp", 1);
     auto driver = BenchDriver::load((*libraryDir / "libcuda.so.1").string(), &error);
     if (!driver) {
       std::cerr << "gpupool bench: " << error << "\n";
@@ -407,6 +446,13 @@ int benchCommand(const BenchOptions& options) {
     result["async_launch"] = g["async_launch"];
     g.erase("async_launch");
     result["gpupool"] = g;
+    // The library's session is still open: the server says which transport it really used.
+    std::string used = wire->sessionTransport("(pid " + std::to_string(getpid()) + ")");
+    if (used != wire->transport()) {
+      std::cerr << "gpupool bench: the library's session ran over '" << used << "', not "
+                << wire->transport() << "; its figures would not compare\n";
+      return 1;
+    }
   } catch (const std::exception& e) {
     std::cerr << "gpupool bench: measurement failed: " << e.what() << "\n";
     return 1;
@@ -417,8 +463,7 @@ int benchCommand(const BenchOptions& options) {
   result["ratios"] = {
       {"null_call_rtt_vs_raw", result["gpupool"]["null_call"]["median_us"].get<double>() /
                                    raw["rtt"]["median_us"].get<double>()},
-      {"h2d_bandwidth_vs_raw",
-       largest(bw["h2d_pinned"]) / largest(raw["bandwidth"]["to_server"])},
+      {"h2d_bandwidth_vs_raw", largest(bw["h2d_pinned"]) / largest(raw["bandwidth"]["to_server"])},
       {"d2h_bandwidth_vs_raw",
        largest(bw["d2h_pinned"]) / largest(raw["bandwidth"]["from_server"])},
       {"h2d_pageable_bandwidth_vs_raw",
@@ -426,11 +471,13 @@ int benchCommand(const BenchOptions& options) {
       {"d2h_pageable_bandwidth_vs_raw",
        largest(bw["d2h_pageable"]) / largest(raw["bandwidth"]["from_server"])},
       {"bandwidth_size", raw["bandwidth"]["to_server"].back()["size"]}};
+  if (result.contains("raw_verbs")) addRawVerbsRatios(result);
 
   std::string local = options.localDriver.value_or("");
   if (local == "auto") {
     local.clear();
-    for (const char* candidate : {"/usr/lib/x86_64-linux-gnu/libcuda.so.1", "/usr/lib64/libcuda.so.1"}) {
+    for (const char* candidate :
+         {"/usr/lib/x86_64-linux-gnu/libcuda.so.1", "/usr/lib64/libcuda.so.1"}) {
       if (access(candidate, R_OK) == 0) local = candidate;
     }
   }

@@ -13,10 +13,13 @@ namespace gpupool::tools {
 struct BenchOptions {
   std::optional<std::string> endpoint;  // else GPU_POOL_ENDPOINT
   bool json = false;
-  bool quick = false;                   // a run under ~20 s
-  std::optional<std::string> plot;      // SVG file to write
+  bool quick = false;               // a run under ~20 s
+  std::optional<std::string> plot;  // SVG file to write
   // A real CUDA driver to measure as a third column (default: none; "auto" probes the usual path).
   std::optional<std::string> localDriver;
+  // "tcp" or "rdma" (default: rdma for an rdma:// endpoint, else tcp). rdma adds a raw-verbs
+  // baseline (SEND/RECV ping-pong, RDMA WRITE bandwidth) on the same device in the same run.
+  std::optional<std::string> transport;
   // Internal: measure only the driver at this path and print its JSON (used for the local column).
   std::optional<std::string> driverOnly;
 };

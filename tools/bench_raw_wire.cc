@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "protocol/message_codec.h"
+#include "transport/rdma_transport.h"
 #include "transport/tcp_transport.h"
 
 namespace gpupool::tools {
@@ -18,9 +19,13 @@ void expectOk(protocol::IncomingMessage& in, const char* what) {
 }  // namespace
 
 RawWire::RawWire(const transport::Endpoint& endpoint) {
-  transport::Endpoint tcp = endpoint;
-  tcp.scheme = "tcp";
-  connection_ = transport::tcpConnect(tcp, 5000);
+  if (endpoint.scheme == "rdma") {
+    connection_ = transport::rdmaConnect(endpoint, 5000);
+  } else {
+    transport::Endpoint tcp = endpoint;
+    tcp.scheme = "tcp";
+    connection_ = transport::tcpConnect(tcp, 5000);
+  }
   capnp::MallocMessageBuilder message;
   auto hello = message.initRoot<wire::Request>().initHello();
   hello.setProtocolVersion(wire::PROTOCOL_VERSION);
@@ -29,7 +34,26 @@ RawWire::RawWire(const transport::Endpoint& endpoint) {
   protocol::sendMessage(*connection_, message);
   protocol::IncomingMessage in(*connection_);
   expectOk(in, "Hello");
-  backend_ = in.root<wire::Response>().getWelcome().getBackendKind();
+  auto welcome = in.root<wire::Response>().getWelcome();
+  backend_ = welcome.getBackendKind();
+  rdmaEndpoint_ = welcome.getRdmaEndpoint();
+}
+
+std::string RawWire::sessionTransport(const std::string& clientNameSuffix) {
+  capnp::MallocMessageBuilder message;
+  message.initRoot<wire::Request>().setStatus();
+  protocol::sendMessage(*connection_, message);
+  protocol::IncomingMessage in(*connection_);
+  expectOk(in, "status");
+  for (auto session : in.root<wire::Response>().getStatus().getSessions()) {
+    std::string name = session.getClientName();
+    if (name.size() >= clientNameSuffix.size() &&
+        name.compare(name.size() - clientNameSuffix.size(), std::string::npos, clientNameSuffix) ==
+            0) {
+      return session.getTransport();
+    }
+  }
+  return {};
 }
 
 void RawWire::pingPong() {

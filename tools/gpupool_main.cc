@@ -8,6 +8,7 @@
 #include "tools/bench_command.h"
 #include "tools/run_command.h"
 #include "tools/status_command.h"
+#include "tools/top_command.h"
 #include "tools/usage_command.h"
 
 namespace {
@@ -41,17 +42,36 @@ int main(int argc, char** argv) {
                                 "$GPU_POOL_ENDPOINT)");
   statusCommandLine->add_flag("--json", status.json, "Print JSON instead of text");
 
+  TopOptions top;
+  CLI::App* topCommandLine =
+      app.add_subcommand("top", "Show a server's devices, tenants and sessions live, like status");
+  topCommandLine->add_option("--endpoint", top.endpoint,
+                             "Server, tcp://HOST:PORT (default: the first of $GPU_POOL_ENDPOINT)");
+  topCommandLine->add_option("--interval", top.intervalSeconds, "Seconds between frames")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  topCommandLine->add_flag("--once", top.once,
+                           "Print one frame as plain text and exit (also when stdout is not a "
+                           "terminal)");
+  topCommandLine->add_option("--iterations", top.iterations, "Draw this many frames, then exit")
+      ->check(CLI::Range(1u, 1000000u));
+  topCommandLine->footer("Keys: q or Ctrl-C quits.");
+
   BenchOptions bench;
   CLI::App* benchCommandLine = app.add_subcommand(
       "bench", "Measure gpupool's latency and bandwidth against the raw wire, in one run");
-  benchCommandLine->add_option("--endpoint", bench.endpoint,
-                               "Server, tcp://HOST:PORT (default: the first of $GPU_POOL_ENDPOINT)");
+  benchCommandLine->add_option(
+      "--endpoint", bench.endpoint,
+      "Server, tcp://HOST:PORT (default: the first of $GPU_POOL_ENDPOINT)");
   benchCommandLine->add_flag("--json", bench.json, "Print JSON instead of a table");
   benchCommandLine->add_flag("--quick", bench.quick, "A short run (under ~20 s)");
   benchCommandLine->add_option("--plot", bench.plot,
                                "Also draw latency and bandwidth against size into this SVG file");
   benchCommandLine->add_option("--local-driver", bench.localDriver,
                                "Also measure a real CUDA driver on this machine (a path, or auto)");
+  benchCommandLine->add_option("--transport", bench.transport,
+                               "tcp or rdma (default: the endpoint's); rdma adds a raw verbs "
+                               "baseline on the same device");
   benchCommandLine->add_option("--driver-only", bench.driverOnly)->group("");  // internal
   benchCommandLine->footer(
       "Ratios compare gpupool with the raw wire measured in the same run on the same connection\n"
@@ -60,15 +80,15 @@ int main(int argc, char** argv) {
   UsageOptions usage;
   CLI::App* usageCommandLine = app.add_subcommand(
       "usage", "Report usage per tenant and device from gpupoold's metering database (billing)");
-  usageCommandLine->add_option("--db", usage.database,
-                               "The metering database ([metering] database in the pool "
-                               "configuration; default <config>.usage.db)")
+  usageCommandLine
+      ->add_option("--db", usage.database,
+                   "The metering database ([metering] database in the pool "
+                   "configuration; default <config>.usage.db)")
       ->required();
   usageCommandLine->add_option("--since", usage.since,
                                "Only records since a UTC date (2024-05-01[T08:00:00]) or an age "
                                "(90m, 12h, 7d)");
   usageCommandLine->add_flag("--json", usage.json, "Print JSON instead of a table");
-
 
   try {
     app.parse(argc, argv);
@@ -79,6 +99,7 @@ int main(int argc, char** argv) {
 
   if (runCommandLine->parsed()) return runCommand(run);
   if (statusCommandLine->parsed()) return statusCommand(status);
+  if (topCommandLine->parsed()) return topCommand(top);
   if (benchCommandLine->parsed()) return benchCommand(bench);
   if (usageCommandLine->parsed()) return usageCommand(usage);
   return kUsageError;  // unreachable: a subcommand is required

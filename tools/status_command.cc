@@ -1,59 +1,12 @@
 #include "tools/status_command.h"
 
-#include <capnp/message.h>
-
-#include <cstdio>
-#include <cstdlib>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "protocol/message_codec.h"
-#include "transport/tcp_transport.h"
-#include "transport/transport_factory.h"
+#include "tools/status_query.h"
 
 namespace gpupool::tools {
 namespace {
-
-constexpr unsigned kConnectTimeoutMs = 5000;
-constexpr unsigned kReplyTimeoutMs = 10000;
-
-// A server error: the message to print and exit code 1.
-struct ServerError {
-  std::string message;
-};
-
-std::string humanBytes(uint64_t bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double value = static_cast<double>(bytes);
-  int unit = 0;
-  while (value >= 1024 && unit < 4) {
-    value /= 1024;
-    ++unit;
-  }
-  char text[32];
-  std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.1f %s", value, units[unit]);
-  return text;
-}
-
-// Sends `request` and returns the reply's message; bulk bytes (none are expected) are skipped.
-std::unique_ptr<protocol::IncomingMessage> exchange(transport::Connection& connection,
-                                                    capnp::MallocMessageBuilder& request) {
-  protocol::sendMessage(connection, request);
-  auto reply = std::make_unique<protocol::IncomingMessage>(connection);
-  if (reply->bulkBytes() != 0) connection.discardBulk(reply->bulkBytes());
-  return reply;
-}
-
-void checkReply(wire::Response::Reader response, wire::Response::Which expected, const char* what) {
-  if (response.getResult() != 0) {
-    throw ServerError{std::string(what) + " refused (CUresult " +
-                      std::to_string(response.getResult()) +
-                      "): " + std::string(response.getMessage().cStr())};
-  }
-  if (response.which() != expected) {
-    throw ServerError{std::string("unexpected reply to ") + what};
-  }
-}
 
 void printJson(wire::Response::StatusReply::Reader status) {
   nlohmann::json out;
@@ -67,6 +20,7 @@ void printJson(wire::Response::StatusReply::Reader status) {
                               {"memory_total", device.getMemoryTotal()},
                               {"sessions", device.getSessions()},
                               {"utilization", device.getUtilization()}});
+    if (device.getUuid().size()) out["devices"].back()["uuid"] = device.getUuid().cStr();
     if (device.getParent().size()) {
       out["devices"].back()["parent"] = device.getParent().cStr();
       out["devices"].back()["profile"] = device.getProfile().cStr();
@@ -131,63 +85,18 @@ void printText(wire::Response::StatusReply::Reader status) {
 }  // namespace
 
 int statusCommand(const StatusOptions& options) {
-  std::string text;
-  if (options.endpoint) {
-    text = *options.endpoint;
-  } else if (const char* fromEnvironment = std::getenv("GPU_POOL_ENDPOINT");
-             fromEnvironment && *fromEnvironment) {
-    text = fromEnvironment;
+  StatusFailure failure;
+  auto endpoint = statusEndpoint(options.endpoint, &failure);
+  std::unique_ptr<ServerStatus> status;
+  if (endpoint) status = fetchStatus(*endpoint, "gpupool status", &failure);
+  if (!status) {
+    std::cerr << failure.message << "\n";
+    return failure.exitCode;
+  }
+  if (options.json) {
+    printJson(status->reader());
   } else {
-    std::cerr << "gpupool: no endpoint: pass --endpoint or set GPU_POOL_ENDPOINT\n";
-    return 2;
-  }
-  std::string error;
-  auto endpoints = transport::parseEndpointList(text, &error);
-  if (!endpoints) {
-    std::cerr << "gpupool: " << error << "\n";
-    return 2;
-  }
-  // With several servers listed, status reports on the first; name one with --endpoint for others.
-  const transport::Endpoint& endpoint = endpoints->front();
-  if (endpoint.scheme != "tcp" && endpoint.scheme != "tls") {
-    std::cerr << "gpupool: status speaks tcp:// and tls:// only, not " << endpoint.url() << "\n";
-    return 2;
-  }
-
-  std::unique_ptr<transport::Connection> connection;
-  try {
-    connection = transport::connectEndpoint(endpoint, kConnectTimeoutMs);
-    connection->setReceiveTimeoutMs(kReplyTimeoutMs);
-
-    capnp::MallocMessageBuilder helloMessage;
-    auto hello = helloMessage.initRoot<wire::Request>().initHello();
-    hello.setProtocolVersion(wire::PROTOCOL_VERSION);
-    hello.setClientName("gpupool status");
-    hello.setPurpose(wire::Hello::Purpose::STATUS);
-    if (const char* token = std::getenv("GPU_POOL_TOKEN")) hello.setAuthToken(token);
-    auto welcome = exchange(*connection, helloMessage);
-    checkReply(welcome->root<wire::Response>(), wire::Response::WELCOME, "hello");
-
-    capnp::MallocMessageBuilder statusMessage;
-    statusMessage.initRoot<wire::Request>().setStatus();
-    auto reply = exchange(*connection, statusMessage);
-    auto response = reply->root<wire::Response>();
-    checkReply(response, wire::Response::STATUS, "status");
-    if (options.json) {
-      printJson(response.getStatus());
-    } else {
-      printText(response.getStatus());
-    }
-  } catch (const transport::TransportError& e) {
-    std::cerr << "gpupool: cannot reach " << endpoint.url() << ": " << e.what() << "\n";
-    return 2;
-  } catch (const ServerError& e) {
-    std::cerr << "gpupool: " << endpoint.url() << ": " << e.message << "\n";
-    return 1;
-  } catch (const kj::Exception& e) {
-    std::cerr << "gpupool: " << endpoint.url() << ": malformed reply: " << e.getDescription().cStr()
-              << "\n";
-    return 1;
+    printText(status->reader());
   }
   return 0;
 }

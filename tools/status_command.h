@@ -17,7 +17,8 @@ struct StatusOptions {
 //
 // --json prints one object:
 //   {"server_version", "backend", "devices": [{"index", "name", "memory_used", "memory_total",
-//    "sessions", "utilization", ["parent", "profile" for MIG instances]}],
+//    "sessions", "utilization", "uuid" ("GPU-…"/"MIG-…"),
+//    ["parent", "profile" for MIG instances, where the server has NVML]}],
 //    "sessions": [{"id", "client", "memory_used", "transport", ["tenant"]}],
 //    "tenants": [{"name", "memory_used", "memory_quota", "priority", "weight", "sessions",
 //                 "gpu_seconds", "gib_seconds", "queue_seconds", "bytes_in", "bytes_out",

@@ -1,9 +1,10 @@
 // The transport interface: one small contract that TCP (and later RDMA) implement.
 //
-// A connection carries frames. A frame is one message (a few KiB at most in practice) followed by an
-// optional bulk payload (memory contents, module images). The receiver first gets the message, decides
-// where the bulk should land, and then reads it straight there: bulk bytes are never staged by the
-// transport. Connections are not thread-safe; each side serializes its own sends and receives.
+// A connection carries frames. A frame is one message (a few KiB at most in practice) followed by
+// an optional bulk payload (memory contents, module images). The receiver first gets the message,
+// decides where the bulk should land, and then reads it straight there: bulk bytes are never staged
+// by the transport. Connections are not thread-safe; each side serializes its own sends and
+// receives.
 #pragma once
 
 #include <cstddef>
@@ -45,7 +46,8 @@ class Connection {
 
   // Sends one frame: the concatenation of `message` parts, then the concatenation of `bulk` parts.
   // Gathered, without copying the parts.
-  virtual void sendFrame(std::span<const ConstBuffer> message, std::span<const ConstBuffer> bulk) = 0;
+  virtual void sendFrame(std::span<const ConstBuffer> message,
+                         std::span<const ConstBuffer> bulk) = 0;
 
   // Queues a frame to go out with the next sendFrame or flush(), copying what it needs, so many
   // small frames leave in one write. Order with sendFrame is kept. The default sends at once.
@@ -57,6 +59,17 @@ class Connection {
   virtual void flush() {}
   // Bytes queued by sendFrameLater and not yet sent.
   virtual size_t queuedBytes() const { return 0; }
+
+  // A frame whose bulk is sent in pieces, so the sender can produce later pieces while earlier ones
+  // travel: startFrame announces `bulkBytes`, then sendBulk is called until exactly that many bytes
+  // have gone, before any other send. Only where streamsBulk() is true; elsewhere these throw.
+  virtual bool streamsBulk() const { return false; }
+  virtual void startFrame(std::span<const ConstBuffer> /*message*/, uint64_t /*bulkBytes*/) {
+    throw TransportError(kind() + " connections cannot stream bulk");
+  }
+  virtual void sendBulk(const void* /*data*/, size_t /*size*/) {
+    throw TransportError(kind() + " connections cannot stream bulk");
+  }
 
   // Receives the next frame's message. The returned span stays valid until the next receiveFrame.
   virtual ReceivedFrame receiveFrame() = 0;

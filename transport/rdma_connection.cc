@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -9,6 +10,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+
+#include "transport/rdma_pinned_ranges.h"
 
 namespace gpupool::transport::rdma {
 namespace {
@@ -47,7 +50,7 @@ std::string addressText(const sockaddr* sa) {
 }  // namespace
 
 void awaitCmEvent(rdma_event_channel* channel, rdma_cm_event_type expected, unsigned timeoutMs,
-                  const std::string& what) {
+                  const std::string& what, std::vector<std::byte>* privateData) {
   auto deadline = Clock::now() + std::chrono::milliseconds(timeoutMs ? timeoutMs : 5000);
   setNonBlocking(channel->fd);
   for (;;) {
@@ -55,6 +58,10 @@ void awaitCmEvent(rdma_event_channel* channel, rdma_cm_event_type expected, unsi
     if (rdma_get_cm_event(channel, &event) == 0) {
       rdma_cm_event_type type = event->event;
       int status = event->status;
+      if (privateData) {
+        auto* data = static_cast<const std::byte*>(event->param.conn.private_data);
+        privateData->assign(data, data ? data + event->param.conn.private_data_len : data);
+      }
       rdma_ack_cm_event(event);
       if (type == expected) return;
       std::string why = rdma_event_str(type);
@@ -70,6 +77,40 @@ void awaitCmEvent(rdma_event_channel* channel, rdma_cm_event_type expected, unsi
     pollfd p{channel->fd, POLLIN, 0};
     ::poll(&p, 1, static_cast<int>(left.count()));
   }
+}
+
+CmHandles::~CmHandles() {
+  if (id) rdma_destroy_id(id);
+  if (channel) rdma_destroy_event_channel(channel);
+}
+
+void resolveRoute(const Endpoint& endpoint, unsigned timeoutMs, CmHandles& cm) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* list = nullptr;
+  int rc = getaddrinfo(endpoint.host.c_str(), std::to_string(endpoint.port).c_str(), &hints, &list);
+  if (rc != 0 || !list) {
+    throw TransportError("cannot resolve '" + endpoint.host + "': " + gai_strerror(rc));
+  }
+  std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> holder(list, freeaddrinfo);
+  cm.channel = rdma_create_event_channel();
+  if (!cm.channel) {
+    throw TransportError(std::string("rdma_create_event_channel: ") + std::strerror(errno));
+  }
+  if (rdma_create_id(cm.channel, &cm.id, nullptr, RDMA_PS_TCP) != 0) {
+    throw TransportError(std::string("rdma_create_id: ") + std::strerror(errno));
+  }
+  std::string where = endpoint.url();
+  if (rdma_resolve_addr(cm.id, nullptr, list->ai_addr, int(timeoutMs)) != 0) {
+    throw TransportError("resolving " + where + ": " + std::strerror(errno));
+  }
+  awaitCmEvent(cm.channel, RDMA_CM_EVENT_ADDR_RESOLVED, timeoutMs + 1000,
+               "resolving " + where + " to an RDMA device");
+  if (rdma_resolve_route(cm.id, int(timeoutMs)) != 0) {
+    throw TransportError("route to " + where + ": " + std::strerror(errno));
+  }
+  awaitCmEvent(cm.channel, RDMA_CM_EVENT_ROUTE_RESOLVED, timeoutMs + 1000, "route to " + where);
 }
 
 rdma_conn_param connectionParameters(const ConnectParams* params, ibv_context* verbs) {
@@ -90,8 +131,8 @@ rdma_conn_param connectionParameters(const ConnectParams* params, ibv_context* v
   return param;
 }
 
-RdmaConnection::RdmaConnection(rdma_event_channel* channel, rdma_cm_id* id)
-    : channel_(channel), id_(id) {
+RdmaConnection::RdmaConnection(rdma_event_channel* channel, rdma_cm_id* id, bool stagePageable)
+    : channel_(channel), id_(id), stagePageable_(stagePageable) {
   try {
     setNonBlocking(channel_->fd);
     wakeFd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -148,6 +189,10 @@ void RdmaConnection::releaseResources() {
   qpCreated_ = false;
   delete registrations_;
   registrations_ = nullptr;
+  for (StagingRing* r : {&sendRing_, &receiveRing_}) {
+    if (r->mr) ibv_dereg_mr(r->mr);
+    r->mr = nullptr;
+  }
   if (recvMr_) ibv_dereg_mr(recvMr_);
   if (sendMr_) ibv_dereg_mr(sendMr_);
   recvMr_ = sendMr_ = nullptr;
@@ -397,6 +442,11 @@ void RdmaConnection::sendFrame(std::span<const ConstBuffer> message,
   uint64_t announcedBefore = remoteBulkAnnounced_;
   for (auto& part : bulk) {
     auto* bytes = static_cast<const std::byte*>(part.data);
+    if (part.size >= kRdmaRendezvousBytes && staged(part.data, part.size)) {
+      if (out.index >= 0) postSlot(out);
+      sendStaged(out, bytes, part.size);
+      continue;
+    }
     if (part.size >= kRdmaRendezvousBytes) {
       auto lease = registrations_->acquire(part.data, part.size, IBV_ACCESS_REMOTE_READ);
       if (lease) {
@@ -486,8 +536,8 @@ void RdmaConnection::loadSegment() {
   releaseReceive(slot);  // the descriptor is copied out; its buffer can take the next SEND
 }
 
-void RdmaConnection::readRemote(std::byte* dst, uint32_t lkey, uint64_t remote, uint32_t rkey,
-                                uint64_t size) {
+void RdmaConnection::postRead(std::byte* dst, uint32_t lkey, uint64_t remote, uint32_t rkey,
+                              uint64_t size) {
   uint64_t offset = 0;
   while (offset < size) {
     if (readsPosted_ - readsDone_ >= maxReadsInFlight_) {
@@ -511,13 +561,76 @@ void RdmaConnection::readRemote(std::byte* dst, uint32_t lkey, uint64_t remote, 
     readsPosted_++;
     offset += n;
   }
+}
+
+void RdmaConnection::readRemote(std::byte* dst, uint32_t lkey, uint64_t remote, uint32_t rkey,
+                                uint64_t size) {
+  postRead(dst, lkey, remote, rkey, size);
   waitUntil([&] { return readsDone_ == readsPosted_; }, receiveTimeoutMs_, "RDMA READ");
+}
+
+RdmaConnection::StagingRing& RdmaConnection::ring(StagingRing& r, int access) {
+  if (!r.mr) {
+    r.bytes.resize(kRdmaStagingChunks * kRdmaStagingChunkBytes);
+    r.mr = ibv_reg_mr(pd_, r.bytes.data(), r.bytes.size(), access);
+    if (!r.mr) fail(std::string("registering the staging ring: ") + std::strerror(errno));
+  }
+  return r;
+}
+
+bool RdmaConnection::staged(const void* p, size_t size) const {
+  return stagePageable_ && !findPinnedRange(p, size);
+}
+
+void RdmaConnection::sendStaged(OutSlot& out, const std::byte* bytes, size_t size) {
+  StagingRing& r = ring(sendRing_, IBV_ACCESS_REMOTE_READ);
+  for (size_t offset = 0; offset < size; offset += kRdmaStagingChunkBytes) {
+    size_t n = std::min(kRdmaStagingChunkBytes, size - offset);
+    uint64_t slot = sendRingNext_++ % kRdmaStagingChunks;
+    // The chunk is free once the peer has read what was last announced from it.
+    if (sendRingUsed_[slot]) {
+      uint64_t needed = sendRingAnnounced_[slot] + 1;
+      waitUntil([&] { return remoteBulkDone_ >= needed; }, receiveTimeoutMs_, "staging chunk");
+    }
+    std::byte* chunk = r.chunk(slot);
+    std::memcpy(chunk, bytes + offset, n);
+    openSlot(out, WireType::kBulkRemote, false);
+    out.a = reinterpret_cast<uintptr_t>(chunk);
+    out.b = n;
+    out.rkey = r.mr->rkey;
+    postSlot(out);
+    sendRingUsed_[slot] = true;
+    sendRingAnnounced_[slot] = remoteBulkAnnounced_++;
+    stats_.bulkBytesSentStaged += n;
+  }
+}
+
+void RdmaConnection::readStaged(std::byte* dst, uint64_t remote, uint32_t rkey, uint64_t size) {
+  StagingRing& r = ring(receiveRing_, IBV_ACCESS_LOCAL_WRITE);
+  uint64_t chunks = (size + kRdmaStagingChunkBytes - 1) / kRdmaStagingChunkBytes;
+  auto length = [&](uint64_t i) {
+    return std::min<uint64_t>(kRdmaStagingChunkBytes, size - i * kRdmaStagingChunkBytes);
+  };
+  // READs complete in the order they were posted (one RC send queue), so chunk i is in once
+  // readsDone_ passes the ordinal of its READ.
+  uint64_t firstRead = readsPosted_;
+  uint64_t posted = 0;
+  for (uint64_t copied = 0; copied < chunks; ++copied) {
+    while (posted < chunks && posted - copied < kRdmaStagingChunks) {
+      postRead(r.chunk(posted), r.mr->lkey, remote + posted * kRdmaStagingChunkBytes, rkey,
+               length(posted));
+      posted++;
+    }
+    waitUntil([&] { return readsDone_ > firstRead + copied; }, receiveTimeoutMs_, "RDMA READ");
+    std::memcpy(dst + copied * kRdmaStagingChunkBytes, r.chunk(copied), length(copied));
+  }
 }
 
 void RdmaConnection::consumeBulk(std::byte* dst, size_t size) {
   checkUsable();
   if (size > pendingBulk_) throw TransportError("bulk read past the end of the frame");
   std::optional<RegistrationLease> lease;
+  bool stage = dst && staged(dst, size);
   size_t done = 0;
   while (done < size) {
     if (!segment_.active) loadSegment();
@@ -525,6 +638,9 @@ void RdmaConnection::consumeBulk(std::byte* dst, size_t size) {
     if (!segment_.remote) {
       if (dst) std::memcpy(dst + done, segment_.bytes + segment_.offset, n);
       stats_.bulkBytesReceivedInline += n;
+    } else if (dst && stage) {
+      readStaged(dst + done, segment_.remoteAddress + segment_.offset, segment_.rkey, n);
+      stats_.bulkBytesReceivedStaged += n;
     } else if (dst) {
       if (!lease) {
         lease = registrations_->acquire(dst + done, size - done, IBV_ACCESS_LOCAL_WRITE);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "transport/connection.h"
+#include "transport/endpoint.h"
 #include "transport/rdma_memory_registrations.h"
 #include "transport/rdma_transport.h"
 #include "transport/rdma_wire.h"
@@ -20,9 +21,24 @@
 namespace gpupool::transport::rdma {
 
 // Waits for the next event on `channel` and returns it acknowledged; throws TransportError naming
-// `what` when it is not `expected` or when timeoutMs passes.
+// `what` when it is not `expected` or when timeoutMs passes. With `privateData`, the event's
+// private data (the peer's accept or connect payload) is copied there first.
 void awaitCmEvent(rdma_event_channel* channel, rdma_cm_event_type expected, unsigned timeoutMs,
-                  const std::string& what);
+                  const std::string& what, std::vector<std::byte>* privateData = nullptr);
+
+// Owns an event channel and an id until handed on (set both to null then).
+struct CmHandles {
+  rdma_event_channel* channel = nullptr;
+  rdma_cm_id* id = nullptr;
+  CmHandles() = default;
+  CmHandles(const CmHandles&) = delete;
+  CmHandles& operator=(const CmHandles&) = delete;
+  ~CmHandles();
+};
+
+// The active side's first steps: creates cm's channel and id and resolves the address and route
+// to `endpoint` (its host must resolve to an address on an RDMA device). Throws TransportError.
+void resolveRoute(const Endpoint& endpoint, unsigned timeoutMs, CmHandles& cm);
 
 // The rdma_cm connection parameters both sides use (private data = ConnectParams).
 rdma_conn_param connectionParameters(const ConnectParams* params, ibv_context* verbs);
@@ -31,7 +47,8 @@ class RdmaConnection final : public Connection {
  public:
   // Takes ownership of `id` and `channel` (the id's own event channel), creates PD, CQ and QP on
   // the id's device and posts every receive buffer. The caller then runs rdma_connect/rdma_accept.
-  RdmaConnection(rdma_event_channel* channel, rdma_cm_id* id);
+  // With stagePageable, large pageable bulk goes through the staging rings (client connections).
+  RdmaConnection(rdma_event_channel* channel, rdma_cm_id* id, bool stagePageable);
   ~RdmaConnection() override;
 
   void sendFrame(std::span<const ConstBuffer> message, std::span<const ConstBuffer> bulk) override;
@@ -86,6 +103,20 @@ class RdmaConnection final : public Connection {
   void postSlot(OutSlot& out);
   void appendInline(OutSlot& out, WireType continuation, const std::byte* data, size_t size);
 
+  // A ring of kRdmaStagingChunks registered chunks, allocated on first use.
+  struct StagingRing {
+    std::vector<std::byte> bytes;
+    ibv_mr* mr = nullptr;
+    std::byte* chunk(uint64_t i) {
+      return bytes.data() + (i % kRdmaStagingChunks) * kRdmaStagingChunkBytes;
+    }
+  };
+  StagingRing& ring(StagingRing& r, int access);
+  bool staged(const void* p, size_t size) const;
+  void sendStaged(OutSlot& out, const std::byte* bytes, size_t size);
+  void readStaged(std::byte* dst, uint64_t remote, uint32_t rkey, uint64_t size);
+  void postRead(std::byte* dst, uint32_t lkey, uint64_t remote, uint32_t rkey, uint64_t size);
+
   int nextIncoming();
   void loadSegment();
   void consumeBulk(std::byte* dst, size_t size);
@@ -118,6 +149,13 @@ class RdmaConnection final : public Connection {
   uint64_t pendingBulk_ = 0;
   BulkSegment segment_;
   MemoryRegistrations* registrations_ = nullptr;  // owned; after pd_, before it in teardown
+  bool stagePageable_;
+  StagingRing sendRing_, receiveRing_;
+  // Per send-ring chunk: the ordinal of the BulkRemote that last announced it; the chunk is free
+  // again once that many + 1 BulkDones came back.
+  uint64_t sendRingAnnounced_[kRdmaStagingChunks] = {};
+  bool sendRingUsed_[kRdmaStagingChunks] = {};
+  uint64_t sendRingNext_ = 0;
 
   unsigned receiveTimeoutMs_ = 0;
   std::atomic<bool> shutdown_{false};

@@ -8,11 +8,13 @@
 #include <atomic>
 #include <cstring>
 
+#include "transport/rdma_baseline_responder.h"
 #include "transport/rdma_connection.h"
 
 namespace gpupool::transport {
 namespace {
 
+using rdma::CmHandles;
 using rdma::ConnectParams;
 using rdma::RdmaConnection;
 
@@ -28,16 +30,6 @@ bool paramsMatch(const void* data, size_t size) {
   return theirs.magic == ours.magic && theirs.recvSlots == ours.recvSlots &&
          theirs.slotBytes == ours.slotBytes;
 }
-
-// Owns an event channel and an id until handed to an RdmaConnection.
-struct CmHandles {
-  rdma_event_channel* channel = nullptr;
-  rdma_cm_id* id = nullptr;
-  ~CmHandles() {
-    if (id) rdma_destroy_id(id);
-    if (channel) rdma_destroy_event_channel(channel);
-  }
-};
 
 struct AddressInfo {
   addrinfo* list = nullptr;
@@ -103,23 +95,27 @@ class RdmaListener final : public Listener {
         continue;
       }
       rdma_cm_id* id = event->id;
+      rdma::BaselineRequest baseline{};
+      bool wantsBaseline = rdma::parseBaselineRequest(
+          event->param.conn.private_data, event->param.conn.private_data_len, &baseline);
       bool compatible =
           paramsMatch(event->param.conn.private_data, event->param.conn.private_data_len);
       rdma_ack_cm_event(event);
+      if (wantsBaseline) {
+        // `gpupool bench`'s raw-verbs baseline: served beside the sessions, never returned here.
+        if (rdma_event_channel* channel = migrateToOwnChannel(id)) {
+          baselines_.start(channel, id, baseline);
+        }
+        continue;
+      }
       if (!compatible) {
         rdma_reject(id, nullptr, 0);
         rdma_destroy_id(id);
         throw TransportError("rejected an RDMA peer with an incompatible transport version");
       }
-      // Each connection gets its own event channel, so its disconnect wakes only its own waits.
-      rdma_event_channel* channel = rdma_create_event_channel();
-      if (!channel || rdma_migrate_id(id, channel) != 0) {
-        if (channel) rdma_destroy_event_channel(channel);
-        rdma_reject(id, nullptr, 0);
-        rdma_destroy_id(id);
-        throw TransportError(std::string("rdma_migrate_id: ") + std::strerror(errno));
-      }
-      auto connection = std::make_unique<RdmaConnection>(channel, id);
+      rdma_event_channel* channel = migrateToOwnChannel(id);
+      if (!channel) throw TransportError(std::string("rdma_migrate_id: ") + std::strerror(errno));
+      auto connection = std::make_unique<RdmaConnection>(channel, id, false);
       ConnectParams params = localParams();
       rdma_conn_param param = rdma::connectionParameters(&params, id->verbs);
       if (rdma_accept(id, &param) != 0) {
@@ -140,7 +136,19 @@ class RdmaListener final : public Listener {
   std::string url() const override { return url_; }
 
  private:
+  // Each connection gets its own event channel, so its disconnect wakes only its own waits.
+  // Null (the request rejected and freed) on failure.
+  static rdma_event_channel* migrateToOwnChannel(rdma_cm_id* id) {
+    rdma_event_channel* channel = rdma_create_event_channel();
+    if (channel && rdma_migrate_id(id, channel) == 0) return channel;
+    if (channel) rdma_destroy_event_channel(channel);
+    rdma_reject(id, nullptr, 0);
+    rdma_destroy_id(id);
+    return nullptr;
+  }
+
   CmHandles cm_;
+  rdma::BaselineResponders baselines_;  // destroyed (stopped, joined) before cm_'s listening id
   int wakeFd_ = -1;
   std::atomic<bool> stopped_{false};
   std::string url_;
@@ -184,27 +192,10 @@ std::unique_ptr<Connection> rdmaConnect(const Endpoint& endpoint, unsigned timeo
   std::string reason = rdmaUnavailableReason();
   if (!reason.empty()) throw TransportError(reason);
   if (!timeoutMs) timeoutMs = 5000;
-  AddressInfo info;
-  addrinfo* ai = resolve(endpoint, false, info);
   CmHandles cm;
-  cm.channel = rdma_create_event_channel();
-  if (!cm.channel)
-    throw TransportError(std::string("rdma_create_event_channel: ") + std::strerror(errno));
-  if (rdma_create_id(cm.channel, &cm.id, nullptr, RDMA_PS_TCP) != 0) {
-    throw TransportError(std::string("rdma_create_id: ") + std::strerror(errno));
-  }
+  rdma::resolveRoute(endpoint, timeoutMs, cm);
   std::string where = endpoint.url();
-  if (rdma_resolve_addr(cm.id, nullptr, ai->ai_addr, int(timeoutMs)) != 0) {
-    throw TransportError("resolving " + where + ": " + std::strerror(errno));
-  }
-  rdma::awaitCmEvent(cm.channel, RDMA_CM_EVENT_ADDR_RESOLVED, timeoutMs + 1000,
-                     "resolving " + where + " to an RDMA device");
-  if (rdma_resolve_route(cm.id, int(timeoutMs)) != 0) {
-    throw TransportError("route to " + where + ": " + std::strerror(errno));
-  }
-  rdma::awaitCmEvent(cm.channel, RDMA_CM_EVENT_ROUTE_RESOLVED, timeoutMs + 1000,
-                     "route to " + where);
-  auto connection = std::make_unique<RdmaConnection>(cm.channel, cm.id);
+  auto connection = std::make_unique<RdmaConnection>(cm.channel, cm.id, true);
   rdma_cm_id* id = cm.id;
   cm.channel = nullptr;
   cm.id = nullptr;

@@ -21,6 +21,15 @@ namespace gpupool::transport {
 // Bulk parts this large or larger move by RDMA READ (zero-copy); smaller ones go inline.
 constexpr size_t kRdmaRendezvousBytes = 64u << 10;
 
+// On a client connection (rdmaConnect), bulk of at least kRdmaRendezvousBytes in memory that is not
+// a noted pinned range moves through a ring of registered staging chunks instead of registering
+// the caller's pages for one transfer: the sender copies chunk k+1 in while the peer READs chunk
+// k, and the receiver copies chunk k out while the READs of the next ones run. Connections a
+// listener accepts (gpupoold) register their own long-lived buffers (device memory views,
+// staging) per transfer instead, so they never add a copy.
+constexpr size_t kRdmaStagingChunkBytes = 1u << 20;
+constexpr size_t kRdmaStagingChunks = 4;
+
 // Empty when this process can use verbs (a device opens and has an active port); otherwise a
 // sentence naming why not, for the fallback warning.
 std::string rdmaUnavailableReason();
@@ -33,17 +42,20 @@ std::unique_ptr<Connection> rdmaConnect(const Endpoint& endpoint, unsigned timeo
 std::unique_ptr<Listener> rdmaListen(const Endpoint& endpoint);
 
 // Per-connection counters. They let tests prove which path bytes took: bulk copied through the
-// SEND/RECV buffers ("inline") or moved by RDMA READ straight between the two callers' buffers.
+// SEND/RECV buffers ("inline"), moved by RDMA READ straight between the two callers' buffers
+// ("zero-copy"), or copied through the staging ring on this side ("staged").
 struct RdmaStats {
   uint64_t bulkBytesSentInline = 0;
   uint64_t bulkBytesSentZeroCopy = 0;
   uint64_t bulkBytesReceivedInline = 0;
   uint64_t bulkBytesReceivedZeroCopy = 0;
-  uint64_t registrations = 0;          // ibv_reg_mr calls for caller memory
-  uint64_t registrationCacheHits = 0;  // caller memory found already registered
-  uint64_t deregistrations = 0;        // ibv_dereg_mr calls for caller memory
-  uint64_t sends = 0;                  // SEND work requests posted
-  uint64_t creditWaits = 0;            // times a send had to wait for the peer's credits
+  uint64_t bulkBytesSentStaged = 0;      // pageable: copied into the staging ring, READ from there
+  uint64_t bulkBytesReceivedStaged = 0;  // pageable: READ into the staging ring, copied out
+  uint64_t registrations = 0;            // ibv_reg_mr calls for caller memory
+  uint64_t registrationCacheHits = 0;    // caller memory found already registered
+  uint64_t deregistrations = 0;          // ibv_dereg_mr calls for caller memory
+  uint64_t sends = 0;                    // SEND work requests posted
+  uint64_t creditWaits = 0;              // times a send had to wait for the peer's credits
 };
 
 // The counters of an RDMA connection; nullptr for any other kind of connection.

@@ -24,7 +24,7 @@ std::string describe(const boost::system::error_code& ec) {
   return ec.message();
 }
 
-class TcpConnection final : public Connection {
+class TcpConnection final : public FramedConnection {
  public:
   TcpConnection(std::unique_ptr<boost::asio::io_context> io, tcp::socket socket)
       : io_(std::move(io)), socket_(std::move(socket)) {
@@ -38,79 +38,6 @@ class TcpConnection final : public Connection {
     boost::system::error_code ec;
     socket_.close(ec);
   }
-
-  void sendFrame(std::span<const ConstBuffer> message, std::span<const ConstBuffer> bulk) override {
-    FrameHeader header = headerFor(message, bulk);
-    buffers_.clear();
-    // Queued frames first, in the same write: one system call for the whole batch.
-    if (!outbox_.empty()) buffers_.emplace_back(outbox_.data(), outbox_.size());
-    buffers_.emplace_back(&header, sizeof header);
-    for (auto& b : message) buffers_.emplace_back(b.data, b.size);
-    for (auto& b : bulk) {
-      if (b.size) buffers_.emplace_back(b.data, b.size);
-    }
-    boost::system::error_code ec;
-    boost::asio::write(socket_, buffers_, ec);
-    outbox_.clear();
-    if (ec) throw TransportError("send failed: " + describe(ec));
-  }
-
-  void sendFrameLater(std::span<const ConstBuffer> message,
-                      std::span<const ConstBuffer> bulk) override {
-    FrameHeader header = headerFor(message, bulk);
-    auto append = [this](const void* p, size_t n) {
-      const auto* bytes = static_cast<const uint8_t*>(p);
-      outbox_.insert(outbox_.end(), bytes, bytes + n);
-    };
-    append(&header, sizeof header);
-    for (auto& b : message) append(b.data, b.size);
-    for (auto& b : bulk) append(b.data, b.size);
-  }
-
-  void flush() override {
-    if (outbox_.empty()) return;
-    boost::system::error_code ec;
-    boost::asio::write(socket_, boost::asio::buffer(outbox_), ec);
-    outbox_.clear();
-    if (ec) throw TransportError("send failed: " + describe(ec));
-  }
-
-  size_t queuedBytes() const override { return outbox_.size(); }
-
-  ReceivedFrame receiveFrame() override {
-    if (pendingBulk_ != 0) throw TransportError("previous frame's bulk bytes were not consumed");
-    FrameHeader header;
-    readExactly(&header, sizeof header);
-    if (header.magic != kFrameMagic) throw TransportError("malformed frame (bad magic)");
-    if (header.messageBytes > kMaxMessageBytes || header.messageBytes % 8 != 0) {
-      throw TransportError("malformed frame (message size " + std::to_string(header.messageBytes) +
-                           ")");
-    }
-    size_t words = header.messageBytes / 8;
-    if (message_.size() < words) message_.resize(words);
-    readExactly(message_.data(), header.messageBytes);
-    pendingBulk_ = header.bulkBytes;
-    return {std::as_bytes(std::span<const uint64_t>(message_.data(), words)), header.bulkBytes};
-  }
-
-  void receiveBulk(void* dst, size_t size) override {
-    if (size > pendingBulk_) throw TransportError("bulk read past the end of the frame");
-    readExactly(dst, size);
-    pendingBulk_ -= size;
-  }
-
-  void discardBulk(size_t size) override {
-    if (size > pendingBulk_) throw TransportError("bulk discard past the end of the frame");
-    char scratch[64 * 1024];
-    while (size > 0) {
-      size_t n = std::min(size, sizeof scratch);
-      readExactly(scratch, n);
-      size -= n;
-      pendingBulk_ -= n;
-    }
-  }
-
-  uint64_t pendingBulk() const override { return pendingBulk_; }
 
   void shutdown() override {
     boost::system::error_code ec;
@@ -146,34 +73,17 @@ class TcpConnection final : public Connection {
     ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof probes);
   }
 
- private:
-  // Reads through a small buffer so a frame's header and message usually cost one system call
-  // together; large reads (bulk) go straight into their destination.
-  void readExactly(void* dst, size_t size) {
-    auto* out = static_cast<uint8_t*>(dst);
-    size_t buffered = std::min(size, inEnd_ - inBegin_);
-    std::memcpy(out, inBuffer_.data() + inBegin_, buffered);
-    inBegin_ += buffered;
-    out += buffered;
-    size -= buffered;
-    if (size == 0) return;
-    if (size >= inBuffer_.size() / 2) {
-      while (size > 0) {
-        size_t n = readSome(out, size);
-        out += n;
-        size -= n;
-      }
-      return;
-    }
-    inBegin_ = 0;
-    inEnd_ = 0;
-    while (inEnd_ < size) inEnd_ += readSome(inBuffer_.data() + inEnd_, inBuffer_.size() - inEnd_);
-    std::memcpy(out, inBuffer_.data(), size);
-    inBegin_ = size;
+ protected:
+  void writeAll(std::span<const ConstBuffer> parts) override {
+    buffers_.clear();
+    for (auto& b : parts) buffers_.emplace_back(b.data, b.size);
+    boost::system::error_code ec;
+    boost::asio::write(socket_, buffers_, ec);
+    if (ec) throw TransportError("send failed: " + describe(ec));
   }
 
   // One read of up to `max` bytes, waiting at most the receive timeout for the first byte.
-  size_t readSome(uint8_t* dst, size_t max) {
+  size_t readSome(void* dst, size_t max) override {
     if (receiveTimeoutMs_) {
       pollfd p{socket_.native_handle(), POLLIN, 0};
       int r = ::poll(&p, 1, static_cast<int>(receiveTimeoutMs_));
@@ -188,28 +98,12 @@ class TcpConnection final : public Connection {
     return n;
   }
 
-
+ private:
   std::unique_ptr<boost::asio::io_context> io_;
   tcp::socket socket_;
   std::string peer_;
-  std::vector<uint64_t> message_;  // 8-byte aligned receive buffer, reused across frames
-  std::vector<boost::asio::const_buffer> buffers_;
-  uint64_t pendingBulk_ = 0;
-  std::vector<uint8_t> outbox_;  // frames queued by sendFrameLater
-  std::vector<uint8_t> inBuffer_ = std::vector<uint8_t>(64 * 1024);
-  size_t inBegin_ = 0, inEnd_ = 0;  // unread bytes of inBuffer_
-  unsigned receiveTimeoutMs_ = 0;   // 0: wait forever
-
-  static FrameHeader headerFor(std::span<const ConstBuffer> message,
-                               std::span<const ConstBuffer> bulk) {
-    FrameHeader header{kFrameMagic, 0, 0};
-    size_t messageBytes = 0;
-    for (auto& b : message) messageBytes += b.size;
-    for (auto& b : bulk) header.bulkBytes += b.size;
-    if (messageBytes > kMaxMessageBytes) throw TransportError("message too large to send");
-    header.messageBytes = static_cast<uint32_t>(messageBytes);
-    return header;
-  }
+  std::vector<boost::asio::const_buffer> buffers_;  // gather list, reused across writes
+  unsigned receiveTimeoutMs_ = 0;                   // 0: wait forever
 };
 
 class TcpListener final : public Listener {
@@ -218,11 +112,11 @@ class TcpListener final : public Listener {
       : io_(std::make_unique<boost::asio::io_context>()), acceptor_(*io_) {
     boost::system::error_code ec;
     tcp::resolver resolver(*io_);
-    auto results = resolver.resolve(endpoint.host, std::to_string(endpoint.port),
-                                    tcp::resolver::passive, ec);
+    auto results =
+        resolver.resolve(endpoint.host, std::to_string(endpoint.port), tcp::resolver::passive, ec);
     if (ec || results.empty()) {
-      throw TransportError("cannot resolve listen address '" + endpoint.host + "': " +
-                           ec.message());
+      throw TransportError("cannot resolve listen address '" + endpoint.host +
+                           "': " + ec.message());
     }
     tcp::endpoint ep = results.begin()->endpoint();
     acceptor_.open(ep.protocol(), ec);

@@ -1,22 +1,16 @@
-// TCP implementation of the transport interface, on Boost.Asio synchronous sockets with TCP_NODELAY.
+// TCP implementation of the transport interface, on Boost.Asio synchronous sockets with
+// TCP_NODELAY.
 //
-// Frame layout on the wire: FrameHeader (16 bytes, little endian), message bytes, bulk bytes.
+// Frames as transport/framed_connection.h lays them out.
 #pragma once
 
 #include <memory>
 
 #include "transport/connection.h"
 #include "transport/endpoint.h"
+#include "transport/framed_connection.h"  // FrameHeader, kFrameMagic
 
 namespace gpupool::transport {
-
-struct FrameHeader {
-  uint32_t magic;
-  uint32_t messageBytes;
-  uint64_t bulkBytes;
-};
-static_assert(sizeof(FrameHeader) == 16);
-constexpr uint32_t kFrameMagic = 0x4c505047;  // "GPPL"
 
 // Connects to endpoint (scheme must be tcp). Throws TransportError with the reason on failure.
 // timeoutMs bounds the connection attempt (0 = the OS default).

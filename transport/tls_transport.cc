@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "transport/tcp_transport.h"  // FrameHeader, kFrameMagic
+#include "transport/framed_connection.h"
 
 namespace gpupool::transport {
 namespace {
@@ -31,7 +31,7 @@ std::string describe(const boost::system::error_code& ec) {
 
 constexpr unsigned kServerHandshakeMs = 5000;
 
-class TlsConnection final : public Connection {
+class TlsConnection final : public FramedConnection {
  public:
   TlsConnection(std::unique_ptr<asio::io_context> io, std::shared_ptr<ssl::context> context,
                 tcp::socket socket, ssl::stream_base::handshake_type role,
@@ -72,78 +72,6 @@ class TlsConnection final : public Connection {
     handshaken_ = true;
   }
 
-  void sendFrame(std::span<const ConstBuffer> message, std::span<const ConstBuffer> bulk) override {
-    handshake();
-    appendFrame(message, {});
-    // Bulk over TLS is encrypted in records anyway; large parts go without an extra copy.
-    std::vector<asio::const_buffer> buffers;
-    buffers.emplace_back(pending_.data(), pending_.size());
-    size_t bulkBytes = 0;
-    for (auto& b : bulk) bulkBytes += b.size;
-    patchBulkBytes(bulkBytes);
-    for (auto& b : bulk) {
-      if (b.size) buffers.emplace_back(b.data, b.size);
-    }
-    boost::system::error_code ec;
-    asio::write(stream_, buffers, ec);
-    pending_.clear();
-    lastHeader_ = SIZE_MAX;
-    if (ec) throw TransportError("send failed: " + describe(ec));
-  }
-
-  void sendFrameLater(std::span<const ConstBuffer> message,
-                      std::span<const ConstBuffer> bulk) override {
-    appendFrame(message, bulk);
-    lastHeader_ = SIZE_MAX;
-  }
-
-  void flush() override {
-    if (pending_.empty()) return;
-    handshake();
-    boost::system::error_code ec;
-    asio::write(stream_, asio::buffer(pending_), ec);
-    pending_.clear();
-    if (ec) throw TransportError("send failed: " + describe(ec));
-  }
-
-  size_t queuedBytes() const override { return pending_.size(); }
-
-  ReceivedFrame receiveFrame() override {
-    handshake();
-    if (pendingBulk_ != 0) throw TransportError("previous frame's bulk bytes were not consumed");
-    FrameHeader header;
-    readExactly(&header, sizeof header);
-    if (header.magic != kFrameMagic) throw TransportError("malformed frame (bad magic)");
-    if (header.messageBytes > kMaxMessageBytes || header.messageBytes % 8 != 0) {
-      throw TransportError("malformed frame (message size " + std::to_string(header.messageBytes) +
-                           ")");
-    }
-    size_t words = header.messageBytes / 8;
-    if (message_.size() < words) message_.resize(words);
-    readExactly(message_.data(), header.messageBytes);
-    pendingBulk_ = header.bulkBytes;
-    return {std::as_bytes(std::span<const uint64_t>(message_.data(), words)), header.bulkBytes};
-  }
-
-  void receiveBulk(void* dst, size_t size) override {
-    if (size > pendingBulk_) throw TransportError("bulk read past the end of the frame");
-    readExactly(dst, size);
-    pendingBulk_ -= size;
-  }
-
-  void discardBulk(size_t size) override {
-    if (size > pendingBulk_) throw TransportError("bulk discard past the end of the frame");
-    char scratch[64 * 1024];
-    while (size > 0) {
-      size_t n = std::min(size, sizeof scratch);
-      readExactly(scratch, n);
-      size -= n;
-      pendingBulk_ -= n;
-    }
-  }
-
-  uint64_t pendingBulk() const override { return pendingBulk_; }
-
   void shutdown() override {
     // Shutting the socket (not the TLS session) wakes a blocked read on another thread.
     ::shutdown(stream_.lowest_layer().native_handle(), SHUT_RDWR);
@@ -157,50 +85,41 @@ class TlsConnection final : public Connection {
     ::setsockopt(stream_.lowest_layer().native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   }
 
- private:
-  void appendFrame(std::span<const ConstBuffer> message, std::span<const ConstBuffer> bulk) {
-    FrameHeader header{kFrameMagic, 0, 0};
-    size_t messageBytes = 0;
-    for (auto& b : message) messageBytes += b.size;
-    for (auto& b : bulk) header.bulkBytes += b.size;
-    if (messageBytes > kMaxMessageBytes) throw TransportError("message too large to send");
-    header.messageBytes = static_cast<uint32_t>(messageBytes);
-    lastHeader_ = pending_.size();
-    append(&header, sizeof header);
-    for (auto& b : message) append(b.data, b.size);
-    for (auto& b : bulk) append(b.data, b.size);
-  }
-  // sendFrame's bulk is not copied into pending_; its size goes into the last header.
-  void patchBulkBytes(uint64_t bulkBytes) {
-    FrameHeader header;
-    std::memcpy(&header, pending_.data() + lastHeader_, sizeof header);
-    header.bulkBytes = bulkBytes;
-    std::memcpy(pending_.data() + lastHeader_, &header, sizeof header);
-  }
-  void append(const void* p, size_t n) {
-    const auto* bytes = static_cast<const uint8_t*>(p);
-    pending_.insert(pending_.end(), bytes, bytes + n);
+ protected:
+  // Asio writes one TLS record per buffer, so small parts (headers, messages) are gathered into one
+  // record; large ones (bulk) go without an extra copy.
+  void writeAll(std::span<const ConstBuffer> parts) override {
+    handshake();
+    small_.clear();
+    for (auto& b : parts) {
+      if (b.size < kSmallPartBytes) {
+        const auto* bytes = static_cast<const uint8_t*>(b.data);
+        small_.insert(small_.end(), bytes, bytes + b.size);
+        continue;
+      }
+      writeRecord(small_.data(), small_.size());
+      small_.clear();
+      writeRecord(b.data, b.size);
+    }
+    writeRecord(small_.data(), small_.size());
   }
 
-  void readExactly(void* dst, size_t size) {
-    auto* out = static_cast<uint8_t*>(dst);
-    size_t buffered = std::min(size, inEnd_ - inBegin_);
-    std::memcpy(out, inBuffer_.data() + inBegin_, buffered);
-    inBegin_ += buffered;
-    out += buffered;
-    size -= buffered;
-    if (size == 0) return;
+  size_t readSome(void* dst, size_t max) override {
+    handshake();
     boost::system::error_code ec;
-    if (size >= inBuffer_.size() / 2) {
-      asio::read(stream_, asio::buffer(out, size), ec);
-      if (ec) throw TransportError("receive failed: " + describe(ec));
-      return;
-    }
-    inBegin_ = 0;
-    inEnd_ = asio::read(stream_, asio::buffer(inBuffer_), asio::transfer_at_least(size), ec);
-    if (ec && inEnd_ < size) throw TransportError("receive failed: " + describe(ec));
-    std::memcpy(out, inBuffer_.data(), size);
-    inBegin_ = size;
+    size_t n = stream_.read_some(asio::buffer(dst, max), ec);
+    if (ec) throw TransportError("receive failed: " + describe(ec));
+    return n;
+  }
+
+ private:
+  static constexpr size_t kSmallPartBytes = 16 * 1024;
+
+  void writeRecord(const void* data, size_t size) {
+    if (!size) return;
+    boost::system::error_code ec;
+    asio::write(stream_, asio::buffer(data, size), ec);
+    if (ec) throw TransportError("send failed: " + describe(ec));
   }
 
   std::unique_ptr<asio::io_context> io_;
@@ -209,12 +128,7 @@ class TlsConnection final : public Connection {
   ssl::stream_base::handshake_type role_;
   bool handshaken_ = false;
   std::string peer_;
-  std::vector<uint64_t> message_;
-  std::vector<uint8_t> pending_;  // frames queued by sendFrameLater, then the one being sent
-  size_t lastHeader_ = SIZE_MAX;
-  uint64_t pendingBulk_ = 0;
-  std::vector<uint8_t> inBuffer_ = std::vector<uint8_t>(64 * 1024);
-  size_t inBegin_ = 0, inEnd_ = 0;
+  std::vector<uint8_t> small_;  // small parts of one write, gathered
 };
 
 class TlsListener final : public Listener {

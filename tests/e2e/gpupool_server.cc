@@ -33,7 +33,7 @@ std::string makeLogPath() {
 }  // namespace
 
 GpupoolServer::GpupoolServer(ServerOptions options) : logPath_(makeLogPath()) {
-  std::vector<std::string> args = {"--listen", "tcp://127.0.0.1:0", "--backend", options.backend};
+  std::vector<std::string> args = {"--listen", options.listen, "--backend", options.backend};
   if (options.backend == "emu") {
     // Two interpreter threads: the CI machine has two cores shared by every test.
     args.insert(args.end(), {"--memory", options.memory, "--emu-threads", "2"});
@@ -44,7 +44,7 @@ GpupoolServer::GpupoolServer(ServerOptions options) : logPath_(makeLogPath()) {
       ChildProcess::Options{gpupooldPath(), args, options.environment, logPath_});
 
   // The server prints exactly one `listening on URL` line once it accepts connections.
-  static const std::regex listening(R"(listening on (tcp://127\.0\.0\.1:(\d+)))");
+  static const std::regex listening(R"(listening on ((?:tcp|tls)://127\.0\.0\.1:(\d+)))");
   auto deadline = steady_clock::now() + seconds(60);
   while (true) {
     std::smatch match;
@@ -99,13 +99,14 @@ EnvironmentChanges clientEnvironment(const std::string& endpoint) {
   };
 }
 
-ChainedServers startChainedServers() {
+ChainedServers startChainedServers(ServerOptions cuda) {
   ChainedServers servers;
   servers.emu = std::make_unique<GpupoolServer>();
-  ServerOptions cuda;
   cuda.backend = "cuda";
-  cuda.extraArgs = {"--driver", libcudaPath()};
-  cuda.environment = clientEnvironment(servers.emu->endpoint());
+  cuda.extraArgs.insert(cuda.extraArgs.end(), {"--driver", libcudaPath()});
+  for (auto& [name, value] : clientEnvironment(servers.emu->endpoint())) {
+    cuda.environment[name] = value;
+  }
   servers.cuda = std::make_unique<GpupoolServer>(cuda);
   return servers;
 }

@@ -14,7 +14,8 @@ namespace gpupool::e2e {
 
 struct ServerOptions {
   std::string backend = "emu";
-  std::string memory = "1GiB";  // emu only
+  std::string listen = "tcp://127.0.0.1:0";  // tls:// needs --tls-cert and --tls-key in extraArgs
+  std::string memory = "1GiB";               // emu only
   std::vector<std::string> extraArgs;
   EnvironmentChanges environment;
 };
@@ -28,7 +29,7 @@ class GpupoolServer {
   GpupoolServer(const GpupoolServer&) = delete;
   GpupoolServer& operator=(const GpupoolServer&) = delete;
 
-  // tcp://127.0.0.1:PORT, as the server printed it.
+  // tcp://127.0.0.1:PORT (or tls://), as the server printed it.
   const std::string& endpoint() const { return endpoint_; }
   uint16_t port() const { return port_; }
 
@@ -55,6 +56,7 @@ struct ChainedServers {
   std::unique_ptr<GpupoolServer> emu;
   std::unique_ptr<GpupoolServer> cuda;
 };
-ChainedServers startChainedServers();
+// `cuda` (the cuda-backend server) gets `cudaOptions` on top of its backend, driver and endpoint.
+ChainedServers startChainedServers(ServerOptions cudaOptions = {});
 
 }  // namespace gpupool::e2e

@@ -1,39 +1,28 @@
-// A `gpupoold --backend emu` for one test: started on a free loopback port, stopped (SIGTERM) when
-// destroyed. Its stdout and stderr go to a temporary log file that the test can read (to find the
-// messages the server logs about kernels) and that is removed afterwards.
+// The emu program suite runs on the end-to-end harness (tests/e2e): a `gpupoold --backend emu`
+// per test and the programs as child processes with a deadline. This header adds what the suite
+// needs on top: the server options for a flavour, the client environment, and program paths.
 #pragma once
 
-#include <memory>
 #include <string>
 
 #include "child_process.h"
+#include "gpupool_server.h"
 
 namespace gpupool::emu_programs {
 
-class EmuServer {
- public:
-  // computeCapability: major*10+minor to advertise, or 0 for the server's default. Waits up to
-  // 30 s for the `listening on tcp://...` line; throws std::runtime_error with the log otherwise.
-  explicit EmuServer(int computeCapability = 0);
-  ~EmuServer();
-  EmuServer(const EmuServer&) = delete;
-  EmuServer& operator=(const EmuServer&) = delete;
+using e2e::EnvironmentChanges;
+using e2e::GpupoolServer;
+using e2e::ProgramResult;
+using e2e::runProgram;
 
-  const std::string& endpoint() const { return endpoint_; }
-  bool running() { return process_->running(); }
-  // Everything the server has written so far.
-  std::string log() const;
+// A server advertising `computeCapability` (major*10+minor; 0 = the server's default).
+e2e::ServerOptions emuServerOptions(int computeCapability = 0);
 
- private:
-  std::string logPath_;
-  std::unique_ptr<BackgroundProcess> process_;
-  std::string endpoint_;
-};
-
-// The environment that sends a CUDA program to `endpoint` through our libcuda.so.1.
+// The environment that sends a CUDA program to `endpoint` through our libcuda.so.1, with the
+// client settings of the caller's shell that would change what the tests observe removed.
 EnvironmentChanges clientEnvironment(const std::string& endpoint);
 
-// Paths of the build outputs, from compile definitions.
+// A program of the suite as built in `flavour`.
 std::string programPath(const std::string& flavour, const std::string& program);
 
 }  // namespace gpupool::emu_programs

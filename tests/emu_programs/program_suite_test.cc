@@ -90,8 +90,8 @@ class ProgramSuite : public testing::TestWithParam<std::tuple<std::string, std::
 
 TEST_P(ProgramSuite, RunsOnEmu) {
   const auto& [program, flavour] = GetParam();
-  EmuServer server(computeCapabilityFor(flavour));
-  const ProcessResult result = runProcess(programPath(flavour, program), {},
+  GpupoolServer server(emuServerOptions(computeCapabilityFor(flavour)));
+  const ProgramResult result = runProgram(programPath(flavour, program), {},
                                           clientEnvironment(server.endpoint()), seconds(180));
   const auto special = specialEndings().find(program);
   if (special != specialEndings().end()) {

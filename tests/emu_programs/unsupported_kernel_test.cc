@@ -28,11 +28,11 @@ class UnsupportedKernel : public testing::TestWithParam<std::tuple<std::string, 
 TEST_P(UnsupportedKernel, FailsAtLoadNamingTheInstruction) {
   const auto& [program, flavour] = GetParam();
   ASSERT_EQ(expectedInstruction().count(program), 1u) << "no expectation for " << program;
-  EmuServer server(computeCapabilityFor(flavour));
+  GpupoolServer server(emuServerOptions(computeCapabilityFor(flavour)));
   EnvironmentChanges environment = clientEnvironment(server.endpoint());
-  environment.emplace_back("GPU_POOL_LOG", "1");  // the client logs why a module load failed
-  const ProcessResult result =
-      runProcess(programPath(flavour, program), {}, environment, seconds(120));
+  environment["GPU_POOL_LOG"] = "1";  // the client logs why a module load failed
+  const ProgramResult result =
+      runProgram(programPath(flavour, program), {}, environment, seconds(120));
   ASSERT_TRUE(result.exited && result.exitCode == 44) << result.describe();
   EXPECT_NE(result.out.find("cudaErrorNotSupported"), std::string::npos) << result.describe();
   const std::string& instruction = expectedInstruction().at(program);

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <string>
 #include <thread>
 
@@ -47,6 +48,46 @@ TEST(LimitsTest, SessionsBeyondMaxSessionsAreRefusedWithTheReason) {
   for (int i = 0; i < 100 && !admitted; ++i) {
     try {
       WireClient again(server.endpoint());
+      admitted = true;
+    } catch (const std::runtime_error&) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  EXPECT_TRUE(admitted);
+}
+
+TEST(LimitsTest, SessionsPerTenantAreCountedPerTenant) {
+  const std::string config = ::testing::TempDir() + "/limits_tenants.toml";
+  {
+    std::ofstream out(config);
+    out << "[[device]]\nbackend = \"emu\"\nmemory = \"256MiB\"\n"
+           "[[tenant]]\nname = \"alice\"\ntoken = \"alice-token\"\nmax_sessions = 2\n"
+           "[[tenant]]\nname = \"bob\"\ntoken = \"bob-token\"\n";
+  }
+  e2e::ServerOptions options;
+  options.extraArgs = {"--config", config};
+  e2e::GpupoolServer server(options);
+  const auto driver = wire::Hello::Purpose::DRIVER;
+  auto first = std::make_unique<WireClient>(server.endpoint(), driver, "alice-token");
+  WireClient second(server.endpoint(), driver, "alice-token");
+  try {
+    WireClient third(server.endpoint(), driver, "alice-token");
+    FAIL() << "alice's third session was admitted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("max_sessions"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("alice"), std::string::npos) << e.what();
+  }
+  // Another tenant is not held back by alice's limit, and status probes are not sessions.
+  WireClient bob1(server.endpoint(), driver, "bob-token");
+  WireClient bob2(server.endpoint(), driver, "bob-token");
+  WireClient bob3(server.endpoint(), driver, "bob-token");
+  WireClient monitor(server.endpoint(), wire::Hello::Purpose::STATUS, "alice-token");
+  // Alice's slot comes back when one of her sessions ends.
+  first.reset();
+  bool admitted = false;
+  for (int i = 0; i < 100 && !admitted; ++i) {
+    try {
+      WireClient again(server.endpoint(), driver, "alice-token");
       admitted = true;
     } catch (const std::runtime_error&) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));

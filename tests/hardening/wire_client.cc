@@ -13,7 +13,8 @@
 
 namespace gpupool::hardening {
 
-WireClient::WireClient(const std::string& endpoint, wire::Hello::Purpose purpose) {
+WireClient::WireClient(const std::string& endpoint, wire::Hello::Purpose purpose,
+                       const std::string& token) {
   std::string error;
   auto parsed = transport::parseEndpoint(endpoint, &error);
   if (!parsed) throw std::runtime_error(error);
@@ -25,6 +26,7 @@ WireClient::WireClient(const std::string& endpoint, wire::Hello::Purpose purpose
   hello.setProtocolVersion(wire::PROTOCOL_VERSION);
   hello.setPurpose(purpose);
   hello.setClientName("hardening_tests");
+  hello.setAuthToken(token);
   protocol::sendMessage(*connection_, message);
   protocol::IncomingMessage in(*connection_);
   auto response = in.root<wire::Response>();

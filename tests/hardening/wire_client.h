@@ -29,7 +29,8 @@ class WireClient {
   // Connects and says Hello with `purpose`. Throws std::runtime_error when the server refuses
   // (with its message) or cannot be reached.
   explicit WireClient(const std::string& endpoint,
-                      wire::Hello::Purpose purpose = wire::Hello::Purpose::DRIVER);
+                      wire::Hello::Purpose purpose = wire::Hello::Purpose::DRIVER,
+                      const std::string& token = "");
   ~WireClient();
 
   // Sends one request (and bulk) and returns its reply. Throws transport::TransportError when the

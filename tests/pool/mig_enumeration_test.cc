@@ -7,6 +7,8 @@
 
 #include <map>
 
+#include "server/device_uuid.h"
+
 namespace gpupool::server {
 namespace {
 
@@ -126,6 +128,45 @@ TEST(MigEnumerationTest, OffersMigInstancesInsteadOfTheirParentAndWholeGpusOther
   EXPECT_TRUE(devices[2].migPending);  // MIG turns on at the next GPU reset
   EXPECT_EQ(devices[3].name, "Tesla T4");
   EXPECT_EQ(devices[3].gpuIndex, 2u);
+}
+
+TEST(MigEnumerationTest, DriverUuidsFindTheirInstanceWithParentAndProfile) {
+  RecordedNvml nvml = recordedCluster();
+  std::string error;
+  auto devices = enumeratePoolDevices(nvml, &error);
+  ASSERT_EQ(error, "");
+  // cuDeviceGetUuid's bytes for the 1g.5gb instance (visible through CUDA_VISIBLE_DEVICES).
+  std::array<uint8_t, 16> mig = {0x9f, 0x8e, 0x7d, 0x6c, 0x11, 0x11, 0x4b, 0x3a,
+                                 0x8c, 0x2d, 0x1e, 0x0f, 0x9a, 0x8b, 0x7c, 0x6d};
+  const PoolDeviceCandidate* instance = findPoolDevice(devices, mig);
+  ASSERT_NE(instance, nullptr);
+  EXPECT_EQ(instance->uuid, "MIG-9f8e7d6c-1111-4b3a-8c2d-1e0f9a8b7c6d");
+  EXPECT_EQ(instance->parentUuid, "GPU-5c2a9d0e-7a36-2e1c-7d0b-0f1f5e3d8a11");
+  EXPECT_EQ(instance->profile, "1g.5gb");
+  EXPECT_EQ(formatDeviceUuid("MIG-", mig), instance->uuid);
+  // A whole GPU is itself, without parent or profile.
+  std::array<uint8_t, 16> t4 = {0xaa, 0x11, 0xbb, 0x22, 0xcc, 0x33, 0xdd, 0x44,
+                                0xee, 0x55, 0xff, 0x66, 0x77, 0x88, 0x99, 0x00};
+  const PoolDeviceCandidate* gpu = findPoolDevice(devices, t4);
+  ASSERT_NE(gpu, nullptr);
+  EXPECT_EQ(gpu->name, "Tesla T4");
+  EXPECT_TRUE(gpu->parentUuid.empty());
+  EXPECT_TRUE(gpu->profile.empty());
+  // The A100 in MIG mode is offered only as its instances; an unknown UUID is not found.
+  std::array<uint8_t, 16> a100 = {0x5c, 0x2a, 0x9d, 0x0e, 0x7a, 0x36, 0x2e, 0x1c,
+                                  0x7d, 0x0b, 0x0f, 0x1f, 0x5e, 0x3d, 0x8a, 0x11};
+  EXPECT_EQ(findPoolDevice(devices, a100), nullptr);
+  EXPECT_EQ(findPoolDevice(devices, {}), nullptr);
+}
+
+TEST(MigEnumerationTest, UuidTextIsMatchedWhateverItsCaseAndDashes) {
+  std::array<uint8_t, 16> bytes = {0x5c, 0x2a, 0x9d, 0x0e, 0x7a, 0x36, 0x2e, 0x1c,
+                                   0x7d, 0x0b, 0x0f, 0x1f, 0x5e, 0x3d, 0x8a, 0x11};
+  EXPECT_TRUE(deviceUuidMatches("GPU-5C2A9D0E-7A36-2E1C-7D0B-0F1F5E3D8A11", bytes));
+  EXPECT_TRUE(deviceUuidMatches("MIG-5c2a9d0e7a362e1c7d0b0f1f5e3d8a11", bytes));
+  EXPECT_FALSE(deviceUuidMatches("GPU-5c2a9d0e-7a36-2e1c-7d0b-0f1f5e3d8a12", bytes));
+  EXPECT_FALSE(deviceUuidMatches("GPU-5c2a9d0e", bytes));
+  EXPECT_EQ(deviceUuidDigits("MIG-GPU-5c2a9d0e-7a36-2e1c-7d0b-0f1f5e3d8a11/1/0"), "");
 }
 
 TEST(MigEnumerationTest, AFailingNvmlCallIsNamed) {

@@ -2,8 +2,9 @@
 //   pool_client init            prints "CUINIT <CUresult>" (the token check happens here)
 //   pool_client spin MS ITERS BATCH
 //                               prints READY after a warm-up kernel, waits for a line on stdin,
-//                               then launches kernels of ITERS loop steps, BATCH at a time, for MS
-//                               milliseconds and prints "LAUNCHES <n>"
+//                               then keeps BATCH kernels of ITERS loop steps queued for MS
+//                               milliseconds and prints "LAUNCHES <n>", the kernels completed
+//                               inside the window, and "LAUNCHED <n>", all kernels it launched
 //   pool_client try MIB         allocates MIB MiB; prints "ALLOC <CUresult>" and
 //                               "MEMINFO <free> <total>"
 //   pool_client hold MIB        allocates MIB MiB, prints "HELD <CUresult>" and READY, and keeps
@@ -17,6 +18,7 @@
 #include <cstring>
 #include <iostream>
 #include <string>
+#include <vector>
 
 __global__ void spin(int iterations, unsigned* sink) {
   unsigned x = threadIdx.x;
@@ -48,15 +50,33 @@ int main(int argc, char** argv) {
     std::string go;
     std::getline(std::cin, go);
     auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-    long launches = 0;
-    // Batches keep a kernel queued at the server at all times, so the scheduler, not the client's
-    // round trips, decides the share.
-    while (std::chrono::steady_clock::now() < end) {
-      for (int i = 0; i < batch; ++i) spin<<<1, 32>>>(iterations, sink);
-      if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) return fail("spin", e);
-      launches += batch;
+    // A ring of BATCH kernels, each followed by an event: a kernel is counted when its event has
+    // completed, and a new one is queued at once, so BATCH - 1 kernels wait at the server at all
+    // times (the scheduler, not the client's round trips, decides the share) and every kernel
+    // that finished inside the window counts, not whole batches.
+    std::vector<cudaEvent_t> done(batch);
+    for (auto& e : done) {
+      if (cudaError_t r = cudaEventCreateWithFlags(&e, cudaEventDisableTiming); r != cudaSuccess)
+        return fail("event", r);
     }
+    for (int i = 0; i < batch; ++i) {
+      spin<<<1, 32>>>(iterations, sink);
+      cudaEventRecord(done[i]);
+    }
+    long launches = 0;
+    for (int slot = 0; std::chrono::steady_clock::now() < end; slot = (slot + 1) % batch) {
+      if (cudaError_t e = cudaEventSynchronize(done[slot]); e != cudaSuccess)
+        return fail("spin", e);
+      if (std::chrono::steady_clock::now() >= end) break;
+      ++launches;
+      spin<<<1, 32>>>(iterations, sink);
+      cudaEventRecord(done[slot]);
+    }
+    // The kernels still queued finish too, so the server has metered every one on exit.
+    if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) return fail("drain", e);
     std::printf("LAUNCHES %ld\n", launches);
+    std::printf("LAUNCHED %ld\n", 1 + batch + launches);  // with the warm-up and the last ring
+
     return 0;
   }
   if ((mode == "try" || mode == "hold") && argc == 3) {

@@ -99,6 +99,33 @@ TEST(PoolConfigTest, ReportsTomlSyntaxErrorsWithTheLine) {
   EXPECT_EQ(error.rfind("/etc/gpupool/pool.toml:2:", 0), 0u) << error;
 }
 
+TEST(PoolConfigTest, CudaDevicesAreSelectedByIndexOrUuidAndKnowTheirLines) {
+  PoolConfig config = parsePoolConfig(
+      "[[device]]\nbackend = \"cuda\"\nuuid = \"MIG-1a2b3c4d-0000-5e6f-8a9b-0c1d2e3f4a5b\"\n"
+      "[[device]]\nbackend = \"cuda\"\n\nindex = 3\n"
+      "[[device]]\nbackend = \"cuda\"\n",
+      "/etc/gpupool/pool.toml");
+  ASSERT_EQ(config.devices.size(), 3u);
+  EXPECT_EQ(config.devices[0].uuid, "MIG-1a2b3c4d-0000-5e6f-8a9b-0c1d2e3f4a5b");
+  EXPECT_EQ(config.devices[1].index, 3);
+  EXPECT_FALSE(config.devices[2].index);
+  EXPECT_EQ(deviceConfigProblem(config, 0, "uuid", "no such device"),
+            "/etc/gpupool/pool.toml:3: device[0].uuid: no such device");
+  EXPECT_EQ(deviceConfigProblem(config, 1, "index", "no CUDA device 3"),
+            "/etc/gpupool/pool.toml:7: device[1].index: no CUDA device 3");
+  EXPECT_EQ(deviceConfigProblem(config, 2, "backend", "x"),
+            "/etc/gpupool/pool.toml:8: device[2].backend: x");
+
+  std::string malformed = errorOf("[[device]]\nbackend = \"cuda\"\nuuid = \"GPU-12zz\"\n");
+  EXPECT_EQ(malformed.rfind("/etc/gpupool/pool.toml:3: device[0].uuid: expected", 0), 0u)
+      << malformed;
+  std::string both = errorOf(
+      "[[device]]\nbackend = \"cuda\"\nindex = 0\n"
+      "uuid = \"GPU-5c2a9d0e-7a36-2e1c-7d0b-0f1f5e3d8a11\"\n");
+  EXPECT_EQ(both.rfind("/etc/gpupool/pool.toml:4: device[0].uuid: give index or uuid", 0), 0u)
+      << both;
+}
+
 TEST(PoolConfigTest, ParsesByteSizes) {
   EXPECT_EQ(parseByteSize("512MiB"), 512ull << 20);
   EXPECT_EQ(parseByteSize("2G"), 2ull << 30);

@@ -38,7 +38,7 @@ void ScratchDirectory::write(const std::string& name, const std::string& text) c
   std::filesystem::rename(temporary, file(name));
 }
 
-PoolServer::PoolServer(std::vector<std::string> args) {
+PoolServer::PoolServer(std::vector<std::string> args, EnvironmentChanges environment) {
   char pattern[] = "/tmp/gpupoold-pool-log-XXXXXX";
   int fd = ::mkstemp(pattern);
   ::close(fd);
@@ -50,7 +50,7 @@ PoolServer::PoolServer(std::vector<std::string> args) {
   // Deterministic, light interpreter use: the CI machine's cores are shared by every test.
   args.insert(args.end(), {"--emu-threads", "1", "-v"});
   process_ = std::make_unique<ChildProcess>(
-      ChildProcess::Options{e2e::gpupooldPath(), args, {}, logPath_});
+      ChildProcess::Options{e2e::gpupooldPath(), args, std::move(environment), logPath_});
   static const std::regex listening(R"(listening on ((tcp|tls)://127\.0\.0\.1:\d+))");
   static const std::regex metricsOn(R"(metrics on (http://\S+/metrics))");
   auto deadline = std::chrono::steady_clock::now() + seconds(30);
@@ -113,6 +113,23 @@ ProgramResult runClient(const std::string& endpoint, const std::string& token,
                         const std::vector<std::string>& args, int timeoutSeconds) {
   return e2e::runProgram(poolClientPath(), args, tenantEnvironment(endpoint, token),
                          seconds(timeoutSeconds));
+}
+
+std::vector<std::string> chainedCudaArgs(const std::string& config) {
+  return {"--config", config, "--driver", e2e::libcudaPath()};
+}
+
+EnvironmentChanges chainedCudaEnvironment(const std::string& emuEndpoint) {
+  // The cuda server's driver is a gpupool client of the emu server; it authenticates nowhere.
+  return tenantEnvironment(emuEndpoint, "");
+}
+
+ChainedPool startChainedPool(const std::string& config, std::vector<std::string> emuArgs) {
+  ChainedPool pool;
+  pool.emu = std::make_unique<PoolServer>(std::move(emuArgs));
+  pool.cuda = std::make_unique<PoolServer>(chainedCudaArgs(config),
+                                           chainedCudaEnvironment(pool.emu->endpoint()));
+  return pool;
 }
 
 nlohmann::json queryStatus(const std::string& endpoint) {

@@ -32,8 +32,9 @@ class ScratchDirectory {
 class PoolServer {
  public:
   // Starts gpupoold with `args` (plus --listen tcp://127.0.0.1:0 unless args has --listen) and
-  // waits for its `listening on` line (and `metrics on` when --metrics-listen is given).
-  explicit PoolServer(std::vector<std::string> args);
+  // `environment`, and waits for its `listening on` line (and `metrics on` when --metrics-listen
+  // is given).
+  explicit PoolServer(std::vector<std::string> args, EnvironmentChanges environment = {});
   ~PoolServer();
   const std::string& endpoint() const { return endpoint_; }
   const std::string& metricsUrl() const { return metricsUrl_; }
@@ -57,6 +58,17 @@ std::string poolClientPath();
 // Runs pool_client with `args` as the tenant holding `token`.
 ProgramResult runClient(const std::string& endpoint, const std::string& token,
                         const std::vector<std::string>& args, int timeoutSeconds = 60);
+// A pool on the cuda backend without a GPU: an emu gpupoold, and a gpupoold whose CUDA driver is
+// our libcuda.so.1 talking to it, configured by `config` (which must exist before).
+struct ChainedPool {
+  std::unique_ptr<PoolServer> emu;
+  std::unique_ptr<PoolServer> cuda;
+};
+// The cuda server's arguments for `config`, and its environment (the emu server's endpoint).
+std::vector<std::string> chainedCudaArgs(const std::string& config);
+EnvironmentChanges chainedCudaEnvironment(const std::string& emuEndpoint);
+ChainedPool startChainedPool(const std::string& config, std::vector<std::string> emuArgs = {});
+
 // `gpupool status --json` against the server.
 nlohmann::json queryStatus(const std::string& endpoint);
 const nlohmann::json& tenantIn(const nlohmann::json& status, const std::string& name);

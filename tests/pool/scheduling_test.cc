@@ -12,8 +12,8 @@ using std::chrono::seconds;
 // Loop steps per kernel: a few milliseconds of interpreter time, so a 2.5 s window holds hundreds.
 const std::string kIterations = "30000";
 const std::string kWindowMs = "2500";
-// Kernels queued per synchronize: enough that a tenant's queue rarely runs dry between batches
-// (a device with one tenant waiting runs that tenant's work, whatever its class).
+// Kernels each client keeps queued: its queue never runs dry (a device with one tenant waiting
+// runs that tenant's work, whatever its class), so the scheduler alone decides the share.
 const std::string kBatch = "16";
 
 struct Counts {

@@ -170,10 +170,48 @@ TEST(RdmaTransport, PageableBulkFromOneByteToSixteenMiBAtOddOffsets) {
       EXPECT_EQ(after.bulkBytesReceivedInline - before.bulkBytesReceivedInline, size);
     }
   }
-  // Pageable memory is registered per transfer and never kept.
+  // The client's pageable memory went through its staging ring, never registered itself; the
+  // server (an accepted connection) READ straight into its destination, registered per transfer.
   const auto& client = *rdmaStatsOf(*pair.client);
-  EXPECT_EQ(client.registrations, client.deregistrations);
-  EXPECT_EQ(client.registrationCacheHits, 0u);
+  const auto& server = *rdmaStatsOf(*pair.server);
+  uint64_t large = 0;
+  for (size_t size : sizes) large += size >= kRdmaRendezvousBytes ? size : 0;
+  EXPECT_EQ(client.bulkBytesSentStaged, large);
+  EXPECT_EQ(client.bulkBytesSentZeroCopy, 0u);
+  EXPECT_EQ(client.registrations, 0u);
+  EXPECT_EQ(server.registrations, server.deregistrations);
+  EXPECT_EQ(server.registrationCacheHits, 0u);
+}
+
+// Device-to-host into pageable memory: the client READs through its staging ring (several laps of
+// it for the larger sizes) and copies out; results exact at odd offsets, nothing written outside.
+TEST(RdmaTransport, PageableReceiveGoesThroughTheStagingRingAtOddOffsets) {
+  SKIP_WITHOUT_RDMA();
+  auto pair = connectedRdmaPair();
+  const size_t sizes[] = {kRdmaRendezvousBytes - 1,
+                          kRdmaRendezvousBytes,
+                          kRdmaStagingChunkBytes - 1,
+                          kRdmaStagingChunkBytes + 1,
+                          kRdmaStagingChunks * kRdmaStagingChunkBytes + 7,
+                          16 * 1024 * 1024 + 5};
+  uint64_t staged = 0;
+  for (size_t size : sizes) {
+    SCOPED_TRACE("size " + std::to_string(size));
+    std::vector<std::byte> src(size + 3), dst(size + 5, std::byte{0xee});
+    fillPattern(src.data() + 3, size, static_cast<uint32_t>(size) + 9);
+    transferBulk(*pair.server, *pair.client, src.data() + 3, dst.data() + 1, size);
+    ASSERT_EQ(std::memcmp(dst.data() + 1, src.data() + 3, size), 0);
+    EXPECT_EQ(dst[0], std::byte{0xee});
+    EXPECT_EQ(dst[size + 1], std::byte{0xee});
+    if (size >= kRdmaRendezvousBytes) staged += size;
+  }
+  const auto& client = *rdmaStatsOf(*pair.client);
+  EXPECT_EQ(client.bulkBytesReceivedStaged, staged);
+  EXPECT_EQ(client.bulkBytesReceivedZeroCopy, 0u);
+  EXPECT_EQ(client.registrations, 0u);
+  // The server sent from its own memory, registered per transfer: zero-copy on its side.
+  EXPECT_EQ(rdmaStatsOf(*pair.server)->bulkBytesSentZeroCopy, staged);
+  EXPECT_EQ(rdmaStatsOf(*pair.server)->bulkBytesSentStaged, 0u);
 }
 
 // The proof that pinned copies use no intermediate copy: every bulk byte is counted as
@@ -194,6 +232,7 @@ TEST(RdmaTransport, PinnedBulkMovesZeroCopyAndRegistersOnce) {
   const auto& receiver = *rdmaStatsOf(*pair.server);
   EXPECT_EQ(sender.bulkBytesSentInline, 0u);
   EXPECT_EQ(receiver.bulkBytesReceivedInline, 0u);
+  EXPECT_EQ(sender.bulkBytesSentStaged, 0u);
   EXPECT_EQ(sender.bulkBytesSentZeroCopy, receiver.bulkBytesReceivedZeroCopy);
   EXPECT_EQ(receiver.bulkBytesReceivedZeroCopy, 3 * kSize - 1001 - 2002);
   EXPECT_EQ(sender.registrations, 1u);
@@ -202,6 +241,33 @@ TEST(RdmaTransport, PinnedBulkMovesZeroCopyAndRegistersOnce) {
   // The receiver reads each frame in many receiveBulk calls; every one after the first is a hit.
   EXPECT_GE(receiver.registrationCacheHits, 2u);
   EXPECT_EQ(receiver.deregistrations, 0u);  // kept until the range is forgotten or we close
+}
+
+// The same proof for device-to-host: the server's reply bulk lands in the client's pinned
+// destination by RDMA READ, with no inline or staged bytes on the client, at odd offsets and sizes
+// from just over the rendezvous threshold to 64 MiB; the destination is registered once.
+TEST(RdmaTransport, PinnedReceiveMovesZeroCopyAndRegistersOnce) {
+  SKIP_WITHOUT_RDMA();
+  auto pair = connectedRdmaPair(240000);
+  constexpr size_t kLargest = 64u << 20;
+  PinnedBuffer dst(kLargest + 4096);
+  std::vector<std::byte> src(kLargest + 64);
+  const size_t sizes[] = {kRdmaRendezvousBytes + 1, (1u << 20) + 3, (16u << 20) - 5, kLargest};
+  uint64_t moved = 0;
+  for (size_t i = 0; i < std::size(sizes); ++i) {
+    size_t size = sizes[i], offset = 1 + i * 7;
+    SCOPED_TRACE("size " + std::to_string(size));
+    fillPattern(src.data() + 5, size, uint32_t(i) + 31);
+    transferBulk(*pair.server, *pair.client, src.data() + 5, dst.data() + offset, size);
+    ASSERT_EQ(std::memcmp(dst.data() + offset, src.data() + 5, size), 0);
+    moved += size;
+  }
+  const auto& client = *rdmaStatsOf(*pair.client);
+  EXPECT_EQ(client.bulkBytesReceivedInline, 0u);
+  EXPECT_EQ(client.bulkBytesReceivedStaged, 0u);
+  EXPECT_EQ(client.bulkBytesReceivedZeroCopy, moved);
+  EXPECT_EQ(client.registrations, 1u);
+  EXPECT_EQ(client.deregistrations, 0u);
 }
 
 TEST(RdmaTransport, ForgottenPinnedRangeIsRegisteredAgain) {
@@ -260,7 +326,9 @@ TEST(RdmaTransport, QuarterGiBPinnedToPageableAtOddOffsets) {
   src.data()[5 + kSize - 1] = std::byte{0x5a};
   transferBulk(*pair.server, *pair.client, src.data() + 5, dst.data() + 3, kSize);
   EXPECT_EQ(std::memcmp(dst.data() + 3, src.data() + 5, kSize), 0);
-  EXPECT_EQ(rdmaStatsOf(*pair.client)->bulkBytesReceivedZeroCopy, kSize);
+  // The client's pageable destination is filled through its staging ring.
+  EXPECT_EQ(rdmaStatsOf(*pair.client)->bulkBytesReceivedStaged, kSize);
+  EXPECT_EQ(rdmaStatsOf(*pair.server)->bulkBytesSentZeroCopy, kSize);
 }
 
 TEST(RdmaTransport, RequestReplyPingPong) {

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 
 #include "server/backends/cuda/cuda_context.h"
 #include "server/backends/cuda/cuda_driver.h"
+#include "server/device_uuid.h"
 
 namespace gpupool::server {
 namespace {
@@ -77,33 +79,136 @@ Status describeDevice(const CudaDriver& driver, CUdevice device, DeviceDescripti
   return Status::success();
 }
 
+// A driver device, snapshotted.
+struct DriverDevice {
+  CUdevice handle = 0;
+  DeviceDescription description;
+};
+
+// Every device the driver shows, in ordinal order.
+bool enumerate(const CudaDriver& driver, std::vector<DriverDevice>* out, std::string* error) {
+  int count = 0;
+  if (Status s = driver.call(driver.deviceGetCount, &count); !s.ok()) {
+    *error = s.message;
+    return false;
+  }
+  for (int ordinal = 0; ordinal < count; ++ordinal) {
+    DriverDevice device;
+    Status s = driver.call(driver.deviceGet, &device.handle, ordinal);
+    if (s.ok()) s = describeDevice(driver, device.handle, &device.description);
+    if (!s.ok()) {
+      *error = "CUDA device " + std::to_string(ordinal) + ": " + s.message;
+      return false;
+    }
+    out->push_back(std::move(device));
+  }
+  return true;
+}
+
+std::string listOf(const std::vector<DriverDevice>& devices) {
+  if (devices.empty()) return "the driver shows no devices";
+  std::string out = "the driver has";
+  for (size_t i = 0; i < devices.size(); ++i) {
+    out += (i ? ", " : " ") + std::to_string(i) + " = " +
+           formatDeviceUuid("GPU-", devices[i].description.uuid);
+  }
+  return out;
+}
+
+std::unique_ptr<Backend> makeBackend(std::shared_ptr<CudaDriver> driver,
+                                     std::vector<DriverDevice> devices) {
+  std::vector<CUdevice> handles;
+  std::vector<DeviceDescription> descriptions;
+  for (auto& d : devices) {
+    handles.push_back(d.handle);
+    descriptions.push_back(std::move(d.description));
+  }
+  return std::make_unique<CudaBackend>(std::move(driver), std::move(handles),
+                                       std::move(descriptions));
+}
+
 }  // namespace
 
 std::unique_ptr<Backend> makeCudaBackend(const std::string& driverPath, int maxDevices,
                                          std::string* error) {
   std::shared_ptr<CudaDriver> driver = CudaDriver::load(driverPath, error);
   if (!driver) return nullptr;
-  int count = 0;
-  if (Status s = driver->call(driver->deviceGetCount, &count); !s.ok()) {
-    *error = s.message;
+  std::vector<DriverDevice> devices;
+  if (!enumerate(*driver, &devices, error)) return nullptr;
+  if (maxDevices >= 0 && devices.size() > static_cast<size_t>(maxDevices)) {
+    devices.resize(static_cast<size_t>(maxDevices));
+  }
+  return makeBackend(std::move(driver), std::move(devices));
+}
+
+std::unique_ptr<Backend> makeCudaBackend(const std::string& driverPath,
+                                         const std::vector<CudaDeviceSelection>& selections,
+                                         std::string* error, int* failedSelection) {
+  *failedSelection = -1;
+  auto fail = [&](size_t selection, std::string why) {
+    *failedSelection = static_cast<int>(selection);
+    *error = std::move(why);
+    return nullptr;
+  };
+  // MIG instances are not CUDA devices of their own unless CUDA_VISIBLE_DEVICES names them: the
+  // driver enumerates a GPU in MIG mode as nothing (or only its first instance), and reads the
+  // variable once, in cuInit. So the selected UUIDs are made the visible devices before the driver
+  // is loaded, and the devices are then found by UUID. Ordinals mean something else under that
+  // variable, so every device must then be selected by UUID.
+  std::string visible;
+  size_t firstMig = selections.size();
+  for (size_t i = selections.size(); i-- > 0;) {
+    if (selections[i].uuid.rfind("MIG-", 0) == 0) firstMig = i;
+  }
+  bool mig = firstMig < selections.size();
+  if (mig) {
+    for (size_t i = 0; i < selections.size(); ++i) {
+      if (selections[i].uuid.empty()) {
+        return fail(i,
+                    "with MIG instances in the pool, select every device by uuid "
+                    "(CUDA_VISIBLE_DEVICES renumbers the driver's devices)");
+      }
+      visible += (i ? "," : "") + selections[i].uuid;
+    }
+    ::setenv("CUDA_VISIBLE_DEVICES", visible.c_str(), 1);
+  }
+  std::shared_ptr<CudaDriver> driver = CudaDriver::load(driverPath, error);
+  if (!driver) {
+    // A driver that finds none of the MIG instances named fails cuInit with no device.
+    if (mig) return fail(firstMig, *error + " (with CUDA_VISIBLE_DEVICES=" + visible + ")");
     return nullptr;
   }
-  if (maxDevices >= 0) count = std::min(count, maxDevices);
-  std::vector<CUdevice> handles;
-  std::vector<DeviceDescription> devices;
-  for (int ordinal = 0; ordinal < count; ++ordinal) {
-    CUdevice handle = 0;
-    DeviceDescription description;
-    Status s = driver->call(driver->deviceGet, &handle, ordinal);
-    if (s.ok()) s = describeDevice(*driver, handle, &description);
-    if (!s.ok()) {
-      *error = "CUDA device " + std::to_string(ordinal) + ": " + s.message;
-      return nullptr;
+  std::vector<DriverDevice> all;
+  if (!enumerate(*driver, &all, error)) return nullptr;
+  std::vector<DriverDevice> chosen;
+  std::vector<size_t> chosenOrdinals;
+  for (size_t i = 0; i < selections.size(); ++i) {
+    const CudaDeviceSelection& s = selections[i];
+    size_t ordinal = all.size();
+    if (!s.uuid.empty()) {
+      for (size_t d = 0; d < all.size(); ++d) {
+        if (deviceUuidMatches(s.uuid, all[d].description.uuid)) ordinal = d;
+      }
+      if (ordinal == all.size()) {
+        return fail(i, "no CUDA device has uuid " + s.uuid + " (" + listOf(all) +
+                           (mig ? "; CUDA_VISIBLE_DEVICES=" + visible : std::string()) + ")");
+      }
+    } else {
+      int index = s.index.value_or(static_cast<int>(i));
+      if (index < 0 || static_cast<size_t>(index) >= all.size()) {
+        return fail(i, "no CUDA device " + std::to_string(index) + " (" + listOf(all) + ")");
+      }
+      ordinal = static_cast<size_t>(index);
     }
-    handles.push_back(handle);
-    devices.push_back(std::move(description));
+    auto earlier = std::find(chosenOrdinals.begin(), chosenOrdinals.end(), ordinal);
+    if (earlier != chosenOrdinals.end()) {
+      return fail(i, "selects CUDA device " + std::to_string(ordinal) + ", as device[" +
+                         std::to_string(earlier - chosenOrdinals.begin()) + "] does");
+    }
+    chosenOrdinals.push_back(ordinal);
+    chosen.push_back(all[ordinal]);
   }
-  return std::make_unique<CudaBackend>(std::move(driver), std::move(handles), std::move(devices));
+  return makeBackend(std::move(driver), std::move(chosen));
 }
 
 }  // namespace gpupool::server

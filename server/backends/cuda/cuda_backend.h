@@ -2,7 +2,9 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "server/backend.h"
 
@@ -15,5 +17,20 @@ namespace gpupool::server {
 // known for the real driver, so deviceAddressWindow() is (0, 0).
 std::unique_ptr<Backend> makeCudaBackend(const std::string& driverPath, int maxDevices,
                                          std::string* error);
+
+// One pool device chosen among the driver's: by ordinal, or by UUID ("GPU-…", or a MIG instance
+// "MIG-…", matched against cuDeviceGetUuid).
+struct CudaDeviceSelection {
+  std::optional<int> index;
+  std::string uuid;
+};
+
+// The same, serving exactly `selections`, in that order. When a selection names a MIG instance,
+// CUDA_VISIBLE_DEVICES is set to the selected UUIDs before cuInit (see cuda_backend.cc). A
+// selection that names no driver device, or the same device as an earlier one, fails: null,
+// *error the reason and *failedSelection its position (-1 when no single selection is at fault).
+std::unique_ptr<Backend> makeCudaBackend(const std::string& driverPath,
+                                         const std::vector<CudaDeviceSelection>& selections,
+                                         std::string* error, int* failedSelection);
 
 }  // namespace gpupool::server

@@ -1,5 +1,6 @@
 #include "server/backends/cuda/cuda_context.h"
 
+#include <chrono>
 #include <cstdio>
 #include <limits>
 
@@ -48,6 +49,7 @@ CudaContext::~CudaContext() {
   // Errors are ignored throughout: after a kernel fault every call returns the sticky error, and
   // cuCtxDestroy releases whatever the explicit calls could not.
   (void)makeCurrent();
+  staging_.reset();  // waits for its transfers, so no copy is left reading freed memory
   for (auto& [id, event] : events_) (void)driver_->call(driver_->eventDestroy, event);
   for (auto& [id, stream] : streams_) (void)driver_->call(driver_->streamDestroy, stream);
   for (auto& [id, module] : modules_) (void)driver_->call(driver_->moduleUnload, module);
@@ -184,6 +186,36 @@ Status CudaContext::copyDeviceToHost(void* dst, uint64_t src, uint64_t bytes, ui
     return s;
   }
   return driver_->call(driver_->streamSynchronize, cuStream);
+}
+
+Status CudaContext::stagingBuffer(unsigned slot, void** buffer) {
+  *buffer = nullptr;
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  if (!staging_) staging_ = std::make_unique<CudaStaging>(driver_);
+  return staging_->buffer(slot, buffer);
+}
+
+// Resolves the stream and checks the range, as every copy does, before a chunk is handed to the
+// staging buffers (which stagingBuffer created).
+Status CudaContext::prepareStaged(const char* what, uint64_t address, uint64_t bytes,
+                                  uint64_t stream, CUstream* cuStream) {
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  if (Status s = findStream(stream, cuStream); !s.ok()) return s;
+  if (Status s = checkRange(what, address, bytes); !s.ok()) return s;
+  if (!staging_) return Status::error(CUDA_ERROR_INVALID_VALUE, "call stagingBuffer first");
+  return Status::success();
+}
+
+Status CudaContext::stageToDevice(unsigned slot, uint64_t dst, uint64_t bytes, uint64_t stream) {
+  CUstream cuStream = nullptr;
+  if (Status s = prepareStaged("destination", dst, bytes, stream, &cuStream); !s.ok()) return s;
+  return staging_->toDevice(slot, dst, bytes, cuStream);
+}
+
+Status CudaContext::stageFromDevice(unsigned slot, uint64_t src, uint64_t bytes, uint64_t stream) {
+  CUstream cuStream = nullptr;
+  if (Status s = prepareStaged("source", src, bytes, stream, &cuStream); !s.ok()) return s;
+  return staging_->fromDevice(slot, src, bytes, cuStream);
 }
 
 Status CudaContext::copyDeviceToDevice(uint64_t dst, uint64_t src, uint64_t bytes, uint64_t stream,
@@ -394,10 +426,47 @@ Status CudaContext::launch(uint64_t function, const LaunchShape& shape, uint64_t
     }
     arguments.push_back(const_cast<uint8_t*>(params.data() + param.offset));
   }
-  return driver_->call(driver_->launchKernel, f->handle, shape.grid[0], shape.grid[1],
-                       shape.grid[2], shape.block[0], shape.block[1], shape.block[2],
-                       shape.sharedBytes, cuStream, arguments.empty() ? nullptr : arguments.data(),
-                       nullptr);
+  auto start = [&] {
+    return driver_->call(driver_->launchKernel, f->handle, shape.grid[0], shape.grid[1],
+                         shape.grid[2], shape.block[0], shape.block[1], shape.block[2],
+                         shape.sharedBytes, cuStream,
+                         arguments.empty() ? nullptr : arguments.data(), nullptr);
+  };
+  return gate_ ? launchGated(cuStream, start) : start();
+}
+
+Status CudaContext::launchGated(CUstream stream, const std::function<Status()>& start) {
+  if (!kernelStarted_) {
+    // Blocking sync: a session waiting for its kernel sleeps instead of spinning a core.
+    Status s = driver_->call(driver_->eventCreate, &kernelStarted_, unsigned{CU_EVENT_DEFAULT});
+    if (s.ok()) {
+      s = driver_->call(driver_->eventCreate, &kernelEnded_, unsigned{CU_EVENT_BLOCKING_SYNC});
+    }
+    if (!s.ok()) {
+      kernelStarted_ = kernelEnded_ = nullptr;  // a half-made pair is released by cuCtxDestroy
+      return s;
+    }
+  }
+  // The scheduler lets one kernel at a time run on the device and must hear when it ends, but the
+  // driver's launches are asynchronous: so a gated launch waits for its kernel. The GPU time
+  // metered is the kernel's own, from events recorded around it on its stream (work queued before
+  // it is not counted); if the driver cannot time the events, the wall time from launch to
+  // completion is used instead.
+  gate_->enter();
+  auto launched = std::chrono::steady_clock::now();
+  Status s = driver_->call(driver_->eventRecord, kernelStarted_, stream);
+  if (s.ok()) s = start();
+  if (s.ok()) s = driver_->call(driver_->eventRecord, kernelEnded_, stream);
+  if (s.ok()) s = driver_->call(driver_->eventSynchronize, kernelEnded_);
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - launched).count();
+  float milliseconds = 0;
+  if (s.ok() &&
+      driver_->call(driver_->eventElapsedTime, &milliseconds, kernelStarted_, kernelEnded_).ok()) {
+    seconds = milliseconds / 1000.0;
+  }
+  gate_->leave(seconds);
+  return s;
 }
 
 Status CudaContext::funcSetAttribute(uint64_t function, int attribute, int value) {

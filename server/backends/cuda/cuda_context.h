@@ -12,12 +12,14 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <vector>
 
 #include "server/backend.h"
 #include "server/backends/cuda/cuda_driver.h"
+#include "server/backends/cuda/cuda_staging.h"
 #include "server/backends/cuda/device_address_map.h"
 
 namespace gpupool::server {
@@ -45,6 +47,10 @@ class CudaContext final : public BackendContext {
   Status copy2D(const Copy2D& copy, uint64_t stream, bool async) override;
   Status memset(uint64_t dst, uint32_t value, unsigned elementSize, uint64_t width, uint64_t height,
                 uint64_t pitch, uint64_t stream, bool async) override;
+  // Pinned staging buffers (cuda_staging.h), created at the first staged copy.
+  Status stagingBuffer(unsigned slot, void** buffer) override;
+  Status stageToDevice(unsigned slot, uint64_t dst, uint64_t bytes, uint64_t stream) override;
+  Status stageFromDevice(unsigned slot, uint64_t src, uint64_t bytes, uint64_t stream) override;
 
   Status moduleLoad(std::span<const uint8_t> image, uint64_t* module) override;
   Status moduleUnload(uint64_t module) override;
@@ -73,6 +79,10 @@ class CudaContext final : public BackendContext {
 
   Status synchronize() override;
 
+  // Gated kernels wait for the pool's scheduler and then run to completion before launch()
+  // returns, timed by events (see launch()). Ungated ones stay asynchronous.
+  void setLaunchGate(std::shared_ptr<LaunchGate> gate) override { gate_ = std::move(gate); }
+
   // On a real GPU device printf output is written by the driver to the server's stdout; it
   // cannot be captured per context, so there is never any to hand back.
   std::string takeDeviceOutput() override { return {}; }
@@ -88,10 +98,14 @@ class CudaContext final : public BackendContext {
               std::shared_ptr<std::atomic<uint64_t>> deviceMemoryUsed);
 
   Status makeCurrent();
+  // Runs the kernel `start` launches on `stream` through gate_, waiting for it to finish.
+  Status launchGated(CUstream stream, const std::function<Status()>& start);
   Status findStream(uint64_t id, CUstream* stream) const;
   Status findEvent(uint64_t id, CUevent* event) const;
   Status findFunction(uint64_t id, const Function** function) const;
   Status checkRange(const char* what, uint64_t address, uint64_t bytes) const;
+  Status prepareStaged(const char* what, uint64_t address, uint64_t bytes, uint64_t stream,
+                       CUstream* cuStream);
   Status checkPitchedRange(const char* what, uint64_t address, uint64_t pitch, uint64_t rowBytes,
                            uint64_t height) const;
   Status describeFunction(CUfunction handle, FunctionDescription* function);
@@ -109,6 +123,11 @@ class CudaContext final : public BackendContext {
   std::map<CUfunction, uint64_t> functionIds_;  // so repeated lookups return the same id
   std::map<uint64_t, CUstream> streams_;
   std::map<uint64_t, CUevent> events_;
+  std::unique_ptr<CudaStaging> staging_;  // released before the context in the destructor
+
+  std::shared_ptr<LaunchGate> gate_;  // the pool's scheduler and meter; null when open
+  // Recorded around each gated kernel; created at the first one, released by cuCtxDestroy.
+  CUevent kernelStarted_ = nullptr, kernelEnded_ = nullptr;
 };
 
 }  // namespace gpupool::server

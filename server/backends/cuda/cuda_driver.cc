@@ -40,9 +40,10 @@ std::shared_ptr<CudaDriver> CudaDriver::load(const std::string& path, std::strin
   return driver;
 }
 
-CudaDriver::~CudaDriver() {
-  if (library_ != nullptr) dlclose(library_);
-}
+// The library stays loaded: after cuInit a driver runs threads of its own (ours: timers and
+// heartbeats), and unloading the code under them crashes the server, e.g. on the way out after a
+// configuration error. The CUDA runtime never unloads the driver either.
+CudaDriver::~CudaDriver() = default;
 
 std::string CudaDriver::describe(CUresult result) const {
   const char* name = nullptr;
@@ -90,6 +91,8 @@ void CudaDriver::resolveAll() {
   resolve(memAlloc, 3020, "cuMemAlloc_v2");
   resolve(memFree, 3020, "cuMemFree_v2");
   resolve(memGetInfo, 3020, "cuMemGetInfo_v2");
+  resolve(memHostAlloc, 2020, "cuMemHostAlloc");
+  resolve(memFreeHost, 2000, "cuMemFreeHost");
 
   resolve(memcpyHtoD, 3020, "cuMemcpyHtoD_v2");
   resolve(memcpyHtoDAsync, 3020, "cuMemcpyHtoDAsync_v2");

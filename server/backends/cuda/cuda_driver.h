@@ -72,6 +72,8 @@ class CudaDriver {
   DriverEntryPoint<PFN_cuMemAlloc_v3020> memAlloc{"cuMemAlloc"};
   DriverEntryPoint<PFN_cuMemFree_v3020> memFree{"cuMemFree"};
   DriverEntryPoint<PFN_cuMemGetInfo_v3020> memGetInfo{"cuMemGetInfo"};
+  DriverEntryPoint<PFN_cuMemHostAlloc_v2020> memHostAlloc{"cuMemHostAlloc"};
+  DriverEntryPoint<PFN_cuMemFreeHost_v2000> memFreeHost{"cuMemFreeHost"};
 
   DriverEntryPoint<PFN_cuMemcpyHtoD_v3020> memcpyHtoD{"cuMemcpyHtoD"};
   DriverEntryPoint<PFN_cuMemcpyHtoDAsync_v3020> memcpyHtoDAsync{"cuMemcpyHtoDAsync"};

@@ -23,7 +23,9 @@ class ContextMemory final : public ptx::DeviceMemory {
   uint64_t owner_;
 };
 
-Status invalidValue(const std::string& what) { return Status::error(CUDA_ERROR_INVALID_VALUE, what); }
+Status invalidValue(const std::string& what) {
+  return Status::error(CUDA_ERROR_INVALID_VALUE, what);
+}
 
 // The driver's answer to an impossible launch shape. It is not in cuda.h's enum, but it is the only
 // CUresult that cudart 13 turns into cudaErrorInvalidConfiguration (probed over 1..1000 through
@@ -132,9 +134,9 @@ Status EmuContext::memAlloc(uint64_t bytes, uint64_t* address) {
   *address = memory_.allocate(bytes, owner_);
   if (*address == 0) {
     return Status::error(CUDA_ERROR_OUT_OF_MEMORY,
-                         "out of device memory: asked for " + std::to_string(bytes) +
-                             " bytes, " + std::to_string(memory_.capacity() - memory_.used()) +
-                             " free of " + std::to_string(memory_.capacity()));
+                         "out of device memory: asked for " + std::to_string(bytes) + " bytes, " +
+                             std::to_string(memory_.capacity() - memory_.used()) + " free of " +
+                             std::to_string(memory_.capacity()));
   }
   return Status::success();
 }
@@ -163,8 +165,8 @@ Status EmuContext::memGetAddressRange(uint64_t address, uint64_t* base, uint64_t
 
 uint64_t EmuContext::memoryUsed() const { return memory_.usedBy(owner_); }
 
-Status EmuContext::copyHostToDevice(uint64_t dst, const void* src, uint64_t bytes,
-                                    uint64_t stream, bool async) {
+Status EmuContext::copyHostToDevice(uint64_t dst, const void* src, uint64_t bytes, uint64_t stream,
+                                    bool async) {
   uint8_t* d = view(dst, bytes);
   if (!d) return invalidValue("invalid device range " + hex(dst) + "+" + std::to_string(bytes));
   if (async) {
@@ -185,8 +187,8 @@ Status EmuContext::copyDeviceToHost(void* dst, uint64_t src, uint64_t bytes, uin
   return Status::success();
 }
 
-Status EmuContext::copyDeviceToDevice(uint64_t dst, uint64_t src, uint64_t bytes,
-                                      uint64_t stream, bool async) {
+Status EmuContext::copyDeviceToDevice(uint64_t dst, uint64_t src, uint64_t bytes, uint64_t stream,
+                                      bool async) {
   uint8_t* d = view(dst, bytes);
   const uint8_t* s = view(src, bytes);
   if (!d || !s) return invalidValue("invalid device range in device-to-device copy");
@@ -201,8 +203,8 @@ Status EmuContext::copy2D(const Copy2D& c, uint64_t stream, bool async) {
   uint64_t srcExtent = extent2D(c.srcPitch, c.widthBytes, c.height);
   uint64_t dstExtent = extent2D(c.dstPitch, c.widthBytes, c.height);
   if (srcExtent == 0 || dstExtent == 0) return invalidValue("pitch smaller than the row width");
-  const uint8_t* s = c.srcIsDevice ? view(c.srcDevice, srcExtent)
-                                   : static_cast<const uint8_t*>(c.srcHost);
+  const uint8_t* s =
+      c.srcIsDevice ? view(c.srcDevice, srcExtent) : static_cast<const uint8_t*>(c.srcHost);
   uint8_t* d = c.dstIsDevice ? view(c.dstDevice, dstExtent) : static_cast<uint8_t*>(c.dstHost);
   if (!s || !d) return invalidValue("invalid device range in 2D copy");
   auto rows = [c](uint8_t* d, const uint8_t* s) {
@@ -319,9 +321,8 @@ std::vector<int32_t> EmuContext::functionAttributes(const Function& f) const {
   a[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES] =
       f.maxDynamicSharedBytes
           ? f.maxDynamicSharedBytes
-          : static_cast<int32_t>(ptx::kDefaultSharedBytes - std::min<uint32_t>(
-                                                                k.staticSharedBytes,
-                                                                ptx::kDefaultSharedBytes));
+          : static_cast<int32_t>(ptx::kDefaultSharedBytes -
+                                 std::min<uint32_t>(k.staticSharedBytes, ptx::kDefaultSharedBytes));
   a[CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT] = -1;
   return a;
 }
@@ -379,23 +380,22 @@ Status EmuContext::launch(uint64_t function, const LaunchShape& shape, uint64_t 
       shape.block[0] > static_cast<uint32_t>(attr[CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X]) ||
       shape.block[1] > static_cast<uint32_t>(attr[CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y]) ||
       shape.block[2] > static_cast<uint32_t>(attr[CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z])) {
-    return invalidConfiguration("block of " + std::to_string(shape.block[0]) + "x" +
-                        std::to_string(shape.block[1]) + "x" + std::to_string(shape.block[2]) +
-                        " threads exceeds the limit of " +
-                        std::to_string(std::min<uint32_t>(f.kernel->maxThreadsPerBlock, 1024)));
+    return invalidConfiguration(
+        "block of " + std::to_string(shape.block[0]) + "x" + std::to_string(shape.block[1]) + "x" +
+        std::to_string(shape.block[2]) + " threads exceeds the limit of " +
+        std::to_string(std::min<uint32_t>(f.kernel->maxThreadsPerBlock, 1024)));
   }
   if (shape.grid[1] > static_cast<uint32_t>(attr[CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y]) ||
       shape.grid[2] > static_cast<uint32_t>(attr[CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z]) ||
       shape.grid[0] > static_cast<uint32_t>(attr[CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X])) {
     return invalidConfiguration("grid dimensions exceed the device limits");
   }
-  uint32_t sharedLimit = f.maxDynamicSharedBytes
-                             ? static_cast<uint32_t>(f.maxDynamicSharedBytes) +
-                                   f.kernel->staticSharedBytes
-                             : ptx::kDefaultSharedBytes;
+  uint32_t sharedLimit = f.maxDynamicSharedBytes ? static_cast<uint32_t>(f.maxDynamicSharedBytes) +
+                                                       f.kernel->staticSharedBytes
+                                                 : ptx::kDefaultSharedBytes;
   if (uint64_t{f.kernel->staticSharedBytes} + shape.sharedBytes > sharedLimit) {
- return invalidConfiguration("shared memory request of " + std::to_string(shape.sharedBytes) +
-                        " dynamic bytes exceeds the block limit");
+    return invalidConfiguration("shared memory request of " + std::to_string(shape.sharedBytes) +
+                                " dynamic bytes exceeds the block limit");
   }
   if (params.size() < f.kernel->paramBytes) {
     return invalidValue("parameter block has " + std::to_string(params.size()) + " bytes, kernel " +
@@ -408,8 +408,7 @@ Status EmuContext::launch(uint64_t function, const LaunchShape& shape, uint64_t 
     config.block[i] = shape.block[i];
   }
   config.dynamicSharedBytes = shape.sharedBytes;
-  config.maxSharedBytesOptIn =
-      f.maxDynamicSharedBytes ? sharedLimit : 0;
+  config.maxSharedBytesOptIn = f.maxDynamicSharedBytes ? sharedLimit : 0;
   auto program = f.program;
   const ptx::KernelInfo* kernel = f.kernel;
   return enqueue(stream, [this, program, kernel, config, block, gate = gate_] {
@@ -422,6 +421,7 @@ Status EmuContext::launch(uint64_t function, const LaunchShape& shape, uint64_t 
     services.workerThreads = options_.workerThreads;
     services.stepBudget = options_.stepBudget;
     services.cancel = &cancelled_;
+    services.heap = &heap_;
     if (gate) gate->enter();  // waits for this tenant's turn on the device
     auto started = std::chrono::steady_clock::now();
     ptx::LaunchResult r = ptx::launch(*program, *kernel, config, block->data(), memory, services);
@@ -440,7 +440,8 @@ Status EmuContext::funcSetAttribute(uint64_t function, int attribute, int value)
     case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: {
       int limit = static_cast<int>(ptx::kMaxOptInSharedBytes) -
                   static_cast<int>(it->second.kernel->staticSharedBytes);
-      if (value < 0 || value > limit) return invalidValue("dynamic shared memory size out of range");
+      if (value < 0 || value > limit)
+        return invalidValue("dynamic shared memory size out of range");
       it->second.maxDynamicSharedBytes = value;
       return Status::success();
     }
@@ -471,14 +472,14 @@ Status EmuContext::occupancyMaxActiveBlocks(uint64_t function, int blockSize,
                     attr[CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK];
   if (shared > 0) {
     blocks = std::min<int>(
-        blocks, static_cast<int>(attr[CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR] /
-                                 shared));
+        blocks,
+        static_cast<int>(attr[CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR] / shared));
   }
   if (k.numRegs > 0) {
     uint64_t regsPerBlock = uint64_t{std::min<uint32_t>(k.numRegs, 255)} * warpsPerBlock * 32;
     blocks = std::min<int>(
-        blocks,
-        static_cast<int>(attr[CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR] / regsPerBlock));
+        blocks, static_cast<int>(attr[CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR] /
+                                 regsPerBlock));
   }
   *numBlocks = std::max(blocks, 0);
   return Status::success();
@@ -581,9 +582,8 @@ Status EmuContext::eventQuery(uint64_t event) {
   if (it == events_.end()) return invalidHandle("unknown event " + hex(event));
   if (Status st = sticky(); !st.ok()) return st;
   std::lock_guard lock(it->second->mutex);
-  return it->second->completed >= it->second->recorded
-             ? Status::success()
-             : Status::error(CUDA_ERROR_NOT_READY, "");
+  return it->second->completed >= it->second->recorded ? Status::success()
+                                                       : Status::error(CUDA_ERROR_NOT_READY, "");
 }
 
 Status EmuContext::eventElapsedTime(uint64_t start, uint64_t end, float* milliseconds) {

@@ -1,10 +1,10 @@
-// One client context on an emu device: its memory (tagged with the context's owner id in EmuMemory),
-// modules, streams and events, and its sticky error.
+// One client context on an emu device: its memory (tagged with the context's owner id in
+// EmuMemory), modules, streams and events, and its sticky error.
 //
 // Ordering: every stream has a StreamQueue. The default (legacy) stream synchronizes with the other
-// blocking streams as CUDA's legacy stream does: work queued on it waits for them to drain, and work
-// queued on a blocking stream waits for it. Kernel failures are sticky, as on a GPU: once a launch
-// fails, every later call in this context returns that error.
+// blocking streams as CUDA's legacy stream does: work queued on it waits for them to drain, and
+// work queued on a blocking stream waits for it. Kernel failures are sticky, as on a GPU: once a
+// launch fails, every later call in this context returns that error.
 #pragma once
 
 #include <atomic>
@@ -40,8 +40,8 @@ class EmuContext final : public BackendContext {
   Status copyDeviceToDevice(uint64_t dst, uint64_t src, uint64_t bytes, uint64_t stream,
                             bool async) override;
   Status copy2D(const Copy2D& copy, uint64_t stream, bool async) override;
-  Status memset(uint64_t dst, uint32_t value, unsigned elementSize, uint64_t width,
-                uint64_t height, uint64_t pitch, uint64_t stream, bool async) override;
+  Status memset(uint64_t dst, uint32_t value, unsigned elementSize, uint64_t width, uint64_t height,
+                uint64_t pitch, uint64_t stream, bool async) override;
 
   Status moduleLoad(std::span<const uint8_t> image, uint64_t* module) override;
   Status moduleUnload(uint64_t module) override;
@@ -115,7 +115,8 @@ class EmuContext final : public BackendContext {
   const EmuBackendOptions& options_;
   const uint64_t owner_;
   std::atomic<bool> cancelled_{false};  // read by running launches (ptx::LaunchServices::cancel)
-  std::shared_ptr<LaunchGate> gate_;  // the pool's scheduler and meter; null when open
+  std::shared_ptr<LaunchGate> gate_;    // the pool's scheduler and meter; null when open
+  ptx::DeviceHeap heap_;  // device-side malloc() of this context only (outlives the stream workers)
 
   std::map<uint64_t, Stream> streams_;
   std::map<uint64_t, std::shared_ptr<Event>> events_;

@@ -18,6 +18,7 @@ class ProgramTest : public ::testing::TestWithParam<std::string> {
   void SetUp() override {
     if (std::string(PTX_KERNEL_DIR).empty()) GTEST_SKIP() << "nvcc was not available at build time";
     services_.printfSink = [this](std::string_view s) { printed_.emplace_back(s); };
+    services_.heap = &heap_;
   }
   bool fastMath() const { return GetParam() == "sm90fast"; }
 
@@ -54,6 +55,7 @@ class ProgramTest : public ::testing::TestWithParam<std::string> {
   }
 
   HostDeviceMemory memory_;
+  DeviceHeap heap_;
   LaunchServices services_;
   std::vector<std::string> printed_;
   std::map<std::string, std::unique_ptr<Module>> modules_;

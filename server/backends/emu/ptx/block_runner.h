@@ -406,7 +406,9 @@ class BlockRunner {
   }
   uint8_t* globalPtr(uint64_t addr, uint64_t len, int l) {
     if (addr >= kHeapWindow && addr < kHeapWindow + kWindowSize) {
-      if (void* p = DeviceHeap::instance().translate(addr, len)) return static_cast<uint8_t*>(p);
+      if (DeviceHeap* heap = ctx_.services.heap) {
+        if (void* p = heap->translate(addr, len)) return static_cast<uint8_t*>(p);
+      }
       return illegal(l, addr, len, "global (heap)");
     }
     if (addr >= kSharedWindow && addr < kWindowsEnd) return illegal(l, addr, len, "global");
@@ -631,12 +633,13 @@ class BlockRunner {
         break;
       }
       case Builtin::Malloc: {
-        uint64_t p = DeviceHeap::instance().allocate(arg(0));
+        // No heap (a launch without LaunchServices::heap): malloc() returns NULL, as when full.
+        uint64_t p = ctx_.services.heap ? ctx_.services.heap->allocate(arg(0)) : 0;
         if (!cs.results.empty()) setFrameParam(l, cs.results[0], p);
         break;
       }
       case Builtin::Free:
-        DeviceHeap::instance().release(arg(0));
+        if (ctx_.services.heap) ctx_.services.heap->release(arg(0));
         break;
       case Builtin::AssertFail: {
         std::string msg, file, func;

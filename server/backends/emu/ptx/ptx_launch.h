@@ -10,19 +10,19 @@
 //   [kLocalWindow,  +4 GiB)  local memory of the current thread  (cvta.local adds kLocalWindow)
 //   [kParamWindow,  +4 GiB)  the kernel parameter block
 //   [kFunctionWindow, +4 GiB) fake code addresses of .func symbols (function pointers)
-//   [kHeapWindow,   +4 GiB)  device-side malloc() heap (owned by the interpreter, process-wide)
+//   [kHeapWindow,   +4 GiB)  device-side malloc() heap (LaunchServices::heap, one per context)
 // Every other address is global memory and is resolved through DeviceMemory::translate.
 #pragma once
 
 #include <cuda.h>
 
 #include <atomic>
-
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
 
+#include "device_heap.h"
 #include "ptx_module.h"
 
 namespace gpupool::ptx {
@@ -63,6 +63,8 @@ struct LaunchServices {
   uint64_t stepBudget = 0;     // warp-instructions; 0 = unlimited, else CUDA_ERROR_LAUNCH_TIMEOUT
   // When set and true, the launch stops soon with CUDA_ERROR_LAUNCH_FAILED (its owner is gone).
   const std::atomic<bool>* cancel = nullptr;
+  // The context's device-side malloc() heap; null = malloc() returns NULL. Not owned.
+  DeviceHeap* heap = nullptr;
 };
 
 struct LaunchResult {
