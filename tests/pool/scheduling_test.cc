@@ -64,7 +64,9 @@ TEST(SchedulingTest, HighPriorityOvertakesLowAndLowIsNotStarved) {
   PoolServer server({"--config", dir.file("pool.toml")});
   Counts c = compete(server);
   std::cout << "high vs low -> launches alice " << c.alice << ", bob " << c.bob << "\n";
-  EXPECT_GT(c.alice, 4 * c.bob) << "alice " << c.alice << ", bob " << c.bob;
+  // Without priorities bob (weight 10) would get ten times alice's share; with them alice gets
+  // most of the device (hundreds to a handful on an idle machine; the margin is for loaded ones).
+  EXPECT_GT(c.alice, 2 * c.bob) << "alice " << c.alice << ", bob " << c.bob;
   EXPECT_GE(c.bob, 4) << "low priority work starved beyond the bound";
   // The wait is recorded per tenant: bob's kernels queued far longer than alice's.
   nlohmann::json status = queryStatus(server.endpoint());

@@ -42,8 +42,16 @@ class EmuMemory {
   uint64_t usedBy(uint64_t owner) const;
   uint64_t windowBase() const { return base_; }
 
+#if defined(__SANITIZE_THREAD__)
+  // ThreadSanitizer allows application mappings only in fixed ranges; the lowest is [4 KiB,
+  // 512 GiB). Under it the windows are 1 GiB from 64 GiB (above the interpreter's own windows),
+  // so 256 of them end at 320 GiB. Clients learn the base from Welcome, so nothing else changes.
+  static constexpr uint64_t kWindowStart = 0x1000000000ull;  // 64 GiB
+  static constexpr uint64_t kWindowStride = 0x40000000ull;   // 1 GiB of address space per device
+#else
   static constexpr uint64_t kWindowStart = 0x200000000000ull;  // 32 TiB
   static constexpr uint64_t kWindowStride = 0x4000000000ull;   // 256 GiB of address space per device
+#endif
   static constexpr unsigned kDevicesPerSlot = 8;
   // 32 slots end at 96 TiB, below the region AddressSanitizer's allocator claims at 96-100 TiB.
   static constexpr unsigned kSlots = 32;
