@@ -1,7 +1,8 @@
 // Device memory, copies, memsets, pinned host memory and pointer attributes.
 //
-// Device pointers are the server's addresses, unchanged. Host memory never leaves this process except
-// as the bulk bytes of a copy: sent straight from the caller's buffer and received straight into it.
+// Device pointers are the server's addresses, unchanged. Host memory never leaves this process
+// except as the bulk bytes of a copy: sent straight from the caller's buffer and received straight
+// into it.
 #include <sys/mman.h>
 
 #include <cstdlib>
@@ -87,7 +88,8 @@ CUresult copyDeviceToHost(const char* what, void* dst, CUdeviceptr src, size_t b
       [&](wire::Response::Reader, ReplyBulk& bulk) {
         // Straight into the caller's buffer: no intermediate copy.
         return bulk.read(dst, bytes) ? CUDA_SUCCESS : CUDA_ERROR_UNKNOWN;
-      });
+      },
+      gpupool::transport::MutableBuffer{dst, bytes});
 }
 
 CUresult copyDeviceToDevice(const char* what, CUdeviceptr dst, CUdeviceptr src, size_t bytes,
@@ -264,7 +266,11 @@ CUresult copy2D(const char* what, const CUDA_MEMCPY2D* c, CUstream stream, bool 
           if (!reply.read(dst.host + r * dst.pitch, width)) return CUDA_ERROR_UNKNOWN;
         }
         return CUDA_SUCCESS;
-      });
+      },
+      // Rows land back to back only when the host pitch is the width.
+      !dst.device && dst.pitch == width
+          ? gpupool::transport::MutableBuffer{dst.host, width * height}
+          : gpupool::transport::MutableBuffer{});
 }
 
 CUresult allocate(CUdeviceptr* dptr, size_t bytes, size_t pitchWidth, unsigned elementSize,
@@ -305,7 +311,8 @@ CUresult release(CUdeviceptr dptr) {
   if (dptr == 0) return CUDA_SUCCESS;
   DeviceAllocation info;
   CUdeviceptr base = 0;
-  if (!DriverState::get().findDevice(dptr, 0, &base, &info) || base != dptr || !info.context->remote) {
+  if (!DriverState::get().findDevice(dptr, 0, &base, &info) || base != dptr ||
+      !info.context->remote) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   uint64_t context = info.context->remote;

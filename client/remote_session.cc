@@ -11,9 +11,10 @@
 
 #include "client_log.h"
 #include "protocol/message_codec.h"
+#include "protocol/outgoing_message.h"
 #include "transport/rdma_transport.h"
-#include "transport/transport_factory.h"
 #include "transport/tcp_transport.h"
+#include "transport/transport_factory.h"
 
 namespace gpupool::client {
 namespace {
@@ -245,14 +246,15 @@ CUresult RemoteSession::post(const char* what, const Build& build,
 }
 
 CUresult RemoteSession::call(const char* what, const Build& build,
-                             std::span<const transport::ConstBuffer> bulk,
-                             const OnReply& onReply) {
+                             std::span<const transport::ConstBuffer> bulk, const OnReply& onReply,
+                             transport::MutableBuffer replyInto) {
   std::lock_guard lock(mutex_);
   if (broken_) return CUDA_ERROR_DEVICE_UNAVAILABLE;
   try {
-    capnp::MallocMessageBuilder message;
+    protocol::OutgoingMessage message(*connection_);  // in the SEND buffer, over RDMA
     build(message.initRoot<wire::Request>());
     if (logLevel() >= 2) logLine(std::string("call ") + what);
+    if (replyInto.size) connection_->expectBulkInto(replyInto.data, replyInto.size);
     protocol::sendMessage(*connection_, message, bulk);  // queued posts go out first, same write
     protocol::IncomingMessage in(*connection_);
     auto response = in.root<wire::Response>();
@@ -274,8 +276,7 @@ CUresult RemoteSession::call(const char* what, const Build& build,
       if (result == CUDA_SUCCESS) result = handled;
     }
     if (replyBulk.remaining()) connection_->discardBulk(replyBulk.remaining());
-    if (auto deferred = resultFromWire(response.getDeferredResult());
-        deferred != CUDA_SUCCESS) {
+    if (auto deferred = resultFromWire(response.getDeferredResult()); deferred != CUDA_SUCCESS) {
       // An earlier posted call failed: this synchronizing call reports it.
       if (logLevel() >= 1) {
         logLine("an earlier asynchronous call failed (" + std::to_string(deferred) +

@@ -13,13 +13,13 @@
 
 #include <cuda.h>
 
+#include <condition_variable>
 #include <functional>
 #include <memory>
-#include <condition_variable>
 #include <mutex>
-#include <thread>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "protocol/gpupool.capnp.h"
@@ -64,9 +64,12 @@ class RemoteSession {
   using OnReply = std::function<CUresult(wire::Response::Reader, ReplyBulk&)>;
 
   // Sends one request and waits for its response. Returns the response's result, or what onReply
-  // returns when it is given and the result is CUDA_SUCCESS.
+  // returns when it is given and the result is CUDA_SUCCESS. `replyInto` names where onReply will
+  // read the reply's bulk (one read of exactly that size), so the transport may have the server
+  // place it there directly (RDMA WRITE into pinned memory).
   CUresult call(const char* what, const Build& build,
-                std::span<const transport::ConstBuffer> bulk = {}, const OnReply& onReply = {});
+                std::span<const transport::ConstBuffer> bulk = {}, const OnReply& onReply = {},
+                transport::MutableBuffer replyInto = {});
 
   // Queues a request that gets no Response. Small bulk is copied into the queue; large bulk is sent
   // at once, straight from the caller's buffer. Returns only errors of the connection itself.

@@ -39,6 +39,8 @@ run_asan() {
     export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:verify_asan_link_order=0"
     export LSAN_OPTIONS="suppressions=$ROOT/scripts/lsan.supp:print_suppressions=0"
     export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+    # The load test at its sanitizer size (its default, 170 rounds, runs in the plain build).
+    export GPUPOOL_LOAD_ROUNDS=40
     ctest --output-on-failure -j "$JOBS" ${CTEST_ARGS:-}
   ) || status=1
 }
@@ -51,6 +53,7 @@ run_tsan() {
     cd "$build"
     export LD_PRELOAD="$(gcc -print-file-name=libtsan.so) $(gcc -print-file-name=libstdc++.so.6)"
     export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
+    export GPUPOOL_LOAD_ROUNDS=40
     # Transport and codec unit tests; the server (both backends) under concurrent, killed and
     # chained clients; the hardening tests (isolation, faults, limits, load). The malformed-traffic
     # tests (single-threaded decoding, covered by ASan and the fuzzers) take minutes under TSan.

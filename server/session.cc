@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "protocol/message_codec.h"
+#include "protocol/outgoing_message.h"
 #include "server/pool_server.h"
 #include "server/staged_copy.h"
 
@@ -219,7 +220,7 @@ void Session::consumeBulk(uint64_t& remaining) {
 bool Session::serveOne() {
   protocol::IncomingMessage in(*connection_);
   uint64_t bulk = in.bulkBytes();
-  capnp::MallocMessageBuilder reply;
+  protocol::OutgoingMessage reply(*connection_);  // in the SEND buffer, over RDMA
   std::vector<transport::ConstBuffer> replyBulk;
   bool noReply = false;
   try {

@@ -29,8 +29,16 @@ struct ConstBuffer {
   size_t size;
 };
 
+struct MutableBuffer {
+  void* data = nullptr;
+  size_t size = 0;
+};
+
 // The largest message a receiver accepts; bulk is bounded separately by the caller.
 constexpr size_t kMaxMessageBytes = 64u << 20;
+
+// Room kept before Connection::frameSpace() for the part sent ahead of it.
+constexpr size_t kFrameSpaceHeadroom = 8;
 
 struct ReceivedFrame {
   // The message bytes, 8-byte aligned (Cap'n Proto words), exactly messageBytes long.
@@ -70,6 +78,22 @@ class Connection {
   virtual void sendBulk(const void* /*data*/, size_t /*size*/) {
     throw TransportError(kind() + " connections cannot stream bulk");
   }
+
+  // Says where the bulk of the next frame received will be read to, as one receiveBulk(dst, size),
+  // before the request that asks for it is sent. A transport that can place bytes itself (RDMA
+  // WRITE into registered memory) lets the sender write them there; the promise holds for that one
+  // frame only, and only when its bulk is exactly `size` bytes. Others ignore it.
+  virtual void expectBulkInto(void* /*dst*/, size_t /*size*/) {}
+
+  // Building in place: lends zeroed, 8-byte-aligned memory inside the send buffer of the next
+  // frame, with kFrameSpaceHeadroom bytes free before it. A sendFrame or startFrame whose message
+  // is one part of exactly that many bytes (a one-segment Cap'n Proto table) and then one part
+  // that starts at the lent span is sent from where it lies, without a copy. Call returnFrameSpace
+  // with how many bytes from the start of the span may have been written once the message was sent
+  // or dropped; a span not sent is zeroed for the next borrower. Empty where the transport has no
+  // such memory.
+  virtual std::span<std::byte> frameSpace() { return {}; }
+  virtual void returnFrameSpace(size_t /*written*/) {}
 
   // Receives the next frame's message. The returned span stays valid until the next receiveFrame.
   virtual ReceivedFrame receiveFrame() = 0;

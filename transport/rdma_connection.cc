@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <utility>
 
 #include "transport/rdma_pinned_ranges.h"
 
@@ -22,12 +23,17 @@ using Clock = std::chrono::steady_clock;
 constexpr uint64_t kWrRecv = 1ull << 56;
 constexpr uint64_t kWrSend = 2ull << 56;
 constexpr uint64_t kWrRead = 3ull << 56;
+constexpr uint64_t kWrWrite = 4ull << 56;
 constexpr uint64_t kWrKindMask = 0xffull << 56;
 
 // Polls before arming the completion channel: a reply usually arrives within microseconds on real
 // hardware, and sleeping on the channel costs a syscall and a wakeup.
 constexpr int kSpinPolls = 4000;
 constexpr uint64_t kMaxReadBytes = 4u << 20;
+// RDMA WRITEs of one frame's bulk in flight at once, each at most kMaxReadBytes.
+constexpr uint64_t kMaxWritesInFlight = 8;
+// Send queue: every SEND slot, plus READs (at most 16 in flight) and WRITEs.
+constexpr uint32_t kSendQueueDepth = kRdmaSendSlots + 16 + kMaxWritesInFlight;
 
 void setNonBlocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
 
@@ -144,14 +150,14 @@ RdmaConnection::RdmaConnection(rdma_event_channel* channel, rdma_cm_id* id, bool
       throw TransportError(std::string("ibv_create_comp_channel: ") + std::strerror(errno));
     }
     setNonBlocking(completionChannel_->fd);
-    int cqe = kRdmaRecvSlots + kRdmaSendSlots + 32;
+    int cqe = kRdmaRecvSlots + kSendQueueDepth + 16;
     cq_ = ibv_create_cq(id_->verbs, cqe, nullptr, completionChannel_, 0);
     if (!cq_) throw TransportError(std::string("ibv_create_cq: ") + std::strerror(errno));
     ibv_qp_init_attr qpAttr{};
     qpAttr.send_cq = cq_;
     qpAttr.recv_cq = cq_;
     qpAttr.qp_type = IBV_QPT_RC;
-    qpAttr.cap.max_send_wr = kRdmaSendSlots + 16;  // SENDs plus RDMA READs
+    qpAttr.cap.max_send_wr = kSendQueueDepth;
     qpAttr.cap.max_recv_wr = kRdmaRecvSlots;
     qpAttr.cap.max_send_sge = 1;
     qpAttr.cap.max_recv_sge = 1;
@@ -165,7 +171,8 @@ RdmaConnection::RdmaConnection(rdma_event_channel* channel, rdma_cm_id* id, bool
     sendMr_ = ibv_reg_mr(pd_, sendArena_.data(), sendArena_.size(), 0);
     if (!recvMr_ || !sendMr_)
       throw TransportError(std::string("ibv_reg_mr: ") + std::strerror(errno));
-    recvBytes_.assign(kRdmaRecvSlots, 0);
+    slotUsers_.assign(kRdmaRecvSlots, 0);
+    sendUsed_.assign(kRdmaSendSlots, 0);
     for (int i = kRdmaSendSlots - 1; i >= 0; --i) freeSendSlots_.push_back(i);
     for (uint32_t i = 0; i < kRdmaRecvSlots; ++i) postReceive(static_cast<int>(i));
     registrations_ = new MemoryRegistrations(pd_, &stats_);
@@ -235,6 +242,11 @@ void RdmaConnection::postReceive(int slot) {
 }
 
 void RdmaConnection::releaseReceive(int slot) {
+  if (slotUsers_[slot] > 1) {
+    slotUsers_[slot]--;
+    return;
+  }
+  slotUsers_[slot] = 0;
   postReceive(slot);
   consumed_++;
   maybeReturnCredits();
@@ -266,25 +278,35 @@ bool RdmaConnection::pollCompletions() {
       fail(std::string("RDMA work request failed: ") + ibv_wc_status_str(wc.status));
     }
     if (kind == kWrSend) {
+      std::memset(sendBuffer(slot) + sizeof(WireHeader), 0, sendUsed_[slot]);
+      sendUsed_[slot] = 0;
       freeSendSlots_.push_back(slot);
     } else if (kind == kWrRead) {
       readsDone_++;
+    } else if (kind == kWrWrite) {
+      writesDone_++;
     } else if (kind == kWrRecv) {
       const WireHeader& h = receiveHeader(slot);
       if (wc.byte_len < sizeof(WireHeader) || h.magic != kWireMagic ||
           h.payloadBytes > wc.byte_len - sizeof(WireHeader)) {
         fail("malformed RDMA message");
       }
-      recvBytes_[slot] = wc.byte_len;
       peerConsumed_ = std::max(peerConsumed_, h.consumed);
+      slotUsers_[slot] = 1;
       auto type = static_cast<WireType>(h.type);
       if (type == WireType::kCredit) {
         releaseReceive(slot);
       } else if (type == WireType::kBulkDone) {
         remoteBulkDone_++;
         releaseReceive(slot);
+      } else if (type == WireType::kBulkDestination) {
+        if (h.b == 0) fail("malformed RDMA message (empty bulk destination)");
+        peerOffer_ = BulkOffer{true, nullptr, h.a, h.b, h.rkey};
+        releaseReceive(slot);
+      } else if (type == WireType::kPacked) {
+        unpack(slot, h);
       } else {
-        incoming_.push_back(slot);
+        incoming_.push_back({slot, &h});
       }
     }
   }
@@ -353,6 +375,7 @@ bool RdmaConnection::tryPostControl(WireType type) {
   out.index = freeSendSlots_.back();
   freeSendSlots_.pop_back();
   out.type = type;
+  opened_++;
   postSlot(out);
   return true;
 }
@@ -375,6 +398,7 @@ void RdmaConnection::openSlot(OutSlot& out, WireType type, bool control) {
   out.index = freeSendSlots_.back();
   freeSendSlots_.pop_back();
   out.type = type;
+  opened_++;
 }
 
 void RdmaConnection::postSlot(OutSlot& out) {
@@ -396,8 +420,11 @@ void RdmaConnection::postSlot(OutSlot& out) {
   wr.opcode = IBV_WR_SEND;
   wr.send_flags = IBV_SEND_SIGNALED;
   ibv_send_wr* bad = nullptr;
+  opened_--;
+  sendUsed_[out.index] = out.used;
   if (ibv_post_send(id_->qp, &wr, &bad) != 0) {
     freeSendSlots_.push_back(out.index);
+    out.index = -1;
     fail(std::string("ibv_post_send failed: ") + std::strerror(errno));
   }
   consumedReturned_ = consumed_;
@@ -419,15 +446,49 @@ void RdmaConnection::appendInline(OutSlot& out, WireType continuation, const std
   }
 }
 
-void RdmaConnection::sendFrame(std::span<const ConstBuffer> message,
-                               std::span<const ConstBuffer> bulk) {
+std::span<std::byte> RdmaConnection::frameSpace() {
   checkUsable();
-  size_t messageBytes = 0;
-  uint64_t bulkBytes = 0;
-  for (auto& part : message) messageBytes += part.size;
-  for (auto& part : bulk) bulkBytes += part.size;
-  if (messageBytes > kMaxMessageBytes) throw TransportError("message too large to send");
+  if (reserved_.index < 0) openSlot(reserved_, WireType::kFrameBegin, false);
+  if (lent_) {
+    // Lent before and neither sent nor returned (a builder that threw): make it clean again.
+    std::memset(sendBuffer(reserved_.index) + sizeof(WireHeader), 0, kRdmaSlotPayload);
+  }
+  lent_ = true;
+  return {sendBuffer(reserved_.index) + sizeof(WireHeader) + kFrameSpaceHeadroom,
+          kRdmaSlotPayload - kFrameSpaceHeadroom};
+}
 
+void RdmaConnection::returnFrameSpace(size_t written) {
+  if (!lent_) return;
+  lent_ = false;
+  // Still reserved: the message was not sent from it, so clean what the builder wrote.
+  if (reserved_.index >= 0) {
+    std::memset(sendBuffer(reserved_.index) + sizeof(WireHeader), 0,
+                std::min(written + kFrameSpaceHeadroom, kRdmaSlotPayload));
+  }
+}
+
+void RdmaConnection::postFrameBegin(std::span<const ConstBuffer> message, uint64_t bulkBytes) {
+  size_t messageBytes = 0;
+  for (auto& part : message) messageBytes += part.size;
+  if (messageBytes > kMaxMessageBytes) throw TransportError("message too large to send");
+  if (reserved_.index >= 0 && lent_) {
+    std::byte* payload = sendBuffer(reserved_.index) + sizeof(WireHeader);
+    if (message.size() == 2 && message[0].size == kFrameSpaceHeadroom &&
+        message[1].data == payload + kFrameSpaceHeadroom &&
+        message[1].size <= kRdmaSlotPayload - kFrameSpaceHeadroom) {
+      // Built in place: only the part before it (a one-segment table) is written.
+      std::memcpy(payload, message[0].data, kFrameSpaceHeadroom);
+      OutSlot out = std::exchange(reserved_, OutSlot{});
+      out.type = WireType::kFrameBegin;
+      out.a = messageBytes;
+      out.b = bulkBytes;
+      out.used = messageBytes;
+      postSlot(out);
+      stats_.messagesSentInPlace++;
+      return;
+    }
+  }
   OutSlot out;
   openSlot(out, WireType::kFrameBegin, false);
   out.a = messageBytes;
@@ -436,36 +497,36 @@ void RdmaConnection::sendFrame(std::span<const ConstBuffer> message,
     appendInline(out, WireType::kMessageData, static_cast<const std::byte*>(part.data), part.size);
   }
   if (out.index >= 0) postSlot(out);
+}
 
+void RdmaConnection::sendFrame(std::span<const ConstBuffer> message,
+                               std::span<const ConstBuffer> bulk) {
+  checkUsable();
+  if (streamLeft_) throw TransportError("sendFrame inside a streamed frame");
+  flush();  // queued frames go first
+  uint64_t bulkBytes = 0;
+  for (auto& part : bulk) bulkBytes += part.size;
+  // The peer's offer is for this frame only, whatever it carries.
+  BulkOffer offer = std::exchange(peerOffer_, BulkOffer{});
+  postFrameBegin(message, bulkBytes);
+  if (offer.active && offer.size == bulkBytes) {
+    std::vector<RegistrationLease> leases;
+    if (registerForWrite(bulk, leases)) {
+      uint64_t written = 0;
+      for (size_t i = 0; i < bulk.size(); ++i) {
+        postWrites(static_cast<const std::byte*>(bulk[i].data), bulk[i].size, leases[i].lkey(),
+                   offer, written);
+        written += bulk[i].size;
+      }
+      finishWrites(bulkBytes);
+      return;
+    }
+  }
   // Regions the peer reads must stay registered until it says it is done with them.
   std::vector<RegistrationLease> leases;
   uint64_t announcedBefore = remoteBulkAnnounced_;
-  for (auto& part : bulk) {
-    auto* bytes = static_cast<const std::byte*>(part.data);
-    if (part.size >= kRdmaRendezvousBytes && staged(part.data, part.size)) {
-      if (out.index >= 0) postSlot(out);
-      sendStaged(out, bytes, part.size);
-      continue;
-    }
-    if (part.size >= kRdmaRendezvousBytes) {
-      auto lease = registrations_->acquire(part.data, part.size, IBV_ACCESS_REMOTE_READ);
-      if (lease) {
-        if (out.index >= 0) postSlot(out);
-        openSlot(out, WireType::kBulkRemote, false);
-        out.a = reinterpret_cast<uintptr_t>(part.data);
-        out.b = part.size;
-        out.rkey = lease->rkey();
-        postSlot(out);
-        leases.push_back(std::move(*lease));
-        remoteBulkAnnounced_++;
-        stats_.bulkBytesSentZeroCopy += part.size;
-        continue;
-      }
-      // Unregistrable memory (e.g. odd mappings): still correct, just copied.
-    }
-    appendInline(out, WireType::kBulkInline, bytes, part.size);
-    stats_.bulkBytesSentInline += part.size;
-  }
+  OutSlot out;
+  for (auto& part : bulk) sendPart(out, part, leases);
   if (out.index >= 0) postSlot(out);
   if (remoteBulkAnnounced_ != announcedBefore) {
     waitUntil([&] { return remoteBulkDone_ >= remoteBulkAnnounced_; }, receiveTimeoutMs_,
@@ -473,20 +534,232 @@ void RdmaConnection::sendFrame(std::span<const ConstBuffer> message,
   }
 }
 
-int RdmaConnection::nextIncoming() {
+// One bulk part without an offer: staged (client pageable memory), announced for READ, or inline.
+void RdmaConnection::sendPart(OutSlot& out, const ConstBuffer& part,
+                              std::vector<RegistrationLease>& leases) {
+  auto* bytes = static_cast<const std::byte*>(part.data);
+  if (part.size >= kRdmaRendezvousBytes && staged(part.data, part.size)) {
+    if (out.index >= 0) postSlot(out);
+    sendStaged(out, bytes, part.size);
+    return;
+  }
+  if (part.size >= kRdmaRendezvousBytes) {
+    auto lease = registrations_->acquire(part.data, part.size, IBV_ACCESS_REMOTE_READ);
+    if (lease) {
+      if (out.index >= 0) postSlot(out);
+      openSlot(out, WireType::kBulkRemote, false);
+      out.a = reinterpret_cast<uintptr_t>(part.data);
+      out.b = part.size;
+      out.rkey = lease->rkey();
+      postSlot(out);
+      leases.push_back(std::move(*lease));
+      remoteBulkAnnounced_++;
+      stats_.bulkBytesSentZeroCopy += part.size;
+      return;
+    }
+    // Unregistrable memory (e.g. odd mappings): still correct, just copied.
+  }
+  appendInline(out, WireType::kBulkInline, bytes, part.size);
+  stats_.bulkBytesSentInline += part.size;
+}
+
+// Keys for every part, for local access only: on the WRITE path the peer never gets a key to our
+// memory. False when some part cannot be registered.
+bool RdmaConnection::registerForWrite(std::span<const ConstBuffer> bulk,
+                                      std::vector<RegistrationLease>& leases) {
+  for (auto& part : bulk) {
+    if (part.size == 0) {
+      leases.emplace_back();
+      continue;
+    }
+    auto lease = registrations_->acquire(part.data, part.size, 0);
+    if (!lease) return false;
+    leases.push_back(std::move(*lease));
+  }
+  return true;
+}
+
+// Posts RDMA WRITEs of [bytes, bytes+size) to the offer at `offset`, at most kMaxReadBytes each
+// and kMaxWritesInFlight at once.
+void RdmaConnection::postWrites(const std::byte* bytes, uint64_t size, uint32_t lkey,
+                                const BulkOffer& offer, uint64_t offset) {
+  for (uint64_t done = 0; done < size;) {
+    if (writesPosted_ - writesDone_ >= kMaxWritesInFlight) {
+      waitUntil([&] { return writesPosted_ - writesDone_ < kMaxWritesInFlight; }, receiveTimeoutMs_,
+                "RDMA WRITE");
+    }
+    uint64_t n = std::min<uint64_t>(kMaxReadBytes, size - done);
+    postOneSided(IBV_WR_RDMA_WRITE, bytes + done, n, lkey, offer.address + offset + done,
+                 offer.rkey);
+    writesPosted_++;
+    done += n;
+  }
+}
+
+void RdmaConnection::awaitWrites() {
+  // A completed WRITE was acknowledged by the peer: our buffer is free for the caller again.
+  waitUntil([&] { return writesDone_ == writesPosted_; }, receiveTimeoutMs_, "RDMA WRITE");
+}
+
+// Announces the frame's written bulk. Posted after the WRITEs on the same RC queue pair, so the
+// peer sees it only once they are placed.
+void RdmaConnection::finishWrites(uint64_t bulkBytes) {
+  OutSlot out;
+  openSlot(out, WireType::kBulkWritten, false);
+  out.b = bulkBytes;
+  postSlot(out);
+  stats_.bulkBytesSentByWrite += bulkBytes;
+  awaitWrites();
+}
+
+void RdmaConnection::startFrame(std::span<const ConstBuffer> message, uint64_t bulkBytes) {
+  checkUsable();
+  if (streamLeft_) throw TransportError("startFrame inside a streamed frame");
+  flush();
+  BulkOffer offer = std::exchange(peerOffer_, BulkOffer{});
+  postFrameBegin(message, bulkBytes);
+  streamOffer_ = offer.active && offer.size == bulkBytes ? offer : BulkOffer{};
+  streamLeft_ = bulkBytes;
+}
+
+void RdmaConnection::sendBulk(const void* data, size_t size) {
+  checkUsable();
+  if (size > streamLeft_) throw TransportError("sendBulk past the frame's announced bulk");
+  if (size == 0) return;
+  std::vector<RegistrationLease> leases;
+  ConstBuffer part{data, size};
+  uint64_t offset = streamOffer_.size - streamLeft_;
+  if (streamOffer_.active && offset == 0 && !registerForWrite(std::span(&part, 1), leases)) {
+    streamOffer_ = BulkOffer{};  // nothing written yet: the frame goes the READ way instead
+  }
+  if (streamOffer_.active) {
+    if (leases.empty() && !registerForWrite(std::span(&part, 1), leases)) {
+      fail("cannot register streamed bulk for RDMA WRITE");  // half written: cannot switch now
+    }
+    postWrites(static_cast<const std::byte*>(data), size, leases[0].lkey(), streamOffer_, offset);
+    streamLeft_ -= size;
+    if (streamLeft_ == 0) {
+      finishWrites(streamOffer_.size);
+      streamOffer_ = BulkOffer{};
+    } else {
+      awaitWrites();  // the caller reuses `data` once we return
+    }
+    return;
+  }
+  uint64_t announcedBefore = remoteBulkAnnounced_;
+  OutSlot out;
+  sendPart(out, part, leases);
+  if (out.index >= 0) postSlot(out);
+  streamLeft_ -= size;
+  if (remoteBulkAnnounced_ != announcedBefore) {
+    waitUntil([&] { return remoteBulkDone_ >= remoteBulkAnnounced_; }, receiveTimeoutMs_,
+              "bulk read by peer");
+  }
+}
+
+void RdmaConnection::sendFrameLater(std::span<const ConstBuffer> message,
+                                    std::span<const ConstBuffer> bulk) {
+  checkUsable();
+  size_t messageBytes = 0, bulkBytes = 0;
+  for (auto& part : message) messageBytes += part.size;
+  for (auto& part : bulk) bulkBytes += part.size;
+  size_t need = sizeof(WireHeader) + paddedRecordBytes(messageBytes) +
+                (bulkBytes ? sizeof(WireHeader) + paddedRecordBytes(bulkBytes) : 0);
+  if (need > kRdmaSlotPayload || messageBytes % 8 != 0) {
+    sendFrame(message, bulk);  // too big to share a SEND (flushes what is queued first)
+    return;
+  }
+  if (packed_.index >= 0 && packed_.used + need > kRdmaSlotPayload) flush();
+  if (packed_.index < 0) openSlot(packed_, WireType::kPacked, false);
+  std::byte* at = sendBuffer(packed_.index) + sizeof(WireHeader) + packed_.used;
+  auto record = [&](WireType type, size_t bytes, std::span<const ConstBuffer> parts) {
+    WireHeader h{};
+    h.type = static_cast<uint32_t>(type);
+    h.payloadBytes = static_cast<uint32_t>(bytes);
+    h.a = messageBytes;
+    h.b = bulkBytes;
+    h.magic = kWireMagic;
+    std::memcpy(at, &h, sizeof h);
+    at += sizeof h;
+    for (auto& part : parts) {
+      if (part.size) std::memcpy(at, part.data, part.size);
+      at += part.size;
+    }
+    size_t pad = paddedRecordBytes(bytes) - bytes;
+    std::memset(at, 0, pad);
+    at += pad;
+  };
+  record(WireType::kFrameBegin, messageBytes, message);
+  if (bulkBytes) record(WireType::kBulkInline, bulkBytes, bulk);
+  packed_.used += need;
+  queuedBytes_ += messageBytes + bulkBytes;
+  stats_.framesPacked++;
+  stats_.bulkBytesSentInline += bulkBytes;
+}
+
+void RdmaConnection::flush() {
+  if (packed_.index < 0) return;
+  checkUsable();
+  postSlot(packed_);
+  queuedBytes_ = 0;
+}
+
+void RdmaConnection::expectBulkInto(void* dst, size_t size) {
+  checkUsable();
+  offer_ = BulkOffer{};
+  // Only pinned memory: its registration is cached for the range's life, so the key we hand out
+  // stays valid until the reply has landed, and pageable pages are never exposed to the peer.
+  if (!dst || size < kRdmaRendezvousBytes || !findPinnedRange(dst, size)) return;
+  auto lease = registrations_->acquire(dst, size, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  if (!lease || !lease->cached()) return;
+  OutSlot out;
+  openSlot(out, WireType::kBulkDestination, false);
+  out.a = reinterpret_cast<uintptr_t>(dst);
+  out.b = size;
+  out.rkey = lease->rkey();
+  postSlot(out);
+  offer_ = BulkOffer{true, static_cast<std::byte*>(dst), 0, size, 0};
+}
+
+void RdmaConnection::unpack(int slot, const WireHeader& packed) {
+  auto* at = reinterpret_cast<const std::byte*>(&packed + 1);
+  size_t left = packed.payloadBytes;
+  uint32_t records = 0;
+  while (left > 0) {
+    auto* r = reinterpret_cast<const WireHeader*>(at);
+    if (left < sizeof(WireHeader) || r->magic != kWireMagic ||
+        (r->type != uint32_t(WireType::kFrameBegin) &&
+         r->type != uint32_t(WireType::kBulkInline)) ||
+        paddedRecordBytes(r->payloadBytes) > left - sizeof(WireHeader)) {
+      fail("malformed RDMA message (packed record)");
+    }
+    size_t length = sizeof(WireHeader) + paddedRecordBytes(r->payloadBytes);
+    incoming_.push_back({slot, r});
+    records++;
+    at += length;
+    left -= length;
+  }
+  if (records == 0) fail("malformed RDMA message (empty packed message)");
+  slotUsers_[slot] = records;
+}
+
+RdmaConnection::Incoming RdmaConnection::nextIncoming() {
   if (incoming_.empty()) {
     waitUntil([&] { return !incoming_.empty(); }, receiveTimeoutMs_, "message");
   }
-  int slot = incoming_.front();
+  Incoming next = incoming_.front();
   incoming_.pop_front();
-  return slot;
+  return next;
 }
 
 ReceivedFrame RdmaConnection::receiveFrame() {
   checkUsable();
   if (pendingBulk_ != 0) throw TransportError("previous frame's bulk bytes were not consumed");
-  int slot = nextIncoming();
-  const WireHeader& begin = receiveHeader(slot);
+  if (heldSlot_ >= 0) releaseReceive(std::exchange(heldSlot_, -1));
+  // An offer we made is for this frame only.
+  frameOffer_ = std::exchange(offer_, BulkOffer{});
+  Incoming in = nextIncoming();
+  const WireHeader& begin = *in.header;
   if (begin.type != uint32_t(WireType::kFrameBegin))
     fail("malformed frame (expected a frame start)");
   uint64_t messageBytes = begin.a;
@@ -494,32 +767,54 @@ ReceivedFrame RdmaConnection::receiveFrame() {
   if (messageBytes > kMaxMessageBytes || messageBytes % 8 != 0) {
     fail("malformed frame (message size " + std::to_string(messageBytes) + ")");
   }
+  pendingBulk_ = bulkBytes;
+  segment_ = BulkSegment{};
+  auto* first = reinterpret_cast<const std::byte*>(&begin + 1);
+  if (begin.payloadBytes == messageBytes &&
+      reinterpret_cast<uintptr_t>(first) % alignof(uint64_t) == 0) {
+    // The whole message is in one receive buffer, aligned: hand it out from there and keep the
+    // buffer until the next receiveFrame.
+    heldSlot_ = in.slot;
+    stats_.messagesReadInPlace++;
+    return {std::span<const std::byte>(first, messageBytes), bulkBytes};
+  }
   size_t words = messageBytes / 8;
   if (message_.size() < words) message_.resize(words);
   auto* dst = reinterpret_cast<std::byte*>(message_.data());
   size_t got = 0;
   for (;;) {
-    const WireHeader& h = receiveHeader(slot);
+    const WireHeader& h = *in.header;
     if (got + h.payloadBytes > messageBytes) fail("malformed frame (message overrun)");
     std::memcpy(dst + got, reinterpret_cast<const std::byte*>(&h + 1), h.payloadBytes);
     got += h.payloadBytes;
-    releaseReceive(slot);
+    releaseReceive(in.slot);
     if (got == messageBytes) break;
-    slot = nextIncoming();
-    if (receiveHeader(slot).type != uint32_t(WireType::kMessageData)) {
+    in = nextIncoming();
+    if (in.header->type != uint32_t(WireType::kMessageData)) {
       fail("malformed frame (message cut short)");
     }
   }
-  pendingBulk_ = bulkBytes;
-  segment_ = BulkSegment{};
   return {std::as_bytes(std::span<const uint64_t>(message_.data(), words)), bulkBytes};
 }
 
 void RdmaConnection::loadSegment() {
-  int slot = nextIncoming();
-  const WireHeader& h = receiveHeader(slot);
+  Incoming in = nextIncoming();
+  int slot = in.slot;
+  const WireHeader& h = *in.header;
   segment_ = BulkSegment{};
   segment_.active = true;
+  if (h.type == uint32_t(WireType::kBulkWritten)) {
+    // Trust only our own offer: the whole frame's bulk, exactly the size we offered.
+    if (!frameOffer_.active || h.b != frameOffer_.size || h.b != pendingBulk_) {
+      fail("malformed frame (bulk written without a matching offer)");
+    }
+    segment_.written = true;
+    segment_.bytes = frameOffer_.data;
+    segment_.size = h.b;
+    frameOffer_.active = false;
+    releaseReceive(slot);
+    return;
+  }
   if (h.type == uint32_t(WireType::kBulkInline)) {
     segment_.slot = slot;
     segment_.bytes = reinterpret_cast<const std::byte*>(&h + 1);
@@ -536,6 +831,26 @@ void RdmaConnection::loadSegment() {
   releaseReceive(slot);  // the descriptor is copied out; its buffer can take the next SEND
 }
 
+// One signaled RDMA READ or WRITE of `n` bytes between local and remote memory.
+void RdmaConnection::postOneSided(ibv_wr_opcode opcode, const std::byte* local, uint64_t n,
+                                  uint32_t lkey, uint64_t remote, uint32_t rkey) {
+  bool read = opcode == IBV_WR_RDMA_READ;
+  ibv_sge sge{reinterpret_cast<uintptr_t>(local), uint32_t(n), lkey};
+  ibv_send_wr wr{};
+  wr.wr_id = read ? kWrRead : kWrWrite;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = opcode;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = remote;
+  wr.wr.rdma.rkey = rkey;
+  ibv_send_wr* bad = nullptr;
+  if (ibv_post_send(id_->qp, &wr, &bad) != 0) {
+    fail(std::string("posting RDMA ") + (read ? "READ" : "WRITE") +
+         " failed: " + std::strerror(errno));
+  }
+}
+
 void RdmaConnection::postRead(std::byte* dst, uint32_t lkey, uint64_t remote, uint32_t rkey,
                               uint64_t size) {
   uint64_t offset = 0;
@@ -545,19 +860,7 @@ void RdmaConnection::postRead(std::byte* dst, uint32_t lkey, uint64_t remote, ui
                 "RDMA READ");
     }
     uint64_t n = std::min(kMaxReadBytes, size - offset);
-    ibv_sge sge{reinterpret_cast<uintptr_t>(dst + offset), uint32_t(n), lkey};
-    ibv_send_wr wr{};
-    wr.wr_id = kWrRead;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = IBV_WR_RDMA_READ;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.wr.rdma.remote_addr = remote + offset;
-    wr.wr.rdma.rkey = rkey;
-    ibv_send_wr* bad = nullptr;
-    if (ibv_post_send(id_->qp, &wr, &bad) != 0) {
-      fail(std::string("posting RDMA READ failed: ") + std::strerror(errno));
-    }
+    postOneSided(IBV_WR_RDMA_READ, dst + offset, n, lkey, remote + offset, rkey);
     readsPosted_++;
     offset += n;
   }
@@ -635,7 +938,13 @@ void RdmaConnection::consumeBulk(std::byte* dst, size_t size) {
   while (done < size) {
     if (!segment_.active) loadSegment();
     uint64_t n = std::min<uint64_t>(size - done, segment_.size - segment_.offset);
-    if (!segment_.remote) {
+    if (segment_.written) {
+      // Already in place when read to the offered address; moved if the caller reads elsewhere.
+      if (dst && dst + done != segment_.bytes + segment_.offset) {
+        std::memmove(dst + done, segment_.bytes + segment_.offset, n);
+      }
+      stats_.bulkBytesReceivedWritten += n;
+    } else if (!segment_.remote) {
       if (dst) std::memcpy(dst + done, segment_.bytes + segment_.offset, n);
       stats_.bulkBytesReceivedInline += n;
     } else if (dst && stage) {
@@ -656,7 +965,9 @@ void RdmaConnection::consumeBulk(std::byte* dst, size_t size) {
     pendingBulk_ -= n;
     if (segment_.offset == segment_.size) {
       segment_.active = false;
-      if (segment_.remote) {
+      if (segment_.written) {
+        // Nothing to return: the writer waited for its own WRITE completions.
+      } else if (segment_.remote) {
         // Control messages keep a reserved credit, so this never waits on the peer's data.
         OutSlot out;
         openSlot(out, WireType::kBulkDone, true);

@@ -1,5 +1,6 @@
-// One RDMA connection: verbs resources, the credit-controlled SEND/RECV channel, and rendezvous
-// bulk by RDMA READ. Internal to the transport; users go through rdma_transport.h.
+// One RDMA connection: verbs resources, the credit-controlled SEND/RECV channel, rendezvous bulk
+// by RDMA READ, bulk RDMA WRITTEN into a destination the peer offered, and small queued frames
+// packed into shared SENDs. Internal to the transport; users go through rdma_transport.h.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -52,6 +53,24 @@ class RdmaConnection final : public Connection {
   ~RdmaConnection() override;
 
   void sendFrame(std::span<const ConstBuffer> message, std::span<const ConstBuffer> bulk) override;
+  // Small frames are written straight into one open registered SEND buffer, which leaves when it
+  // is full, at flush(), or before any other send.
+  void sendFrameLater(std::span<const ConstBuffer> message,
+                      std::span<const ConstBuffer> bulk) override;
+  void flush() override;
+  size_t queuedBytes() const override { return queuedBytes_; }
+  // Streamed bulk (the cuda backend's pipelined device reads): each piece is written into the
+  // peer's offer, announced for READ, or sent inline, and may be reused when sendBulk returns.
+  bool streamsBulk() const override { return true; }
+  void startFrame(std::span<const ConstBuffer> message, uint64_t bulkBytes) override;
+  void sendBulk(const void* data, size_t size) override;
+  // Offers `dst` when it lies in a noted pinned range: the peer then RDMA WRITEs the next frame's
+  // bulk there instead of announcing it for READ.
+  void expectBulkInto(void* dst, size_t size) override;
+  // The payload of a reserved SEND buffer (after the headroom); the next frame whose message was
+  // built there leaves from it.
+  std::span<std::byte> frameSpace() override;
+  void returnFrameSpace(size_t written) override;
   ReceivedFrame receiveFrame() override;
   void receiveBulk(void* dst, size_t size) override;
   void discardBulk(size_t size) override;
@@ -76,7 +95,8 @@ class RdmaConnection final : public Connection {
   struct BulkSegment {
     bool active = false;
     bool remote = false;
-    int slot = -1;  // inline: the receive slot holding the bytes
+    bool written = false;  // already placed by the peer's RDMA WRITE at `bytes`
+    int slot = -1;         // inline: the receive slot holding the bytes
     const std::byte* bytes = nullptr;
     uint64_t remoteAddress = 0;
     uint32_t rkey = 0;
@@ -84,9 +104,25 @@ class RdmaConnection final : public Connection {
     uint64_t offset = 0;
   };
 
+  // A data message waiting to be read: its receive slot and its header there (a Packed SEND holds
+  // several; the slot is re-posted once the last of them is released).
+  struct Incoming {
+    int slot = -1;
+    const WireHeader* header = nullptr;
+  };
+  // A destination offered for the next frame's bulk (ours or the peer's).
+  struct BulkOffer {
+    bool active = false;
+    std::byte* data = nullptr;  // ours: where the bytes land
+    uint64_t address = 0;       // the peer's: where to write, under rkey
+    uint64_t size = 0;
+    uint32_t rkey = 0;
+  };
+
   void releaseResources();
   void postReceive(int slot);
   void releaseReceive(int slot);
+  void unpack(int slot, const WireHeader& packed);
   WireHeader& receiveHeader(int slot);
   std::byte* sendBuffer(int slot);
 
@@ -96,7 +132,10 @@ class RdmaConnection final : public Connection {
   [[noreturn]] void fail(const std::string& why);
   void checkUsable() const;
 
-  int64_t credits() const { return int64_t(kRdmaRecvSlots) - int64_t(sent_ - peerConsumed_); }
+  // Slots opened but not yet posted count as spent, so an open packed SEND keeps the reserve.
+  int64_t credits() const {
+    return int64_t(kRdmaRecvSlots) - int64_t(sent_ + opened_ - peerConsumed_);
+  }
   bool tryPostControl(WireType type);
   void maybeReturnCredits();
   void openSlot(OutSlot& out, WireType type, bool control);
@@ -115,9 +154,19 @@ class RdmaConnection final : public Connection {
   bool staged(const void* p, size_t size) const;
   void sendStaged(OutSlot& out, const std::byte* bytes, size_t size);
   void readStaged(std::byte* dst, uint64_t remote, uint32_t rkey, uint64_t size);
+  void postOneSided(ibv_wr_opcode opcode, const std::byte* local, uint64_t n, uint32_t lkey,
+                    uint64_t remote, uint32_t rkey);
   void postRead(std::byte* dst, uint32_t lkey, uint64_t remote, uint32_t rkey, uint64_t size);
 
-  int nextIncoming();
+  void postFrameBegin(std::span<const ConstBuffer> message, uint64_t bulkBytes);
+  void sendPart(OutSlot& out, const ConstBuffer& part, std::vector<RegistrationLease>& leases);
+  bool registerForWrite(std::span<const ConstBuffer> bulk, std::vector<RegistrationLease>& leases);
+  void postWrites(const std::byte* bytes, uint64_t size, uint32_t lkey, const BulkOffer& offer,
+                  uint64_t offset);
+  void awaitWrites();
+  void finishWrites(uint64_t bulkBytes);
+
+  Incoming nextIncoming();
   void loadSegment();
   void consumeBulk(std::byte* dst, size_t size);
   void readRemote(std::byte* dst, uint32_t lkey, uint64_t remote, uint32_t rkey, uint64_t size);
@@ -133,8 +182,9 @@ class RdmaConnection final : public Connection {
   ibv_mr* recvMr_ = nullptr;
   ibv_mr* sendMr_ = nullptr;
   std::vector<int> freeSendSlots_;
-  std::deque<int> incoming_;         // receive slots holding data messages, in arrival order
-  std::vector<uint32_t> recvBytes_;  // byte_len of each receive slot's completion
+  std::deque<Incoming> incoming_;    // data messages, in arrival order
+  std::vector<uint32_t> slotUsers_;  // per receive slot: messages in it not yet released
+  int heldSlot_ = -1;                // holds the message receiveFrame() returned in place
   unsigned unackedCqEvents_ = 0;
   uint32_t maxReadsInFlight_ = 1;
 
@@ -142,8 +192,23 @@ class RdmaConnection final : public Connection {
   uint64_t peerConsumed_ = 0;      // the peer's `consumed`, highest seen
   uint64_t consumed_ = 0;          // peer SENDs processed with their buffers re-posted
   uint64_t consumedReturned_ = 0;  // `consumed` as last sent to the peer
+  uint64_t opened_ = 0;            // send slots opened and not yet posted
   uint64_t readsPosted_ = 0, readsDone_ = 0;
+  uint64_t writesPosted_ = 0, writesDone_ = 0;
   uint64_t remoteBulkAnnounced_ = 0, remoteBulkDone_ = 0;
+
+  OutSlot packed_;    // the open Packed SEND of sendFrameLater, index < 0 when none
+  OutSlot reserved_;  // the SEND buffer frameSpace() lends, index < 0 when none
+  bool lent_ = false;
+  // Per send slot: payload bytes of its last SEND. A completed SEND's payload is zeroed, so every
+  // free buffer is clean for frameSpace() (Cap'n Proto builds only in zeroed memory).
+  std::vector<size_t> sendUsed_;
+  size_t queuedBytes_ = 0;
+  uint64_t streamLeft_ = 0;  // bulk bytes startFrame announced and sendBulk has not sent yet
+  BulkOffer streamOffer_;    // the peer's offer the streamed frame is written into
+  BulkOffer offer_;          // ours, for the reply to the request we are about to send
+  BulkOffer frameOffer_;     // ours, for the frame being received
+  BulkOffer peerOffer_;      // the peer's, for the next frame we send
 
   std::vector<uint64_t> message_;
   uint64_t pendingBulk_ = 0;

@@ -27,6 +27,8 @@ class RegistrationLease {
 
   uint32_t lkey() const { return lkey_; }
   uint32_t rkey() const { return rkey_; }
+  // True when the keys outlive the lease (a cached pinned range), false for a one-transfer one.
+  bool cached() const { return temporary_ == nullptr; }
   void release();
 
  private:

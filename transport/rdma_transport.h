@@ -49,13 +49,18 @@ struct RdmaStats {
   uint64_t bulkBytesSentZeroCopy = 0;
   uint64_t bulkBytesReceivedInline = 0;
   uint64_t bulkBytesReceivedZeroCopy = 0;
-  uint64_t bulkBytesSentStaged = 0;      // pageable: copied into the staging ring, READ from there
-  uint64_t bulkBytesReceivedStaged = 0;  // pageable: READ into the staging ring, copied out
-  uint64_t registrations = 0;            // ibv_reg_mr calls for caller memory
-  uint64_t registrationCacheHits = 0;    // caller memory found already registered
-  uint64_t deregistrations = 0;          // ibv_dereg_mr calls for caller memory
-  uint64_t sends = 0;                    // SEND work requests posted
-  uint64_t creditWaits = 0;              // times a send had to wait for the peer's credits
+  uint64_t bulkBytesSentStaged = 0;       // pageable: copied into the staging ring, READ from there
+  uint64_t bulkBytesReceivedStaged = 0;   // pageable: READ into the staging ring, copied out
+  uint64_t registrations = 0;             // ibv_reg_mr calls for caller memory
+  uint64_t registrationCacheHits = 0;     // caller memory found already registered
+  uint64_t deregistrations = 0;           // ibv_dereg_mr calls for caller memory
+  uint64_t bulkBytesSentByWrite = 0;      // RDMA WRITTEN into the destination the peer offered
+  uint64_t bulkBytesReceivedWritten = 0;  // placed by the peer's RDMA WRITE into our offer
+  uint64_t sends = 0;                     // SEND work requests posted
+  uint64_t framesPacked = 0;              // frames that left several to one SEND (sendFrameLater)
+  uint64_t messagesReadInPlace = 0;       // messages handed out straight from the receive buffer
+  uint64_t messagesSentInPlace = 0;       // messages built in the SEND buffer (frameSpace)
+  uint64_t creditWaits = 0;               // times a send had to wait for the peer's credits
 };
 
 // The counters of an RDMA connection; nullptr for any other kind of connection.

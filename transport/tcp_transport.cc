@@ -11,6 +11,8 @@
 #include <cstring>
 #include <future>
 
+#include "transport/tcp_acceptor.h"
+
 namespace gpupool::transport {
 namespace {
 
@@ -109,27 +111,9 @@ class TcpConnection final : public FramedConnection {
 class TcpListener final : public Listener {
  public:
   explicit TcpListener(const Endpoint& endpoint)
-      : io_(std::make_unique<boost::asio::io_context>()), acceptor_(*io_) {
-    boost::system::error_code ec;
-    tcp::resolver resolver(*io_);
-    auto results =
-        resolver.resolve(endpoint.host, std::to_string(endpoint.port), tcp::resolver::passive, ec);
-    if (ec || results.empty()) {
-      throw TransportError("cannot resolve listen address '" + endpoint.host +
-                           "': " + ec.message());
-    }
-    tcp::endpoint ep = results.begin()->endpoint();
-    acceptor_.open(ep.protocol(), ec);
-    if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
-    if (!ec) acceptor_.bind(ep, ec);
-    if (!ec) acceptor_.listen(128, ec);
-    if (ec) throw TransportError("cannot listen on " + endpoint.url() + ": " + ec.message());
-    auto local = acceptor_.local_endpoint();
-    Endpoint actual = endpoint;
-    actual.host = local.address().to_string();
-    actual.port = local.port();
-    url_ = actual.url();
-  }
+      : io_(std::make_unique<boost::asio::io_context>()),
+        acceptor_(openTcpAcceptor(*io_, endpoint)),
+        url_(boundEndpoint(acceptor_, endpoint).url()) {}
 
   std::unique_ptr<Connection> accept() override {
     auto io = std::make_unique<boost::asio::io_context>();

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "transport/framed_connection.h"
+#include "transport/tcp_acceptor.h"
 
 namespace gpupool::transport {
 namespace {
@@ -134,26 +135,10 @@ class TlsConnection final : public FramedConnection {
 class TlsListener final : public Listener {
  public:
   TlsListener(const Endpoint& endpoint, std::shared_ptr<ssl::context> context)
-      : context_(std::move(context)), io_(std::make_unique<asio::io_context>()), acceptor_(*io_) {
-    boost::system::error_code ec;
-    tcp::resolver resolver(*io_);
-    auto results =
-        resolver.resolve(endpoint.host, std::to_string(endpoint.port), tcp::resolver::passive, ec);
-    if (ec || results.empty()) {
-      throw TransportError("cannot resolve listen address '" + endpoint.host +
-                           "': " + ec.message());
-    }
-    tcp::endpoint ep = results.begin()->endpoint();
-    acceptor_.open(ep.protocol(), ec);
-    if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
-    if (!ec) acceptor_.bind(ep, ec);
-    if (!ec) acceptor_.listen(128, ec);
-    if (ec) throw TransportError("cannot listen on " + endpoint.url() + ": " + ec.message());
-    Endpoint actual = endpoint;
-    actual.host = acceptor_.local_endpoint().address().to_string();
-    actual.port = acceptor_.local_endpoint().port();
-    url_ = actual.url();
-  }
+      : context_(std::move(context)),
+        io_(std::make_unique<asio::io_context>()),
+        acceptor_(openTcpAcceptor(*io_, endpoint)),
+        url_(boundEndpoint(acceptor_, endpoint).url()) {}
 
   std::unique_ptr<Connection> accept() override {
     int fd = ::accept4(acceptor_.native_handle(), nullptr, nullptr, SOCK_CLOEXEC);

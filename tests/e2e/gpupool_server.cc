@@ -12,7 +12,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "build_paths.h"
+#include "harness_paths.h"
 
 namespace gpupool::e2e {
 namespace {

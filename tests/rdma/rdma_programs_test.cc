@@ -80,6 +80,29 @@ TEST_P(RdmaProgramTest, RunsOverRdmaWithTheSameOutputAsOverTcp) {
 
 INSTANTIATE_TEST_SUITE_P(Programs, RdmaProgramTest, ::testing::ValuesIn(testProgramNames()));
 
+// The cuda backend over RDMA (chained onto an emu server through our own libcuda.so.1): its device
+// reads stream from the pinned staging buffers (RDMA WRITTEN into a pinned destination the client
+// offered, else announced for READ), its device writes arrive through them by READ.
+TEST(RdmaChained, CudaBackendServesProgramsOverRdma) {
+  SKIP_WITHOUT_RDMA();
+  ServerOptions cudaOptions;
+  cudaOptions.extraArgs = {"--rdma-listen", "rdma://" + rdmaTestAddress() + ":0"};
+  auto chained = startChainedServers(cudaOptions);
+  std::smatch match;
+  std::string log = chained.cuda->log();
+  ASSERT_TRUE(std::regex_search(log, match, std::regex(R"(listening on (rdma://\S+))"))) << log;
+  std::string url = match[1];
+  for (const char* name : {"pinned_streams", "vector_add", "copy2d"}) {
+    SCOPED_TRACE(name);
+    ProgramResult result =
+        runProgram(programPath(name), {}, clientEnvironment(url), kProgramTimeout);
+    ASSERT_TRUE(result.passed()) << result.describe() << chained.cuda->log();
+    EXPECT_EQ(countLines(result.err, "RDMA not used"), 0) << result.err;
+  }
+  EXPECT_NE(chained.cuda->log().find("from " + rdmaTestAddress() + ":"), std::string::npos)
+      << chained.cuda->log();
+}
+
 TEST(RdmaSelection, TcpClientUpgradesWhenTheServerAdvertisesRdma) {
   SKIP_WITHOUT_RDMA();
   DualServer dual;

@@ -3,7 +3,6 @@
 // 256 MiB at odd offsets, and proof from the counters that large pinned bulk moved without an
 // intermediate copy.
 #include <gtest/gtest.h>
-#include <sys/mman.h>
 
 #include <cstring>
 #include <numeric>
@@ -11,57 +10,18 @@
 #include <vector>
 
 #include "tests/rdma/rdma_pair.h"
+#include "tests/rdma/rdma_test_data.h"
 
 namespace gpupool::transport {
 namespace {
 
-using testing::connectedRdmaPair;
-
-// Bytes that differ at every position and between calls, so a misplaced chunk cannot match.
-void fillPattern(std::byte* p, size_t n, uint32_t seed) {
-  uint32_t x = seed * 2654435761u + 1;
-  for (size_t i = 0; i < n; ++i) {
-    x = x * 1664525u + 1013904223u;
-    p[i] = std::byte(x >> 24);
-  }
-}
-
-std::vector<uint64_t> messageOf(size_t words, uint64_t tag) {
-  std::vector<uint64_t> m(words);
-  for (size_t i = 0; i < words; ++i) m[i] = tag * 1000003 + i;
-  return m;
-}
+using namespace testing;  // connectedRdmaPair and the test data
 
 void sendMessage(Connection& c, const std::vector<uint64_t>& m,
                  std::span<const ConstBuffer> bulk = {}) {
   ConstBuffer part{m.data(), m.size() * 8};
   c.sendFrame(std::span(&part, 1), bulk);
 }
-
-void expectMessage(const ReceivedFrame& frame, const std::vector<uint64_t>& want) {
-  ASSERT_EQ(frame.message.size(), want.size() * 8);
-  EXPECT_EQ(std::memcmp(frame.message.data(), want.data(), want.size() * 8), 0);
-}
-
-// Page-locked memory as cuMemHostAlloc would hand out, noted in the pinned list.
-class PinnedBuffer {
- public:
-  explicit PinnedBuffer(size_t size) : size_(size) {
-    data_ = static_cast<std::byte*>(
-        mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-    if (data_ == MAP_FAILED) throw std::runtime_error("mmap failed");
-    notePinnedHostRange(data_, size_);
-  }
-  ~PinnedBuffer() {
-    forgetPinnedHostRange(data_);
-    munmap(data_, size_);
-  }
-  std::byte* data() { return data_; }
-
- private:
-  std::byte* data_;
-  size_t size_;
-};
 
 TEST(RdmaTransport, FrameWithoutBulkRoundTrips) {
   SKIP_WITHOUT_RDMA();

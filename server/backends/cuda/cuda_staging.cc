@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "transport/rdma_transport.h"
+
 namespace gpupool::server {
 
 CudaStaging::~CudaStaging() { release(); }
@@ -16,6 +18,8 @@ bool CudaStaging::allocate() {
       release();
       return false;
     }
+    // Page-locked for the context's life: an RDMA connection registers it once and keeps it.
+    transport::notePinnedHostRange(slot.host, BackendContext::kStagingBytes);
   }
   allocated_ = true;
   return true;
@@ -26,7 +30,10 @@ void CudaStaging::release() {
     // The driver may still be reading or writing the buffer: it must not be freed under it.
     if (slot.inFlight) (void)driver_->call(driver_->eventSynchronize, slot.done);
     if (slot.done) (void)driver_->call(driver_->eventDestroy, slot.done);
-    if (slot.host) (void)driver_->call(driver_->memFreeHost, slot.host);
+    if (slot.host) {
+      transport::forgetPinnedHostRange(slot.host);
+      (void)driver_->call(driver_->memFreeHost, slot.host);
+    }
     slot = Slot{};
   }
   allocated_ = false;

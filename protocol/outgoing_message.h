@@ -1,0 +1,35 @@
+// A Cap'n Proto message built where it will be sent from.
+//
+// Where the connection lends frame space (a registered RDMA SEND buffer, Connection::frameSpace),
+// the message's first segment is that memory, so sendMessage()/startMessage() send it without a
+// copy; further segments, and every segment on connections that lend nothing (TCP copies into the
+// kernel anyway), come from the heap as with capnp::MallocMessageBuilder. Build it just before it
+// is sent on the same connection and send nothing else in between (expectBulkInto and received
+// bulk are fine); a message that is dropped unsent gives the space back clean.
+#pragma once
+
+#include <capnp/message.h>
+
+#include <span>
+
+#include "transport/connection.h"
+
+namespace gpupool::protocol {
+
+class OutgoingMessage final : public capnp::MessageBuilder {
+ public:
+  explicit OutgoingMessage(transport::Connection& connection);
+  ~OutgoingMessage() noexcept(false) override;
+  OutgoingMessage(const OutgoingMessage&) = delete;
+  OutgoingMessage& operator=(const OutgoingMessage&) = delete;
+
+  kj::ArrayPtr<capnp::word> allocateSegment(uint minimumSize) override;
+
+ private:
+  transport::Connection& connection_;
+  kj::ArrayPtr<capnp::word> lent_;    // the connection's frame space, when it lent any
+  bool lentReturned_ = false;         // handed to capnp as the first segment
+  capnp::MallocMessageBuilder heap_;  // only its segment allocator is used
+};
+
+}  // namespace gpupool::protocol

@@ -1,0 +1,37 @@
+#include "transport/tcp_acceptor.h"
+
+#include <string>
+
+#include "transport/connection.h"
+
+namespace gpupool::transport {
+
+using boost::asio::ip::tcp;
+
+tcp::acceptor openTcpAcceptor(boost::asio::io_context& io, const Endpoint& endpoint) {
+  boost::system::error_code ec;
+  tcp::resolver resolver(io);
+  auto results =
+      resolver.resolve(endpoint.host, std::to_string(endpoint.port), tcp::resolver::passive, ec);
+  if (ec || results.empty()) {
+    throw TransportError("cannot resolve listen address '" + endpoint.host + "': " + ec.message());
+  }
+  tcp::endpoint ep = results.begin()->endpoint();
+  tcp::acceptor acceptor(io);
+  acceptor.open(ep.protocol(), ec);
+  if (!ec) acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) acceptor.bind(ep, ec);
+  if (!ec) acceptor.listen(128, ec);
+  if (ec) throw TransportError("cannot listen on " + endpoint.url() + ": " + ec.message());
+  return acceptor;
+}
+
+Endpoint boundEndpoint(const tcp::acceptor& acceptor, const Endpoint& endpoint) {
+  auto local = acceptor.local_endpoint();
+  Endpoint actual = endpoint;
+  actual.host = local.address().to_string();
+  actual.port = local.port();
+  return actual;
+}
+
+}  // namespace gpupool::transport
