@@ -220,19 +220,25 @@ CUresult RemoteSession::post(const char* what, const Build& build,
   std::unique_lock lock(mutex_);
   if (broken_) return CUDA_ERROR_DEVICE_UNAVAILABLE;
   try {
-    capnp::MallocMessageBuilder message;
-    auto request = message.initRoot<wire::Request>();
-    build(request);
-    request.setNoReply(true);
-    if (logLevel() >= 2) logLine(std::string("post ") + what);
     size_t bulkBytes = 0;
     for (auto& b : bulk) bulkBytes += b.size;
-    if (bulkBytes > kInlineBulkBytes) {
-      protocol::sendMessage(*connection_, message, bulk);  // also sends what is queued before it
-      return CUDA_SUCCESS;
+    bool queued = bulkBytes <= kInlineBulkBytes;
+    bool wasEmpty = false;
+    {
+      // Over RDMA, built in the SEND buffer it leaves in (with other posts, when queued); gone
+      // before the lock is released, as it borrows the connection's memory.
+      protocol::OutgoingMessage message(*connection_, queued);
+      auto request = message.initRoot<wire::Request>();
+      build(request);
+      request.setNoReply(true);
+      if (logLevel() >= 2) logLine(std::string("post ") + what);
+      if (!queued) {
+        protocol::sendMessage(*connection_, message, bulk);  // also sends what is queued first
+        return CUDA_SUCCESS;
+      }
+      wasEmpty = connection_->queuedBytes() == 0;
+      protocol::queueMessage(*connection_, message, bulk);
     }
-    bool wasEmpty = connection_->queuedBytes() == 0;
-    protocol::queueMessage(*connection_, message, bulk);
     if (connection_->queuedBytes() >= kFlushBytes) {
       connection_->flush();
     } else if (wasEmpty) {

@@ -2,8 +2,9 @@
 
 namespace gpupool::protocol {
 
-OutgoingMessage::OutgoingMessage(transport::Connection& connection) : connection_(connection) {
-  std::span<std::byte> space = connection.frameSpace();
+OutgoingMessage::OutgoingMessage(transport::Connection& connection, bool queued)
+    : connection_(connection) {
+  std::span<std::byte> space = connection.frameSpace(queued);
   if (space.size() >= sizeof(capnp::word)) {
     lent_ = kj::ArrayPtr<capnp::word>(reinterpret_cast<capnp::word*>(space.data()),
                                       space.size() / sizeof(capnp::word));

@@ -4,8 +4,9 @@
 // the message's first segment is that memory, so sendMessage()/startMessage() send it without a
 // copy; further segments, and every segment on connections that lend nothing (TCP copies into the
 // kernel anyway), come from the heap as with capnp::MallocMessageBuilder. Build it just before it
-// is sent on the same connection and send nothing else in between (expectBulkInto and received
-// bulk are fine); a message that is dropped unsent gives the space back clean.
+// is sent on the same connection (`queued` when it will go with queueMessage) and send nothing else
+// in between (expectBulkInto and received bulk are fine); a message that is dropped unsent gives
+// the space back clean.
 #pragma once
 
 #include <capnp/message.h>
@@ -18,7 +19,7 @@ namespace gpupool::protocol {
 
 class OutgoingMessage final : public capnp::MessageBuilder {
  public:
-  explicit OutgoingMessage(transport::Connection& connection);
+  explicit OutgoingMessage(transport::Connection& connection, bool queued = false);
   ~OutgoingMessage() noexcept(false) override;
   OutgoingMessage(const OutgoingMessage&) = delete;
   OutgoingMessage& operator=(const OutgoingMessage&) = delete;

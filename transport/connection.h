@@ -86,13 +86,16 @@ class Connection {
   virtual void expectBulkInto(void* /*dst*/, size_t /*size*/) {}
 
   // Building in place: lends zeroed, 8-byte-aligned memory inside the send buffer of the next
-  // frame, with kFrameSpaceHeadroom bytes free before it. A sendFrame or startFrame whose message
+  // frame, with kFrameSpaceHeadroom bytes free before it; `queued` when the message will go to
+  // sendFrameLater. The next sendFrame or startFrame (sendFrameLater when queued) whose message
   // is one part of exactly that many bytes (a one-segment Cap'n Proto table) and then one part
-  // that starts at the lent span is sent from where it lies, without a copy. Call returnFrameSpace
+  // that starts at the lent span sends it from where it lies, without a copy; one whose message
+  // does not lie there makes the span unusable (so send nothing else in between). Call
+  // returnFrameSpace
   // with how many bytes from the start of the span may have been written once the message was sent
   // or dropped; a span not sent is zeroed for the next borrower. Empty where the transport has no
   // such memory.
-  virtual std::span<std::byte> frameSpace() { return {}; }
+  virtual std::span<std::byte> frameSpace(bool /*queued*/) { return {}; }
   virtual void returnFrameSpace(size_t /*written*/) {}
 
   // Receives the next frame's message. The returned span stays valid until the next receiveFrame.

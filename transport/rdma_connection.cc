@@ -446,48 +446,94 @@ void RdmaConnection::appendInline(OutSlot& out, WireType continuation, const std
   }
 }
 
-std::span<std::byte> RdmaConnection::frameSpace() {
+std::span<std::byte> RdmaConnection::frameSpace(bool queued) {
   checkUsable();
-  if (reserved_.index < 0) openSlot(reserved_, WireType::kFrameBegin, false);
-  if (lent_) {
-    // Lent before and neither sent nor returned (a builder that threw): make it clean again.
-    std::memset(sendBuffer(reserved_.index) + sizeof(WireHeader), 0, kRdmaSlotPayload);
+  if (lent_.active) {
+    // Lent before and neither sent nor returned: make it clean again.
+    size_t from = lent_.offset - kFrameSpaceHeadroom;
+    std::memset(lentPayload() + from, 0, kRdmaSlotPayload - from);
+    lent_ = Lent{};
   }
-  lent_ = true;
-  return {sendBuffer(reserved_.index) + sizeof(WireHeader) + kFrameSpaceHeadroom,
-          kRdmaSlotPayload - kFrameSpaceHeadroom};
+  if (!queued) {
+    if (reserved_.index < 0) openSlot(reserved_, WireType::kFrameBegin, false);
+    lent_ = Lent{true, false, reserved_.index, kFrameSpaceHeadroom};
+  } else {
+    // Room for a record header, the headroom and a typical posted call, else a fresh buffer.
+    constexpr size_t kMinQueuedSpace = 1024;
+    if (packed_.index >= 0 && kRdmaSlotPayload - packed_.used <
+                                  sizeof(WireHeader) + kFrameSpaceHeadroom + kMinQueuedSpace) {
+      flush();
+    }
+    if (packed_.index < 0) openSlot(packed_, WireType::kPacked, false);
+    lent_ =
+        Lent{true, true, packed_.index, packed_.used + sizeof(WireHeader) + kFrameSpaceHeadroom};
+  }
+  return {lentPayload() + lent_.offset, kRdmaSlotPayload - lent_.offset};
 }
 
 void RdmaConnection::returnFrameSpace(size_t written) {
-  if (!lent_) return;
-  lent_ = false;
-  // Still reserved: the message was not sent from it, so clean what the builder wrote.
-  if (reserved_.index >= 0) {
-    std::memset(sendBuffer(reserved_.index) + sizeof(WireHeader), 0,
-                std::min(written + kFrameSpaceHeadroom, kRdmaSlotPayload));
+  if (!lent_.active) return;
+  // Not sent from there: clean what the builder wrote.
+  size_t from = lent_.offset - kFrameSpaceHeadroom;
+  std::memset(lentPayload() + from, 0,
+              std::min(written + kFrameSpaceHeadroom, kRdmaSlotPayload - from));
+  lent_ = Lent{};
+}
+
+bool RdmaConnection::builtInLent(std::span<const ConstBuffer> message) {
+  return lent_.active && message.size() == 2 && message[0].size == kFrameSpaceHeadroom &&
+         message[1].data == lentPayload() + lent_.offset &&
+         message[1].size <= kRdmaSlotPayload - lent_.offset;
+}
+
+// A message that cannot leave from the span lent in the packed buffer (it outgrew it, or another
+// send comes first): copies it out and cleans the span before the packed buffer can be posted and
+// reused.
+std::span<const ConstBuffer> RdmaConnection::rescueLent(std::span<const ConstBuffer> message,
+                                                        std::vector<std::byte>& copy,
+                                                        ConstBuffer& whole) {
+  std::byte* begin = lentPayload() + lent_.offset;
+  std::byte* end = lentPayload() + kRdmaSlotPayload;
+  size_t written = 0;
+  bool inside = false;
+  for (auto& part : message) {
+    auto* bytes = static_cast<const std::byte*>(part.data);
+    if (bytes >= begin && bytes < end) {
+      inside = true;
+      written = std::max(written, size_t(bytes + part.size - begin));
+    }
   }
+  if (inside) {
+    for (auto& part : message) {
+      auto* bytes = static_cast<const std::byte*>(part.data);
+      copy.insert(copy.end(), bytes, bytes + part.size);
+    }
+    whole = ConstBuffer{copy.data(), copy.size()};
+    message = std::span(&whole, 1);
+  } else {
+    written = size_t(end - begin);  // unknown: all of it
+  }
+  std::memset(begin - kFrameSpaceHeadroom, 0, written + kFrameSpaceHeadroom);
+  lent_ = Lent{};
+  return message;
 }
 
 void RdmaConnection::postFrameBegin(std::span<const ConstBuffer> message, uint64_t bulkBytes) {
   size_t messageBytes = 0;
   for (auto& part : message) messageBytes += part.size;
   if (messageBytes > kMaxMessageBytes) throw TransportError("message too large to send");
-  if (reserved_.index >= 0 && lent_) {
-    std::byte* payload = sendBuffer(reserved_.index) + sizeof(WireHeader);
-    if (message.size() == 2 && message[0].size == kFrameSpaceHeadroom &&
-        message[1].data == payload + kFrameSpaceHeadroom &&
-        message[1].size <= kRdmaSlotPayload - kFrameSpaceHeadroom) {
-      // Built in place: only the part before it (a one-segment table) is written.
-      std::memcpy(payload, message[0].data, kFrameSpaceHeadroom);
-      OutSlot out = std::exchange(reserved_, OutSlot{});
-      out.type = WireType::kFrameBegin;
-      out.a = messageBytes;
-      out.b = bulkBytes;
-      out.used = messageBytes;
-      postSlot(out);
-      stats_.messagesSentInPlace++;
-      return;
-    }
+  if (!lent_.queued && builtInLent(message) && lent_.slot == reserved_.index) {
+    // Built in place: only the part before it (a one-segment table) is written.
+    std::memcpy(lentPayload(), message[0].data, kFrameSpaceHeadroom);
+    lent_ = Lent{};
+    OutSlot out = std::exchange(reserved_, OutSlot{});
+    out.type = WireType::kFrameBegin;
+    out.a = messageBytes;
+    out.b = bulkBytes;
+    out.used = messageBytes;
+    postSlot(out);
+    stats_.messagesSentInPlace++;
+    return;
   }
   OutSlot out;
   openSlot(out, WireType::kFrameBegin, false);
@@ -503,6 +549,9 @@ void RdmaConnection::sendFrame(std::span<const ConstBuffer> message,
                                std::span<const ConstBuffer> bulk) {
   checkUsable();
   if (streamLeft_) throw TransportError("sendFrame inside a streamed frame");
+  std::vector<std::byte> rescued;
+  ConstBuffer whole{};
+  if (lent_.active && lent_.queued) message = rescueLent(message, rescued, whole);
   flush();  // queued frames go first
   uint64_t bulkBytes = 0;
   for (auto& part : bulk) bulkBytes += part.size;
@@ -615,6 +664,9 @@ void RdmaConnection::finishWrites(uint64_t bulkBytes) {
 void RdmaConnection::startFrame(std::span<const ConstBuffer> message, uint64_t bulkBytes) {
   checkUsable();
   if (streamLeft_) throw TransportError("startFrame inside a streamed frame");
+  std::vector<std::byte> rescued;
+  ConstBuffer whole{};
+  if (lent_.active && lent_.queued) message = rescueLent(message, rescued, whole);
   flush();
   BulkOffer offer = std::exchange(peerOffer_, BulkOffer{});
   postFrameBegin(message, bulkBytes);
@@ -657,14 +709,60 @@ void RdmaConnection::sendBulk(const void* data, size_t size) {
   }
 }
 
+void RdmaConnection::writeRecord(std::byte* at, WireType type, size_t bytes, size_t messageBytes,
+                                 size_t bulkBytes, std::span<const ConstBuffer> parts) {
+  WireHeader h{};
+  h.type = static_cast<uint32_t>(type);
+  h.payloadBytes = static_cast<uint32_t>(bytes);
+  h.a = messageBytes;
+  h.b = bulkBytes;
+  h.magic = kWireMagic;
+  std::memcpy(at, &h, sizeof h);
+  at += sizeof h;
+  for (auto& part : parts) {
+    if (part.size) std::memcpy(at, part.data, part.size);
+    at += part.size;
+  }
+  std::memset(at, 0, paddedRecordBytes(bytes) - bytes);
+}
+
 void RdmaConnection::sendFrameLater(std::span<const ConstBuffer> message,
                                     std::span<const ConstBuffer> bulk) {
   checkUsable();
   size_t messageBytes = 0, bulkBytes = 0;
   for (auto& part : message) messageBytes += part.size;
   for (auto& part : bulk) bulkBytes += part.size;
-  size_t need = sizeof(WireHeader) + paddedRecordBytes(messageBytes) +
-                (bulkBytes ? sizeof(WireHeader) + paddedRecordBytes(bulkBytes) : 0);
+  size_t bulkRecord = bulkBytes ? sizeof(WireHeader) + paddedRecordBytes(bulkBytes) : 0;
+  if (lent_.queued && builtInLent(message) && lent_.slot == packed_.index &&
+      lent_.offset == packed_.used + sizeof(WireHeader) + kFrameSpaceHeadroom &&
+      bulkRecord <= kRdmaSlotPayload - lent_.offset - message[1].size) {
+    // Built in place, after the record header and the table's room: write just those two.
+    std::byte* at = sendBuffer(packed_.index) + sizeof(WireHeader) + packed_.used;
+    WireHeader h{};
+    h.type = static_cast<uint32_t>(WireType::kFrameBegin);
+    h.payloadBytes = static_cast<uint32_t>(messageBytes);
+    h.a = messageBytes;
+    h.b = bulkBytes;
+    h.magic = kWireMagic;
+    std::memcpy(at, &h, sizeof h);
+    std::memcpy(at + sizeof h, message[0].data, kFrameSpaceHeadroom);
+    lent_ = Lent{};
+    packed_.used += sizeof h + messageBytes;  // capnp segments are whole words: still aligned
+    if (bulkBytes) {
+      writeRecord(at + sizeof h + messageBytes, WireType::kBulkInline, bulkBytes, messageBytes,
+                  bulkBytes, bulk);
+      packed_.used += bulkRecord;
+    }
+    queuedBytes_ += messageBytes + bulkBytes;
+    stats_.framesPacked++;
+    stats_.messagesSentInPlace++;
+    stats_.bulkBytesSentInline += bulkBytes;
+    return;
+  }
+  std::vector<std::byte> rescued;
+  ConstBuffer whole{};
+  if (lent_.active && lent_.queued) message = rescueLent(message, rescued, whole);
+  size_t need = sizeof(WireHeader) + paddedRecordBytes(messageBytes) + bulkRecord;
   if (need > kRdmaSlotPayload || messageBytes % 8 != 0) {
     sendFrame(message, bulk);  // too big to share a SEND (flushes what is queued first)
     return;
@@ -672,25 +770,11 @@ void RdmaConnection::sendFrameLater(std::span<const ConstBuffer> message,
   if (packed_.index >= 0 && packed_.used + need > kRdmaSlotPayload) flush();
   if (packed_.index < 0) openSlot(packed_, WireType::kPacked, false);
   std::byte* at = sendBuffer(packed_.index) + sizeof(WireHeader) + packed_.used;
-  auto record = [&](WireType type, size_t bytes, std::span<const ConstBuffer> parts) {
-    WireHeader h{};
-    h.type = static_cast<uint32_t>(type);
-    h.payloadBytes = static_cast<uint32_t>(bytes);
-    h.a = messageBytes;
-    h.b = bulkBytes;
-    h.magic = kWireMagic;
-    std::memcpy(at, &h, sizeof h);
-    at += sizeof h;
-    for (auto& part : parts) {
-      if (part.size) std::memcpy(at, part.data, part.size);
-      at += part.size;
-    }
-    size_t pad = paddedRecordBytes(bytes) - bytes;
-    std::memset(at, 0, pad);
-    at += pad;
-  };
-  record(WireType::kFrameBegin, messageBytes, message);
-  if (bulkBytes) record(WireType::kBulkInline, bulkBytes, bulk);
+  writeRecord(at, WireType::kFrameBegin, messageBytes, messageBytes, bulkBytes, message);
+  if (bulkBytes) {
+    writeRecord(at + sizeof(WireHeader) + paddedRecordBytes(messageBytes), WireType::kBulkInline,
+                bulkBytes, messageBytes, bulkBytes, bulk);
+  }
   packed_.used += need;
   queuedBytes_ += messageBytes + bulkBytes;
   stats_.framesPacked++;
@@ -700,6 +784,15 @@ void RdmaConnection::sendFrameLater(std::span<const ConstBuffer> message,
 void RdmaConnection::flush() {
   if (packed_.index < 0) return;
   checkUsable();
+  if (packed_.used == 0) {
+    // Opened for a message that went another way: nothing to send. Give the (clean) buffer back
+    // unless it is lent right now.
+    if (!(lent_.active && lent_.queued)) {
+      freeSendSlots_.push_back(std::exchange(packed_.index, -1));
+      opened_--;
+    }
+    return;
+  }
   postSlot(packed_);
   queuedBytes_ = 0;
 }

@@ -67,9 +67,10 @@ class RdmaConnection final : public Connection {
   // Offers `dst` when it lies in a noted pinned range: the peer then RDMA WRITEs the next frame's
   // bulk there instead of announcing it for READ.
   void expectBulkInto(void* dst, size_t size) override;
-  // The payload of a reserved SEND buffer (after the headroom); the next frame whose message was
-  // built there leaves from it.
-  std::span<std::byte> frameSpace() override;
+  // The payload of a reserved SEND buffer after the headroom (queued: the open packed SEND buffer
+  // after the next record's header and headroom); the frame whose message was built there leaves
+  // from it.
+  std::span<std::byte> frameSpace(bool queued) override;
   void returnFrameSpace(size_t written) override;
   ReceivedFrame receiveFrame() override;
   void receiveBulk(void* dst, size_t size) override;
@@ -159,6 +160,12 @@ class RdmaConnection final : public Connection {
   void postRead(std::byte* dst, uint32_t lkey, uint64_t remote, uint32_t rkey, uint64_t size);
 
   void postFrameBegin(std::span<const ConstBuffer> message, uint64_t bulkBytes);
+  std::byte* lentPayload() { return sendBuffer(lent_.slot) + sizeof(WireHeader); }
+  bool builtInLent(std::span<const ConstBuffer> message);
+  std::span<const ConstBuffer> rescueLent(std::span<const ConstBuffer> message,
+                                          std::vector<std::byte>& copy, ConstBuffer& whole);
+  void writeRecord(std::byte* at, WireType type, size_t bytes, size_t messageBytes,
+                   size_t bulkBytes, std::span<const ConstBuffer> parts);
   void sendPart(OutSlot& out, const ConstBuffer& part, std::vector<RegistrationLease>& leases);
   bool registerForWrite(std::span<const ConstBuffer> bulk, std::vector<RegistrationLease>& leases);
   void postWrites(const std::byte* bytes, uint64_t size, uint32_t lkey, const BulkOffer& offer,
@@ -199,7 +206,15 @@ class RdmaConnection final : public Connection {
 
   OutSlot packed_;    // the open Packed SEND of sendFrameLater, index < 0 when none
   OutSlot reserved_;  // the SEND buffer frameSpace() lends, index < 0 when none
-  bool lent_ = false;
+  // What frameSpace() lent: a span of send slot `slot` from payload offset `offset` to its end
+  // (reserved_'s, or packed_'s when queued).
+  struct Lent {
+    bool active = false;
+    bool queued = false;
+    int slot = -1;
+    size_t offset = 0;
+  };
+  Lent lent_;
   // Per send slot: payload bytes of its last SEND. A completed SEND's payload is zeroed, so every
   // free buffer is clean for frameSpace() (Cap'n Proto builds only in zeroed memory).
   std::vector<size_t> sendUsed_;

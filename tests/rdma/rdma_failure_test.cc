@@ -143,6 +143,26 @@ TEST(RdmaFailure, PeerKilledBeforeReadingOurRemoteBulk) {
   EXPECT_LT(Clock::now() - start, kPromptly);
 }
 
+// The client offered a pinned destination for the reply and died: writing the reply's bulk into
+// it fails promptly (the WRITEs or the disconnect), never hangs.
+TEST(RdmaFailure, PeerKilledAfterOfferingItsDestination) {
+  SKIP_WITHOUT_RDMA();
+  ListeningSide side;
+  constexpr size_t kSize = 16u << 20;
+  PeerProcess peer({"offer", side.listener->url(), std::to_string(kSize)});
+  auto connection = side.accept();
+  ASSERT_EQ(peer.readLine(), "connected");
+  ASSERT_EQ(peer.readLine(), "offered");
+  connection->receiveFrame();  // the request the offer came with
+  auto start = Clock::now();
+  peer.kill();
+  std::vector<std::byte> bulk(kSize);
+  uint64_t message[2] = {5, 6};
+  ConstBuffer m{message, sizeof message}, b{bulk.data(), bulk.size()};
+  EXPECT_THROW(connection->sendFrame(std::span(&m, 1), std::span(&b, 1)), TransportError);
+  EXPECT_LT(Clock::now() - start, kPromptly);
+}
+
 TEST(RdmaFailure, PeerKilledWhileWeWaitForCredits) {
   SKIP_WITHOUT_RDMA();
   ListeningSide side;

@@ -65,6 +65,83 @@ TEST(RdmaInPlace, MessagesBuiltInTheSendBufferArriveIntactBothWays) {
   EXPECT_EQ(rdmaStatsOf(*pair.server)->messagesSentInPlace, uint64_t(kMessages * 2 / 3));
 }
 
+// Posted calls: built in the open packed SEND buffer, right after the previous record. Kind 0:
+// small, with a small bulk; kind 1: too large for a buffer (copied, sent on its own); kind 2: a
+// dropped builder, then a small message; kind 3: a small message whose 16,300-byte bulk cannot
+// share a buffer (copied, sent on its own). Every 97th frame is an ordinary send in between.
+TEST(RdmaInPlace, QueuedMessagesBuiltInThePackedBufferArriveInOrder) {
+  SKIP_WITHOUT_RDMA();
+  auto pair = connectedRdmaPair();
+  constexpr int kFrames = 2000;
+  auto textOf = [](int i) {
+    return std::string(i % 4 == 1 ? 40000 + i : 8 + i % 40, char('A' + i % 26));
+  };
+  auto bulkOf = [](int i) {
+    std::vector<std::byte> b(i % 4 == 3 ? 16300 : (i % 4 == 0 ? size_t(i % 700) : 0));
+    fillPattern(b.data(), b.size(), uint32_t(i));
+    return b;
+  };
+  uint64_t inPlace = 0, packed = 0;
+  std::string senderError;
+  std::thread sender([&] {
+    try {
+      for (int i = 0; i < kFrames; ++i) {
+        if (i % 4 == 2) {
+          protocol::OutgoingMessage dropped(*pair.client, true);
+          dropped.initRoot<wire::Response>().setMessage(std::string(3000, 'z'));
+        }
+        bool ordinary = i % 97 == 0;
+        auto bulk = bulkOf(i);
+        ConstBuffer b{bulk.data(), bulk.size()};
+        protocol::OutgoingMessage message(*pair.client, !ordinary);
+        auto r = message.initRoot<wire::Response>();
+        r.setResult(uint32_t(i));
+        r.setMessage(textOf(i));
+        std::span<const ConstBuffer> parts(&b, bulk.empty() ? 0 : 1);
+        if (ordinary) {
+          protocol::sendMessage(*pair.client, message, parts);
+        } else {
+          protocol::queueMessage(*pair.client, message, parts);
+        }
+        if (i % 4 != 1 && (ordinary || i % 4 != 3)) inPlace++;
+        if (!ordinary && i % 2 == 0) packed++;
+      }
+      pair.client->flush();
+    } catch (const std::exception& e) {
+      senderError = e.what();
+    }
+  });
+  std::string receiverError;
+  try {
+    for (int i = 0; i < kFrames && receiverError.empty(); ++i) {
+      protocol::IncomingMessage in(*pair.server);
+      auto got = in.root<wire::Response>();
+      auto want = bulkOf(i);
+      std::vector<std::byte> received(want.size());
+      if (in.bulkBytes() == want.size()) {
+        pair.server->receiveBulk(received.data(), received.size());
+      }
+      if (got.getResult() != uint32_t(i) || std::string(got.getMessage().cStr()) != textOf(i) ||
+          got.hasDeviceOutput() || in.bulkBytes() != want.size() || received != want) {
+        receiverError = "frame " + std::to_string(i) + " arrived wrong (result " +
+                        std::to_string(got.getResult()) + ", bulk " +
+                        std::to_string(in.bulkBytes()) + ")";
+      }
+    }
+  } catch (const std::exception& e) {
+    receiverError = e.what();
+  } catch (const kj::Exception& e) {
+    receiverError = e.getDescription().cStr();
+  }
+  if (!receiverError.empty()) pair.client->shutdown();  // unblocks a sender waiting for credits
+  sender.join();
+  ASSERT_EQ(receiverError, "");
+  ASSERT_EQ(senderError, "");
+  const auto& stats = *rdmaStatsOf(*pair.client);
+  EXPECT_EQ(stats.messagesSentInPlace, inPlace);
+  EXPECT_EQ(stats.framesPacked, packed);
+}
+
 TEST(RdmaInPlace, OtherConnectionsBuildOnTheHeap) {
   // No lent space without RDMA: the builder behaves as capnp's MallocMessageBuilder.
   struct NoSpace : Connection {

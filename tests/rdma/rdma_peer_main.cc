@@ -5,7 +5,10 @@
 //   rdma_peer idle URL            connect, then wait
 //   rdma_peer send-bulk URL SIZE  connect, send one frame with SIZE pageable bulk bytes, then wait
 //   rdma_peer recv-frame URL      connect, receive one frame but never its bulk, then wait
+//   rdma_peer offer URL SIZE      connect, offer a pinned SIZE-byte destination for the reply's
+//                                 bulk (expectBulkInto), send a request, then wait
 //   rdma_peer serve ADDR          listen (prints the URL), accept, receive one frame, then wait
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -53,6 +56,17 @@ int main(int argc, char** argv) {
       ConstBuffer m{message, sizeof message}, b{bulk.data(), bulk.size()};
       connection->sendFrame(std::span(&m, 1), std::span(&b, 1));
       say("sent");
+    } else if (role == "offer" && argc > 3) {
+      size_t size = std::strtoull(argv[3], nullptr, 10);
+      void* pinned =
+          mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (pinned == MAP_FAILED) throw std::runtime_error("mmap failed");
+      notePinnedHostRange(pinned, size);
+      connection->expectBulkInto(pinned, size);
+      uint64_t message[2] = {7, 8};
+      ConstBuffer m{message, sizeof message};
+      connection->sendFrame(std::span(&m, 1), {});
+      say("offered");
     } else if (role == "recv-frame") {
       connection->receiveFrame();
       say("got-frame");
