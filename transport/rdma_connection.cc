@@ -545,19 +545,26 @@ void RdmaConnection::postFrameBegin(std::span<const ConstBuffer> message, uint64
   if (out.index >= 0) postSlot(out);
 }
 
-void RdmaConnection::sendFrame(std::span<const ConstBuffer> message,
-                               std::span<const ConstBuffer> bulk) {
+// What sendFrame and startFrame both do first: queued frames leave, the message goes out, and the
+// peer's offer, which is for this frame only whatever it carries, is taken.
+RdmaConnection::BulkOffer RdmaConnection::beginFrame(std::span<const ConstBuffer> message,
+                                                     uint64_t bulkBytes) {
   checkUsable();
-  if (streamLeft_) throw TransportError("sendFrame inside a streamed frame");
+  if (streamLeft_) throw TransportError("a frame started inside a streamed frame");
   std::vector<std::byte> rescued;
   ConstBuffer whole{};
   if (lent_.active && lent_.queued) message = rescueLent(message, rescued, whole);
-  flush();  // queued frames go first
-  uint64_t bulkBytes = 0;
-  for (auto& part : bulk) bulkBytes += part.size;
-  // The peer's offer is for this frame only, whatever it carries.
+  flush();
   BulkOffer offer = std::exchange(peerOffer_, BulkOffer{});
   postFrameBegin(message, bulkBytes);
+  return offer;
+}
+
+void RdmaConnection::sendFrame(std::span<const ConstBuffer> message,
+                               std::span<const ConstBuffer> bulk) {
+  uint64_t bulkBytes = 0;
+  for (auto& part : bulk) bulkBytes += part.size;
+  BulkOffer offer = beginFrame(message, bulkBytes);
   if (offer.active && offer.size == bulkBytes) {
     std::vector<RegistrationLease> leases;
     if (registerForWrite(bulk, leases)) {
@@ -662,14 +669,7 @@ void RdmaConnection::finishWrites(uint64_t bulkBytes) {
 }
 
 void RdmaConnection::startFrame(std::span<const ConstBuffer> message, uint64_t bulkBytes) {
-  checkUsable();
-  if (streamLeft_) throw TransportError("startFrame inside a streamed frame");
-  std::vector<std::byte> rescued;
-  ConstBuffer whole{};
-  if (lent_.active && lent_.queued) message = rescueLent(message, rescued, whole);
-  flush();
-  BulkOffer offer = std::exchange(peerOffer_, BulkOffer{});
-  postFrameBegin(message, bulkBytes);
+  BulkOffer offer = beginFrame(message, bulkBytes);
   streamOffer_ = offer.active && offer.size == bulkBytes ? offer : BulkOffer{};
   streamLeft_ = bulkBytes;
 }
@@ -709,6 +709,8 @@ void RdmaConnection::sendBulk(const void* data, size_t size) {
   }
 }
 
+// A record of a packed SEND at `at`: its header, then `parts` (all of its `bytes`-long payload, or
+// only its start when the rest is already in place), then the payload's padding to whole words.
 void RdmaConnection::writeRecord(std::byte* at, WireType type, size_t bytes, size_t messageBytes,
                                  size_t bulkBytes, std::span<const ConstBuffer> parts) {
   WireHeader h{};
@@ -736,21 +738,15 @@ void RdmaConnection::sendFrameLater(std::span<const ConstBuffer> message,
   if (lent_.queued && builtInLent(message) && lent_.slot == packed_.index &&
       lent_.offset == packed_.used + sizeof(WireHeader) + kFrameSpaceHeadroom &&
       bulkRecord <= kRdmaSlotPayload - lent_.offset - message[1].size) {
-    // Built in place, after the record header and the table's room: write just those two.
+    // Built in place, after the record header and the table's room: write just those two (the
+    // segment that follows is already there, whole words, so no padding either).
     std::byte* at = sendBuffer(packed_.index) + sizeof(WireHeader) + packed_.used;
-    WireHeader h{};
-    h.type = static_cast<uint32_t>(WireType::kFrameBegin);
-    h.payloadBytes = static_cast<uint32_t>(messageBytes);
-    h.a = messageBytes;
-    h.b = bulkBytes;
-    h.magic = kWireMagic;
-    std::memcpy(at, &h, sizeof h);
-    std::memcpy(at + sizeof h, message[0].data, kFrameSpaceHeadroom);
+    writeRecord(at, WireType::kFrameBegin, messageBytes, messageBytes, bulkBytes, message.first(1));
     lent_ = Lent{};
-    packed_.used += sizeof h + messageBytes;  // capnp segments are whole words: still aligned
+    packed_.used += sizeof(WireHeader) + messageBytes;
     if (bulkBytes) {
-      writeRecord(at + sizeof h + messageBytes, WireType::kBulkInline, bulkBytes, messageBytes,
-                  bulkBytes, bulk);
+      writeRecord(at + sizeof(WireHeader) + messageBytes, WireType::kBulkInline, bulkBytes,
+                  messageBytes, bulkBytes, bulk);
       packed_.used += bulkRecord;
     }
     queuedBytes_ += messageBytes + bulkBytes;

@@ -159,6 +159,7 @@ class RdmaConnection final : public Connection {
                     uint64_t remote, uint32_t rkey);
   void postRead(std::byte* dst, uint32_t lkey, uint64_t remote, uint32_t rkey, uint64_t size);
 
+  BulkOffer beginFrame(std::span<const ConstBuffer> message, uint64_t bulkBytes);
   void postFrameBegin(std::span<const ConstBuffer> message, uint64_t bulkBytes);
   std::byte* lentPayload() { return sendBuffer(lent_.slot) + sizeof(WireHeader); }
   bool builtInLent(std::span<const ConstBuffer> message);
