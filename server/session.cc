@@ -10,6 +10,7 @@
 #include "protocol/outgoing_message.h"
 #include "server/pool_server.h"
 #include "server/staged_copy.h"
+#include "transport/rdma_transport.h"
 
 namespace gpupool::server {
 namespace {
@@ -109,10 +110,28 @@ void Session::run() {
   }
   doomed.clear();   // releases memory, modules, streams and events outside the lock
   tenant_.reset();  // gives the tenant's quota back now, not when the session is reaped
+  if (server_.verbose()) logRdmaCounters();
   if (admitted_) server_.driverSessionEnded();
   // The peer learns at once that the session is over; the Session object itself (and with it the
   // socket) lives until the server reaps it, which may be much later.
   connection_->shutdown();
+}
+
+// How this session's bulk bytes moved over RDMA (for operators, and for tests that prove the
+// zero-copy paths and the registration cache end to end). Nothing for other transports.
+void Session::logRdmaCounters() const {
+  const transport::RdmaStats* rdma = transport::rdmaStatsOf(*connection_);
+  if (!rdma) return;
+  std::cerr << "gpupoold: session " << id_
+            << " rdma counters: received_zero_copy=" << rdma->bulkBytesReceivedZeroCopy
+            << " received_written=" << rdma->bulkBytesReceivedWritten
+            << " received_inline=" << rdma->bulkBytesReceivedInline
+            << " sent_by_write=" << rdma->bulkBytesSentByWrite
+            << " sent_zero_copy=" << rdma->bulkBytesSentZeroCopy
+            << " sent_inline=" << rdma->bulkBytesSentInline
+            << " registrations=" << rdma->registrations
+            << " registration_cache_hits=" << rdma->registrationCacheHits
+            << " deregistrations=" << rdma->deregistrations << "\n";
 }
 
 bool Session::handshake() {

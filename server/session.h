@@ -18,6 +18,7 @@
 #include "protocol/gpupool.capnp.h"
 #include "server/backend.h"
 #include "server/module_cache.h"
+#include "server/scratch_buffer.h"
 #include "server/staged_copy.h"
 #include "server/tenant_session.h"
 #include "transport/connection.h"
@@ -61,6 +62,7 @@ class Session {
   };
 
   bool handshake();
+  void logRdmaCounters() const;
   // Handles one request. Returns false when the session must end.
   bool serveOne();
   void dispatch(wire::Request::Reader request, uint64_t bulkBytes, bool noReply,
@@ -81,7 +83,7 @@ class Session {
   std::string tenantName_;
   bool driver_ = false;
 
-  std::vector<uint8_t> staging_;  // bulk bytes in and out, reused across requests
+  ScratchBuffer staging_;  // bulk bytes in and out, reused across requests
   // A device→host copy whose bytes follow the reply as they are read (set by dispatch).
   std::optional<StagedDeviceRead> stagedReply_;
   // The first failure among noReply requests, reported with the next Response.

@@ -54,8 +54,8 @@ std::optional<std::vector<Endpoint>> parseEndpointList(const std::string& text,
   size_t start = 0;
   while (start <= text.size()) {
     size_t comma = text.find(',', start);
-    std::string item = text.substr(start, comma == std::string::npos ? std::string::npos
-                                                                     : comma - start);
+    std::string item =
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     auto e = parseEndpoint(item, error);
     if (!e) return std::nullopt;
     out.push_back(*e);

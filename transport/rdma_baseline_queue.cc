@@ -5,6 +5,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "transport/rdma_queue_pair.h"
+
 namespace gpupool::transport::rdma {
 namespace {
 
@@ -25,24 +27,9 @@ BaselineQueue::BaselineQueue(CmHandles& cm, uint32_t maxMessageBytes)
     int cqe = int(kBaselineTxDepth + kBaselineRecvDepth + 16);
     cq_ = ibv_create_cq(id_->verbs, cqe, nullptr, nullptr, 0);
     if (!cq_) throw TransportError(std::string("ibv_create_cq: ") + std::strerror(errno));
-    ibv_qp_init_attr attr{};
-    attr.send_cq = cq_;
-    attr.recv_cq = cq_;
-    attr.qp_type = IBV_QPT_RC;
-    attr.cap.max_send_wr = kBaselineTxDepth;
-    attr.cap.max_recv_wr = kBaselineRecvDepth;
-    attr.cap.max_send_sge = 1;
-    attr.cap.max_recv_sge = 1;
-    attr.cap.max_inline_data = kWantedInline;
-    if (rdma_create_qp(id_, pd_, &attr) != 0) {
-      // Devices without inline data refuse the request: send from registered memory instead.
-      attr.cap.max_inline_data = 0;
-      if (rdma_create_qp(id_, pd_, &attr) != 0) {
-        throw TransportError(std::string("rdma_create_qp: ") + std::strerror(errno));
-      }
-    }
+    maxInline_ =
+        createRcQueuePair(id_, pd_, cq_, kBaselineTxDepth, kBaselineRecvDepth, kWantedInline);
     qpCreated_ = true;
-    maxInline_ = attr.cap.max_inline_data;
     messages_.resize(size_t(kBaselineRecvDepth + 1) * maxMessageBytes_);
     messagesMr_ = ibv_reg_mr(pd_, messages_.data(), messages_.size(), IBV_ACCESS_LOCAL_WRITE);
     if (!messagesMr_) throw TransportError(std::string("ibv_reg_mr: ") + std::strerror(errno));

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "transport/rdma_pinned_ranges.h"
+#include "transport/rdma_queue_pair.h"
 
 namespace gpupool::transport::rdma {
 namespace {
@@ -153,17 +154,7 @@ RdmaConnection::RdmaConnection(rdma_event_channel* channel, rdma_cm_id* id, bool
     int cqe = kRdmaRecvSlots + kSendQueueDepth + 16;
     cq_ = ibv_create_cq(id_->verbs, cqe, nullptr, completionChannel_, 0);
     if (!cq_) throw TransportError(std::string("ibv_create_cq: ") + std::strerror(errno));
-    ibv_qp_init_attr qpAttr{};
-    qpAttr.send_cq = cq_;
-    qpAttr.recv_cq = cq_;
-    qpAttr.qp_type = IBV_QPT_RC;
-    qpAttr.cap.max_send_wr = kSendQueueDepth;
-    qpAttr.cap.max_recv_wr = kRdmaRecvSlots;
-    qpAttr.cap.max_send_sge = 1;
-    qpAttr.cap.max_recv_sge = 1;
-    if (rdma_create_qp(id_, pd_, &qpAttr) != 0) {
-      throw TransportError(std::string("rdma_create_qp: ") + std::strerror(errno));
-    }
+    createRcQueuePair(id_, pd_, cq_, kSendQueueDepth, kRdmaRecvSlots);
     qpCreated_ = true;
     recvArena_.resize(kRdmaRecvSlots * kRdmaSlotBytes);
     sendArena_.resize(kRdmaSendSlots * kRdmaSlotBytes);
@@ -555,9 +546,20 @@ RdmaConnection::BulkOffer RdmaConnection::beginFrame(std::span<const ConstBuffer
   ConstBuffer whole{};
   if (lent_.active && lent_.queued) message = rescueLent(message, rescued, whole);
   flush();
+  dropForgottenRegistrations();
   BulkOffer offer = std::exchange(peerOffer_, BulkOffer{});
   postFrameBegin(message, bulkBytes);
   return offer;
+}
+
+// Between frames, and only while no key of ours is in use: the peer may still READ what we
+// announced or WRITE into what we offered, and our own WRITEs may still be reading our memory.
+// Deregistering under them would put the QP in error (a freed range is the caller's to stop
+// using; its pages stay pinned, not reachable by anyone else, until this runs).
+void RdmaConnection::dropForgottenRegistrations() {
+  if (remoteBulkDone_ == remoteBulkAnnounced_ && !offer_.active && writesDone_ == writesPosted_) {
+    registrations_->dropForgotten();
+  }
 }
 
 void RdmaConnection::sendFrame(std::span<const ConstBuffer> message,
@@ -568,17 +570,17 @@ void RdmaConnection::sendFrame(std::span<const ConstBuffer> message,
   if (offer.active && offer.size == bulkBytes) {
     std::vector<RegistrationLease> leases;
     if (registerForWrite(bulk, leases)) {
-      uint64_t written = 0;
-      for (size_t i = 0; i < bulk.size(); ++i) {
-        postWrites(static_cast<const std::byte*>(bulk[i].data), bulk[i].size, leases[i].lkey(),
-                   offer, written);
-        written += bulk[i].size;
-      }
+      postWrites(bulk, leases, offer, 0);
       finishWrites(bulkBytes);
       return;
     }
   }
-  // Regions the peer reads must stay registered until it says it is done with them.
+  sendUnoffered(bulk);
+}
+
+// Bulk parts without an offer to write into. Returns once the peer has read every part announced
+// for READ: until then that memory must stay registered and unchanged.
+void RdmaConnection::sendUnoffered(std::span<const ConstBuffer> bulk) {
   std::vector<RegistrationLease> leases;
   uint64_t announcedBefore = remoteBulkAnnounced_;
   OutSlot out;
@@ -635,20 +637,25 @@ bool RdmaConnection::registerForWrite(std::span<const ConstBuffer> bulk,
   return true;
 }
 
-// Posts RDMA WRITEs of [bytes, bytes+size) to the offer at `offset`, at most kMaxReadBytes each
-// and kMaxWritesInFlight at once.
-void RdmaConnection::postWrites(const std::byte* bytes, uint64_t size, uint32_t lkey,
+// Posts RDMA WRITEs of the parts, one after another, to the offer from `offset` on, at most
+// kMaxReadBytes each and kMaxWritesInFlight at once; leases[i] holds the keys of parts[i].
+void RdmaConnection::postWrites(std::span<const ConstBuffer> parts,
+                                const std::vector<RegistrationLease>& leases,
                                 const BulkOffer& offer, uint64_t offset) {
-  for (uint64_t done = 0; done < size;) {
-    if (writesPosted_ - writesDone_ >= kMaxWritesInFlight) {
-      waitUntil([&] { return writesPosted_ - writesDone_ < kMaxWritesInFlight; }, receiveTimeoutMs_,
-                "RDMA WRITE");
+  for (size_t i = 0; i < parts.size(); ++i) {
+    auto* bytes = static_cast<const std::byte*>(parts[i].data);
+    for (uint64_t done = 0; done < parts[i].size;) {
+      if (writesPosted_ - writesDone_ >= kMaxWritesInFlight) {
+        waitUntil([&] { return writesPosted_ - writesDone_ < kMaxWritesInFlight; },
+                  receiveTimeoutMs_, "RDMA WRITE");
+      }
+      uint64_t n = std::min<uint64_t>(kMaxReadBytes, parts[i].size - done);
+      postOneSided(IBV_WR_RDMA_WRITE, bytes + done, n, leases[i].lkey(),
+                   offer.address + offset + done, offer.rkey);
+      writesPosted_++;
+      done += n;
     }
-    uint64_t n = std::min<uint64_t>(kMaxReadBytes, size - done);
-    postOneSided(IBV_WR_RDMA_WRITE, bytes + done, n, lkey, offer.address + offset + done,
-                 offer.rkey);
-    writesPosted_++;
-    done += n;
+    offset += parts[i].size;
   }
 }
 
@@ -688,7 +695,7 @@ void RdmaConnection::sendBulk(const void* data, size_t size) {
     if (leases.empty() && !registerForWrite(std::span(&part, 1), leases)) {
       fail("cannot register streamed bulk for RDMA WRITE");  // half written: cannot switch now
     }
-    postWrites(static_cast<const std::byte*>(data), size, leases[0].lkey(), streamOffer_, offset);
+    postWrites(std::span(&part, 1), leases, streamOffer_, offset);
     streamLeft_ -= size;
     if (streamLeft_ == 0) {
       finishWrites(streamOffer_.size);
@@ -698,15 +705,8 @@ void RdmaConnection::sendBulk(const void* data, size_t size) {
     }
     return;
   }
-  uint64_t announcedBefore = remoteBulkAnnounced_;
-  OutSlot out;
-  sendPart(out, part, leases);
-  if (out.index >= 0) postSlot(out);
   streamLeft_ -= size;
-  if (remoteBulkAnnounced_ != announcedBefore) {
-    waitUntil([&] { return remoteBulkDone_ >= remoteBulkAnnounced_; }, receiveTimeoutMs_,
-              "bulk read by peer");
-  }
+  sendUnoffered(std::span(&part, 1));
 }
 
 // A record of a packed SEND at `at`: its header, then `parts` (all of its `bytes`-long payload, or
@@ -845,6 +845,7 @@ ReceivedFrame RdmaConnection::receiveFrame() {
   checkUsable();
   if (pendingBulk_ != 0) throw TransportError("previous frame's bulk bytes were not consumed");
   if (heldSlot_ >= 0) releaseReceive(std::exchange(heldSlot_, -1));
+  dropForgottenRegistrations();
   // An offer we made is for this frame only.
   frameOffer_ = std::exchange(offer_, BulkOffer{});
   Incoming in = nextIncoming();

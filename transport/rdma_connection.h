@@ -160,6 +160,7 @@ class RdmaConnection final : public Connection {
   void postRead(std::byte* dst, uint32_t lkey, uint64_t remote, uint32_t rkey, uint64_t size);
 
   BulkOffer beginFrame(std::span<const ConstBuffer> message, uint64_t bulkBytes);
+  void dropForgottenRegistrations();
   void postFrameBegin(std::span<const ConstBuffer> message, uint64_t bulkBytes);
   std::byte* lentPayload() { return sendBuffer(lent_.slot) + sizeof(WireHeader); }
   bool builtInLent(std::span<const ConstBuffer> message);
@@ -167,10 +168,11 @@ class RdmaConnection final : public Connection {
                                           std::vector<std::byte>& copy, ConstBuffer& whole);
   void writeRecord(std::byte* at, WireType type, size_t bytes, size_t messageBytes,
                    size_t bulkBytes, std::span<const ConstBuffer> parts);
+  void sendUnoffered(std::span<const ConstBuffer> bulk);
   void sendPart(OutSlot& out, const ConstBuffer& part, std::vector<RegistrationLease>& leases);
   bool registerForWrite(std::span<const ConstBuffer> bulk, std::vector<RegistrationLease>& leases);
-  void postWrites(const std::byte* bytes, uint64_t size, uint32_t lkey, const BulkOffer& offer,
-                  uint64_t offset);
+  void postWrites(std::span<const ConstBuffer> parts, const std::vector<RegistrationLease>& leases,
+                  const BulkOffer& offer, uint64_t offset);
   void awaitWrites();
   void finishWrites(uint64_t bulkBytes);
 

@@ -33,14 +33,21 @@ void RegistrationLease::release() {
 
 std::optional<RegistrationLease> MemoryRegistrations::acquire(const void* p, size_t size,
                                                               int access) {
-  if (auto range = findPinnedRange(p, size)) {
+  constexpr int kRemote = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
+  auto range = findPinnedRange(p, size);
+  if (range && range->access == PeerAccess::kNone &&
+      ((access & kRemote) != 0 || range->size > kLargestCachedPrivateRange)) {
+    range.reset();
+  }
+  if (range) {
     auto it = cache_.find(range->id);
     if (it != cache_.end()) {
       stats_->registrationCacheHits++;
       return RegistrationLease(it->second.mr->lkey, it->second.mr->rkey, nullptr, stats_);
     }
-    dropStale();
-    ibv_mr* mr = ibv_reg_mr(pd_, reinterpret_cast<void*>(range->base), range->size, kPinnedAccess);
+    int rangeAccess =
+        range->access == PeerAccess::kReadWrite ? kPinnedAccess : IBV_ACCESS_LOCAL_WRITE;
+    ibv_mr* mr = ibv_reg_mr(pd_, reinterpret_cast<void*>(range->base), range->size, rangeAccess);
     if (mr) {
       stats_->registrations++;
       cache_[range->id] = Cached{mr, range->base, range->size};
@@ -54,7 +61,11 @@ std::optional<RegistrationLease> MemoryRegistrations::acquire(const void* p, siz
   return RegistrationLease(mr->lkey, mr->rkey, mr, stats_);
 }
 
-void MemoryRegistrations::dropStale() {
+void MemoryRegistrations::dropForgotten() {
+  uint64_t forgotten = pinnedRangesForgotten();
+  if (forgotten == forgottenSeen_) return;
+  // Read before the scan: a range forgotten during it shows up as a change next time.
+  forgottenSeen_ = forgotten;
   for (auto it = cache_.begin(); it != cache_.end();) {
     if (pinnedRangeAlive(it->first)) {
       ++it;

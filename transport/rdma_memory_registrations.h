@@ -1,6 +1,6 @@
 // Memory registration for one protection domain: a cache for pinned host ranges (registered once,
-// kept until the range is forgotten or the cache is destroyed) and one-transfer registrations for
-// everything else.
+// kept until the range is forgotten and dropForgotten() runs, or the cache is destroyed) and
+// one-transfer registrations for everything else.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -46,9 +46,20 @@ class MemoryRegistrations {
   MemoryRegistrations& operator=(const MemoryRegistrations&) = delete;
 
   // Keys covering [p, p + size) with at least `access`. Pinned ranges come from (or enter) the
-  // cache; other memory gets a registration that lives as long as the lease. nullopt when the
-  // memory cannot be registered (e.g. read-only pages asked for local write).
+  // cache, except ranges the peer must not reach (PeerAccess::kNone) when `access` asks for remote
+  // rights, and such ranges over kLargestCachedPrivateRange; other memory gets a registration that
+  // lives as long as the lease. nullopt when the memory cannot be registered (e.g. read-only pages
+  // asked for local write).
   std::optional<RegistrationLease> acquire(const void* p, size_t size, int access);
+
+  // Deregisters the cached ranges forgotten since the last call. Only where no key of a cached
+  // range is still in use (nothing of ours lent to the peer, no transfer of ours in flight).
+  // Costs one atomic load when nothing was forgotten.
+  void dropForgotten();
+
+  // Registering a range commits all of it, so private ranges (a server's device memory, committed
+  // only where touched) larger than this are registered piece by piece instead.
+  static constexpr size_t kLargestCachedPrivateRange = size_t{1} << 30;
 
   // Deregisters every cached range (on close; the PD goes away next).
   void clear();
@@ -59,11 +70,10 @@ class MemoryRegistrations {
     uintptr_t base;
     size_t size;
   };
-  void dropStale();
-
   ibv_pd* pd_;
   RdmaStats* stats_;
   std::map<uint64_t, Cached> cache_;  // by PinnedRange::id
+  uint64_t forgottenSeen_ = 0;        // pinnedRangesForgotten() at the last dropForgotten
 };
 
 }  // namespace gpupool::transport::rdma

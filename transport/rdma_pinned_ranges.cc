@@ -1,9 +1,9 @@
 #include "transport/rdma_pinned_ranges.h"
 
+#include <atomic>
 #include <map>
 #include <mutex>
-
-#include "transport/rdma_transport.h"
+#include <unordered_set>
 
 namespace gpupool::transport {
 namespace {
@@ -11,7 +11,9 @@ namespace {
 struct Registry {
   std::mutex mutex;
   std::map<uintptr_t, rdma::PinnedRange> byBase;
+  std::unordered_set<uint64_t> live;  // ids in byBase
   uint64_t nextId = 1;
+  std::atomic<uint64_t> forgotten{0};
 };
 
 Registry& registry() {
@@ -19,20 +21,33 @@ Registry& registry() {
   return *r;
 }
 
+// Removes the entry at `it` (lock held).
+void forget(Registry& r, std::map<uintptr_t, rdma::PinnedRange>::iterator it) {
+  r.live.erase(it->second.id);
+  r.byBase.erase(it);
+  r.forgotten.fetch_add(1, std::memory_order_release);
+}
+
 }  // namespace
 
-void notePinnedHostRange(const void* base, size_t size) {
+void notePinnedHostRange(const void* base, size_t size, PeerAccess access) {
   if (!base || !size) return;
   auto& r = registry();
   std::lock_guard lock(r.mutex);
   auto b = reinterpret_cast<uintptr_t>(base);
-  r.byBase[b] = rdma::PinnedRange{r.nextId++, b, size};
+  // Noting a base again replaces the old range: caches must not keep its registration.
+  if (auto it = r.byBase.find(b); it != r.byBase.end()) forget(r, it);
+  uint64_t id = r.nextId++;
+  r.byBase[b] = rdma::PinnedRange{id, b, size, access};
+  r.live.insert(id);
 }
 
 void forgetPinnedHostRange(const void* base) {
   auto& r = registry();
   std::lock_guard lock(r.mutex);
-  r.byBase.erase(reinterpret_cast<uintptr_t>(base));
+  if (auto it = r.byBase.find(reinterpret_cast<uintptr_t>(base)); it != r.byBase.end()) {
+    forget(r, it);
+  }
 }
 
 namespace rdma {
@@ -52,11 +67,10 @@ std::optional<PinnedRange> findPinnedRange(const void* p, size_t size) {
 bool pinnedRangeAlive(uint64_t id) {
   auto& r = registry();
   std::lock_guard lock(r.mutex);
-  for (auto& [base, range] : r.byBase) {
-    if (range.id == id) return true;
-  }
-  return false;
+  return r.live.count(id) != 0;
 }
+
+uint64_t pinnedRangesForgotten() { return registry().forgotten.load(std::memory_order_acquire); }
 
 }  // namespace rdma
 }  // namespace gpupool::transport

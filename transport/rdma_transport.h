@@ -66,11 +66,19 @@ struct RdmaStats {
 // The counters of an RDMA connection; nullptr for any other kind of connection.
 const RdmaStats* rdmaStatsOf(const Connection& connection);
 
-// Process-wide list of long-lived page-locked host ranges (cuMemHostAlloc, cuMemHostRegister).
-// A connection registers such a range once, as a whole, and keeps it registered until the range is
-// forgotten or the connection closes. Memory not listed is treated as pageable: registered for one
-// transfer only, because it may be unmapped and its addresses reused afterwards.
-void notePinnedHostRange(const void* base, size_t size);
+// Process-wide list of long-lived page-locked host ranges (cuMemHostAlloc, cuMemHostRegister, a
+// server's device memory). A connection registers such a range once, as a whole, and keeps it
+// registered until the range is forgotten (dropped at the connection's next safe point: the next
+// frame it receives with none of its own memory lent to the peer) or the connection closes. Memory
+// not listed is treated as pageable: registered for one transfer only, because it may be unmapped
+// and its addresses reused afterwards.
+enum class PeerAccess {
+  kReadWrite,  // the peer may be given keys to it (client pinned memory: the server READs and
+               // WRITEs it directly)
+  kNone,       // ours alone (server device memory): cached for local access only; a transfer that
+               // must expose it to the peer registers just that piece, for just that transfer
+};
+void notePinnedHostRange(const void* base, size_t size, PeerAccess access = PeerAccess::kReadWrite);
 // Call before the range is freed or unregistered.
 void forgetPinnedHostRange(const void* base);
 

@@ -12,6 +12,7 @@
 #include <future>
 
 #include "transport/tcp_acceptor.h"
+#include "transport/tcp_connector.h"
 
 namespace gpupool::transport {
 namespace {
@@ -141,41 +142,8 @@ class TcpListener final : public Listener {
 std::unique_ptr<Connection> tcpConnect(const Endpoint& endpoint, unsigned timeoutMs) {
   if (endpoint.scheme != "tcp") throw TransportError("not a tcp endpoint: " + endpoint.url());
   auto io = std::make_unique<boost::asio::io_context>();
-  tcp::socket socket(*io);
-  boost::system::error_code ec;
-  tcp::resolver resolver(*io);
-  auto results = resolver.resolve(endpoint.host, std::to_string(endpoint.port), ec);
-  if (ec) throw TransportError("cannot resolve '" + endpoint.host + "': " + ec.message());
-  std::string lastError = "no addresses";
-  for (const auto& entry : results) {
-    socket.close(ec);
-    socket.open(entry.endpoint().protocol(), ec);
-    if (ec) continue;
-    if (timeoutMs) {
-      // Non-blocking connect with poll so an unroutable host cannot hang the caller.
-      socket.non_blocking(true, ec);
-      socket.connect(entry.endpoint(), ec);
-      if (ec == boost::asio::error::in_progress || ec == boost::asio::error::would_block) {
-        pollfd p{socket.native_handle(), POLLOUT, 0};
-        int r = ::poll(&p, 1, static_cast<int>(timeoutMs));
-        if (r <= 0) {
-          lastError = "connection timed out";
-          continue;
-        }
-        int err = 0;
-        socklen_t len = sizeof err;
-        ::getsockopt(socket.native_handle(), SOL_SOCKET, SO_ERROR, &err, &len);
-        ec = err ? boost::system::error_code(err, boost::system::system_category())
-                 : boost::system::error_code();
-      }
-      if (!ec) socket.non_blocking(false, ec);
-    } else {
-      socket.connect(entry.endpoint(), ec);
-    }
-    if (!ec) return std::make_unique<TcpConnection>(std::move(io), std::move(socket));
-    lastError = ec.message();
-  }
-  throw TransportError(lastError);
+  tcp::socket socket = connectTcpSocket(*io, endpoint, timeoutMs);
+  return std::make_unique<TcpConnection>(std::move(io), std::move(socket));
 }
 
 std::unique_ptr<Listener> tcpListen(const Endpoint& endpoint) {

@@ -12,6 +12,7 @@
 
 #include "transport/framed_connection.h"
 #include "transport/tcp_acceptor.h"
+#include "transport/tcp_connector.h"
 
 namespace gpupool::transport {
 namespace {
@@ -186,41 +187,8 @@ std::unique_ptr<Connection> tlsConnect(const Endpoint& endpoint, unsigned timeou
       context->set_default_verify_paths(ec);
     }
   }
-  // A connect bounded by timeoutMs, as the TCP transport's, so an unroutable host cannot hang us.
   auto io = std::make_unique<asio::io_context>();
-  tcp::socket socket(*io);
-  tcp::resolver resolver(*io);
-  auto results = resolver.resolve(endpoint.host, std::to_string(endpoint.port), ec);
-  if (ec) throw TransportError("cannot resolve '" + endpoint.host + "': " + ec.message());
-  std::string lastError = "no addresses";
-  bool connected = false;
-  for (const auto& entry : results) {
-    socket.close(ec);
-    socket.open(entry.endpoint().protocol(), ec);
-    if (ec) continue;
-    socket.non_blocking(true, ec);
-    socket.connect(entry.endpoint(), ec);
-    if (ec == asio::error::in_progress || ec == asio::error::would_block) {
-      pollfd p{socket.native_handle(), POLLOUT, 0};
-      int r = ::poll(&p, 1, timeoutMs ? static_cast<int>(timeoutMs) : -1);
-      if (r <= 0) {
-        lastError = "connection timed out";
-        continue;
-      }
-      int err = 0;
-      socklen_t len = sizeof err;
-      ::getsockopt(socket.native_handle(), SOL_SOCKET, SO_ERROR, &err, &len);
-      ec = err ? boost::system::error_code(err, boost::system::system_category())
-               : boost::system::error_code();
-    }
-    if (!ec) socket.non_blocking(false, ec);
-    if (!ec) {
-      connected = true;
-      break;
-    }
-    lastError = ec.message();
-  }
-  if (!connected) throw TransportError(lastError);
+  tcp::socket socket = connectTcpSocket(*io, endpoint, timeoutMs);
   auto connection = std::make_unique<TlsConnection>(std::move(io), context, std::move(socket),
                                                     ssl::stream_base::client,
                                                     verificationDisabled() ? "" : endpoint.host);

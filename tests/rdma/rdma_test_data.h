@@ -36,14 +36,15 @@ inline void expectMessage(const ReceivedFrame& frame, const std::vector<uint64_t
   EXPECT_EQ(std::memcmp(frame.message.data(), want.data(), want.size() * 8), 0);
 }
 
-// Page-locked memory as cuMemHostAlloc would hand it out, noted in the pinned list.
+// Page-locked memory as cuMemHostAlloc would hand it out (or, with PeerAccess::kNone, as a server
+// notes its device memory), noted in the pinned list.
 class PinnedBuffer {
  public:
-  explicit PinnedBuffer(size_t size) : size_(size) {
+  explicit PinnedBuffer(size_t size, PeerAccess access = PeerAccess::kReadWrite) : size_(size) {
     data_ = static_cast<std::byte*>(
         mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
     if (data_ == MAP_FAILED) throw std::runtime_error("mmap failed");
-    notePinnedHostRange(data_, size_);
+    notePinnedHostRange(data_, size_, access);
   }
   ~PinnedBuffer() {
     forgetPinnedHostRange(data_);

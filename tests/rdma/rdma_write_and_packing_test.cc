@@ -8,30 +8,13 @@
 #include <vector>
 
 #include "tests/rdma/rdma_pair.h"
+#include "tests/rdma/rdma_request_reply.h"
 #include "tests/rdma/rdma_test_data.h"
 
 namespace gpupool::transport {
 namespace {
 
 using namespace testing;  // connectedRdmaPair and the test data
-
-// The client's request (after an optional offer) and the server's reply carrying `bulk`.
-void requestReply(Connection& client, Connection& server, void* offer, size_t offerSize,
-                  std::span<const ConstBuffer> bulk, std::byte* dst, size_t readSize) {
-  if (offer) client.expectBulkInto(offer, offerSize);
-  auto request = messageOf(3, readSize);
-  ConstBuffer r{request.data(), request.size() * 8};
-  client.sendFrame(std::span(&r, 1), {});
-  expectMessage(server.receiveFrame(), request);
-  auto reply = messageOf(2, readSize + 1);
-  ConstBuffer m{reply.data(), reply.size() * 8};
-  std::thread sender([&] { server.sendFrame(std::span(&m, 1), bulk); });
-  auto frame = client.receiveFrame();
-  expectMessage(frame, reply);
-  ASSERT_EQ(frame.bulkBytes, readSize);
-  client.receiveBulk(dst, readSize);
-  sender.join();
-}
 
 TEST(RdmaBulkWrite, OfferedPinnedDestinationIsWrittenByThePeerAtOddOffsets) {
   SKIP_WITHOUT_RDMA();

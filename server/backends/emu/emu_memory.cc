@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "transport/rdma_transport.h"
+
 namespace gpupool::server::emu {
 namespace {
 constexpr uint64_t kPage = 4096;
@@ -21,8 +23,8 @@ EmuMemory::EmuMemory(unsigned slot, unsigned deviceIndex, uint64_t capacity) : c
   window_ = roundUp(std::max<uint64_t>(capacity * 2, 1 << 30), kPage);
   if (window_ > kWindowStride) window_ = kWindowStride;
   void* want = reinterpret_cast<void*>(windowOf(slot, deviceIndex));
-  void* got = mmap(want, window_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE |
-                   MAP_FIXED_NOREPLACE, -1, 0);
+  void* got = mmap(want, window_, PROT_NONE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
   if (got == MAP_FAILED) {
     throw std::runtime_error("cannot reserve device address space for emu device " +
                              std::to_string(deviceIndex) + " in address slot " +
@@ -32,7 +34,12 @@ EmuMemory::EmuMemory(unsigned slot, unsigned deviceIndex, uint64_t capacity) : c
   free_[base_] = window_;
 }
 
-EmuMemory::~EmuMemory() { munmap(reinterpret_cast<void*>(base_), window_); }
+EmuMemory::~EmuMemory() {
+  for (auto& [address, a] : allocations_) {
+    transport::forgetPinnedHostRange(reinterpret_cast<void*>(address));
+  }
+  munmap(reinterpret_cast<void*>(base_), window_);
+}
 
 uint64_t EmuMemory::allocate(uint64_t bytes, uint64_t owner) {
   if (bytes == 0) return 0;
@@ -52,6 +59,10 @@ uint64_t EmuMemory::allocate(uint64_t bytes, uint64_t owner) {
     }
     allocations_[address] = {bytes, reserved, owner};
     used_ += reserved;
+    // An RDMA connection may then register it once and keep it for local access only: its
+    // copies read into it and write from it straight, and no key to it ever reaches the peer.
+    transport::notePinnedHostRange(reinterpret_cast<void*>(address), reserved,
+                                   transport::PeerAccess::kNone);
     return address;
   }
   return 0;
@@ -64,6 +75,9 @@ bool EmuMemory::release(uint64_t address, uint64_t owner) {
   uint64_t reserved = it->second.reserved;
   allocations_.erase(it);
   used_ -= reserved;
+  // Before the range can go to another owner: no connection hands out this registration again, and
+  // each deregisters it at its next frame.
+  transport::forgetPinnedHostRange(reinterpret_cast<void*>(address));
   // Drop the pages and make the range unreachable again.
   madvise(reinterpret_cast<void*>(address), reserved, MADV_DONTNEED);
   mprotect(reinterpret_cast<void*>(address), reserved, PROT_NONE);

@@ -1,12 +1,16 @@
 // Device memory of the emu device: server RAM inside one reserved virtual-address window.
 //
-// The window is reserved PROT_NONE/MAP_NORESERVE at a fixed high address, away from the interpreter's
-// generic windows and from where Linux places ordinary mappings, so device pointers are plain
-// addresses that clients can keep free on their side too. Allocations are page-granular and commit
-// memory only when touched; a freed range goes back to PROT_NONE, so nothing can reach it.
+// The window is reserved PROT_NONE/MAP_NORESERVE at a fixed high address, away from the
+// interpreter's generic windows and from where Linux places ordinary mappings, so device pointers
+// are plain addresses that clients can keep free on their side too. Allocations are page-granular
+// and commit memory only when touched; a freed range goes back to PROT_NONE, so nothing can reach
+// it. Live allocations are noted pinned ranges for the RDMA transport (peer access none), so a
+// connection registers each once (which commits it, as cuMemAlloc commits a GPU's memory) instead
+// of for every copy.
 //
 // Every allocation records its owner (a context id). translate() only resolves ranges inside one
-// live allocation of the asking owner: a bogus or foreign pointer resolves to nullptr, never to memory.
+// live allocation of the asking owner: a bogus or foreign pointer resolves to nullptr, never to
+// memory.
 #pragma once
 
 #include <cstdint>
@@ -61,8 +65,8 @@ class EmuMemory {
 
  private:
   struct Allocation {
-    uint64_t size;       // as requested
-    uint64_t reserved;   // page-rounded
+    uint64_t size;      // as requested
+    uint64_t reserved;  // page-rounded
     uint64_t owner;
   };
   uint64_t base_ = 0;

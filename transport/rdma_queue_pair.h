@@ -1,0 +1,17 @@
+// The reliable-connected queue pair every RDMA user here creates on its rdma_cm id: one CQ for
+// sends and receives, one scatter/gather element per work request.
+#pragma once
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include <cstdint>
+
+namespace gpupool::transport::rdma {
+
+// Creates the QP of `id` in `pd` on `cq`, asking for `inlineBytes` of inline send data and, where
+// the device refuses that, for none. Returns the inline size granted. Throws TransportError.
+uint32_t createRcQueuePair(rdma_cm_id* id, ibv_pd* pd, ibv_cq* cq, uint32_t sendDepth,
+                           uint32_t receiveDepth, uint32_t inlineBytes = 0);
+
+}  // namespace gpupool::transport::rdma
