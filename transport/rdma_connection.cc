@@ -14,6 +14,7 @@
 
 #include "transport/rdma_pinned_ranges.h"
 #include "transport/rdma_queue_pair.h"
+#include "transport/verbs_library.h"
 
 namespace gpupool::transport::rdma {
 namespace {
@@ -101,6 +102,7 @@ void resolveRoute(const Endpoint& endpoint, unsigned timeoutMs, CmHandles& cm) {
     throw TransportError("cannot resolve '" + endpoint.host + "': " + gai_strerror(rc));
   }
   std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> holder(list, freeaddrinfo);
+  if (const std::string& error = verbsLoadError(); !error.empty()) throw TransportError(error);
   cm.channel = rdma_create_event_channel();
   if (!cm.channel) {
     throw TransportError(std::string("rdma_create_event_channel: ") + std::strerror(errno));

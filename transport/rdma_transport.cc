@@ -10,6 +10,7 @@
 
 #include "transport/rdma_baseline_responder.h"
 #include "transport/rdma_connection.h"
+#include "transport/verbs_library.h"
 
 namespace gpupool::transport {
 namespace {
@@ -157,6 +158,7 @@ class RdmaListener final : public Listener {
 }  // namespace
 
 std::string rdmaUnavailableReason() {
+  if (const std::string& error = rdma::verbsLoadError(); !error.empty()) return error;
   int count = 0;
   ibv_device** devices = ibv_get_device_list(&count);
   if (!devices || count == 0) {
@@ -213,6 +215,9 @@ std::unique_ptr<Connection> rdmaConnect(const Endpoint& endpoint, unsigned timeo
 
 std::unique_ptr<Listener> rdmaListen(const Endpoint& endpoint) {
   if (endpoint.scheme != "rdma") throw TransportError("not an rdma endpoint: " + endpoint.url());
+  if (const std::string& error = rdma::verbsLoadError(); !error.empty()) {
+    throw TransportError(error);
+  }
   return std::make_unique<RdmaListener>(endpoint);
 }
 

@@ -183,5 +183,34 @@ TEST(RdmaSelection, RdmaEndpointWithoutVerbsFallsBackToTcpWithOneWarning) {
   EXPECT_EQ(countLines(result.err, "RDMA not used (" + reason + ")"), 1) << result.err;
 }
 
+// A client machine without rdma-core (no libibverbs.so.1 or librdmacm.so.1: the usual GPU-less
+// host): libcuda.so.1 still loads, and rdma:// works over TCP with one warning that says what to
+// install. The missing library is simulated by naming a file that does not exist.
+TEST(RdmaSelection, ClientWithoutRdmaCoreRunsOverTcpWithOneWarning) {
+  GpupoolServer server;
+  std::string url = "rdma://127.0.0.1:" + std::to_string(server.port());
+  auto env = clientEnvironment(url);
+  env["GPU_POOL_LIBRDMACM"] = "/nonexistent/librdmacm.so.1";
+  ProgramResult result = runProgram(programPath("memory_roundtrip"), {}, env, kProgramTimeout);
+  ASSERT_TRUE(result.passed()) << result.describe();
+  EXPECT_EQ(countLines(result.err, "warning"), 1) << result.err;
+  EXPECT_EQ(countLines(result.err, "RDMA not used (/nonexistent/librdmacm.so.1: cannot open"), 1)
+      << result.err;
+  EXPECT_EQ(countLines(result.err, "apt-get install libibverbs1 librdmacm1"), 1) << result.err;
+}
+
+// What makes the test above true on a real machine: neither libcuda.so.1 nor gpupoold names
+// rdma-core's libraries as a dependency; they are loaded only when RDMA is tried.
+TEST(RdmaSelection, NothingLinksRdmaCore) {
+  for (const std::string& binary : {libcudaPath(), gpupooldPath(), gpupoolCliPath()}) {
+    SCOPED_TRACE(binary);
+    ProgramResult dynamic = runProgram("/usr/bin/readelf", {"-d", binary}, {}, seconds(60));
+    ASSERT_TRUE(dynamic.passed()) << dynamic.describe();
+    EXPECT_NE(dynamic.out.find("(NEEDED)"), std::string::npos) << dynamic.out;
+    EXPECT_EQ(dynamic.out.find("libibverbs"), std::string::npos) << dynamic.out;
+    EXPECT_EQ(dynamic.out.find("librdmacm"), std::string::npos) << dynamic.out;
+  }
+}
+
 }  // namespace
 }  // namespace gpupool::e2e
