@@ -90,6 +90,23 @@ struct SessionStatus {
   transport @3 :Text;
   contexts @4 :UInt32;
   tenant @5 :Text;                # empty when the server runs without a configuration
+  rdma @6 :RdmaCounters;          # RDMA sessions only (hasRdma)
+}
+
+# How an RDMA session's bulk bytes moved so far, as the server's connection counts them
+# (transport::RdmaStats): the proof, per session, of which paths the copies took.
+struct RdmaCounters {
+  receivedZeroCopy @0 :UInt64;       # RDMA READ by the server straight from the client's memory
+  receivedWritten @1 :UInt64;        # RDMA WRITTEN by the client into memory the server offered
+  receivedInline @2 :UInt64;         # copied out of SEND buffers (small parts)
+  sentByWrite @3 :UInt64;            # RDMA WRITTEN by the server into the client's pinned memory
+  sentZeroCopy @4 :UInt64;           # announced for the client to RDMA READ
+  sentInline @5 :UInt64;             # copied into SEND buffers (small parts)
+  registrations @6 :UInt64;          # ibv_reg_mr of server memory
+  registrationCacheHits @7 :UInt64;  # server memory found registered already
+  deregistrations @8 :UInt64;
+  sends @9 :UInt64;                  # SEND work requests
+  creditWaits @10 :UInt64;           # sends that waited for the client's receive credits
 }
 
 struct DeviceStatus {

@@ -168,6 +168,20 @@ void PoolServer::fillStatus(wire::Response::StatusReply::Builder status) {
     ss[i].setTransport(snapshots[i].transport);
     ss[i].setContexts(snapshots[i].contexts);
     ss[i].setTenant(snapshots[i].tenant);
+    if (const auto& rdma = snapshots[i].rdma) {
+      auto r = ss[i].initRdma();
+      r.setReceivedZeroCopy(rdma->bulkBytesReceivedZeroCopy);
+      r.setReceivedWritten(rdma->bulkBytesReceivedWritten);
+      r.setReceivedInline(rdma->bulkBytesReceivedInline);
+      r.setSentByWrite(rdma->bulkBytesSentByWrite);
+      r.setSentZeroCopy(rdma->bulkBytesSentZeroCopy);
+      r.setSentInline(rdma->bulkBytesSentInline);
+      r.setRegistrations(rdma->registrations);
+      r.setRegistrationCacheHits(rdma->registrationCacheHits);
+      r.setDeregistrations(rdma->deregistrations);
+      r.setSends(rdma->sends);
+      r.setCreditWaits(rdma->creditWaits);
+    }
   }
   if (tenantPool_) fillTenantStatus(*tenantPool_, snapshots, status);
 }

@@ -83,6 +83,7 @@ SessionSnapshot Session::snapshot() const {
   s.contexts = static_cast<uint32_t>(contexts_.size());
   s.driver = driver_;
   s.tenant = tenantName_;
+  if (const transport::RdmaStats* rdma = transport::rdmaStatsOf(*connection_)) s.rdma = *rdma;
   for (auto& [cid, c] : contexts_) {
     s.memoryUsed += c.backend->memoryUsed();
     s.devices.push_back(c.device);

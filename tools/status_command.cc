@@ -33,6 +33,20 @@ void printJson(wire::Response::StatusReply::Reader status) {
                                {"memory_used", session.getMemoryUsed()},
                                {"transport", session.getTransport().cStr()}});
     if (session.getTenant().size()) out["sessions"].back()["tenant"] = session.getTenant().cStr();
+    if (session.hasRdma()) {
+      auto r = session.getRdma();
+      out["sessions"].back()["rdma"] = {{"received_zero_copy", r.getReceivedZeroCopy()},
+                                        {"received_written", r.getReceivedWritten()},
+                                        {"received_inline", r.getReceivedInline()},
+                                        {"sent_by_write", r.getSentByWrite()},
+                                        {"sent_zero_copy", r.getSentZeroCopy()},
+                                        {"sent_inline", r.getSentInline()},
+                                        {"registrations", r.getRegistrations()},
+                                        {"registration_cache_hits", r.getRegistrationCacheHits()},
+                                        {"deregistrations", r.getDeregistrations()},
+                                        {"sends", r.getSends()},
+                                        {"credit_waits", r.getCreditWaits()}};
+    }
   }
   out["tenants"] = nlohmann::json::array();
   for (auto t : status.getTenants()) {
@@ -78,7 +92,16 @@ void printText(wire::Response::StatusReply::Reader status) {
   for (auto session : status.getSessions()) {
     std::cout << "  #" << session.getSessionId() << " " << session.getClientName().cStr()
               << "  memory " << humanBytes(session.getMemoryUsed()) << "  "
-              << session.getTransport().cStr() << "\n";
+              << session.getTransport().cStr();
+    if (session.hasRdma()) {
+      // Bytes in and out without a copy on the server, and how often it had to register memory.
+      auto r = session.getRdma();
+      std::cout << "  in " << humanBytes(r.getReceivedZeroCopy() + r.getReceivedWritten())
+                << " zero-copy, out " << humanBytes(r.getSentByWrite() + r.getSentZeroCopy())
+                << " zero-copy, " << r.getRegistrations() << " registrations ("
+                << r.getRegistrationCacheHits() << " cache hits)";
+    }
+    std::cout << "\n";
   }
 }
 

@@ -9,6 +9,7 @@
 // parts are copied inline into the SEND buffers.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -41,26 +42,53 @@ std::unique_ptr<Connection> rdmaConnect(const Endpoint& endpoint, unsigned timeo
 // Binds and listens through rdma_cm; port 0 picks a free port (see Listener::url()).
 std::unique_ptr<Listener> rdmaListen(const Endpoint& endpoint);
 
+// A counter its connection's thread updates and any thread may read (gpupool status): relaxed
+// atomic loads and stores, which cost what plain ones do, since only one thread writes.
+class RelaxedCounter {
+ public:
+  RelaxedCounter() = default;
+  RelaxedCounter(const RelaxedCounter& other) : value_(uint64_t(other)) {}
+  RelaxedCounter& operator=(const RelaxedCounter& other) {
+    value_.store(uint64_t(other), std::memory_order_relaxed);
+    return *this;
+  }
+  RelaxedCounter& operator+=(uint64_t n) {
+    value_.store(value_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+    return *this;
+  }
+  RelaxedCounter& operator++() { return *this += 1; }
+  uint64_t operator++(int) {
+    uint64_t before = *this;
+    *this += 1;
+    return before;
+  }
+  operator uint64_t() const { return value_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<uint64_t> value_{0};
+};
+
 // Per-connection counters. They let tests prove which path bytes took: bulk copied through the
 // SEND/RECV buffers ("inline"), moved by RDMA READ straight between the two callers' buffers
-// ("zero-copy"), or copied through the staging ring on this side ("staged").
+// ("zero-copy"), or copied through the staging ring on this side ("staged"); gpupool status shows
+// them per session.
 struct RdmaStats {
-  uint64_t bulkBytesSentInline = 0;
-  uint64_t bulkBytesSentZeroCopy = 0;
-  uint64_t bulkBytesReceivedInline = 0;
-  uint64_t bulkBytesReceivedZeroCopy = 0;
-  uint64_t bulkBytesSentStaged = 0;       // pageable: copied into the staging ring, READ from there
-  uint64_t bulkBytesReceivedStaged = 0;   // pageable: READ into the staging ring, copied out
-  uint64_t registrations = 0;             // ibv_reg_mr calls for caller memory
-  uint64_t registrationCacheHits = 0;     // caller memory found already registered
-  uint64_t deregistrations = 0;           // ibv_dereg_mr calls for caller memory
-  uint64_t bulkBytesSentByWrite = 0;      // RDMA WRITTEN into the destination the peer offered
-  uint64_t bulkBytesReceivedWritten = 0;  // placed by the peer's RDMA WRITE into our offer
-  uint64_t sends = 0;                     // SEND work requests posted
-  uint64_t framesPacked = 0;              // frames that left several to one SEND (sendFrameLater)
-  uint64_t messagesReadInPlace = 0;       // messages handed out straight from the receive buffer
-  uint64_t messagesSentInPlace = 0;       // messages built in the SEND buffer (frameSpace)
-  uint64_t creditWaits = 0;               // times a send had to wait for the peer's credits
+  RelaxedCounter bulkBytesSentInline;
+  RelaxedCounter bulkBytesSentZeroCopy;
+  RelaxedCounter bulkBytesReceivedInline;
+  RelaxedCounter bulkBytesReceivedZeroCopy;
+  RelaxedCounter bulkBytesSentStaged;  // pageable: copied into the staging ring, READ from there
+  RelaxedCounter bulkBytesReceivedStaged;   // pageable: READ into the staging ring, copied out
+  RelaxedCounter registrations;             // ibv_reg_mr calls for caller memory
+  RelaxedCounter registrationCacheHits;     // caller memory found already registered
+  RelaxedCounter deregistrations;           // ibv_dereg_mr calls for caller memory
+  RelaxedCounter bulkBytesSentByWrite;      // RDMA WRITTEN into the destination the peer offered
+  RelaxedCounter bulkBytesReceivedWritten;  // placed by the peer's RDMA WRITE into our offer
+  RelaxedCounter sends;                     // SEND work requests posted
+  RelaxedCounter framesPacked;              // frames that left several to one SEND (sendFrameLater)
+  RelaxedCounter messagesReadInPlace;       // messages handed out straight from the receive buffer
+  RelaxedCounter messagesSentInPlace;       // messages built in the SEND buffer (frameSpace)
+  RelaxedCounter creditWaits;               // times a send had to wait for the peer's credits
 };
 
 // The counters of an RDMA connection; nullptr for any other kind of connection.

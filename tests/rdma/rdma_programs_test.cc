@@ -2,9 +2,11 @@
 // given tcp:// to a server that advertises RDMA (the client upgrades). Plus the fallback where
 // verbs are unusable: rdma:// still works, over TCP, with one warning line.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <chrono>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
 #include <thread>
@@ -181,6 +183,60 @@ TEST(RdmaSelection, RdmaEndpointWithoutVerbsFallsBackToTcpWithOneWarning) {
   ASSERT_TRUE(result.passed()) << result.describe();
   EXPECT_EQ(countLines(result.err, "warning"), 1) << result.err;
   EXPECT_EQ(countLines(result.err, "RDMA not used (" + reason + ")"), 1) << result.err;
+}
+
+// `gpupool status --json` shows how a live RDMA session's bytes moved: copy_loop copies 1 MiB of
+// pageable memory to the device and back, over and over; the server READs each upload straight
+// into device memory (registered once and cached) and announces each download for the client to
+// READ (a registration of that piece per copy, since no key to the cached one leaves the server).
+TEST(RdmaStatus, StatusShowsALiveRdmaSessionsCounters) {
+  SKIP_WITHOUT_RDMA();
+  DualServer dual;
+  ChildProcess program({e2eProgramPath("copy_loop"), {"20"}, clientEnvironment(dual.rdmaUrl), {}});
+  ASSERT_TRUE(program.waitForStdout("RUNNING", seconds(60)))
+      << program.finish(seconds(1)).describe();
+  auto tcpEnv = clientEnvironment(dual.server->endpoint());
+  tcpEnv["GPU_POOL_TRANSPORT"] = "tcp";
+  ChildProcess tcpProgram({e2eProgramPath("copy_loop"), {"20"}, tcpEnv, {}});
+  ASSERT_TRUE(tcpProgram.waitForStdout("RUNNING", seconds(60)))
+      << tcpProgram.finish(seconds(1)).describe();
+  nlohmann::json rdma;
+  int tcpSessions = 0;
+  for (auto deadline = std::chrono::steady_clock::now() + seconds(30);
+       rdma.is_null() && std::chrono::steady_clock::now() < deadline;) {
+    ProgramResult status =
+        runProgram(gpupoolCliPath(), {"status", "--json", "--endpoint", dual.server->endpoint()},
+                   {{"GPU_POOL_ENDPOINT", std::nullopt}}, seconds(30));
+    ASSERT_TRUE(status.passed()) << status.describe();
+    nlohmann::json parsed = nlohmann::json::parse(status.out);
+    for (const auto& session : parsed.at("sessions")) {
+      if (session.at("transport") == "rdma") {
+        ASSERT_TRUE(session.contains("rdma")) << session.dump();
+        if (session.at("rdma").at("sent_zero_copy").get<uint64_t>() >= (2u << 20)) {
+          rdma = session.at("rdma");
+        }
+      } else {
+        EXPECT_EQ(session.at("transport"), "tcp") << session.dump();
+        EXPECT_FALSE(session.contains("rdma")) << session.dump();
+        tcpSessions++;
+      }
+    }
+    if (rdma.is_null()) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  ASSERT_FALSE(rdma.is_null()) << "no RDMA session with two copies back seen in status";
+  EXPECT_GE(tcpSessions, 1);  // the TCP client was listed, without counters
+  constexpr uint64_t kCopy = 1u << 20;
+  EXPECT_GE(rdma.at("received_zero_copy").get<uint64_t>(), 2 * kCopy) << rdma.dump();
+  EXPECT_EQ(rdma.at("received_zero_copy").get<uint64_t>() % kCopy, 0u) << rdma.dump();
+  EXPECT_EQ(rdma.at("received_inline").get<uint64_t>(), 0u) << rdma.dump();
+  EXPECT_EQ(rdma.at("sent_by_write").get<uint64_t>(), 0u) << rdma.dump();  // pageable: no offer
+  EXPECT_GE(rdma.at("registration_cache_hits").get<uint64_t>(), 1u) << rdma.dump();
+  EXPECT_GE(rdma.at("registrations").get<uint64_t>(), 2u) << rdma.dump();
+  EXPECT_GE(rdma.at("sends").get<uint64_t>(), 4u) << rdma.dump();
+  for (ChildProcess* p : {&program, &tcpProgram}) {
+    p->signal(SIGKILL);
+    p->finish(seconds(10));
+  }
 }
 
 // A client machine without rdma-core (no libibverbs.so.1 or librdmacm.so.1: the usual GPU-less
