@@ -53,11 +53,14 @@ class EmuMemory {
   static constexpr uint64_t kWindowStart = 0x1000000000ull;  // 64 GiB
   static constexpr uint64_t kWindowStride = 0x40000000ull;   // 1 GiB of address space per device
 #else
-  static constexpr uint64_t kWindowStart = 0x200000000000ull;  // 32 TiB
+  // From 17 TiB, just above AddressSanitizer's high shadow (which ends past 16 TiB), 32 slots end
+  // at 81 TiB: below where Linux loads position-independent executables (from 85.3 TiB, randomized
+  // over 1 TiB) with their brk heap after them, and below AddressSanitizer's allocator at
+  // 96-100 TiB. A window up there could meet the server's own executable or heap and fail to map.
+  static constexpr uint64_t kWindowStart = 0x110000000000ull;  // 17 TiB
   static constexpr uint64_t kWindowStride = 0x4000000000ull;   // 256 GiB of address space per device
 #endif
   static constexpr unsigned kDevicesPerSlot = 8;
-  // 32 slots end at 96 TiB, below the region AddressSanitizer's allocator claims at 96-100 TiB.
   static constexpr unsigned kSlots = 32;
   static uint64_t windowOf(unsigned slot, unsigned deviceIndex) {
     return kWindowStart + (uint64_t{slot} * kDevicesPerSlot + deviceIndex) * kWindowStride;
