@@ -13,8 +13,10 @@
 
 #include "protocol/gpupool.capnp.h"
 #include "server/backend.h"
+#include "server/handlers/request_table.h"
 #include "server/module_cache.h"
 #include "server/session.h"
+#include "server/stranger_gate.h"
 #include "server/tenant_pool.h"
 #include "transport/connection.h"
 
@@ -53,13 +55,24 @@ class PoolServer {
   struct Limits {
     unsigned maxSessions = 0;              // concurrent driver sessions on this server
     unsigned maxModulesPerSession = 1024;  // modules loaded and not unloaded, all contexts
+    // A connection must complete its Hello (and TLS handshake) this soon after it is accepted, or
+    // it is closed, however it trickles its bytes.
+    unsigned handshakeDeadlineMs = 10000;
+    // Connections that have not completed their Hello, at once: all, and from one address.
+    StrangerGate::Limits unauthenticated;
   };
-  void setLimits(const Limits& limits) { limits_ = limits; }
+  void setLimits(const Limits& limits) {
+    limits_ = limits;
+    strangers_.setLimits(limits.unauthenticated);
+  }
   const Limits& limits() const { return limits_; }
   // Counts a starting driver session; false (counting nothing) when the server is full.
   bool admitDriverSession();
   // Uncounts a session admitDriverSession() counted.
   void driverSessionEnded();
+  // Connections that have not completed their Hello: how many, and how many were refused or
+  // closed for it (for /metrics).
+  StrangerGate::Counters strangerCounters() const { return strangers_.counters(); }
 
  private:
   struct Running {
@@ -68,11 +81,16 @@ class PoolServer {
     bool finished = false;
   };
   void reapFinished();
-  // Every 100 ms until shutdown: cancels the work of sessions whose client is gone.
+  // Every 100 ms until shutdown: cancels the work of sessions whose client is gone and closes
+  // connections past their handshake deadline.
   void watchPeers();
+  // Refuses a connection the stranger limits do not admit (closing it, logging once per source
+  // per interval); otherwise returns its lease.
+  StrangerGate::Lease admitStranger(transport::Connection& connection);
 
   std::unique_ptr<Backend> backend_;
   ModuleCache modules_;
+  RequestTable requests_;  // every request kind this server serves, by family
   bool verbose_;
   std::chrono::steady_clock::time_point started_;
   std::string listenUrl_;
@@ -80,6 +98,7 @@ class PoolServer {
   std::shared_ptr<TenantPool> tenantPool_;
   std::vector<DeviceIdentity> identities_;
   Limits limits_;
+  StrangerGate strangers_;
   std::atomic<unsigned> driverSessions_{0};
   std::thread watchdog_;
   std::condition_variable stopped_;  // wakes the watchdog at shutdown

@@ -1,4 +1,5 @@
-// One client connection: the handshake, then requests answered one by one on the session's thread.
+// One client connection: the handshake, then requests answered one by one on the session's thread,
+// each by its handler in the RequestTable (server/handlers/).
 //
 // Everything a session creates lives in its BackendContexts and is released when the session ends,
 // however it ends (clean disconnect, dropped connection, malformed traffic). A malformed message is
@@ -17,10 +18,10 @@
 
 #include "protocol/gpupool.capnp.h"
 #include "server/backend.h"
+#include "server/handlers/request_context.h"
+#include "server/handlers/request_table.h"
 #include "server/module_cache.h"
-#include "server/scratch_buffer.h"
-#include "server/staged_copy.h"
-#include "server/tenant_session.h"
+#include "server/stranger_gate.h"
 #include "transport/connection.h"
 #include "transport/rdma_transport.h"
 
@@ -42,8 +43,10 @@ struct SessionSnapshot {
 
 class Session {
  public:
-  Session(uint64_t id, std::unique_ptr<transport::Connection> connection, Backend& backend,
-          ModuleCache& modules, PoolServer& server);
+  // `stranger` counts the connection as not yet authenticated until its Hello is answered.
+  Session(uint64_t id, std::unique_ptr<transport::Connection> connection,
+          StrangerGate::Lease stranger, Backend& backend, ModuleCache& modules,
+          const RequestTable& requests, PoolServer& server);
   ~Session();
 
   // Serves the connection until it ends. Never throws.
@@ -54,50 +57,42 @@ class Session {
   // and the session can end (PoolServer's watchdog calls this from its own thread).
   void cancelIfPeerGone();
 
+  // Closes the connection when its Hello has not been answered within `deadline` of its accept;
+  // true the one time it does so. Safe from any thread.
+  bool closeIfHandshakeLate(std::chrono::steady_clock::time_point now,
+                            std::chrono::milliseconds deadline);
+  std::string peer() const { return connection_->peer(); }
+
   SessionSnapshot snapshot() const;
-  uint64_t id() const { return id_; }
+  uint64_t id() const { return state_.id; }
 
  private:
-  struct ContextEntry {
-    int device = 0;
-    std::unique_ptr<BackendContext> backend;
-  };
-
   bool handshake();
   void logRdmaCounters() const;
   // Handles one request. Returns false when the session must end.
   bool serveOne();
+  // Runs the request's handler; what it leaves in `reply` and `replyBulk` is what serveOne sends.
   void dispatch(wire::Request::Reader request, uint64_t bulkBytes, bool noReply,
                 capnp::MessageBuilder& reply, std::vector<transport::ConstBuffer>& replyBulk);
-  BackendContext* context(uint64_t id, Status* status);
-  void consumeBulk(uint64_t& remaining);
 
-  const uint64_t id_;
   std::unique_ptr<transport::Connection> connection_;
-  Backend& backend_;
-  ModuleCache& modules_;
-  PoolServer& server_;
+  StrangerGate::Lease stranger_;  // released once the Hello is answered
+  const std::chrono::steady_clock::time_point acceptedAt_ = std::chrono::steady_clock::now();
+  std::atomic<bool> handshakeDone_{false};
+  std::atomic<bool> closedAsLate_{false};
+  const RequestTable& requests_;
+  SessionState state_;  // what the handlers work on
 
-  mutable std::mutex mutex_;  // guards contexts_ and clientName_ against status snapshots
-  std::map<uint64_t, ContextEntry> contexts_;
-  uint64_t nextContext_ = 1;
+  mutable std::mutex mutex_;  // guards clientName_ and tenantName_ against status snapshots
   std::string clientName_;
   std::string tenantName_;
   bool driver_ = false;
 
-  ScratchBuffer staging_;  // bulk bytes in and out, reused across requests
-  // A device→host copy whose bytes follow the reply as they are read (set by dispatch).
-  std::optional<StagedDeviceRead> stagedReply_;
   // The first failure among noReply requests, reported with the next Response.
   CUresult deferredResult_ = CUDA_SUCCESS;
   std::string deferredMessage_;
-  // The tenant this session authenticated as; null when the server runs without --config.
-  std::unique_ptr<TenantSession> tenant_;
   // Counted by PoolServer::admitDriverSession (the --max-sessions limit).
   bool admitted_ = false;
-  // Modules loaded and not unloaded, in all contexts and per context (the module limit).
-  unsigned modulesLoaded_ = 0;
-  std::map<uint64_t, unsigned> modulesPerContext_;
 };
 
 }  // namespace gpupool::server

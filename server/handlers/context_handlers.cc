@@ -1,0 +1,55 @@
+// Contexts: creating one on a device the tenant may use, destroying it with everything in it,
+// synchronizing it.
+#include "server/handlers/request_table.h"
+
+namespace gpupool::server {
+namespace {
+
+using wire::Request;
+
+Status create(RequestContext& request, Request::Reader r) {
+  auto c = r.getCtxCreate();
+  SessionState& session = request.session;
+  auto device = static_cast<int>(c.getDevice());
+  if (session.tenant) {
+    if (Status st = session.tenant->checkDevice(device); !st.ok()) return st;
+  }
+  std::unique_ptr<BackendContext> created;
+  if (Status st = session.backend.createContext(c.getDevice(), c.getFlags(), &created); !st.ok())
+    return st;
+  BackendContext& backend = *created;
+  uint64_t id = session.contexts.add(device, std::move(created));
+  if (session.tenant) session.tenant->attachContext(id, device, backend);
+  request.reply.setHandle(id);
+  return Status::success();
+}
+
+Status destroy(RequestContext& request, Request::Reader r) {
+  uint64_t id = r.getCtxDestroy();
+  SessionState& session = request.session;
+  std::unique_ptr<BackendContext> doomed = session.contexts.remove(id);
+  if (!doomed) return Status::error(CUDA_ERROR_INVALID_CONTEXT, "unknown context");
+  session.modulesLoaded -= session.modulesPerContext[id];
+  session.modulesPerContext.erase(id);
+  if (session.tenant) session.tenant->contextDestroyed(id);
+  doomed.reset();  // releases its memory, modules, streams and events
+  return Status::success();
+}
+
+Status synchronize(RequestContext& request, Request::Reader r) {
+  BackendContext* context = nullptr;
+  if (Status st = request.context(r.getCtxSynchronize(), &context); !st.ok()) return st;
+  return context->synchronize();
+}
+
+constexpr RequestHandlerRow kRows[] = {
+    {Request::CTX_CREATE, create},
+    {Request::CTX_DESTROY, destroy},
+    {Request::CTX_SYNCHRONIZE, synchronize},
+};
+
+}  // namespace
+
+std::span<const RequestHandlerRow> contextHandlers() { return kRows; }
+
+}  // namespace gpupool::server

@@ -1,0 +1,69 @@
+#include "server/handlers/request_context.h"
+
+#include <string>
+
+namespace gpupool::server {
+
+BackendContext* SessionContexts::find(uint64_t id) const {
+  std::lock_guard lock(mutex_);
+  auto it = entries_.find(id);
+  return it == entries_.end() ? nullptr : it->second.backend.get();
+}
+
+uint64_t SessionContexts::add(int device, std::unique_ptr<BackendContext> backend) {
+  std::lock_guard lock(mutex_);
+  uint64_t id = next_++;
+  entries_[id] = Entry{device, std::move(backend)};
+  return id;
+}
+
+std::unique_ptr<BackendContext> SessionContexts::remove(uint64_t id) {
+  std::lock_guard lock(mutex_);
+  auto it = entries_.find(id);
+  if (it == entries_.end()) return nullptr;
+  std::unique_ptr<BackendContext> removed = std::move(it->second.backend);
+  entries_.erase(it);
+  return removed;
+}
+
+std::map<uint64_t, SessionContexts::Entry> SessionContexts::takeAll() {
+  std::lock_guard lock(mutex_);
+  return std::exchange(entries_, {});
+}
+
+Status RequestContext::context(uint64_t id, BackendContext** context) {
+  contextId_ = id;
+  context_ = session.contexts.find(id);
+  *context = context_;
+  if (!context_) {
+    return Status::error(CUDA_ERROR_INVALID_CONTEXT, "unknown context " + std::to_string(id));
+  }
+  return Status::success();
+}
+
+void RequestContext::discardUnreadBulk() {
+  if (uint64_t left = session.connection.pendingBulk()) session.connection.discardBulk(left);
+}
+
+uint64_t RequestContext::replyBulkBytes() const {
+  uint64_t bytes = 0;
+  for (const auto& b : replyBulk) bytes += b.size;
+  if (session.stagedReply) bytes += session.stagedReply->bytes();
+  return bytes;
+}
+
+Status checkDeviceRange(BackendContext& context, uint64_t address, uint64_t width, const char* what,
+                        uint64_t pitch, uint64_t height) {
+  if (!width || !height) return Status::success();
+  auto invalid = [&] {
+    return Status::error(CUDA_ERROR_INVALID_VALUE, std::string("invalid device range for ") + what);
+  };
+  if (height > 1 && pitch && height - 1 > (UINT64_MAX - width) / pitch) return invalid();
+  uint64_t extent = (height - 1) * pitch + width;
+  uint64_t base = 0, size = 0;
+  if (!context.memGetAddressRange(address, &base, &size).ok() || extent > size - (address - base))
+    return invalid();
+  return Status::success();
+}
+
+}  // namespace gpupool::server

@@ -1,0 +1,128 @@
+// What a request handler works with: the session's state (SessionState), and for one request its
+// bulk, its reply and the context it names (RequestContext).
+//
+// Handlers are plain functions, one file per API family, listed in one table (request_table.h);
+// Session decodes a frame, looks its kind up there and sends what the handler left in the
+// RequestContext. A handler returns the call's Status; it may read the frame's bulk, add reply
+// bulk, or leave a streamed device read in SessionState::stagedReply. Bulk it leaves unread is
+// skipped after it returns. One thread at a time per session.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "protocol/gpupool.capnp.h"
+#include "server/backend.h"
+#include "server/module_cache.h"
+#include "server/scratch_buffer.h"
+#include "server/staged_copy.h"
+#include "server/tenant_session.h"
+#include "transport/connection.h"
+
+namespace gpupool::server {
+
+class PoolServer;
+
+// A session's contexts, by the handle the client knows them by. Guarded, since status snapshots
+// read it from other threads.
+class SessionContexts {
+ public:
+  struct Entry {
+    int device = 0;
+    std::unique_ptr<BackendContext> backend;
+  };
+
+  // Null when `id` names no context of this session.
+  BackendContext* find(uint64_t id) const;
+  // Takes `backend` and returns its new handle.
+  uint64_t add(int device, std::unique_ptr<BackendContext> backend);
+  // Removes context `id` and hands it over (null when unknown), so it is released outside the lock.
+  std::unique_ptr<BackendContext> remove(uint64_t id);
+  // Removes every context (the session is ending).
+  std::map<uint64_t, Entry> takeAll();
+  // Calls f(id, entry) for each context, under the lock.
+  template <typename F>
+  void forEach(F&& f) const {
+    std::lock_guard lock(mutex_);
+    for (const auto& [id, entry] : entries_) f(id, entry);
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<uint64_t, Entry> entries_;
+  uint64_t next_ = 1;
+};
+
+// Everything a session holds across requests.
+struct SessionState {
+  SessionState(uint64_t id, transport::Connection& connection, Backend& backend,
+               ModuleCache& modules, PoolServer& server)
+      : id(id), connection(connection), backend(backend), modules(modules), server(server) {}
+
+  const uint64_t id;
+  transport::Connection& connection;
+  Backend& backend;
+  ModuleCache& modules;
+  PoolServer& server;
+
+  SessionContexts contexts;
+  ScratchBuffer staging;  // bulk bytes in and out, reused across requests
+  // A device→host copy whose bytes follow the reply as they are read (set by a handler).
+  std::optional<StagedDeviceRead> stagedReply;
+  // The tenant this session authenticated as; null when the server runs without --config.
+  std::unique_ptr<TenantSession> tenant;
+  // Modules loaded and not unloaded, in all contexts and per context (the module limit).
+  unsigned modulesLoaded = 0;
+  std::map<uint64_t, unsigned> modulesPerContext;
+};
+
+// One request being served.
+class RequestContext {
+ public:
+  RequestContext(SessionState& session, uint64_t bulkBytes, wire::Response::Builder reply)
+      : session(session), reply(reply), bulkBytes_(bulkBytes) {}
+
+  SessionState& session;
+  wire::Response::Builder reply;
+  // Bulk sent after the reply message (buffers that stay valid until it is sent).
+  std::vector<transport::ConstBuffer> replyBulk;
+
+  // Sets *context to the session's context `id`, which the tenant's meter then charges this call
+  // to; CUDA_ERROR_INVALID_CONTEXT when there is none.
+  Status context(uint64_t id, BackendContext** context);
+  // Returns call(context) for the session's context `id` (found as by context()), or
+  // CUDA_ERROR_INVALID_CONTEXT.
+  template <typename Call>
+  Status withContext(uint64_t id, Call&& call) {
+    BackendContext* found = nullptr;
+    if (Status st = context(id, &found); !st.ok()) return st;
+    return call(*found);
+  }
+  // The context the request named (null before context() found one) and its handle.
+  BackendContext* namedContext() const { return context_; }
+  uint64_t namedContextId() const { return contextId_; }
+
+  // Bulk bytes the frame announced, and the reading of them.
+  uint64_t bulkBytes() const { return bulkBytes_; }
+  void receiveBulk(void* dst, uint64_t bytes) { session.connection.receiveBulk(dst, bytes); }
+  // Skips whatever bulk the handler left unread, so the next frame starts where it should.
+  void discardUnreadBulk();
+  // Bytes the reply carries after its message.
+  uint64_t replyBulkBytes() const;
+
+ private:
+  uint64_t bulkBytes_;
+  BackendContext* context_ = nullptr;
+  uint64_t contextId_ = 0;
+};
+
+// CUDA_ERROR_INVALID_VALUE ("invalid device range for `what`") unless `height` rows of `width`
+// bytes, `pitch` apart from `address`, lie inside one allocation of `context`. Empty ranges pass.
+Status checkDeviceRange(BackendContext& context, uint64_t address, uint64_t width, const char* what,
+                        uint64_t pitch = 0, uint64_t height = 1);
+
+}  // namespace gpupool::server

@@ -1,0 +1,39 @@
+// The server's request table: every request kind of the wire schema has exactly one handler, so a
+// kind added to the schema without a handler fails here, not in a client's call; two families
+// claiming one kind make the table's constructor throw.
+#include "server/handlers/request_table.h"
+
+#include <capnp/schema.h>
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+namespace gpupool::server {
+namespace {
+
+TEST(RequestTable, EveryRequestKindOfTheSchemaHasAHandler) {
+  RequestTable table;
+  auto fields = capnp::Schema::from<wire::Request>().getUnionFields();
+  ASSERT_GT(fields.size(), 30u);
+  std::set<std::string> missing;
+  for (auto field : fields) {
+    auto kind = static_cast<wire::Request::Which>(field.getProto().getDiscriminantValue());
+    if (!table.find(kind)) missing.insert(field.getProto().getName().cStr());
+  }
+  EXPECT_TRUE(missing.empty()) << "request kinds without a handler: " << [&] {
+    std::string names;
+    for (const auto& name : missing) names += name + " ";
+    return names;
+  }();
+}
+
+TEST(RequestTable, KindsBeyondTheSchemaHaveNone) {
+  RequestTable table;
+  auto fields = capnp::Schema::from<wire::Request>().getUnionFields();
+  EXPECT_EQ(table.find(static_cast<wire::Request::Which>(fields.size())), nullptr);
+  EXPECT_EQ(table.find(static_cast<wire::Request::Which>(0xffff)), nullptr);
+}
+
+}  // namespace
+}  // namespace gpupool::server
