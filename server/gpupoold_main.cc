@@ -167,6 +167,21 @@ int main(int argc, char** argv) {
   app.add_option("--max-modules-per-session", limits.maxModulesPerSession,
                  "Most modules one session may hold loaded (0 = no limit)")
       ->capture_default_str();
+  auto* handshakeDeadline =
+      app.add_option("--handshake-deadline-ms", limits.handshakeDeadlineMs,
+                     "A connection that has not completed its Hello (and TLS handshake) this long "
+                     "after it was accepted is closed")
+          ->check(CLI::Range(1u, 3600u * 1000))
+          ->capture_default_str();
+  auto* maxUnauthenticated =
+      app.add_option("--max-unauthenticated", limits.unauthenticated.total,
+                     "Most connections that have not completed their handshake, at once; more are "
+                     "closed at accept (0 = no limit)")
+          ->capture_default_str();
+  auto* maxUnauthenticatedPerSource =
+      app.add_option("--max-unauthenticated-per-source", limits.unauthenticated.perSource,
+                     "The same, from one address (0 = no limit)")
+          ->capture_default_str();
   std::string configPath, metricsListen;
   transport::TlsServerFiles tlsFiles;
   app.add_option("--tls-cert", tlsFiles.certificateChain,
@@ -193,6 +208,14 @@ int main(int argc, char** argv) {
       std::cerr << "gpupoold: " << e.what() << "\n";
       return 2;
     }
+    // The configuration's [limits] apply where the command line does not say otherwise.
+    const server::ConnectionLimits& configured = poolConfig->connectionLimits;
+    if (configured.handshakeDeadlineMs && !handshakeDeadline->count())
+      limits.handshakeDeadlineMs = *configured.handshakeDeadlineMs;
+    if (configured.maxUnauthenticated && !maxUnauthenticated->count())
+      limits.unauthenticated.total = *configured.maxUnauthenticated;
+    if (configured.maxUnauthenticatedPerSource && !maxUnauthenticatedPerSource->count())
+      limits.unauthenticated.perSource = *configured.maxUnauthenticatedPerSource;
     backendKind = poolConfig->devices.front().backend;
     devices = static_cast<unsigned>(poolConfig->devices.size());
     memory = std::to_string(poolConfig->devices.front().memoryBytes);

@@ -107,7 +107,21 @@ std::string renderMetrics(PoolServer& server) {
   capnp::MallocMessageBuilder message;
   auto status = message.initRoot<wire::Response::StatusReply>();
   server.fillStatus(status);
-  return renderMetrics(status.asReader());
+  std::ostringstream out;
+  out << renderMetrics(status.asReader());
+  // Connections before trust (docs/hardening.md, "Strangers").
+  StrangerGate::Counters strangers = server.strangerCounters();
+  Family(out, "gpupool_unauthenticated_connections", "gauge",
+         "Connections that have not completed their handshake")
+      .sample("", strangers.current);
+  Family refused(out, "gpupool_connections_refused_total", "counter",
+                 "Connections closed at accept by a limit on unauthenticated connections");
+  refused.sample("reason=\"unauthenticated\"", strangers.refusedTotal);
+  refused.sample("reason=\"unauthenticated_per_source\"", strangers.refusedPerSource);
+  Family(out, "gpupool_handshake_deadline_closed_total", "counter",
+         "Connections closed for not completing their handshake in time")
+      .sample("", strangers.closedByDeadline);
+  return out.str();
 }
 
 struct MetricsHttpServer::State {

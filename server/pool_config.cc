@@ -227,7 +227,8 @@ PoolConfig parsePoolConfig(std::string_view text, const std::string& path) {
 
   PoolConfig config;
   config.path = path;
-  checkKeys(report, root, "", {"device", "tenant", "overcommit", "scheduler", "metering"});
+  checkKeys(report, root, "",
+            {"device", "tenant", "overcommit", "scheduler", "metering", "limits"});
   readArrayOfTables(report, root, "device", [&](const toml::table& t, const std::string& where) {
     config.devices.push_back(readDevice(report, t, where));
   });
@@ -261,6 +262,30 @@ PoolConfig parsePoolConfig(std::string_view text, const std::string& path) {
         report.fail(f, "metering.flush_ms", "expected a positive number of milliseconds");
       config.meteringFlush = std::chrono::milliseconds(f->as_integer()->get());
     }
+  }
+  if (const toml::node* n = root.get("limits")) {
+    if (!n->is_table()) report.fail(n, "limits", "expected a [limits] table");
+    const toml::table& l = *n->as_table();
+    checkKeys(report, l, "limits.",
+              {"handshake_deadline_ms", "max_unauthenticated", "max_unauthenticated_per_source"});
+    // A count in [least, 2^31): what the key's value must be, or the report names the key.
+    auto count = [&](const char* key, int64_t least, const char* expected) {
+      std::optional<unsigned> value;
+      if (const toml::node* v = l.get(key)) {
+        if (!v->is_integer() || v->as_integer()->get() < least ||
+            v->as_integer()->get() > INT32_MAX)
+          report.fail(v, std::string("limits.") + key, expected);
+        value = static_cast<unsigned>(v->as_integer()->get());
+      }
+      return value;
+    };
+    ConnectionLimits& limits = config.connectionLimits;
+    limits.handshakeDeadlineMs =
+        count("handshake_deadline_ms", 1, "expected a positive number of milliseconds");
+    limits.maxUnauthenticated =
+        count("max_unauthenticated", 0, "expected a connection count (0 = no limit)");
+    limits.maxUnauthenticatedPerSource =
+        count("max_unauthenticated_per_source", 0, "expected a connection count (0 = no limit)");
   }
   if (config.meteringDatabase.empty())
     config.meteringDatabase = path + ".usage.db";

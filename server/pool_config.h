@@ -50,6 +50,14 @@ struct TenantConfig {
   uint32_t maxSessions = 0;  // driver sessions open at once; 0 = no limit
 };
 
+// The [limits] table: connections before trust (docs/hardening.md). Unset keys leave gpupoold's
+// defaults (and its command line) in force.
+struct ConnectionLimits {
+  std::optional<unsigned> handshakeDeadlineMs;
+  std::optional<unsigned> maxUnauthenticated;
+  std::optional<unsigned> maxUnauthenticatedPerSource;
+};
+
 struct PoolConfig {
   std::string path;  // where it was read from, for messages
   std::vector<DeviceConfig> devices;
@@ -63,6 +71,7 @@ struct PoolConfig {
   std::string meteringDatabase;
   // How often usage accumulated in memory is written to the database.
   std::chrono::milliseconds meteringFlush{1000};
+  ConnectionLimits connectionLimits;
 };
 
 // "FILE:LINE: device[N].KEY: problem" for a problem with device `device`'s `key` ("index",

@@ -67,12 +67,15 @@ void PoolServer::serve(std::unique_ptr<transport::Listener> listener) {
       std::cerr << "gpupoold: " << e.what() << "\n";
       continue;
     }
+    StrangerGate::Lease stranger = admitStranger(*connection);
+    if (!stranger.held()) continue;  // closed, before any thread or state was spent on it
     reapFinished();
     std::lock_guard lock(mutex_);
     if (stopping_) return;
     uint64_t id = nextSession_++;
     if (verbose_) std::cerr << "gpupoold: session " << id << " from " << connection->peer() << "\n";
-    auto session = std::make_shared<Session>(id, std::move(connection), *backend_, modules_, *this);
+    auto session = std::make_shared<Session>(id, std::move(connection), std::move(stranger),
+                                             *backend_, modules_, requests_, *this);
     sessions_.push_back(Running{session, {}, false});
     Running& running = sessions_.back();
     running.thread = std::thread([this, session, &running] {
@@ -81,6 +84,21 @@ void PoolServer::serve(std::unique_ptr<transport::Listener> listener) {
       running.finished = true;
     });
   }
+}
+
+StrangerGate::Lease PoolServer::admitStranger(transport::Connection& connection) {
+  std::string source = sourceAddressOf(connection.peer());
+  std::string why;
+  StrangerGate::Lease lease = strangers_.admit(source, &why);
+  if (!lease.held()) {
+    if (strangers_.shouldLog(source, std::chrono::steady_clock::now())) {
+      std::cerr << "gpupoold: refusing connections from " << source << ": " << why
+                << " (logged once per " << StrangerGate::kLogInterval.count()
+                << " s per address; counted in /metrics)\n";
+    }
+    connection.shutdown();
+  }
+  return lease;
 }
 
 void PoolServer::reapFinished() {
@@ -118,7 +136,21 @@ void PoolServer::watchPeers() {
       if (!s.finished) running.push_back(s.session);
     }
     lock.unlock();
-    for (auto& s : running) s->cancelIfPeerGone();
+    auto now = std::chrono::steady_clock::now();
+    auto deadline = std::chrono::milliseconds(limits_.handshakeDeadlineMs);
+    for (auto& s : running) {
+      s->cancelIfPeerGone();
+      if (s->closeIfHandshakeLate(now, deadline)) {
+        strangers_.countDeadlineClose();
+        std::string source = sourceAddressOf(s->peer());
+        if (strangers_.shouldLog(source, now)) {
+          std::cerr << "gpupoold: closed a connection from " << source << ": no Hello within "
+                    << limits_.handshakeDeadlineMs
+                    << " ms (--handshake-deadline-ms; logged once per "
+                    << StrangerGate::kLogInterval.count() << " s per address)\n";
+        }
+      }
+    }
     lock.lock();
   }
 }

@@ -76,6 +76,28 @@ TEST(PoolConfigTest, RefusesUnknownKeysAndMissingTokens) {
   EXPECT_NE(errorOf(noToken).find("needs a token"), std::string::npos) << errorOf(noToken);
 }
 
+TEST(PoolConfigTest, ReadsConnectionLimitsAndRefusesBadOnes) {
+  PoolConfig unset = parsePoolConfig(kTwoByTwo, "/etc/gpupool/pool.toml");
+  EXPECT_FALSE(unset.connectionLimits.handshakeDeadlineMs);
+  EXPECT_FALSE(unset.connectionLimits.maxUnauthenticated);
+  std::string limits =
+      "[limits]\nhandshake_deadline_ms = 2500\nmax_unauthenticated = 0\n"
+      "max_unauthenticated_per_source = 16\n[[device]]\n";
+  PoolConfig c = parsePoolConfig(limits, "/etc/gpupool/pool.toml");
+  EXPECT_EQ(c.connectionLimits.handshakeDeadlineMs, 2500u);
+  EXPECT_EQ(c.connectionLimits.maxUnauthenticated, 0u);
+  EXPECT_EQ(c.connectionLimits.maxUnauthenticatedPerSource, 16u);
+  EXPECT_NE(errorOf("[limits]\nhandshake_deadline_ms = 0\n[[device]]\n")
+                .find(":2: limits.handshake_deadline_ms: expected a positive number"),
+            std::string::npos);
+  EXPECT_NE(errorOf("[limits]\nmax_unauthenticated = -1\n[[device]]\n")
+                .find(":2: limits.max_unauthenticated: expected a connection count"),
+            std::string::npos);
+  EXPECT_NE(errorOf("[limits]\nmax_strangers = 1\n[[device]]\n")
+                .find("limits.max_strangers: unknown key"),
+            std::string::npos);
+}
+
 TEST(PoolConfigTest, RefusesDuplicatesAndUnknownDevices) {
   std::string dupToken =
       "[[device]]\n[[tenant]]\nname = \"a\"\ntoken = \"t\"\n"
