@@ -39,6 +39,7 @@ class NoDevicesBackend final : public server::Backend {
 struct EmuServer {
   std::unique_ptr<server::Backend> backend;
   server::ModuleCache modules{16u << 20};
+  server::RequestTable requests;
   std::unique_ptr<server::PoolServer> pool;
 
   EmuServer() {
@@ -103,8 +104,8 @@ void consumeImage(std::span<const uint8_t> input) {
 void consumeServerSession(std::span<const uint8_t> input) {
   static EmuServer* s = new EmuServer();  // lives for the process, like gpupoold's backend
   {
-    server::Session session(1, std::make_unique<MemoryConnection>(input), *s->backend, s->modules,
-                            *s->pool);
+    server::Session session(1, std::make_unique<MemoryConnection>(input), {}, *s->backend,
+                            s->modules, s->requests, *s->pool);
     session.run();
   }
   // Everything the input allocated went with its session.

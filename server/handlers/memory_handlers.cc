@@ -46,45 +46,47 @@ Status memAlloc(RequestContext& request, Request::Reader r) {
 
 Status memFree(RequestContext& request, Request::Reader r) {
   auto m = r.getMemFree();
-  BackendContext* context = nullptr;
-  if (Status st = request.context(m.getContext(), &context); !st.ok()) return st;
-  TenantSession* tenant = request.session.tenant.get();
-  uint64_t freed = tenant ? TenantSession::allocationSize(*context, m.getAddress()) : 0;
-  Status st = context->memFree(m.getAddress());
-  if (tenant && st.ok()) tenant->freed(m.getContext(), freed);
-  return st;
+  return request.withContext(m.getContext(), [&](BackendContext& context) {
+    TenantSession* tenant = request.session.tenant.get();
+    uint64_t freed = tenant ? TenantSession::allocationSize(context, m.getAddress()) : 0;
+    Status st = context.memFree(m.getAddress());
+    if (tenant && st.ok()) tenant->freed(m.getContext(), freed);
+    return st;
+  });
 }
 
 Status memGetInfo(RequestContext& request, Request::Reader r) {
-  BackendContext* context = nullptr;
-  if (Status st = request.context(r.getMemGetInfo(), &context); !st.ok()) return st;
-  uint64_t freeBytes = 0, totalBytes = 0;
-  Status st = context->memGetInfo(&freeBytes, &totalBytes);
-  if (request.session.tenant) request.session.tenant->memoryView(&freeBytes, &totalBytes);
-  auto out = request.reply.initMemInfo();
-  out.setFree(freeBytes);
-  out.setTotal(totalBytes);
-  return st;
+  return request.withContext(r.getMemGetInfo(), [&](BackendContext& context) {
+    uint64_t freeBytes = 0, totalBytes = 0;
+    Status st = context.memGetInfo(&freeBytes, &totalBytes);
+    if (request.session.tenant) request.session.tenant->memoryView(&freeBytes, &totalBytes);
+    auto out = request.reply.initMemInfo();
+    out.setFree(freeBytes);
+    out.setTotal(totalBytes);
+    return st;
+  });
 }
 
 Status memGetAddressRange(RequestContext& request, Request::Reader r) {
   auto m = r.getMemGetAddressRange();
-  BackendContext* context = nullptr;
-  if (Status st = request.context(m.getContext(), &context); !st.ok()) return st;
-  uint64_t base = 0, size = 0;
-  if (Status st = context->memGetAddressRange(m.getAddress(), &base, &size); !st.ok()) return st;
-  auto out = request.reply.initAddressRange();
-  out.setAddress(base);
-  out.setBytes(size);
-  return Status::success();
+  return request.withContext(m.getContext(), [&](BackendContext& context) {
+    uint64_t base = 0, size = 0;
+    Status st = context.memGetAddressRange(m.getAddress(), &base, &size);
+    if (st.ok()) {
+      auto out = request.reply.initAddressRange();
+      out.setAddress(base);
+      out.setBytes(size);
+    }
+    return st;
+  });
 }
 
 Status memSet(RequestContext& request, Request::Reader r) {
   auto m = r.getMemset();
-  BackendContext* context = nullptr;
-  if (Status st = request.context(m.getContext(), &context); !st.ok()) return st;
-  return context->memset(m.getDst(), m.getValue(), m.getElementSize(), m.getWidth(), m.getHeight(),
-                         m.getPitch(), m.getStream(), m.getAsync());
+  return request.withContext(m.getContext(), [&](BackendContext& context) {
+    return context.memset(m.getDst(), m.getValue(), m.getElementSize(), m.getWidth(), m.getHeight(),
+                          m.getPitch(), m.getStream(), m.getAsync());
+  });
 }
 
 constexpr RequestHandlerRow kRows[] = {

@@ -164,7 +164,7 @@ TEST(StrangersTest, StrangersPerSourceAreBoundedCountedAndLoggedOnce) {
     SilentConnection refused(metered.server.port());
     EXPECT_TRUE(refused.closedWithin(milliseconds(5000))) << "refusal " << i << " kept open";
   }
-  for (auto& h : held) EXPECT_FALSE(h.closedWithin(milliseconds(0)));
+  for (auto& h : held) EXPECT_FALSE(h->closedWithin(milliseconds(0)));
   std::string metrics = httpGet(metered.metricsUrl);
   EXPECT_EQ(
       metric(metrics, "gpupool_connections_refused_total{reason=\"unauthenticated_per_source\"}"),

@@ -1,0 +1,462 @@
+// Copies and memsets: host<->device, device<->device, 2D, peer; each also as its
+// per-thread-default-stream twin.
+//
+// Device pointers are the server's addresses, unchanged. Host memory never leaves this process
+// except as the bulk bytes of a copy: sent straight from the caller's buffer and received straight
+// into it.
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "driver_export.h"
+#include "driver_state.h"
+
+using namespace gpupool::client;
+using gpupool::transport::ConstBuffer;
+
+namespace {
+
+// The context whose server holds [address, address+bytes), and the stream to use there: the
+// caller's stream when it belongs to that context, else that context's default stream (a pointer
+// of another device or another server is served where it lives, as CUDA's unified addressing does).
+CUresult route(CUstream stream, CUdeviceptr address, size_t bytes, ContextObject** ctx,
+               uint64_t* remoteStream) {
+  ContextObject* streamContext = nullptr;
+  if (CUresult r = resolveStream(stream, &streamContext, remoteStream); r != CUDA_SUCCESS) {
+    return r;
+  }
+  DeviceAllocation info;
+  if (!DriverState::get().findDevice(address, bytes, nullptr, &info)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (info.context != streamContext) {
+    if (CUresult r = DriverState::get().ensureRemote(info.context); r != CUDA_SUCCESS) return r;
+    *remoteStream = 0;
+  }
+  *ctx = info.context;
+  return CUDA_SUCCESS;
+}
+
+CUresult copyHostToDevice(const char* what, CUdeviceptr dst, const void* src, size_t bytes,
+                          CUstream stream, bool async) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  if (bytes == 0) return CUDA_SUCCESS;
+  if (!src) return CUDA_ERROR_INVALID_VALUE;
+  ContextObject* ctx = nullptr;
+  uint64_t s = 0;
+  if (CUresult r = route(stream, dst, bytes, &ctx, &s); r != CUDA_SUCCESS) return r;
+  ConstBuffer bulk{src, bytes};
+  // No answer needed: like CUDA from pageable memory, the call is done once the bytes are handed
+  // over; a failure on the server shows at the next synchronizing call.
+  return ctx->server->post(
+      what,
+      [&](wire::Request::Builder b) {
+        auto m = b.initMemcpyHtoD();
+        m.setContext(ctx->remote);
+        m.setDst(dst);
+        m.setBytes(bytes);
+        m.setStream(s);
+        m.setAsync(async);
+      },
+      std::span<const ConstBuffer>(&bulk, 1));
+}
+
+CUresult copyDeviceToHost(const char* what, void* dst, CUdeviceptr src, size_t bytes,
+                          CUstream stream) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  if (bytes == 0) return CUDA_SUCCESS;
+  if (!dst) return CUDA_ERROR_INVALID_VALUE;
+  ContextObject* ctx = nullptr;
+  uint64_t s = 0;
+  if (CUresult r = route(stream, src, bytes, &ctx, &s); r != CUDA_SUCCESS) {
+    // An unknown source still goes to the server, which says precisely what is wrong with it.
+    if (r != CUDA_ERROR_INVALID_VALUE) return r;
+    if (CUresult rr = resolveStream(stream, &ctx, &s); rr != CUDA_SUCCESS) return rr;
+  }
+  return ctx->server->call(
+      what,
+      [&](wire::Request::Builder b) {
+        auto m = b.initMemcpyDtoH();
+        m.setContext(ctx->remote);
+        m.setSrc(src);
+        m.setBytes(bytes);
+        m.setStream(s);
+      },
+      {},
+      [&](wire::Response::Reader, ReplyBulk& bulk) {
+        // Straight into the caller's buffer: no intermediate copy.
+        return bulk.read(dst, bytes) ? CUDA_SUCCESS : CUDA_ERROR_UNKNOWN;
+      },
+      gpupool::transport::MutableBuffer{dst, bytes});
+}
+
+CUresult copyDeviceToDevice(const char* what, CUdeviceptr dst, CUdeviceptr src, size_t bytes,
+                            CUstream stream, bool async) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  if (bytes == 0) return CUDA_SUCCESS;
+  auto& state = DriverState::get();
+  DeviceAllocation dstInfo, srcInfo;
+  if (!state.findDevice(dst, bytes, nullptr, &dstInfo) ||
+      !state.findDevice(src, bytes, nullptr, &srcInfo)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (dstInfo.context != srcInfo.context) {
+    // Different devices (maybe different servers): the bytes go through this host, in order.
+    std::vector<uint8_t> staging(bytes);
+    if (CUresult r = copyDeviceToHost(what, staging.data(), src, bytes, stream);
+        r != CUDA_SUCCESS) {
+      return r;
+    }
+    return copyHostToDevice(what, dst, staging.data(), bytes, stream, false);
+  }
+  ContextObject* ctx = nullptr;
+  uint64_t s = 0;
+  if (CUresult r = route(stream, dst, bytes, &ctx, &s); r != CUDA_SUCCESS) return r;
+  return ctx->server->post(what, [&](wire::Request::Builder b) {
+    auto m = b.initMemcpyDtoD();
+    m.setContext(ctx->remote);
+    m.setDst(dst);
+    m.setSrc(src);
+    m.setBytes(bytes);
+    m.setStream(s);
+    m.setAsync(async);
+  });
+}
+
+// cuMemcpy/cuMemcpyAsync: the direction follows from which pointers are our device allocations.
+CUresult copyUnified(const char* what, CUdeviceptr dst, CUdeviceptr src, size_t bytes,
+                     CUstream stream, bool async) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  auto& state = DriverState::get();
+  bool dstDevice = state.findDevice(dst, 0);
+  bool srcDevice = state.findDevice(src, 0);
+  if (dstDevice && srcDevice) return copyDeviceToDevice(what, dst, src, bytes, stream, async);
+  if (dstDevice) {
+    return copyHostToDevice(what, dst, reinterpret_cast<const void*>(src), bytes, stream, async);
+  }
+  if (srcDevice) return copyDeviceToHost(what, reinterpret_cast<void*>(dst), src, bytes, stream);
+  if (bytes == 0) return CUDA_SUCCESS;
+  if (!dst || !src) return CUDA_ERROR_INVALID_VALUE;
+  std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes);
+  return CUDA_SUCCESS;
+}
+
+CUresult memset(const char* what, CUdeviceptr dst, uint32_t value, unsigned elementSize,
+                size_t width, size_t height, size_t pitch, CUstream stream, bool async) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  if (width == 0 || height == 0) return CUDA_SUCCESS;
+  if (height == 1) pitch = width * elementSize;
+  if (pitch < width * elementSize) return CUDA_ERROR_INVALID_VALUE;
+  ContextObject* ctx = nullptr;
+  uint64_t s = 0;
+  if (CUresult r = route(stream, dst, pitch * (height - 1) + width * elementSize, &ctx, &s);
+      r != CUDA_SUCCESS) {
+    return r;
+  }
+  return ctx->server->post(what, [&](wire::Request::Builder b) {
+    auto m = b.initMemset();
+    m.setContext(ctx->remote);
+    m.setDst(dst);
+    m.setValue(value);
+    m.setElementSize(elementSize);
+    m.setWidth(width);
+    m.setHeight(height);
+    m.setPitch(pitch);
+    m.setStream(s);
+    m.setAsync(async);
+  });
+}
+
+// Where one end of a 2D copy lives.
+struct End {
+  bool device = false;
+  CUdeviceptr address = 0;  // device end
+  uint8_t* host = nullptr;  // host end
+  size_t pitch = 0;
+};
+
+CUresult endOf(CUmemorytype type, const void* host, CUdeviceptr device, CUarray array, size_t x,
+               size_t y, size_t pitch, End* end) {
+  if (type == CU_MEMORYTYPE_UNIFIED) {
+    type = DriverState::get().findDevice(device, 0) ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+    host = reinterpret_cast<const void*>(device);
+  }
+  end->pitch = pitch;
+  switch (type) {
+    case CU_MEMORYTYPE_HOST:
+      if (!host) return CUDA_ERROR_INVALID_VALUE;
+      end->host = const_cast<uint8_t*>(static_cast<const uint8_t*>(host)) + y * pitch + x;
+      return CUDA_SUCCESS;
+    case CU_MEMORYTYPE_DEVICE:
+      end->device = true;
+      end->address = device + y * pitch + x;
+      return CUDA_SUCCESS;
+    case CU_MEMORYTYPE_ARRAY:
+      (void)array;
+      return CUDA_ERROR_NOT_SUPPORTED;  // CUDA arrays (textures) are not served
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+CUresult copy2D(const char* what, const CUDA_MEMCPY2D* c, CUstream stream, bool async) {
+  if (!c) return CUDA_ERROR_INVALID_VALUE;
+  ContextObject* ctx = nullptr;
+  uint64_t s = 0;
+  if (CUresult r = resolveStream(stream, &ctx, &s); r != CUDA_SUCCESS) return r;
+  End src, dst;
+  if (CUresult r = endOf(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray, c->srcXInBytes,
+                         c->srcY, c->srcPitch, &src);
+      r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (CUresult r = endOf(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstArray, c->dstXInBytes,
+                         c->dstY, c->dstPitch, &dst);
+      r != CUDA_SUCCESS) {
+    return r;
+  }
+  size_t width = c->WidthInBytes, height = c->Height;
+  if (width == 0 || height == 0) return CUDA_SUCCESS;
+  if ((height > 1 && (src.pitch < width || dst.pitch < width))) return CUDA_ERROR_INVALID_VALUE;
+  if (!src.device && !dst.device) {
+    for (size_t r = 0; r < height; ++r) {
+      std::memmove(dst.host + r * dst.pitch, src.host + r * src.pitch, width);
+    }
+    return CUDA_SUCCESS;
+  }
+  // A host end travels packed: rows back to back.
+  std::vector<uint8_t> packed;
+  ConstBuffer bulk{nullptr, 0};
+  if (!src.device) {
+    if (src.pitch == width) {
+      bulk = {src.host, width * height};
+    } else {
+      packed.resize(width * height);
+      for (size_t r = 0; r < height; ++r) {
+        std::memcpy(packed.data() + r * width, src.host + r * src.pitch, width);
+      }
+      bulk = {packed.data(), packed.size()};
+    }
+  }
+  return ctx->server->call(
+      what,
+      [&](wire::Request::Builder b) {
+        auto m = b.initMemcpy2D();
+        m.setContext(ctx->remote);
+        m.setSrcIsDevice(src.device);
+        m.setDstIsDevice(dst.device);
+        m.getSrc().setAddress(src.address);
+        m.getSrc().setPitch(src.pitch);
+        m.getDst().setAddress(dst.address);
+        m.getDst().setPitch(dst.pitch);
+        m.setWidthBytes(width);
+        m.setHeight(height);
+        m.setStream(s);
+        m.setAsync(async);
+      },
+      std::span<const ConstBuffer>(&bulk, bulk.size ? 1 : 0),
+      [&](wire::Response::Reader, ReplyBulk& reply) {
+        if (dst.device) return CUDA_SUCCESS;
+        if (dst.pitch == width) {
+          return reply.read(dst.host, width * height) ? CUDA_SUCCESS : CUDA_ERROR_UNKNOWN;
+        }
+        for (size_t r = 0; r < height; ++r) {
+          if (!reply.read(dst.host + r * dst.pitch, width)) return CUDA_ERROR_UNKNOWN;
+        }
+        return CUDA_SUCCESS;
+      },
+      // Rows land back to back only when the host pitch is the width.
+      !dst.device && dst.pitch == width
+          ? gpupool::transport::MutableBuffer{dst.host, width * height}
+          : gpupool::transport::MutableBuffer{});
+}
+
+}  // namespace
+
+// ---- Copies (each also as its per-thread-default-stream twin) ----
+
+#define GPUPOOL_TWIN(ret, name, twin, params, args) \
+  GPUPOOL_DRIVER_API ret name params;               \
+  GPUPOOL_DRIVER_API ret twin params { return name args; }
+
+GPUPOOL_DRIVER_API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t bytes) {
+  return copyHostToDevice("cuMemcpyHtoD", dst, src, bytes, nullptr, false);
+}
+GPUPOOL_TWIN(CUresult, cuMemcpyHtoD_v2, cuMemcpyHtoD_v2_ptds,
+             (CUdeviceptr dst, const void* src, size_t bytes), (dst, src, bytes))
+
+GPUPOOL_DRIVER_API CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t bytes) {
+  return copyDeviceToHost("cuMemcpyDtoH", dst, src, bytes, nullptr);
+}
+GPUPOOL_TWIN(CUresult, cuMemcpyDtoH_v2, cuMemcpyDtoH_v2_ptds,
+             (void* dst, CUdeviceptr src, size_t bytes), (dst, src, bytes))
+
+GPUPOOL_DRIVER_API CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
+  return copyDeviceToDevice("cuMemcpyDtoD", dst, src, bytes, nullptr, false);
+}
+GPUPOOL_TWIN(CUresult, cuMemcpyDtoD_v2, cuMemcpyDtoD_v2_ptds,
+             (CUdeviceptr dst, CUdeviceptr src, size_t bytes), (dst, src, bytes))
+
+GPUPOOL_DRIVER_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t bytes,
+                                                 CUstream stream) {
+  return copyHostToDevice("cuMemcpyHtoDAsync", dst, src, bytes, stream, true);
+}
+GPUPOOL_TWIN(CUresult, cuMemcpyHtoDAsync_v2, cuMemcpyHtoDAsync_v2_ptsz,
+             (CUdeviceptr dst, const void* src, size_t bytes, CUstream stream),
+             (dst, src, bytes, stream))
+
+GPUPOOL_DRIVER_API CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t bytes,
+                                                 CUstream stream) {
+  // Completes before returning: the bytes arrive with the reply, in stream order.
+  return copyDeviceToHost("cuMemcpyDtoHAsync", dst, src, bytes, stream);
+}
+GPUPOOL_TWIN(CUresult, cuMemcpyDtoHAsync_v2, cuMemcpyDtoHAsync_v2_ptsz,
+             (void* dst, CUdeviceptr src, size_t bytes, CUstream stream), (dst, src, bytes, stream))
+
+GPUPOOL_DRIVER_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes,
+                                                 CUstream stream) {
+  return copyDeviceToDevice("cuMemcpyDtoDAsync", dst, src, bytes, stream, true);
+}
+GPUPOOL_TWIN(CUresult, cuMemcpyDtoDAsync_v2, cuMemcpyDtoDAsync_v2_ptsz,
+             (CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream),
+             (dst, src, bytes, stream))
+
+GPUPOOL_DRIVER_API CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
+  return copyUnified("cuMemcpy", dst, src, bytes, nullptr, false);
+}
+GPUPOOL_TWIN(CUresult, cuMemcpy, cuMemcpy_ptds, (CUdeviceptr dst, CUdeviceptr src, size_t bytes),
+             (dst, src, bytes))
+
+GPUPOOL_DRIVER_API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes,
+                                          CUstream stream) {
+  return copyUnified("cuMemcpyAsync", dst, src, bytes, stream, true);
+}
+GPUPOOL_TWIN(CUresult, cuMemcpyAsync, cuMemcpyAsync_ptsz,
+             (CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream),
+             (dst, src, bytes, stream))
+
+GPUPOOL_DRIVER_API CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D* copy) {
+  return copy2D("cuMemcpy2D", copy, nullptr, false);
+}
+GPUPOOL_TWIN(CUresult, cuMemcpy2D_v2, cuMemcpy2D_v2_ptds, (const CUDA_MEMCPY2D* copy), (copy))
+GPUPOOL_DRIVER_API CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D* copy) {
+  return copy2D("cuMemcpy2DUnaligned", copy, nullptr, false);
+}
+GPUPOOL_TWIN(CUresult, cuMemcpy2DUnaligned_v2, cuMemcpy2DUnaligned_v2_ptds,
+             (const CUDA_MEMCPY2D* copy), (copy))
+GPUPOOL_DRIVER_API CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D* copy, CUstream stream) {
+  return copy2D("cuMemcpy2DAsync", copy, stream, true);
+}
+GPUPOOL_TWIN(CUresult, cuMemcpy2DAsync_v2, cuMemcpy2DAsync_v2_ptsz,
+             (const CUDA_MEMCPY2D* copy, CUstream stream), (copy, stream))
+
+// ---- Memset ----
+
+GPUPOOL_DRIVER_API CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, size_t n) {
+  return memset("cuMemsetD8", dst, value, 1, n, 1, n, nullptr, false);
+}
+GPUPOOL_TWIN(CUresult, cuMemsetD8_v2, cuMemsetD8_v2_ptds,
+             (CUdeviceptr dst, unsigned char value, size_t n), (dst, value, n))
+GPUPOOL_DRIVER_API CUresult cuMemsetD16_v2(CUdeviceptr dst, unsigned short value, size_t n) {
+  return memset("cuMemsetD16", dst, value, 2, n, 1, n * 2, nullptr, false);
+}
+GPUPOOL_TWIN(CUresult, cuMemsetD16_v2, cuMemsetD16_v2_ptds,
+             (CUdeviceptr dst, unsigned short value, size_t n), (dst, value, n))
+GPUPOOL_DRIVER_API CUresult cuMemsetD32_v2(CUdeviceptr dst, unsigned int value, size_t n) {
+  return memset("cuMemsetD32", dst, value, 4, n, 1, n * 4, nullptr, false);
+}
+GPUPOOL_TWIN(CUresult, cuMemsetD32_v2, cuMemsetD32_v2_ptds,
+             (CUdeviceptr dst, unsigned int value, size_t n), (dst, value, n))
+
+GPUPOOL_DRIVER_API CUresult cuMemsetD2D8_v2(CUdeviceptr dst, size_t pitch, unsigned char value,
+                                            size_t width, size_t height) {
+  return memset("cuMemsetD2D8", dst, value, 1, width, height, pitch, nullptr, false);
+}
+GPUPOOL_TWIN(CUresult, cuMemsetD2D8_v2, cuMemsetD2D8_v2_ptds,
+             (CUdeviceptr dst, size_t pitch, unsigned char value, size_t width, size_t height),
+             (dst, pitch, value, width, height))
+GPUPOOL_DRIVER_API CUresult cuMemsetD2D16_v2(CUdeviceptr dst, size_t pitch, unsigned short value,
+                                             size_t width, size_t height) {
+  return memset("cuMemsetD2D16", dst, value, 2, width, height, pitch, nullptr, false);
+}
+GPUPOOL_TWIN(CUresult, cuMemsetD2D16_v2, cuMemsetD2D16_v2_ptds,
+             (CUdeviceptr dst, size_t pitch, unsigned short value, size_t width, size_t height),
+             (dst, pitch, value, width, height))
+GPUPOOL_DRIVER_API CUresult cuMemsetD2D32_v2(CUdeviceptr dst, size_t pitch, unsigned int value,
+                                             size_t width, size_t height) {
+  return memset("cuMemsetD2D32", dst, value, 4, width, height, pitch, nullptr, false);
+}
+GPUPOOL_TWIN(CUresult, cuMemsetD2D32_v2, cuMemsetD2D32_v2_ptds,
+             (CUdeviceptr dst, size_t pitch, unsigned int value, size_t width, size_t height),
+             (dst, pitch, value, width, height))
+
+GPUPOOL_DRIVER_API CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t n,
+                                            CUstream stream) {
+  return memset("cuMemsetD8Async", dst, value, 1, n, 1, n, stream, true);
+}
+GPUPOOL_TWIN(CUresult, cuMemsetD8Async, cuMemsetD8Async_ptsz,
+             (CUdeviceptr dst, unsigned char value, size_t n, CUstream stream),
+             (dst, value, n, stream))
+GPUPOOL_DRIVER_API CUresult cuMemsetD16Async(CUdeviceptr dst, unsigned short value, size_t n,
+                                             CUstream stream) {
+  return memset("cuMemsetD16Async", dst, value, 2, n, 1, n * 2, stream, true);
+}
+GPUPOOL_TWIN(CUresult, cuMemsetD16Async, cuMemsetD16Async_ptsz,
+             (CUdeviceptr dst, unsigned short value, size_t n, CUstream stream),
+             (dst, value, n, stream))
+GPUPOOL_DRIVER_API CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int value, size_t n,
+                                             CUstream stream) {
+  return memset("cuMemsetD32Async", dst, value, 4, n, 1, n * 4, stream, true);
+}
+GPUPOOL_TWIN(CUresult, cuMemsetD32Async, cuMemsetD32Async_ptsz,
+             (CUdeviceptr dst, unsigned int value, size_t n, CUstream stream),
+             (dst, value, n, stream))
+GPUPOOL_DRIVER_API CUresult cuMemsetD2D8Async(CUdeviceptr dst, size_t pitch, unsigned char value,
+                                              size_t width, size_t height, CUstream stream) {
+  return memset("cuMemsetD2D8Async", dst, value, 1, width, height, pitch, stream, true);
+}
+GPUPOOL_TWIN(CUresult, cuMemsetD2D8Async, cuMemsetD2D8Async_ptsz,
+             (CUdeviceptr dst, size_t pitch, unsigned char value, size_t width, size_t height,
+              CUstream stream),
+             (dst, pitch, value, width, height, stream))
+GPUPOOL_DRIVER_API CUresult cuMemsetD2D16Async(CUdeviceptr dst, size_t pitch, unsigned short value,
+                                               size_t width, size_t height, CUstream stream) {
+  return memset("cuMemsetD2D16Async", dst, value, 2, width, height, pitch, stream, true);
+}
+GPUPOOL_TWIN(CUresult, cuMemsetD2D16Async, cuMemsetD2D16Async_ptsz,
+             (CUdeviceptr dst, size_t pitch, unsigned short value, size_t width, size_t height,
+              CUstream stream),
+             (dst, pitch, value, width, height, stream))
+GPUPOOL_DRIVER_API CUresult cuMemsetD2D32Async(CUdeviceptr dst, size_t pitch, unsigned int value,
+                                               size_t width, size_t height, CUstream stream) {
+  return memset("cuMemsetD2D32Async", dst, value, 4, width, height, pitch, stream, true);
+}
+GPUPOOL_TWIN(CUresult, cuMemsetD2D32Async, cuMemsetD2D32Async_ptsz,
+             (CUdeviceptr dst, size_t pitch, unsigned int value, size_t width, size_t height,
+              CUstream stream),
+             (dst, pitch, value, width, height, stream))
+
+// ---- Peer copies: devices of a pool never map each other's memory, so the bytes are staged ----
+
+GPUPOOL_DRIVER_API CUresult cuMemcpyPeer(CUdeviceptr dst, CUcontext dstContext, CUdeviceptr src,
+                                         CUcontext srcContext, size_t bytes) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  if (!asContext(dstContext) || !asContext(srcContext)) return CUDA_ERROR_INVALID_CONTEXT;
+  return copyDeviceToDevice("cuMemcpyPeer", dst, src, bytes, nullptr, false);
+}
+GPUPOOL_TWIN(CUresult, cuMemcpyPeer, cuMemcpyPeer_ptds,
+             (CUdeviceptr dst, CUcontext dstContext, CUdeviceptr src, CUcontext srcContext,
+              size_t bytes),
+             (dst, dstContext, src, srcContext, bytes))
+
+GPUPOOL_DRIVER_API CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dstContext,
+                                              CUdeviceptr src, CUcontext srcContext, size_t bytes,
+                                              CUstream stream) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  if (!asContext(dstContext) || !asContext(srcContext)) return CUDA_ERROR_INVALID_CONTEXT;
+  return copyDeviceToDevice("cuMemcpyPeerAsync", dst, src, bytes, stream, true);
+}
+GPUPOOL_TWIN(CUresult, cuMemcpyPeerAsync, cuMemcpyPeerAsync_ptsz,
+             (CUdeviceptr dst, CUcontext dstContext, CUdeviceptr src, CUcontext srcContext,
+              size_t bytes, CUstream stream),
+             (dst, dstContext, src, srcContext, bytes, stream))
