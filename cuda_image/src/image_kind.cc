@@ -1,5 +1,6 @@
 #include "gpupool/image/image_kind.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "byte_reader.h"
@@ -67,7 +68,7 @@ std::optional<uint64_t> fatbinSize(const uint8_t* header, std::string* error) {
   }
   const uint16_t headerSize = *readLe<uint16_t>(bytes, 6);
   const uint64_t fatSize = *readLe<uint64_t>(bytes, 8);
-  if (headerSize < kFatbinHeaderBytes || fatSize > kMaxImageBytes) {
+  if (headerSize < kFatbinHeaderBytes || fatSize > kMaxPlausibleImageBytes) {
     setError(error, "fatbin header size " + std::to_string(headerSize) + " or payload size " +
                         std::to_string(fatSize) + " is implausible");
     return std::nullopt;
@@ -135,6 +136,41 @@ std::optional<uint64_t> elfExtent(std::span<const uint8_t> bytes, std::string* e
   return detail::elfContentEnd(bytes, error);
 }
 
+std::optional<uint64_t> imageExtent(std::span<const uint8_t> bytes, std::string* error) {
+  switch (classify(bytes)) {
+    case ImageKind::kFatbinWrapper:
+      setError(error,
+               "fatbin wrappers hold a host pointer and cannot be sent; send the fatbin itself");
+      return std::nullopt;
+    case ImageKind::kFatbin: {
+      if (bytes.size() < kFatbinHeaderBytes) {
+        setError(error, "fatbin image is shorter than its 16-byte header");
+        return std::nullopt;
+      }
+      auto size = fatbinSize(bytes.data(), error);
+      if (!size) return std::nullopt;
+      if (*size > bytes.size()) {
+        setError(error, "fatbin header declares " + std::to_string(*size) +
+                            " bytes but the image has " + std::to_string(bytes.size()));
+        return std::nullopt;
+      }
+      return size;
+    }
+    case ImageKind::kElf:
+      return elfExtent(bytes, error);
+    case ImageKind::kPtx:
+    case ImageKind::kUnknown:
+      break;
+  }
+  const auto nul = std::find(bytes.begin(), bytes.end(), uint8_t{0});
+  if (nul == bytes.end()) {
+    setError(error,
+             "image is neither a fatbin nor an ELF cubin, and as text it has no terminating NUL");
+    return std::nullopt;
+  }
+  return static_cast<uint64_t>(nul - bytes.begin()) + 1;
+}
+
 std::optional<std::span<const uint8_t>> imageBytes(const void* p, std::string* error) {
   const auto* start = static_cast<const uint8_t*>(p);
   switch (classify(p)) {
@@ -165,21 +201,21 @@ std::optional<std::span<const uint8_t>> imageBytes(const void* p, std::string* e
       // Read the header, then the tables it describes, then the extents in those tables.
       auto tablesEnd = detail::elfHeaderTablesEnd(std::span<const uint8_t>(start, 64), error);
       if (!tablesEnd) return std::nullopt;
-      if (*tablesEnd > kMaxImageBytes) {
+      if (*tablesEnd > kMaxPlausibleImageBytes) {
         setError(error, "ELF header tables lie beyond 4 GiB");
         return std::nullopt;
       }
       auto end = detail::elfDeclaredEnd(std::span<const uint8_t>(start, *tablesEnd), error);
       if (!end) return std::nullopt;
-      if (*end > kMaxImageBytes) {
+      if (*end > kMaxPlausibleImageBytes) {
         setError(error, "ELF image extends beyond 4 GiB");
         return std::nullopt;
       }
       return std::span<const uint8_t>(start, *end);
     }
     case ImageKind::kPtx: {
-      const size_t length = strnlen(reinterpret_cast<const char*>(start), kMaxImageBytes);
-      if (length == kMaxImageBytes) {
+      const size_t length = strnlen(reinterpret_cast<const char*>(start), kMaxPlausibleImageBytes);
+      if (length == kMaxPlausibleImageBytes) {
         setError(error, "PTX text is not NUL-terminated within 4 GiB");
         return std::nullopt;
       }

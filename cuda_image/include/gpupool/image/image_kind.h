@@ -23,8 +23,9 @@ enum class ImageKind {
 
 inline constexpr uint32_t kFatbinWrapperMagic = 0x466243B1;
 inline constexpr uint32_t kFatbinMagic = 0xBA55ED50;
-// Largest image accepted anywhere: larger sizes are read as garbage rather than trusted.
-inline constexpr uint64_t kMaxImageBytes = uint64_t{4} << 30;
+// Sizes read from an image's own headers above this are taken as garbage rather than trusted.
+// (How many bytes one request may carry to the server is a separate, lower limit.)
+inline constexpr uint64_t kMaxPlausibleImageBytes = uint64_t{4} << 30;
 
 const char* toString(ImageKind kind);
 
@@ -42,12 +43,22 @@ ImageKind classify(std::span<const uint8_t> bytes);
 //  - ELF: up to the furthest end of any section, segment or header table;
 //  - PTX: the text including its terminating NUL.
 // Returns nothing (and sets *error when given) for unknown kinds, bad magic behind a wrapper,
-// malformed ELF headers or sizes above kMaxImageBytes. Like the driver it trusts `p` to point at
-// a readable image of the classified kind; it cannot bounds-check a bare pointer.
+// malformed ELF headers or sizes above kMaxPlausibleImageBytes. Like the driver it trusts `p` to
+// point at a readable image of the classified kind; it cannot bounds-check a bare pointer.
 std::optional<std::span<const uint8_t>> imageBytes(const void* p, std::string* error = nullptr);
 
 // The extent of an ELF image that lies inside `bytes`, computed the same way; nothing when the
 // headers or anything they describe fall outside `bytes`.
 std::optional<uint64_t> elfExtent(std::span<const uint8_t> bytes, std::string* error = nullptr);
+
+// How many leading bytes of a received image a driver given its address would read, never
+// reading outside `bytes`: what must be checked before handing the address to cuModuleLoadData,
+// which takes no size.
+//  - fatbin: header + fatSize, which must fit in `bytes`;
+//  - ELF: elfExtent();
+//  - fatbin wrapper: an error (it holds a host pointer, meaningless once received);
+//  - anything else is read as text up to its first NUL, which must lie inside `bytes` (the driver
+//    itself rejects text that is not PTX).
+std::optional<uint64_t> imageExtent(std::span<const uint8_t> bytes, std::string* error = nullptr);
 
 }  // namespace gpupool::image
