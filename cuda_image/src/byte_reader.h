@@ -12,6 +12,8 @@
 #include <string>
 #include <utility>
 
+#include "common/status.h"
+
 namespace gpupool::image::detail {
 
 // True when [offset, offset + size) lies inside a buffer of `total` bytes, without overflowing.
@@ -36,8 +38,9 @@ inline std::optional<std::span<const uint8_t>> subspan(std::span<const uint8_t> 
   return bytes.subspan(static_cast<size_t>(offset), static_cast<size_t>(size));
 }
 
-inline void setError(std::string* error, std::string message) {
-  if (error != nullptr) *error = std::move(message);
+// What every parser here reports for malformed input: the driver's answer to a bad image.
+inline Status invalidImage(std::string message) {
+  return Status::error(CUDA_ERROR_INVALID_IMAGE, std::move(message));
 }
 
 }  // namespace gpupool::image::detail

@@ -9,8 +9,8 @@
 namespace gpupool::image {
 namespace {
 
+using detail::invalidImage;
 using detail::readLe;
-using detail::setError;
 
 // .nv.info record formats.
 constexpr uint8_t kFormatNval = 0x01;  // no value
@@ -21,15 +21,14 @@ constexpr uint8_t kFormatSval = 0x04;  // u16 = size of the bytes that follow
 constexpr std::string_view kInfoPrefix = ".nv.info.";
 
 // Parses the records of one `.nv.info.<kernel>` section into `layout`.
-bool readRecords(std::span<const uint8_t> info, KernelParamLayout& layout, std::string* error) {
+Status readRecords(std::span<const uint8_t> info, KernelParamLayout& layout) {
   uint64_t at = 0;
   while (at < info.size()) {
     const auto format = readLe<uint8_t>(info, at);
     const auto attribute = readLe<uint8_t>(info, at + 1);
     const auto value = readLe<uint16_t>(info, at + 2);
     if (!value) {
-      setError(error, layout.name + ": truncated .nv.info record");
-      return false;
+      return invalidImage(layout.name + ": truncated .nv.info record");
     }
     at += 4;
     if (*format == kFormatNval || *format == kFormatBval || *format == kFormatHval) {
@@ -37,20 +36,18 @@ bool readRecords(std::span<const uint8_t> info, KernelParamLayout& layout, std::
       continue;
     }
     if (*format != kFormatSval) {
-      setError(error, layout.name + ": unknown .nv.info record format " + std::to_string(*format));
-      return false;
+      return invalidImage(layout.name + ": unknown .nv.info record format " +
+                          std::to_string(*format));
     }
     auto data = detail::subspan(info, at, *value);
     if (!data) {
-      setError(error, layout.name + ": .nv.info record runs past its section");
-      return false;
+      return invalidImage(layout.name + ": .nv.info record runs past its section");
     }
     at += *value;
     if (*attribute == kEiattrKparamInfo) {
       // {u32 index, u16 ordinal, u16 offset, u32 (log2 align | space | cbank | size << 18)}
       if (data->size() < 12) {
-        setError(error, layout.name + ": short EIATTR_KPARAM_INFO record");
-        return false;
+        return invalidImage(layout.name + ": short EIATTR_KPARAM_INFO record");
       }
       KernelParam param;
       param.ordinal = *readLe<uint16_t>(*data, 4);
@@ -67,20 +64,18 @@ bool readRecords(std::span<const uint8_t> info, KernelParamLayout& layout, std::
             [](const KernelParam& a, const KernelParam& b) { return a.ordinal < b.ordinal; });
   for (size_t i = 0; i < layout.params.size(); ++i) {
     if (layout.params[i].ordinal != i) {
-      setError(error, layout.name + ": parameter ordinals have a gap or duplicate at " +
+      return invalidImage(layout.name + ": parameter ordinals have a gap or duplicate at " +
                           std::to_string(i));
-      return false;
     }
   }
-  return true;
+  return Status::success();
 }
 
 }  // namespace
 
-std::optional<std::vector<KernelParamLayout>> readKernelParams(std::span<const uint8_t> elf,
-                                                               std::string* error) {
-  auto sections = detail::elfSections(elf, error);
-  if (!sections) return std::nullopt;
+Result<std::vector<KernelParamLayout>> readKernelParams(std::span<const uint8_t> elf) {
+  auto sections = detail::elfSections(elf);
+  if (!sections) return sections.status();
   std::vector<KernelParamLayout> layouts;
   for (const auto& section : *sections) {
     if (!section.name.starts_with(kInfoPrefix) || section.name.size() == kInfoPrefix.size()) {
@@ -89,8 +84,9 @@ std::optional<std::vector<KernelParamLayout>> readKernelParams(std::span<const u
     KernelParamLayout layout;
     layout.name = std::string(section.name.substr(kInfoPrefix.size()));
     // elfSections() checked that every section's data lies inside `elf`.
-    if (!readRecords(*detail::subspan(elf, section.offset, section.size), layout, error)) {
-      return std::nullopt;
+    if (Status read = readRecords(*detail::subspan(elf, section.offset, section.size), layout);
+        !read.ok()) {
+      return read;
     }
     layouts.push_back(std::move(layout));
   }

@@ -9,34 +9,28 @@
 namespace gpupool::image::detail {
 namespace {
 
-std::optional<Elf64_Ehdr> readHeader(std::span<const uint8_t> bytes, std::string* error) {
+Result<Elf64_Ehdr> readHeader(std::span<const uint8_t> bytes) {
   auto header = readLe<Elf64_Ehdr>(bytes, 0);
   if (!header) {
-    setError(error, "ELF image shorter than its 64-byte header");
-    return std::nullopt;
+    return invalidImage("ELF image shorter than its 64-byte header");
   }
   if (std::memcmp(header->e_ident, ELFMAG, SELFMAG) != 0) {
-    setError(error, "not an ELF image");
-    return std::nullopt;
+    return invalidImage("not an ELF image");
   }
   if (header->e_ident[EI_CLASS] != ELFCLASS64 || header->e_ident[EI_DATA] != ELFDATA2LSB) {
-    setError(error, "ELF image is not little-endian ELF64 (cubins always are)");
-    return std::nullopt;
+    return invalidImage("ELF image is not little-endian ELF64 (cubins always are)");
   }
   if (header->e_shnum != 0 && header->e_shentsize != sizeof(Elf64_Shdr)) {
-    setError(error, "ELF section header size is not 64");
-    return std::nullopt;
+    return invalidImage("ELF section header size is not 64");
   }
   if (header->e_phnum != 0 && header->e_phentsize != sizeof(Elf64_Phdr)) {
-    setError(error, "ELF program header size is not 56");
-    return std::nullopt;
+    return invalidImage("ELF program header size is not 56");
   }
   if (header->e_shnum == 0 && header->e_shoff != 0) {
     // Extended numbering keeps the count in section 0; cubins never need that many sections.
-    setError(error, "ELF extended section numbering is not supported");
-    return std::nullopt;
+    return invalidImage("ELF extended section numbering is not supported");
   }
-  return header;
+  return *header;
 }
 
 // End of a table of `count` entries of `entrySize` at `offset`; offsets are 64-bit and come
@@ -50,24 +44,22 @@ std::optional<uint64_t> tableEnd(uint64_t offset, uint64_t count, uint64_t entry
 
 }  // namespace
 
-std::optional<uint64_t> elfHeaderTablesEnd(std::span<const uint8_t> header, std::string* error) {
-  auto ehdr = readHeader(header, error);
-  if (!ehdr) return std::nullopt;
+Result<uint64_t> elfHeaderTablesEnd(std::span<const uint8_t> header) {
+  auto ehdr = readHeader(header);
+  if (!ehdr) return ehdr.status();
   auto sections = tableEnd(ehdr->e_shoff, ehdr->e_shnum, sizeof(Elf64_Shdr));
   auto segments = tableEnd(ehdr->e_phoff, ehdr->e_phnum, sizeof(Elf64_Phdr));
   if (!sections || !segments) {
-    setError(error, "ELF header table offsets overflow");
-    return std::nullopt;
+    return invalidImage("ELF header table offsets overflow");
   }
   return std::max<uint64_t>({sizeof(Elf64_Ehdr), *sections, *segments});
 }
 
-std::optional<uint64_t> elfDeclaredEnd(std::span<const uint8_t> tables, std::string* error) {
-  auto tablesEnd = elfHeaderTablesEnd(tables, error);
-  if (!tablesEnd) return std::nullopt;
+Result<uint64_t> elfDeclaredEnd(std::span<const uint8_t> tables) {
+  auto tablesEnd = elfHeaderTablesEnd(tables);
+  if (!tablesEnd) return tablesEnd.status();
   if (*tablesEnd > tables.size()) {
-    setError(error, "ELF header tables extend past the end of the image");
-    return std::nullopt;
+    return invalidImage("ELF header tables extend past the end of the image");
   }
   const auto ehdr = *readLe<Elf64_Ehdr>(tables, 0);
   uint64_t end = *tablesEnd;
@@ -75,50 +67,44 @@ std::optional<uint64_t> elfDeclaredEnd(std::span<const uint8_t> tables, std::str
     const auto shdr = *readLe<Elf64_Shdr>(tables, ehdr.e_shoff + uint64_t{i} * sizeof(Elf64_Shdr));
     if (shdr.sh_type == SHT_NOBITS) continue;
     if (shdr.sh_offset > UINT64_MAX - shdr.sh_size) {
-      setError(error, "ELF section " + std::to_string(i) + " extent overflows");
-      return std::nullopt;
+      return invalidImage("ELF section " + std::to_string(i) + " extent overflows");
     }
     end = std::max(end, shdr.sh_offset + shdr.sh_size);
   }
   for (uint32_t i = 0; i < ehdr.e_phnum; ++i) {
     const auto phdr = *readLe<Elf64_Phdr>(tables, ehdr.e_phoff + uint64_t{i} * sizeof(Elf64_Phdr));
     if (phdr.p_offset > UINT64_MAX - phdr.p_filesz) {
-      setError(error, "ELF segment " + std::to_string(i) + " extent overflows");
-      return std::nullopt;
+      return invalidImage("ELF segment " + std::to_string(i) + " extent overflows");
     }
     end = std::max(end, phdr.p_offset + phdr.p_filesz);
   }
   return end;
 }
 
-std::optional<uint64_t> elfContentEnd(std::span<const uint8_t> bytes, std::string* error) {
-  auto end = elfDeclaredEnd(bytes, error);
-  if (!end) return std::nullopt;
+Result<uint64_t> elfContentEnd(std::span<const uint8_t> bytes) {
+  auto end = elfDeclaredEnd(bytes);
+  if (!end) return end.status();
   if (*end > bytes.size()) {
-    setError(error, "ELF sections or segments extend past the end of the image (" +
+    return invalidImage("ELF sections or segments extend past the end of the image (" +
                         std::to_string(*end) + " > " + std::to_string(bytes.size()) + " bytes)");
-    return std::nullopt;
   }
   return end;
 }
 
-std::optional<std::vector<ElfSection>> elfSections(std::span<const uint8_t> bytes,
-                                                   std::string* error) {
-  if (!elfContentEnd(bytes, error)) return std::nullopt;
+Result<std::vector<ElfSection>> elfSections(std::span<const uint8_t> bytes) {
+  if (auto end = elfContentEnd(bytes); !end) return end.status();
   const auto ehdr = *readLe<Elf64_Ehdr>(bytes, 0);
   std::vector<ElfSection> sections;
   sections.reserve(ehdr.e_shnum);
   std::span<const uint8_t> names;
   if (ehdr.e_shstrndx != SHN_UNDEF) {
     if (ehdr.e_shstrndx >= ehdr.e_shnum) {
-      setError(error, "ELF section-name table index out of range");
-      return std::nullopt;
+      return invalidImage("ELF section-name table index out of range");
     }
     const auto strtab =
         *readLe<Elf64_Shdr>(bytes, ehdr.e_shoff + uint64_t{ehdr.e_shstrndx} * sizeof(Elf64_Shdr));
     if (strtab.sh_type == SHT_NOBITS) {
-      setError(error, "ELF section-name table has no data");
-      return std::nullopt;
+      return invalidImage("ELF section-name table has no data");
     }
     names = *subspan(bytes, strtab.sh_offset, strtab.sh_size);  // checked by elfContentEnd
   }
@@ -132,16 +118,14 @@ std::optional<std::vector<ElfSection>> elfSections(std::span<const uint8_t> byte
     section.info = shdr.sh_info;
     if (!names.empty()) {
       if (shdr.sh_name >= names.size()) {
-        setError(error, "ELF section " + std::to_string(i) + " name is outside the name table");
-        return std::nullopt;
+        return invalidImage("ELF section " + std::to_string(i) + " name is outside the name table");
       }
       const auto* start = reinterpret_cast<const char*>(names.data()) + shdr.sh_name;
       const size_t room = names.size() - shdr.sh_name;
       // A name without a terminating NUL inside the table is malformed.
       const size_t length = strnlen(start, room);
       if (length == room) {
-        setError(error, "ELF section " + std::to_string(i) + " name is not terminated");
-        return std::nullopt;
+        return invalidImage("ELF section " + std::to_string(i) + " name is not terminated");
       }
       section.name = std::string_view(start, length);
     }

@@ -2,11 +2,12 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "common/status.h"
 
 namespace gpupool::image::detail {
 
@@ -21,18 +22,17 @@ struct ElfSection {
 
 // End of the ELF header and of the section/program header tables, read from the first 64 bytes
 // of `header` alone. Validates class/endianness/entry sizes; nothing on malformed headers.
-std::optional<uint64_t> elfHeaderTablesEnd(std::span<const uint8_t> header, std::string* error);
+Result<uint64_t> elfHeaderTablesEnd(std::span<const uint8_t> header);
 
 // Furthest end of the header tables and of every section (except SHT_NOBITS) and segment file
 // image, as the tables declare it. Only the header tables must lie inside `tables`.
-std::optional<uint64_t> elfDeclaredEnd(std::span<const uint8_t> tables, std::string* error);
+Result<uint64_t> elfDeclaredEnd(std::span<const uint8_t> tables);
 
 // Furthest end of the header tables and of every section (except SHT_NOBITS) and segment file
 // image. Everything must lie inside `bytes`.
-std::optional<uint64_t> elfContentEnd(std::span<const uint8_t> bytes, std::string* error);
+Result<uint64_t> elfContentEnd(std::span<const uint8_t> bytes);
 
 // All sections with their names; every section's data lies inside `bytes`.
-std::optional<std::vector<ElfSection>> elfSections(std::span<const uint8_t> bytes,
-                                                   std::string* error);
+Result<std::vector<ElfSection>> elfSections(std::span<const uint8_t> bytes);
 
 }  // namespace gpupool::image::detail

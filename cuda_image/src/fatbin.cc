@@ -13,8 +13,8 @@ namespace gpupool::image {
 namespace {
 
 using detail::inBounds;
+using detail::invalidImage;
 using detail::readLe;
-using detail::setError;
 
 constexpr uint64_t kFatbinHeaderBytes = 16;
 constexpr uint64_t kMinEntryHeaderBytes = 0x40;
@@ -42,51 +42,43 @@ std::string readOptions(std::span<const uint8_t> header, uint32_t optionsOffset)
   return options;
 }
 
-std::optional<std::vector<uint8_t>> decompressZstd(std::span<const uint8_t> in, uint64_t headerSize,
-                                                   std::string* error) {
+Result<std::vector<uint8_t>> decompressZstd(std::span<const uint8_t> in, uint64_t headerSize) {
   uint64_t size = ZSTD_getFrameContentSize(in.data(), in.size());
   if (size == ZSTD_CONTENTSIZE_ERROR) {
-    setError(error, "ZSTD payload is not a valid frame");
-    return std::nullopt;
+    return invalidImage("ZSTD payload is not a valid frame");
   }
   if (size == ZSTD_CONTENTSIZE_UNKNOWN) {
     size = headerSize;
   } else if (headerSize != 0 && size != headerSize) {
-    setError(error, "ZSTD frame size " + std::to_string(size) +
+    return invalidImage("ZSTD frame size " + std::to_string(size) +
                         " disagrees with the entry's uncompressed size " +
                         std::to_string(headerSize));
-    return std::nullopt;
   }
   if (size == 0 || size > kMaxDecompressedBytes) {
-    setError(error, "ZSTD uncompressed size " + std::to_string(size) + " is implausible");
-    return std::nullopt;
+    return invalidImage("ZSTD uncompressed size " + std::to_string(size) + " is implausible");
   }
   std::vector<uint8_t> out(size);
   const size_t produced = ZSTD_decompress(out.data(), out.size(), in.data(), in.size());
   if (ZSTD_isError(produced)) {
-    setError(error, std::string("ZSTD decompression failed: ") + ZSTD_getErrorName(produced));
-    return std::nullopt;
+    return invalidImage(std::string("ZSTD decompression failed: ") + ZSTD_getErrorName(produced));
   }
   out.resize(produced);
   return out;
 }
 
-std::optional<std::vector<uint8_t>> decompressLz4(std::span<const uint8_t> in, uint64_t size,
-                                                  std::string* error) {
+Result<std::vector<uint8_t>> decompressLz4(std::span<const uint8_t> in, uint64_t size) {
   // nvcc stores a raw LZ4 block, which carries no size of its own.
   if (size == 0 || size > kMaxDecompressedBytes || size > in.size() * kMaxLz4Ratio + 64 ||
       in.size() > static_cast<uint64_t>(LZ4_MAX_INPUT_SIZE)) {
-    setError(error, "LZ4 sizes (" + std::to_string(in.size()) + " -> " + std::to_string(size) +
+    return invalidImage("LZ4 sizes (" + std::to_string(in.size()) + " -> " + std::to_string(size) +
                         ") are implausible");
-    return std::nullopt;
   }
   std::vector<uint8_t> out(size);
   const int produced = LZ4_decompress_safe(
       reinterpret_cast<const char*>(in.data()), reinterpret_cast<char*>(out.data()),
       static_cast<int>(in.size()), static_cast<int>(out.size()));
   if (produced < 0 || static_cast<uint64_t>(produced) != size) {
-    setError(error, "LZ4 decompression failed (corrupt block)");
-    return std::nullopt;
+    return invalidImage("LZ4 decompression failed (corrupt block)");
   }
   return out;
 }
@@ -106,23 +98,20 @@ std::string FatbinEntry::archName() const {
   }
 }
 
-std::optional<Fatbin> Fatbin::parse(std::span<const uint8_t> bytes, std::string* error) {
+Result<Fatbin> Fatbin::parse(std::span<const uint8_t> bytes) {
   const auto magic = readLe<uint32_t>(bytes, 0);
   if (!magic || bytes.size() < kFatbinHeaderBytes) {
-    setError(error, "fatbin shorter than its 16-byte header");
-    return std::nullopt;
+    return invalidImage("fatbin shorter than its 16-byte header");
   }
   if (*magic != kFatbinMagic) {
-    setError(error, "fatbin magic 0xBA55ED50 not found");
-    return std::nullopt;
+    return invalidImage("fatbin magic 0xBA55ED50 not found");
   }
   const uint16_t headerSize = *readLe<uint16_t>(bytes, 6);
   const uint64_t fatSize = *readLe<uint64_t>(bytes, 8);
   if (headerSize < kFatbinHeaderBytes || !inBounds(bytes.size(), headerSize, fatSize)) {
-    setError(error, "fatbin declares " + std::to_string(headerSize) + " + " +
+    return invalidImage("fatbin declares " + std::to_string(headerSize) + " + " +
                         std::to_string(fatSize) + " bytes but only " +
                         std::to_string(bytes.size()) + " are present");
-    return std::nullopt;
   }
   const uint64_t end = headerSize + fatSize;
 
@@ -131,18 +120,16 @@ std::optional<Fatbin> Fatbin::parse(std::span<const uint8_t> bytes, std::string*
   while (offset < end) {
     const std::string where = "fatbin entry at offset " + std::to_string(offset);
     if (!inBounds(end, offset, kMinEntryHeaderBytes)) {
-      setError(error, where + " is truncated");
-      return std::nullopt;
+      return invalidImage(where + " is truncated");
     }
     const auto entryBytes = bytes.subspan(offset, end - offset);
     const uint32_t entryHeaderSize = *readLe<uint32_t>(entryBytes, 4);
     const uint32_t payloadSize = *readLe<uint32_t>(entryBytes, 8);
     if (entryHeaderSize < kMinEntryHeaderBytes ||
         !inBounds(entryBytes.size(), entryHeaderSize, payloadSize)) {
-      setError(error, where + " declares header " + std::to_string(entryHeaderSize) +
+      return invalidImage(where + " declares header " + std::to_string(entryHeaderSize) +
                           " + payload " + std::to_string(payloadSize) +
                           " bytes, which do not fit in the fatbin");
-      return std::nullopt;
     }
     FatbinEntry entry;
     entry.kind = *readLe<uint16_t>(entryBytes, 0);
@@ -156,9 +143,8 @@ std::optional<Fatbin> Fatbin::parse(std::span<const uint8_t> bytes, std::string*
         readOptions(entryBytes.first(entryHeaderSize), *readLe<uint32_t>(entryBytes, 20));
     entry.stored = entryBytes.subspan(entryHeaderSize, payloadSize);
     if (entry.compressed() && entry.compressedSize > payloadSize) {
-      setError(error, where + " has compressed size " + std::to_string(entry.compressedSize) +
+      return invalidImage(where + " has compressed size " + std::to_string(entry.compressedSize) +
                           " larger than its payload " + std::to_string(payloadSize));
-      return std::nullopt;
     }
     fatbin.entries_.push_back(std::move(entry));
     offset += uint64_t{entryHeaderSize} + payloadSize;
@@ -166,28 +152,27 @@ std::optional<Fatbin> Fatbin::parse(std::span<const uint8_t> bytes, std::string*
   return fatbin;
 }
 
-std::optional<std::vector<uint8_t>> Fatbin::payload(const FatbinEntry& entry,
-                                                    std::string* error) const {
+Result<std::vector<uint8_t>> Fatbin::payload(const FatbinEntry& entry) const {
   const bool lz4 = (entry.flags & kEntryFlagLz4) != 0;
   const bool zstd = (entry.flags & kEntryFlagZstd) != 0;
-  std::optional<std::vector<uint8_t>> out;
+  std::vector<uint8_t> out;
   if (lz4 && zstd) {
-    setError(error, entry.archName() + " entry claims both LZ4 and ZSTD compression");
-    return std::nullopt;
+    return invalidImage(entry.archName() + " entry claims both LZ4 and ZSTD compression");
   } else if (lz4 || zstd) {
     // compressedSize 0 would mean "stored", which contradicts the flag; use the whole payload.
     const auto in =
         entry.compressedSize != 0 ? entry.stored.first(entry.compressedSize) : entry.stored;
-    out = zstd ? decompressZstd(in, entry.uncompressedSize, error)
-               : decompressLz4(in, entry.uncompressedSize, error);
-    if (!out) return std::nullopt;
+    auto decompressed = zstd ? decompressZstd(in, entry.uncompressedSize)
+                             : decompressLz4(in, entry.uncompressedSize);
+    if (!decompressed) return decompressed.status();
+    out = std::move(*decompressed);
   } else {
-    out.emplace(entry.stored.begin(), entry.stored.end());
+    out.assign(entry.stored.begin(), entry.stored.end());
   }
   if (entry.isPtx()) {
     // PTX is NUL-terminated and padded; text never contains NUL, so cut at the first one.
-    const auto nul = std::find(out->begin(), out->end(), uint8_t{0});
-    out->erase(nul, out->end());
+    const auto nul = std::find(out.begin(), out.end(), uint8_t{0});
+    out.erase(nul, out.end());
   }
   return out;
 }

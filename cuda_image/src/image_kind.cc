@@ -9,8 +9,8 @@
 namespace gpupool::image {
 namespace {
 
+using detail::invalidImage;
 using detail::readLe;
-using detail::setError;
 
 // Leading comments of a PTX file (nvcc writes a few lines of them) are bounded by this; past it
 // the text is not treated as PTX, which keeps classify() from scanning arbitrary memory.
@@ -60,18 +60,16 @@ ImageKind classifyMagic(uint32_t magic) {
 }
 
 // Size of the fatbin whose header starts at `header` (16 readable bytes).
-std::optional<uint64_t> fatbinSize(const uint8_t* header, std::string* error) {
+Result<uint64_t> fatbinSize(const uint8_t* header) {
   const std::span<const uint8_t> bytes(header, kFatbinHeaderBytes);
   if (readLe<uint32_t>(bytes, 0) != kFatbinMagic) {
-    setError(error, "fatbin magic 0xBA55ED50 not found");
-    return std::nullopt;
+    return invalidImage("fatbin magic 0xBA55ED50 not found");
   }
   const uint16_t headerSize = *readLe<uint16_t>(bytes, 6);
   const uint64_t fatSize = *readLe<uint64_t>(bytes, 8);
   if (headerSize < kFatbinHeaderBytes || fatSize > kMaxPlausibleImageBytes) {
-    setError(error, "fatbin header size " + std::to_string(headerSize) + " or payload size " +
+    return invalidImage("fatbin header size " + std::to_string(headerSize) + " or payload size " +
                         std::to_string(fatSize) + " is implausible");
-    return std::nullopt;
   }
   return headerSize + fatSize;
 }
@@ -132,46 +130,40 @@ ImageKind classify(std::span<const uint8_t> bytes) {
              : ImageKind::kUnknown;
 }
 
-std::optional<uint64_t> elfExtent(std::span<const uint8_t> bytes, std::string* error) {
-  return detail::elfContentEnd(bytes, error);
-}
+Result<uint64_t> elfExtent(std::span<const uint8_t> bytes) { return detail::elfContentEnd(bytes); }
 
-std::optional<uint64_t> imageExtent(std::span<const uint8_t> bytes, std::string* error) {
+Result<uint64_t> imageExtent(std::span<const uint8_t> bytes) {
   switch (classify(bytes)) {
     case ImageKind::kFatbinWrapper:
-      setError(error,
-               "fatbin wrappers hold a host pointer and cannot be sent; send the fatbin itself");
-      return std::nullopt;
+      return invalidImage(
+          "fatbin wrappers hold a host pointer and cannot be sent; send the fatbin itself");
     case ImageKind::kFatbin: {
       if (bytes.size() < kFatbinHeaderBytes) {
-        setError(error, "fatbin image is shorter than its 16-byte header");
-        return std::nullopt;
+        return invalidImage("fatbin image is shorter than its 16-byte header");
       }
-      auto size = fatbinSize(bytes.data(), error);
-      if (!size) return std::nullopt;
+      auto size = fatbinSize(bytes.data());
+      if (!size) return size.status();
       if (*size > bytes.size()) {
-        setError(error, "fatbin header declares " + std::to_string(*size) +
+        return invalidImage("fatbin header declares " + std::to_string(*size) +
                             " bytes but the image has " + std::to_string(bytes.size()));
-        return std::nullopt;
       }
       return size;
     }
     case ImageKind::kElf:
-      return elfExtent(bytes, error);
+      return elfExtent(bytes);
     case ImageKind::kPtx:
     case ImageKind::kUnknown:
       break;
   }
   const auto nul = std::find(bytes.begin(), bytes.end(), uint8_t{0});
   if (nul == bytes.end()) {
-    setError(error,
-             "image is neither a fatbin nor an ELF cubin, and as text it has no terminating NUL");
-    return std::nullopt;
+    return invalidImage(
+        "image is neither a fatbin nor an ELF cubin, and as text it has no terminating NUL");
   }
   return static_cast<uint64_t>(nul - bytes.begin()) + 1;
 }
 
-std::optional<std::span<const uint8_t>> imageBytes(const void* p, std::string* error) {
+Result<std::span<const uint8_t>> imageBytes(const void* p) {
   const auto* start = static_cast<const uint8_t*>(p);
   switch (classify(p)) {
     case ImageKind::kFatbinWrapper: {
@@ -179,53 +171,47 @@ std::optional<std::span<const uint8_t>> imageBytes(const void* p, std::string* e
       uint32_t version;
       std::memcpy(&version, start + 4, sizeof(version));
       if (version != 1 && version != 2) {
-        setError(error, "fatbin wrapper version " + std::to_string(version) + " is unknown");
-        return std::nullopt;
+        return invalidImage("fatbin wrapper version " + std::to_string(version) + " is unknown");
       }
       const uint8_t* fatbin;
       std::memcpy(&fatbin, start + 8, sizeof(fatbin));
       if (fatbin == nullptr) {
-        setError(error, "fatbin wrapper has a null fatbin pointer");
-        return std::nullopt;
+        return invalidImage("fatbin wrapper has a null fatbin pointer");
       }
-      auto size = fatbinSize(fatbin, error);
-      if (!size) return std::nullopt;
+      auto size = fatbinSize(fatbin);
+      if (!size) return size.status();
       return std::span<const uint8_t>(fatbin, *size);
     }
     case ImageKind::kFatbin: {
-      auto size = fatbinSize(start, error);
-      if (!size) return std::nullopt;
+      auto size = fatbinSize(start);
+      if (!size) return size.status();
       return std::span<const uint8_t>(start, *size);
     }
     case ImageKind::kElf: {
       // Read the header, then the tables it describes, then the extents in those tables.
-      auto tablesEnd = detail::elfHeaderTablesEnd(std::span<const uint8_t>(start, 64), error);
-      if (!tablesEnd) return std::nullopt;
+      auto tablesEnd = detail::elfHeaderTablesEnd(std::span<const uint8_t>(start, 64));
+      if (!tablesEnd) return tablesEnd.status();
       if (*tablesEnd > kMaxPlausibleImageBytes) {
-        setError(error, "ELF header tables lie beyond 4 GiB");
-        return std::nullopt;
+        return invalidImage("ELF header tables lie beyond 4 GiB");
       }
-      auto end = detail::elfDeclaredEnd(std::span<const uint8_t>(start, *tablesEnd), error);
-      if (!end) return std::nullopt;
+      auto end = detail::elfDeclaredEnd(std::span<const uint8_t>(start, *tablesEnd));
+      if (!end) return end.status();
       if (*end > kMaxPlausibleImageBytes) {
-        setError(error, "ELF image extends beyond 4 GiB");
-        return std::nullopt;
+        return invalidImage("ELF image extends beyond 4 GiB");
       }
       return std::span<const uint8_t>(start, *end);
     }
     case ImageKind::kPtx: {
       const size_t length = strnlen(reinterpret_cast<const char*>(start), kMaxPlausibleImageBytes);
       if (length == kMaxPlausibleImageBytes) {
-        setError(error, "PTX text is not NUL-terminated within 4 GiB");
-        return std::nullopt;
+        return invalidImage("PTX text is not NUL-terminated within 4 GiB");
       }
       return std::span<const uint8_t>(start, length + 1);
     }
     case ImageKind::kUnknown:
       break;
   }
-  setError(error, "not a CUDA module image (no fatbin, ELF or PTX signature)");
-  return std::nullopt;
+  return invalidImage("not a CUDA module image (no fatbin, ELF or PTX signature)");
 }
 
 }  // namespace gpupool::image

@@ -6,74 +6,58 @@
 
 namespace gpupool::image {
 
-PtxSelection selectPtx(const Fatbin& fatbin, int deviceCapability) {
-  PtxSelection selection;
+Result<const FatbinEntry*> selectPtx(const Fatbin& fatbin, int deviceCapability) {
+  const FatbinEntry* best = nullptr;
   for (const auto& entry : fatbin.entries()) {
     if (!entry.isPtx() || static_cast<int64_t>(entry.arch) > deviceCapability) continue;
-    if (selection.entry == nullptr || entry.arch > selection.entry->arch) selection.entry = &entry;
+    if (best == nullptr || entry.arch > best->arch) best = &entry;
   }
-  if (selection.entry != nullptr) {
-    selection.status = CUDA_SUCCESS;
-    return selection;
-  }
+  if (best != nullptr) return best;
   const bool hasPtx = std::any_of(fatbin.entries().begin(), fatbin.entries().end(),
                                   [](const FatbinEntry& e) { return e.isPtx(); });
-  selection.message = std::string(hasPtx ? "image has PTX only for newer architectures than "
-                                         : "image has no PTX to JIT for ") +
-                      "compute_" + std::to_string(deviceCapability) +
-                      "; it contains: " + fatbin.describeArchs();
-  return selection;
+  return Status::error(CUDA_ERROR_NO_BINARY_FOR_GPU,
+                       std::string(hasPtx ? "image has PTX only for newer architectures than "
+                                          : "image has no PTX to JIT for ") +
+                           "compute_" + std::to_string(deviceCapability) +
+                           "; it contains: " + fatbin.describeArchs());
 }
 
-PtxText ptxForDevice(std::span<const uint8_t> bytes, int deviceCapability) {
-  PtxText result;
+Result<PtxText> ptxForDevice(std::span<const uint8_t> bytes, int deviceCapability) {
   switch (classify(bytes)) {
     case ImageKind::kPtx: {
       const auto nul = std::find(bytes.begin(), bytes.end(), uint8_t{0});
       if (nul == bytes.end()) {
-        result.status = CUDA_ERROR_INVALID_PTX;
-        result.message = "PTX text is not NUL-terminated";
-        return result;
+        return Status::error(CUDA_ERROR_INVALID_PTX, "PTX text is not NUL-terminated");
       }
-      result.ptx.assign(bytes.begin(), nul);
-      result.status = CUDA_SUCCESS;
-      return result;
+      return PtxText{std::string(bytes.begin(), nul), 0};
     }
     case ImageKind::kFatbin: {
-      std::string error;
-      auto fatbin = Fatbin::parse(bytes, &error);
+      auto fatbin = Fatbin::parse(bytes);
       if (!fatbin) {
-        result.message = "malformed fatbin: " + error;
-        return result;
+        return Status::error(CUDA_ERROR_INVALID_IMAGE,
+                             "malformed fatbin: " + fatbin.status().message);
       }
-      const PtxSelection selection = selectPtx(*fatbin, deviceCapability);
-      if (selection.status != CUDA_SUCCESS) {
-        result.status = selection.status;
-        result.message = selection.message;
-        return result;
-      }
-      auto text = fatbin->payload(*selection.entry, &error);
+      auto selected = selectPtx(*fatbin, deviceCapability);
+      if (!selected) return selected.status();
+      const FatbinEntry& entry = **selected;
+      auto text = fatbin->payload(entry);
       if (!text) {
-        result.message = selection.entry->archName() + " PTX is corrupt: " + error;
-        return result;
+        return Status::error(CUDA_ERROR_INVALID_IMAGE,
+                             entry.archName() + " PTX is corrupt: " + text.status().message);
       }
-      result.ptx.assign(text->begin(), text->end());
-      result.arch = selection.entry->arch;
-      result.status = CUDA_SUCCESS;
-      return result;
+      return PtxText{std::string(text->begin(), text->end()), entry.arch};
     }
     case ImageKind::kElf:
-      result.status = CUDA_ERROR_NO_BINARY_FOR_GPU;
-      result.message = "image is an ELF cubin (SASS only); no PTX to JIT";
-      return result;
+      return Status::error(CUDA_ERROR_NO_BINARY_FOR_GPU,
+                           "image is an ELF cubin (SASS only); no PTX to JIT");
     case ImageKind::kFatbinWrapper:
-      result.message = "fatbin wrapper received; the client must ship the fatbin it points to";
-      return result;
+      return Status::error(CUDA_ERROR_INVALID_IMAGE,
+                           "fatbin wrapper received; the client must ship the fatbin it points to");
     case ImageKind::kUnknown:
       break;
   }
-  result.message = "not a CUDA module image (no fatbin, ELF or PTX signature)";
-  return result;
+  return Status::error(CUDA_ERROR_INVALID_IMAGE,
+                       "not a CUDA module image (no fatbin, ELF or PTX signature)");
 }
 
 }  // namespace gpupool::image

@@ -318,8 +318,7 @@ Status CudaContext::memset(uint64_t dst, uint32_t value, unsigned elementSize, u
 Status CudaContext::moduleLoad(std::span<const uint8_t> image, uint64_t* module) {
   if (Status s = makeCurrent(); !s.ok()) return s;
   // The driver takes no size: the image must not claim more bytes than were received.
-  std::string why;
-  if (!image::imageExtent(image, &why)) return Status::error(CUDA_ERROR_INVALID_IMAGE, why);
+  if (auto extent = image::imageExtent(image); !extent) return extent.status();
   CUmodule handle = nullptr;
   if (Status s = driver_->call(driver_->moduleLoadData, &handle, image.data()); !s.ok()) return s;
   *module = mintId();

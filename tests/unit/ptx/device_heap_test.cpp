@@ -3,7 +3,7 @@
 // of its own context.
 #include <gtest/gtest.h>
 
-#include "host_device_memory.h"
+#include "ptx_snippet.h"
 
 namespace gpupool::ptx::testing {
 namespace {
@@ -51,9 +51,8 @@ constexpr const char* kHeapModule = R"(.version 9.0
 class DeviceHeapTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    LoadError error;
-    module_ = Module::load(kHeapModule, &error);
-    ASSERT_TRUE(module_) << error.message;
+    module_ = loadOrFail(kHeapModule);
+    ASSERT_TRUE(module_);
   }
   const KernelInfo& kernel(const std::string& name) {
     for (const KernelInfo& k : module_->kernels())
@@ -70,7 +69,7 @@ class DeviceHeapTest : public ::testing::Test {
   uint64_t keep(DeviceHeap* heap) {
     uint64_t out = memory_.allocate(8);
     LaunchResult r = run("keep", ParamBlock(kernel("keep")).set(0, out), heap);
-    EXPECT_EQ(r.code, CUDA_SUCCESS) << r.diagnostic;
+    EXPECT_EQ(r.status.code, CUDA_SUCCESS) << r.status.message;
     return memory_.download<uint64_t>(out, 1)[0];
   }
   LaunchResult peek(uint64_t pointer, DeviceHeap* heap, uint32_t* value) {
@@ -90,7 +89,7 @@ TEST_F(DeviceHeapTest, PointerStaysValidInItsOwnContext) {
   ASSERT_GE(p, kHeapWindow);
   uint32_t value = 0;
   LaunchResult r = peek(p, &heap, &value);
-  EXPECT_EQ(r.code, CUDA_SUCCESS) << r.diagnostic;
+  EXPECT_EQ(r.status.code, CUDA_SUCCESS) << r.status.message;
   EXPECT_EQ(value, 1234u);
 }
 
@@ -102,13 +101,13 @@ TEST_F(DeviceHeapTest, AnotherContextsPointerIsAnIllegalAddress) {
   ASSERT_EQ(keep(&bob), p);
   uint32_t value = 0;
   LaunchResult own = peek(p, &bob, &value);
-  EXPECT_EQ(own.code, CUDA_SUCCESS) << own.diagnostic;
+  EXPECT_EQ(own.status.code, CUDA_SUCCESS) << own.status.message;
   bob.release(p);
   LaunchResult foreign = peek(p, &bob, &value);
-  EXPECT_EQ(foreign.code, CUDA_ERROR_ILLEGAL_ADDRESS) << foreign.diagnostic;
+  EXPECT_EQ(foreign.status.code, CUDA_ERROR_ILLEGAL_ADDRESS) << foreign.status.message;
   // Alice's block is untouched.
   LaunchResult mine = peek(p, &alice, &value);
-  EXPECT_EQ(mine.code, CUDA_SUCCESS) << mine.diagnostic;
+  EXPECT_EQ(mine.status.code, CUDA_SUCCESS) << mine.status.message;
   EXPECT_EQ(value, 1234u);
 }
 
@@ -116,7 +115,7 @@ TEST_F(DeviceHeapTest, NoHeapMeansMallocReturnsNull) {
   uint64_t out = memory_.allocate(8);
   LaunchResult r = run("keep", ParamBlock(kernel("keep")).set(0, out), nullptr);
   // keep() stores through the NULL malloc returned, as a kernel on a full heap would.
-  EXPECT_EQ(r.code, CUDA_ERROR_ILLEGAL_ADDRESS) << r.diagnostic;
+  EXPECT_EQ(r.status.code, CUDA_ERROR_ILLEGAL_ADDRESS) << r.status.message;
 }
 
 TEST(DeviceHeap, ExhaustionReturnsZeroAndFreeMakesRoom) {

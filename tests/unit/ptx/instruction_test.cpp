@@ -20,7 +20,7 @@ SnippetResult ok(const std::string& decls, const std::string& body, std::vector<
                  uint32_t threads = 1) {
   SnippetResult r = runSnippet(decls, body, std::move(in), threads);
   EXPECT_EQ(r.loadCode, CUDA_SUCCESS) << r.loadMessage;
-  EXPECT_EQ(r.launch.code, CUDA_SUCCESS) << r.launch.diagnostic;
+  EXPECT_EQ(r.launch.status.code, CUDA_SUCCESS) << r.launch.status.message;
   return r;
 }
 
@@ -362,9 +362,8 @@ TEST(Instruction, GenericAddressingOfSharedAndLocal) {
       "mov.u64 %l, depot; cvta.local.u64 %g, %l; st.u32 [%g+8], 88; ld.local.u32 %v, [depot+8];"
       "st.global.u32 [%out+8], %v;");
   text.insert(text.find(".visible"), ".shared .align 4 .b8 buf[64];\n");
-  LoadError error;
-  auto m = Module::load(text, &error);
-  ASSERT_TRUE(m) << error.message;
+  auto m = loadOrFail(text);
+  ASSERT_TRUE(m);
   HostDeviceMemory memory;
   uint64_t out = memory.allocate(64 * 8), in = memory.allocate(64 * 8);
   const KernelInfo& k = m->kernels()[0];
@@ -373,7 +372,7 @@ TEST(Instruction, GenericAddressingOfSharedAndLocal) {
   LaunchConfig c;
   auto res =
       launch(*m, k, c, ParamBlock(k).set(0, out).set(1, in).data(), memory, LaunchServices{});
-  ASSERT_EQ(res.code, CUDA_SUCCESS) << res.diagnostic;
+  ASSERT_EQ(res.status.code, CUDA_SUCCESS) << res.status.message;
   auto o = memory.download<uint32_t>(out, 4);
   EXPECT_EQ(o[0], 77u);
   EXPECT_EQ(o[2], 88u);
@@ -435,9 +434,8 @@ TEST(Instruction, SharedAtomicsIncDecCas) {
       "st.global.u32 [%q+260], %v;"
       "ld.shared.f32 %v, [cnt+16]; st.global.u32 [%q+384], %v;");
   text.insert(text.find(".visible"), ".shared .align 4 .b8 cnt[20];\n");
-  LoadError error;
-  auto m = Module::load(text, &error);
-  ASSERT_TRUE(m) << error.message;
+  auto m = loadOrFail(text);
+  ASSERT_TRUE(m);
   HostDeviceMemory memory;
   uint64_t out = memory.allocate(64 * 8), in = memory.allocate(64 * 8);
   const KernelInfo& k = m->kernels()[0];
@@ -445,7 +443,7 @@ TEST(Instruction, SharedAtomicsIncDecCas) {
   c.block[0] = 64;
   auto res =
       launch(*m, k, c, ParamBlock(k).set(0, out).set(1, in).data(), memory, LaunchServices{});
-  ASSERT_EQ(res.code, CUDA_SUCCESS) << res.diagnostic;
+  ASSERT_EQ(res.status.code, CUDA_SUCCESS) << res.status.message;
   auto o = memory.download<uint64_t>(out, 64);
   // 64 incs wrapping at 4: 64 % 5 = 4. decs from 0 with limit 3: 0->3->2->1->0->3... 64 steps -> 0.
   EXPECT_EQ(static_cast<uint32_t>(o[0]), 64u % 5);
@@ -500,16 +498,15 @@ TEST(Instruction, CpAsyncCopiesSynchronously) {
                     "[buf+16]; st.global.u32 [%out+8], %v;"
                     "ld.shared.u32 %v, [buf+20]; st.global.u32 [%out+16], %v;");
   text.insert(text.find(".visible"), ".shared .align 16 .b8 buf[32];\n");
-  LoadError error;
-  auto m = Module::load(text, &error);
-  ASSERT_TRUE(m) << error.message;
+  auto m = loadOrFail(text);
+  ASSERT_TRUE(m);
   HostDeviceMemory memory;
   uint64_t out = memory.allocate(64 * 8),
            in = memory.upload(std::vector<uint32_t>{1, 2, 3, 4, 5, 6, 7, 8});
   const KernelInfo& k = m->kernels()[0];
   auto res = launch(*m, k, LaunchConfig{}, ParamBlock(k).set(0, out).set(1, in).data(), memory,
                     LaunchServices{});
-  ASSERT_EQ(res.code, CUDA_SUCCESS) << res.diagnostic;
+  ASSERT_EQ(res.status.code, CUDA_SUCCESS) << res.status.message;
   auto o = memory.download<uint64_t>(out, 3);
   EXPECT_EQ(o[0], 4u);
   EXPECT_EQ(o[1], 5u);

@@ -7,12 +7,7 @@
 namespace gpupool::ptx::testing {
 namespace {
 
-LoadError loadError(const std::string& text) {
-  LoadError e;
-  auto m = Module::load(text, &e);
-  EXPECT_EQ(m == nullptr, e.code != CUDA_SUCCESS);
-  return e;
-}
+Status loadError(const std::string& text) { return Module::load(text).status(); }
 
 TEST(Loader, AcceptsDebugSectionsPragmasAndDirectives) {
   std::string text = R"(
@@ -50,9 +45,8 @@ $L__tmp_end:
 .b8 0, 1
 }
 )";
-  LoadError e;
-  auto m = Module::load(text, &e);
-  ASSERT_TRUE(m) << e.message;
+  auto m = loadOrFail(text);
+  ASSERT_TRUE(m);
   EXPECT_EQ(m->targetSm(), 90u);
   EXPECT_EQ(m->ptxVersion(), 90u);
   ASSERT_EQ(m->kernels().size(), 1u);
@@ -84,13 +78,12 @@ TEST(Loader, FunctionAddressesInInitializersUseTheFunctionWindow) {
       "}\n"
       ".global .align 8 .u64 fp[1] = {f};\n";
   // %r1 is not declared: undefined symbol.
-  LoadError e = loadError(text);
+  Status e = loadError(text);
   EXPECT_EQ(e.code, CUDA_ERROR_INVALID_PTX);
   EXPECT_NE(e.message.find("%r1"), std::string::npos) << e.message;
   text.replace(text.find("{ ld"), 1, "{ .reg .b32 %r1; ");
-  LoadError ok;
-  auto m = Module::load(text, &ok);
-  ASSERT_TRUE(m) << ok.message;
+  auto m = loadOrFail(text);
+  ASSERT_TRUE(m);
   m->bindGlobals({0x7000000000});
   auto bytes = m->initialImage(0);
   uint64_t v;
@@ -115,7 +108,7 @@ TEST(Loader, UnsupportedInstructionsFailWithTheirName) {
       {".reg .b32 %a;", "bar.arrive 1, 64;", "bar.arrive"},
   };
   for (const auto& c : cases) {
-    LoadError e = loadError(snippetModule(c.decls, c.body));
+    Status e = loadError(snippetModule(c.decls, c.body));
     EXPECT_EQ(e.code, CUDA_ERROR_NOT_SUPPORTED) << c.name << ": " << e.message;
     EXPECT_NE(e.message.find(c.name), std::string::npos) << e.message;
     EXPECT_NE(e.message.find("line"), std::string::npos) << e.message;
@@ -128,13 +121,13 @@ TEST(Loader, UnknownExternFunctionIsNotSupported) {
       ".extern .func cudaCGSynchronizeGrid(.param .b64 p);\n"
       ".visible .entry k() { .reg .b64 %rd; { .param .b64 param0; st.param.b64 [param0], 0;"
       " call.uni cudaCGSynchronizeGrid, (param0); } ret; }\n";
-  LoadError e = loadError(text);
+  Status e = loadError(text);
   EXPECT_EQ(e.code, CUDA_ERROR_NOT_SUPPORTED);
   EXPECT_NE(e.message.find("cudaCGSynchronizeGrid"), std::string::npos) << e.message;
 }
 
 TEST(Loader, SyntaxErrorsAreInvalidPtxWithLine) {
-  LoadError e = loadError(
+  Status e = loadError(
       ".version 9.0\n.target sm_90\n.address_size 64\n.visible .entry k()\n{\n add.s32 %r1 "
       "%r2;\n}\n");
   EXPECT_EQ(e.code, CUDA_ERROR_INVALID_PTX);
@@ -156,15 +149,14 @@ TEST(Loader, TruncatedAndCorruptedInputNeverCrashes) {
   ASSERT_FALSE(text.empty());
   size_t loaded = 0;
   for (size_t cut = 0; cut < text.size(); cut += std::max<size_t>(1, text.size() / 157)) {
-    LoadError e;
-    auto m = Module::load(std::string_view(text).substr(0, cut), &e);
+    auto m = Module::load(std::string_view(text).substr(0, cut));
     if (m)
       ++loaded;
     else
-      EXPECT_NE(e.code, CUDA_SUCCESS);
+      EXPECT_NE(m.status().code, CUDA_SUCCESS);
     std::string corrupted = text;
     corrupted[cut] = static_cast<char>("{};[%@x0\"."[cut % 11]);
-    Module::load(corrupted, &e);
+    (void)Module::load(corrupted);
   }
   EXPECT_LT(loaded, 157u);
 }
@@ -176,14 +168,13 @@ class LaunchValidation : public ::testing::Test {
     text.insert(text.find(".visible"), ".shared .align 4 .b8 big[40000];\n");
     text.insert(text.find("\n{"), "\n.maxntid 256, 1, 1");
     text.insert(text.find("ret;"), "mov.u32 %tid, big;\n");
-    LoadError e;
-    module_ = Module::load(text, &e);
-    ASSERT_TRUE(module_) << e.message;
+    module_ = loadOrFail(text);
+    ASSERT_TRUE(module_);
   }
   CUresult run(LaunchConfig c) {
     const KernelInfo& k = module_->kernels()[0];
     uint64_t zero[2] = {0, 0};
-    return launch(*module_, k, c, zero, memory_, LaunchServices{}).code;
+    return launch(*module_, k, c, zero, memory_, LaunchServices{}).status.code;
   }
   std::unique_ptr<Module> module_;
   HostDeviceMemory memory_;
@@ -212,7 +203,7 @@ TEST_F(LaunchValidation, RejectsWhatAGpuRejects) {
 TEST(Launch, StepBudgetStopsRunawayKernels) {
   auto r = runSnippet("", "LOOP: bra.uni LOOP;");
   EXPECT_EQ(r.loadCode, CUDA_SUCCESS);
-  EXPECT_EQ(r.launch.code, CUDA_ERROR_LAUNCH_TIMEOUT) << r.launch.diagnostic;
+  EXPECT_EQ(r.launch.status.code, CUDA_ERROR_LAUNCH_TIMEOUT) << r.launch.status.message;
 }
 
 TEST(Launch, WarpSyncDeadlockReportsStuckPcs) {
@@ -222,14 +213,15 @@ TEST(Launch, WarpSyncDeadlockReportsStuckPcs) {
       "setp.lt.u32 %p, %tid, 16; @%p bra A; bar.warp.sync 0xffff0000; bar.warp.sync 0xffffffff;"
       " bra.uni B; A: bar.warp.sync 0xffffffff; bar.warp.sync 0x0000ffff; B: ret;",
       {}, 32);
-  EXPECT_EQ(r.launch.code, CUDA_SUCCESS)
-      << r.launch.diagnostic;  // matched by (kind, mask), not by PC
+  EXPECT_EQ(r.launch.status.code, CUDA_SUCCESS)
+      << r.launch.status.message;  // matched by (kind, mask), not by PC
   auto d = runSnippet(
       ".reg .pred %p;",
       "setp.lt.u32 %p, %tid, 16; @%p bra A; bar.warp.sync 0xffffffff; A: bar.sync 0;", {}, 32);
-  EXPECT_EQ(d.launch.code, CUDA_ERROR_LAUNCH_FAILED);
-  EXPECT_NE(d.launch.diagnostic.find("deadlock"), std::string::npos) << d.launch.diagnostic;
-  EXPECT_NE(d.launch.diagnostic.find("bar.warp.sync"), std::string::npos) << d.launch.diagnostic;
+  EXPECT_EQ(d.launch.status.code, CUDA_ERROR_LAUNCH_FAILED);
+  EXPECT_NE(d.launch.status.message.find("deadlock"), std::string::npos) << d.launch.status.message;
+  EXPECT_NE(d.launch.status.message.find("bar.warp.sync"), std::string::npos)
+      << d.launch.status.message;
 }
 
 TEST(Launch, MultiThreadedAndDeterministicModesAgree) {
@@ -238,9 +230,8 @@ TEST(Launch, MultiThreadedAndDeterministicModesAgree) {
       "mul.lo.u32 %tid, %tid, %tid; cvt.u64.u32 %rd2, %tid; atom.global.add.u64 %rd3, [%out+504], "
       "%rd2;"
       "st.global.u64 [%rd1], %rd2;";
-  LoadError e;
-  auto m = Module::load(snippetModule(".reg .b64 %rd<4>;", body), &e);
-  ASSERT_TRUE(m) << e.message;
+  auto m = loadOrFail(snippetModule(".reg .b64 %rd<4>;", body));
+  ASSERT_TRUE(m);
   const KernelInfo& k = m->kernels()[0];
   std::vector<uint64_t> results[2];
   for (unsigned workers : {1u, 4u}) {
@@ -252,7 +243,7 @@ TEST(Launch, MultiThreadedAndDeterministicModesAgree) {
     LaunchServices s;
     s.workerThreads = workers;
     auto r = launch(*m, k, c, ParamBlock(k).set(0, out).set(1, out).data(), memory, s);
-    ASSERT_EQ(r.code, CUDA_SUCCESS) << r.diagnostic;
+    ASSERT_EQ(r.status.code, CUDA_SUCCESS) << r.status.message;
     EXPECT_EQ(r.threadSteps, r.warpSteps * 8);
     results[workers == 1 ? 0 : 1] = memory.download<uint64_t>(out, 64);
   }

@@ -28,10 +28,12 @@ class ProgramTest : public ::testing::TestWithParam<std::string> {
       std::string text =
           readFile(std::string(PTX_KERNEL_DIR) + "/" + GetParam() + "/" + file + ".ptx");
       EXPECT_FALSE(text.empty()) << file;
-      LoadError error;
-      slot = Module::load(text, &error);
-      if (!slot) ADD_FAILURE() << file << ": " << error.message;
-      if (!slot) throw std::runtime_error("module failed to load");
+      auto loaded = Module::load(text);
+      if (!loaded) {
+        ADD_FAILURE() << file << ": " << loaded.status().message;
+        throw std::runtime_error("module failed to load");
+      }
+      slot = std::move(*loaded);
       memory_.bindModuleGlobals(*slot);
     }
     return *slot;
@@ -61,7 +63,7 @@ class ProgramTest : public ::testing::TestWithParam<std::string> {
   std::map<std::string, std::unique_ptr<Module>> modules_;
 };
 
-#define EXPECT_LAUNCH_OK(r) EXPECT_EQ((r).code, CUDA_SUCCESS) << (r).diagnostic
+#define EXPECT_LAUNCH_OK(r) EXPECT_EQ((r).status.code, CUDA_SUCCESS) << (r).status.message
 
 TEST_P(ProgramTest, EveryModuleLoads) {
   for (const char* f : {"basic", "shared", "calls", "math", "half"}) {
@@ -213,7 +215,7 @@ TEST_P(ProgramTest, DynamicSharedMemory) {
     for (int t = 0; t < block; ++t) ASSERT_EQ(out[b * block + t], in[b * block + block - 1 - t]);
   // Without the dynamic allocation the kernel reads out of bounds.
   auto r = run(m, k, {1, 1, 1}, {block, 1, 1}, ParamBlock(k).set(0, din).set(1, dout), 0);
-  EXPECT_EQ(r.code, CUDA_ERROR_ILLEGAL_ADDRESS);
+  EXPECT_EQ(r.status.code, CUDA_ERROR_ILLEGAL_ADDRESS);
 }
 
 TEST_P(ProgramTest, TiledMatmul) {
@@ -355,8 +357,8 @@ TEST_P(ProgramTest, DivergentBarrierIsReportedAsDeadlock) {
   uint64_t dout = memory_.allocate(32 * 4);
   const KernelInfo& k = kernel(m, "barrierDeadlock");
   auto r = run(m, k, {1, 1, 1}, {32, 1, 1}, ParamBlock(k).set(0, dout));
-  EXPECT_EQ(r.code, CUDA_ERROR_LAUNCH_FAILED);
-  EXPECT_NE(r.diagnostic.find("deadlock"), std::string::npos) << r.diagnostic;
+  EXPECT_EQ(r.status.code, CUDA_ERROR_LAUNCH_FAILED);
+  EXPECT_NE(r.status.message.find("deadlock"), std::string::npos) << r.status.message;
 }
 
 TEST_P(ProgramTest, OutOfBoundsStoreIsIllegalAddress) {
@@ -364,9 +366,9 @@ TEST_P(ProgramTest, OutOfBoundsStoreIsIllegalAddress) {
   uint64_t dout = memory_.allocate(16);
   const KernelInfo& k = kernel(m, "outOfBounds");
   auto r = run(m, k, {1, 1, 1}, {4, 1, 1}, ParamBlock(k).set(0, dout).set(1, 4));
-  EXPECT_EQ(r.code, CUDA_ERROR_ILLEGAL_ADDRESS);
-  EXPECT_NE(r.diagnostic.find("outOfBounds"), std::string::npos) << r.diagnostic;
-  EXPECT_NE(r.diagnostic.find("lane"), std::string::npos) << r.diagnostic;
+  EXPECT_EQ(r.status.code, CUDA_ERROR_ILLEGAL_ADDRESS);
+  EXPECT_NE(r.status.message.find("outOfBounds"), std::string::npos) << r.status.message;
+  EXPECT_NE(r.status.message.find("lane"), std::string::npos) << r.status.message;
 }
 
 TEST_P(ProgramTest, RecursionFibonacci) {
@@ -491,9 +493,9 @@ TEST_P(ProgramTest, FailingAssert) {
   const KernelInfo& k = kernel(m, "asserting");
   EXPECT_LAUNCH_OK(run(m, k, {1, 1, 1}, {8, 1, 1}, ParamBlock(k).set(0, dok)));
   auto r = run(m, k, {1, 1, 1}, {8, 1, 1}, ParamBlock(k).set(0, dbad));
-  EXPECT_EQ(r.code, CUDA_ERROR_ASSERT);
-  EXPECT_NE(r.diagnostic.find("v < 5"), std::string::npos) << r.diagnostic;
-  EXPECT_NE(r.diagnostic.find("calls.cu"), std::string::npos) << r.diagnostic;
+  EXPECT_EQ(r.status.code, CUDA_ERROR_ASSERT);
+  EXPECT_NE(r.status.message.find("v < 5"), std::string::npos) << r.status.message;
+  EXPECT_NE(r.status.message.find("calls.cu"), std::string::npos) << r.status.message;
 }
 
 TEST_P(ProgramTest, LocalArrays) {
@@ -522,8 +524,8 @@ TEST_P(ProgramTest, TrapFailsTheLaunch) {
   Module& m = load("calls");
   const KernelInfo& k = kernel(m, "trapping");
   auto r = run(m, k, {2, 1, 1}, {32, 1, 1}, ParamBlock(k));
-  EXPECT_EQ(r.code, CUDA_ERROR_LAUNCH_FAILED);
-  EXPECT_NE(r.diagnostic.find("trap"), std::string::npos) << r.diagnostic;
+  EXPECT_EQ(r.status.code, CUDA_ERROR_LAUNCH_FAILED);
+  EXPECT_NE(r.status.message.find("trap"), std::string::npos) << r.status.message;
 }
 
 void expectClose(double got, double want, double rel, double abs, const std::string& what) {

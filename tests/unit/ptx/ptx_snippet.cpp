@@ -1,6 +1,17 @@
 #include "ptx_snippet.h"
 
+#include <gtest/gtest.h>
+
 namespace gpupool::ptx::testing {
+
+std::unique_ptr<Module> loadOrFail(std::string_view text) {
+  auto loaded = Module::load(text);
+  if (!loaded) {
+    ADD_FAILURE() << "PTX did not load: " << loaded.status().message;
+    return nullptr;
+  }
+  return std::move(*loaded);
+}
 
 std::string snippetModule(const std::string& decls, const std::string& body,
                           const std::string& target) {
@@ -16,11 +27,11 @@ std::string snippetModule(const std::string& decls, const std::string& body,
 SnippetResult runSnippet(const std::string& decls, const std::string& body,
                          std::vector<uint64_t> input, uint32_t threads, const std::string& target) {
   SnippetResult r;
-  LoadError error;
-  auto module = Module::load(snippetModule(decls, body, target), &error);
-  r.loadCode = error.code;
-  r.loadMessage = error.message;
-  if (!module) return r;
+  auto loaded = Module::load(snippetModule(decls, body, target));
+  r.loadCode = loaded.status().code;
+  r.loadMessage = loaded.status().message;
+  if (!loaded) return r;
+  std::unique_ptr<Module> module = std::move(*loaded);
   HostDeviceMemory memory;
   memory.bindModuleGlobals(*module);
   input.resize(64, 0);

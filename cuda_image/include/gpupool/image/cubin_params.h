@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "common/status.h"
+
 namespace gpupool::image {
 
 inline constexpr uint8_t kEiattrParamCbank = 0x0a;
@@ -37,8 +39,7 @@ struct KernelParamLayout {
 // One layout per `.nv.info.<kernel>` section, in section order. `elf` must be a whole, already
 // decompressed cubin (Fatbin::payload() of an ELF entry, or an ELF image). Errors (malformed ELF,
 // records running past their section, unknown record formats, gaps or duplicates in ordinals)
-// return nothing and set *error.
-std::optional<std::vector<KernelParamLayout>> readKernelParams(std::span<const uint8_t> elf,
-                                                               std::string* error = nullptr);
+// are CUDA_ERROR_INVALID_IMAGE with the reason.
+Result<std::vector<KernelParamLayout>> readKernelParams(std::span<const uint8_t> elf);
 
 }  // namespace gpupool::image

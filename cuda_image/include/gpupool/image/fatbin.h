@@ -3,14 +3,16 @@
 // Layout (see shared/docs/driver-interposition.md §7): a 16-byte header {u32 magic, u16 version,
 // u16 headerSize, u64 fatSize}, then entries, each an entry header (headerSize >= 0x40) followed
 // by payloadSize bytes. Nothing read from the image is trusted: every offset and size is checked
-// against the span, and malformed input yields an error, never a crash.
+// against the span, and malformed input yields CUDA_ERROR_INVALID_IMAGE with the reason, never a
+// crash.
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <span>
 #include <string>
 #include <vector>
+
+#include "common/status.h"
 
 namespace gpupool::image {
 
@@ -51,18 +53,16 @@ class Fatbin {
   // Parses a fatbin. A fatbin wrapper is not accepted (the pointer inside it means nothing in a
   // received span): resolve it with imageBytes() first. Bytes past headerSize + fatSize are ignored
   // (the client may ship padding). The span must outlive the Fatbin: entries point into it.
-  static std::optional<Fatbin> parse(std::span<const uint8_t> bytes, std::string* error = nullptr);
+  static Result<Fatbin> parse(std::span<const uint8_t> bytes);
   // Entries would dangle into a destroyed temporary.
-  static std::optional<Fatbin> parse(std::vector<uint8_t>&& bytes,
-                                     std::string* error = nullptr) = delete;
+  static Result<Fatbin> parse(std::vector<uint8_t>&& bytes) = delete;
 
   const std::vector<FatbinEntry>& entries() const { return entries_; }
 
   // The entry's contents: decompressed (ZSTD or LZ4) when compressed; for PTX with trailing NULs
-  // and padding removed so the result is the text without terminator. Nothing on corrupt
-  // compressed data or implausible sizes.
-  std::optional<std::vector<uint8_t>> payload(const FatbinEntry& entry,
-                                              std::string* error = nullptr) const;
+  // and padding removed so the result is the text without terminator. CUDA_ERROR_INVALID_IMAGE on
+  // corrupt compressed data or implausible sizes.
+  Result<std::vector<uint8_t>> payload(const FatbinEntry& entry) const;
 
   // "sm_75, compute_75" style list of everything the image carries, for error messages.
   std::string describeArchs() const;

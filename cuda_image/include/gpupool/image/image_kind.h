@@ -7,9 +7,10 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <span>
 #include <string>
+
+#include "common/status.h"
 
 namespace gpupool::image {
 
@@ -42,14 +43,14 @@ ImageKind classify(std::span<const uint8_t> bytes);
 //  - fatbin: header + fatSize;
 //  - ELF: up to the furthest end of any section, segment or header table;
 //  - PTX: the text including its terminating NUL.
-// Returns nothing (and sets *error when given) for unknown kinds, bad magic behind a wrapper,
+// CUDA_ERROR_INVALID_IMAGE with the reason for unknown kinds, bad magic behind a wrapper,
 // malformed ELF headers or sizes above kMaxPlausibleImageBytes. Like the driver it trusts `p` to
 // point at a readable image of the classified kind; it cannot bounds-check a bare pointer.
-std::optional<std::span<const uint8_t>> imageBytes(const void* p, std::string* error = nullptr);
+Result<std::span<const uint8_t>> imageBytes(const void* p);
 
-// The extent of an ELF image that lies inside `bytes`, computed the same way; nothing when the
+// The extent of an ELF image that lies inside `bytes`, computed the same way; an error when the
 // headers or anything they describe fall outside `bytes`.
-std::optional<uint64_t> elfExtent(std::span<const uint8_t> bytes, std::string* error = nullptr);
+Result<uint64_t> elfExtent(std::span<const uint8_t> bytes);
 
 // How many leading bytes of a received image a driver given its address would read, never
 // reading outside `bytes`: what must be checked before handing the address to cuModuleLoadData,
@@ -59,6 +60,6 @@ std::optional<uint64_t> elfExtent(std::span<const uint8_t> bytes, std::string* e
 //  - fatbin wrapper: an error (it holds a host pointer, meaningless once received);
 //  - anything else is read as text up to its first NUL, which must lie inside `bytes` (the driver
 //    itself rejects text that is not PTX).
-std::optional<uint64_t> imageExtent(std::span<const uint8_t> bytes, std::string* error = nullptr);
+Result<uint64_t> imageExtent(std::span<const uint8_t> bytes);
 
 }  // namespace gpupool::image

@@ -183,13 +183,15 @@ class BlockRunner {
     ctx_.threadSteps.fetch_add(localThreadSteps_);
     localWarpSteps_ = localThreadSteps_ = 0;
     if (ctx_.services.stepBudget && total > ctx_.services.stepBudget)
-      throw LaunchFault{CUDA_ERROR_LAUNCH_TIMEOUT,
+      throw LaunchFault{
+          Status::error(CUDA_ERROR_LAUNCH_TIMEOUT,
                         "kernel " + ctx_.kernel.name + " exceeded the step budget of " +
-                            std::to_string(ctx_.services.stepBudget) + " warp-instructions"};
+                            std::to_string(ctx_.services.stepBudget) + " warp-instructions")};
     if (ctx_.failed.load(std::memory_order_relaxed))
-      throw LaunchFault{CUDA_ERROR_LAUNCH_FAILED, ""};
+      throw LaunchFault{Status::error(CUDA_ERROR_LAUNCH_FAILED, "")};
     if (ctx_.services.cancel && ctx_.services.cancel->load(std::memory_order_relaxed))
-      throw LaunchFault{CUDA_ERROR_LAUNCH_FAILED, "kernel " + ctx_.kernel.name + " cancelled"};
+      throw LaunchFault{
+          Status::error(CUDA_ERROR_LAUNCH_FAILED, "kernel " + ctx_.kernel.name + " cancelled")};
   }
 
   bool releaseBarriers() {
@@ -239,7 +241,7 @@ class BlockRunner {
           << ");";
       });
     }
-    throw LaunchFault{CUDA_ERROR_LAUNCH_FAILED, s.str()};
+    throw LaunchFault{Status::error(CUDA_ERROR_LAUNCH_FAILED, s.str())};
   }
 
   [[noreturn]] void fault(CUresult code, int lane, uint32_t pc, const std::string& what) {
@@ -250,7 +252,7 @@ class BlockRunner {
       << "," << block_[2] << ") thread (" << t % b[0] << "," << (t / b[0]) % b[1] << ","
       << t / (b[0] * b[1]) << ") lane " << lane << " pc " << pc << " line " << code_[pc].line
       << ": " << img_.instructionText[pc];
-    throw LaunchFault{code, s.str()};
+    throw LaunchFault{Status::error(code, s.str())};
   }
 
   // ---- operands -----------------------------------------------------------------------------

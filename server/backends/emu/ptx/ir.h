@@ -349,6 +349,6 @@ struct ModuleImage {
 };
 
 // Builds the image from PTX text; fills error and returns false on failure.
-bool buildModuleImage(std::string_view ptx, ModuleImage* out, LoadError* error);
+Status buildModuleImage(std::string_view ptx, ModuleImage* out);
 
 }  // namespace gpupool::ptx

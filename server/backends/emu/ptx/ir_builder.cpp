@@ -15,16 +15,16 @@
 namespace gpupool::ptx {
 namespace {
 
+// Thrown from deep inside the builder; buildModuleImage() turns it into its Status.
 struct LoadFailure {
-  CUresult code;
-  std::string message;
+  Status status;
 };
 
 [[noreturn]] void failInvalid(const std::string& m) {
-  throw LoadFailure{CUDA_ERROR_INVALID_PTX, m};
+  throw LoadFailure{Status::error(CUDA_ERROR_INVALID_PTX, m)};
 }
 [[noreturn]] void failUnsupported(const std::string& m) {
-  throw LoadFailure{CUDA_ERROR_NOT_SUPPORTED, m};
+  throw LoadFailure{Status::error(CUDA_ERROR_NOT_SUPPORTED, m)};
 }
 
 Type parseType(std::string_view s) {
@@ -331,8 +331,8 @@ class Builder {
           try {
             decode(s.instruction, &in);
           } catch (LoadFailure& e) {
-            e.message = "line " + std::to_string(s.instruction.line) + ": " + e.message + " in `" +
-                        currentText_ + "`";
+            e.status.message = "line " + std::to_string(s.instruction.line) + ": " +
+                               e.status.message + " in `" + currentText_ + "`";
             throw;
           }
           img_.code.push_back(in);
@@ -1170,23 +1170,21 @@ void Builder::decodeCall(const AstInstruction& a, Instr* in) {
 
 }  // namespace
 
-bool buildModuleImage(std::string_view ptx, ModuleImage* out, LoadError* error) {
+Status buildModuleImage(std::string_view ptx, ModuleImage* out) {
   AstModule ast;
   std::string message;
   try {
     if (!parseModule(ptx, &ast, &message)) {
-      if (error) *error = {CUDA_ERROR_INVALID_PTX, "PTX syntax error: " + message};
-      return false;
+      return Status::error(CUDA_ERROR_INVALID_PTX, "PTX syntax error: " + message);
     }
     Builder b(out);
     b.build(ast);
-    return true;
+    return Status::success();
   } catch (const LoadFailure& f) {
-    if (error) *error = {f.code, f.message};
+    return f.status;
   } catch (const std::exception& e) {
-    if (error) *error = {CUDA_ERROR_INVALID_PTX, std::string("PTX load failed: ") + e.what()};
+    return Status::error(CUDA_ERROR_INVALID_PTX, std::string("PTX load failed: ") + e.what());
   }
-  return false;
 }
 
 }  // namespace gpupool::ptx

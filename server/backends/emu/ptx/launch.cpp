@@ -46,9 +46,10 @@ LaunchResult launch(const Module& module, const KernelInfo& kernel, const Launch
            img.kernels[ki].name != kernel.name)
       ++ki;
     if (ki == img.kernels.size())
-      return {CUDA_ERROR_INVALID_HANDLE, "kernel " + kernel.name + " is not in this module"};
+      return {Status::error(CUDA_ERROR_INVALID_HANDLE,
+                            "kernel " + kernel.name + " is not in this module")};
     std::string bad = validate(img, ki, config, paramBlock);
-    if (!bad.empty()) return {CUDA_ERROR_INVALID_VALUE, bad};
+    if (!bad.empty()) return {Status::error(CUDA_ERROR_INVALID_VALUE, bad)};
 
     const KernelInfo& k = img.kernels[ki];
     std::vector<uint8_t> params(k.paramBytes);
@@ -71,7 +72,7 @@ LaunchResult launch(const Module& module, const KernelInfo& kernel, const Launch
                       workers};
     std::mutex failureMutex;
     bool haveFailure = false;
-    LaunchFault failure{CUDA_SUCCESS, {}};
+    Status failure;
     std::atomic<uint64_t> nextBlock{0};
     auto work = [&](unsigned worker) {
       while (!ctx.failed.load(std::memory_order_relaxed)) {
@@ -81,16 +82,17 @@ LaunchResult launch(const Module& module, const KernelInfo& kernel, const Launch
           runBlock(ctx, b, worker);
         } catch (const LaunchFault& f) {
           std::lock_guard lock(failureMutex);
-          if (!haveFailure && !f.diagnostic.empty()) {
+          if (!haveFailure && !f.status.message.empty()) {
             haveFailure = true;
-            failure = f;
+            failure = f.status;
           }
           ctx.failed = true;
         } catch (const std::exception& e) {
           std::lock_guard lock(failureMutex);
           if (!haveFailure) {
             haveFailure = true;
-            failure = {CUDA_ERROR_LAUNCH_FAILED, std::string("interpreter error: ") + e.what()};
+            failure = Status::error(CUDA_ERROR_LAUNCH_FAILED,
+                                    std::string("interpreter error: ") + e.what());
           }
           ctx.failed = true;
         }
@@ -106,12 +108,11 @@ LaunchResult launch(const Module& module, const KernelInfo& kernel, const Launch
     result.warpSteps = ctx.warpSteps.load();
     result.threadSteps = ctx.threadSteps.load();
     if (haveFailure) {
-      result.code = failure.code;
-      result.diagnostic = failure.diagnostic;
+      result.status = std::move(failure);
     }
   } catch (const std::exception& e) {
-    result.code = CUDA_ERROR_LAUNCH_FAILED;
-    result.diagnostic = std::string("interpreter error: ") + e.what();
+    result.status =
+        Status::error(CUDA_ERROR_LAUNCH_FAILED, std::string("interpreter error: ") + e.what());
   }
   return result;
 }

@@ -9,14 +9,9 @@ namespace gpupool::ptx {
 Module::Module(std::unique_ptr<ModuleImage> image) : image_(std::move(image)) {}
 Module::~Module() = default;
 
-std::unique_ptr<Module> Module::load(std::string_view ptx, LoadError* error) {
+Result<std::unique_ptr<Module>> Module::load(std::string_view ptx) {
   auto image = std::make_unique<ModuleImage>();
-  LoadError failure;
-  if (!buildModuleImage(ptx, image.get(), &failure)) {
-    if (error) *error = failure;
-    return nullptr;
-  }
-  if (error) *error = LoadError{};
+  if (Status built = buildModuleImage(ptx, image.get()); !built.ok()) return built;
   return std::unique_ptr<Module>(new Module(std::move(image)));
 }
 

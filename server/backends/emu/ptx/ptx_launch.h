@@ -68,8 +68,8 @@ struct LaunchServices {
 };
 
 struct LaunchResult {
-  CUresult code = CUDA_SUCCESS;
-  std::string diagnostic;    // on failure: kernel, PC, lane, instruction text, address...
+  // On failure the message names the kernel, PC, lane, instruction text, address...
+  Status status;
   uint64_t warpSteps = 0;    // warp-instructions executed
   uint64_t threadSteps = 0;  // thread-instructions executed (active lanes summed)
 };
