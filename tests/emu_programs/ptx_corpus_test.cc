@@ -18,7 +18,7 @@
 
 #include "emu_server.h"
 #include "gpupool/image/fatbin.h"
-#include "ptx_module.h"
+#include "server/backends/emu/ptx/ptx_module.h"
 #include "suite_lists.h"
 
 namespace gpupool::emu_programs {

@@ -22,8 +22,8 @@
 #include <string>
 #include <string_view>
 
-#include "device_heap.h"
-#include "ptx_module.h"
+#include "server/backends/emu/ptx/device_heap.h"
+#include "server/backends/emu/ptx/ptx_module.h"
 
 namespace gpupool::ptx {
 

@@ -29,20 +29,22 @@ struct LoadFailure {
 
 Type parseType(std::string_view s) {
   static const std::pair<std::string_view, Type> kTypes[] = {
-      {"pred", Type::Pred},     {"b8", Type::B8},   {"b16", Type::B16},     {"b32", Type::B32},
-      {"b64", Type::B64},       {"u8", Type::U8},   {"u16", Type::U16},     {"u32", Type::U32},
-      {"u64", Type::U64},       {"s8", Type::S8},   {"s16", Type::S16},     {"s32", Type::S32},
-      {"s64", Type::S64},       {"f16", Type::F16}, {"f16x2", Type::F16x2}, {"bf16", Type::BF16},
-      {"bf16x2", Type::BF16x2}, {"f32", Type::F32}, {"f64", Type::F64}};
+      {"pred", Type::kPred}, {"b8", Type::kB8},         {"b16", Type::kB16},
+      {"b32", Type::kB32},   {"b64", Type::kB64},       {"u8", Type::kU8},
+      {"u16", Type::kU16},   {"u32", Type::kU32},       {"u64", Type::kU64},
+      {"s8", Type::kS8},     {"s16", Type::kS16},       {"s32", Type::kS32},
+      {"s64", Type::kS64},   {"f16", Type::kF16},       {"f16x2", Type::kF16x2},
+      {"bf16", Type::kBF16}, {"bf16x2", Type::kBF16x2}, {"f32", Type::kF32},
+      {"f64", Type::kF64}};
   if (!s.empty() && s[0] == '.') s.remove_prefix(1);
   for (auto& [n, t] : kTypes)
     if (s == n) return t;
-  return Type::None;
+  return Type::kNone;
 }
 
 uint32_t naturalSize(const AstVariable& v) {
   Type t = parseType(v.type);
-  if (t == Type::None) failUnsupported("unsupported variable type " + v.type + " for " + v.name);
+  if (t == Type::kNone) failUnsupported("unsupported variable type " + v.type + " for " + v.name);
   return typeBytes(t) * v.vectorWidth;
 }
 
@@ -58,40 +60,40 @@ uint64_t alignUp(uint64_t v, uint64_t a) { return a ? (v + a - 1) / a * a : v; }
 
 std::optional<Special> parseSpecial(std::string_view n) {
   static const std::pair<std::string_view, Special> kSpecials[] = {
-      {"%tid.x", Special::TidX},
-      {"%tid.y", Special::TidY},
-      {"%tid.z", Special::TidZ},
-      {"%ntid.x", Special::NtidX},
-      {"%ntid.y", Special::NtidY},
-      {"%ntid.z", Special::NtidZ},
-      {"%ctaid.x", Special::CtaidX},
-      {"%ctaid.y", Special::CtaidY},
-      {"%ctaid.z", Special::CtaidZ},
-      {"%nctaid.x", Special::NctaidX},
-      {"%nctaid.y", Special::NctaidY},
-      {"%nctaid.z", Special::NctaidZ},
-      {"%laneid", Special::LaneId},
-      {"%warpid", Special::WarpId},
-      {"%nwarpid", Special::NWarpId},
-      {"%smid", Special::SmId},
-      {"%nsmid", Special::NSmId},
-      {"%lanemask_eq", Special::LanemaskEq},
-      {"%lanemask_lt", Special::LanemaskLt},
-      {"%lanemask_le", Special::LanemaskLe},
-      {"%lanemask_gt", Special::LanemaskGt},
-      {"%lanemask_ge", Special::LanemaskGe},
-      {"%clock", Special::Clock},
-      {"%clock64", Special::Clock64},
-      {"%globaltimer", Special::GlobalTimer},
-      {"%dynamic_smem_size", Special::DynamicSmemSize},
-      {"%total_smem_size", Special::TotalSmemSize},
-      {"WARP_SZ", Special::WarpSize},
-      {"%gridid", Special::GridId},
-      {"%reserved_smem_offset_begin", Special::ReservedSmemBegin},
-      {"%reserved_smem_offset_end", Special::ReservedSmemEnd},
-      {"%reserved_smem_offset_cap", Special::ReservedSmemCap},
-      {"%reserved_smem_offset_0", Special::ReservedSmem0},
-      {"%reserved_smem_offset_1", Special::ReservedSmem1}};
+      {"%tid.x", Special::kTidX},
+      {"%tid.y", Special::kTidY},
+      {"%tid.z", Special::kTidZ},
+      {"%ntid.x", Special::kNtidX},
+      {"%ntid.y", Special::kNtidY},
+      {"%ntid.z", Special::kNtidZ},
+      {"%ctaid.x", Special::kCtaidX},
+      {"%ctaid.y", Special::kCtaidY},
+      {"%ctaid.z", Special::kCtaidZ},
+      {"%nctaid.x", Special::kNctaidX},
+      {"%nctaid.y", Special::kNctaidY},
+      {"%nctaid.z", Special::kNctaidZ},
+      {"%laneid", Special::kLaneId},
+      {"%warpid", Special::kWarpId},
+      {"%nwarpid", Special::kNWarpId},
+      {"%smid", Special::kSmId},
+      {"%nsmid", Special::kNSmId},
+      {"%lanemask_eq", Special::kLanemaskEq},
+      {"%lanemask_lt", Special::kLanemaskLt},
+      {"%lanemask_le", Special::kLanemaskLe},
+      {"%lanemask_gt", Special::kLanemaskGt},
+      {"%lanemask_ge", Special::kLanemaskGe},
+      {"%clock", Special::kClock},
+      {"%clock64", Special::kClock64},
+      {"%globaltimer", Special::kGlobalTimer},
+      {"%dynamic_smem_size", Special::kDynamicSmemSize},
+      {"%total_smem_size", Special::kTotalSmemSize},
+      {"WARP_SZ", Special::kWarpSize},
+      {"%gridid", Special::kGridId},
+      {"%reserved_smem_offset_begin", Special::kReservedSmemBegin},
+      {"%reserved_smem_offset_end", Special::kReservedSmemEnd},
+      {"%reserved_smem_offset_cap", Special::kReservedSmemCap},
+      {"%reserved_smem_offset_0", Special::kReservedSmem0},
+      {"%reserved_smem_offset_1", Special::kReservedSmem1}};
   for (auto& [name, s] : kSpecials)
     if (n == name) return s;
   return std::nullopt;
@@ -112,37 +114,37 @@ std::vector<std::string_view> splitDots(std::string_view s) {
 
 std::string formatOperand(const AstOperand& o) {
   switch (o.kind) {
-    case AstOperand::Kind::Name:
+    case AstOperand::Kind::kName:
       return (o.negated ? "!" : "") + o.name;
-    case AstOperand::Kind::Integer:
+    case AstOperand::Kind::kInteger:
       return std::to_string(static_cast<int64_t>(o.integer));
-    case AstOperand::Kind::F32Bits: {
+    case AstOperand::Kind::kF32Bits: {
       char b[16];
       snprintf(b, sizeof b, "0f%08X", static_cast<unsigned>(o.integer));
       return b;
     }
-    case AstOperand::Kind::F64Bits: {
+    case AstOperand::Kind::kF64Bits: {
       char b[24];
       snprintf(b, sizeof b, "0d%016llX", static_cast<unsigned long long>(o.integer));
       return b;
     }
-    case AstOperand::Kind::Decimal:
+    case AstOperand::Kind::kDecimal:
       return std::to_string(o.real);
-    case AstOperand::Kind::Sink:
+    case AstOperand::Kind::kSink:
       return "_";
-    case AstOperand::Kind::Dual:
+    case AstOperand::Kind::kDual:
       return o.name + "|" + o.name2;
-    case AstOperand::Kind::Address: {
+    case AstOperand::Kind::kAddress: {
       std::string s = o.name.empty() ? std::to_string(o.integer) : o.name;
       if (!o.name.empty() && o.integer) s += "+" + std::to_string(static_cast<int64_t>(o.integer));
       return o.negated ? s : "[" + s + "]";
     }
-    case AstOperand::Kind::Vector:
-    case AstOperand::Kind::List: {
-      std::string s = o.kind == AstOperand::Kind::Vector ? "{" : "(";
+    case AstOperand::Kind::kVector:
+    case AstOperand::Kind::kList: {
+      std::string s = o.kind == AstOperand::Kind::kVector ? "{" : "(";
       for (size_t i = 0; i < o.elements.size(); ++i)
         s += (i ? ", " : "") + formatOperand(o.elements[i]);
-      return s + (o.kind == AstOperand::Kind::Vector ? "}" : ")");
+      return s + (o.kind == AstOperand::Kind::kVector ? "}" : ")");
     }
   }
   return "?";
@@ -176,7 +178,7 @@ class Builder {
       if (f.hasBody) buildFunction(f);
     for (auto& [vi, gi] : globalInitializers_) buildInitializer(vi, gi);
     for (auto& f : img_.functions) {
-      if (f.builtin == Builtin::None && !f.defined && referenced_.count(f.name))
+      if (f.builtin == Builtin::kNone && !f.defined && referenced_.count(f.name))
         failUnsupported("call to unsupported external function " + f.name);
     }
     buildKernels();
@@ -199,7 +201,7 @@ class Builder {
       g.bytes.assign(g.info.size, 0);
       uint32_t index = static_cast<uint32_t>(img_.globals.size());
       img_.globals.push_back(std::move(g));
-      defineSymbol(v.name, {SymbolKind::Global, index});
+      defineSymbol(v.name, {SymbolKind::kGlobal, index});
       if (v.hasInitializer) globalInitializers_.push_back({&v, index});
     } else if (v.space == ".shared") {
       addSharedVariable(v, v.name);
@@ -219,7 +221,7 @@ class Builder {
     s.size = s.dynamic ? 0 : variableSize(v);
     uint32_t index = static_cast<uint32_t>(img_.sharedVars.size());
     img_.sharedVars.push_back(s);
-    if (!symbolName.empty()) defineSymbol(symbolName, {SymbolKind::Shared, index});
+    if (!symbolName.empty()) defineSymbol(symbolName, {SymbolKind::kShared, index});
     return index;
   }
 
@@ -227,7 +229,7 @@ class Builder {
     auto [it, inserted] = moduleSymbols_.emplace(name, s);
     if (!inserted) {
       // A function may be declared and later defined; anything else is a redefinition.
-      if (!(it->second.kind == SymbolKind::Function && s.kind == SymbolKind::Function))
+      if (!(it->second.kind == SymbolKind::kFunction && s.kind == SymbolKind::kFunction))
         failInvalid("duplicate symbol " + name);
     }
   }
@@ -236,22 +238,22 @@ class Builder {
     auto it = moduleSymbols_.find(f.name);
     uint32_t index;
     if (it != moduleSymbols_.end()) {
-      if (it->second.kind != SymbolKind::Function) failInvalid("duplicate symbol " + f.name);
+      if (it->second.kind != SymbolKind::kFunction) failInvalid("duplicate symbol " + f.name);
       index = it->second.index;
     } else {
       index = static_cast<uint32_t>(img_.functions.size());
       img_.functions.emplace_back();
-      defineSymbol(f.name, {SymbolKind::Function, index});
+      defineSymbol(f.name, {SymbolKind::kFunction, index});
     }
     FunctionImage& fn = img_.functions[index];
     if (f.hasBody && fn.defined) failInvalid("function " + f.name + " defined twice");
     fn.name = f.name;
     fn.isEntry = f.isEntry;
     fn.maxThreads = f.maxThreads;
-    if (f.name == "vprintf") fn.builtin = Builtin::Vprintf;
-    if (f.name == "malloc") fn.builtin = Builtin::Malloc;
-    if (f.name == "free") fn.builtin = Builtin::Free;
-    if (f.name == "__assertfail") fn.builtin = Builtin::AssertFail;
+    if (f.name == "vprintf") fn.builtin = Builtin::kVprintf;
+    if (f.name == "malloc") fn.builtin = Builtin::kMalloc;
+    if (f.name == "free") fn.builtin = Builtin::kFree;
+    if (f.name == "__assertfail") fn.builtin = Builtin::kAssertFail;
     if (f.hasBody) fn.defined = true;
     // Parameter layout: entry params form the kernel param block; func returns+params open the
     // frame parameter area.
@@ -298,32 +300,32 @@ class Builder {
     fn.entryPc = static_cast<uint32_t>(img_.code.size());
     // Parameters are visible in the outermost scope.
     scopes_.emplace_back();
-    SymbolKind pk = f.isEntry ? SymbolKind::KernelParam : SymbolKind::FrameParam;
+    SymbolKind pk = f.isEntry ? SymbolKind::kKernelParam : SymbolKind::kFrameParam;
     for (size_t i = 0; i < f.params.size(); ++i)
-      scopes_.back()[f.params[i].name] = {OperandKind::Symbol, pk, 0, fn.params[i].offset};
+      scopes_.back()[f.params[i].name] = {OperandKind::kSymbol, pk, 0, fn.params[i].offset};
     for (size_t i = 0; i < f.returnParams.size(); ++i)
-      scopes_.back()[f.returnParams[i].name] = {OperandKind::Symbol, SymbolKind::FrameParam, 0,
+      scopes_.back()[f.returnParams[i].name] = {OperandKind::kSymbol, SymbolKind::kFrameParam, 0,
                                                 fn.returns[i].offset};
     // Labels are function-wide: assign their PCs first so forward branches resolve.
     uint32_t pc = fn.entryPc;
     for (const auto& s : f.body) {
-      if (s.kind == AstStatement::Kind::Label) labels_[s.label] = pc;
-      if (s.kind == AstStatement::Kind::Instruction) ++pc;
+      if (s.kind == AstStatement::Kind::kLabel) labels_[s.label] = pc;
+      if (s.kind == AstStatement::Kind::kInstruction) ++pc;
     }
     for (const auto& s : f.body) {
       switch (s.kind) {
-        case AstStatement::Kind::OpenScope:
+        case AstStatement::Kind::kOpenScope:
           scopes_.emplace_back();
           break;
-        case AstStatement::Kind::CloseScope:
+        case AstStatement::Kind::kCloseScope:
           scopes_.pop_back();
           break;
-        case AstStatement::Kind::Label:
+        case AstStatement::Kind::kLabel:
           break;
-        case AstStatement::Kind::Variable:
+        case AstStatement::Kind::kVariable:
           declareLocal(s.variable);
           break;
-        case AstStatement::Kind::Instruction: {
+        case AstStatement::Kind::kInstruction: {
           Instr in;
           in.function = fi;
           in.line = s.instruction.line;
@@ -343,7 +345,7 @@ class Builder {
     }
     // Falling off the end behaves like ret.
     Instr ret;
-    ret.op = Op::Ret;
+    ret.op = Op::kRet;
     ret.function = fi;
     img_.code.push_back(ret);
     img_.instructionText.push_back("ret; // implicit");
@@ -358,11 +360,11 @@ class Builder {
   void declareLocal(const AstVariable& v) {
     if (v.space == ".reg") {
       Type t = parseType(v.type);
-      if (t == Type::None) failUnsupported("unsupported register type " + v.type);
+      if (t == Type::kNone) failUnsupported("unsupported register type " + v.type);
       if (v.rangeCount > (1u << 16) || numRegs_ > (1u << 20))
         failInvalid("too many registers: " + v.name);
       auto add = [&](const std::string& name) {
-        scopes_.back()[name] = {OperandKind::Reg, SymbolKind::None, numRegs_++, 0};
+        scopes_.back()[name] = {OperandKind::kReg, SymbolKind::kNone, numRegs_++, 0};
       };
       if (v.rangeCount) {
         for (uint32_t i = 0; i < v.rangeCount; ++i) add(v.name + std::to_string(i));
@@ -371,16 +373,16 @@ class Builder {
       }
     } else if (v.space == ".local") {
       localBytes_ = alignUp(localBytes_, variableAlign(v));
-      scopes_.back()[v.name] = {OperandKind::Symbol, SymbolKind::Local, 0, localBytes_};
+      scopes_.back()[v.name] = {OperandKind::kSymbol, SymbolKind::kLocal, 0, localBytes_};
       localBytes_ += variableSize(v);
     } else if (v.space == ".param") {
       frameBytes_ = alignUp(frameBytes_, variableAlign(v));
-      scopes_.back()[v.name] = {OperandKind::Symbol, SymbolKind::FrameParam, 0, frameBytes_};
+      scopes_.back()[v.name] = {OperandKind::kSymbol, SymbolKind::kFrameParam, 0, frameBytes_};
       paramSizes_[frameBytes_] = static_cast<uint32_t>(variableSize(v));
       frameBytes_ += variableSize(v);
     } else if (v.space == ".shared") {
       uint32_t index = addSharedVariable(v, "");
-      scopes_.back()[v.name] = {OperandKind::Symbol, SymbolKind::Shared, index, 0};
+      scopes_.back()[v.name] = {OperandKind::kSymbol, SymbolKind::kShared, index, 0};
     } else if (v.space == ".global" || v.space == ".const") {
       addModuleVariable(v);
     } else {
@@ -400,36 +402,36 @@ class Builder {
   Operand resolveName(const std::string& name, bool allowLabel) {
     Operand o;
     if (const ScopedName* s = lookupScoped(name)) {
-      if (s->kind == OperandKind::Reg) {
-        o.kind = OperandKind::Reg;
+      if (s->kind == OperandKind::kReg) {
+        o.kind = OperandKind::kReg;
         o.index = s->index;
       } else {
-        o.kind = OperandKind::Symbol;
+        o.kind = OperandKind::kSymbol;
         o.symbol = s->symbol;
         o.index = s->index;
         o.imm = s->offset;
-        if (s->symbol == SymbolKind::Shared) sharedUsed_.insert(s->index);
+        if (s->symbol == SymbolKind::kShared) sharedUsed_.insert(s->index);
       }
       return o;
     }
     if (auto sp = parseSpecial(name)) {
-      o.kind = OperandKind::Special;
+      o.kind = OperandKind::kSpecial;
       o.index = static_cast<uint32_t>(*sp);
       return o;
     }
     auto ms = moduleSymbols_.find(name);
     if (ms != moduleSymbols_.end()) {
-      o.kind = OperandKind::Symbol;
+      o.kind = OperandKind::kSymbol;
       o.symbol = ms->second.kind;
       o.index = ms->second.index;
-      if (o.symbol == SymbolKind::Shared) sharedUsed_.insert(o.index);
-      if (o.symbol == SymbolKind::Function) referenced_.insert(name);
+      if (o.symbol == SymbolKind::kShared) sharedUsed_.insert(o.index);
+      if (o.symbol == SymbolKind::kFunction) referenced_.insert(name);
       return o;
     }
     if (allowLabel) {
       auto l = labels_.find(name);
       if (l != labels_.end()) {
-        o.kind = OperandKind::Label;
+        o.kind = OperandKind::kLabel;
         o.index = l->second;
         return o;
       }
@@ -443,32 +445,32 @@ class Builder {
 
   Operand literal(const AstOperand& a, Type t) {
     Operand o;
-    o.kind = OperandKind::Imm;
-    bool f32 = t == Type::F32, f64 = t == Type::F64, f16 = t == Type::F16 || t == Type::BF16;
+    o.kind = OperandKind::kImm;
+    bool f32 = t == Type::kF32, f64 = t == Type::kF64, f16 = t == Type::kF16 || t == Type::kBF16;
     switch (a.kind) {
-      case AstOperand::Kind::Integer:
+      case AstOperand::Kind::kInteger:
         o.imm = a.integer;
         if (f32) o.imm = bitsOf(static_cast<float>(static_cast<int64_t>(a.integer)));
         if (f64) o.imm = bitsOf(static_cast<double>(static_cast<int64_t>(a.integer)));
         break;
-      case AstOperand::Kind::F32Bits: {
+      case AstOperand::Kind::kF32Bits: {
         o.imm = a.integer;
         float f;
         uint32_t b = static_cast<uint32_t>(a.integer);
         std::memcpy(&f, &b, 4);
         if (f64) o.imm = bitsOf(static_cast<double>(f));
-        if (t == Type::F16) o.imm = floatToHalf(f);
-        if (t == Type::BF16) o.imm = floatToBfloat(f);
+        if (t == Type::kF16) o.imm = floatToHalf(f);
+        if (t == Type::kBF16) o.imm = floatToBfloat(f);
         break;
       }
-      case AstOperand::Kind::F64Bits: {
+      case AstOperand::Kind::kF64Bits: {
         o.imm = a.integer;
         double d;
         std::memcpy(&d, &a.integer, 8);
         if (f32) o.imm = bitsOf(static_cast<float>(d));
         break;
       }
-      case AstOperand::Kind::Decimal:
+      case AstOperand::Kind::kDecimal:
         o.imm = f32   ? bitsOf(static_cast<float>(a.real))
                 : f16 ? floatToHalf(static_cast<float>(a.real))
                       : bitsOf(a.real);
@@ -493,43 +495,43 @@ class Builder {
   // Converts one AST operand; `t` is the type literals are interpreted in.
   Operand operand(const AstOperand& a, Type t, bool allowLabel = false) {
     switch (a.kind) {
-      case AstOperand::Kind::Name: {
+      case AstOperand::Kind::kName: {
         Operand o = resolveName(a.name, allowLabel);
         o.negate = a.negated;
         return o;
       }
-      case AstOperand::Kind::Integer:
-      case AstOperand::Kind::F32Bits:
-      case AstOperand::Kind::F64Bits:
-      case AstOperand::Kind::Decimal:
+      case AstOperand::Kind::kInteger:
+      case AstOperand::Kind::kF32Bits:
+      case AstOperand::Kind::kF64Bits:
+      case AstOperand::Kind::kDecimal:
         return literal(a, t);
-      case AstOperand::Kind::Sink: {
+      case AstOperand::Kind::kSink: {
         Operand o;
-        o.kind = OperandKind::Sink;
+        o.kind = OperandKind::kSink;
         return o;
       }
-      case AstOperand::Kind::Vector: {
+      case AstOperand::Kind::kVector: {
         Operand o;
-        o.kind = OperandKind::Vector;
+        o.kind = OperandKind::kVector;
         o.count = static_cast<uint8_t>(a.elements.size());
         std::vector<Operand> elems;
         for (const auto& e : a.elements) {
-          if (e.kind == AstOperand::Kind::Vector) failInvalid("nested vector operand");
+          if (e.kind == AstOperand::Kind::kVector) failInvalid("nested vector operand");
           elems.push_back(operand(e, t));
         }
         o.index = static_cast<uint32_t>(img_.vectorElements.size());
         for (auto& e : elems) img_.vectorElements.push_back(e);
         return o;
       }
-      case AstOperand::Kind::Address: {
+      case AstOperand::Kind::kAddress: {
         if (!a.elements.empty()) failUnsupported("multi-part address operands are not supported");
         Operand o;
         o.imm = a.integer;
         if (!a.name.empty()) {
           Operand base = resolveName(a.name, false);
-          if (base.kind == OperandKind::Reg) {
+          if (base.kind == OperandKind::kReg) {
             o.index = base.index;
-          } else if (base.kind == OperandKind::Symbol) {
+          } else if (base.kind == OperandKind::kSymbol) {
             o.symbol = base.symbol;
             o.index = base.index;
             o.imm += base.imm;
@@ -538,12 +540,13 @@ class Builder {
           }
         }
         // An unbracketed `sym+off` is a value (address of the symbol plus offset).
-        o.kind = a.negated ? (o.symbol != SymbolKind::None ? OperandKind::Symbol : OperandKind::Imm)
-                           : OperandKind::Address;
+        o.kind = a.negated
+                     ? (o.symbol != SymbolKind::kNone ? OperandKind::kSymbol : OperandKind::kImm)
+                     : OperandKind::kAddress;
         return o;
       }
-      case AstOperand::Kind::Dual:
-      case AstOperand::Kind::List:
+      case AstOperand::Kind::kDual:
+      case AstOperand::Kind::kList:
         break;
     }
     failInvalid("unexpected operand " + formatOperand(a));
@@ -556,22 +559,22 @@ class Builder {
   // Destination: register, sink or vector of them; a Dual puts its second register in ops[5].
   Operand destination(const AstInstruction& a, size_t i, Instr* in, Type t) {
     const AstOperand& o = a.operands[i];
-    if (o.kind == AstOperand::Kind::Dual) {
+    if (o.kind == AstOperand::Kind::kDual) {
       Operand first = resolveName(o.name, false);
       Operand second = resolveName(o.name2, false);
-      if (first.kind != OperandKind::Reg || second.kind != OperandKind::Reg)
+      if (first.kind != OperandKind::kReg || second.kind != OperandKind::kReg)
         failInvalid("bad dual destination");
       in->ops[5] = second;
       return first;
     }
     Operand d = operand(o, t);
-    if (d.kind == OperandKind::Vector) {
+    if (d.kind == OperandKind::kVector) {
       for (uint32_t k = 0; k < d.count; ++k) {
         auto kind = img_.vectorElements[d.index + k].kind;
-        if (kind != OperandKind::Reg && kind != OperandKind::Sink)
+        if (kind != OperandKind::kReg && kind != OperandKind::kSink)
           failInvalid("vector destination must be registers");
       }
-    } else if (d.kind != OperandKind::Reg && d.kind != OperandKind::Sink) {
+    } else if (d.kind != OperandKind::kReg && d.kind != OperandKind::kSink) {
       failInvalid("destination must be a register");
     }
     return d;
@@ -589,23 +592,23 @@ class Builder {
     for (const auto& init : v->initializer) {
       if (offset + elem > g.bytes.size()) failInvalid("initializer too long for " + v->name);
       uint64_t bits = init.integer;
-      if (init.kind == AstInitializer::Kind::Symbol) {
+      if (init.kind == AstInitializer::Kind::kSymbol) {
         auto it = moduleSymbols_.find(init.symbol);
         if (it == moduleSymbols_.end())
           failInvalid("undefined symbol " + init.symbol + " in initializer of " + v->name);
-        if (it->second.kind != SymbolKind::Global && it->second.kind != SymbolKind::Function)
+        if (it->second.kind != SymbolKind::kGlobal && it->second.kind != SymbolKind::kFunction)
           failUnsupported("initializer of " + v->name + " takes the address of non-global " +
                           init.symbol);
-        if (it->second.kind == SymbolKind::Function) referenced_.insert(init.symbol);
+        if (it->second.kind == SymbolKind::kFunction) referenced_.insert(init.symbol);
         g.relocations.push_back(
             {offset, static_cast<uint8_t>(elem), it->second.kind, it->second.index, init.integer});
         bits = 0;
       } else {
         AstOperand lit;
-        lit.kind = init.kind == AstInitializer::Kind::Integer   ? AstOperand::Kind::Integer
-                   : init.kind == AstInitializer::Kind::F32Bits ? AstOperand::Kind::F32Bits
-                   : init.kind == AstInitializer::Kind::F64Bits ? AstOperand::Kind::F64Bits
-                                                                : AstOperand::Kind::Decimal;
+        lit.kind = init.kind == AstInitializer::Kind::kInteger   ? AstOperand::Kind::kInteger
+                   : init.kind == AstInitializer::Kind::kF32Bits ? AstOperand::Kind::kF32Bits
+                   : init.kind == AstInitializer::Kind::kF64Bits ? AstOperand::Kind::kF64Bits
+                                                                 : AstOperand::Kind::kDecimal;
         lit.integer = init.integer;
         lit.real = init.real;
         bits = literal(lit, t).imm;
@@ -706,13 +709,13 @@ void Builder::decode(const AstInstruction& a, Instr* in) {
   for (size_t i = 1; i < parts.size(); ++i) {
     std::string_view p = parts[i];
     Type t = parseType(p);
-    if (t != Type::None) {
+    if (t != Type::kNone) {
       types.push_back(t);
       continue;
     }
     static const std::pair<std::string_view, Round> kRounds[] = {
-        {"rn", Round::RN},   {"rz", Round::RZ},   {"rm", Round::RM},   {"rp", Round::RP},
-        {"rni", Round::RNI}, {"rzi", Round::RZI}, {"rmi", Round::RMI}, {"rpi", Round::RPI}};
+        {"rn", Round::kRN},   {"rz", Round::kRZ},   {"rm", Round::kRM},   {"rp", Round::kRP},
+        {"rni", Round::kRNI}, {"rzi", Round::kRZI}, {"rmi", Round::kRMI}, {"rpi", Round::kRPI}};
     bool done = false;
     for (auto& [n, r] : kRounds)
       if (p == n) {
@@ -729,9 +732,9 @@ void Builder::decode(const AstInstruction& a, Instr* in) {
         done = true;
       }
     static const std::pair<std::string_view, Space> kSpaces[] = {
-        {"global", Space::Global},     {"shared", Space::Shared}, {"shared::cta", Space::Shared},
-        {"local", Space::Local},       {"param", Space::Param},   {"param::entry", Space::Param},
-        {"param::func", Space::Param}, {"const", Space::Const}};
+        {"global", Space::kGlobal},     {"shared", Space::kShared}, {"shared::cta", Space::kShared},
+        {"local", Space::kLocal},       {"param", Space::kParam},   {"param::entry", Space::kParam},
+        {"param::func", Space::kParam}, {"const", Space::kConst}};
     for (auto& [n, sp] : kSpaces)
       if (p == n) {
         in->space = sp;
@@ -771,7 +774,7 @@ void Builder::decode(const AstInstruction& a, Instr* in) {
 
   if (!a.guard.empty()) {
     Operand g = resolveName(a.guard, false);
-    if (g.kind != OperandKind::Reg) failInvalid("guard must be a predicate register");
+    if (g.kind != OperandKind::kReg) failInvalid("guard must be a predicate register");
     in->guard = g.index;
     in->guardNegated = a.guardNegated;
   }
@@ -790,76 +793,76 @@ void Builder::decode(const AstInstruction& a, Instr* in) {
   };
 
   if (base == "mov") {
-    twoOp(Op::Mov);
+    twoOp(Op::kMov);
   } else if (base == "ld" || base == "ldu") {
-    in->op = Op::Ld;
+    in->op = Op::kLd;
     in->type = type0();
     // .L2::cache_hint adds a 64-bit cache-policy operand: checked, then ignored (a hint).
     const bool cacheHint = a.opcode.find("L2::cache_hint") != std::string::npos;
     ops(2, cacheHint ? 3 : 2);
-    if (cacheHint) src(2, Type::U64);
-    Operand addr = src(1, Type::U64);
-    if (addr.kind != OperandKind::Address) failInvalid("ld needs an address operand");
+    if (cacheHint) src(2, Type::kU64);
+    Operand addr = src(1, Type::kU64);
+    if (addr.kind != OperandKind::kAddress) failInvalid("ld needs an address operand");
     setOps({dst(0, in->type), addr});
   } else if (base == "st") {
-    in->op = Op::St;
+    in->op = Op::kSt;
     in->type = type0();
     const bool cacheHint = a.opcode.find("L2::cache_hint") != std::string::npos;
     ops(2, cacheHint ? 3 : 2);
-    if (cacheHint) src(2, Type::U64);
-    Operand addr = src(0, Type::U64);
-    if (addr.kind != OperandKind::Address) failInvalid("st needs an address operand");
+    if (cacheHint) src(2, Type::kU64);
+    Operand addr = src(0, Type::kU64);
+    if (addr.kind != OperandKind::kAddress) failInvalid("st needs an address operand");
     setOps({addr, src(1, in->type)});
   } else if (base == "add" || base == "sub") {
-    threeOp(base == "add" ? Op::Add : Op::Sub);
+    threeOp(base == "add" ? Op::kAdd : Op::kSub);
   } else if (base == "addc" || base == "subc") {
-    threeOp(base == "addc" ? Op::Addc : Op::Subc);
+    threeOp(base == "addc" ? Op::kAddc : Op::kSubc);
   } else if (base == "mul" || base == "mul24") {
     int m = take({"hi", "lo"});
     if (m == 0) in->flags |= kHi;
     if (m == 1) in->flags |= kLo;
-    threeOp(base == "mul" ? Op::Mul : Op::Mul24);
+    threeOp(base == "mul" ? Op::kMul : Op::kMul24);
   } else if (base == "mad" || base == "madc" || base == "mad24") {
     int m = take({"hi", "lo"});
     if (m == 0) in->flags |= kHi;
     if (m == 1) in->flags |= kLo;
-    in->op = base == "mad" ? Op::Mad : base == "madc" ? Op::Madc : Op::Mad24;
+    in->op = base == "mad" ? Op::kMad : base == "madc" ? Op::kMadc : Op::kMad24;
     in->type = type0();
     ops(4, 4);
-    Type ct = (in->flags & kWide) ? Type::None : in->type;
-    Operand c = ct == Type::None ? src(3, Type::U64) : src(3, ct);
+    Type ct = (in->flags & kWide) ? Type::kNone : in->type;
+    Operand c = ct == Type::kNone ? src(3, Type::kU64) : src(3, ct);
     setOps({dst(0, in->type), src(1, in->type), src(2, in->type), c});
   } else if (base == "fma") {
-    in->op = Op::Fma;
+    in->op = Op::kFma;
     in->type = type0();
     ops(4, 4);
     setOps({dst(0, in->type), src(1, in->type), src(2, in->type), src(3, in->type)});
   } else if (base == "sad") {
-    in->op = Op::Sad;
+    in->op = Op::kSad;
     in->type = type0();
     ops(4, 4);
     setOps({dst(0, in->type), src(1, in->type), src(2, in->type), src(3, in->type)});
   } else if (base == "div" || base == "rem" || base == "min" || base == "max" || base == "and" ||
              base == "or" || base == "xor" || base == "copysign") {
     static const std::pair<std::string_view, Op> kOps[] = {
-        {"div", Op::Div}, {"rem", Op::Rem}, {"min", Op::Min}, {"max", Op::Max},
-        {"and", Op::And}, {"or", Op::Or},   {"xor", Op::Xor}, {"copysign", Op::Copysign}};
+        {"div", Op::kDiv}, {"rem", Op::kRem}, {"min", Op::kMin}, {"max", Op::kMax},
+        {"and", Op::kAnd}, {"or", Op::kOr},   {"xor", Op::kXor}, {"copysign", Op::kCopysign}};
     for (auto& [n, op] : kOps)
       if (base == n) threeOp(op);
   } else if (base == "shl" || base == "shr") {
-    in->op = base == "shl" ? Op::Shl : Op::Shr;
+    in->op = base == "shl" ? Op::kShl : Op::kShr;
     in->type = type0();
     ops(3, 3);
-    setOps({dst(0, in->type), src(1, in->type), src(2, Type::U32)});
+    setOps({dst(0, in->type), src(1, in->type), src(2, Type::kU32)});
   } else if (base == "neg" || base == "abs" || base == "not" || base == "cnot" || base == "clz" ||
              base == "popc" || base == "brev" || base == "bfind" || base == "ex2" ||
              base == "lg2" || base == "sin" || base == "cos" || base == "rcp" || base == "rsqrt" ||
              base == "sqrt" || base == "tanh") {
     static const std::pair<std::string_view, Op> kOps[] = {
-        {"neg", Op::Neg}, {"abs", Op::Abs},     {"not", Op::Not},   {"cnot", Op::Cnot},
-        {"clz", Op::Clz}, {"popc", Op::Popc},   {"brev", Op::Brev}, {"bfind", Op::Bfind},
-        {"ex2", Op::Ex2}, {"lg2", Op::Lg2},     {"sin", Op::Sin},   {"cos", Op::Cos},
-        {"rcp", Op::Rcp}, {"rsqrt", Op::Rsqrt}, {"sqrt", Op::Sqrt}, {"tanh", Op::Tanh}};
+        {"neg", Op::kNeg}, {"abs", Op::kAbs},     {"not", Op::kNot},   {"cnot", Op::kCnot},
+        {"clz", Op::kClz}, {"popc", Op::kPopc},   {"brev", Op::kBrev}, {"bfind", Op::kBfind},
+        {"ex2", Op::kEx2}, {"lg2", Op::kLg2},     {"sin", Op::kSin},   {"cos", Op::kCos},
+        {"rcp", Op::kRcp}, {"rsqrt", Op::kRsqrt}, {"sqrt", Op::kSqrt}, {"tanh", Op::kTanh}};
     for (auto& [n, op] : kOps)
       if (base == n) twoOp(op);
   } else if (base == "setp") {
@@ -877,25 +880,25 @@ void Builder::decode(const AstInstruction& a, Instr* in) {
     if (cmp < 0) failInvalid("setp without comparison");
     in->mode = static_cast<uint8_t>(cmp);
     int b = take({"and", "or", "xor"});
-    in->boolOp = b < 0 ? BoolOp::None : static_cast<BoolOp>(b + 1);
-    in->op = Op::Setp;
+    in->boolOp = b < 0 ? BoolOp::kNone : static_cast<BoolOp>(b + 1);
+    in->op = Op::kSetp;
     in->type = type0();
-    ops(in->boolOp == BoolOp::None ? 3 : 4, in->boolOp == BoolOp::None ? 3 : 4);
-    if (in->boolOp == BoolOp::None)
-      setOps({dst(0, Type::Pred), src(1, in->type), src(2, in->type)});
+    ops(in->boolOp == BoolOp::kNone ? 3 : 4, in->boolOp == BoolOp::kNone ? 3 : 4);
+    if (in->boolOp == BoolOp::kNone)
+      setOps({dst(0, Type::kPred), src(1, in->type), src(2, in->type)});
     else
-      setOps({dst(0, Type::Pred), src(1, in->type), src(2, in->type), src(3, Type::Pred)});
+      setOps({dst(0, Type::kPred), src(1, in->type), src(2, in->type), src(3, Type::kPred)});
   } else if (base == "selp") {
-    in->op = Op::Selp;
+    in->op = Op::kSelp;
     in->type = type0();
     ops(4, 4);
-    setOps({dst(0, in->type), src(1, in->type), src(2, in->type), src(3, Type::Pred)});
+    setOps({dst(0, in->type), src(1, in->type), src(2, in->type), src(3, Type::kPred)});
   } else if (base == "cvt") {
-    in->op = Op::Cvt;
+    in->op = Op::kCvt;
     if (types.size() != 2) failInvalid("cvt needs two types");
     in->type = types[0];
     in->type2 = types[1];
-    if (in->type == Type::F16x2 || in->type == Type::BF16x2) {
+    if (in->type == Type::kF16x2 || in->type == Type::kBF16x2) {
       ops(3, 3);
       setOps({dst(0, in->type), src(1, in->type2), src(2, in->type2)});
     } else {
@@ -903,31 +906,31 @@ void Builder::decode(const AstInstruction& a, Instr* in) {
       setOps({dst(0, in->type), src(1, in->type2)});
     }
   } else if (base == "cvta") {
-    in->op = take({"to"}) >= 0 ? Op::CvtaTo : Op::Cvta;
+    in->op = take({"to"}) >= 0 ? Op::kCvtaTo : Op::kCvta;
     if (!hasSpace) failInvalid("cvta needs a state space");
     twoOp(in->op);
   } else if (base == "isspacep") {
-    in->op = Op::Isspacep;
+    in->op = Op::kIsspacep;
     if (!hasSpace) failInvalid("isspacep needs a state space");
     ops(2, 2);
-    setOps({dst(0, Type::Pred), src(1, Type::U64)});
+    setOps({dst(0, Type::kPred), src(1, Type::kU64)});
   } else if (base == "bra") {
-    in->op = Op::Bra;
+    in->op = Op::kBra;
     ops(1, 1);
-    Operand t = operand(a.operands[0], Type::None, true);
-    if (t.kind != OperandKind::Label) failUnsupported("bra needs a label target");
+    Operand t = operand(a.operands[0], Type::kNone, true);
+    if (t.kind != OperandKind::kLabel) failUnsupported("bra needs a label target");
     setOps({t});
   } else if (base == "ret") {
-    in->op = Op::Ret;
+    in->op = Op::kRet;
     ops(0, 0);
   } else if (base == "exit") {
-    in->op = Op::Exit;
+    in->op = Op::kExit;
     ops(0, 0);
   } else if (base == "trap") {
-    in->op = Op::Trap;
+    in->op = Op::kTrap;
   } else if (base == "brkpt" || base == "nanosleep" || base == "pmevent" || base == "prefetch" ||
              base == "prefetchu" || base == "membar" || base == "fence") {
-    in->op = base == "membar" || base == "fence" ? Op::Membar : Op::Nop;
+    in->op = base == "membar" || base == "fence" ? Op::kMembar : Op::kNop;
     std::fill(used.begin(), used.end(), true);  // levels (gl/cta/sys), proxy kinds: no effect here
     if (a.opcode.find("mbarrier") != std::string::npos)
       failUnsupported("unsupported instruction " + a.opcode);
@@ -936,19 +939,19 @@ void Builder::decode(const AstInstruction& a, Instr* in) {
   } else if (base == "bar" || base == "barrier") {
     if (take({"warp"}) >= 0) {
       take({"sync"});
-      in->op = Op::BarWarpSync;
+      in->op = Op::kBarWarpSync;
       ops(1, 1);
-      setOps({src(0, Type::U32)});
+      setOps({src(0, Type::kU32)});
     } else {
       int kind = take({"sync", "arrive", "red"});
       if (kind < 0 && base == "bar") kind = 0;  // plain `bar 0` is bar.sync
       if (kind != 0) failUnsupported("unsupported barrier form " + a.opcode);
-      in->op = Op::Bar;
+      in->op = Op::kBar;
       ops(1, 2);
       if (a.operands.size() == 2)
-        setOps({src(0, Type::U32), src(1, Type::U32)});
+        setOps({src(0, Type::kU32), src(1, Type::kU32)});
       else
-        setOps({src(0, Type::U32)});
+        setOps({src(0, Type::kU32)});
     }
   } else if (base == "atom" || base == "red") {
     int op = take({"add", "min", "max", "inc", "dec", "and", "or", "xor", "exch", "cas"});
@@ -957,85 +960,85 @@ void Builder::decode(const AstInstruction& a, Instr* in) {
     in->type = type0();
     if (in->vec != 1) failUnsupported("vector atomics are not supported");
     if (base == "atom") {
-      in->op = Op::Atom;
-      bool cas = op == static_cast<int>(AtomOp::Cas);
+      in->op = Op::kAtom;
+      bool cas = op == static_cast<int>(AtomOp::kCas);
       ops(cas ? 4 : 3, cas ? 4 : 3);
-      Operand addr = src(1, Type::U64);
-      if (addr.kind != OperandKind::Address) failInvalid("atom needs an address");
+      Operand addr = src(1, Type::kU64);
+      if (addr.kind != OperandKind::kAddress) failInvalid("atom needs an address");
       if (cas)
         setOps({dst(0, in->type), addr, src(2, in->type), src(3, in->type)});
       else
         setOps({dst(0, in->type), addr, src(2, in->type)});
     } else {
-      in->op = Op::Red;
+      in->op = Op::kRed;
       ops(2, 2);
-      Operand addr = src(0, Type::U64);
-      if (addr.kind != OperandKind::Address) failInvalid("red needs an address");
+      Operand addr = src(0, Type::kU64);
+      if (addr.kind != OperandKind::kAddress) failInvalid("red needs an address");
       setOps({addr, src(1, in->type)});
     }
   } else if (base == "shfl") {
     if (take({"sync"}) < 0) failUnsupported("shfl without .sync is not supported");
     int mode = take({"up", "down", "bfly", "idx"});
     if (mode < 0) failInvalid("shfl needs a mode");
-    in->op = Op::Shfl;
+    in->op = Op::kShfl;
     in->mode = static_cast<uint8_t>(mode);
     in->type = type0();
     ops(5, 5);
-    setOps({dst(0, in->type), src(1, in->type), src(2, Type::U32), src(3, Type::U32),
-            src(4, Type::U32)});
+    setOps({dst(0, in->type), src(1, in->type), src(2, Type::kU32), src(3, Type::kU32),
+            src(4, Type::kU32)});
   } else if (base == "vote") {
     if (take({"sync"}) < 0) failUnsupported("vote without .sync is not supported");
     int mode = take({"all", "any", "uni", "ballot"});
     if (mode < 0) failInvalid("vote needs a mode");
-    in->op = Op::Vote;
+    in->op = Op::kVote;
     in->mode = static_cast<uint8_t>(mode);
     in->type = type0();
     ops(3, 3);
-    setOps({dst(0, in->type), src(1, Type::Pred), src(2, Type::U32)});
+    setOps({dst(0, in->type), src(1, Type::kPred), src(2, Type::kU32)});
   } else if (base == "activemask") {
-    in->op = Op::Activemask;
+    in->op = Op::kActivemask;
     in->type = type0();
     ops(1, 1);
-    setOps({dst(0, Type::B32)});
+    setOps({dst(0, Type::kB32)});
   } else if (base == "redux") {
     take({"sync"});
     int op = take({"add", "min", "max", "and", "or", "xor"});
     if (op < 0) failUnsupported("unsupported redux operation " + a.opcode);
-    in->op = Op::Redux;
+    in->op = Op::kRedux;
     in->mode = static_cast<uint8_t>(op);
     in->type = type0();
     if (isFloat(in->type)) failUnsupported("floating-point redux is not supported");
     ops(3, 3);
-    setOps({dst(0, in->type), src(1, in->type), src(2, Type::U32)});
+    setOps({dst(0, in->type), src(1, in->type), src(2, Type::kU32)});
   } else if (base == "match") {
     take({"sync"});
     int m = take({"any", "all"});
     if (m < 0) failInvalid("match needs any/all");
-    in->op = Op::Match;
+    in->op = Op::kMatch;
     in->mode = static_cast<uint8_t>(m);
     in->type = type0();
     ops(3, 3);
-    setOps({dst(0, Type::B32), src(1, in->type), src(2, Type::U32)});
+    setOps({dst(0, Type::kB32), src(1, in->type), src(2, Type::kU32)});
   } else if (base == "bfe") {
-    in->op = Op::Bfe;
+    in->op = Op::kBfe;
     in->type = type0();
     ops(4, 4);
-    setOps({dst(0, in->type), src(1, in->type), src(2, Type::U32), src(3, Type::U32)});
+    setOps({dst(0, in->type), src(1, in->type), src(2, Type::kU32), src(3, Type::kU32)});
   } else if (base == "bfi") {
-    in->op = Op::Bfi;
+    in->op = Op::kBfi;
     in->type = type0();
     ops(5, 5);
-    setOps({dst(0, in->type), src(1, in->type), src(2, in->type), src(3, Type::U32),
-            src(4, Type::U32)});
+    setOps({dst(0, in->type), src(1, in->type), src(2, in->type), src(3, Type::kU32),
+            src(4, Type::kU32)});
   } else if (base == "bmsk") {
     if (!(in->flags & (kWrap | kClamp))) failInvalid("bmsk needs .clamp or .wrap");
-    in->op = Op::Bmsk;
+    in->op = Op::kBmsk;
     in->type = type0();
     ops(3, 3);
-    setOps({dst(0, in->type), src(1, Type::U32), src(2, Type::U32)});
+    setOps({dst(0, in->type), src(1, Type::kU32), src(2, Type::kU32)});
   } else if (base == "prmt") {
     int m = take({"f4e", "b4e", "rc8", "ecl", "ecr", "rc16"});
-    in->op = Op::Prmt;
+    in->op = Op::kPrmt;
     in->mode = static_cast<uint8_t>(m + 1);  // 0 = default mode
     in->type = type0();
     ops(4, 4);
@@ -1044,33 +1047,33 @@ void Builder::decode(const AstInstruction& a, Instr* in) {
     int d = take({"l", "r"});
     if (d < 0) failInvalid("shf needs .l or .r");
     if (d == 0) in->flags |= kLeft;
-    in->op = Op::Shf;
+    in->op = Op::kShf;
     in->type = type0();
     ops(4, 4);
-    setOps({dst(0, in->type), src(1, in->type), src(2, in->type), src(3, Type::U32)});
+    setOps({dst(0, in->type), src(1, in->type), src(2, in->type), src(3, Type::kU32)});
   } else if (base == "testp") {
     int m = take({"finite", "infinite", "number", "notanumber", "normal", "subnormal"});
     if (m < 0) failInvalid("testp needs a test");
-    in->op = Op::Testp;
+    in->op = Op::kTestp;
     in->mode = static_cast<uint8_t>(m);
     in->type = type0();
     ops(2, 2);
-    setOps({dst(0, Type::Pred), src(1, in->type)});
+    setOps({dst(0, Type::kPred), src(1, in->type)});
   } else if (base == "cp") {
     if (take({"async"}) < 0 || a.opcode.find("bulk") != std::string::npos)
       failUnsupported("unsupported instruction " + a.opcode);
     if (take({"commit_group", "wait_group", "wait_all"}) >= 0) {
-      in->op = Op::Nop;  // copies complete synchronously, so groups are always done
+      in->op = Op::kNop;  // copies complete synchronously, so groups are always done
     } else {
-      in->op = Op::CpAsync;
+      in->op = Op::kCpAsync;
       ops(3, 4);
-      Operand d = src(0, Type::U64), s2 = src(1, Type::U64);
-      if (d.kind != OperandKind::Address || s2.kind != OperandKind::Address)
+      Operand d = src(0, Type::kU64), s2 = src(1, Type::kU64);
+      if (d.kind != OperandKind::kAddress || s2.kind != OperandKind::kAddress)
         failInvalid("cp.async needs addresses");
       if (a.operands.size() == 4)
-        setOps({d, s2, src(2, Type::U32), src(3, Type::U32)});
+        setOps({d, s2, src(2, Type::kU32), src(3, Type::kU32)});
       else
-        setOps({d, s2, src(2, Type::U32)});
+        setOps({d, s2, src(2, Type::kU32)});
       take({"ca", "cg"});
     }
     std::fill(used.begin(), used.end(), true);
@@ -1084,34 +1087,35 @@ void Builder::decode(const AstInstruction& a, Instr* in) {
   // decoded.
   for (int i = 0; i < in->numOps; ++i) {
     const Operand& o = in->ops[i];
-    if (o.kind == OperandKind::Address && in->op != Op::Ld && in->op != Op::St &&
-        in->op != Op::Atom && in->op != Op::Red && in->op != Op::CpAsync)
+    if (o.kind == OperandKind::kAddress && in->op != Op::kLd && in->op != Op::kSt &&
+        in->op != Op::kAtom && in->op != Op::kRed && in->op != Op::kCpAsync)
       failInvalid("unexpected address operand");
-    if (o.kind == OperandKind::Vector && in->op != Op::Mov && in->op != Op::Ld && in->op != Op::St)
+    if (o.kind == OperandKind::kVector && in->op != Op::kMov && in->op != Op::kLd &&
+        in->op != Op::kSt)
       failInvalid("unexpected vector operand");
   }
-  if ((in->op == Op::Ld || in->op == Op::St) && in->vec > 1) {
-    const Operand& v = in->ops[in->op == Op::Ld ? 0 : 1];
-    if (v.kind != OperandKind::Vector || v.count != in->vec) failInvalid("vector width mismatch");
+  if ((in->op == Op::kLd || in->op == Op::kSt) && in->vec > 1) {
+    const Operand& v = in->ops[in->op == Op::kLd ? 0 : 1];
+    if (v.kind != OperandKind::kVector || v.count != in->vec) failInvalid("vector width mismatch");
   }
-  if (isFloat(in->type) && in->type != Type::F32 && in->type != Type::F64 && in->op != Op::Mov &&
-      in->op != Op::Ld && in->op != Op::St && in->op != Op::Cvt) {
+  if (isFloat(in->type) && in->type != Type::kF32 && in->type != Type::kF64 && in->op != Op::kMov &&
+      in->op != Op::kLd && in->op != Op::kSt && in->op != Op::kCvt) {
     // Half-precision forms: arithmetic subset only.
     switch (in->op) {
-      case Op::Add:
-      case Op::Sub:
-      case Op::Mul:
-      case Op::Fma:
-      case Op::Min:
-      case Op::Max:
-      case Op::Neg:
-      case Op::Abs:
-      case Op::Setp:
-      case Op::Selp:
-      case Op::Atom:
-      case Op::Red:
-      case Op::Ex2:
-      case Op::Tanh:
+      case Op::kAdd:
+      case Op::kSub:
+      case Op::kMul:
+      case Op::kFma:
+      case Op::kMin:
+      case Op::kMax:
+      case Op::kNeg:
+      case Op::kAbs:
+      case Op::kSetp:
+      case Op::kSelp:
+      case Op::kAtom:
+      case Op::kRed:
+      case Op::kEx2:
+      case Op::kTanh:
         break;
       default:
         failUnsupported("unsupported half-precision instruction " + a.opcode);
@@ -1120,24 +1124,24 @@ void Builder::decode(const AstInstruction& a, Instr* in) {
 }
 
 void Builder::decodeCall(const AstInstruction& a, Instr* in) {
-  in->op = Op::Call;
+  in->op = Op::kCall;
   const auto& o = a.operands;
   size_t t = 0;
   const AstOperand* rets = nullptr;
-  if (!o.empty() && o[0].kind == AstOperand::Kind::List) {
+  if (!o.empty() && o[0].kind == AstOperand::Kind::kList) {
     rets = &o[0];
     t = 1;
   }
-  if (t >= o.size() || o[t].kind != AstOperand::Kind::Name) failInvalid("call needs a target");
+  if (t >= o.size() || o[t].kind != AstOperand::Kind::kName) failInvalid("call needs a target");
   const AstOperand* args =
-      (t + 1 < o.size() && o[t + 1].kind == AstOperand::Kind::List) ? &o[t + 1] : nullptr;
+      (t + 1 < o.size() && o[t + 1].kind == AstOperand::Kind::kList) ? &o[t + 1] : nullptr;
   CallSite cs;
   Operand target = resolveName(o[t].name, false);
   FunctionImage& caller = img_.functions[curFunction_];
-  if (target.kind == OperandKind::Symbol && target.symbol == SymbolKind::Function) {
+  if (target.kind == OperandKind::kSymbol && target.symbol == SymbolKind::kFunction) {
     cs.callee = static_cast<int32_t>(target.index);
     caller.callees.push_back(target.index);
-  } else if (target.kind == OperandKind::Reg) {
+  } else if (target.kind == OperandKind::kReg) {
     caller.indirectCalls = true;
     in->ops[0] = target;
     in->numOps = 1;
@@ -1147,8 +1151,8 @@ void Builder::decodeCall(const AstInstruction& a, Instr* in) {
   auto slots = [&](const AstOperand* list, std::vector<ParamSlot>* out) {
     if (!list) return;
     for (const auto& e : list->elements) {
-      const ScopedName* s = e.kind == AstOperand::Kind::Name ? lookupScoped(e.name) : nullptr;
-      if (!s || s->kind != OperandKind::Symbol || s->symbol != SymbolKind::FrameParam)
+      const ScopedName* s = e.kind == AstOperand::Kind::kName ? lookupScoped(e.name) : nullptr;
+      if (!s || s->kind != OperandKind::kSymbol || s->symbol != SymbolKind::kFrameParam)
         failUnsupported("call arguments must be .param variables: " + formatOperand(e));
       auto size = paramSizes_.find(s->offset);
       out->push_back(
@@ -1160,7 +1164,7 @@ void Builder::decodeCall(const AstInstruction& a, Instr* in) {
   if (cs.callee >= 0) {
     const FunctionImage& callee = img_.functions[cs.callee];
     size_t wantArgs = callee.params.size();
-    if (callee.builtin == Builtin::None && cs.args.size() != wantArgs)
+    if (callee.builtin == Builtin::kNone && cs.args.size() != wantArgs)
       failInvalid("call to " + callee.name + " passes " + std::to_string(cs.args.size()) +
                   " arguments, expected " + std::to_string(wantArgs));
   }

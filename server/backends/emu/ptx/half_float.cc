@@ -11,13 +11,13 @@ double roundInteger(double v, SmallFloatRounding r, bool negative) {
   double diff = v - f;
   if (diff == 0) return f;
   switch (r) {
-    case SmallFloatRounding::TowardZero:
+    case SmallFloatRounding::kTowardZero:
       return f;
-    case SmallFloatRounding::Down:
+    case SmallFloatRounding::kDown:
       return negative ? f + 1 : f;
-    case SmallFloatRounding::Up:
+    case SmallFloatRounding::kUp:
       return negative ? f : f + 1;
-    case SmallFloatRounding::NearestEven:
+    case SmallFloatRounding::kNearestEven:
       if (diff > 0.5 || (diff == 0.5 && std::fmod(f, 2.0) != 0)) return f + 1;
       return f;
   }
@@ -33,9 +33,9 @@ uint16_t encode(double x, int expBits, int mantBits, SmallFloatRounding r) {
   uint16_t sign = negative ? static_cast<uint16_t>(0x8000) : 0;
   double a = std::fabs(x);
   auto overflow = [&]() -> uint16_t {
-    bool toInf = r == SmallFloatRounding::NearestEven ||
-                 (r == SmallFloatRounding::Up && !negative) ||
-                 (r == SmallFloatRounding::Down && negative);
+    bool toInf = r == SmallFloatRounding::kNearestEven ||
+                 (r == SmallFloatRounding::kUp && !negative) ||
+                 (r == SmallFloatRounding::kDown && negative);
     return sign | (toInf ? expMask : static_cast<uint16_t>(expMask - 1));  // inf or max finite
   };
   if (std::isinf(a)) return sign | expMask;

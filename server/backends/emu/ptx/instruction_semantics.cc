@@ -11,28 +11,28 @@ void BlockRunner::floatBinary(const Instr& in, uint32_t exec, Fn fn) {
   RoundingScope scope(in.round);
   const Operand &d = in.ops[0], &A = in.ops[1], &B = in.ops[2];
   switch (in.type) {
-    case Type::F32:
+    case Type::kF32:
       forLanes(exec, [&](int l) {
         set(d, l,
             finishF32(fn(inF32(value(A, l), in.flags), inF32(value(B, l), in.flags)), in.flags));
       });
       break;
-    case Type::F64:
+    case Type::kF64:
       forLanes(exec, [&](int l) {
         set(d, l, finishF64(fn(f64(value(A, l)), f64(value(B, l))), in.flags));
       });
       break;
-    case Type::F16:
-    case Type::BF16:
+    case Type::kF16:
+    case Type::kBF16:
       forLanes(exec, [&](int l) {
         set(d, l,
             halfResult(fn(toDouble(value(A, l), in.type), toDouble(value(B, l), in.type)), in.type,
                        in.flags));
       });
       break;
-    case Type::F16x2:
-    case Type::BF16x2: {
-      Type h = in.type == Type::F16x2 ? Type::F16 : Type::BF16;
+    case Type::kF16x2:
+    case Type::kBF16x2: {
+      Type h = in.type == Type::kF16x2 ? Type::kF16 : Type::kBF16;
       forLanes(exec, [&](int l) {
         uint64_t a = value(A, l), b = value(B, l), r = 0;
         for (int k = 0; k < 2; ++k)
@@ -52,22 +52,22 @@ void BlockRunner::floatUnary(const Instr& in, uint32_t exec, Fn fn) {
   RoundingScope scope(in.round);
   const Operand &d = in.ops[0], &A = in.ops[1];
   switch (in.type) {
-    case Type::F32:
+    case Type::kF32:
       forLanes(exec,
                [&](int l) { set(d, l, finishF32(fn(inF32(value(A, l), in.flags)), in.flags)); });
       break;
-    case Type::F64:
+    case Type::kF64:
       forLanes(exec, [&](int l) { set(d, l, finishF64(fn(f64(value(A, l))), in.flags)); });
       break;
-    case Type::F16:
-    case Type::BF16:
+    case Type::kF16:
+    case Type::kBF16:
       forLanes(exec, [&](int l) {
         set(d, l, halfResult(fn(toDouble(value(A, l), in.type)), in.type, in.flags));
       });
       break;
-    case Type::F16x2:
-    case Type::BF16x2: {
-      Type h = in.type == Type::F16x2 ? Type::F16 : Type::BF16;
+    case Type::kF16x2:
+    case Type::kBF16x2: {
+      Type h = in.type == Type::kF16x2 ? Type::kF16 : Type::kBF16;
       forLanes(exec, [&](int l) {
         uint64_t a = value(A, l), r = 0;
         for (int k = 0; k < 2; ++k)
@@ -89,26 +89,26 @@ uint64_t atomicCombine(const Instr& in, uint64_t old, uint64_t b, uint64_t c) {
   const uint64_t m = widthMask(bytes);
   auto sext = [&](uint64_t v) { return static_cast<int64_t>(extend(v, bytes, true)); };
   switch (static_cast<AtomOp>(in.mode)) {
-    case AtomOp::Add:
+    case AtomOp::kAdd:
       switch (t) {
-        case Type::F32:
+        case Type::kF32:
           return bits(f32(old) + f32(b));
-        case Type::F64:
+        case Type::kF64:
           return bits(f64(old) + f64(b));
-        case Type::F16:
+        case Type::kF16:
           return doubleToHalf(halfToDouble(static_cast<uint16_t>(old)) +
                               halfToDouble(static_cast<uint16_t>(b)));
-        case Type::BF16:
+        case Type::kBF16:
           return doubleToBfloat(bfloatToDouble(static_cast<uint16_t>(old)) +
                                 bfloatToDouble(static_cast<uint16_t>(b)));
-        case Type::F16x2:
-        case Type::BF16x2: {
+        case Type::kF16x2:
+        case Type::kBF16x2: {
           uint64_t r = 0;
           for (int k = 0; k < 2; ++k) {
             uint16_t x = static_cast<uint16_t>(old >> (16 * k)),
                      y = static_cast<uint16_t>(b >> (16 * k));
-            uint16_t s = t == Type::F16x2 ? doubleToHalf(halfToDouble(x) + halfToDouble(y))
-                                          : doubleToBfloat(bfloatToDouble(x) + bfloatToDouble(y));
+            uint16_t s = t == Type::kF16x2 ? doubleToHalf(halfToDouble(x) + halfToDouble(y))
+                                           : doubleToBfloat(bfloatToDouble(x) + bfloatToDouble(y));
             r |= uint64_t{s} << (16 * k);
           }
           return r;
@@ -116,29 +116,29 @@ uint64_t atomicCombine(const Instr& in, uint64_t old, uint64_t b, uint64_t c) {
         default:
           return (old + b) & m;
       }
-    case AtomOp::Min:
-      if (t == Type::F32) return bits(floatMin(f32(old), f32(b)));
-      if (t == Type::F64) return bits(floatMin(f64(old), f64(b)));
+    case AtomOp::kMin:
+      if (t == Type::kF32) return bits(floatMin(f32(old), f32(b)));
+      if (t == Type::kF64) return bits(floatMin(f64(old), f64(b)));
       if (isSigned(t)) return sext(old) < sext(b) ? old : b & m;
       return (old & m) < (b & m) ? old : b & m;
-    case AtomOp::Max:
-      if (t == Type::F32) return bits(floatMax(f32(old), f32(b)));
-      if (t == Type::F64) return bits(floatMax(f64(old), f64(b)));
+    case AtomOp::kMax:
+      if (t == Type::kF32) return bits(floatMax(f32(old), f32(b)));
+      if (t == Type::kF64) return bits(floatMax(f64(old), f64(b)));
       if (isSigned(t)) return sext(old) > sext(b) ? old : b & m;
       return (old & m) > (b & m) ? old : b & m;
-    case AtomOp::Inc:
+    case AtomOp::kInc:
       return (old & m) >= (b & m) ? 0 : (old + 1) & m;
-    case AtomOp::Dec:
+    case AtomOp::kDec:
       return ((old & m) == 0 || (old & m) > (b & m)) ? b & m : (old - 1) & m;
-    case AtomOp::And:
+    case AtomOp::kAnd:
       return old & b & m;
-    case AtomOp::Or:
+    case AtomOp::kOr:
       return (old | b) & m;
-    case AtomOp::Xor:
+    case AtomOp::kXor:
       return (old ^ b) & m;
-    case AtomOp::Exch:
+    case AtomOp::kExch:
       return b & m;
-    case AtomOp::Cas:
+    case AtomOp::kCas:
       return (old & m) == (b & m) ? c & m : old;
   }
   return old;
@@ -158,7 +158,7 @@ uint64_t atomicUpdate(uint8_t* p, const Instr& in, uint64_t b, uint64_t c) {
 }  // namespace
 
 void BlockRunner::atomic(const Instr& in, uint32_t exec) {
-  const bool isRed = in.op == Op::Red;
+  const bool isRed = in.op == Op::kRed;
   const Operand& addrOp = in.ops[isRed ? 0 : 1];
   const Operand& bOp = in.ops[isRed ? 1 : 2];
   const unsigned bytes = typeBytes(in.type);
@@ -178,7 +178,7 @@ void BlockRunner::atomic(const Instr& in, uint32_t exec) {
 void BlockRunner::integerOp(const Instr& in, uint32_t exec) {
   const Operand &d = in.ops[0], &A = in.ops[1], &B = in.ops[2], &C = in.ops[3];
   const bool cc = in.flags & kCC;
-  const bool isPred = in.type == Type::Pred;
+  const bool isPred = in.type == Type::kPred;
   withIntType(in.type, [&](auto tag) {
     using T = decltype(tag);
     using U = std::make_unsigned_t<T>;
@@ -187,7 +187,7 @@ void BlockRunner::integerOp(const Instr& in, uint32_t exec) {
     auto get = [&](const Operand& o, int l) { return static_cast<T>(value(o, l)); };
     auto put = [&](int l, T v) { set(d, l, raw<T>(v)); };
     switch (in.op) {
-      case Op::Add:
+      case Op::kAdd:
         forLanes(exec, [&](int l) {
           T a = get(A, l), b = get(B, l);
           U r = static_cast<U>(static_cast<U>(a) + static_cast<U>(b));
@@ -203,7 +203,7 @@ void BlockRunner::integerOp(const Instr& in, uint32_t exec) {
           put(l, static_cast<T>(r));
         });
         break;
-      case Op::Sub:
+      case Op::kSub:
         forLanes(exec, [&](int l) {
           T a = get(A, l), b = get(B, l);
           U r = static_cast<U>(static_cast<U>(a) - static_cast<U>(b));
@@ -219,57 +219,57 @@ void BlockRunner::integerOp(const Instr& in, uint32_t exec) {
           put(l, static_cast<T>(r));
         });
         break;
-      case Op::Addc:
+      case Op::kAddc:
         forLanes(exec, [&](int l) {
           Wide s = Wide{static_cast<U>(get(A, l))} + static_cast<U>(get(B, l)) + w_->carry[l];
           if (cc) w_->carry[l] = static_cast<uint8_t>(s >> W);
           put(l, static_cast<T>(static_cast<U>(s)));
         });
         break;
-      case Op::Subc:
+      case Op::kSubc:
         forLanes(exec, [&](int l) {
           Wide a = static_cast<U>(get(A, l)), b = Wide{static_cast<U>(get(B, l))} + w_->carry[l];
           if (cc) w_->carry[l] = a < b;
           put(l, static_cast<T>(static_cast<U>(a - b)));
         });
         break;
-      case Op::Mul:
-      case Op::Mad:
-      case Op::Madc:
+      case Op::kMul:
+      case Op::kMad:
+      case Op::kMadc:
         forLanes(exec, [&](int l) {
           T a = get(A, l), b = get(B, l);
           if ((in.flags & kWide) && W <= 32) {
             using WT = std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>;
             WT p = static_cast<WT>(a) * static_cast<WT>(b);
-            if (in.op != Op::Mul)
+            if (in.op != Op::kMul)
               p += static_cast<WT>(extend(value(C, l), 2 * W / 8, std::is_signed_v<T>));
             set(d, l, static_cast<uint64_t>(p) & widthMask(2 * W / 8));
             return;
           }
           U part = (in.flags & kHi) ? static_cast<U>(mulHi<T>(a, b))
                                     : static_cast<U>(static_cast<U>(a) * static_cast<U>(b));
-          if (in.op == Op::Mul) {
+          if (in.op == Op::kMul) {
             put(l, static_cast<T>(part));
             return;
           }
           U c = static_cast<U>(get(C, l));
-          Wide s = Wide{part} + c + (in.op == Op::Madc ? w_->carry[l] : 0);
+          Wide s = Wide{part} + c + (in.op == Op::kMadc ? w_->carry[l] : 0);
           if (cc) w_->carry[l] = static_cast<uint8_t>(s >> W);
           put(l, static_cast<T>(static_cast<U>(s)));
         });
         break;
-      case Op::Mul24:
-      case Op::Mad24:
+      case Op::kMul24:
+      case Op::kMad24:
         forLanes(exec, [&](int l) {
           int64_t a = static_cast<int64_t>(extend(value(A, l), 3, std::is_signed_v<T>));
           int64_t b = static_cast<int64_t>(extend(value(B, l), 3, std::is_signed_v<T>));
           int64_t p = a * b;
           uint32_t r = (in.flags & kHi) ? static_cast<uint32_t>(p >> 16) : static_cast<uint32_t>(p);
-          if (in.op == Op::Mad24) r += static_cast<uint32_t>(value(C, l));
+          if (in.op == Op::kMad24) r += static_cast<uint32_t>(value(C, l));
           set(d, l, r);
         });
         break;
-      case Op::Sad:
+      case Op::kSad:
         forLanes(exec, [&](int l) {
           T a = get(A, l), b = get(B, l);
           U diff = a > b ? static_cast<U>(static_cast<U>(a) - static_cast<U>(b))
@@ -277,53 +277,53 @@ void BlockRunner::integerOp(const Instr& in, uint32_t exec) {
           put(l, static_cast<T>(static_cast<U>(diff + static_cast<U>(get(C, l)))));
         });
         break;
-      case Op::Div:
+      case Op::kDiv:
         forLanes(exec, [&](int l) { put(l, intDiv<T>(get(A, l), get(B, l))); });
         break;
-      case Op::Rem:
+      case Op::kRem:
         forLanes(exec, [&](int l) { put(l, intRem<T>(get(A, l), get(B, l))); });
         break;
-      case Op::Min:
+      case Op::kMin:
         forLanes(exec, [&](int l) { put(l, std::min(get(A, l), get(B, l))); });
         break;
-      case Op::Max:
+      case Op::kMax:
         forLanes(exec, [&](int l) { put(l, std::max(get(A, l), get(B, l))); });
         break;
-      case Op::Neg:
+      case Op::kNeg:
         forLanes(exec, [&](int l) {
           put(l, static_cast<T>(static_cast<U>(0 - static_cast<U>(get(A, l)))));
         });
         break;
-      case Op::Abs:
+      case Op::kAbs:
         forLanes(exec, [&](int l) {
           T a = get(A, l);
           put(l, a < 0 ? static_cast<T>(static_cast<U>(0 - static_cast<U>(a))) : a);
         });
         break;
-      case Op::And:
+      case Op::kAnd:
         forLanes(exec, [&](int l) { put(l, static_cast<T>(get(A, l) & get(B, l))); });
         break;
-      case Op::Or:
+      case Op::kOr:
         forLanes(exec, [&](int l) { put(l, static_cast<T>(get(A, l) | get(B, l))); });
         break;
-      case Op::Xor:
+      case Op::kXor:
         forLanes(exec, [&](int l) { put(l, static_cast<T>(get(A, l) ^ get(B, l))); });
         break;
-      case Op::Not:
+      case Op::kNot:
         forLanes(exec, [&](int l) {
           put(l, isPred ? static_cast<T>((get(A, l) & 1) ^ 1) : static_cast<T>(~get(A, l)));
         });
         break;
-      case Op::Cnot:
+      case Op::kCnot:
         forLanes(exec, [&](int l) { put(l, static_cast<T>(get(A, l) == 0 ? 1 : 0)); });
         break;
-      case Op::Shl:
+      case Op::kShl:
         forLanes(exec, [&](int l) {
           uint32_t n = static_cast<uint32_t>(value(B, l));
           put(l, n >= W ? T{0} : static_cast<T>(static_cast<U>(static_cast<U>(get(A, l)) << n)));
         });
         break;
-      case Op::Shr:
+      case Op::kShr:
         forLanes(exec, [&](int l) {
           uint32_t n = static_cast<uint32_t>(value(B, l));
           T a = get(A, l);
@@ -333,33 +333,33 @@ void BlockRunner::integerOp(const Instr& in, uint32_t exec) {
             put(l, n >= W ? T{0} : static_cast<T>(a >> n));
         });
         break;
-      case Op::Popc:
+      case Op::kPopc:
         forLanes(exec, [&](int l) {
           set(d, l, static_cast<uint32_t>(std::popcount(static_cast<U>(get(A, l)))));
         });
         break;
-      case Op::Clz:
+      case Op::kClz:
         forLanes(exec, [&](int l) {
           set(d, l, static_cast<uint32_t>(std::countl_zero(static_cast<U>(get(A, l)))));
         });
         break;
-      case Op::Brev:
+      case Op::kBrev:
         forLanes(exec, [&](int l) {
           U a = static_cast<U>(get(A, l)), r = 0;
           for (unsigned i = 0; i < W; ++i) r = static_cast<U>(r | (((a >> i) & 1) << (W - 1 - i)));
           put(l, static_cast<T>(r));
         });
         break;
-      case Op::Bfind:
+      case Op::kBfind:
         forLanes(exec, [&](int l) { set(d, l, findMsb<T>(get(A, l), in.flags & kShiftAmt)); });
         break;
-      case Op::Bfe:
+      case Op::kBfe:
         forLanes(exec, [&](int l) {
           put(l, bitFieldExtract<T>(get(A, l), static_cast<uint32_t>(value(B, l)),
                                     static_cast<uint32_t>(value(C, l))));
         });
         break;
-      case Op::Bfi:
+      case Op::kBfi:
         forLanes(exec, [&](int l) {
           put(l,
               static_cast<T>(bitFieldInsert<U>(static_cast<U>(get(A, l)), static_cast<U>(get(B, l)),
@@ -367,21 +367,21 @@ void BlockRunner::integerOp(const Instr& in, uint32_t exec) {
                                                static_cast<uint32_t>(value(in.ops[4], l)))));
         });
         break;
-      case Op::Prmt:
+      case Op::kPrmt:
         forLanes(exec, [&](int l) {
           set(d, l,
               permute(static_cast<uint32_t>(value(A, l)), static_cast<uint32_t>(value(B, l)),
                       static_cast<uint32_t>(value(C, l)), in.mode));
         });
         break;
-      case Op::Bmsk:
+      case Op::kBmsk:
         forLanes(exec, [&](int l) {
           set(d, l,
               bitMask(static_cast<uint32_t>(value(A, l)), static_cast<uint32_t>(value(B, l)),
                       in.flags & kClamp));
         });
         break;
-      case Op::Shf:
+      case Op::kShf:
         forLanes(exec, [&](int l) {
           set(d, l,
               funnelShift(static_cast<uint32_t>(value(A, l)), static_cast<uint32_t>(value(B, l)),
@@ -397,17 +397,17 @@ void BlockRunner::integerOp(const Instr& in, uint32_t exec) {
 void BlockRunner::executeSimple(const Instr& in, uint32_t exec, uint32_t group) {
   const Operand& d = in.ops[0];
   switch (in.op) {
-    case Op::Mov: {
+    case Op::kMov: {
       const Operand& s = in.ops[1];
       const unsigned bytes = typeBytes(in.type);
-      if (d.kind == OperandKind::Vector) {  // unpack
+      if (d.kind == OperandKind::kVector) {  // unpack
         const unsigned eb = bytes * 8 / d.count;
         forLanes(exec, [&](int l) {
           uint64_t v = value(s, l);
           for (unsigned k = 0; k < d.count; ++k)
             set(element(d, k), l, (v >> (k * eb)) & widthMask(eb / 8));
         });
-      } else if (s.kind == OperandKind::Vector) {  // pack
+      } else if (s.kind == OperandKind::kVector) {  // pack
         const unsigned eb = bytes * 8 / s.count;
         forLanes(exec, [&](int l) {
           uint64_t v = 0;
@@ -421,7 +421,7 @@ void BlockRunner::executeSimple(const Instr& in, uint32_t exec, uint32_t group) 
       }
       return;
     }
-    case Op::Ld: {
+    case Op::kLd: {
       const unsigned eb = typeBytes(in.type), n = in.vec;
       const bool sgn = isSigned(in.type);
       forLanes(exec, [&](int l) {
@@ -434,7 +434,7 @@ void BlockRunner::executeSimple(const Instr& in, uint32_t exec, uint32_t group) 
       });
       return;
     }
-    case Op::St: {
+    case Op::kSt: {
       const unsigned eb = typeBytes(in.type), n = in.vec;
       const Operand& s = in.ops[1];
       forLanes(exec, [&](int l) {
@@ -446,9 +446,9 @@ void BlockRunner::executeSimple(const Instr& in, uint32_t exec, uint32_t group) 
       });
       return;
     }
-    case Op::Cvt:
-      if (in.type == Type::F16x2 || in.type == Type::BF16x2) {
-        Type h = in.type == Type::F16x2 ? Type::F16 : Type::BF16;
+    case Op::kCvt:
+      if (in.type == Type::kF16x2 || in.type == Type::kBF16x2) {
+        Type h = in.type == Type::kF16x2 ? Type::kF16 : Type::kBF16;
         forLanes(exec, [&](int l) {
           uint64_t hi = convert(value(in.ops[1], l), h, in.type2, in.round, in.flags);
           uint64_t lo = convert(value(in.ops[2], l), h, in.type2, in.round, in.flags);
@@ -460,12 +460,12 @@ void BlockRunner::executeSimple(const Instr& in, uint32_t exec, uint32_t group) 
         });
       }
       return;
-    case Op::Cvta:
-    case Op::CvtaTo: {
-      const bool to = in.op == Op::CvtaTo;
-      uint64_t window = in.space == Space::Shared  ? kSharedWindow
-                        : in.space == Space::Local ? kLocalWindow
-                                                   : 0;
+    case Op::kCvta:
+    case Op::kCvtaTo: {
+      const bool to = in.op == Op::kCvtaTo;
+      uint64_t window = in.space == Space::kShared  ? kSharedWindow
+                        : in.space == Space::kLocal ? kLocalWindow
+                                                    : 0;
       forLanes(exec, [&](int l) {
         uint64_t v = value(in.ops[1], l);
         if (window)
@@ -475,18 +475,18 @@ void BlockRunner::executeSimple(const Instr& in, uint32_t exec, uint32_t group) 
       });
       return;
     }
-    case Op::Isspacep:
+    case Op::kIsspacep:
       forLanes(exec, [&](int l) {
         uint64_t v = value(in.ops[1], l);
         bool r;
         switch (in.space) {
-          case Space::Shared:
+          case Space::kShared:
             r = v >= kSharedWindow && v < kSharedWindow + kWindowSize;
             break;
-          case Space::Local:
+          case Space::kLocal:
             r = v >= kLocalWindow && v < kLocalWindow + kWindowSize;
             break;
-          case Space::Param:
+          case Space::kParam:
             r = v >= kParamWindow && v < kParamWindow + kWindowSize;
             break;
           default:
@@ -497,31 +497,31 @@ void BlockRunner::executeSimple(const Instr& in, uint32_t exec, uint32_t group) 
         set(d, l, r);
       });
       return;
-    case Op::Selp:
+    case Op::kSelp:
       forLanes(exec, [&](int l) {
         set(d, l, (value(in.ops[3], l) & 1) ? value(in.ops[1], l) : value(in.ops[2], l));
       });
       return;
-    case Op::Setp: {
+    case Op::kSetp: {
       const CmpOp cmp = static_cast<CmpOp>(in.mode);
       forLanes(exec, [&](int l) {
         uint64_t a = value(in.ops[1], l), b = value(in.ops[2], l);
         bool r = false, r2 = false;
         bool pair = false;
         switch (in.type) {
-          case Type::F32:
+          case Type::kF32:
             r = floatCompare(cmp, inF32(a, in.flags), inF32(b, in.flags));
             break;
-          case Type::F64:
+          case Type::kF64:
             r = floatCompare(cmp, f64(a), f64(b));
             break;
-          case Type::F16:
-          case Type::BF16:
+          case Type::kF16:
+          case Type::kBF16:
             r = floatCompare(cmp, toDouble(a, in.type), toDouble(b, in.type));
             break;
-          case Type::F16x2:
-          case Type::BF16x2: {
-            Type h = in.type == Type::F16x2 ? Type::F16 : Type::BF16;
+          case Type::kF16x2:
+          case Type::kBF16x2: {
+            Type h = in.type == Type::kF16x2 ? Type::kF16 : Type::kBF16;
             r = floatCompare(cmp, toDouble(a, h), toDouble(b, h));
             r2 = floatCompare(cmp, toDouble(a >> 16, h), toDouble(b >> 16, h));
             pair = true;
@@ -539,12 +539,12 @@ void BlockRunner::executeSimple(const Instr& in, uint32_t exec, uint32_t group) 
           return;
         }
         bool q = !r;
-        if (in.boolOp != BoolOp::None) {
+        if (in.boolOp != BoolOp::kNone) {
           bool c = value(in.ops[3], l) & 1;
           auto combine = [&](bool x) {
-            return in.boolOp == BoolOp::And  ? (x && c)
-                   : in.boolOp == BoolOp::Or ? (x || c)
-                                             : (x != c);
+            return in.boolOp == BoolOp::kAnd  ? (x && c)
+                   : in.boolOp == BoolOp::kOr ? (x || c)
+                                              : (x != c);
           };
           r = combine(r);
           q = combine(q);
@@ -554,49 +554,49 @@ void BlockRunner::executeSimple(const Instr& in, uint32_t exec, uint32_t group) 
       });
       return;
     }
-    case Op::Activemask:
+    case Op::kActivemask:
       forLanes(exec, [&](int l) { set(d, l, group); });
       return;
-    case Op::Atom:
-    case Op::Red:
+    case Op::kAtom:
+    case Op::kRed:
       atomic(in, exec);
       return;
-    case Op::Membar:
+    case Op::kMembar:
       std::atomic_thread_fence(std::memory_order_seq_cst);
       return;
-    case Op::Nop:
+    case Op::kNop:
       return;
-    case Op::CpAsync:
+    case Op::kCpAsync:
       forLanes(exec, [&](int l) {
         uint64_t size = value(in.ops[2], l);
         uint64_t srcSize = in.numOps > 3 ? std::min(value(in.ops[3], l), size) : size;
-        uint8_t* dst = access(Space::Shared, address(in.ops[0], l), size, l);
+        uint8_t* dst = access(Space::kShared, address(in.ops[0], l), size, l);
         if (srcSize)
-          std::memcpy(dst, access(Space::Global, address(in.ops[1], l), srcSize, l), srcSize);
+          std::memcpy(dst, access(Space::kGlobal, address(in.ops[1], l), srcSize, l), srcSize);
         std::memset(dst + srcSize, 0, size - srcSize);
       });
       return;
-    case Op::Testp: {
+    case Op::kTestp: {
       const TestpOp t = static_cast<TestpOp>(in.mode);
       forLanes(exec, [&](int l) {
-        double v = in.type == Type::F32 ? static_cast<double>(f32(value(in.ops[1], l)))
-                                        : f64(value(in.ops[1], l));
+        double v = in.type == Type::kF32 ? static_cast<double>(f32(value(in.ops[1], l)))
+                                         : f64(value(in.ops[1], l));
         int cls =
-            in.type == Type::F32 ? std::fpclassify(f32(value(in.ops[1], l))) : std::fpclassify(v);
-        bool r = t == TestpOp::Finite       ? std::isfinite(v)
-                 : t == TestpOp::Infinite   ? std::isinf(v)
-                 : t == TestpOp::Number     ? !std::isnan(v)
-                 : t == TestpOp::NotANumber ? std::isnan(v)
-                 : t == TestpOp::Normal     ? cls == FP_NORMAL
-                                            : cls == FP_SUBNORMAL;
+            in.type == Type::kF32 ? std::fpclassify(f32(value(in.ops[1], l))) : std::fpclassify(v);
+        bool r = t == TestpOp::kFinite       ? std::isfinite(v)
+                 : t == TestpOp::kInfinite   ? std::isinf(v)
+                 : t == TestpOp::kNumber     ? !std::isnan(v)
+                 : t == TestpOp::kNotANumber ? std::isnan(v)
+                 : t == TestpOp::kNormal     ? cls == FP_NORMAL
+                                             : cls == FP_SUBNORMAL;
         set(d, l, r);
       });
       return;
     }
-    case Op::Copysign:
+    case Op::kCopysign:
       forLanes(exec, [&](int l) {
         uint64_t a = value(in.ops[1], l), b = value(in.ops[2], l);
-        uint64_t sign = in.type == Type::F32 ? 0x80000000ull : 0x8000000000000000ull;
+        uint64_t sign = in.type == Type::kF32 ? 0x80000000ull : 0x8000000000000000ull;
         set(d, l, (b & ~sign & widthMask(typeBytes(in.type))) | (a & sign));
       });
       return;
@@ -608,30 +608,30 @@ void BlockRunner::executeSimple(const Instr& in, uint32_t exec, uint32_t group) 
     return;
   }
   switch (in.op) {
-    case Op::Add:
+    case Op::kAdd:
       floatBinary(in, exec, [](auto a, auto b) { return a + b; });
       return;
-    case Op::Sub:
+    case Op::kSub:
       floatBinary(in, exec, [](auto a, auto b) { return a - b; });
       return;
-    case Op::Mul:
+    case Op::kMul:
       floatBinary(in, exec, [](auto a, auto b) { return a * b; });
       return;
-    case Op::Div:
+    case Op::kDiv:
       floatBinary(in, exec, [](auto a, auto b) { return a / b; });
       return;
-    case Op::Min:
+    case Op::kMin:
       floatBinary(in, exec, [](auto a, auto b) { return floatMin(a, b); });
       return;
-    case Op::Max:
+    case Op::kMax:
       floatBinary(in, exec, [](auto a, auto b) { return floatMax(a, b); });
       return;
-    case Op::Fma:
-    case Op::Mad: {
+    case Op::kFma:
+    case Op::kMad: {
       RoundingScope scope(in.round);
       const Operand &A = in.ops[1], &B = in.ops[2], &C = in.ops[3];
       switch (in.type) {
-        case Type::F32:
+        case Type::kF32:
           forLanes(exec, [&](int l) {
             set(d, l,
                 finishF32(std::fma(inF32(value(A, l), in.flags), inF32(value(B, l), in.flags),
@@ -639,7 +639,7 @@ void BlockRunner::executeSimple(const Instr& in, uint32_t exec, uint32_t group) 
                           in.flags));
           });
           break;
-        case Type::F64:
+        case Type::kF64:
           forLanes(exec, [&](int l) {
             set(d, l,
                 finishF64(std::fma(f64(value(A, l)), f64(value(B, l)), f64(value(C, l))),
@@ -647,8 +647,8 @@ void BlockRunner::executeSimple(const Instr& in, uint32_t exec, uint32_t group) 
           });
           break;
         default: {
-          const bool pair = in.type == Type::F16x2 || in.type == Type::BF16x2;
-          Type h = (in.type == Type::BF16 || in.type == Type::BF16x2) ? Type::BF16 : Type::F16;
+          const bool pair = in.type == Type::kF16x2 || in.type == Type::kBF16x2;
+          Type h = (in.type == Type::kBF16 || in.type == Type::kBF16x2) ? Type::kBF16 : Type::kF16;
           forLanes(exec, [&](int l) {
             uint64_t a = value(A, l), b = value(B, l), c = value(C, l), r = 0;
             for (int k = 0; k < (pair ? 2 : 1); ++k)
@@ -662,42 +662,42 @@ void BlockRunner::executeSimple(const Instr& in, uint32_t exec, uint32_t group) 
       }
       return;
     }
-    case Op::Neg:
-    case Op::Abs: {
+    case Op::kNeg:
+    case Op::kAbs: {
       const unsigned bytes = typeBytes(in.type);
-      const uint64_t sign = bytes == 8                           ? 0x8000000000000000ull
-                            : bytes == 4 && in.type == Type::F32 ? 0x80000000ull
-                            : in.type == Type::F16x2 || in.type == Type::BF16x2 ? 0x80008000ull
-                                                                                : 0x8000ull;
+      const uint64_t sign = bytes == 8                            ? 0x8000000000000000ull
+                            : bytes == 4 && in.type == Type::kF32 ? 0x80000000ull
+                            : in.type == Type::kF16x2 || in.type == Type::kBF16x2 ? 0x80008000ull
+                                                                                  : 0x8000ull;
       forLanes(exec, [&](int l) {
         uint64_t a = value(in.ops[1], l);
-        if (in.type == Type::F32 && (in.flags & kFtz)) a = bits(flush(f32(a)));
-        set(d, l, in.op == Op::Neg ? a ^ sign : a & ~sign);
+        if (in.type == Type::kF32 && (in.flags & kFtz)) a = bits(flush(f32(a)));
+        set(d, l, in.op == Op::kNeg ? a ^ sign : a & ~sign);
       });
       return;
     }
-    case Op::Sqrt:
+    case Op::kSqrt:
       floatUnary(in, exec, [](auto a) { return std::sqrt(a); });
       return;
-    case Op::Rcp:
+    case Op::kRcp:
       floatUnary(in, exec, [](auto a) { return decltype(a){1} / a; });
       return;
-    case Op::Rsqrt:
+    case Op::kRsqrt:
       floatUnary(in, exec, [](auto a) { return decltype(a){1} / std::sqrt(a); });
       return;
-    case Op::Ex2:
+    case Op::kEx2:
       floatUnary(in, exec, [](auto a) { return std::exp2(a); });
       return;
-    case Op::Lg2:
+    case Op::kLg2:
       floatUnary(in, exec, [](auto a) { return std::log2(a); });
       return;
-    case Op::Sin:
+    case Op::kSin:
       floatUnary(in, exec, [](auto a) { return std::sin(a); });
       return;
-    case Op::Cos:
+    case Op::kCos:
       floatUnary(in, exec, [](auto a) { return std::cos(a); });
       return;
-    case Op::Tanh:
+    case Op::kTanh:
       floatUnary(in, exec, [](auto a) { return std::tanh(a); });
       return;
     default:

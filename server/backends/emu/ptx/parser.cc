@@ -31,10 +31,10 @@ class Parser {
   explicit Parser(std::vector<Token> tokens) : toks_(std::move(tokens)) {}
 
   void parseModule(AstModule* m) {
-    while (!at(TokenKind::End)) {
+    while (!at(TokenKind::kEnd)) {
       const Token& t = peek();
-      if (t.kind == TokenKind::Error) fail("unexpected character '" + std::string(t.text) + "'");
-      if (t.kind != TokenKind::Directive) fail("expected a directive at module scope");
+      if (t.kind == TokenKind::kError) fail("unexpected character '" + std::string(t.text) + "'");
+      if (t.kind != TokenKind::kDirective) fail("expected a directive at module scope");
       std::string_view d = t.text;
       if (d == ".version") {
         next();
@@ -48,25 +48,25 @@ class Parser {
       } else if (d == ".target") {
         next();
         do {
-          const Token& v = expect(TokenKind::Name, "target name");
+          const Token& v = expect(TokenKind::kName, "target name");
           if (v.text.substr(0, 3) == "sm_")
             m->targetSm = static_cast<uint32_t>(std::atoi(std::string(v.text.substr(3)).c_str()));
           if (v.text == "debug") m->debug = true;
         } while (accept(','));
       } else if (d == ".address_size") {
         next();
-        m->addressSize = static_cast<uint32_t>(expect(TokenKind::Integer, "address size").integer);
+        m->addressSize = static_cast<uint32_t>(expect(TokenKind::kInteger, "address size").integer);
       } else if (d == ".file") {
         next();
-        expect(TokenKind::Integer, "file number");
-        expect(TokenKind::String, "file name");
+        expect(TokenKind::kInteger, "file number");
+        expect(TokenKind::kString, "file name");
         while (accept(',')) next();
       } else if (d == ".section") {
         next();
         skipBalancedBraces();
       } else if (d == ".pragma") {
         next();
-        expect(TokenKind::String, "pragma string");
+        expect(TokenKind::kString, "pragma string");
         while (!acceptPunct(';')) next();
       } else {
         parseModuleDeclaration(m);
@@ -86,7 +86,7 @@ class Parser {
     } else {
       // Consuming the last token (End, or Error at a bad character) would make every skipping
       // loop spin forever on truncated input.
-      if (t.kind == TokenKind::Error) fail("unexpected character '" + std::string(t.text) + "'");
+      if (t.kind == TokenKind::kError) fail("unexpected character '" + std::string(t.text) + "'");
       fail("unexpected end of input");
     }
     return t;
@@ -100,7 +100,7 @@ class Parser {
     return true;
   }
   bool acceptDirective(std::string_view d) {
-    if (peek().kind == TokenKind::Directive && peek().text == d) {
+    if (peek().kind == TokenKind::kDirective && peek().text == d) {
       next();
       return true;
     }
@@ -108,7 +108,7 @@ class Parser {
   }
   [[noreturn]] void fail(const std::string& what) const {
     const Token& t = peek();
-    std::string near = t.kind == TokenKind::End ? "end of input" : "'" + std::string(t.text) + "'";
+    std::string near = t.kind == TokenKind::kEnd ? "end of input" : "'" + std::string(t.text) + "'";
     throw SyntaxError{"line " + std::to_string(t.line) + ": " + what + " near " + near};
   }
   const Token& expect(TokenKind k, const char* what) {
@@ -120,12 +120,12 @@ class Parser {
   }
   void skipBalancedBraces() {
     while (!atPunct('{')) {
-      if (at(TokenKind::End)) fail("expected '{'");
+      if (at(TokenKind::kEnd)) fail("expected '{'");
       next();
     }
     int depth = 0;
     do {
-      if (at(TokenKind::End)) fail("unterminated section");
+      if (at(TokenKind::kEnd)) fail("unterminated section");
       if (atPunct('{')) ++depth;
       if (atPunct('}')) --depth;
       next();
@@ -136,8 +136,8 @@ class Parser {
   void parseModuleDeclaration(AstModule* m) {
     bool isExtern = false;
     uint32_t line = peek().line;
-    while (at(TokenKind::Directive) && (peek().text == ".visible" || peek().text == ".extern" ||
-                                        peek().text == ".weak" || peek().text == ".common")) {
+    while (at(TokenKind::kDirective) && (peek().text == ".visible" || peek().text == ".extern" ||
+                                         peek().text == ".weak" || peek().text == ".common")) {
       if (peek().text == ".extern") isExtern = true;
       next();
     }
@@ -149,7 +149,7 @@ class Parser {
       m->functions.push_back(parseFunction(false, line));
       return;
     }
-    if (at(TokenKind::Directive) && isSpaceDirective(peek().text)) {
+    if (at(TokenKind::kDirective) && isSpaceDirective(peek().text)) {
       std::vector<AstVariable> vars = parseVariableDeclaration(true);
       for (auto& v : vars) {
         v.isExtern = v.isExtern || isExtern;
@@ -165,23 +165,23 @@ class Parser {
     f.isEntry = isEntry;
     f.line = line;
     if (atPunct('(')) f.returnParams = parseParamList();
-    f.name = std::string(expect(TokenKind::Name, "function name").text);
+    f.name = std::string(expect(TokenKind::kName, "function name").text);
     if (atPunct('(')) f.params = parseParamList();
     // Performance directives and attributes up to the body or ';'.
     while (!atPunct('{') && !atPunct(';')) {
-      if (at(TokenKind::End)) fail("expected function body");
-      if (peek().kind == TokenKind::Directive &&
+      if (at(TokenKind::kEnd)) fail("expected function body");
+      if (peek().kind == TokenKind::kDirective &&
           (peek().text == ".maxntid" || peek().text == ".reqntid")) {
         next();
         uint32_t product = 1;
-        do product *= static_cast<uint32_t>(expect(TokenKind::Integer, "thread count").integer);
+        do product *= static_cast<uint32_t>(expect(TokenKind::kInteger, "thread count").integer);
         while (accept(','));
         f.maxThreads = product;
         continue;
       }
-      if (peek().kind == TokenKind::Directive && peek().text == ".pragma") {
+      if (peek().kind == TokenKind::kDirective && peek().text == ".pragma") {
         next();
-        expect(TokenKind::String, "pragma string");
+        expect(TokenKind::kString, "pragma string");
         expectPunct(';');
         continue;
       }
@@ -210,12 +210,12 @@ class Parser {
   std::vector<AstVariable> parseVariableDeclaration(bool terminated) {
     AstVariable proto;
     proto.line = peek().line;
-    proto.space = std::string(expect(TokenKind::Directive, "state space").text);
-    while (at(TokenKind::Directive)) {
+    proto.space = std::string(expect(TokenKind::kDirective, "state space").text);
+    while (at(TokenKind::kDirective)) {
       std::string_view d = peek().text;
       if (d == ".align") {
         next();
-        proto.align = static_cast<uint32_t>(expect(TokenKind::Integer, "alignment").integer);
+        proto.align = static_cast<uint32_t>(expect(TokenKind::kInteger, "alignment").integer);
       } else if (d == ".v2" || d == ".v4" || d == ".v8") {
         proto.vectorWidth = static_cast<uint32_t>(d[2] - '0');
         next();
@@ -233,9 +233,9 @@ class Parser {
     std::vector<AstVariable> out;
     do {
       AstVariable v = proto;
-      v.name = std::string(expect(TokenKind::Name, "variable name").text);
+      v.name = std::string(expect(TokenKind::kName, "variable name").text);
       if (acceptPunct('<')) {
-        v.rangeCount = static_cast<uint32_t>(expect(TokenKind::Integer, "register count").integer);
+        v.rangeCount = static_cast<uint32_t>(expect(TokenKind::kInteger, "register count").integer);
         expectPunct('>');
       }
       while (acceptPunct('[')) {
@@ -243,7 +243,7 @@ class Parser {
           v.dimensions.push_back(0);
           continue;
         }
-        v.dimensions.push_back(expect(TokenKind::Integer, "array size").integer);
+        v.dimensions.push_back(expect(TokenKind::kInteger, "array size").integer);
         expectPunct(']');
       }
       if (acceptPunct('=')) {
@@ -269,32 +269,32 @@ class Parser {
     bool negative = acceptPunct('-');
     const Token& t = next();
     switch (t.kind) {
-      case TokenKind::Integer:
-        init.kind = AstInitializer::Kind::Integer;
+      case TokenKind::kInteger:
+        init.kind = AstInitializer::Kind::kInteger;
         init.integer = negative ? (~t.integer + 1) : t.integer;
         break;
-      case TokenKind::F32Bits:
-        init.kind = AstInitializer::Kind::F32Bits;
+      case TokenKind::kF32Bits:
+        init.kind = AstInitializer::Kind::kF32Bits;
         init.integer = t.integer;
         break;
-      case TokenKind::F64Bits:
-        init.kind = AstInitializer::Kind::F64Bits;
+      case TokenKind::kF64Bits:
+        init.kind = AstInitializer::Kind::kF64Bits;
         init.integer = t.integer;
         break;
-      case TokenKind::Decimal:
-        init.kind = AstInitializer::Kind::Decimal;
+      case TokenKind::kDecimal:
+        init.kind = AstInitializer::Kind::kDecimal;
         init.real = negative ? -t.real : t.real;
         break;
-      case TokenKind::Name: {
-        init.kind = AstInitializer::Kind::Symbol;
+      case TokenKind::kName: {
+        init.kind = AstInitializer::Kind::kSymbol;
         if ((t.text == "generic" || t.text == "mask") && atPunct('(')) {
           next();
-          init.symbol = std::string(expect(TokenKind::Name, "symbol").text);
+          init.symbol = std::string(expect(TokenKind::kName, "symbol").text);
           expectPunct(')');
         } else {
           init.symbol = std::string(t.text);
         }
-        if (acceptPunct('+')) init.integer = expect(TokenKind::Integer, "offset").integer;
+        if (acceptPunct('+')) init.integer = expect(TokenKind::kInteger, "offset").integer;
         break;
       }
       default:
@@ -307,14 +307,14 @@ class Parser {
   void parseBlock(std::vector<AstStatement>* body) {
     expectPunct('{');
     AstStatement open;
-    open.kind = AstStatement::Kind::OpenScope;
+    open.kind = AstStatement::Kind::kOpenScope;
     body->push_back(open);
     while (!acceptPunct('}')) {
-      if (at(TokenKind::End)) fail("expected '}'");
+      if (at(TokenKind::kEnd)) fail("expected '}'");
       parseStatement(body);
     }
     AstStatement close;
-    close.kind = AstStatement::Kind::CloseScope;
+    close.kind = AstStatement::Kind::kCloseScope;
     body->push_back(close);
   }
 
@@ -324,25 +324,25 @@ class Parser {
       parseBlock(body);
       return;
     }
-    if (t.kind == TokenKind::Directive) {
+    if (t.kind == TokenKind::kDirective) {
       std::string_view d = t.text;
       if (d == ".loc" || d == ".file") {
         // Debug line info has no terminator: skip the rest of the line.
         uint32_t line = t.line;
         next();
-        while (!at(TokenKind::End) && peek().line == line && !atPunct('}')) next();
+        while (!at(TokenKind::kEnd) && peek().line == line && !atPunct('}')) next();
         return;
       }
       if (d == ".pragma") {
         next();
-        expect(TokenKind::String, "pragma string");
+        expect(TokenKind::kString, "pragma string");
         expectPunct(';');
         return;
       }
       if (isSpaceDirective(d)) {
         for (auto& v : parseVariableDeclaration(true)) {
           AstStatement s;
-          s.kind = AstStatement::Kind::Variable;
+          s.kind = AstStatement::Kind::kVariable;
           s.line = v.line;
           s.variable = std::move(v);
           body->push_back(std::move(s));
@@ -351,16 +351,16 @@ class Parser {
       }
       fail("unknown directive in function body");
     }
-    if (t.kind == TokenKind::Name && peek(1).is(':')) {
+    if (t.kind == TokenKind::kName && peek(1).is(':')) {
       AstStatement s;
-      s.kind = AstStatement::Kind::Label;
+      s.kind = AstStatement::Kind::kLabel;
       s.label = std::string(t.text);
       s.line = t.line;
       next();
       next();
-      if (peek().kind == TokenKind::Directive && peek().text == ".callprototype") {
+      if (peek().kind == TokenKind::kDirective && peek().text == ".callprototype") {
         while (!acceptPunct(';')) {  // prototype of an indirect call: only a name is needed
-          if (at(TokenKind::End)) fail("unterminated .callprototype");
+          if (at(TokenKind::kEnd)) fail("unterminated .callprototype");
           next();
         }
       }
@@ -368,7 +368,7 @@ class Parser {
       return;
     }
     AstStatement s;
-    s.kind = AstStatement::Kind::Instruction;
+    s.kind = AstStatement::Kind::kInstruction;
     s.line = t.line;
     parseInstruction(&s.instruction);
     body->push_back(std::move(s));
@@ -378,11 +378,11 @@ class Parser {
     in->line = peek().line;
     if (acceptPunct('@')) {
       in->guardNegated = acceptPunct('!');
-      in->guard = std::string(expect(TokenKind::Name, "guard predicate").text);
+      in->guard = std::string(expect(TokenKind::kName, "guard predicate").text);
     }
-    in->opcode = std::string(expect(TokenKind::Name, "opcode").text);
+    in->opcode = std::string(expect(TokenKind::kName, "opcode").text);
     // Some opcodes carry directive-like suffixes split off by the lexer (e.g. "bar.warp.sync").
-    while (at(TokenKind::Directive)) in->opcode += std::string(next().text);
+    while (at(TokenKind::kDirective)) in->opcode += std::string(next().text);
     if (acceptPunct(';')) return;
     do in->operands.push_back(parseOperand());
     while (accept(','));
@@ -392,14 +392,14 @@ class Parser {
   AstOperand parseOperand() {
     AstOperand op;
     if (acceptPunct('{')) {
-      op.kind = AstOperand::Kind::Vector;
+      op.kind = AstOperand::Kind::kVector;
       do op.elements.push_back(parseOperand());
       while (accept(','));
       expectPunct('}');
       return op;
     }
     if (acceptPunct('(')) {
-      op.kind = AstOperand::Kind::List;
+      op.kind = AstOperand::Kind::kList;
       if (acceptPunct(')')) return op;
       do op.elements.push_back(parseOperand());
       while (accept(','));
@@ -407,17 +407,17 @@ class Parser {
       return op;
     }
     if (acceptPunct('[')) {
-      op.kind = AstOperand::Kind::Address;
-      if (at(TokenKind::Name)) {
+      op.kind = AstOperand::Kind::kAddress;
+      if (at(TokenKind::kName)) {
         op.name = std::string(next().text);
         if (atPunct('+') || atPunct('-')) {
           bool neg = next().is('-');
           if (acceptPunct('-')) neg = !neg;
-          uint64_t v = expect(TokenKind::Integer, "address offset").integer;
+          uint64_t v = expect(TokenKind::kInteger, "address offset").integer;
           op.integer = neg ? ~v + 1 : v;
         }
       } else {
-        op.integer = expect(TokenKind::Integer, "address").integer;
+        op.integer = expect(TokenKind::kInteger, "address").integer;
       }
       // Texture/surface coordinates: [tex, {x, y}]. Kept so the validator can name the opcode.
       while (acceptPunct(',')) op.elements.push_back(parseOperand());
@@ -425,50 +425,50 @@ class Parser {
       return op;
     }
     if (acceptPunct('!')) {
-      op.kind = AstOperand::Kind::Name;
+      op.kind = AstOperand::Kind::kName;
       op.negated = true;
-      op.name = std::string(expect(TokenKind::Name, "predicate").text);
+      op.name = std::string(expect(TokenKind::kName, "predicate").text);
       return op;
     }
     bool negative = acceptPunct('-');
     const Token& t = next();
     switch (t.kind) {
-      case TokenKind::Integer:
-        op.kind = AstOperand::Kind::Integer;
+      case TokenKind::kInteger:
+        op.kind = AstOperand::Kind::kInteger;
         op.integer = negative ? ~t.integer + 1 : t.integer;
         return op;
-      case TokenKind::F32Bits:
-        op.kind = AstOperand::Kind::F32Bits;
+      case TokenKind::kF32Bits:
+        op.kind = AstOperand::Kind::kF32Bits;
         op.integer = negative ? t.integer ^ 0x80000000u : t.integer;
         return op;
-      case TokenKind::F64Bits:
-        op.kind = AstOperand::Kind::F64Bits;
+      case TokenKind::kF64Bits:
+        op.kind = AstOperand::Kind::kF64Bits;
         op.integer = negative ? t.integer ^ 0x8000000000000000ull : t.integer;
         return op;
-      case TokenKind::Decimal:
-        op.kind = AstOperand::Kind::Decimal;
+      case TokenKind::kDecimal:
+        op.kind = AstOperand::Kind::kDecimal;
         op.real = negative ? -t.real : t.real;
         return op;
-      case TokenKind::Name:
+      case TokenKind::kName:
         if (negative) fail("cannot negate a name");
         if (t.text == "_") {
-          op.kind = AstOperand::Kind::Sink;
+          op.kind = AstOperand::Kind::kSink;
           return op;
         }
         op.name = std::string(t.text);
         if (acceptPunct('|')) {
-          op.kind = AstOperand::Kind::Dual;
-          op.name2 = std::string(expect(TokenKind::Name, "second destination").text);
+          op.kind = AstOperand::Kind::kDual;
+          op.name2 = std::string(expect(TokenKind::kName, "second destination").text);
           return op;
         }
-        if (atPunct('+') && peek(1).kind == TokenKind::Integer) {  // sym+imm in mov
+        if (atPunct('+') && peek(1).kind == TokenKind::kInteger) {  // sym+imm in mov
           next();
-          op.kind = AstOperand::Kind::Address;  // reuse: name + offset, but not bracketed
+          op.kind = AstOperand::Kind::kAddress;  // reuse: name + offset, but not bracketed
           op.integer = next().integer;
           op.negated = true;  // marks "unbracketed symbol + offset"
           return op;
         }
-        op.kind = AstOperand::Kind::Name;
+        op.kind = AstOperand::Kind::kName;
         return op;
       default:
         --pos_;

@@ -65,7 +65,7 @@ std::vector<Token> tokenize(std::string_view src) {
     if (c == '.' && i + 1 < n && (isNameStart(src[i + 1]) && src[i + 1] != '%')) {
       ++i;
       while (i < n && isNameChar(src[i])) ++i;
-      push(TokenKind::Directive, start, i);
+      push(TokenKind::kDirective, start, i);
       continue;
     }
     if (isNameStart(c)) {
@@ -81,7 +81,7 @@ std::vector<Token> tokenize(std::string_view src) {
           break;
         }
       }
-      push(TokenKind::Name, start, i);
+      push(TokenKind::kName, start, i);
       continue;
     }
     if (std::isdigit(static_cast<unsigned char>(c))) {
@@ -92,7 +92,7 @@ std::vector<Token> tokenize(std::string_view src) {
         size_t j = i + 2;
         while (j < n && std::isxdigit(static_cast<unsigned char>(src[j]))) ++j;
         if (j - (i + 2) == digits) {
-          Token* t = push(is64 ? TokenKind::F64Bits : TokenKind::F32Bits, start, j);
+          Token* t = push(is64 ? TokenKind::kF64Bits : TokenKind::kF32Bits, start, j);
           t->integer = parseDigits(src.substr(i + 2, digits), 16);
           i = j;
           continue;
@@ -101,7 +101,7 @@ std::vector<Token> tokenize(std::string_view src) {
       if (c == '0' && i + 1 < n && (src[i + 1] == 'x' || src[i + 1] == 'X')) {
         size_t j = i + 2;
         while (j < n && std::isxdigit(static_cast<unsigned char>(src[j]))) ++j;
-        Token* t = push(TokenKind::Integer, start, j);
+        Token* t = push(TokenKind::kInteger, start, j);
         t->integer = parseDigits(src.substr(i + 2, j - i - 2), 16);
         i = j;
         if (i < n && (src[i] == 'U' || src[i] == 'u')) ++i;
@@ -110,7 +110,7 @@ std::vector<Token> tokenize(std::string_view src) {
       if (c == '0' && i + 1 < n && (src[i + 1] == 'b' || src[i + 1] == 'B')) {
         size_t j = i + 2;
         while (j < n && (src[j] == '0' || src[j] == '1')) ++j;
-        Token* t = push(TokenKind::Integer, start, j);
+        Token* t = push(TokenKind::kInteger, start, j);
         t->integer = parseDigits(src.substr(i + 2, j - i - 2), 2);
         i = j;
         if (i < n && (src[i] == 'U' || src[i] == 'u')) ++i;
@@ -133,10 +133,10 @@ std::vector<Token> tokenize(std::string_view src) {
         while (j < n && std::isdigit(static_cast<unsigned char>(src[j]))) ++j;
       }
       if (isFloat) {
-        Token* t = push(TokenKind::Decimal, start, j);
+        Token* t = push(TokenKind::kDecimal, start, j);
         t->real = std::strtod(std::string(src.substr(start, j - start)).c_str(), nullptr);
       } else {
-        Token* t = push(TokenKind::Integer, start, j);
+        Token* t = push(TokenKind::kInteger, start, j);
         std::string_view digits = src.substr(start, j - start);
         t->integer = (digits.size() > 1 && digits[0] == '0') ? parseDigits(digits.substr(1), 8)
                                                              : parseDigits(digits, 10);
@@ -148,21 +148,21 @@ std::vector<Token> tokenize(std::string_view src) {
     if (c == '"') {
       size_t j = i + 1;
       while (j < n && src[j] != '"' && src[j] != '\n') j += (src[j] == '\\' && j + 1 < n) ? 2 : 1;
-      push(TokenKind::String, i + 1, j < n ? j : n);
+      push(TokenKind::kString, i + 1, j < n ? j : n);
       i = j + 1;
       continue;
     }
     static constexpr std::string_view kPunct = ";,:{}[]()<>+-@!|=*";
     if (kPunct.find(c) != std::string_view::npos) {
       ++i;
-      push(TokenKind::Punct, start, i);
+      push(TokenKind::kPunct, start, i);
       continue;
     }
-    push(TokenKind::Error, start, start + 1);
+    push(TokenKind::kError, start, start + 1);
     return out;
   }
   Token end;
-  end.kind = TokenKind::End;
+  end.kind = TokenKind::kEnd;
   end.line = line;
   out.push_back(end);
   return out;

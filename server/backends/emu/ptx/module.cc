@@ -39,7 +39,7 @@ std::vector<uint8_t> Module::initialImage(size_t globalIndex) const {
   std::vector<uint8_t> bytes = g.bytes;
   for (const Relocation& r : g.relocations) {
     uint64_t value = r.addend;
-    if (r.target == SymbolKind::Function)
+    if (r.target == SymbolKind::kFunction)
       value += kFunctionWindow + uint64_t{r.index} * 16;
     else if (image_->bound && r.index < image_->globalAddresses.size())
       value += image_->globalAddresses[r.index];

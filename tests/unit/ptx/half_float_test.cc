@@ -46,9 +46,9 @@ TEST(HalfFloat, Bfloat16MatchesTruncationWithRoundToNearestEven) {
   // Ties to even: 1 + 2^-8 is halfway between 1 and 1 + 2^-7.
   EXPECT_EQ(floatToBfloat(1.0f + std::ldexp(1.0f, -8)), 0x3f80);
   EXPECT_EQ(floatToBfloat(1.0f + 3 * std::ldexp(1.0f, -8)), 0x3f82);
-  EXPECT_EQ(doubleToHalf(1.0 + std::ldexp(1.0, -11), SmallFloatRounding::Up), 0x3c01);
-  EXPECT_EQ(doubleToHalf(-1.0 - std::ldexp(1.0, -11), SmallFloatRounding::TowardZero), 0xbc00);
-  EXPECT_EQ(doubleToHalf(1e6, SmallFloatRounding::TowardZero), 0x7bff);
+  EXPECT_EQ(doubleToHalf(1.0 + std::ldexp(1.0, -11), SmallFloatRounding::kUp), 0x3c01);
+  EXPECT_EQ(doubleToHalf(-1.0 - std::ldexp(1.0, -11), SmallFloatRounding::kTowardZero), 0xbc00);
+  EXPECT_EQ(doubleToHalf(1e6, SmallFloatRounding::kTowardZero), 0x7bff);
 }
 
 }  // namespace
