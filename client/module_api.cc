@@ -3,7 +3,8 @@
 // An image travels to the server at most once per server: the client first names it by SHA-256 and
 // sends the bytes only when the server does not have them cached. Libraries (cuLibrary*) are
 // context-independent: their image stays here and is loaded into a context's server side the first
-// time something of theirs is used in that context. A CUkernel is accepted wherever a CUfunction is.
+// time something of theirs is used in that context. A CUkernel is accepted wherever a CUfunction
+// is.
 #include <fstream>
 #include <iterator>
 
@@ -48,9 +49,8 @@ CUresult loadRemote(ContextObject* ctx, const std::vector<uint8_t>& image,
 CUresult snapshotImage(const void* image, std::shared_ptr<const std::vector<uint8_t>>* bytes,
                        protocol::Sha256Digest* hash) {
   if (!image) return CUDA_ERROR_INVALID_VALUE;
-  std::string error;
-  auto span = gpupool::image::imageBytes(image, &error);
-  if (!span) return CUDA_ERROR_INVALID_IMAGE;
+  auto span = gpupool::image::imageBytes(image);
+  if (!span) return span.status().code;
   auto copy = std::make_shared<std::vector<uint8_t>>(span->begin(), span->end());
   *hash = protocol::Sha256::of(*copy);
   *bytes = std::move(copy);
@@ -193,7 +193,8 @@ CUresult globalIn(ModuleObject* m, const std::string& name, CUdeviceptr* address
 }
 
 CUresult libraryModuleIn(LibraryObject* lib, ContextObject* ctx, ModuleObject** out) {
-  if (auto it = lib->modules.find(ctx); it != lib->modules.end() && asModule(reinterpret_cast<CUmodule>(it->second))) {
+  if (auto it = lib->modules.find(ctx);
+      it != lib->modules.end() && asModule(reinterpret_cast<CUmodule>(it->second))) {
     *out = it->second;
     return CUDA_SUCCESS;
   }
@@ -304,9 +305,9 @@ GPUPOOL_DRIVER_API CUresult cuModuleGetGlobal_v2(CUdeviceptr* address, size_t* b
 
 // ---- Libraries and kernels ----
 
-GPUPOOL_DRIVER_API CUresult cuLibraryLoadData(CUlibrary* library, const void* code,
-                                              CUjit_option*, void**, unsigned int, CUlibraryOption*,
-                                              void**, unsigned int) {
+GPUPOOL_DRIVER_API CUresult cuLibraryLoadData(CUlibrary* library, const void* code, CUjit_option*,
+                                              void**, unsigned int, CUlibraryOption*, void**,
+                                              unsigned int) {
   if (!library) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
   auto* lib = new LibraryObject();
@@ -438,20 +439,22 @@ CUresult functionForDevice(CUfunction h, CUdevice dev, FunctionObject** f) {
 }
 
 CUresult getAttribute(int* value, CUfunction_attribute attribute, FunctionObject* f) {
-  if (!value || attribute < 0 || attribute >= CU_FUNC_ATTRIBUTE_MAX) return CUDA_ERROR_INVALID_VALUE;
+  if (!value || attribute < 0 || attribute >= CU_FUNC_ATTRIBUTE_MAX)
+    return CUDA_ERROR_INVALID_VALUE;
   *value = static_cast<size_t>(attribute) < f->attributes.size() ? f->attributes[attribute] : 0;
   return CUDA_SUCCESS;
 }
 
 CUresult setAttribute(FunctionObject* f, CUfunction_attribute attribute, int value) {
   uint64_t context = f->module->context->remote, function = f->remote;
-  CUresult r = f->module->context->server->call("cuFuncSetAttribute", [&](wire::Request::Builder b) {
-    auto s = b.initFuncSetAttribute();
-    s.setContext(context);
-    s.setFunction(function);
-    s.setAttribute(attribute);
-    s.setValue(value);
-  });
+  CUresult r =
+      f->module->context->server->call("cuFuncSetAttribute", [&](wire::Request::Builder b) {
+        auto s = b.initFuncSetAttribute();
+        s.setContext(context);
+        s.setFunction(function);
+        s.setAttribute(attribute);
+        s.setValue(value);
+      });
   if (r == CUDA_SUCCESS && static_cast<size_t>(attribute) < f->attributes.size()) {
     f->attributes[attribute] = value;
   }
@@ -519,7 +522,8 @@ GPUPOOL_DRIVER_API CUresult cuFuncGetParamInfo(CUfunction h, size_t index, size_
 GPUPOOL_DRIVER_API CUresult cuKernelGetParamInfo(CUkernel h, size_t index, size_t* offset,
                                                  size_t* size) {
   FunctionObject* f = nullptr;
-  if (CUresult r = resolveFunction(reinterpret_cast<CUfunction>(h), nullptr, &f); r != CUDA_SUCCESS) {
+  if (CUresult r = resolveFunction(reinterpret_cast<CUfunction>(h), nullptr, &f);
+      r != CUDA_SUCCESS) {
     return r;
   }
   return paramInfo(f, index, offset, size);
@@ -584,9 +588,8 @@ CUresult occupancy(int* numBlocks, CUfunction h, int blockSize, size_t dynamicSh
 }  // namespace
 
 GPUPOOL_DRIVER_API CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int* numBlocks,
-                                                                         CUfunction h,
-                                                                         int blockSize,
-                                                                         size_t dynamicSmem) {
+                                                                        CUfunction h, int blockSize,
+                                                                        size_t dynamicSmem) {
   return occupancy(numBlocks, h, blockSize, dynamicSmem, 0);
 }
 
@@ -621,12 +624,11 @@ GPUPOOL_DRIVER_API CUresult cuOccupancyMaxPotentialBlockSizeWithFlags(
 }
 
 GPUPOOL_DRIVER_API CUresult cuOccupancyMaxPotentialBlockSize(int* minGridSize, int* blockSize,
-                                                             CUfunction h,
-                                                             CUoccupancyB2DSize b2d,
+                                                             CUfunction h, CUoccupancyB2DSize b2d,
                                                              size_t dynamicSMemSize,
                                                              int blockSizeLimit) {
-  return cuOccupancyMaxPotentialBlockSizeWithFlags(minGridSize, blockSize, h, b2d,
-                                                   dynamicSMemSize, blockSizeLimit, 0);
+  return cuOccupancyMaxPotentialBlockSizeWithFlags(minGridSize, blockSize, h, b2d, dynamicSMemSize,
+                                                   blockSizeLimit, 0);
 }
 
 GPUPOOL_DRIVER_API CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t* dynamicSmemSize,

@@ -57,14 +57,14 @@ struct EmuServer {
 }  // namespace
 
 void consumePtx(std::span<const uint8_t> input) {
-  ptx::LoadError error;
-  auto module = ptx::Module::load(
-      std::string_view(reinterpret_cast<const char*>(input.data()), input.size()), &error);
-  if (!module) {
+  auto loaded = ptx::Module::load(
+      std::string_view(reinterpret_cast<const char*>(input.data()), input.size()));
+  if (!loaded) {
     // A refusal must say why.
-    if (error.code == CUDA_SUCCESS || error.message.empty()) __builtin_trap();
+    if (loaded.status().ok() || loaded.status().message.empty()) __builtin_trap();
     return;
   }
+  const std::unique_ptr<ptx::Module>& module = *loaded;
   std::vector<uint64_t> addresses;
   uint64_t next = 0x10000;
   for (const auto& g : module->globals()) {
@@ -81,10 +81,10 @@ void consumePtx(std::span<const uint8_t> input) {
 
 void consumeImage(std::span<const uint8_t> input) {
   using namespace gpupool::image;
-  std::string error;
   (void)classify(input);
-  (void)elfExtent(input, &error);
-  if (auto fatbin = Fatbin::parse(input, &error)) {
+  (void)elfExtent(input);
+  (void)imageExtent(input);
+  if (auto fatbin = Fatbin::parse(input)) {
     (void)fatbin->describeArchs();
     for (const auto& entry : fatbin->entries()) {
       // Every entry must lie inside the input.
@@ -94,7 +94,7 @@ void consumeImage(std::span<const uint8_t> input) {
         __builtin_trap();
       }
       (void)entry.archName();
-      (void)fatbin->payload(entry, &error);
+      (void)fatbin->payload(entry);
     }
     (void)selectPtx(*fatbin, 80);
   }

@@ -11,8 +11,8 @@ namespace gpupool::fuzz {
 
 // PTX text through ptx::Module::load and, when it loads, bindGlobals/initialImage.
 void consumePtx(std::span<const uint8_t> input);
-// A received module image through classify, Fatbin::parse/payload, selectPtx, elfExtent and
-// ptxForDevice.
+// A received module image through classify, Fatbin::parse/payload, selectPtx, elfExtent,
+// imageExtent and ptxForDevice.
 void consumeImage(std::span<const uint8_t> input);
 // Client-to-server wire bytes (frames with bulk, Hello first) served by a Session over an emu
 // backend; afterwards no device memory may remain allocated.

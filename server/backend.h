@@ -25,16 +25,11 @@
 #include <string>
 #include <vector>
 
+#include "common/status.h"
+
 namespace gpupool::server {
 
-struct Status {
-  CUresult code = CUDA_SUCCESS;
-  std::string message;  // detail for the client's log; empty on success
-
-  bool ok() const { return code == CUDA_SUCCESS; }
-  static Status success() { return {}; }
-  static Status error(CUresult code, std::string message) { return {code, std::move(message)}; }
-};
+using gpupool::Status;
 
 struct DeviceDescription {
   std::string name;

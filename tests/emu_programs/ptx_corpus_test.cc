@@ -18,7 +18,7 @@
 
 #include "emu_server.h"
 #include "gpupool/image/fatbin.h"
-#include "ptx_module.h"
+#include "server/backends/emu/ptx/ptx_module.h"
 #include "suite_lists.h"
 
 namespace gpupool::emu_programs {
@@ -85,13 +85,19 @@ std::vector<PtxText> ptxInFatbins(std::span<const uint8_t> section, const std::s
     }
     const size_t size =
         readAt<uint16_t>(section, offset + 6) + readAt<uint64_t>(section, offset + 8);
-    auto fatbin = image::Fatbin::parse(
-        section.subspan(offset, std::min(size, section.size() - offset)), error);
-    if (!fatbin) return {};
+    auto fatbin =
+        image::Fatbin::parse(section.subspan(offset, std::min(size, section.size() - offset)));
+    if (!fatbin) {
+      *error = fatbin.status().message;
+      return {};
+    }
     for (const auto& entry : fatbin->entries()) {
       if (!entry.isPtx()) continue;
-      auto payload = fatbin->payload(entry, error);
-      if (!payload) return {};
+      auto payload = fatbin->payload(entry);
+      if (!payload) {
+        *error = payload.status().message;
+        return {};
+      }
       result.push_back({origin + " fatbin " + std::to_string(index) + " " + entry.archName(),
                         std::string(payload->begin(), payload->end())});
     }
@@ -116,9 +122,9 @@ std::string opcodeAtLine(const std::string& text, int line) {
 // Loads one PTX text; a failure is acceptable only as NOT_SUPPORTED naming the instruction.
 // Returns the message of a NOT_SUPPORTED refusal (empty when the module loaded).
 std::string checkLoads(const PtxText& ptx) {
-  ptx::LoadError error;
-  auto module = ptx::Module::load(ptx.text, &error);
+  auto module = ptx::Module::load(ptx.text);
   if (module) return {};
+  const Status& error = module.status();
   EXPECT_EQ(error.code, CUDA_ERROR_NOT_SUPPORTED)
       << ptx.origin << ": the parser refused it (" << error.code << "): " << error.message;
   if (error.code != CUDA_ERROR_NOT_SUPPORTED) return {};

@@ -77,12 +77,11 @@ TEST(ReproducerReplayTest, ServerSession) {
 TEST(ReproducerReplayTest, TruncatedPtxIsRefusedWithAReason) {
   auto bytes = readFile(fs::path(REPRODUCERS_DIR) / "ptx" / "timeout-unterminated-section");
   ASSERT_FALSE(bytes.empty());
-  ptx::LoadError error;
   auto module = ptx::Module::load(
-      std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), &error);
-  EXPECT_EQ(module, nullptr);
-  EXPECT_NE(error.code, CUDA_SUCCESS);
-  EXPECT_NE(error.message.find("line "), std::string::npos) << error.message;
+      std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  ASSERT_FALSE(module.ok());
+  EXPECT_NE(module.status().code, CUDA_SUCCESS);
+  EXPECT_NE(module.status().message.find("line "), std::string::npos) << module.status().message;
 }
 
 }  // namespace

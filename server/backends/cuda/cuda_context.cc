@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <limits>
 
-#include "server/backends/cuda/module_image_check.h"
+#include "gpupool/image/image_kind.h"
 
 namespace gpupool::server {
 namespace {
@@ -317,8 +317,8 @@ Status CudaContext::memset(uint64_t dst, uint32_t value, unsigned elementSize, u
 
 Status CudaContext::moduleLoad(std::span<const uint8_t> image, uint64_t* module) {
   if (Status s = makeCurrent(); !s.ok()) return s;
-  std::string why;
-  if (!isBoundedModuleImage(image, &why)) return Status::error(CUDA_ERROR_INVALID_IMAGE, why);
+  // The driver takes no size: the image must not claim more bytes than were received.
+  if (auto extent = image::imageExtent(image); !extent) return extent.status();
   CUmodule handle = nullptr;
   if (Status s = driver_->call(driver_->moduleLoadData, &handle, image.data()); !s.ok()) return s;
   *module = mintId();

@@ -269,11 +269,14 @@ Status EmuContext::moduleLoad(std::span<const uint8_t> image, uint64_t* module) 
   if (Status st = sticky(); !st.ok()) return st;
   int cc = device_.attributes[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR] * 10 +
            device_.attributes[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR];
-  image::PtxText text = image::ptxForDevice(image, cc);
-  if (text.status != CUDA_SUCCESS) return Status::error(text.status, text.message);
-  ptx::LoadError error;
-  std::shared_ptr<ptx::Module> program = ptx::Module::load(text.ptx, &error);
-  if (!program) return Status::error(error.code, "PTX load failed: " + error.message);
+  auto text = image::ptxForDevice(image, cc);
+  if (!text) return text.status();
+  auto loadedProgram = ptx::Module::load(text->ptx);
+  if (!loadedProgram) {
+    return Status::error(loadedProgram.status().code,
+                         "PTX load failed: " + loadedProgram.status().message);
+  }
+  std::shared_ptr<ptx::Module> program = std::move(*loadedProgram);
   LoadedModule loaded{program, {}};
   for (const auto& g : program->globals()) {
     uint64_t address = memory_.allocate(std::max<uint64_t>(g.size, 1), owner_);
@@ -429,7 +432,8 @@ Status EmuContext::launch(uint64_t function, const LaunchShape& shape, uint64_t 
       gate->leave(
           std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
     }
-    if (r.code != CUDA_SUCCESS) fail(r.code, "kernel " + kernel->name + " failed: " + r.diagnostic);
+    if (!r.status.ok())
+      fail(r.status.code, "kernel " + kernel->name + " failed: " + r.status.message);
   });
 }
 

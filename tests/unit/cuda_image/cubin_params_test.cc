@@ -22,9 +22,8 @@ const KernelParamLayout* findKernel(const std::vector<KernelParamLayout>& layout
 
 // Checks the layouts nvcc gives the kernels of kernels.cu, whatever the SM.
 void expectKernelsCuLayouts(const std::vector<uint8_t>& cubin, const std::string& label) {
-  std::string error;
-  auto layouts = readKernelParams(cubin, &error);
-  ASSERT_TRUE(layouts) << label << ": " << error;
+  auto layouts = readKernelParams(cubin);
+  ASSERT_TRUE(layouts) << label << ": " << layouts.status().message;
   EXPECT_EQ(layouts->size(), 3u) << label;
 
   const KernelParamLayout* vecAdd = findKernel(*layouts, testing::kVecAdd);
@@ -59,15 +58,14 @@ TEST(CubinParams, NvccCubin) { expectKernelsCuLayouts(readImage("sm75.cubin"), "
 TEST(CubinParams, FatbinElfEntries) {
   for (const char* name : {"default.fatbin", "compress_all.fatbin", "sass90_only.fatbin"}) {
     const auto bytes = readImage(name);
-    std::string error;
-    auto fatbin = Fatbin::parse(bytes, &error);
-    ASSERT_TRUE(fatbin) << error;
+    auto fatbin = Fatbin::parse(bytes);
+    ASSERT_TRUE(fatbin) << fatbin.status().message;
     int elfEntries = 0;
     for (const auto& entry : fatbin->entries()) {
       if (!entry.isElf()) continue;
       ++elfEntries;
-      auto cubin = fatbin->payload(entry, &error);
-      ASSERT_TRUE(cubin) << error;
+      auto cubin = fatbin->payload(entry);
+      ASSERT_TRUE(cubin) << cubin.status().message;
       expectKernelsCuLayouts(*cubin, std::string(name) + " " + entry.archName());
     }
     EXPECT_EQ(elfEntries, 1) << name;
@@ -75,9 +73,7 @@ TEST(CubinParams, FatbinElfEntries) {
 }
 
 TEST(CubinParams, NotElfIsAnError) {
-  std::string error;
-  EXPECT_FALSE(readKernelParams(readImage("default.fatbin"), &error));
-  EXPECT_FALSE(error.empty());
+  EXPECT_EQ(readKernelParams(readImage("default.fatbin")).status().code, CUDA_ERROR_INVALID_IMAGE);
 }
 
 // Finds `needle` (a KPARAM_INFO record header) in the cubin and returns its offset.
@@ -93,19 +89,18 @@ TEST(CubinParams, MalformedRecordsAreErrors) {
 
   auto unknownFormat = cubin;
   unknownFormat[record] = 0x09;
-  std::string error;
-  EXPECT_FALSE(readKernelParams(unknownFormat, &error));
+  std::string error = testing::failureOf(readKernelParams(unknownFormat));
   EXPECT_NE(error.find("format"), std::string::npos) << error;
 
   auto overlong = cubin;
   overlong[record + 3] = 0x7f;  // record claims 0x7f0c bytes
-  EXPECT_FALSE(readKernelParams(overlong, &error));
+  error = testing::failureOf(readKernelParams(overlong));
   EXPECT_NE(error.find("past"), std::string::npos) << error;
 
   auto duplicate = cubin;
   const uint16_t ordinal = 0x3ff;  // a gap in the ordinals
   std::memcpy(duplicate.data() + record + 8, &ordinal, sizeof(ordinal));
-  EXPECT_FALSE(readKernelParams(duplicate, &error));
+  error = testing::failureOf(readKernelParams(duplicate));
   EXPECT_NE(error.find("ordinal"), std::string::npos) << error;
 }
 

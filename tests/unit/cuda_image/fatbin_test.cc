@@ -15,9 +15,8 @@ using testing::normalizePtx;
 using testing::readImage;
 
 Fatbin parseOrFail(const std::vector<uint8_t>& bytes) {
-  std::string error;
-  auto fatbin = Fatbin::parse(bytes, &error);
-  EXPECT_TRUE(fatbin) << error;
+  auto fatbin = Fatbin::parse(bytes);
+  EXPECT_TRUE(fatbin) << fatbin.status().message;
   return fatbin ? *fatbin : Fatbin{};
 }
 // Entries point into the parsed bytes, so they must outlive the Fatbin.
@@ -31,9 +30,8 @@ const FatbinEntry* findEntry(const Fatbin& fatbin, EntryKind kind, uint32_t arch
 }
 
 std::string payloadText(const Fatbin& fatbin, const FatbinEntry& entry) {
-  std::string error;
-  auto bytes = fatbin.payload(entry, &error);
-  EXPECT_TRUE(bytes) << entry.archName() << ": " << error;
+  auto bytes = fatbin.payload(entry);
+  EXPECT_TRUE(bytes) << entry.archName() << ": " << bytes.status().message;
   return bytes ? std::string(bytes->begin(), bytes->end()) : std::string();
 }
 
@@ -103,9 +101,8 @@ TEST(Fatbin, CompressedCubinDecompressesToTheCubin) {
   const FatbinEntry* elf = findEntry(fatbin, EntryKind::kElf, 75);
   ASSERT_TRUE(elf);
   EXPECT_NE(elf->flags & kEntryFlagZstd, 0u);
-  std::string error;
-  auto cubin = fatbin.payload(*elf, &error);
-  ASSERT_TRUE(cubin) << error;
+  auto cubin = fatbin.payload(*elf);
+  ASSERT_TRUE(cubin) << cubin.status().message;
   EXPECT_EQ(*cubin, readImage("sm75.cubin"));
 }
 
@@ -150,27 +147,28 @@ TEST(Fatbin, TrailingBytesAfterFatbinAreIgnored) {
 
 TEST(Fatbin, HeaderErrors) {
   const auto good = readImage("default.fatbin");
-  std::string error;
   auto badMagic = good;
   badMagic[0] ^= 1;
-  EXPECT_FALSE(Fatbin::parse(badMagic, &error));
-  EXPECT_NE(error.find("magic"), std::string::npos) << error;
+  const Status magicError = Fatbin::parse(badMagic).status();
+  EXPECT_EQ(magicError.code, CUDA_ERROR_INVALID_IMAGE);
+  EXPECT_NE(magicError.message.find("magic"), std::string::npos) << magicError.message;
 
   auto tooLong = good;
   const uint64_t fatSize = good.size();  // 16 more than really present
   std::memcpy(tooLong.data() + 8, &fatSize, sizeof(fatSize));
-  EXPECT_FALSE(Fatbin::parse(tooLong, &error));
+  EXPECT_FALSE(Fatbin::parse(tooLong));
 
   auto badEntryHeader = good;
   const uint32_t tiny = 8;  // below the 64-byte minimum
   std::memcpy(badEntryHeader.data() + 16 + 4, &tiny, sizeof(tiny));
-  EXPECT_FALSE(Fatbin::parse(badEntryHeader, &error));
+  EXPECT_FALSE(Fatbin::parse(badEntryHeader));
 
   auto hugePayload = good;
   const uint32_t huge = 0xfffffff0;
   std::memcpy(hugePayload.data() + 16 + 8, &huge, sizeof(huge));
-  EXPECT_FALSE(Fatbin::parse(hugePayload, &error));
-  EXPECT_NE(error.find("do not fit"), std::string::npos) << error;
+  const Status sizeError = Fatbin::parse(hugePayload).status();
+  EXPECT_EQ(sizeError.code, CUDA_ERROR_INVALID_IMAGE);
+  EXPECT_NE(sizeError.message.find("do not fit"), std::string::npos) << sizeError.message;
 }
 
 TEST(Fatbin, CorruptCompressedPayloadIsAnError) {
@@ -183,17 +181,16 @@ TEST(Fatbin, CorruptCompressedPayloadIsAnError) {
     const uint64_t wrongSize = ptx->uncompressedSize + 1;
     std::memcpy(bytes.data() + ptx->offset + 56, &wrongSize, sizeof(wrongSize));
     const Fatbin fatbin = parseOrFail(bytes);
-    std::string error;
-    EXPECT_FALSE(fatbin.payload(*findEntry(fatbin, EntryKind::kPtx, 75), &error)) << name;
-    EXPECT_FALSE(error.empty());
+    const auto payload = fatbin.payload(*findEntry(fatbin, EntryKind::kPtx, 75));
+    EXPECT_FALSE(payload) << name;
+    EXPECT_FALSE(payload.status().message.empty());
   }
 }
 
 TEST(Fatbin, EmptyFatbinHasNoEntries) {
   const uint8_t header[16] = {0x50, 0xed, 0x55, 0xba, 1, 0, 16, 0};
-  std::string error;
-  auto fatbin = Fatbin::parse(header, &error);
-  ASSERT_TRUE(fatbin) << error;
+  auto fatbin = Fatbin::parse(header);
+  ASSERT_TRUE(fatbin) << fatbin.status().message;
   EXPECT_TRUE(fatbin->entries().empty());
   EXPECT_EQ(fatbin->describeArchs(), "nothing");
 }

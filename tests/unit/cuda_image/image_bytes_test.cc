@@ -20,9 +20,8 @@ struct Wrapper {
 TEST(ImageBytes, FatbinIsWholeFile) {
   for (const char* name : {"default.fatbin", "lz4.fatbin", "multi.fatbin", "sass90_only.fatbin"}) {
     const auto file = readImage(name);
-    std::string error;
-    auto bytes = imageBytes(file.data(), &error);
-    ASSERT_TRUE(bytes) << name << ": " << error;
+    auto bytes = imageBytes(file.data());
+    ASSERT_TRUE(bytes) << name << ": " << bytes.status().message;
     EXPECT_EQ(bytes->data(), file.data()) << name;
     EXPECT_EQ(bytes->size(), file.size()) << name;
   }
@@ -35,9 +34,8 @@ TEST(ImageBytes, WrapperResolvesToItsFatbin) {
   padded.resize(file.size() + 64, 0xcc);
   for (uint32_t version : {1u, 2u}) {
     const Wrapper wrapper{kFatbinWrapperMagic, version, padded.data(), nullptr};
-    std::string error;
-    auto bytes = imageBytes(&wrapper, &error);
-    ASSERT_TRUE(bytes) << error;
+    auto bytes = imageBytes(&wrapper);
+    ASSERT_TRUE(bytes) << bytes.status().message;
     EXPECT_EQ(bytes->data(), padded.data());
     EXPECT_EQ(bytes->size(), file.size());
   }
@@ -46,14 +44,13 @@ TEST(ImageBytes, WrapperResolvesToItsFatbin) {
 TEST(ImageBytes, WrapperErrors) {
   const auto file = readImage("default.fatbin");
   const uint8_t notFatbin[16] = {1, 2, 3, 4};
-  std::string error;
   const Wrapper badTarget{kFatbinWrapperMagic, 1, notFatbin, nullptr};
-  EXPECT_FALSE(imageBytes(&badTarget, &error));
+  std::string error = testing::failureOf(imageBytes(&badTarget));
   EXPECT_NE(error.find("magic"), std::string::npos) << error;
   const Wrapper nullTarget{kFatbinWrapperMagic, 1, nullptr, nullptr};
-  EXPECT_FALSE(imageBytes(&nullTarget, &error));
+  EXPECT_EQ(imageBytes(&nullTarget).status().code, CUDA_ERROR_INVALID_IMAGE);
   const Wrapper badVersion{kFatbinWrapperMagic, 7, file.data(), nullptr};
-  EXPECT_FALSE(imageBytes(&badVersion, &error));
+  error = testing::failureOf(imageBytes(&badVersion));
   EXPECT_NE(error.find("version"), std::string::npos) << error;
 }
 
@@ -61,21 +58,22 @@ TEST(ImageBytes, FatbinLargerThanFourGibIsRefused) {
   std::vector<uint8_t> header = readImage("default.fatbin");
   const uint64_t huge = uint64_t{5} << 30;
   std::memcpy(header.data() + 8, &huge, sizeof(huge));
-  std::string error;
-  EXPECT_FALSE(imageBytes(header.data(), &error));
-  EXPECT_FALSE(error.empty());
+  testing::failureOf(imageBytes(header.data()));
 }
 
 TEST(ImageBytes, ElfExtentIgnoresTrailingBytes) {
   const auto cubin = readImage("sm75.cubin");
   std::vector<uint8_t> padded = cubin;
   padded.resize(cubin.size() + 4096, 0xab);
-  std::string error;
-  auto bytes = imageBytes(padded.data(), &error);
-  ASSERT_TRUE(bytes) << error;
+  auto bytes = imageBytes(padded.data());
+  ASSERT_TRUE(bytes) << bytes.status().message;
   EXPECT_EQ(bytes->size(), cubin.size());
-  EXPECT_EQ(elfExtent(padded, &error).value_or(0), cubin.size()) << error;
-  EXPECT_EQ(elfExtent(cubin, &error).value_or(0), cubin.size()) << error;
+  const std::vector<uint8_t>* images[] = {&padded, &cubin};
+  for (const auto* image : images) {
+    auto extent = elfExtent(*image);
+    ASSERT_TRUE(extent) << extent.status().message;
+    EXPECT_EQ(*extent, cubin.size());
+  }
 }
 
 TEST(ImageBytes, ElfInsideFatbinHasSameExtent) {
@@ -93,10 +91,8 @@ TEST(ImageBytes, ElfWithImplausibleTablesIsRefused) {
   auto cubin = readImage("sm75.cubin");
   const uint64_t far = uint64_t{8} << 30;  // e_shoff beyond 4 GiB
   std::memcpy(cubin.data() + 0x28, &far, sizeof(far));
-  std::string error;
-  EXPECT_FALSE(imageBytes(cubin.data(), &error));
-  EXPECT_FALSE(error.empty());
-  EXPECT_FALSE(elfExtent(cubin, &error));
+  testing::failureOf(imageBytes(cubin.data()));
+  testing::failureOf(elfExtent(cubin));
 }
 
 TEST(ImageBytes, PtxIncludesTerminator) {
@@ -108,10 +104,8 @@ TEST(ImageBytes, PtxIncludesTerminator) {
 }
 
 TEST(ImageBytes, UnknownIsAnError) {
-  std::string error;
-  EXPECT_FALSE(imageBytes("not an image", &error));
-  EXPECT_FALSE(error.empty());
-  EXPECT_FALSE(imageBytes(nullptr, &error));
+  testing::failureOf(imageBytes("not an image"));
+  EXPECT_EQ(imageBytes(nullptr).status().code, CUDA_ERROR_INVALID_IMAGE);
 }
 
 }  // namespace

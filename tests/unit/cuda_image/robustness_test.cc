@@ -23,14 +23,13 @@ bool exerciseAll(const std::vector<uint8_t>& bytes) {
   (void)elfExtent(span);
   (void)readKernelParams(span);
   (void)ptxForDevice(span, 86);
-  std::string error;
-  auto fatbin = Fatbin::parse(span, &error);
+  auto fatbin = Fatbin::parse(span);
   if (!fatbin) {
-    EXPECT_FALSE(error.empty());
+    EXPECT_FALSE(fatbin.status().message.empty());
     return false;
   }
   for (const auto& entry : fatbin->entries()) {
-    auto payload = fatbin->payload(entry, &error);
+    auto payload = fatbin->payload(entry);
     if (payload && entry.isElf()) (void)readKernelParams(*payload);
     (void)entry.archName();
   }
@@ -45,10 +44,10 @@ TEST(Robustness, EveryFatbinPrefixIsAnError) {
     ASSERT_FALSE(whole.empty());
     for (size_t length = 0; length < whole.size(); ++length) {
       const std::vector<uint8_t> prefix(whole.begin(), whole.begin() + length);
-      std::string error;
-      ASSERT_FALSE(Fatbin::parse(prefix, &error)) << name << " prefix " << length;
-      ASSERT_FALSE(error.empty());
-      ASSERT_NE(ptxForDevice(prefix, 90).status, CUDA_SUCCESS) << name << " prefix " << length;
+      const auto fatbin = Fatbin::parse(prefix);
+      ASSERT_FALSE(fatbin) << name << " prefix " << length;
+      ASSERT_FALSE(fatbin.status().message.empty());
+      ASSERT_FALSE(ptxForDevice(prefix, 90)) << name << " prefix " << length;
       (void)classify(std::span<const uint8_t>(prefix));
     }
   }
@@ -59,10 +58,10 @@ TEST(Robustness, EveryCubinPrefixIsAnError) {
   ASSERT_FALSE(whole.empty());
   for (size_t length = 0; length < whole.size(); ++length) {
     const std::vector<uint8_t> prefix(whole.begin(), whole.begin() + length);
-    std::string error;
-    ASSERT_FALSE(elfExtent(prefix, &error)) << length;
-    ASSERT_FALSE(error.empty());
-    ASSERT_FALSE(readKernelParams(prefix, &error)) << length;
+    const auto extent = elfExtent(prefix);
+    ASSERT_FALSE(extent) << length;
+    ASSERT_FALSE(extent.status().message.empty());
+    ASSERT_FALSE(readKernelParams(prefix)) << length;
   }
 }
 

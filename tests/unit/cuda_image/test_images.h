@@ -1,9 +1,13 @@
 // Access to the images nvcc built from kernels.cu for these tests (see CMakeLists.txt).
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "common/status.h"
 
 namespace gpupool::image::testing {
 
@@ -17,6 +21,14 @@ std::string readImageText(const std::string& name);
 // PTX with comments removed, whitespace runs collapsed to one space and blank lines dropped:
 // the form in which fatbinary stores PTX, so two PTX texts can be compared for equality.
 std::vector<std::string> normalizePtx(const std::string& ptx);
+
+// Why `result` holds no value; fails the calling test (and returns "") when it holds one.
+template <typename T>
+std::string failureOf(const Result<T>& result) {
+  EXPECT_FALSE(result.ok()) << "expected a failure";
+  EXPECT_FALSE(result.status().message.empty()) << "a failure must say why";
+  return result.status().message;
+}
 
 // Mangled names of the kernels in kernels.cu.
 inline constexpr const char* kVecAdd = "_Z6vecAddPKfS0_Pfid";

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "ptx_launch.h"
-#include "ptx_module.h"
+#include "server/backends/emu/ptx/ptx_launch.h"
+#include "server/backends/emu/ptx/ptx_module.h"
 
 namespace gpupool::ptx::testing {
 

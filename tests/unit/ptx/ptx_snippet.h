@@ -22,6 +22,9 @@ SnippetResult runSnippet(const std::string& decls, const std::string& body,
                          std::vector<uint64_t> input = {}, uint32_t threads = 1,
                          const std::string& target = "sm_90");
 
+// Loads `text`; on failure adds a test failure naming the loader's reason and returns null.
+std::unique_ptr<Module> loadOrFail(std::string_view text);
+
 // Whole-module helpers for parser/validator tests.
 std::string snippetModule(const std::string& decls, const std::string& body,
                           const std::string& target = "sm_90");

@@ -9,18 +9,18 @@ namespace gpupool::ptx {
 
 struct AstOperand {
   enum class Kind : uint8_t {
-    Name,     // register, special register, symbol or label; `negated` for !p
-    Integer,  // integer literal (negative literals are stored two's complement)
-    F32Bits,  // 0f literal
-    F64Bits,  // 0d literal
-    Decimal,  // decimal float literal
-    Vector,   // {a, b, _}
-    Address,  // [base + offset]; base may be empty for an absolute address
-    List,     // (a, b) in call
-    Sink,     // _
-    Dual,     // p|q
+    kName,     // register, special register, symbol or label; `negated` for !p
+    kInteger,  // integer literal (negative literals are stored two's complement)
+    kF32Bits,  // 0f literal
+    kF64Bits,  // 0d literal
+    kDecimal,  // decimal float literal
+    kVector,   // {a, b, _}
+    kAddress,  // [base + offset]; base may be empty for an absolute address
+    kList,     // (a, b) in call
+    kSink,     // _
+    kDual,     // p|q
   };
-  Kind kind = Kind::Name;
+  Kind kind = Kind::kName;
   bool negated = false;
   std::string name;      // Name, Address base, Dual first
   std::string name2;     // Dual second
@@ -39,8 +39,8 @@ struct AstInstruction {
 
 // One element of a variable initializer.
 struct AstInitializer {
-  enum class Kind : uint8_t { Integer, F32Bits, F64Bits, Decimal, Symbol };
-  Kind kind = Kind::Integer;
+  enum class Kind : uint8_t { kInteger, kF32Bits, kF64Bits, kDecimal, kSymbol };
+  Kind kind = Kind::kInteger;
   uint64_t integer = 0;  // literal bits, or byte offset added to a symbol
   double real = 0;
   std::string symbol;  // Symbol: address of this global or function (generic() or plain)
@@ -61,8 +61,8 @@ struct AstVariable {
 };
 
 struct AstStatement {
-  enum class Kind : uint8_t { Instruction, Label, Variable, OpenScope, CloseScope };
-  Kind kind = Kind::Instruction;
+  enum class Kind : uint8_t { kInstruction, kLabel, kVariable, kOpenScope, kCloseScope };
+  Kind kind = Kind::kInstruction;
   AstInstruction instruction;
   AstVariable variable;
   std::string label;

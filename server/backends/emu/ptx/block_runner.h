@@ -20,7 +20,7 @@ namespace gpupool::ptx::execution {
 
 using namespace scalar;
 
-enum class LaneState : uint8_t { Run, Exited, Barrier, WarpSync };
+enum class LaneState : uint8_t { kRun, kExited, kBarrier, kWarpSync };
 
 inline constexpr uint32_t kMaxCallDepth = 1024;
 inline constexpr uint64_t kMaxLocalBytesPerThread = 16ull << 20;
@@ -62,29 +62,29 @@ inline void forLanes(uint32_t mask, F&& f) {
 template <class F>
 inline void withIntType(Type t, F&& f) {
   switch (t) {
-    case Type::S8:
+    case Type::kS8:
       f(int8_t{});
       break;
-    case Type::S16:
+    case Type::kS16:
       f(int16_t{});
       break;
-    case Type::S32:
+    case Type::kS32:
       f(int32_t{});
       break;
-    case Type::S64:
+    case Type::kS64:
       f(int64_t{});
       break;
-    case Type::U8:
-    case Type::B8:
-    case Type::Pred:
+    case Type::kU8:
+    case Type::kB8:
+    case Type::kPred:
       f(uint8_t{});
       break;
-    case Type::U16:
-    case Type::B16:
+    case Type::kU16:
+    case Type::kB16:
       f(uint16_t{});
       break;
-    case Type::U32:
-    case Type::B32:
+    case Type::kU32:
+    case Type::kB32:
       f(uint32_t{});
       break;
     default:
@@ -118,7 +118,7 @@ class BlockRunner {
       w.regs[0].assign(std::max<uint32_t>(entry.numRegs, 1) * 32, 0);
       for (int l = 0; l < 32; ++l) {
         bool exists = wi * 32 + l < threads_;
-        w.state[l] = exists ? LaneState::Run : LaneState::Exited;
+        w.state[l] = exists ? LaneState::kRun : LaneState::kExited;
         if (!exists) continue;
         w.live |= 1u << l;
         w.pc[l] = entry.entryPc;
@@ -152,7 +152,7 @@ class BlockRunner {
       uint32_t group = 0, pc = 0;
       int bestDepth = -1;
       for (int l = 0; l < 32; ++l) {
-        if (w.state[l] != LaneState::Run) continue;
+        if (w.state[l] != LaneState::kRun) continue;
         int d = w.depth[l];
         uint32_t p = w.pc[l];
         if (d > bestDepth || (d == bestDepth && p < pc)) {
@@ -183,13 +183,15 @@ class BlockRunner {
     ctx_.threadSteps.fetch_add(localThreadSteps_);
     localWarpSteps_ = localThreadSteps_ = 0;
     if (ctx_.services.stepBudget && total > ctx_.services.stepBudget)
-      throw LaunchFault{CUDA_ERROR_LAUNCH_TIMEOUT,
+      throw LaunchFault{
+          Status::error(CUDA_ERROR_LAUNCH_TIMEOUT,
                         "kernel " + ctx_.kernel.name + " exceeded the step budget of " +
-                            std::to_string(ctx_.services.stepBudget) + " warp-instructions"};
+                            std::to_string(ctx_.services.stepBudget) + " warp-instructions")};
     if (ctx_.failed.load(std::memory_order_relaxed))
-      throw LaunchFault{CUDA_ERROR_LAUNCH_FAILED, ""};
+      throw LaunchFault{Status::error(CUDA_ERROR_LAUNCH_FAILED, "")};
     if (ctx_.services.cancel && ctx_.services.cancel->load(std::memory_order_relaxed))
-      throw LaunchFault{CUDA_ERROR_LAUNCH_FAILED, "kernel " + ctx_.kernel.name + " cancelled"};
+      throw LaunchFault{
+          Status::error(CUDA_ERROR_LAUNCH_FAILED, "kernel " + ctx_.kernel.name + " cancelled")};
   }
 
   bool releaseBarriers() {
@@ -197,7 +199,7 @@ class BlockRunner {
     for (Warp& w : warps_) {
       liveThreads += static_cast<uint32_t>(std::popcount(w.live));
       forLanes(w.live, [&](int l) {
-        if (w.state[l] != LaneState::Barrier) return;
+        if (w.state[l] != LaneState::kBarrier) return;
         uint32_t id = w.barrierId[l] & 15;
         ++waiting[id];
         if (w.barrierCount[l]) counts[id] = w.barrierCount[l];
@@ -211,8 +213,8 @@ class BlockRunner {
       released = true;
       for (Warp& w : warps_)
         forLanes(w.live, [&](int l) {
-          if (w.state[l] == LaneState::Barrier && (w.barrierId[l] & 15) == id) {
-            w.state[l] = LaneState::Run;
+          if (w.state[l] == LaneState::kBarrier && (w.barrierId[l] & 15) == id) {
+            w.state[l] = LaneState::kRun;
             ++w.pc[l];
           }
         });
@@ -234,12 +236,12 @@ class BlockRunner {
           if (w.state[k] == w.state[l] && w.pc[k] == w.pc[l]) lanes |= 1u << k;
         });
         s << " warp " << w.index << " lanes 0x" << std::hex << lanes << std::dec
-          << (w.state[l] == LaneState::Barrier ? " at barrier" : " at warp-sync") << " pc "
+          << (w.state[l] == LaneState::kBarrier ? " at barrier" : " at warp-sync") << " pc "
           << w.pc[l] << " (line " << code_[w.pc[l]].line << ": " << img_.instructionText[w.pc[l]]
           << ");";
       });
     }
-    throw LaunchFault{CUDA_ERROR_LAUNCH_FAILED, s.str()};
+    throw LaunchFault{Status::error(CUDA_ERROR_LAUNCH_FAILED, s.str())};
   }
 
   [[noreturn]] void fault(CUresult code, int lane, uint32_t pc, const std::string& what) {
@@ -250,25 +252,25 @@ class BlockRunner {
       << "," << block_[2] << ") thread (" << t % b[0] << "," << (t / b[0]) % b[1] << ","
       << t / (b[0] * b[1]) << ") lane " << lane << " pc " << pc << " line " << code_[pc].line
       << ": " << img_.instructionText[pc];
-    throw LaunchFault{code, s.str()};
+    throw LaunchFault{Status::error(code, s.str())};
   }
 
   // ---- operands -----------------------------------------------------------------------------
   uint64_t symbolBase(const Operand& o, int l) {
     switch (o.symbol) {
-      case SymbolKind::Global:
+      case SymbolKind::kGlobal:
         if (!img_.bound)
           fault(CUDA_ERROR_ILLEGAL_ADDRESS, l, curPc_, "module globals were not bound");
         return img_.globalAddresses[o.index];
-      case SymbolKind::Shared:
+      case SymbolKind::kShared:
         return ctx_.sharedOffsets[o.index];
-      case SymbolKind::Local:
+      case SymbolKind::kLocal:
         return w_->frames[l].back().localBase;
-      case SymbolKind::KernelParam:
+      case SymbolKind::kKernelParam:
         return kParamWindow;
-      case SymbolKind::FrameParam:
+      case SymbolKind::kFrameParam:
         return w_->frames[l].back().paramBase;
-      case SymbolKind::Function:
+      case SymbolKind::kFunction:
         return kFunctionWindow + uint64_t{o.index} * 16;
       default:
         return 0;
@@ -280,74 +282,74 @@ class BlockRunner {
     const auto& b = ctx_.config.block;
     const auto& g = ctx_.config.grid;
     switch (static_cast<Special>(id)) {
-      case Special::TidX:
+      case Special::kTidX:
         return t % b[0];
-      case Special::TidY:
+      case Special::kTidY:
         return (t / b[0]) % b[1];
-      case Special::TidZ:
+      case Special::kTidZ:
         return t / (b[0] * b[1]);
-      case Special::NtidX:
+      case Special::kNtidX:
         return b[0];
-      case Special::NtidY:
+      case Special::kNtidY:
         return b[1];
-      case Special::NtidZ:
+      case Special::kNtidZ:
         return b[2];
-      case Special::CtaidX:
+      case Special::kCtaidX:
         return block_[0];
-      case Special::CtaidY:
+      case Special::kCtaidY:
         return block_[1];
-      case Special::CtaidZ:
+      case Special::kCtaidZ:
         return block_[2];
-      case Special::NctaidX:
+      case Special::kNctaidX:
         return g[0];
-      case Special::NctaidY:
+      case Special::kNctaidY:
         return g[1];
-      case Special::NctaidZ:
+      case Special::kNctaidZ:
         return g[2];
-      case Special::LaneId:
+      case Special::kLaneId:
         return static_cast<uint64_t>(l);
-      case Special::WarpId:
+      case Special::kWarpId:
         return w_->index;
-      case Special::NWarpId:
+      case Special::kNWarpId:
         return warps_.size();
-      case Special::SmId:
+      case Special::kSmId:
         return worker_;
-      case Special::NSmId:
+      case Special::kNSmId:
         return ctx_.workers;
-      case Special::LanemaskEq:
+      case Special::kLanemaskEq:
         return 1u << l;
-      case Special::LanemaskLt:
+      case Special::kLanemaskLt:
         return (1u << l) - 1;
-      case Special::LanemaskLe:
+      case Special::kLanemaskLe:
         return static_cast<uint32_t>((2ull << l) - 1);
-      case Special::LanemaskGt:
+      case Special::kLanemaskGt:
         return ~static_cast<uint32_t>((2ull << l) - 1);
-      case Special::LanemaskGe:
+      case Special::kLanemaskGe:
         return ~((1u << l) - 1);
-      case Special::Clock:
-      case Special::Clock64:
+      case Special::kClock:
+      case Special::kClock64:
         return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                          std::chrono::steady_clock::now() - ctx_.start)
                                          .count());
-      case Special::GlobalTimer:
+      case Special::kGlobalTimer:
         return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                          std::chrono::system_clock::now().time_since_epoch())
                                          .count());
-      case Special::DynamicSmemSize:
+      case Special::kDynamicSmemSize:
         return ctx_.config.dynamicSharedBytes;
-      case Special::TotalSmemSize:
+      case Special::kTotalSmemSize:
         return ctx_.sharedBytes;
-      case Special::WarpSize:
+      case Special::kWarpSize:
         return 32;
-      case Special::GridId:
+      case Special::kGridId:
         return 1;
-      case Special::ReservedSmemBegin:
-      case Special::ReservedSmem0:
+      case Special::kReservedSmemBegin:
+      case Special::kReservedSmem0:
         return 0;
-      case Special::ReservedSmem1:
+      case Special::kReservedSmem1:
         return kReservedSharedBytes / 2;
-      case Special::ReservedSmemEnd:
-      case Special::ReservedSmemCap:
+      case Special::kReservedSmemEnd:
+      case Special::kReservedSmemCap:
         return kReservedSharedBytes;
     }
     return 0;
@@ -355,31 +357,31 @@ class BlockRunner {
 
   inline uint64_t value(const Operand& o, int l) {
     switch (o.kind) {
-      case OperandKind::Reg: {
+      case OperandKind::kReg: {
         uint64_t v = R_[o.index * 32 + l];
         return o.negate ? (v & 1) ^ 1 : v;
       }
-      case OperandKind::Imm:
+      case OperandKind::kImm:
         return o.imm;
-      case OperandKind::Special:
+      case OperandKind::kSpecial:
         return special(o.index, l);
-      case OperandKind::Symbol:
+      case OperandKind::kSymbol:
         return symbolBase(o, l) + o.imm;
       default:
         return 0;
     }
   }
   inline void set(const Operand& o, int l, uint64_t v) {
-    if (o.kind == OperandKind::Reg) R_[o.index * 32 + l] = v;
+    if (o.kind == OperandKind::kReg) R_[o.index * 32 + l] = v;
   }
   const Operand& element(const Operand& vec, unsigned k) {
     return img_.vectorElements[vec.index + k];
   }
 
   uint64_t address(const Operand& o, int l) {
-    uint64_t base = o.symbol != SymbolKind::None ? symbolBase(o, l)
-                    : o.index != Operand::kNoReg ? R_[o.index * 32 + l]
-                                                 : 0;
+    uint64_t base = o.symbol != SymbolKind::kNone ? symbolBase(o, l)
+                    : o.index != Operand::kNoReg  ? R_[o.index * 32 + l]
+                                                  : 0;
     return base + o.imm;
   }
 
@@ -417,21 +419,21 @@ class BlockRunner {
   }
   uint8_t* access(Space sp, uint64_t addr, uint64_t len, int l) {
     switch (sp) {
-      case Space::Shared:
+      case Space::kShared:
         return sharedPtr(addr, len, l, addr);
-      case Space::Local:
+      case Space::kLocal:
         return localPtr(addr, len, l, addr);
-      case Space::Param: {
+      case Space::kParam: {
         if (addr >= kParamWindow && addr < kParamWindow + kWindowSize)
           return kernelParamPtr(addr - kParamWindow, len, l, addr);
         auto& mem = w_->params[l];
         if (addr + len > mem.size() || addr + len < addr) return illegal(l, addr, len, "param");
         return mem.data() + addr;
       }
-      case Space::Global:
-      case Space::Const:
+      case Space::kGlobal:
+      case Space::kConst:
         return globalPtr(addr, len, l);
-      case Space::Generic:
+      case Space::kGeneric:
         if (addr >= kSharedWindow && addr < kSharedWindow + kWindowSize)
           return sharedPtr(addr - kSharedWindow, len, l, addr);
         if (addr >= kLocalWindow && addr < kLocalWindow + kWindowSize)
@@ -447,7 +449,7 @@ class BlockRunner {
   bool readString(uint64_t addr, int l, std::string* out) {
     out->clear();
     for (int i = 0; i < 4096; ++i) {
-      char c = static_cast<char>(*access(Space::Generic, addr + static_cast<uint64_t>(i), 1, l));
+      char c = static_cast<char>(*access(Space::kGeneric, addr + static_cast<uint64_t>(i), 1, l));
       if (!c) return true;
       out->push_back(c);
     }
@@ -459,7 +461,7 @@ class BlockRunner {
     forLanes(mask, [&](int l) { w_->pc[l] = pc; });
   }
   void exitLane(int l) {
-    w_->state[l] = LaneState::Exited;
+    w_->state[l] = LaneState::kExited;
     w_->live &= ~(1u << l);
   }
 
@@ -476,43 +478,43 @@ class BlockRunner {
       });
     }
     switch (in.op) {
-      case Op::Bra:
+      case Op::kBra:
         advance(exec, in.ops[0].index);
         advance(group & ~exec, pc + 1);
         return;
-      case Op::Ret:
+      case Op::kRet:
         doRet(exec);
         advance(group & ~exec, pc + 1);
         return;
-      case Op::Exit:
+      case Op::kExit:
         forLanes(exec, [&](int l) { exitLane(l); });
         advance(group & ~exec, pc + 1);
         return;
-      case Op::Call:
+      case Op::kCall:
         doCall(in, exec, pc);
         advance(group & ~exec, pc + 1);
         return;
-      case Op::Trap:
+      case Op::kTrap:
         if (exec) fault(CUDA_ERROR_LAUNCH_FAILED, std::countr_zero(exec), pc, "trap");
         break;
-      case Op::Bar:
+      case Op::kBar:
         forLanes(exec, [&](int l) {
-          w.state[l] = LaneState::Barrier;
+          w.state[l] = LaneState::kBarrier;
           w.barrierId[l] = static_cast<uint32_t>(value(in.ops[0], l));
           w.barrierCount[l] = in.numOps > 1 ? static_cast<uint32_t>(value(in.ops[1], l)) : 0;
         });
         advance(group & ~exec, pc + 1);
         return;
-      case Op::Shfl:
-      case Op::Vote:
-      case Op::Redux:
-      case Op::Match:
-      case Op::BarWarpSync: {
+      case Op::kShfl:
+      case Op::kVote:
+      case Op::kRedux:
+      case Op::kMatch:
+      case Op::kBarWarpSync: {
         uint64_t key =
             static_cast<uint64_t>(in.op) | (uint64_t{in.mode} << 8) | (uint64_t(in.type) << 16);
-        const Operand& maskOp = in.ops[in.op == Op::Shfl ? 4 : in.op == Op::BarWarpSync ? 0 : 2];
+        const Operand& maskOp = in.ops[in.op == Op::kShfl ? 4 : in.op == Op::kBarWarpSync ? 0 : 2];
         forLanes(exec, [&](int l) {
-          w.state[l] = LaneState::WarpSync;
+          w.state[l] = LaneState::kWarpSync;
           w.syncKey[l] = key;
           w.syncMask[l] = static_cast<uint32_t>(value(maskOp, l));
         });
@@ -542,7 +544,7 @@ class BlockRunner {
         callee = static_cast<uint32_t>(idx);
       }
       const FunctionImage& f = img_.functions[callee];
-      if (f.builtin != Builtin::None) {
+      if (f.builtin != Builtin::kNone) {
         runBuiltin(f.builtin, cs, l, pc);
         w_->pc[l] = pc + 1;
         return;
@@ -613,13 +615,13 @@ class BlockRunner {
   void runBuiltin(Builtin b, const CallSite& cs, int l, uint32_t pc) {
     auto arg = [&](size_t i) { return i < cs.args.size() ? frameParam(l, cs.args[i]) : 0; };
     switch (b) {
-      case Builtin::Vprintf: {
+      case Builtin::kVprintf: {
         std::string format;
         readString(arg(0), l, &format);
         uint64_t buffer = arg(1);
         PrintfArguments pa;
         pa.read = [&](uint64_t off, void* out, uint64_t len) {
-          std::memcpy(out, access(Space::Generic, buffer + off, len, l), len);
+          std::memcpy(out, access(Space::kGeneric, buffer + off, len, l), len);
           return true;
         };
         pa.readString = [&](uint64_t addr, std::string* out) { return readString(addr, l, out); };
@@ -632,16 +634,16 @@ class BlockRunner {
           setFrameParam(l, cs.results[0], static_cast<uint32_t>(text.size()));
         break;
       }
-      case Builtin::Malloc: {
+      case Builtin::kMalloc: {
         // No heap (a launch without LaunchServices::heap): malloc() returns NULL, as when full.
         uint64_t p = ctx_.services.heap ? ctx_.services.heap->allocate(arg(0)) : 0;
         if (!cs.results.empty()) setFrameParam(l, cs.results[0], p);
         break;
       }
-      case Builtin::Free:
+      case Builtin::kFree:
         if (ctx_.services.heap) ctx_.services.heap->release(arg(0));
         break;
-      case Builtin::AssertFail: {
+      case Builtin::kAssertFail: {
         std::string msg, file, func;
         readString(arg(0), l, &msg);
         readString(arg(1), l, &file);
@@ -651,7 +653,7 @@ class BlockRunner {
             CUDA_ERROR_ASSERT, l, pc,
             file + ":" + std::to_string(line) + ": " + func + ": Assertion `" + msg + "` failed.");
       }
-      case Builtin::None:
+      case Builtin::kNone:
         break;
     }
   }
@@ -660,7 +662,7 @@ class BlockRunner {
   bool releaseWarpSync(Warp& w) {
     uint32_t waiting = 0;
     for (int l = 0; l < 32; ++l)
-      if (w.state[l] == LaneState::WarpSync) waiting |= 1u << l;
+      if (w.state[l] == LaneState::kWarpSync) waiting |= 1u << l;
     bool released = false;
     while (waiting) {
       int first = std::countr_zero(waiting);
@@ -693,7 +695,7 @@ class BlockRunner {
     const Instr& in = *ins[std::countr_zero(lanes)];
     unsigned bytes = typeBytes(in.type);
     switch (in.op) {
-      case Op::Shfl:
+      case Op::kShfl:
         forLanes(lanes, [&](int l) {
           int lane = l;
           int bval = static_cast<int>(b[l] & 0x1f);
@@ -704,19 +706,19 @@ class BlockRunner {
           int j = lane;
           bool p = false;
           switch (static_cast<ShflMode>(in.mode)) {
-            case ShflMode::Up:
+            case ShflMode::kUp:
               j = lane - bval;
               p = j >= maxLane;
               break;
-            case ShflMode::Down:
+            case ShflMode::kDown:
               j = lane + bval;
               p = j <= maxLane;
               break;
-            case ShflMode::Bfly:
+            case ShflMode::kBfly:
               j = lane ^ bval;
               p = j <= maxLane;
               break;
-            case ShflMode::Idx:
+            case ShflMode::kIdx:
               j = minLane | (bval & ~segmask);
               p = j <= maxLane;
               break;
@@ -726,55 +728,55 @@ class BlockRunner {
           pred[l] = p;
         });
         break;
-      case Op::Vote: {
+      case Op::kVote: {
         uint32_t ballot = 0;
         forLanes(lanes, [&](int l) {
           if (a[l] & 1) ballot |= 1u << l;
         });
         forLanes(lanes, [&](int l) {
           switch (static_cast<VoteMode>(in.mode)) {
-            case VoteMode::All:
+            case VoteMode::kAll:
               result[l] = ballot == lanes;
               break;
-            case VoteMode::Any:
+            case VoteMode::kAny:
               result[l] = ballot != 0;
               break;
-            case VoteMode::Uni:
+            case VoteMode::kUni:
               result[l] = ballot == 0 || ballot == lanes;
               break;
-            case VoteMode::Ballot:
+            case VoteMode::kBallot:
               result[l] = ballot;
               break;
           }
         });
         break;
       }
-      case Op::Redux: {
+      case Op::kRedux: {
         bool s = isSigned(in.type);
         uint32_t acc = static_cast<uint32_t>(a[std::countr_zero(lanes)]);
         forLanes(lanes & (lanes - 1), [&](int l) {
           uint32_t v = static_cast<uint32_t>(a[l]);
           switch (static_cast<ReduxOp>(in.mode)) {
-            case ReduxOp::Add:
+            case ReduxOp::kAdd:
               acc += v;
               break;
-            case ReduxOp::Min:
+            case ReduxOp::kMin:
               acc = s ? static_cast<uint32_t>(
                             std::min(static_cast<int32_t>(acc), static_cast<int32_t>(v)))
                       : std::min(acc, v);
               break;
-            case ReduxOp::Max:
+            case ReduxOp::kMax:
               acc = s ? static_cast<uint32_t>(
                             std::max(static_cast<int32_t>(acc), static_cast<int32_t>(v)))
                       : std::max(acc, v);
               break;
-            case ReduxOp::And:
+            case ReduxOp::kAnd:
               acc &= v;
               break;
-            case ReduxOp::Or:
+            case ReduxOp::kOr:
               acc |= v;
               break;
-            case ReduxOp::Xor:
+            case ReduxOp::kXor:
               acc ^= v;
               break;
           }
@@ -782,7 +784,7 @@ class BlockRunner {
         forLanes(lanes, [&](int l) { result[l] = acc; });
         break;
       }
-      case Op::Match: {
+      case Op::kMatch: {
         uint64_t m = widthMask(bytes);
         bool allEqual = true;
         int first = std::countr_zero(lanes);
@@ -806,11 +808,11 @@ class BlockRunner {
     }
     forLanes(lanes, [&](int l) {
       R_ = w.regs[w.depth[l]].data();
-      if (in.op != Op::BarWarpSync) {
-        set(ins[l]->ops[0], l, in.op == Op::Shfl ? result[l] & widthMask(bytes) : result[l]);
-        if (ins[l]->ops[5].kind == OperandKind::Reg) set(ins[l]->ops[5], l, pred[l] ? 1 : 0);
+      if (in.op != Op::kBarWarpSync) {
+        set(ins[l]->ops[0], l, in.op == Op::kShfl ? result[l] & widthMask(bytes) : result[l]);
+        if (ins[l]->ops[5].kind == OperandKind::kReg) set(ins[l]->ops[5], l, pred[l] ? 1 : 0);
       }
-      w.state[l] = LaneState::Run;
+      w.state[l] = LaneState::kRun;
       ++w.pc[l];
     });
   }
@@ -826,7 +828,7 @@ class BlockRunner {
   uint64_t halfResult(double r, Type t, uint32_t flags) {
     if (flags & kSat) r = std::isnan(r) ? 0.0 : r < 0 ? 0.0 : r > 1 ? 1.0 : r;
     if ((flags & kRelu) && !std::isnan(r) && r < 0) r = 0.0;
-    return t == Type::BF16 || t == Type::BF16x2 ? doubleToBfloat(r) : doubleToHalf(r);
+    return t == Type::kBF16 || t == Type::kBF16x2 ? doubleToBfloat(r) : doubleToHalf(r);
   }
 
   LaunchContext& ctx_;

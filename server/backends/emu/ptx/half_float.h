@@ -6,10 +6,10 @@
 
 namespace gpupool::ptx {
 
-enum class SmallFloatRounding : uint8_t { NearestEven, TowardZero, Down, Up };
+enum class SmallFloatRounding : uint8_t { kNearestEven, kTowardZero, kDown, kUp };
 
-uint16_t doubleToHalf(double x, SmallFloatRounding r = SmallFloatRounding::NearestEven);
-uint16_t doubleToBfloat(double x, SmallFloatRounding r = SmallFloatRounding::NearestEven);
+uint16_t doubleToHalf(double x, SmallFloatRounding r = SmallFloatRounding::kNearestEven);
+uint16_t doubleToBfloat(double x, SmallFloatRounding r = SmallFloatRounding::kNearestEven);
 inline uint16_t floatToHalf(float f) { return doubleToHalf(f); }  // float -> double is exact
 inline uint16_t floatToBfloat(float f) { return doubleToBfloat(f); }
 double halfToDouble(uint16_t h);

@@ -48,10 +48,10 @@ struct LaunchContext {
   std::mutex printfMutex;
 };
 
-// A launch failure raised while executing a block.
+// A launch failure raised while executing a block; launch() returns its status. An empty message
+// marks a block that stopped because another one failed first.
 struct LaunchFault {
-  CUresult code;
-  std::string diagnostic;
+  Status status;
 };
 
 // Runs block `blockIndex` (linear). Throws LaunchFault on a kernel error.

@@ -11,141 +11,141 @@
 namespace gpupool::ptx {
 
 enum class Type : uint8_t {
-  None,
-  Pred,
-  B8,
-  B16,
-  B32,
-  B64,
-  U8,
-  U16,
-  U32,
-  U64,
-  S8,
-  S16,
-  S32,
-  S64,
-  F16,
-  F16x2,
-  BF16,
-  BF16x2,
-  F32,
-  F64,
+  kNone,
+  kPred,
+  kB8,
+  kB16,
+  kB32,
+  kB64,
+  kU8,
+  kU16,
+  kU32,
+  kU64,
+  kS8,
+  kS16,
+  kS32,
+  kS64,
+  kF16,
+  kF16x2,
+  kBF16,
+  kBF16x2,
+  kF32,
+  kF64,
 };
 
 inline unsigned typeBytes(Type t) {
   switch (t) {
-    case Type::B8:
-    case Type::U8:
-    case Type::S8:
+    case Type::kB8:
+    case Type::kU8:
+    case Type::kS8:
       return 1;
-    case Type::B16:
-    case Type::U16:
-    case Type::S16:
-    case Type::F16:
-    case Type::BF16:
+    case Type::kB16:
+    case Type::kU16:
+    case Type::kS16:
+    case Type::kF16:
+    case Type::kBF16:
       return 2;
-    case Type::B32:
-    case Type::U32:
-    case Type::S32:
-    case Type::F32:
-    case Type::F16x2:
-    case Type::BF16x2:
+    case Type::kB32:
+    case Type::kU32:
+    case Type::kS32:
+    case Type::kF32:
+    case Type::kF16x2:
+    case Type::kBF16x2:
       return 4;
-    case Type::B64:
-    case Type::U64:
-    case Type::S64:
-    case Type::F64:
+    case Type::kB64:
+    case Type::kU64:
+    case Type::kS64:
+    case Type::kF64:
       return 8;
-    case Type::Pred:
+    case Type::kPred:
       return 1;
     default:
       return 0;
   }
 }
 inline bool isSigned(Type t) {
-  return t == Type::S8 || t == Type::S16 || t == Type::S32 || t == Type::S64;
+  return t == Type::kS8 || t == Type::kS16 || t == Type::kS32 || t == Type::kS64;
 }
 inline bool isFloat(Type t) {
-  return t == Type::F16 || t == Type::F16x2 || t == Type::BF16 || t == Type::BF16x2 ||
-         t == Type::F32 || t == Type::F64;
+  return t == Type::kF16 || t == Type::kF16x2 || t == Type::kBF16 || t == Type::kBF16x2 ||
+         t == Type::kF32 || t == Type::kF64;
 }
 
 enum class Op : uint8_t {
-  Mov,
-  Ld,
-  St,
-  Add,
-  Sub,
-  Mul,
-  Mad,
-  Fma,
-  Div,
-  Rem,
-  Min,
-  Max,
-  Neg,
-  Abs,
-  And,
-  Or,
-  Xor,
-  Not,
-  Cnot,
-  Shl,
-  Shr,
-  Setp,
-  Selp,
-  Cvt,
-  Cvta,
-  CvtaTo,
-  Bra,
-  Ret,
-  Exit,
-  Call,
-  Bar,
-  BarWarpSync,
-  Membar,
-  Atom,
-  Red,
-  Shfl,
-  Vote,
-  Activemask,
-  Redux,
-  Match,
-  Ex2,
-  Lg2,
-  Sin,
-  Cos,
-  Rcp,
-  Rsqrt,
-  Sqrt,
-  Tanh,
-  Copysign,
-  Bfe,
-  Bfi,
-  Bfind,
-  Clz,
-  Popc,
-  Brev,
-  Prmt,
-  Shf,
-  Testp,
-  Addc,
-  Subc,
-  Madc,
-  Trap,
-  Nop,
-  CpAsync,
-  Isspacep,
-  Mul24,
-  Mad24,
-  Sad,
-  Bmsk,
+  kMov,
+  kLd,
+  kSt,
+  kAdd,
+  kSub,
+  kMul,
+  kMad,
+  kFma,
+  kDiv,
+  kRem,
+  kMin,
+  kMax,
+  kNeg,
+  kAbs,
+  kAnd,
+  kOr,
+  kXor,
+  kNot,
+  kCnot,
+  kShl,
+  kShr,
+  kSetp,
+  kSelp,
+  kCvt,
+  kCvta,
+  kCvtaTo,
+  kBra,
+  kRet,
+  kExit,
+  kCall,
+  kBar,
+  kBarWarpSync,
+  kMembar,
+  kAtom,
+  kRed,
+  kShfl,
+  kVote,
+  kActivemask,
+  kRedux,
+  kMatch,
+  kEx2,
+  kLg2,
+  kSin,
+  kCos,
+  kRcp,
+  kRsqrt,
+  kSqrt,
+  kTanh,
+  kCopysign,
+  kBfe,
+  kBfi,
+  kBfind,
+  kClz,
+  kPopc,
+  kBrev,
+  kPrmt,
+  kShf,
+  kTestp,
+  kAddc,
+  kSubc,
+  kMadc,
+  kTrap,
+  kNop,
+  kCpAsync,
+  kIsspacep,
+  kMul24,
+  kMad24,
+  kSad,
+  kBmsk,
 };
 
-enum class Space : uint8_t { Generic, Global, Shared, Local, Param, Const };
+enum class Space : uint8_t { kGeneric, kGlobal, kShared, kLocal, kParam, kConst };
 
-enum class Round : uint8_t { Default, RN, RZ, RM, RP, RNI, RZI, RMI, RPI };
+enum class Round : uint8_t { kDefault, kRN, kRZ, kRM, kRP, kRNI, kRZI, kRMI, kRPI };
 
 enum Flag : uint32_t {
   kFtz = 1u << 0,
@@ -167,86 +167,96 @@ enum Flag : uint32_t {
 };
 
 enum class CmpOp : uint8_t {
-  Eq,
-  Ne,
-  Lt,
-  Le,
-  Gt,
-  Ge,
-  Lo,
-  Ls,
-  Hi,
-  Hs,
-  Equ,
-  Neu,
-  Ltu,
-  Leu,
-  Gtu,
-  Geu,
-  Num,
-  Nan
+  kEq,
+  kNe,
+  kLt,
+  kLe,
+  kGt,
+  kGe,
+  kLo,
+  kLs,
+  kHi,
+  kHs,
+  kEqu,
+  kNeu,
+  kLtu,
+  kLeu,
+  kGtu,
+  kGeu,
+  kNum,
+  kNan
 };
-enum class BoolOp : uint8_t { None, And, Or, Xor };
-enum class AtomOp : uint8_t { Add, Min, Max, Inc, Dec, And, Or, Xor, Exch, Cas };
-enum class ShflMode : uint8_t { Up, Down, Bfly, Idx };
-enum class VoteMode : uint8_t { All, Any, Uni, Ballot };
-enum class ReduxOp : uint8_t { Add, Min, Max, And, Or, Xor };
-enum class TestpOp : uint8_t { Finite, Infinite, Number, NotANumber, Normal, Subnormal };
+enum class BoolOp : uint8_t { kNone, kAnd, kOr, kXor };
+enum class AtomOp : uint8_t { kAdd, kMin, kMax, kInc, kDec, kAnd, kOr, kXor, kExch, kCas };
+enum class ShflMode : uint8_t { kUp, kDown, kBfly, kIdx };
+enum class VoteMode : uint8_t { kAll, kAny, kUni, kBallot };
+enum class ReduxOp : uint8_t { kAdd, kMin, kMax, kAnd, kOr, kXor };
+enum class TestpOp : uint8_t { kFinite, kInfinite, kNumber, kNotANumber, kNormal, kSubnormal };
 
 enum class Special : uint8_t {
-  TidX,
-  TidY,
-  TidZ,
-  NtidX,
-  NtidY,
-  NtidZ,
-  CtaidX,
-  CtaidY,
-  CtaidZ,
-  NctaidX,
-  NctaidY,
-  NctaidZ,
-  LaneId,
-  WarpId,
-  NWarpId,
-  SmId,
-  NSmId,
-  LanemaskEq,
-  LanemaskLt,
-  LanemaskLe,
-  LanemaskGt,
-  LanemaskGe,
-  Clock,
-  Clock64,
-  GlobalTimer,
-  DynamicSmemSize,
-  TotalSmemSize,
-  WarpSize,
-  GridId,
-  ReservedSmemBegin,
-  ReservedSmemEnd,
-  ReservedSmemCap,
-  ReservedSmem0,
-  ReservedSmem1,
+  kTidX,
+  kTidY,
+  kTidZ,
+  kNtidX,
+  kNtidY,
+  kNtidZ,
+  kCtaidX,
+  kCtaidY,
+  kCtaidZ,
+  kNctaidX,
+  kNctaidY,
+  kNctaidZ,
+  kLaneId,
+  kWarpId,
+  kNWarpId,
+  kSmId,
+  kNSmId,
+  kLanemaskEq,
+  kLanemaskLt,
+  kLanemaskLe,
+  kLanemaskGt,
+  kLanemaskGe,
+  kClock,
+  kClock64,
+  kGlobalTimer,
+  kDynamicSmemSize,
+  kTotalSmemSize,
+  kWarpSize,
+  kGridId,
+  kReservedSmemBegin,
+  kReservedSmemEnd,
+  kReservedSmemCap,
+  kReservedSmem0,
+  kReservedSmem1,
 };
 
 enum class SymbolKind : uint8_t {
-  None,
-  Global,       // module .global/.const variable: index into ModuleImage::globals
-  Shared,       // .shared variable: index into ModuleImage::sharedVars (offset is per kernel)
-  Local,        // offset inside the current function's .local frame
-  KernelParam,  // offset inside the kernel parameter block
-  FrameParam,   // offset inside the current call frame's parameter area
-  Function,     // index into ModuleImage::functions (its fake code address)
+  kNone,
+  kGlobal,       // module .global/.const variable: index into ModuleImage::globals
+  kShared,       // .shared variable: index into ModuleImage::sharedVars (offset is per kernel)
+  kLocal,        // offset inside the current function's .local frame
+  kKernelParam,  // offset inside the kernel parameter block
+  kFrameParam,   // offset inside the current call frame's parameter area
+  kFunction,     // index into ModuleImage::functions (its fake code address)
 };
 
-enum class OperandKind : uint8_t { None, Reg, Imm, Special, Symbol, Vector, Sink, Address, Label };
+enum class OperandKind : uint8_t {
+  kNone,
+  kReg,
+  kImm,
+  kSpecial,
+  kSymbol,
+  kVector,
+  kSink,
+  kAddress,
+  kLabel
+};
 
 struct Operand {
-  OperandKind kind = OperandKind::None;
-  bool negate = false;                   // !p
-  SymbolKind symbol = SymbolKind::None;  // Symbol and symbol-based Address
-  uint8_t count = 0;                     // Vector: element count
+  OperandKind kind = OperandKind::kNone;
+  bool negate = false;                    // !p
+  SymbolKind symbol = SymbolKind::kNone;  // Symbol and symbol-based Address
+  uint8_t count = 0;                      // Vector: element count
   static constexpr uint32_t kNoReg = 0xffffffffu;
   uint32_t index =
       kNoReg;        // register / special id / symbol index / label pc / first vector element
@@ -254,14 +264,14 @@ struct Operand {
 };
 
 struct Instr {
-  Op op = Op::Nop;
-  Type type = Type::None;
-  Type type2 = Type::None;  // cvt/cvt-like source type
-  Space space = Space::Generic;
-  Round round = Round::Default;
+  Op op = Op::kNop;
+  Type type = Type::kNone;
+  Type type2 = Type::kNone;  // cvt/cvt-like source type
+  Space space = Space::kGeneric;
+  Round round = Round::kDefault;
   uint8_t mode =
       0;  // CmpOp / AtomOp / ShflMode / VoteMode / ReduxOp / TestpOp / match all(1)/any(0)
-  BoolOp boolOp = BoolOp::None;
+  BoolOp boolOp = BoolOp::kNone;
   uint8_t vec = 1;
   uint32_t flags = 0;
   uint32_t guard = Operand::kNoReg;
@@ -284,13 +294,13 @@ struct CallSite {
   std::vector<ParamSlot> results;  // caller-frame slots receiving the return values
 };
 
-enum class Builtin : uint8_t { None, Vprintf, Malloc, Free, AssertFail };
+enum class Builtin : uint8_t { kNone, kVprintf, kMalloc, kFree, kAssertFail };
 
 struct FunctionImage {
   std::string name;
   bool isEntry = false;
   bool defined = false;
-  Builtin builtin = Builtin::None;
+  Builtin builtin = Builtin::kNone;
   uint32_t entryPc = 0, endPc = 0;
   uint32_t numRegs = 0;
   std::vector<ParamSlot> params;   // entry: kernel param block; func: frame param area
@@ -308,7 +318,7 @@ struct FunctionImage {
 struct Relocation {
   uint64_t offset = 0;  // byte offset inside the variable image
   uint8_t size = 8;
-  SymbolKind target = SymbolKind::Global;  // Global or Function
+  SymbolKind target = SymbolKind::kGlobal;  // Global or Function
   uint32_t index = 0;
   uint64_t addend = 0;
 };
@@ -349,6 +359,6 @@ struct ModuleImage {
 };
 
 // Builds the image from PTX text; fills error and returns false on failure.
-bool buildModuleImage(std::string_view ptx, ModuleImage* out, LoadError* error);
+Status buildModuleImage(std::string_view ptx, ModuleImage* out);
 
 }  // namespace gpupool::ptx

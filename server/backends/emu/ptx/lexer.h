@@ -10,25 +10,25 @@
 namespace gpupool::ptx {
 
 enum class TokenKind : uint8_t {
-  Name,       // identifiers, opcodes, registers, labels
-  Directive,  // .xxx
-  Integer,    // decimal / hex / octal / binary, optional U suffix; value in `integer`
-  F32Bits,    // 0fXXXXXXXX: `integer` holds the bit pattern
-  F64Bits,    // 0dXXXXXXXXXXXXXXXX: `integer` holds the bit pattern
-  Decimal,    // decimal float literal such as 1.5; `real` holds the value
-  String,     // "..." without quotes
-  Punct,      // one of ; , : { } [ ] ( ) < > + - @ ! | =
-  End,
-  Error,  // unrecognized character; text holds it
+  kName,       // identifiers, opcodes, registers, labels
+  kDirective,  // .xxx
+  kInteger,    // decimal / hex / octal / binary, optional U suffix; value in `integer`
+  kF32Bits,    // 0fXXXXXXXX: `integer` holds the bit pattern
+  kF64Bits,    // 0dXXXXXXXXXXXXXXXX: `integer` holds the bit pattern
+  kDecimal,    // decimal float literal such as 1.5; `real` holds the value
+  kString,     // "..." without quotes
+  kPunct,      // one of ; , : { } [ ] ( ) < > + - @ ! | =
+  kEnd,
+  kError,  // unrecognized character; text holds it
 };
 
 struct Token {
-  TokenKind kind = TokenKind::End;
+  TokenKind kind = TokenKind::kEnd;
   std::string_view text;  // view into the source
   uint64_t integer = 0;
   double real = 0;
   uint32_t line = 0;
-  bool is(char c) const { return kind == TokenKind::Punct && text.size() == 1 && text[0] == c; }
+  bool is(char c) const { return kind == TokenKind::kPunct && text.size() == 1 && text[0] == c; }
 };
 
 // Splits the whole source into tokens; the last token is End (or Error at the first bad char).

@@ -22,8 +22,8 @@
 #include <string>
 #include <string_view>
 
-#include "device_heap.h"
-#include "ptx_module.h"
+#include "server/backends/emu/ptx/device_heap.h"
+#include "server/backends/emu/ptx/ptx_module.h"
 
 namespace gpupool::ptx {
 
@@ -68,8 +68,8 @@ struct LaunchServices {
 };
 
 struct LaunchResult {
-  CUresult code = CUDA_SUCCESS;
-  std::string diagnostic;    // on failure: kernel, PC, lane, instruction text, address...
+  // On failure the message names the kernel, PC, lane, instruction text, address...
+  Status status;
   uint64_t warpSteps = 0;    // warp-instructions executed
   uint64_t threadSteps = 0;  // thread-instructions executed (active lanes summed)
 };

@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include "common/status.h"
+
 namespace gpupool::ptx {
 
 struct KernelParam {
@@ -36,19 +38,14 @@ struct GlobalVariable {
   bool isConst = false;  // declared in .const space
 };
 
-struct LoadError {
-  CUresult code = CUDA_SUCCESS;
-  std::string message;  // names the offending instruction and its line
-};
-
 struct ModuleImage;  // the resolved program; defined in ir.h
 
 class Module {
  public:
   // Parses + validates PTX text. Unsupported instruction -> CUDA_ERROR_NOT_SUPPORTED; syntax error
-  // or undefined symbol -> CUDA_ERROR_INVALID_PTX. Never throws, never crashes on bad input;
-  // returns nullptr and fills *error (if non-null) on failure.
-  static std::unique_ptr<Module> load(std::string_view ptx, LoadError* error);
+  // or undefined symbol -> CUDA_ERROR_INVALID_PTX, with a message naming the offending instruction
+  // and its line. Never throws, never crashes on bad input.
+  static Result<std::unique_ptr<Module>> load(std::string_view ptx);
   ~Module();
 
   uint32_t targetSm() const;    // from `.target sm_XX`

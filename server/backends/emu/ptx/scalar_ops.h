@@ -60,10 +60,10 @@ inline float flush(float f) {
 class RoundingScope {
  public:
   explicit RoundingScope(Round r) {
-    int mode = r == Round::RZ || r == Round::RZI   ? FE_TOWARDZERO
-               : r == Round::RM || r == Round::RMI ? FE_DOWNWARD
-               : r == Round::RP || r == Round::RPI ? FE_UPWARD
-                                                   : FE_TONEAREST;
+    int mode = r == Round::kRZ || r == Round::kRZI   ? FE_TOWARDZERO
+               : r == Round::kRM || r == Round::kRMI ? FE_DOWNWARD
+               : r == Round::kRP || r == Round::kRPI ? FE_UPWARD
+                                                     : FE_TONEAREST;
     active_ = mode != FE_TONEAREST;
     if (active_) std::fesetround(mode);
   }
@@ -114,37 +114,37 @@ template <class F>
 bool floatCompare(CmpOp op, F a, F b) {
   bool unordered = std::isnan(a) || std::isnan(b);
   switch (op) {
-    case CmpOp::Eq:
+    case CmpOp::kEq:
       return !unordered && a == b;
-    case CmpOp::Ne:
+    case CmpOp::kNe:
       return !unordered && a != b;
-    case CmpOp::Lt:
-    case CmpOp::Lo:
+    case CmpOp::kLt:
+    case CmpOp::kLo:
       return !unordered && a < b;
-    case CmpOp::Le:
-    case CmpOp::Ls:
+    case CmpOp::kLe:
+    case CmpOp::kLs:
       return !unordered && a <= b;
-    case CmpOp::Gt:
-    case CmpOp::Hi:
+    case CmpOp::kGt:
+    case CmpOp::kHi:
       return !unordered && a > b;
-    case CmpOp::Ge:
-    case CmpOp::Hs:
+    case CmpOp::kGe:
+    case CmpOp::kHs:
       return !unordered && a >= b;
-    case CmpOp::Equ:
+    case CmpOp::kEqu:
       return unordered || a == b;
-    case CmpOp::Neu:
+    case CmpOp::kNeu:
       return unordered || a != b;
-    case CmpOp::Ltu:
+    case CmpOp::kLtu:
       return unordered || a < b;
-    case CmpOp::Leu:
+    case CmpOp::kLeu:
       return unordered || a <= b;
-    case CmpOp::Gtu:
+    case CmpOp::kGtu:
       return unordered || a > b;
-    case CmpOp::Geu:
+    case CmpOp::kGeu:
       return unordered || a >= b;
-    case CmpOp::Num:
+    case CmpOp::kNum:
       return !unordered;
-    case CmpOp::Nan:
+    case CmpOp::kNan:
       return unordered;
   }
   return false;
@@ -153,27 +153,27 @@ bool floatCompare(CmpOp op, F a, F b) {
 template <class T>
 bool intCompare(CmpOp op, T a, T b) {
   switch (op) {
-    case CmpOp::Eq:
-    case CmpOp::Equ:
+    case CmpOp::kEq:
+    case CmpOp::kEqu:
       return a == b;
-    case CmpOp::Ne:
-    case CmpOp::Neu:
+    case CmpOp::kNe:
+    case CmpOp::kNeu:
       return a != b;
-    case CmpOp::Lt:
-    case CmpOp::Lo:
-    case CmpOp::Ltu:
+    case CmpOp::kLt:
+    case CmpOp::kLo:
+    case CmpOp::kLtu:
       return a < b;
-    case CmpOp::Le:
-    case CmpOp::Ls:
-    case CmpOp::Leu:
+    case CmpOp::kLe:
+    case CmpOp::kLs:
+    case CmpOp::kLeu:
       return a <= b;
-    case CmpOp::Gt:
-    case CmpOp::Hi:
-    case CmpOp::Gtu:
+    case CmpOp::kGt:
+    case CmpOp::kHi:
+    case CmpOp::kGtu:
       return a > b;
-    case CmpOp::Ge:
-    case CmpOp::Hs:
-    case CmpOp::Geu:
+    case CmpOp::kGe:
+    case CmpOp::kHs:
+    case CmpOp::kGeu:
       return a >= b;
     default:
       return false;
@@ -212,16 +212,16 @@ T mulHi(T a, T b) {
 inline uint64_t floatToInt(double v, Round r, Type dst) {
   if (std::isnan(v)) return 0;
   switch (r) {
-    case Round::RNI:
-    case Round::RN:
+    case Round::kRNI:
+    case Round::kRN:
       v = std::nearbyint(v);
       break;  // FE_TONEAREST is the default
-    case Round::RMI:
-    case Round::RM:
+    case Round::kRMI:
+    case Round::kRM:
       v = std::floor(v);
       break;
-    case Round::RPI:
-    case Round::RP:
+    case Round::kRPI:
+    case Round::kRP:
       v = std::ceil(v);
       break;
     default:
@@ -242,25 +242,25 @@ inline uint64_t floatToInt(double v, Round r, Type dst) {
 
 inline SmallFloatRounding smallRounding(Round r) {
   switch (r) {
-    case Round::RZ:
-      return SmallFloatRounding::TowardZero;
-    case Round::RM:
-      return SmallFloatRounding::Down;
-    case Round::RP:
-      return SmallFloatRounding::Up;
+    case Round::kRZ:
+      return SmallFloatRounding::kTowardZero;
+    case Round::kRM:
+      return SmallFloatRounding::kDown;
+    case Round::kRP:
+      return SmallFloatRounding::kUp;
     default:
-      return SmallFloatRounding::NearestEven;
+      return SmallFloatRounding::kNearestEven;
   }
 }
 
 // Reads a float-typed register value as double (f16/bf16/f32/f64).
 inline double toDouble(uint64_t b, Type t) {
   switch (t) {
-    case Type::F16:
+    case Type::kF16:
       return halfToDouble(static_cast<uint16_t>(b));
-    case Type::BF16:
+    case Type::kBF16:
       return bfloatToDouble(static_cast<uint16_t>(b));
-    case Type::F32:
+    case Type::kF32:
       return f32(b);
     default:
       return f64(b);
@@ -295,51 +295,52 @@ inline uint64_t convert(uint64_t src, Type dst, Type srcType, Round r, uint32_t 
   }
   if (srcF && !dstF) {
     double v =
-        srcType == Type::F32 ? static_cast<double>(inF32(src, flags)) : toDouble(src, srcType);
+        srcType == Type::kF32 ? static_cast<double>(inF32(src, flags)) : toDouble(src, srcType);
     return floatToInt(v, r, dst);
   }
   if (!srcF) {  // int -> float, rounding per .rn/.rz/.rm/.rp
     RoundingScope scope(r);
     bool s = isSigned(srcType);
     uint64_t v = extend(src, typeBytes(srcType), s);
-    if (dst == Type::F32) {
+    if (dst == Type::kF32) {
       float f = s ? static_cast<float>(static_cast<int64_t>(v)) : static_cast<float>(v);
       return finishF32(f, flags);
     }
-    if (dst == Type::F64) {
+    if (dst == Type::kF64) {
       double d = s ? static_cast<double>(static_cast<int64_t>(v)) : static_cast<double>(v);
       return finishF64(d, flags);
     }
     // f16/bf16: an int64 may not be exact in double; rare, accept one extra rounding.
     double d = s ? static_cast<double>(static_cast<int64_t>(v)) : static_cast<double>(v);
-    return dst == Type::F16 ? doubleToHalf(d, smallRounding(r))
-                            : doubleToBfloat(d, smallRounding(r));
+    return dst == Type::kF16 ? doubleToHalf(d, smallRounding(r))
+                             : doubleToBfloat(d, smallRounding(r));
   }
   // float -> float
-  double v = srcType == Type::F32 ? static_cast<double>(inF32(src, flags)) : toDouble(src, srcType);
-  bool integral = r == Round::RNI || r == Round::RZI || r == Round::RMI || r == Round::RPI;
+  double v =
+      srcType == Type::kF32 ? static_cast<double>(inF32(src, flags)) : toDouble(src, srcType);
+  bool integral = r == Round::kRNI || r == Round::kRZI || r == Round::kRMI || r == Round::kRPI;
   if (integral) {
-    v = r == Round::RNI   ? std::nearbyint(v)
-        : r == Round::RZI ? std::trunc(v)
-        : r == Round::RMI ? std::floor(v)
-                          : std::ceil(v);
+    v = r == Round::kRNI   ? std::nearbyint(v)
+        : r == Round::kRZI ? std::trunc(v)
+        : r == Round::kRMI ? std::floor(v)
+                           : std::ceil(v);
   }
   if (flags & kSat) v = std::isnan(v) ? 0.0 : v < 0 ? 0.0 : v > 1 ? 1.0 : v;
   if ((flags & kRelu) && !std::isnan(v) && v < 0) v = 0.0;
   switch (dst) {
-    case Type::F32: {
+    case Type::kF32: {
       float f;
       {
-        RoundingScope scope(integral ? Round::RN : r);
+        RoundingScope scope(integral ? Round::kRN : r);
         f = static_cast<float>(v);
       }
       return finishF32(f, flags & ~kSat);
     }
-    case Type::F64:
+    case Type::kF64:
       return finishF64(v, flags & ~kSat);
-    case Type::F16:
+    case Type::kF16:
       return doubleToHalf(v, smallRounding(r));
-    case Type::BF16:
+    case Type::kBF16:
       return doubleToBfloat(v, smallRounding(r));
     default:
       return 0;

@@ -1,0 +1,708 @@
+// Semantics of the non-control instructions for the lanes of one scheduled group: moves,
+// loads/stores, conversions, integer/float arithmetic, comparisons, atomics.
+#include <atomic>
+
+#include "block_runner.h"
+
+namespace gpupool::ptx::execution {
+
+template <class Fn>
+void BlockRunner::floatBinary(const Instr& in, uint32_t exec, Fn fn) {
+  RoundingScope scope(in.round);
+  const Operand &d = in.ops[0], &A = in.ops[1], &B = in.ops[2];
+  switch (in.type) {
+    case Type::kF32:
+      forLanes(exec, [&](int l) {
+        set(d, l,
+            finishF32(fn(inF32(value(A, l), in.flags), inF32(value(B, l), in.flags)), in.flags));
+      });
+      break;
+    case Type::kF64:
+      forLanes(exec, [&](int l) {
+        set(d, l, finishF64(fn(f64(value(A, l)), f64(value(B, l))), in.flags));
+      });
+      break;
+    case Type::kF16:
+    case Type::kBF16:
+      forLanes(exec, [&](int l) {
+        set(d, l,
+            halfResult(fn(toDouble(value(A, l), in.type), toDouble(value(B, l), in.type)), in.type,
+                       in.flags));
+      });
+      break;
+    case Type::kF16x2:
+    case Type::kBF16x2: {
+      Type h = in.type == Type::kF16x2 ? Type::kF16 : Type::kBF16;
+      forLanes(exec, [&](int l) {
+        uint64_t a = value(A, l), b = value(B, l), r = 0;
+        for (int k = 0; k < 2; ++k)
+          r |= halfResult(fn(toDouble(a >> (16 * k), h), toDouble(b >> (16 * k), h)), h, in.flags)
+               << (16 * k);
+        set(d, l, r);
+      });
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+template <class Fn>
+void BlockRunner::floatUnary(const Instr& in, uint32_t exec, Fn fn) {
+  RoundingScope scope(in.round);
+  const Operand &d = in.ops[0], &A = in.ops[1];
+  switch (in.type) {
+    case Type::kF32:
+      forLanes(exec,
+               [&](int l) { set(d, l, finishF32(fn(inF32(value(A, l), in.flags)), in.flags)); });
+      break;
+    case Type::kF64:
+      forLanes(exec, [&](int l) { set(d, l, finishF64(fn(f64(value(A, l))), in.flags)); });
+      break;
+    case Type::kF16:
+    case Type::kBF16:
+      forLanes(exec, [&](int l) {
+        set(d, l, halfResult(fn(toDouble(value(A, l), in.type)), in.type, in.flags));
+      });
+      break;
+    case Type::kF16x2:
+    case Type::kBF16x2: {
+      Type h = in.type == Type::kF16x2 ? Type::kF16 : Type::kBF16;
+      forLanes(exec, [&](int l) {
+        uint64_t a = value(A, l), r = 0;
+        for (int k = 0; k < 2; ++k)
+          r |= halfResult(fn(toDouble(a >> (16 * k), h)), h, in.flags) << (16 * k);
+        set(d, l, r);
+      });
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+namespace {
+
+uint64_t atomicCombine(const Instr& in, uint64_t old, uint64_t b, uint64_t c) {
+  const Type t = in.type;
+  const unsigned bytes = typeBytes(t);
+  const uint64_t m = widthMask(bytes);
+  auto sext = [&](uint64_t v) { return static_cast<int64_t>(extend(v, bytes, true)); };
+  switch (static_cast<AtomOp>(in.mode)) {
+    case AtomOp::kAdd:
+      switch (t) {
+        case Type::kF32:
+          return bits(f32(old) + f32(b));
+        case Type::kF64:
+          return bits(f64(old) + f64(b));
+        case Type::kF16:
+          return doubleToHalf(halfToDouble(static_cast<uint16_t>(old)) +
+                              halfToDouble(static_cast<uint16_t>(b)));
+        case Type::kBF16:
+          return doubleToBfloat(bfloatToDouble(static_cast<uint16_t>(old)) +
+                                bfloatToDouble(static_cast<uint16_t>(b)));
+        case Type::kF16x2:
+        case Type::kBF16x2: {
+          uint64_t r = 0;
+          for (int k = 0; k < 2; ++k) {
+            uint16_t x = static_cast<uint16_t>(old >> (16 * k)),
+                     y = static_cast<uint16_t>(b >> (16 * k));
+            uint16_t s = t == Type::kF16x2 ? doubleToHalf(halfToDouble(x) + halfToDouble(y))
+                                           : doubleToBfloat(bfloatToDouble(x) + bfloatToDouble(y));
+            r |= uint64_t{s} << (16 * k);
+          }
+          return r;
+        }
+        default:
+          return (old + b) & m;
+      }
+    case AtomOp::kMin:
+      if (t == Type::kF32) return bits(floatMin(f32(old), f32(b)));
+      if (t == Type::kF64) return bits(floatMin(f64(old), f64(b)));
+      if (isSigned(t)) return sext(old) < sext(b) ? old : b & m;
+      return (old & m) < (b & m) ? old : b & m;
+    case AtomOp::kMax:
+      if (t == Type::kF32) return bits(floatMax(f32(old), f32(b)));
+      if (t == Type::kF64) return bits(floatMax(f64(old), f64(b)));
+      if (isSigned(t)) return sext(old) > sext(b) ? old : b & m;
+      return (old & m) > (b & m) ? old : b & m;
+    case AtomOp::kInc:
+      return (old & m) >= (b & m) ? 0 : (old + 1) & m;
+    case AtomOp::kDec:
+      return ((old & m) == 0 || (old & m) > (b & m)) ? b & m : (old - 1) & m;
+    case AtomOp::kAnd:
+      return old & b & m;
+    case AtomOp::kOr:
+      return (old | b) & m;
+    case AtomOp::kXor:
+      return (old ^ b) & m;
+    case AtomOp::kExch:
+      return b & m;
+    case AtomOp::kCas:
+      return (old & m) == (b & m) ? c & m : old;
+  }
+  return old;
+}
+
+template <class U>
+uint64_t atomicUpdate(uint8_t* p, const Instr& in, uint64_t b, uint64_t c) {
+  U* q = reinterpret_cast<U*>(p);
+  U old = __atomic_load_n(q, __ATOMIC_RELAXED);
+  while (true) {
+    U next = static_cast<U>(atomicCombine(in, old, b, c));
+    if (__atomic_compare_exchange_n(q, &old, next, true, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+      return old;
+  }
+}
+
+}  // namespace
+
+void BlockRunner::atomic(const Instr& in, uint32_t exec) {
+  const bool isRed = in.op == Op::kRed;
+  const Operand& addrOp = in.ops[isRed ? 0 : 1];
+  const Operand& bOp = in.ops[isRed ? 1 : 2];
+  const unsigned bytes = typeBytes(in.type);
+  forLanes(exec, [&](int l) {
+    uint64_t addr = address(addrOp, l);
+    if (addr % bytes) fault(CUDA_ERROR_MISALIGNED_ADDRESS, l, curPc_, "misaligned atomic address");
+    uint8_t* p = access(in.space, addr, bytes, l);
+    uint64_t b = value(bOp, l);
+    uint64_t c = (!isRed && in.numOps > 3) ? value(in.ops[3], l) : 0;
+    uint64_t old = bytes == 2   ? atomicUpdate<uint16_t>(p, in, b, c)
+                   : bytes == 4 ? atomicUpdate<uint32_t>(p, in, b, c)
+                                : atomicUpdate<uint64_t>(p, in, b, c);
+    if (!isRed) set(in.ops[0], l, old);
+  });
+}
+
+void BlockRunner::integerOp(const Instr& in, uint32_t exec) {
+  const Operand &d = in.ops[0], &A = in.ops[1], &B = in.ops[2], &C = in.ops[3];
+  const bool cc = in.flags & kCC;
+  const bool isPred = in.type == Type::kPred;
+  withIntType(in.type, [&](auto tag) {
+    using T = decltype(tag);
+    using U = std::make_unsigned_t<T>;
+    constexpr unsigned W = sizeof(T) * 8;
+    using Wide = std::conditional_t<W == 64, unsigned __int128, uint64_t>;
+    auto get = [&](const Operand& o, int l) { return static_cast<T>(value(o, l)); };
+    auto put = [&](int l, T v) { set(d, l, raw<T>(v)); };
+    switch (in.op) {
+      case Op::kAdd:
+        forLanes(exec, [&](int l) {
+          T a = get(A, l), b = get(B, l);
+          U r = static_cast<U>(static_cast<U>(a) + static_cast<U>(b));
+          if constexpr (std::is_same_v<T, int32_t>) {
+            if (in.flags & kSat) {
+              int64_t s = int64_t{a} + b;
+              r = static_cast<U>(static_cast<T>(s > INT32_MAX   ? INT32_MAX
+                                                : s < INT32_MIN ? INT32_MIN
+                                                                : s));
+            }
+          }
+          if (cc) w_->carry[l] = r < static_cast<U>(a);
+          put(l, static_cast<T>(r));
+        });
+        break;
+      case Op::kSub:
+        forLanes(exec, [&](int l) {
+          T a = get(A, l), b = get(B, l);
+          U r = static_cast<U>(static_cast<U>(a) - static_cast<U>(b));
+          if constexpr (std::is_same_v<T, int32_t>) {
+            if (in.flags & kSat) {
+              int64_t s = int64_t{a} - b;
+              r = static_cast<U>(static_cast<T>(s > INT32_MAX   ? INT32_MAX
+                                                : s < INT32_MIN ? INT32_MIN
+                                                                : s));
+            }
+          }
+          if (cc) w_->carry[l] = static_cast<U>(a) < static_cast<U>(b);
+          put(l, static_cast<T>(r));
+        });
+        break;
+      case Op::kAddc:
+        forLanes(exec, [&](int l) {
+          Wide s = Wide{static_cast<U>(get(A, l))} + static_cast<U>(get(B, l)) + w_->carry[l];
+          if (cc) w_->carry[l] = static_cast<uint8_t>(s >> W);
+          put(l, static_cast<T>(static_cast<U>(s)));
+        });
+        break;
+      case Op::kSubc:
+        forLanes(exec, [&](int l) {
+          Wide a = static_cast<U>(get(A, l)), b = Wide{static_cast<U>(get(B, l))} + w_->carry[l];
+          if (cc) w_->carry[l] = a < b;
+          put(l, static_cast<T>(static_cast<U>(a - b)));
+        });
+        break;
+      case Op::kMul:
+      case Op::kMad:
+      case Op::kMadc:
+        forLanes(exec, [&](int l) {
+          T a = get(A, l), b = get(B, l);
+          if ((in.flags & kWide) && W <= 32) {
+            using WT = std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>;
+            WT p = static_cast<WT>(a) * static_cast<WT>(b);
+            if (in.op != Op::kMul)
+              p += static_cast<WT>(extend(value(C, l), 2 * W / 8, std::is_signed_v<T>));
+            set(d, l, static_cast<uint64_t>(p) & widthMask(2 * W / 8));
+            return;
+          }
+          U part = (in.flags & kHi) ? static_cast<U>(mulHi<T>(a, b))
+                                    : static_cast<U>(static_cast<U>(a) * static_cast<U>(b));
+          if (in.op == Op::kMul) {
+            put(l, static_cast<T>(part));
+            return;
+          }
+          U c = static_cast<U>(get(C, l));
+          Wide s = Wide{part} + c + (in.op == Op::kMadc ? w_->carry[l] : 0);
+          if (cc) w_->carry[l] = static_cast<uint8_t>(s >> W);
+          put(l, static_cast<T>(static_cast<U>(s)));
+        });
+        break;
+      case Op::kMul24:
+      case Op::kMad24:
+        forLanes(exec, [&](int l) {
+          int64_t a = static_cast<int64_t>(extend(value(A, l), 3, std::is_signed_v<T>));
+          int64_t b = static_cast<int64_t>(extend(value(B, l), 3, std::is_signed_v<T>));
+          int64_t p = a * b;
+          uint32_t r = (in.flags & kHi) ? static_cast<uint32_t>(p >> 16) : static_cast<uint32_t>(p);
+          if (in.op == Op::kMad24) r += static_cast<uint32_t>(value(C, l));
+          set(d, l, r);
+        });
+        break;
+      case Op::kSad:
+        forLanes(exec, [&](int l) {
+          T a = get(A, l), b = get(B, l);
+          U diff = a > b ? static_cast<U>(static_cast<U>(a) - static_cast<U>(b))
+                         : static_cast<U>(static_cast<U>(b) - static_cast<U>(a));
+          put(l, static_cast<T>(static_cast<U>(diff + static_cast<U>(get(C, l)))));
+        });
+        break;
+      case Op::kDiv:
+        forLanes(exec, [&](int l) { put(l, intDiv<T>(get(A, l), get(B, l))); });
+        break;
+      case Op::kRem:
+        forLanes(exec, [&](int l) { put(l, intRem<T>(get(A, l), get(B, l))); });
+        break;
+      case Op::kMin:
+        forLanes(exec, [&](int l) { put(l, std::min(get(A, l), get(B, l))); });
+        break;
+      case Op::kMax:
+        forLanes(exec, [&](int l) { put(l, std::max(get(A, l), get(B, l))); });
+        break;
+      case Op::kNeg:
+        forLanes(exec, [&](int l) {
+          put(l, static_cast<T>(static_cast<U>(0 - static_cast<U>(get(A, l)))));
+        });
+        break;
+      case Op::kAbs:
+        forLanes(exec, [&](int l) {
+          T a = get(A, l);
+          put(l, a < 0 ? static_cast<T>(static_cast<U>(0 - static_cast<U>(a))) : a);
+        });
+        break;
+      case Op::kAnd:
+        forLanes(exec, [&](int l) { put(l, static_cast<T>(get(A, l) & get(B, l))); });
+        break;
+      case Op::kOr:
+        forLanes(exec, [&](int l) { put(l, static_cast<T>(get(A, l) | get(B, l))); });
+        break;
+      case Op::kXor:
+        forLanes(exec, [&](int l) { put(l, static_cast<T>(get(A, l) ^ get(B, l))); });
+        break;
+      case Op::kNot:
+        forLanes(exec, [&](int l) {
+          put(l, isPred ? static_cast<T>((get(A, l) & 1) ^ 1) : static_cast<T>(~get(A, l)));
+        });
+        break;
+      case Op::kCnot:
+        forLanes(exec, [&](int l) { put(l, static_cast<T>(get(A, l) == 0 ? 1 : 0)); });
+        break;
+      case Op::kShl:
+        forLanes(exec, [&](int l) {
+          uint32_t n = static_cast<uint32_t>(value(B, l));
+          put(l, n >= W ? T{0} : static_cast<T>(static_cast<U>(static_cast<U>(get(A, l)) << n)));
+        });
+        break;
+      case Op::kShr:
+        forLanes(exec, [&](int l) {
+          uint32_t n = static_cast<uint32_t>(value(B, l));
+          T a = get(A, l);
+          if constexpr (std::is_signed_v<T>)
+            put(l, n >= W ? static_cast<T>(a < 0 ? -1 : 0) : static_cast<T>(a >> n));
+          else
+            put(l, n >= W ? T{0} : static_cast<T>(a >> n));
+        });
+        break;
+      case Op::kPopc:
+        forLanes(exec, [&](int l) {
+          set(d, l, static_cast<uint32_t>(std::popcount(static_cast<U>(get(A, l)))));
+        });
+        break;
+      case Op::kClz:
+        forLanes(exec, [&](int l) {
+          set(d, l, static_cast<uint32_t>(std::countl_zero(static_cast<U>(get(A, l)))));
+        });
+        break;
+      case Op::kBrev:
+        forLanes(exec, [&](int l) {
+          U a = static_cast<U>(get(A, l)), r = 0;
+          for (unsigned i = 0; i < W; ++i) r = static_cast<U>(r | (((a >> i) & 1) << (W - 1 - i)));
+          put(l, static_cast<T>(r));
+        });
+        break;
+      case Op::kBfind:
+        forLanes(exec, [&](int l) { set(d, l, findMsb<T>(get(A, l), in.flags & kShiftAmt)); });
+        break;
+      case Op::kBfe:
+        forLanes(exec, [&](int l) {
+          put(l, bitFieldExtract<T>(get(A, l), static_cast<uint32_t>(value(B, l)),
+                                    static_cast<uint32_t>(value(C, l))));
+        });
+        break;
+      case Op::kBfi:
+        forLanes(exec, [&](int l) {
+          put(l,
+              static_cast<T>(bitFieldInsert<U>(static_cast<U>(get(A, l)), static_cast<U>(get(B, l)),
+                                               static_cast<uint32_t>(value(C, l)),
+                                               static_cast<uint32_t>(value(in.ops[4], l)))));
+        });
+        break;
+      case Op::kPrmt:
+        forLanes(exec, [&](int l) {
+          set(d, l,
+              permute(static_cast<uint32_t>(value(A, l)), static_cast<uint32_t>(value(B, l)),
+                      static_cast<uint32_t>(value(C, l)), in.mode));
+        });
+        break;
+      case Op::kBmsk:
+        forLanes(exec, [&](int l) {
+          set(d, l,
+              bitMask(static_cast<uint32_t>(value(A, l)), static_cast<uint32_t>(value(B, l)),
+                      in.flags & kClamp));
+        });
+        break;
+      case Op::kShf:
+        forLanes(exec, [&](int l) {
+          set(d, l,
+              funnelShift(static_cast<uint32_t>(value(A, l)), static_cast<uint32_t>(value(B, l)),
+                          static_cast<uint32_t>(value(C, l)), in.flags & kLeft, in.flags & kWrap));
+        });
+        break;
+      default:
+        break;
+    }
+  });
+}
+
+void BlockRunner::executeSimple(const Instr& in, uint32_t exec, uint32_t group) {
+  const Operand& d = in.ops[0];
+  switch (in.op) {
+    case Op::kMov: {
+      const Operand& s = in.ops[1];
+      const unsigned bytes = typeBytes(in.type);
+      if (d.kind == OperandKind::kVector) {  // unpack
+        const unsigned eb = bytes * 8 / d.count;
+        forLanes(exec, [&](int l) {
+          uint64_t v = value(s, l);
+          for (unsigned k = 0; k < d.count; ++k)
+            set(element(d, k), l, (v >> (k * eb)) & widthMask(eb / 8));
+        });
+      } else if (s.kind == OperandKind::kVector) {  // pack
+        const unsigned eb = bytes * 8 / s.count;
+        forLanes(exec, [&](int l) {
+          uint64_t v = 0;
+          for (unsigned k = 0; k < s.count; ++k)
+            v |= (value(element(s, k), l) & widthMask(eb / 8)) << (k * eb);
+          set(d, l, v);
+        });
+      } else {
+        const uint64_t m = widthMask(bytes);
+        forLanes(exec, [&](int l) { set(d, l, value(s, l) & m); });
+      }
+      return;
+    }
+    case Op::kLd: {
+      const unsigned eb = typeBytes(in.type), n = in.vec;
+      const bool sgn = isSigned(in.type);
+      forLanes(exec, [&](int l) {
+        const uint8_t* p = access(in.space, address(in.ops[1], l), uint64_t{eb} * n, l);
+        for (unsigned k = 0; k < n; ++k) {
+          uint64_t v = 0;
+          std::memcpy(&v, p + k * eb, eb);
+          set(n == 1 ? d : element(d, k), l, extend(v, eb, sgn));
+        }
+      });
+      return;
+    }
+    case Op::kSt: {
+      const unsigned eb = typeBytes(in.type), n = in.vec;
+      const Operand& s = in.ops[1];
+      forLanes(exec, [&](int l) {
+        uint8_t* p = access(in.space, address(d, l), uint64_t{eb} * n, l);
+        for (unsigned k = 0; k < n; ++k) {
+          uint64_t v = value(n == 1 ? s : element(s, k), l);
+          std::memcpy(p + k * eb, &v, eb);
+        }
+      });
+      return;
+    }
+    case Op::kCvt:
+      if (in.type == Type::kF16x2 || in.type == Type::kBF16x2) {
+        Type h = in.type == Type::kF16x2 ? Type::kF16 : Type::kBF16;
+        forLanes(exec, [&](int l) {
+          uint64_t hi = convert(value(in.ops[1], l), h, in.type2, in.round, in.flags);
+          uint64_t lo = convert(value(in.ops[2], l), h, in.type2, in.round, in.flags);
+          set(d, l, (hi << 16) | lo);
+        });
+      } else {
+        forLanes(exec, [&](int l) {
+          set(d, l, convert(value(in.ops[1], l), in.type, in.type2, in.round, in.flags));
+        });
+      }
+      return;
+    case Op::kCvta:
+    case Op::kCvtaTo: {
+      const bool to = in.op == Op::kCvtaTo;
+      uint64_t window = in.space == Space::kShared  ? kSharedWindow
+                        : in.space == Space::kLocal ? kLocalWindow
+                                                    : 0;
+      forLanes(exec, [&](int l) {
+        uint64_t v = value(in.ops[1], l);
+        if (window)
+          v = to ? (v >= window && v < window + kWindowSize ? v - window : v)
+                 : (v & 0xffffffffu) + window;
+        set(d, l, v & widthMask(typeBytes(in.type)));
+      });
+      return;
+    }
+    case Op::kIsspacep:
+      forLanes(exec, [&](int l) {
+        uint64_t v = value(in.ops[1], l);
+        bool r;
+        switch (in.space) {
+          case Space::kShared:
+            r = v >= kSharedWindow && v < kSharedWindow + kWindowSize;
+            break;
+          case Space::kLocal:
+            r = v >= kLocalWindow && v < kLocalWindow + kWindowSize;
+            break;
+          case Space::kParam:
+            r = v >= kParamWindow && v < kParamWindow + kWindowSize;
+            break;
+          default:
+            r = v < kSharedWindow || v >= kWindowsEnd ||
+                (v >= kHeapWindow && v < kHeapWindow + kWindowSize);
+            break;
+        }
+        set(d, l, r);
+      });
+      return;
+    case Op::kSelp:
+      forLanes(exec, [&](int l) {
+        set(d, l, (value(in.ops[3], l) & 1) ? value(in.ops[1], l) : value(in.ops[2], l));
+      });
+      return;
+    case Op::kSetp: {
+      const CmpOp cmp = static_cast<CmpOp>(in.mode);
+      forLanes(exec, [&](int l) {
+        uint64_t a = value(in.ops[1], l), b = value(in.ops[2], l);
+        bool r = false, r2 = false;
+        bool pair = false;
+        switch (in.type) {
+          case Type::kF32:
+            r = floatCompare(cmp, inF32(a, in.flags), inF32(b, in.flags));
+            break;
+          case Type::kF64:
+            r = floatCompare(cmp, f64(a), f64(b));
+            break;
+          case Type::kF16:
+          case Type::kBF16:
+            r = floatCompare(cmp, toDouble(a, in.type), toDouble(b, in.type));
+            break;
+          case Type::kF16x2:
+          case Type::kBF16x2: {
+            Type h = in.type == Type::kF16x2 ? Type::kF16 : Type::kBF16;
+            r = floatCompare(cmp, toDouble(a, h), toDouble(b, h));
+            r2 = floatCompare(cmp, toDouble(a >> 16, h), toDouble(b >> 16, h));
+            pair = true;
+            break;
+          }
+          default:
+            withIntType(in.type, [&](auto tag) {
+              using T = decltype(tag);
+              r = intCompare<T>(cmp, static_cast<T>(a), static_cast<T>(b));
+            });
+        }
+        if (pair) {
+          set(d, l, r);
+          set(in.ops[5], l, r2);
+          return;
+        }
+        bool q = !r;
+        if (in.boolOp != BoolOp::kNone) {
+          bool c = value(in.ops[3], l) & 1;
+          auto combine = [&](bool x) {
+            return in.boolOp == BoolOp::kAnd  ? (x && c)
+                   : in.boolOp == BoolOp::kOr ? (x || c)
+                                              : (x != c);
+          };
+          r = combine(r);
+          q = combine(q);
+        }
+        set(d, l, r);
+        set(in.ops[5], l, q);
+      });
+      return;
+    }
+    case Op::kActivemask:
+      forLanes(exec, [&](int l) { set(d, l, group); });
+      return;
+    case Op::kAtom:
+    case Op::kRed:
+      atomic(in, exec);
+      return;
+    case Op::kMembar:
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      return;
+    case Op::kNop:
+      return;
+    case Op::kCpAsync:
+      forLanes(exec, [&](int l) {
+        uint64_t size = value(in.ops[2], l);
+        uint64_t srcSize = in.numOps > 3 ? std::min(value(in.ops[3], l), size) : size;
+        uint8_t* dst = access(Space::kShared, address(in.ops[0], l), size, l);
+        if (srcSize)
+          std::memcpy(dst, access(Space::kGlobal, address(in.ops[1], l), srcSize, l), srcSize);
+        std::memset(dst + srcSize, 0, size - srcSize);
+      });
+      return;
+    case Op::kTestp: {
+      const TestpOp t = static_cast<TestpOp>(in.mode);
+      forLanes(exec, [&](int l) {
+        double v = in.type == Type::kF32 ? static_cast<double>(f32(value(in.ops[1], l)))
+                                         : f64(value(in.ops[1], l));
+        int cls =
+            in.type == Type::kF32 ? std::fpclassify(f32(value(in.ops[1], l))) : std::fpclassify(v);
+        bool r = t == TestpOp::kFinite       ? std::isfinite(v)
+                 : t == TestpOp::kInfinite   ? std::isinf(v)
+                 : t == TestpOp::kNumber     ? !std::isnan(v)
+                 : t == TestpOp::kNotANumber ? std::isnan(v)
+                 : t == TestpOp::kNormal     ? cls == FP_NORMAL
+                                             : cls == FP_SUBNORMAL;
+        set(d, l, r);
+      });
+      return;
+    }
+    case Op::kCopysign:
+      forLanes(exec, [&](int l) {
+        uint64_t a = value(in.ops[1], l), b = value(in.ops[2], l);
+        uint64_t sign = in.type == Type::kF32 ? 0x80000000ull : 0x8000000000000000ull;
+        set(d, l, (b & ~sign & widthMask(typeBytes(in.type))) | (a & sign));
+      });
+      return;
+    default:
+      break;
+  }
+  if (!isFloat(in.type)) {
+    integerOp(in, exec);
+    return;
+  }
+  switch (in.op) {
+    case Op::kAdd:
+      floatBinary(in, exec, [](auto a, auto b) { return a + b; });
+      return;
+    case Op::kSub:
+      floatBinary(in, exec, [](auto a, auto b) { return a - b; });
+      return;
+    case Op::kMul:
+      floatBinary(in, exec, [](auto a, auto b) { return a * b; });
+      return;
+    case Op::kDiv:
+      floatBinary(in, exec, [](auto a, auto b) { return a / b; });
+      return;
+    case Op::kMin:
+      floatBinary(in, exec, [](auto a, auto b) { return floatMin(a, b); });
+      return;
+    case Op::kMax:
+      floatBinary(in, exec, [](auto a, auto b) { return floatMax(a, b); });
+      return;
+    case Op::kFma:
+    case Op::kMad: {
+      RoundingScope scope(in.round);
+      const Operand &A = in.ops[1], &B = in.ops[2], &C = in.ops[3];
+      switch (in.type) {
+        case Type::kF32:
+          forLanes(exec, [&](int l) {
+            set(d, l,
+                finishF32(std::fma(inF32(value(A, l), in.flags), inF32(value(B, l), in.flags),
+                                   inF32(value(C, l), in.flags)),
+                          in.flags));
+          });
+          break;
+        case Type::kF64:
+          forLanes(exec, [&](int l) {
+            set(d, l,
+                finishF64(std::fma(f64(value(A, l)), f64(value(B, l)), f64(value(C, l))),
+                          in.flags));
+          });
+          break;
+        default: {
+          const bool pair = in.type == Type::kF16x2 || in.type == Type::kBF16x2;
+          Type h = (in.type == Type::kBF16 || in.type == Type::kBF16x2) ? Type::kBF16 : Type::kF16;
+          forLanes(exec, [&](int l) {
+            uint64_t a = value(A, l), b = value(B, l), c = value(C, l), r = 0;
+            for (int k = 0; k < (pair ? 2 : 1); ++k)
+              r |= halfResult(std::fma(toDouble(a >> (16 * k), h), toDouble(b >> (16 * k), h),
+                                       toDouble(c >> (16 * k), h)),
+                              h, in.flags)
+                   << (16 * k);
+            set(d, l, r);
+          });
+        }
+      }
+      return;
+    }
+    case Op::kNeg:
+    case Op::kAbs: {
+      const unsigned bytes = typeBytes(in.type);
+      const uint64_t sign = bytes == 8                            ? 0x8000000000000000ull
+                            : bytes == 4 && in.type == Type::kF32 ? 0x80000000ull
+                            : in.type == Type::kF16x2 || in.type == Type::kBF16x2 ? 0x80008000ull
+                                                                                  : 0x8000ull;
+      forLanes(exec, [&](int l) {
+        uint64_t a = value(in.ops[1], l);
+        if (in.type == Type::kF32 && (in.flags & kFtz)) a = bits(flush(f32(a)));
+        set(d, l, in.op == Op::kNeg ? a ^ sign : a & ~sign);
+      });
+      return;
+    }
+    case Op::kSqrt:
+      floatUnary(in, exec, [](auto a) { return std::sqrt(a); });
+      return;
+    case Op::kRcp:
+      floatUnary(in, exec, [](auto a) { return decltype(a){1} / a; });
+      return;
+    case Op::kRsqrt:
+      floatUnary(in, exec, [](auto a) { return decltype(a){1} / std::sqrt(a); });
+      return;
+    case Op::kEx2:
+      floatUnary(in, exec, [](auto a) { return std::exp2(a); });
+      return;
+    case Op::kLg2:
+      floatUnary(in, exec, [](auto a) { return std::log2(a); });
+      return;
+    case Op::kSin:
+      floatUnary(in, exec, [](auto a) { return std::sin(a); });
+      return;
+    case Op::kCos:
+      floatUnary(in, exec, [](auto a) { return std::cos(a); });
+      return;
+    case Op::kTanh:
+      floatUnary(in, exec, [](auto a) { return std::tanh(a); });
+      return;
+    default:
+      break;
+  }
+}
+
+}  // namespace gpupool::ptx::execution

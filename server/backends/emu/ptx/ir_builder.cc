@@ -1,0 +1,1194 @@
+// Semantic pass: AST -> ModuleImage. Resolves scoped registers, labels, symbols and parameter
+// layouts, decodes opcodes into typed Instr records, and rejects anything the interpreter cannot
+// execute, so that launches never meet an unknown instruction.
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <set>
+#include <unordered_map>
+
+#include "half_float.h"
+#include "ir.h"
+#include "parser.h"
+
+namespace gpupool::ptx {
+namespace {
+
+// Thrown from deep inside the builder; buildModuleImage() turns it into its Status.
+struct LoadFailure {
+  Status status;
+};
+
+[[noreturn]] void failInvalid(const std::string& m) {
+  throw LoadFailure{Status::error(CUDA_ERROR_INVALID_PTX, m)};
+}
+[[noreturn]] void failUnsupported(const std::string& m) {
+  throw LoadFailure{Status::error(CUDA_ERROR_NOT_SUPPORTED, m)};
+}
+
+Type parseType(std::string_view s) {
+  static const std::pair<std::string_view, Type> kTypes[] = {
+      {"pred", Type::kPred}, {"b8", Type::kB8},         {"b16", Type::kB16},
+      {"b32", Type::kB32},   {"b64", Type::kB64},       {"u8", Type::kU8},
+      {"u16", Type::kU16},   {"u32", Type::kU32},       {"u64", Type::kU64},
+      {"s8", Type::kS8},     {"s16", Type::kS16},       {"s32", Type::kS32},
+      {"s64", Type::kS64},   {"f16", Type::kF16},       {"f16x2", Type::kF16x2},
+      {"bf16", Type::kBF16}, {"bf16x2", Type::kBF16x2}, {"f32", Type::kF32},
+      {"f64", Type::kF64}};
+  if (!s.empty() && s[0] == '.') s.remove_prefix(1);
+  for (auto& [n, t] : kTypes)
+    if (s == n) return t;
+  return Type::kNone;
+}
+
+uint32_t naturalSize(const AstVariable& v) {
+  Type t = parseType(v.type);
+  if (t == Type::kNone) failUnsupported("unsupported variable type " + v.type + " for " + v.name);
+  return typeBytes(t) * v.vectorWidth;
+}
+
+uint64_t variableSize(const AstVariable& v) {
+  uint64_t n = naturalSize(v);
+  for (uint64_t d : v.dimensions) n *= d;
+  return n;
+}
+
+uint32_t variableAlign(const AstVariable& v) { return std::max<uint32_t>(v.align, naturalSize(v)); }
+
+uint64_t alignUp(uint64_t v, uint64_t a) { return a ? (v + a - 1) / a * a : v; }
+
+std::optional<Special> parseSpecial(std::string_view n) {
+  static const std::pair<std::string_view, Special> kSpecials[] = {
+      {"%tid.x", Special::kTidX},
+      {"%tid.y", Special::kTidY},
+      {"%tid.z", Special::kTidZ},
+      {"%ntid.x", Special::kNtidX},
+      {"%ntid.y", Special::kNtidY},
+      {"%ntid.z", Special::kNtidZ},
+      {"%ctaid.x", Special::kCtaidX},
+      {"%ctaid.y", Special::kCtaidY},
+      {"%ctaid.z", Special::kCtaidZ},
+      {"%nctaid.x", Special::kNctaidX},
+      {"%nctaid.y", Special::kNctaidY},
+      {"%nctaid.z", Special::kNctaidZ},
+      {"%laneid", Special::kLaneId},
+      {"%warpid", Special::kWarpId},
+      {"%nwarpid", Special::kNWarpId},
+      {"%smid", Special::kSmId},
+      {"%nsmid", Special::kNSmId},
+      {"%lanemask_eq", Special::kLanemaskEq},
+      {"%lanemask_lt", Special::kLanemaskLt},
+      {"%lanemask_le", Special::kLanemaskLe},
+      {"%lanemask_gt", Special::kLanemaskGt},
+      {"%lanemask_ge", Special::kLanemaskGe},
+      {"%clock", Special::kClock},
+      {"%clock64", Special::kClock64},
+      {"%globaltimer", Special::kGlobalTimer},
+      {"%dynamic_smem_size", Special::kDynamicSmemSize},
+      {"%total_smem_size", Special::kTotalSmemSize},
+      {"WARP_SZ", Special::kWarpSize},
+      {"%gridid", Special::kGridId},
+      {"%reserved_smem_offset_begin", Special::kReservedSmemBegin},
+      {"%reserved_smem_offset_end", Special::kReservedSmemEnd},
+      {"%reserved_smem_offset_cap", Special::kReservedSmemCap},
+      {"%reserved_smem_offset_0", Special::kReservedSmem0},
+      {"%reserved_smem_offset_1", Special::kReservedSmem1}};
+  for (auto& [name, s] : kSpecials)
+    if (n == name) return s;
+  return std::nullopt;
+}
+
+std::vector<std::string_view> splitDots(std::string_view s) {
+  std::vector<std::string_view> parts;
+  size_t start = 0;
+  while (true) {
+    size_t dot = s.find('.', start);
+    parts.push_back(
+        s.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start));
+    if (dot == std::string_view::npos) break;
+    start = dot + 1;
+  }
+  return parts;
+}
+
+std::string formatOperand(const AstOperand& o) {
+  switch (o.kind) {
+    case AstOperand::Kind::kName:
+      return (o.negated ? "!" : "") + o.name;
+    case AstOperand::Kind::kInteger:
+      return std::to_string(static_cast<int64_t>(o.integer));
+    case AstOperand::Kind::kF32Bits: {
+      char b[16];
+      snprintf(b, sizeof b, "0f%08X", static_cast<unsigned>(o.integer));
+      return b;
+    }
+    case AstOperand::Kind::kF64Bits: {
+      char b[24];
+      snprintf(b, sizeof b, "0d%016llX", static_cast<unsigned long long>(o.integer));
+      return b;
+    }
+    case AstOperand::Kind::kDecimal:
+      return std::to_string(o.real);
+    case AstOperand::Kind::kSink:
+      return "_";
+    case AstOperand::Kind::kDual:
+      return o.name + "|" + o.name2;
+    case AstOperand::Kind::kAddress: {
+      std::string s = o.name.empty() ? std::to_string(o.integer) : o.name;
+      if (!o.name.empty() && o.integer) s += "+" + std::to_string(static_cast<int64_t>(o.integer));
+      return o.negated ? s : "[" + s + "]";
+    }
+    case AstOperand::Kind::kVector:
+    case AstOperand::Kind::kList: {
+      std::string s = o.kind == AstOperand::Kind::kVector ? "{" : "(";
+      for (size_t i = 0; i < o.elements.size(); ++i)
+        s += (i ? ", " : "") + formatOperand(o.elements[i]);
+      return s + (o.kind == AstOperand::Kind::kVector ? "}" : ")");
+    }
+  }
+  return "?";
+}
+
+std::string formatInstruction(const AstInstruction& in) {
+  std::string s;
+  if (!in.guard.empty()) s += "@" + std::string(in.guardNegated ? "!" : "") + in.guard + " ";
+  s += in.opcode;
+  for (size_t i = 0; i < in.operands.size(); ++i)
+    s += (i ? ", " : " ") + formatOperand(in.operands[i]);
+  return s + ";";
+}
+
+struct ModuleSymbol {
+  SymbolKind kind;
+  uint32_t index;
+};
+
+class Builder {
+ public:
+  explicit Builder(ModuleImage* img) : img_(*img) {}
+
+  void build(const AstModule& ast) {
+    img_.targetSm = ast.targetSm;
+    img_.ptxVersion = ast.versionMajor * 10 + ast.versionMinor;
+    // Module variables first, then function symbols, so bodies and initializers can refer to both.
+    for (const auto& v : ast.variables) addModuleVariable(v);
+    for (const auto& f : ast.functions) declareFunction(f);
+    for (const auto& f : ast.functions)
+      if (f.hasBody) buildFunction(f);
+    for (auto& [vi, gi] : globalInitializers_) buildInitializer(vi, gi);
+    for (auto& f : img_.functions) {
+      if (f.builtin == Builtin::kNone && !f.defined && referenced_.count(f.name))
+        failUnsupported("call to unsupported external function " + f.name);
+    }
+    buildKernels();
+    for (const auto& g : img_.globals) img_.globalList.push_back(g.info);
+  }
+
+ private:
+  // ---- module scope -------------------------------------------------------------------------
+  void addModuleVariable(const AstVariable& v) {
+    if (v.space == ".global" || v.space == ".const") {
+      GlobalImage g;
+      g.info.name = v.name;
+      g.info.size = variableSize(v);
+      g.info.align = variableAlign(v);
+      g.info.isConst = v.space == ".const";
+      if (std::count(v.dimensions.begin(), v.dimensions.end(), 0)) {
+        // `.global .b8 x[] = {...}`: size from the initializer.
+        g.info.size = naturalSize(v) * std::max<size_t>(1, v.initializer.size());
+      }
+      g.bytes.assign(g.info.size, 0);
+      uint32_t index = static_cast<uint32_t>(img_.globals.size());
+      img_.globals.push_back(std::move(g));
+      defineSymbol(v.name, {SymbolKind::kGlobal, index});
+      if (v.hasInitializer) globalInitializers_.push_back({&v, index});
+    } else if (v.space == ".shared") {
+      addSharedVariable(v, v.name);
+    } else if (v.space == ".tex") {
+      failUnsupported("textures are not supported: .tex " + v.name);
+    } else {
+      failInvalid("line " + std::to_string(v.line) + ": unexpected module-scope " + v.space + " " +
+                  v.name);
+    }
+  }
+
+  uint32_t addSharedVariable(const AstVariable& v, const std::string& symbolName) {
+    SharedVariable s;
+    s.name = v.name;
+    s.align = variableAlign(v);
+    s.dynamic = std::count(v.dimensions.begin(), v.dimensions.end(), 0) > 0;
+    s.size = s.dynamic ? 0 : variableSize(v);
+    uint32_t index = static_cast<uint32_t>(img_.sharedVars.size());
+    img_.sharedVars.push_back(s);
+    if (!symbolName.empty()) defineSymbol(symbolName, {SymbolKind::kShared, index});
+    return index;
+  }
+
+  void defineSymbol(const std::string& name, ModuleSymbol s) {
+    auto [it, inserted] = moduleSymbols_.emplace(name, s);
+    if (!inserted) {
+      // A function may be declared and later defined; anything else is a redefinition.
+      if (!(it->second.kind == SymbolKind::kFunction && s.kind == SymbolKind::kFunction))
+        failInvalid("duplicate symbol " + name);
+    }
+  }
+
+  void declareFunction(const AstFunction& f) {
+    auto it = moduleSymbols_.find(f.name);
+    uint32_t index;
+    if (it != moduleSymbols_.end()) {
+      if (it->second.kind != SymbolKind::kFunction) failInvalid("duplicate symbol " + f.name);
+      index = it->second.index;
+    } else {
+      index = static_cast<uint32_t>(img_.functions.size());
+      img_.functions.emplace_back();
+      defineSymbol(f.name, {SymbolKind::kFunction, index});
+    }
+    FunctionImage& fn = img_.functions[index];
+    if (f.hasBody && fn.defined) failInvalid("function " + f.name + " defined twice");
+    fn.name = f.name;
+    fn.isEntry = f.isEntry;
+    fn.maxThreads = f.maxThreads;
+    if (f.name == "vprintf") fn.builtin = Builtin::kVprintf;
+    if (f.name == "malloc") fn.builtin = Builtin::kMalloc;
+    if (f.name == "free") fn.builtin = Builtin::kFree;
+    if (f.name == "__assertfail") fn.builtin = Builtin::kAssertFail;
+    if (f.hasBody) fn.defined = true;
+    // Parameter layout: entry params form the kernel param block; func returns+params open the
+    // frame parameter area.
+    fn.params.clear();
+    fn.returns.clear();
+    fn.paramAligns.clear();
+    uint64_t offset = 0;
+    for (const auto& r : f.returnParams) {
+      offset = alignUp(offset, variableAlign(r));
+      fn.returns.push_back({static_cast<uint32_t>(offset), static_cast<uint32_t>(variableSize(r))});
+      offset += variableSize(r);
+    }
+    for (const auto& p : f.params) {
+      uint32_t a = variableAlign(p);
+      offset = alignUp(offset, a);
+      fn.params.push_back({static_cast<uint32_t>(offset), static_cast<uint32_t>(variableSize(p))});
+      fn.paramAligns.push_back(a);
+      offset += variableSize(p);
+    }
+    fn.paramBytes = static_cast<uint32_t>(offset);
+    fn.frameParamBytes = static_cast<uint32_t>(offset);
+  }
+
+  // ---- function bodies ----------------------------------------------------------------------
+  struct ScopedName {
+    OperandKind kind;  // Reg or Symbol
+    SymbolKind symbol;
+    uint32_t index;
+    uint64_t offset;
+  };
+  using Scope = std::unordered_map<std::string, ScopedName>;
+
+  void buildFunction(const AstFunction& f) {
+    uint32_t fi = moduleSymbols_.at(f.name).index;
+    FunctionImage& fn = img_.functions[fi];
+    curFunction_ = fi;
+    numRegs_ = 0;
+    localBytes_ = 0;
+    frameBytes_ = fn.frameParamBytes;
+    scopes_.clear();
+    labels_.clear();
+    sharedUsed_.clear();
+    paramSizes_.clear();
+    fn.entryPc = static_cast<uint32_t>(img_.code.size());
+    // Parameters are visible in the outermost scope.
+    scopes_.emplace_back();
+    SymbolKind pk = f.isEntry ? SymbolKind::kKernelParam : SymbolKind::kFrameParam;
+    for (size_t i = 0; i < f.params.size(); ++i)
+      scopes_.back()[f.params[i].name] = {OperandKind::kSymbol, pk, 0, fn.params[i].offset};
+    for (size_t i = 0; i < f.returnParams.size(); ++i)
+      scopes_.back()[f.returnParams[i].name] = {OperandKind::kSymbol, SymbolKind::kFrameParam, 0,
+                                                fn.returns[i].offset};
+    // Labels are function-wide: assign their PCs first so forward branches resolve.
+    uint32_t pc = fn.entryPc;
+    for (const auto& s : f.body) {
+      if (s.kind == AstStatement::Kind::kLabel) labels_[s.label] = pc;
+      if (s.kind == AstStatement::Kind::kInstruction) ++pc;
+    }
+    for (const auto& s : f.body) {
+      switch (s.kind) {
+        case AstStatement::Kind::kOpenScope:
+          scopes_.emplace_back();
+          break;
+        case AstStatement::Kind::kCloseScope:
+          scopes_.pop_back();
+          break;
+        case AstStatement::Kind::kLabel:
+          break;
+        case AstStatement::Kind::kVariable:
+          declareLocal(s.variable);
+          break;
+        case AstStatement::Kind::kInstruction: {
+          Instr in;
+          in.function = fi;
+          in.line = s.instruction.line;
+          currentText_ = formatInstruction(s.instruction);
+          try {
+            decode(s.instruction, &in);
+          } catch (LoadFailure& e) {
+            e.status.message = "line " + std::to_string(s.instruction.line) + ": " +
+                               e.status.message + " in `" + currentText_ + "`";
+            throw;
+          }
+          img_.code.push_back(in);
+          img_.instructionText.push_back(currentText_);
+          break;
+        }
+      }
+    }
+    // Falling off the end behaves like ret.
+    Instr ret;
+    ret.op = Op::kRet;
+    ret.function = fi;
+    img_.code.push_back(ret);
+    img_.instructionText.push_back("ret; // implicit");
+    FunctionImage& fn2 = img_.functions[fi];
+    fn2.endPc = static_cast<uint32_t>(img_.code.size());
+    fn2.numRegs = numRegs_;
+    fn2.localBytes = static_cast<uint32_t>(alignUp(localBytes_, 16));
+    fn2.frameParamBytes = static_cast<uint32_t>(alignUp(frameBytes_, 16));
+    fn2.sharedUsed.assign(sharedUsed_.begin(), sharedUsed_.end());
+  }
+
+  void declareLocal(const AstVariable& v) {
+    if (v.space == ".reg") {
+      Type t = parseType(v.type);
+      if (t == Type::kNone) failUnsupported("unsupported register type " + v.type);
+      if (v.rangeCount > (1u << 16) || numRegs_ > (1u << 20))
+        failInvalid("too many registers: " + v.name);
+      auto add = [&](const std::string& name) {
+        scopes_.back()[name] = {OperandKind::kReg, SymbolKind::kNone, numRegs_++, 0};
+      };
+      if (v.rangeCount) {
+        for (uint32_t i = 0; i < v.rangeCount; ++i) add(v.name + std::to_string(i));
+      } else {
+        add(v.name);
+      }
+    } else if (v.space == ".local") {
+      localBytes_ = alignUp(localBytes_, variableAlign(v));
+      scopes_.back()[v.name] = {OperandKind::kSymbol, SymbolKind::kLocal, 0, localBytes_};
+      localBytes_ += variableSize(v);
+    } else if (v.space == ".param") {
+      frameBytes_ = alignUp(frameBytes_, variableAlign(v));
+      scopes_.back()[v.name] = {OperandKind::kSymbol, SymbolKind::kFrameParam, 0, frameBytes_};
+      paramSizes_[frameBytes_] = static_cast<uint32_t>(variableSize(v));
+      frameBytes_ += variableSize(v);
+    } else if (v.space == ".shared") {
+      uint32_t index = addSharedVariable(v, "");
+      scopes_.back()[v.name] = {OperandKind::kSymbol, SymbolKind::kShared, index, 0};
+    } else if (v.space == ".global" || v.space == ".const") {
+      addModuleVariable(v);
+    } else {
+      failUnsupported("unsupported declaration " + v.space + " " + v.name);
+    }
+  }
+
+  const ScopedName* lookupScoped(const std::string& name) const {
+    for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
+      auto f = it->find(name);
+      if (f != it->end()) return &f->second;
+    }
+    return nullptr;
+  }
+
+  // Resolves a name used as a value (not an address). Literal conversion uses `literalType`.
+  Operand resolveName(const std::string& name, bool allowLabel) {
+    Operand o;
+    if (const ScopedName* s = lookupScoped(name)) {
+      if (s->kind == OperandKind::kReg) {
+        o.kind = OperandKind::kReg;
+        o.index = s->index;
+      } else {
+        o.kind = OperandKind::kSymbol;
+        o.symbol = s->symbol;
+        o.index = s->index;
+        o.imm = s->offset;
+        if (s->symbol == SymbolKind::kShared) sharedUsed_.insert(s->index);
+      }
+      return o;
+    }
+    if (auto sp = parseSpecial(name)) {
+      o.kind = OperandKind::kSpecial;
+      o.index = static_cast<uint32_t>(*sp);
+      return o;
+    }
+    auto ms = moduleSymbols_.find(name);
+    if (ms != moduleSymbols_.end()) {
+      o.kind = OperandKind::kSymbol;
+      o.symbol = ms->second.kind;
+      o.index = ms->second.index;
+      if (o.symbol == SymbolKind::kShared) sharedUsed_.insert(o.index);
+      if (o.symbol == SymbolKind::kFunction) referenced_.insert(name);
+      return o;
+    }
+    if (allowLabel) {
+      auto l = labels_.find(name);
+      if (l != labels_.end()) {
+        o.kind = OperandKind::kLabel;
+        o.index = l->second;
+        return o;
+      }
+    }
+    if (name.size() > 1 && name[0] == '%' &&
+        (name.rfind("%envreg", 0) == 0 || name.rfind("%pm", 0) == 0 ||
+         name.rfind("%cluster", 0) == 0 || name.rfind("%is_", 0) == 0))
+      failUnsupported("unsupported special register " + name);
+    failInvalid("undefined symbol " + name);
+  }
+
+  Operand literal(const AstOperand& a, Type t) {
+    Operand o;
+    o.kind = OperandKind::kImm;
+    bool f32 = t == Type::kF32, f64 = t == Type::kF64, f16 = t == Type::kF16 || t == Type::kBF16;
+    switch (a.kind) {
+      case AstOperand::Kind::kInteger:
+        o.imm = a.integer;
+        if (f32) o.imm = bitsOf(static_cast<float>(static_cast<int64_t>(a.integer)));
+        if (f64) o.imm = bitsOf(static_cast<double>(static_cast<int64_t>(a.integer)));
+        break;
+      case AstOperand::Kind::kF32Bits: {
+        o.imm = a.integer;
+        float f;
+        uint32_t b = static_cast<uint32_t>(a.integer);
+        std::memcpy(&f, &b, 4);
+        if (f64) o.imm = bitsOf(static_cast<double>(f));
+        if (t == Type::kF16) o.imm = floatToHalf(f);
+        if (t == Type::kBF16) o.imm = floatToBfloat(f);
+        break;
+      }
+      case AstOperand::Kind::kF64Bits: {
+        o.imm = a.integer;
+        double d;
+        std::memcpy(&d, &a.integer, 8);
+        if (f32) o.imm = bitsOf(static_cast<float>(d));
+        break;
+      }
+      case AstOperand::Kind::kDecimal:
+        o.imm = f32   ? bitsOf(static_cast<float>(a.real))
+                : f16 ? floatToHalf(static_cast<float>(a.real))
+                      : bitsOf(a.real);
+        if (!f32 && !f64 && !f16) o.imm = static_cast<uint64_t>(static_cast<int64_t>(a.real));
+        break;
+      default:
+        break;
+    }
+    return o;
+  }
+  static uint64_t bitsOf(float f) {
+    uint32_t b;
+    std::memcpy(&b, &f, 4);
+    return b;
+  }
+  static uint64_t bitsOf(double d) {
+    uint64_t b;
+    std::memcpy(&b, &d, 8);
+    return b;
+  }
+
+  // Converts one AST operand; `t` is the type literals are interpreted in.
+  Operand operand(const AstOperand& a, Type t, bool allowLabel = false) {
+    switch (a.kind) {
+      case AstOperand::Kind::kName: {
+        Operand o = resolveName(a.name, allowLabel);
+        o.negate = a.negated;
+        return o;
+      }
+      case AstOperand::Kind::kInteger:
+      case AstOperand::Kind::kF32Bits:
+      case AstOperand::Kind::kF64Bits:
+      case AstOperand::Kind::kDecimal:
+        return literal(a, t);
+      case AstOperand::Kind::kSink: {
+        Operand o;
+        o.kind = OperandKind::kSink;
+        return o;
+      }
+      case AstOperand::Kind::kVector: {
+        Operand o;
+        o.kind = OperandKind::kVector;
+        o.count = static_cast<uint8_t>(a.elements.size());
+        std::vector<Operand> elems;
+        for (const auto& e : a.elements) {
+          if (e.kind == AstOperand::Kind::kVector) failInvalid("nested vector operand");
+          elems.push_back(operand(e, t));
+        }
+        o.index = static_cast<uint32_t>(img_.vectorElements.size());
+        for (auto& e : elems) img_.vectorElements.push_back(e);
+        return o;
+      }
+      case AstOperand::Kind::kAddress: {
+        if (!a.elements.empty()) failUnsupported("multi-part address operands are not supported");
+        Operand o;
+        o.imm = a.integer;
+        if (!a.name.empty()) {
+          Operand base = resolveName(a.name, false);
+          if (base.kind == OperandKind::kReg) {
+            o.index = base.index;
+          } else if (base.kind == OperandKind::kSymbol) {
+            o.symbol = base.symbol;
+            o.index = base.index;
+            o.imm += base.imm;
+          } else {
+            failInvalid("bad address base " + a.name);
+          }
+        }
+        // An unbracketed `sym+off` is a value (address of the symbol plus offset).
+        o.kind = a.negated
+                     ? (o.symbol != SymbolKind::kNone ? OperandKind::kSymbol : OperandKind::kImm)
+                     : OperandKind::kAddress;
+        return o;
+      }
+      case AstOperand::Kind::kDual:
+      case AstOperand::Kind::kList:
+        break;
+    }
+    failInvalid("unexpected operand " + formatOperand(a));
+  }
+
+  void requireOperands(const AstInstruction& a, size_t lo, size_t hi) {
+    if (a.operands.size() < lo || a.operands.size() > hi) failInvalid("wrong number of operands");
+  }
+
+  // Destination: register, sink or vector of them; a Dual puts its second register in ops[5].
+  Operand destination(const AstInstruction& a, size_t i, Instr* in, Type t) {
+    const AstOperand& o = a.operands[i];
+    if (o.kind == AstOperand::Kind::kDual) {
+      Operand first = resolveName(o.name, false);
+      Operand second = resolveName(o.name2, false);
+      if (first.kind != OperandKind::kReg || second.kind != OperandKind::kReg)
+        failInvalid("bad dual destination");
+      in->ops[5] = second;
+      return first;
+    }
+    Operand d = operand(o, t);
+    if (d.kind == OperandKind::kVector) {
+      for (uint32_t k = 0; k < d.count; ++k) {
+        auto kind = img_.vectorElements[d.index + k].kind;
+        if (kind != OperandKind::kReg && kind != OperandKind::kSink)
+          failInvalid("vector destination must be registers");
+      }
+    } else if (d.kind != OperandKind::kReg && d.kind != OperandKind::kSink) {
+      failInvalid("destination must be a register");
+    }
+    return d;
+  }
+
+  void decode(const AstInstruction& a, Instr* in);
+  void decodeCall(const AstInstruction& a, Instr* in);
+
+  // ---- initializers, kernels --------------------------------------------------------------
+  void buildInitializer(const AstVariable* v, uint32_t gi) {
+    GlobalImage& g = img_.globals[gi];
+    uint32_t elem = typeBytes(parseType(v->type));
+    Type t = parseType(v->type);
+    uint64_t offset = 0;
+    for (const auto& init : v->initializer) {
+      if (offset + elem > g.bytes.size()) failInvalid("initializer too long for " + v->name);
+      uint64_t bits = init.integer;
+      if (init.kind == AstInitializer::Kind::kSymbol) {
+        auto it = moduleSymbols_.find(init.symbol);
+        if (it == moduleSymbols_.end())
+          failInvalid("undefined symbol " + init.symbol + " in initializer of " + v->name);
+        if (it->second.kind != SymbolKind::kGlobal && it->second.kind != SymbolKind::kFunction)
+          failUnsupported("initializer of " + v->name + " takes the address of non-global " +
+                          init.symbol);
+        if (it->second.kind == SymbolKind::kFunction) referenced_.insert(init.symbol);
+        g.relocations.push_back(
+            {offset, static_cast<uint8_t>(elem), it->second.kind, it->second.index, init.integer});
+        bits = 0;
+      } else {
+        AstOperand lit;
+        lit.kind = init.kind == AstInitializer::Kind::kInteger   ? AstOperand::Kind::kInteger
+                   : init.kind == AstInitializer::Kind::kF32Bits ? AstOperand::Kind::kF32Bits
+                   : init.kind == AstInitializer::Kind::kF64Bits ? AstOperand::Kind::kF64Bits
+                                                                 : AstOperand::Kind::kDecimal;
+        lit.integer = init.integer;
+        lit.real = init.real;
+        bits = literal(lit, t).imm;
+      }
+      std::memcpy(g.bytes.data() + offset, &bits, elem);
+      offset += elem;
+    }
+  }
+
+  void buildKernels() {
+    for (uint32_t fi = 0; fi < img_.functions.size(); ++fi) {
+      const FunctionImage& f = img_.functions[fi];
+      if (!f.isEntry || !f.defined) continue;
+      KernelInfo k;
+      k.name = f.name;
+      for (size_t i = 0; i < f.params.size(); ++i)
+        k.params.push_back({f.params[i].offset, f.params[i].size, f.paramAligns[i]});
+      k.paramBytes = f.paramBytes;
+      k.localBytesPerThread = f.localBytes;
+      k.numRegs = f.numRegs;
+      k.maxThreadsPerBlock = f.maxThreads ? std::min<uint32_t>(f.maxThreads, 1024) : 1024;
+      // Shared layout per kernel: the variables used by the functions it can reach.
+      std::set<uint32_t> reach{fi};
+      std::vector<uint32_t> work{fi};
+      while (!work.empty()) {
+        uint32_t c = work.back();
+        work.pop_back();
+        const FunctionImage& cf = img_.functions[c];
+        std::vector<uint32_t> next = cf.callees;
+        if (cf.indirectCalls)
+          for (uint32_t j = 0; j < img_.functions.size(); ++j) next.push_back(j);
+        for (uint32_t n : next)
+          if (reach.insert(n).second) work.push_back(n);
+      }
+      std::set<uint32_t> used;
+      for (uint32_t r : reach)
+        for (uint32_t s : img_.functions[r].sharedUsed) used.insert(s);
+      std::vector<uint32_t> offsets(img_.sharedVars.size(), 0);
+      uint64_t size = kReservedSharedBytes;
+      uint32_t dynAlign = 16;
+      for (uint32_t s : used) {
+        const SharedVariable& sv = img_.sharedVars[s];
+        if (sv.dynamic) {
+          dynAlign = std::max(dynAlign, sv.align);
+          continue;
+        }
+        size = alignUp(size, sv.align);
+        offsets[s] = static_cast<uint32_t>(size);
+        size += sv.size;
+      }
+      uint32_t dynOffset = static_cast<uint32_t>(alignUp(size, dynAlign));
+      for (uint32_t s : used)
+        if (img_.sharedVars[s].dynamic) offsets[s] = dynOffset;
+      k.staticSharedBytes = static_cast<uint32_t>(size - kReservedSharedBytes);
+      img_.kernels.push_back(k);
+      img_.kernelFunction.push_back(fi);
+      img_.kernelSharedOffsets.push_back(std::move(offsets));
+      img_.kernelDynamicSharedOffset.push_back(dynOffset);
+    }
+  }
+
+  ModuleImage& img_;
+  std::unordered_map<std::string, ModuleSymbol> moduleSymbols_;
+  std::vector<std::pair<const AstVariable*, uint32_t>> globalInitializers_;
+  std::set<std::string> referenced_;
+  std::vector<Scope> scopes_;
+  std::unordered_map<std::string, uint32_t> labels_;
+  std::set<uint32_t> sharedUsed_;
+  std::map<uint64_t, uint32_t> paramSizes_;
+  std::string currentText_;
+  uint32_t curFunction_ = 0;
+  uint32_t numRegs_ = 0;
+  uint64_t localBytes_ = 0;
+  uint64_t frameBytes_ = 0;
+};
+
+// ---- opcode decoding ------------------------------------------------------------------------
+
+bool isIgnorableQualifier(std::string_view p) {
+  static constexpr std::string_view kIgnored[] = {
+      "nc",   "volatile", "relaxed", "acquire", "release", "acq_rel", "sc",
+      "weak", "mmio",     "cta",     "gpu",     "sys",     "aligned", "ca",
+      "cg",   "cs",       "lu",      "cv",      "wb",      "wt",      "uni"};
+  for (auto i : kIgnored)
+    if (p == i) return true;
+  // Cache and eviction hints such as L1::no_allocate, L2::128B, level::eviction_priority.
+  return p.find("::") != std::string_view::npos && p.rfind("shared::", 0) != 0 &&
+         p.rfind("param::", 0) != 0;
+}
+
+void Builder::decode(const AstInstruction& a, Instr* in) {
+  auto parts = splitDots(a.opcode);
+  std::string_view base = parts[0];
+  std::vector<Type> types;
+  std::vector<std::string_view> words;
+  std::vector<bool> used;
+  bool hasSpace = false;
+  for (size_t i = 1; i < parts.size(); ++i) {
+    std::string_view p = parts[i];
+    Type t = parseType(p);
+    if (t != Type::kNone) {
+      types.push_back(t);
+      continue;
+    }
+    static const std::pair<std::string_view, Round> kRounds[] = {
+        {"rn", Round::kRN},   {"rz", Round::kRZ},   {"rm", Round::kRM},   {"rp", Round::kRP},
+        {"rni", Round::kRNI}, {"rzi", Round::kRZI}, {"rmi", Round::kRMI}, {"rpi", Round::kRPI}};
+    bool done = false;
+    for (auto& [n, r] : kRounds)
+      if (p == n) {
+        in->round = r;
+        done = true;
+      }
+    static const std::pair<std::string_view, uint32_t> kFlags[] = {
+        {"ftz", kFtz},     {"sat", kSat},     {"approx", kApprox},     {"full", kFull},
+        {"wide", kWide},   {"cc", kCC},       {"shiftamt", kShiftAmt}, {"wrap", kWrap},
+        {"clamp", kClamp}, {"noftz", kNoFtz}, {"relu", kRelu}};
+    for (auto& [n, f] : kFlags)
+      if (p == n) {
+        in->flags |= f;
+        done = true;
+      }
+    static const std::pair<std::string_view, Space> kSpaces[] = {
+        {"global", Space::kGlobal},     {"shared", Space::kShared}, {"shared::cta", Space::kShared},
+        {"local", Space::kLocal},       {"param", Space::kParam},   {"param::entry", Space::kParam},
+        {"param::func", Space::kParam}, {"const", Space::kConst}};
+    for (auto& [n, sp] : kSpaces)
+      if (p == n) {
+        in->space = sp;
+        hasSpace = true;
+        done = true;
+      }
+    if (p == "v2" || p == "v4") {
+      in->vec = static_cast<uint8_t>(p[1] - '0');
+      done = true;
+    }
+    if (done) continue;
+    if (p == "uni") in->flags |= kUni;
+    if (isIgnorableQualifier(p)) continue;
+    words.push_back(p);
+  }
+  used.assign(words.size(), false);
+  auto take = [&](std::initializer_list<std::string_view> options) -> int {
+    for (size_t w = 0; w < words.size(); ++w)
+      for (size_t k = 0; k < options.size(); ++k)
+        if (!used[w] && words[w] == options.begin()[k]) {
+          used[w] = true;
+          return static_cast<int>(k);
+        }
+    return -1;
+  };
+  auto type0 = [&]() {
+    if (types.empty()) failInvalid("missing type");
+    return types[0];
+  };
+  auto ops = [&](size_t lo, size_t hi) { requireOperands(a, lo, hi); };
+  auto src = [&](size_t i, Type t) { return operand(a.operands[i], t); };
+  auto dst = [&](size_t i, Type t) { return destination(a, i, in, t); };
+  auto setOps = [&](std::initializer_list<Operand> list) {
+    in->numOps = 0;
+    for (const auto& o : list) in->ops[in->numOps++] = o;
+  };
+
+  if (!a.guard.empty()) {
+    Operand g = resolveName(a.guard, false);
+    if (g.kind != OperandKind::kReg) failInvalid("guard must be a predicate register");
+    in->guard = g.index;
+    in->guardNegated = a.guardNegated;
+  }
+
+  auto threeOp = [&](Op op) {
+    in->op = op;
+    in->type = type0();
+    ops(3, 3);
+    setOps({dst(0, in->type), src(1, in->type), src(2, in->type)});
+  };
+  auto twoOp = [&](Op op) {
+    in->op = op;
+    in->type = type0();
+    ops(2, 2);
+    setOps({dst(0, in->type), src(1, in->type)});
+  };
+
+  if (base == "mov") {
+    twoOp(Op::kMov);
+  } else if (base == "ld" || base == "ldu") {
+    in->op = Op::kLd;
+    in->type = type0();
+    // .L2::cache_hint adds a 64-bit cache-policy operand: checked, then ignored (a hint).
+    const bool cacheHint = a.opcode.find("L2::cache_hint") != std::string::npos;
+    ops(2, cacheHint ? 3 : 2);
+    if (cacheHint) src(2, Type::kU64);
+    Operand addr = src(1, Type::kU64);
+    if (addr.kind != OperandKind::kAddress) failInvalid("ld needs an address operand");
+    setOps({dst(0, in->type), addr});
+  } else if (base == "st") {
+    in->op = Op::kSt;
+    in->type = type0();
+    const bool cacheHint = a.opcode.find("L2::cache_hint") != std::string::npos;
+    ops(2, cacheHint ? 3 : 2);
+    if (cacheHint) src(2, Type::kU64);
+    Operand addr = src(0, Type::kU64);
+    if (addr.kind != OperandKind::kAddress) failInvalid("st needs an address operand");
+    setOps({addr, src(1, in->type)});
+  } else if (base == "add" || base == "sub") {
+    threeOp(base == "add" ? Op::kAdd : Op::kSub);
+  } else if (base == "addc" || base == "subc") {
+    threeOp(base == "addc" ? Op::kAddc : Op::kSubc);
+  } else if (base == "mul" || base == "mul24") {
+    int m = take({"hi", "lo"});
+    if (m == 0) in->flags |= kHi;
+    if (m == 1) in->flags |= kLo;
+    threeOp(base == "mul" ? Op::kMul : Op::kMul24);
+  } else if (base == "mad" || base == "madc" || base == "mad24") {
+    int m = take({"hi", "lo"});
+    if (m == 0) in->flags |= kHi;
+    if (m == 1) in->flags |= kLo;
+    in->op = base == "mad" ? Op::kMad : base == "madc" ? Op::kMadc : Op::kMad24;
+    in->type = type0();
+    ops(4, 4);
+    Type ct = (in->flags & kWide) ? Type::kNone : in->type;
+    Operand c = ct == Type::kNone ? src(3, Type::kU64) : src(3, ct);
+    setOps({dst(0, in->type), src(1, in->type), src(2, in->type), c});
+  } else if (base == "fma") {
+    in->op = Op::kFma;
+    in->type = type0();
+    ops(4, 4);
+    setOps({dst(0, in->type), src(1, in->type), src(2, in->type), src(3, in->type)});
+  } else if (base == "sad") {
+    in->op = Op::kSad;
+    in->type = type0();
+    ops(4, 4);
+    setOps({dst(0, in->type), src(1, in->type), src(2, in->type), src(3, in->type)});
+  } else if (base == "div" || base == "rem" || base == "min" || base == "max" || base == "and" ||
+             base == "or" || base == "xor" || base == "copysign") {
+    static const std::pair<std::string_view, Op> kOps[] = {
+        {"div", Op::kDiv}, {"rem", Op::kRem}, {"min", Op::kMin}, {"max", Op::kMax},
+        {"and", Op::kAnd}, {"or", Op::kOr},   {"xor", Op::kXor}, {"copysign", Op::kCopysign}};
+    for (auto& [n, op] : kOps)
+      if (base == n) threeOp(op);
+  } else if (base == "shl" || base == "shr") {
+    in->op = base == "shl" ? Op::kShl : Op::kShr;
+    in->type = type0();
+    ops(3, 3);
+    setOps({dst(0, in->type), src(1, in->type), src(2, Type::kU32)});
+  } else if (base == "neg" || base == "abs" || base == "not" || base == "cnot" || base == "clz" ||
+             base == "popc" || base == "brev" || base == "bfind" || base == "ex2" ||
+             base == "lg2" || base == "sin" || base == "cos" || base == "rcp" || base == "rsqrt" ||
+             base == "sqrt" || base == "tanh") {
+    static const std::pair<std::string_view, Op> kOps[] = {
+        {"neg", Op::kNeg}, {"abs", Op::kAbs},     {"not", Op::kNot},   {"cnot", Op::kCnot},
+        {"clz", Op::kClz}, {"popc", Op::kPopc},   {"brev", Op::kBrev}, {"bfind", Op::kBfind},
+        {"ex2", Op::kEx2}, {"lg2", Op::kLg2},     {"sin", Op::kSin},   {"cos", Op::kCos},
+        {"rcp", Op::kRcp}, {"rsqrt", Op::kRsqrt}, {"sqrt", Op::kSqrt}, {"tanh", Op::kTanh}};
+    for (auto& [n, op] : kOps)
+      if (base == n) twoOp(op);
+  } else if (base == "setp") {
+    static constexpr std::string_view kCmp[] = {"eq",  "ne",  "lt",  "le",  "gt",  "ge",
+                                                "lo",  "ls",  "hi",  "hs",  "equ", "neu",
+                                                "ltu", "leu", "gtu", "geu", "num", "nan"};
+    int cmp = -1;
+    for (size_t w = 0; w < words.size() && cmp < 0; ++w)
+      for (size_t k = 0; k < std::size(kCmp); ++k)
+        if (words[w] == kCmp[k]) {
+          cmp = static_cast<int>(k);
+          used[w] = true;
+          break;
+        }
+    if (cmp < 0) failInvalid("setp without comparison");
+    in->mode = static_cast<uint8_t>(cmp);
+    int b = take({"and", "or", "xor"});
+    in->boolOp = b < 0 ? BoolOp::kNone : static_cast<BoolOp>(b + 1);
+    in->op = Op::kSetp;
+    in->type = type0();
+    ops(in->boolOp == BoolOp::kNone ? 3 : 4, in->boolOp == BoolOp::kNone ? 3 : 4);
+    if (in->boolOp == BoolOp::kNone)
+      setOps({dst(0, Type::kPred), src(1, in->type), src(2, in->type)});
+    else
+      setOps({dst(0, Type::kPred), src(1, in->type), src(2, in->type), src(3, Type::kPred)});
+  } else if (base == "selp") {
+    in->op = Op::kSelp;
+    in->type = type0();
+    ops(4, 4);
+    setOps({dst(0, in->type), src(1, in->type), src(2, in->type), src(3, Type::kPred)});
+  } else if (base == "cvt") {
+    in->op = Op::kCvt;
+    if (types.size() != 2) failInvalid("cvt needs two types");
+    in->type = types[0];
+    in->type2 = types[1];
+    if (in->type == Type::kF16x2 || in->type == Type::kBF16x2) {
+      ops(3, 3);
+      setOps({dst(0, in->type), src(1, in->type2), src(2, in->type2)});
+    } else {
+      ops(2, 2);
+      setOps({dst(0, in->type), src(1, in->type2)});
+    }
+  } else if (base == "cvta") {
+    in->op = take({"to"}) >= 0 ? Op::kCvtaTo : Op::kCvta;
+    if (!hasSpace) failInvalid("cvta needs a state space");
+    twoOp(in->op);
+  } else if (base == "isspacep") {
+    in->op = Op::kIsspacep;
+    if (!hasSpace) failInvalid("isspacep needs a state space");
+    ops(2, 2);
+    setOps({dst(0, Type::kPred), src(1, Type::kU64)});
+  } else if (base == "bra") {
+    in->op = Op::kBra;
+    ops(1, 1);
+    Operand t = operand(a.operands[0], Type::kNone, true);
+    if (t.kind != OperandKind::kLabel) failUnsupported("bra needs a label target");
+    setOps({t});
+  } else if (base == "ret") {
+    in->op = Op::kRet;
+    ops(0, 0);
+  } else if (base == "exit") {
+    in->op = Op::kExit;
+    ops(0, 0);
+  } else if (base == "trap") {
+    in->op = Op::kTrap;
+  } else if (base == "brkpt" || base == "nanosleep" || base == "pmevent" || base == "prefetch" ||
+             base == "prefetchu" || base == "membar" || base == "fence") {
+    in->op = base == "membar" || base == "fence" ? Op::kMembar : Op::kNop;
+    std::fill(used.begin(), used.end(), true);  // levels (gl/cta/sys), proxy kinds: no effect here
+    if (a.opcode.find("mbarrier") != std::string::npos)
+      failUnsupported("unsupported instruction " + a.opcode);
+  } else if (base == "call") {
+    decodeCall(a, in);
+  } else if (base == "bar" || base == "barrier") {
+    if (take({"warp"}) >= 0) {
+      take({"sync"});
+      in->op = Op::kBarWarpSync;
+      ops(1, 1);
+      setOps({src(0, Type::kU32)});
+    } else {
+      int kind = take({"sync", "arrive", "red"});
+      if (kind < 0 && base == "bar") kind = 0;  // plain `bar 0` is bar.sync
+      if (kind != 0) failUnsupported("unsupported barrier form " + a.opcode);
+      in->op = Op::kBar;
+      ops(1, 2);
+      if (a.operands.size() == 2)
+        setOps({src(0, Type::kU32), src(1, Type::kU32)});
+      else
+        setOps({src(0, Type::kU32)});
+    }
+  } else if (base == "atom" || base == "red") {
+    int op = take({"add", "min", "max", "inc", "dec", "and", "or", "xor", "exch", "cas"});
+    if (op < 0) failUnsupported("unsupported atomic operation " + a.opcode);
+    in->mode = static_cast<uint8_t>(op);
+    in->type = type0();
+    if (in->vec != 1) failUnsupported("vector atomics are not supported");
+    if (base == "atom") {
+      in->op = Op::kAtom;
+      bool cas = op == static_cast<int>(AtomOp::kCas);
+      ops(cas ? 4 : 3, cas ? 4 : 3);
+      Operand addr = src(1, Type::kU64);
+      if (addr.kind != OperandKind::kAddress) failInvalid("atom needs an address");
+      if (cas)
+        setOps({dst(0, in->type), addr, src(2, in->type), src(3, in->type)});
+      else
+        setOps({dst(0, in->type), addr, src(2, in->type)});
+    } else {
+      in->op = Op::kRed;
+      ops(2, 2);
+      Operand addr = src(0, Type::kU64);
+      if (addr.kind != OperandKind::kAddress) failInvalid("red needs an address");
+      setOps({addr, src(1, in->type)});
+    }
+  } else if (base == "shfl") {
+    if (take({"sync"}) < 0) failUnsupported("shfl without .sync is not supported");
+    int mode = take({"up", "down", "bfly", "idx"});
+    if (mode < 0) failInvalid("shfl needs a mode");
+    in->op = Op::kShfl;
+    in->mode = static_cast<uint8_t>(mode);
+    in->type = type0();
+    ops(5, 5);
+    setOps({dst(0, in->type), src(1, in->type), src(2, Type::kU32), src(3, Type::kU32),
+            src(4, Type::kU32)});
+  } else if (base == "vote") {
+    if (take({"sync"}) < 0) failUnsupported("vote without .sync is not supported");
+    int mode = take({"all", "any", "uni", "ballot"});
+    if (mode < 0) failInvalid("vote needs a mode");
+    in->op = Op::kVote;
+    in->mode = static_cast<uint8_t>(mode);
+    in->type = type0();
+    ops(3, 3);
+    setOps({dst(0, in->type), src(1, Type::kPred), src(2, Type::kU32)});
+  } else if (base == "activemask") {
+    in->op = Op::kActivemask;
+    in->type = type0();
+    ops(1, 1);
+    setOps({dst(0, Type::kB32)});
+  } else if (base == "redux") {
+    take({"sync"});
+    int op = take({"add", "min", "max", "and", "or", "xor"});
+    if (op < 0) failUnsupported("unsupported redux operation " + a.opcode);
+    in->op = Op::kRedux;
+    in->mode = static_cast<uint8_t>(op);
+    in->type = type0();
+    if (isFloat(in->type)) failUnsupported("floating-point redux is not supported");
+    ops(3, 3);
+    setOps({dst(0, in->type), src(1, in->type), src(2, Type::kU32)});
+  } else if (base == "match") {
+    take({"sync"});
+    int m = take({"any", "all"});
+    if (m < 0) failInvalid("match needs any/all");
+    in->op = Op::kMatch;
+    in->mode = static_cast<uint8_t>(m);
+    in->type = type0();
+    ops(3, 3);
+    setOps({dst(0, Type::kB32), src(1, in->type), src(2, Type::kU32)});
+  } else if (base == "bfe") {
+    in->op = Op::kBfe;
+    in->type = type0();
+    ops(4, 4);
+    setOps({dst(0, in->type), src(1, in->type), src(2, Type::kU32), src(3, Type::kU32)});
+  } else if (base == "bfi") {
+    in->op = Op::kBfi;
+    in->type = type0();
+    ops(5, 5);
+    setOps({dst(0, in->type), src(1, in->type), src(2, in->type), src(3, Type::kU32),
+            src(4, Type::kU32)});
+  } else if (base == "bmsk") {
+    if (!(in->flags & (kWrap | kClamp))) failInvalid("bmsk needs .clamp or .wrap");
+    in->op = Op::kBmsk;
+    in->type = type0();
+    ops(3, 3);
+    setOps({dst(0, in->type), src(1, Type::kU32), src(2, Type::kU32)});
+  } else if (base == "prmt") {
+    int m = take({"f4e", "b4e", "rc8", "ecl", "ecr", "rc16"});
+    in->op = Op::kPrmt;
+    in->mode = static_cast<uint8_t>(m + 1);  // 0 = default mode
+    in->type = type0();
+    ops(4, 4);
+    setOps({dst(0, in->type), src(1, in->type), src(2, in->type), src(3, in->type)});
+  } else if (base == "shf") {
+    int d = take({"l", "r"});
+    if (d < 0) failInvalid("shf needs .l or .r");
+    if (d == 0) in->flags |= kLeft;
+    in->op = Op::kShf;
+    in->type = type0();
+    ops(4, 4);
+    setOps({dst(0, in->type), src(1, in->type), src(2, in->type), src(3, Type::kU32)});
+  } else if (base == "testp") {
+    int m = take({"finite", "infinite", "number", "notanumber", "normal", "subnormal"});
+    if (m < 0) failInvalid("testp needs a test");
+    in->op = Op::kTestp;
+    in->mode = static_cast<uint8_t>(m);
+    in->type = type0();
+    ops(2, 2);
+    setOps({dst(0, Type::kPred), src(1, in->type)});
+  } else if (base == "cp") {
+    if (take({"async"}) < 0 || a.opcode.find("bulk") != std::string::npos)
+      failUnsupported("unsupported instruction " + a.opcode);
+    if (take({"commit_group", "wait_group", "wait_all"}) >= 0) {
+      in->op = Op::kNop;  // copies complete synchronously, so groups are always done
+    } else {
+      in->op = Op::kCpAsync;
+      ops(3, 4);
+      Operand d = src(0, Type::kU64), s2 = src(1, Type::kU64);
+      if (d.kind != OperandKind::kAddress || s2.kind != OperandKind::kAddress)
+        failInvalid("cp.async needs addresses");
+      if (a.operands.size() == 4)
+        setOps({d, s2, src(2, Type::kU32), src(3, Type::kU32)});
+      else
+        setOps({d, s2, src(2, Type::kU32)});
+      take({"ca", "cg"});
+    }
+    std::fill(used.begin(), used.end(), true);
+  } else {
+    failUnsupported("unsupported instruction " + std::string(a.opcode));
+  }
+  for (size_t w = 0; w < words.size(); ++w)
+    if (!used[w])
+      failUnsupported("unsupported modifier ." + std::string(words[w]) + " in " + a.opcode);
+  // Register sources must be registers, immediates, specials or symbols; addresses only where
+  // decoded.
+  for (int i = 0; i < in->numOps; ++i) {
+    const Operand& o = in->ops[i];
+    if (o.kind == OperandKind::kAddress && in->op != Op::kLd && in->op != Op::kSt &&
+        in->op != Op::kAtom && in->op != Op::kRed && in->op != Op::kCpAsync)
+      failInvalid("unexpected address operand");
+    if (o.kind == OperandKind::kVector && in->op != Op::kMov && in->op != Op::kLd &&
+        in->op != Op::kSt)
+      failInvalid("unexpected vector operand");
+  }
+  if ((in->op == Op::kLd || in->op == Op::kSt) && in->vec > 1) {
+    const Operand& v = in->ops[in->op == Op::kLd ? 0 : 1];
+    if (v.kind != OperandKind::kVector || v.count != in->vec) failInvalid("vector width mismatch");
+  }
+  if (isFloat(in->type) && in->type != Type::kF32 && in->type != Type::kF64 && in->op != Op::kMov &&
+      in->op != Op::kLd && in->op != Op::kSt && in->op != Op::kCvt) {
+    // Half-precision forms: arithmetic subset only.
+    switch (in->op) {
+      case Op::kAdd:
+      case Op::kSub:
+      case Op::kMul:
+      case Op::kFma:
+      case Op::kMin:
+      case Op::kMax:
+      case Op::kNeg:
+      case Op::kAbs:
+      case Op::kSetp:
+      case Op::kSelp:
+      case Op::kAtom:
+      case Op::kRed:
+      case Op::kEx2:
+      case Op::kTanh:
+        break;
+      default:
+        failUnsupported("unsupported half-precision instruction " + a.opcode);
+    }
+  }
+}
+
+void Builder::decodeCall(const AstInstruction& a, Instr* in) {
+  in->op = Op::kCall;
+  const auto& o = a.operands;
+  size_t t = 0;
+  const AstOperand* rets = nullptr;
+  if (!o.empty() && o[0].kind == AstOperand::Kind::kList) {
+    rets = &o[0];
+    t = 1;
+  }
+  if (t >= o.size() || o[t].kind != AstOperand::Kind::kName) failInvalid("call needs a target");
+  const AstOperand* args =
+      (t + 1 < o.size() && o[t + 1].kind == AstOperand::Kind::kList) ? &o[t + 1] : nullptr;
+  CallSite cs;
+  Operand target = resolveName(o[t].name, false);
+  FunctionImage& caller = img_.functions[curFunction_];
+  if (target.kind == OperandKind::kSymbol && target.symbol == SymbolKind::kFunction) {
+    cs.callee = static_cast<int32_t>(target.index);
+    caller.callees.push_back(target.index);
+  } else if (target.kind == OperandKind::kReg) {
+    caller.indirectCalls = true;
+    in->ops[0] = target;
+    in->numOps = 1;
+  } else {
+    failInvalid("bad call target " + o[t].name);
+  }
+  auto slots = [&](const AstOperand* list, std::vector<ParamSlot>* out) {
+    if (!list) return;
+    for (const auto& e : list->elements) {
+      const ScopedName* s = e.kind == AstOperand::Kind::kName ? lookupScoped(e.name) : nullptr;
+      if (!s || s->kind != OperandKind::kSymbol || s->symbol != SymbolKind::kFrameParam)
+        failUnsupported("call arguments must be .param variables: " + formatOperand(e));
+      auto size = paramSizes_.find(s->offset);
+      out->push_back(
+          {static_cast<uint32_t>(s->offset), size == paramSizes_.end() ? 8u : size->second});
+    }
+  };
+  slots(rets, &cs.results);
+  slots(args, &cs.args);
+  if (cs.callee >= 0) {
+    const FunctionImage& callee = img_.functions[cs.callee];
+    size_t wantArgs = callee.params.size();
+    if (callee.builtin == Builtin::kNone && cs.args.size() != wantArgs)
+      failInvalid("call to " + callee.name + " passes " + std::to_string(cs.args.size()) +
+                  " arguments, expected " + std::to_string(wantArgs));
+  }
+  in->call = static_cast<uint32_t>(img_.calls.size());
+  img_.calls.push_back(std::move(cs));
+}
+
+}  // namespace
+
+Status buildModuleImage(std::string_view ptx, ModuleImage* out) {
+  AstModule ast;
+  std::string message;
+  try {
+    if (!parseModule(ptx, &ast, &message)) {
+      return Status::error(CUDA_ERROR_INVALID_PTX, "PTX syntax error: " + message);
+    }
+    Builder b(out);
+    b.build(ast);
+    return Status::success();
+  } catch (const LoadFailure& f) {
+    return f.status;
+  } catch (const std::exception& e) {
+    return Status::error(CUDA_ERROR_INVALID_PTX, std::string("PTX load failed: ") + e.what());
+  }
+}
+
+}  // namespace gpupool::ptx

@@ -1,0 +1,120 @@
+// Launch validation (what a GPU rejects) and distribution of blocks over worker threads.
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include "interpreter.h"
+#include "ptx_launch.h"
+
+namespace gpupool::ptx {
+namespace {
+
+std::string validate(const ModuleImage& img, size_t kernelIndex, const LaunchConfig& c,
+                     const void* params) {
+  const KernelInfo& k = img.kernels[kernelIndex];
+  for (int i = 0; i < 3; ++i)
+    if (c.grid[i] == 0 || c.block[i] == 0) return "grid and block dimensions must be non-zero";
+  if (c.grid[0] > 0x7fffffffu || c.grid[1] > 65535 || c.grid[2] > 65535)
+    return "grid dimension too large";
+  if (c.block[0] > 1024 || c.block[1] > 1024 || c.block[2] > 64) return "block dimension too large";
+  uint64_t threads = uint64_t{c.block[0]} * c.block[1] * c.block[2];
+  if (threads > 1024 || threads > k.maxThreadsPerBlock)
+    return "block of " + std::to_string(threads) + " threads exceeds the limit of " +
+           std::to_string(std::min<uint32_t>(1024, k.maxThreadsPerBlock));
+  uint64_t limit = c.maxSharedBytesOptIn
+                       ? std::min<uint64_t>(std::max(c.maxSharedBytesOptIn, kDefaultSharedBytes),
+                                            kMaxOptInSharedBytes)
+                       : kDefaultSharedBytes;
+  uint64_t shared = uint64_t{k.staticSharedBytes} + c.dynamicSharedBytes;
+  if (shared > limit)
+    return "shared memory " + std::to_string(shared) + " bytes exceeds the limit of " +
+           std::to_string(limit);
+  if (k.paramBytes && !params) return "kernel parameters missing";
+  if (!img.globals.empty() && !img.bound) return "module globals were not bound";
+  return {};
+}
+
+}  // namespace
+
+LaunchResult launch(const Module& module, const KernelInfo& kernel, const LaunchConfig& config,
+                    const void* paramBlock, DeviceMemory& memory, const LaunchServices& services) {
+  LaunchResult result;
+  try {
+    const ModuleImage& img = module.image();
+    size_t ki = 0;
+    while (ki < img.kernels.size() && &img.kernels[ki] != &kernel &&
+           img.kernels[ki].name != kernel.name)
+      ++ki;
+    if (ki == img.kernels.size())
+      return {Status::error(CUDA_ERROR_INVALID_HANDLE,
+                            "kernel " + kernel.name + " is not in this module")};
+    std::string bad = validate(img, ki, config, paramBlock);
+    if (!bad.empty()) return {Status::error(CUDA_ERROR_INVALID_VALUE, bad)};
+
+    const KernelInfo& k = img.kernels[ki];
+    std::vector<uint8_t> params(k.paramBytes);
+    if (k.paramBytes) std::memcpy(params.data(), paramBlock, k.paramBytes);
+    uint64_t blocks = uint64_t{config.grid[0]} * config.grid[1] * config.grid[2];
+    // hardware_concurrency() reads sysfs on every call: ask once per process.
+    static const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    unsigned workers = services.workerThreads ? services.workerThreads : cores;
+    workers = static_cast<unsigned>(std::min<uint64_t>(workers, blocks));
+
+    LaunchContext ctx{img,
+                      k,
+                      img.kernelFunction[ki],
+                      img.kernelSharedOffsets[ki],
+                      img.kernelDynamicSharedOffset[ki] + config.dynamicSharedBytes,
+                      config,
+                      params.data(),
+                      memory,
+                      services,
+                      workers};
+    std::mutex failureMutex;
+    bool haveFailure = false;
+    Status failure;
+    std::atomic<uint64_t> nextBlock{0};
+    auto work = [&](unsigned worker) {
+      while (!ctx.failed.load(std::memory_order_relaxed)) {
+        uint64_t b = nextBlock.fetch_add(1);
+        if (b >= blocks) return;
+        try {
+          runBlock(ctx, b, worker);
+        } catch (const LaunchFault& f) {
+          std::lock_guard lock(failureMutex);
+          if (!haveFailure && !f.status.message.empty()) {
+            haveFailure = true;
+            failure = f.status;
+          }
+          ctx.failed = true;
+        } catch (const std::exception& e) {
+          std::lock_guard lock(failureMutex);
+          if (!haveFailure) {
+            haveFailure = true;
+            failure = Status::error(CUDA_ERROR_LAUNCH_FAILED,
+                                    std::string("interpreter error: ") + e.what());
+          }
+          ctx.failed = true;
+        }
+      }
+    };
+    if (workers <= 1) {
+      work(0);
+    } else {
+      std::vector<std::thread> pool;
+      for (unsigned w = 0; w < workers; ++w) pool.emplace_back(work, w);
+      for (auto& t : pool) t.join();
+    }
+    result.warpSteps = ctx.warpSteps.load();
+    result.threadSteps = ctx.threadSteps.load();
+    if (haveFailure) {
+      result.status = std::move(failure);
+    }
+  } catch (const std::exception& e) {
+    result.status =
+        Status::error(CUDA_ERROR_LAUNCH_FAILED, std::string("interpreter error: ") + e.what());
+  }
+  return result;
+}
+
+}  // namespace gpupool::ptx
