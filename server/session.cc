@@ -10,7 +10,6 @@
 #include "protocol/outgoing_message.h"
 #include "server/pool_server.h"
 #include "server/staged_copy.h"
-#include "transport/rdma_transport.h"
 
 namespace gpupool::server {
 namespace {
@@ -57,7 +56,8 @@ Session::Session(uint64_t id, std::unique_ptr<transport::Connection> connection,
       connection_(std::move(connection)),
       backend_(backend),
       modules_(modules),
-      server_(server) {}
+      server_(server),
+      staging_(server.pinnedMemory()) {}
 
 Session::~Session() {
   std::lock_guard lock(mutex_);
@@ -83,7 +83,7 @@ SessionSnapshot Session::snapshot() const {
   s.contexts = static_cast<uint32_t>(contexts_.size());
   s.driver = driver_;
   s.tenant = tenantName_;
-  if (const transport::RdmaStats* rdma = transport::rdmaStatsOf(*connection_)) s.rdma = *rdma;
+  s.rdma = connection_->counters();
   for (auto& [cid, c] : contexts_) {
     s.memoryUsed += c.backend->memoryUsed();
     s.devices.push_back(c.device);
@@ -121,7 +121,7 @@ void Session::run() {
 // How this session's bulk bytes moved over RDMA (for operators, and for tests that prove the
 // zero-copy paths and the registration cache end to end). Nothing for other transports.
 void Session::logRdmaCounters() const {
-  const transport::RdmaStats* rdma = transport::rdmaStatsOf(*connection_);
+  std::optional<transport::TransportCounters> rdma = connection_->counters();
   if (!rdma) return;
   std::cerr << "gpupoold: session " << id_
             << " rdma counters: received_zero_copy=" << rdma->bulkBytesReceivedZeroCopy
