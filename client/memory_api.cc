@@ -11,7 +11,7 @@
 
 #include "driver_export.h"
 #include "driver_state.h"
-#include "transport/rdma_transport.h"
+#include "transport/pinned_memory.h"
 
 using namespace gpupool::client;
 using gpupool::transport::ConstBuffer;
@@ -88,7 +88,7 @@ CUresult hostAllocate(void** pp, size_t bytes, unsigned flags) {
     DriverState::get().hostAllocations[reinterpret_cast<uintptr_t>(p)] = {bytes, flags, false};
   }
   // Lets an RDMA connection register it once and move its bytes without a copy.
-  gpupool::transport::notePinnedHostRange(p, bytes);
+  gpupool::transport::processPinnedMemory().note(p, bytes);
   *pp = p;
   return CUDA_SUCCESS;
 }
@@ -167,7 +167,7 @@ GPUPOOL_DRIVER_API CUresult cuMemFreeHost(void* p) {
     size = it->second.size;
     hosts.erase(it);
   }
-  gpupool::transport::forgetPinnedHostRange(p);
+  gpupool::transport::processPinnedMemory().forget(p);
   munmap(p, size);
   return CUDA_SUCCESS;
 }
@@ -178,7 +178,7 @@ GPUPOOL_DRIVER_API CUresult cuMemHostRegister_v2(void* p, size_t bytes, unsigned
   if (DriverState::get().findHost(p)) return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
   std::lock_guard lock(DriverState::get().mutex);
   DriverState::get().hostAllocations[reinterpret_cast<uintptr_t>(p)] = {bytes, flags, true};
-  gpupool::transport::notePinnedHostRange(p, bytes);
+  gpupool::transport::processPinnedMemory().note(p, bytes);
   return CUDA_SUCCESS;
 }
 
@@ -193,7 +193,7 @@ GPUPOOL_DRIVER_API CUresult cuMemHostUnregister(void* p) {
   auto it = hosts.find(reinterpret_cast<uintptr_t>(p));
   if (it == hosts.end() || !it->second.registered) return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
   hosts.erase(it);
-  gpupool::transport::forgetPinnedHostRange(p);
+  gpupool::transport::processPinnedMemory().forget(p);
   return CUDA_SUCCESS;
 }
 

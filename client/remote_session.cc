@@ -12,8 +12,6 @@
 #include "client_log.h"
 #include "protocol/message_codec.h"
 #include "protocol/outgoing_message.h"
-#include "transport/rdma_transport.h"
-#include "transport/tcp_transport.h"
 #include "transport/transport_factory.h"
 
 namespace gpupool::client {
@@ -44,26 +42,17 @@ bool tcpForced() {
   return v && std::string(v) == "tcp";
 }
 
-// rdma:// where RDMA cannot be used falls back to TCP on the same host and port (gpupoold can
-// listen on both with one port number: rdma_cm ports are separate from TCP's), saying why once.
+// rdma:// where RDMA cannot be used falls back to TCP on the same host and port, saying why once
+// (GPU_POOL_TRANSPORT=tcp asks for TCP: said only at GPU_POOL_LOG >= 1).
 std::unique_ptr<transport::Connection> openConnection(const transport::Endpoint& endpoint) {
-  unsigned timeoutMs = envMs("GPU_POOL_CONNECT_TIMEOUT_MS", 5000);
-  if (endpoint.scheme == "tls") return transport::connectEndpoint(endpoint, timeoutMs);
-  if (endpoint.scheme != "rdma") return transport::tcpConnect(endpoint, timeoutMs);
-  std::string why = tcpForced() ? "GPU_POOL_TRANSPORT=tcp" : transport::rdmaUnavailableReason();
-  if (why.empty()) {
-    try {
-      return transport::rdmaConnect(endpoint, timeoutMs);
-    } catch (const transport::TransportError& e) {
-      why = e.what();
-    }
-  }
+  transport::ConnectOptions options;
+  options.timeoutMs = envMs("GPU_POOL_CONNECT_TIMEOUT_MS", 5000);
+  options.rdmaFallsBackToTcp = true;
+  if (tcpForced()) options.rdmaRefusal = "GPU_POOL_TRANSPORT=tcp";
   if (!tcpForced() || logLevel() >= 1) {
-    logLine("warning: " + endpoint.url() + ": RDMA not used (" + why + "); using TCP");
+    options.warn = [](const std::string& why) { logLine("warning: " + why); };
   }
-  transport::Endpoint tcp = endpoint;
-  tcp.scheme = "tcp";
-  return transport::tcpConnect(tcp, timeoutMs);
+  return transport::connectEndpoint(endpoint, options);
 }
 
 void sendHello(transport::Connection& connection) {
@@ -82,14 +71,15 @@ void sendHello(transport::Connection& connection) {
 // here; the TCP one is then dropped. Any failure keeps TCP (noted at GPU_POOL_LOG >= 1).
 std::unique_ptr<transport::Connection> upgradeToRdma(const std::string& rdmaUrl) {
   if (rdmaUrl.empty() || tcpForced()) return nullptr;
-  std::string why = transport::rdmaUnavailableReason();
+  std::string why = transport::transportUnavailableReason("rdma");
   std::string error;
   auto endpoint = transport::parseEndpoint(rdmaUrl, &error);
   if (why.empty() && !endpoint) why = error;
+  if (why.empty() && endpoint->scheme != "rdma") why = "not an rdma endpoint: " + endpoint->url();
   if (why.empty()) {
     try {
       auto connection =
-          transport::rdmaConnect(*endpoint, envMs("GPU_POOL_CONNECT_TIMEOUT_MS", 5000));
+          transport::connectEndpoint(*endpoint, envMs("GPU_POOL_CONNECT_TIMEOUT_MS", 5000));
       sendHello(*connection);
       connection->setReceiveTimeoutMs(envMs("GPU_POOL_CONNECT_TIMEOUT_MS", 5000));
       protocol::IncomingMessage in(*connection);

@@ -17,10 +17,8 @@
 #include "server/pool_server.h"
 #include "server/tenant_pool.h"
 #include "transport/endpoint.h"
-#include "transport/rdma_dual_listener.h"
-#include "transport/rdma_transport.h"
-#include "transport/tcp_transport.h"
-#include "transport/tls_transport.h"
+#include "transport/pinned_memory.h"
+#include "transport/transport_factory.h"
 #ifdef GPUPOOL_HAVE_CUDA_BACKEND
 #include "server/backends/cuda/cuda_backend.h"
 #endif
@@ -183,10 +181,14 @@ int main(int argc, char** argv) {
                      "The same, from one address (0 = no limit)")
           ->capture_default_str();
   std::string configPath, metricsListen;
-  transport::TlsServerFiles tlsFiles;
-  app.add_option("--tls-cert", tlsFiles.certificateChain,
+  // The long-lived host ranges (device memory, staging) that backends and sessions note, for the
+  // RDMA connections the listener accepts. Declared first: it outlives everything that notes.
+  transport::PinnedMemory pinnedMemory;
+  transport::ListenOptions listenOptions;
+  listenOptions.pinnedMemory = &pinnedMemory;
+  app.add_option("--tls-cert", listenOptions.tlsCertificateChain,
                  "TLS certificate chain (PEM) for a tls://HOST:PORT --listen endpoint");
-  app.add_option("--tls-key", tlsFiles.privateKey, "TLS private key (PEM) for --tls-cert");
+  app.add_option("--tls-key", listenOptions.tlsPrivateKey, "TLS private key (PEM) for --tls-cert");
   app.add_option("--config", configPath,
                  "Pool configuration (TOML): devices, tenants, tokens, quotas, priorities "
                  "(docs/pool.md). Its devices replace --backend/--devices/--memory; SIGHUP "
@@ -256,6 +258,7 @@ int main(int argc, char** argv) {
       options.stepBudget = stepLimit;
       options.addressSlot = addressSlot;
       options.device.addressSlot = addressSlot;
+      options.pinnedMemory = &pinnedMemory;
       if (devices > server::emu::EmuMemory::kDevicesPerSlot) {
         std::cerr << "gpupoold: the emu backend serves at most "
                   << server::emu::EmuMemory::kDevicesPerSlot << " devices per server\n";
@@ -268,7 +271,7 @@ int main(int argc, char** argv) {
         std::vector<server::CudaDeviceSelection> selections;
         for (const auto& d : poolConfig->devices) selections.push_back({d.index, d.uuid});
         int failed = -1;
-        backend = server::makeCudaBackend(driver, selections, &error, &failed);
+        backend = server::makeCudaBackend(driver, selections, &error, &failed, &pinnedMemory);
         if (!backend && failed >= 0) {
           const auto& d = poolConfig->devices[static_cast<size_t>(failed)];
           std::cerr << "gpupoold: "
@@ -281,7 +284,7 @@ int main(int argc, char** argv) {
           return 2;
         }
       } else {
-        backend = server::makeCudaBackend(driver, static_cast<int>(devices), &error);
+        backend = server::makeCudaBackend(driver, static_cast<int>(devices), &error, &pinnedMemory);
       }
       if (!backend) {
         std::cerr << "gpupoold: cuda backend: " << error << "\n";
@@ -320,6 +323,7 @@ int main(int argc, char** argv) {
   }
   server::PoolServer pool(std::move(backend), verbose);
   pool.setLimits(limits);
+  pool.setPinnedMemory(&pinnedMemory);
   pool.setDeviceIdentities(std::move(identities));
   std::shared_ptr<server::TenantPool> tenants;
   std::unique_ptr<server::MetricsHttpServer> metrics;
@@ -341,18 +345,14 @@ int main(int argc, char** argv) {
   }
   std::unique_ptr<transport::Listener> listener;
   try {
-    if (endpoint->scheme == "tls") {
-      if (tlsFiles.certificateChain.empty() || tlsFiles.privateKey.empty()) {
-        std::cerr << "gpupoold: --listen tls://... needs --tls-cert and --tls-key\n";
-        return 2;
-      }
-      listener = transport::tlsListen(*endpoint, tlsFiles);
-    } else {
-      listener = endpoint->scheme == "rdma" ? transport::rdmaListen(*endpoint)
-                                            : transport::tcpListen(*endpoint);
+    if (endpoint->scheme == "tls" &&
+        (listenOptions.tlsCertificateChain.empty() || listenOptions.tlsPrivateKey.empty())) {
+      std::cerr << "gpupoold: --listen tls://... needs --tls-cert and --tls-key\n";
+      return 2;
     }
+    listener = transport::listenEndpoint(*endpoint, listenOptions);
     if (rdmaEndpoint) {
-      auto rdma = transport::rdmaListen(*rdmaEndpoint);
+      auto rdma = transport::listenEndpoint(*rdmaEndpoint, listenOptions);
       std::cout << "listening on " << rdma->url() << std::endl;
       pool.setRdmaEndpoint(rdma->url());
       listener = transport::listenOnBoth(std::move(listener), std::move(rdma));

@@ -37,6 +37,10 @@ class PoolServer {
   // The RDMA endpoint Welcome advertises (set before serve(); empty = TCP only).
   void setRdmaEndpoint(std::string url) { rdmaEndpoint_ = std::move(url); }
   const std::string& rdmaEndpoint() const { return rdmaEndpoint_; }
+  // Where sessions note their long-lived buffers for the transport (none: not noted). Must outlive
+  // the server.
+  void setPinnedMemory(transport::PinnedMemory* pinned) { pinnedMemory_ = pinned; }
+  transport::PinnedMemory* pinnedMemory() const { return pinnedMemory_; }
   // Tenancy from --config (set before serve()): tokens, quotas, scheduling, metering. Null = open.
   void setTenantPool(std::shared_ptr<TenantPool> pool) { tenantPool_ = std::move(pool); }
   TenantPool* tenantPool() const { return tenantPool_.get(); }
@@ -95,6 +99,7 @@ class PoolServer {
   std::chrono::steady_clock::time_point started_;
   std::string listenUrl_;
   std::string rdmaEndpoint_;
+  transport::PinnedMemory* pinnedMemory_ = nullptr;
   std::shared_ptr<TenantPool> tenantPool_;
   std::vector<DeviceIdentity> identities_;
   Limits limits_;

@@ -6,21 +6,16 @@
 #include <cstring>
 #include <new>
 
-#include "transport/rdma_transport.h"
-
 namespace gpupool::server {
-namespace {
 
-void unmap(uint8_t* data, size_t capacity) {
-  if (!data) return;
+void ScratchBuffer::unmap() {
+  if (!data_) return;
   // Forgotten first: no connection may hand out this registration once the pages are gone.
-  transport::forgetPinnedHostRange(data);
-  munmap(data, capacity);
+  if (pinned_) pinned_->forget(data_);
+  munmap(data_, capacity_);
 }
 
-}  // namespace
-
-ScratchBuffer::~ScratchBuffer() { unmap(data_, capacity_); }
+ScratchBuffer::~ScratchBuffer() { unmap(); }
 
 void ScratchBuffer::resize(size_t n) {
   if (n <= capacity_) {
@@ -34,11 +29,11 @@ void ScratchBuffer::resize(size_t n) {
   if (p == MAP_FAILED) throw std::bad_alloc();
   auto* data = static_cast<uint8_t*>(p);
   if (size_) std::memcpy(data, data_, size_);
-  unmap(data_, capacity_);
+  unmap();
   data_ = data;
   capacity_ = capacity;
   size_ = n;
-  transport::notePinnedHostRange(data_, capacity_, transport::PeerAccess::kNone);
+  if (pinned_) pinned_->note(data_, capacity_, transport::PeerAccess::kNone);
 }
 
 }  // namespace gpupool::server

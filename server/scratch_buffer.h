@@ -1,18 +1,22 @@
 // A session's reusable bulk buffer (pings, sinks, chunked and 2D copies, staged replies).
 //
-// It lives in its own mapping, noted as a private pinned range (transport::PeerAccess::kNone) for
-// as long as that mapping exists, so an RDMA connection registers it once for local access instead
-// of for every transfer. It only grows; growing maps a new range and keeps the contents.
+// It lives in its own mapping, noted as a private pinned range (transport::PeerAccess::kNone) in
+// the server's PinnedMemory for as long as that mapping exists, so an RDMA connection registers it
+// once for local access instead of for every transfer. It only grows; growing maps a new range and
+// keeps the contents.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
+#include "transport/pinned_memory.h"
+
 namespace gpupool::server {
 
 class ScratchBuffer {
  public:
-  ScratchBuffer() = default;
+  // Its mappings are noted in `pinned` (when given), which must outlive it.
+  explicit ScratchBuffer(transport::PinnedMemory* pinned) : pinned_(pinned) {}
   ~ScratchBuffer();
   ScratchBuffer(const ScratchBuffer&) = delete;
   ScratchBuffer& operator=(const ScratchBuffer&) = delete;
@@ -24,6 +28,9 @@ class ScratchBuffer {
   size_t size() const { return size_; }
 
  private:
+  void unmap();
+
+  transport::PinnedMemory* pinned_;
   uint8_t* data_ = nullptr;
   size_t size_ = 0;
   size_t capacity_ = 0;

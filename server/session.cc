@@ -9,7 +9,6 @@
 #include "protocol/message_codec.h"
 #include "protocol/outgoing_message.h"
 #include "server/pool_server.h"
-#include "transport/rdma_transport.h"
 
 namespace gpupool::server {
 namespace {
@@ -30,7 +29,7 @@ Session::Session(uint64_t id, std::unique_ptr<transport::Connection> connection,
     : connection_(std::move(connection)),
       stranger_(std::move(stranger)),
       requests_(requests),
-      state_(id, *connection_, backend, modules, server) {}
+      state_(id, *connection_, backend, modules, server, server.pinnedMemory()) {}
 
 Session::~Session() { state_.contexts.takeAll(); }
 
@@ -60,7 +59,7 @@ SessionSnapshot Session::snapshot() const {
   s.transport = connection_->kind();
   s.driver = driver_;
   s.tenant = tenantName_;
-  if (const transport::RdmaStats* rdma = transport::rdmaStatsOf(*connection_)) s.rdma = *rdma;
+  s.rdma = connection_->counters();
   state_.contexts.forEach([&](uint64_t, const SessionContexts::Entry& c) {
     ++s.contexts;
     s.memoryUsed += c.backend->memoryUsed();
@@ -100,7 +99,7 @@ void Session::run() {
 // How this session's bulk bytes moved over RDMA (for operators, and for tests that prove the
 // zero-copy paths and the registration cache end to end). Nothing for other transports.
 void Session::logRdmaCounters() const {
-  const transport::RdmaStats* rdma = transport::rdmaStatsOf(*connection_);
+  std::optional<transport::TransportCounters> rdma = connection_->counters();
   if (!rdma) return;
   std::cerr << "gpupoold: session " << state_.id
             << " rdma counters: received_zero_copy=" << rdma->bulkBytesReceivedZeroCopy

@@ -23,7 +23,6 @@
 #include "server/module_cache.h"
 #include "server/stranger_gate.h"
 #include "transport/connection.h"
-#include "transport/rdma_transport.h"
 
 namespace gpupool::server {
 
@@ -35,10 +34,10 @@ struct SessionSnapshot {
   std::string transport;
   uint64_t memoryUsed = 0;
   uint32_t contexts = 0;
-  std::vector<int> devices;                  // device of each context
-  bool driver = false;                       // a libcuda session (not a status probe)
-  std::string tenant;                        // empty when the server runs open
-  std::optional<transport::RdmaStats> rdma;  // RDMA sessions only
+  std::vector<int> devices;                          // device of each context
+  bool driver = false;                               // a libcuda session (not a status probe)
+  std::string tenant;                                // empty when the server runs open
+  std::optional<transport::TransportCounters> rdma;  // RDMA sessions only
 };
 
 class Session {

@@ -22,7 +22,7 @@
 #include "tools/bench_stats.h"
 #include "tools/library_location.h"
 #include "transport/endpoint.h"
-#include "transport/rdma_transport.h"
+#include "transport/transport_factory.h"
 
 namespace gpupool::tools {
 namespace {
@@ -335,7 +335,7 @@ std::optional<BenchTarget> benchTarget(const transport::Endpoint& given,
     *error = "--transport must be tcp or rdma, not '" + wanted + "'";
     return std::nullopt;
   }
-  if (std::string why = transport::rdmaUnavailableReason(); !why.empty()) {
+  if (std::string why = transport::transportUnavailableReason("rdma"); !why.empty()) {
     *error = "--transport rdma: RDMA cannot be used here: " + why;
     return std::nullopt;
   }

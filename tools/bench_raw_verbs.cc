@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "transport/rdma_baseline_client.h"
+#include "transport/link_baseline.h"
 
 namespace gpupool::tools {
 
@@ -11,7 +11,8 @@ json measureRawVerbs(const transport::Endpoint& rdmaEndpoint, bool quick) {
   const Sizes sizes(quick);
   size_t maxMessage = *std::max_element(sizes.latency.begin(), sizes.latency.end());
   size_t sinkBytes = *std::max_element(sizes.bandwidth.begin(), sizes.bandwidth.end());
-  transport::RdmaBaselineClient verbs(rdmaEndpoint, uint32_t(maxMessage), sinkBytes);
+  auto link = transport::connectLinkBaseline(rdmaEndpoint, uint32_t(maxMessage), sinkBytes);
+  transport::LinkBaseline& verbs = *link;
   json out;
   out["device"] = verbs.deviceName();
   out["max_inline"] = verbs.maxInline();

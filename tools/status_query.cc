@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "transport/tcp_transport.h"
 #include "transport/transport_factory.h"
 
 namespace gpupool::tools {

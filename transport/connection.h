@@ -1,4 +1,4 @@
-// The transport interface: one small contract that TCP (and later RDMA) implement.
+// The transport interface: one small contract that TCP, TLS and RDMA implement.
 //
 // A connection carries frames. A frame is one message (a few KiB at most in practice) followed by
 // an optional bulk payload (memory contents, module images). The receiver first gets the message,
@@ -10,18 +10,34 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "transport/transport_counters.h"
+
 namespace gpupool::transport {
 
 // Any failure of the underlying channel (peer gone, reset, timeout, malformed frame header).
-// After it is thrown the connection is unusable.
+// After it is thrown the connection is unusable. kind() says which sort of failure it was, so
+// callers need not parse what(); what() is the sentence for people.
 class TransportError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  enum class Kind {
+    kDisconnected,  // the peer closed or reset the channel, or it was shut down here
+    kTimeout,       // the peer did not answer in time
+    kMalformed,     // the peer sent something this side cannot accept
+    kUnavailable,   // the channel could not be set up (no route, no device, refused, bad setup)
+  };
+  TransportError(Kind kind, const std::string& what) : std::runtime_error(what), kind_(kind) {}
+  // A lost channel, for connections outside the transport library (test doubles, fuzzers).
+  explicit TransportError(const std::string& what) : TransportError(Kind::kDisconnected, what) {}
+  Kind kind() const { return kind_; }
+
+ private:
+  Kind kind_;
 };
 
 struct ConstBuffer {
@@ -73,10 +89,12 @@ class Connection {
   // have gone, before any other send. Only where streamsBulk() is true; elsewhere these throw.
   virtual bool streamsBulk() const { return false; }
   virtual void startFrame(std::span<const ConstBuffer> /*message*/, uint64_t /*bulkBytes*/) {
-    throw TransportError(kind() + " connections cannot stream bulk");
+    throw TransportError(TransportError::Kind::kUnavailable,
+                         kind() + " connections cannot stream bulk");
   }
   virtual void sendBulk(const void* /*data*/, size_t /*size*/) {
-    throw TransportError(kind() + " connections cannot stream bulk");
+    throw TransportError(TransportError::Kind::kUnavailable,
+                         kind() + " connections cannot stream bulk");
   }
 
   // Says where the bulk of the next frame received will be read to, as one receiveBulk(dst, size),
@@ -111,7 +129,7 @@ class Connection {
   // Shuts the connection down; a blocked receive in another thread returns with TransportError.
   virtual void shutdown() = 0;
 
-  // "tcp" or "rdma".
+  // "tcp", "tls" or "rdma".
   virtual std::string kind() const = 0;
   // The peer's address, for logs and status.
   virtual std::string peer() const = 0;
@@ -128,6 +146,10 @@ class Connection {
   // Whether the peer has closed or reset the connection, without receiving anything. Safe to call
   // from another thread while one is blocked in a call on this connection (false when unknown).
   virtual bool peerClosed() const { return false; }
+
+  // How this connection's bulk bytes moved so far (gpupool status, tests); nullopt for transports
+  // that copy everything through one stream (TCP, TLS).
+  virtual std::optional<TransportCounters> counters() const { return std::nullopt; }
 };
 
 class Listener {

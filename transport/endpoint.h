@@ -1,4 +1,4 @@
-// Endpoint URLs: `tcp://host:port` (and `rdma://host:port`, reserved for the RDMA transport).
+// Endpoint URLs: `tcp://host:port`, `tls://host:port` and `rdma://host:port`.
 #pragma once
 
 #include <optional>

@@ -17,7 +17,8 @@ size_t totalSize(std::span<const ConstBuffer> parts) {
 
 void FramedConnection::queueHead(std::span<const ConstBuffer> message, uint64_t bulkBytes) {
   size_t messageBytes = totalSize(message);
-  if (messageBytes > kMaxMessageBytes) throw TransportError("message too large to send");
+  if (messageBytes > kMaxMessageBytes)
+    throw TransportError(TransportError::Kind::kMalformed, "message too large to send");
   FrameHeader header{kFrameMagic, static_cast<uint32_t>(messageBytes), bulkBytes};
   auto append = [this](const void* p, size_t n) {
     const auto* bytes = static_cast<const uint8_t*>(p);
@@ -42,7 +43,9 @@ void FramedConnection::writeWithOutbox(std::span<const ConstBuffer> more) {
 }
 
 void FramedConnection::requireNoBulkOwed() const {
-  if (bulkOwed_ != 0) throw TransportError("the previous frame's bulk bytes were not all sent");
+  if (bulkOwed_ != 0)
+    throw TransportError(TransportError::Kind::kMalformed,
+                         "the previous frame's bulk bytes were not all sent");
 }
 
 void FramedConnection::sendFrame(std::span<const ConstBuffer> message,
@@ -77,20 +80,25 @@ void FramedConnection::startFrame(std::span<const ConstBuffer> message, uint64_t
 }
 
 void FramedConnection::sendBulk(const void* data, size_t size) {
-  if (size > bulkOwed_) throw TransportError("bulk sent past the end of the frame");
+  if (size > bulkOwed_)
+    throw TransportError(TransportError::Kind::kMalformed, "bulk sent past the end of the frame");
   bulkOwed_ -= size;
   ConstBuffer piece{data, size};
   writeWithOutbox(std::span(&piece, 1));
 }
 
 ReceivedFrame FramedConnection::receiveFrame() {
-  if (pendingBulk_ != 0) throw TransportError("previous frame's bulk bytes were not consumed");
+  if (pendingBulk_ != 0)
+    throw TransportError(TransportError::Kind::kMalformed,
+                         "previous frame's bulk bytes were not consumed");
   FrameHeader header;
   readExactly(&header, sizeof header);
-  if (header.magic != kFrameMagic) throw TransportError("malformed frame (bad magic)");
+  if (header.magic != kFrameMagic)
+    throw TransportError(TransportError::Kind::kMalformed, "malformed frame (bad magic)");
   if (header.messageBytes > kMaxMessageBytes || header.messageBytes % 8 != 0) {
-    throw TransportError("malformed frame (message size " + std::to_string(header.messageBytes) +
-                         ")");
+    throw TransportError(
+        TransportError::Kind::kMalformed,
+        "malformed frame (message size " + std::to_string(header.messageBytes) + ")");
   }
   size_t words = header.messageBytes / 8;
   if (message_.size() < words) message_.resize(words);
@@ -100,13 +108,16 @@ ReceivedFrame FramedConnection::receiveFrame() {
 }
 
 void FramedConnection::receiveBulk(void* dst, size_t size) {
-  if (size > pendingBulk_) throw TransportError("bulk read past the end of the frame");
+  if (size > pendingBulk_)
+    throw TransportError(TransportError::Kind::kMalformed, "bulk read past the end of the frame");
   readExactly(dst, size);
   pendingBulk_ -= size;
 }
 
 void FramedConnection::discardBulk(size_t size) {
-  if (size > pendingBulk_) throw TransportError("bulk discard past the end of the frame");
+  if (size > pendingBulk_)
+    throw TransportError(TransportError::Kind::kMalformed,
+                         "bulk discard past the end of the frame");
   char scratch[64 * 1024];
   while (size > 0) {
     size_t n = std::min(size, sizeof scratch);

@@ -14,7 +14,8 @@ tcp::acceptor openTcpAcceptor(boost::asio::io_context& io, const Endpoint& endpo
   auto results =
       resolver.resolve(endpoint.host, std::to_string(endpoint.port), tcp::resolver::passive, ec);
   if (ec || results.empty()) {
-    throw TransportError("cannot resolve listen address '" + endpoint.host + "': " + ec.message());
+    throw TransportError(TransportError::Kind::kUnavailable,
+                         "cannot resolve listen address '" + endpoint.host + "': " + ec.message());
   }
   tcp::endpoint ep = results.begin()->endpoint();
   tcp::acceptor acceptor(io);
@@ -22,7 +23,9 @@ tcp::acceptor openTcpAcceptor(boost::asio::io_context& io, const Endpoint& endpo
   if (!ec) acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
   if (!ec) acceptor.bind(ep, ec);
   if (!ec) acceptor.listen(128, ec);
-  if (ec) throw TransportError("cannot listen on " + endpoint.url() + ": " + ec.message());
+  if (ec)
+    throw TransportError(TransportError::Kind::kUnavailable,
+                         "cannot listen on " + endpoint.url() + ": " + ec.message());
   return acceptor;
 }
 

@@ -17,7 +17,9 @@ tcp::socket connectTcpSocket(boost::asio::io_context& io, const Endpoint& endpoi
   boost::system::error_code ec;
   tcp::resolver resolver(io);
   auto results = resolver.resolve(endpoint.host, std::to_string(endpoint.port), ec);
-  if (ec) throw TransportError("cannot resolve '" + endpoint.host + "': " + ec.message());
+  if (ec)
+    throw TransportError(TransportError::Kind::kUnavailable,
+                         "cannot resolve '" + endpoint.host + "': " + ec.message());
   std::string lastError = "no addresses";
   for (const auto& entry : results) {
     socket.close(ec);
@@ -43,7 +45,7 @@ tcp::socket connectTcpSocket(boost::asio::io_context& io, const Endpoint& endpoi
     if (!ec) return socket;
     lastError = ec.message();
   }
-  throw TransportError(lastError);
+  throw TransportError(TransportError::Kind::kUnavailable, lastError);
 }
 
 }  // namespace gpupool::transport

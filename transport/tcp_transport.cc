@@ -11,6 +11,7 @@
 #include <cstring>
 #include <future>
 
+#include "transport/asio_error_kind.h"
 #include "transport/tcp_acceptor.h"
 #include "transport/tcp_connector.h"
 
@@ -82,7 +83,7 @@ class TcpConnection final : public FramedConnection {
     for (auto& b : parts) buffers_.emplace_back(b.data, b.size);
     boost::system::error_code ec;
     boost::asio::write(socket_, buffers_, ec);
-    if (ec) throw TransportError("send failed: " + describe(ec));
+    if (ec) throw TransportError(channelErrorKind(ec), "send failed: " + describe(ec));
   }
 
   // One read of up to `max` bytes, waiting at most the receive timeout for the first byte.
@@ -91,13 +92,14 @@ class TcpConnection final : public FramedConnection {
       pollfd p{socket_.native_handle(), POLLIN, 0};
       int r = ::poll(&p, 1, static_cast<int>(receiveTimeoutMs_));
       if (r == 0) {
-        throw TransportError("receive failed: timed out, no data from the peer for " +
-                             std::to_string(receiveTimeoutMs_) + " ms");
+        throw TransportError(TransportError::Kind::kTimeout,
+                             "receive failed: timed out, no data from the peer for " +
+                                 std::to_string(receiveTimeoutMs_) + " ms");
       }
     }
     boost::system::error_code ec;
     size_t n = socket_.read_some(boost::asio::buffer(dst, max), ec);
-    if (ec) throw TransportError("receive failed: " + describe(ec));
+    if (ec) throw TransportError(channelErrorKind(ec), "receive failed: " + describe(ec));
     return n;
   }
 
@@ -121,9 +123,12 @@ class TcpListener final : public Listener {
     tcp::socket socket(*io);
     boost::system::error_code ec;
     int fd = ::accept4(acceptor_.native_handle(), nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) throw TransportError(std::string("accept failed: ") + std::strerror(errno));
+    if (fd < 0)
+      throw TransportError(TransportError::Kind::kUnavailable,
+                           std::string("accept failed: ") + std::strerror(errno));
     socket.assign(acceptor_.local_endpoint().protocol(), fd, ec);
-    if (ec) throw TransportError("accept failed: " + ec.message());
+    if (ec)
+      throw TransportError(TransportError::Kind::kUnavailable, "accept failed: " + ec.message());
     return std::make_unique<TcpConnection>(std::move(io), std::move(socket));
   }
 
@@ -140,14 +145,18 @@ class TcpListener final : public Listener {
 }  // namespace
 
 std::unique_ptr<Connection> tcpConnect(const Endpoint& endpoint, unsigned timeoutMs) {
-  if (endpoint.scheme != "tcp") throw TransportError("not a tcp endpoint: " + endpoint.url());
+  if (endpoint.scheme != "tcp")
+    throw TransportError(TransportError::Kind::kUnavailable,
+                         "not a tcp endpoint: " + endpoint.url());
   auto io = std::make_unique<boost::asio::io_context>();
   tcp::socket socket = connectTcpSocket(*io, endpoint, timeoutMs);
   return std::make_unique<TcpConnection>(std::move(io), std::move(socket));
 }
 
 std::unique_ptr<Listener> tcpListen(const Endpoint& endpoint) {
-  if (endpoint.scheme != "tcp") throw TransportError("not a tcp endpoint: " + endpoint.url());
+  if (endpoint.scheme != "tcp")
+    throw TransportError(TransportError::Kind::kUnavailable,
+                         "not a tcp endpoint: " + endpoint.url());
   return std::make_unique<TcpListener>(endpoint);
 }
 

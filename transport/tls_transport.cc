@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "transport/asio_error_kind.h"
 #include "transport/framed_connection.h"
 #include "transport/tcp_acceptor.h"
 #include "transport/tcp_connector.h"
@@ -68,7 +69,8 @@ class TlsConnection final : public FramedConnection {
     if (ec) {
       // The peer learns at once (the connection object may outlive this failure for a while).
       shutdown();
-      throw TransportError("TLS handshake with " + peer_ + " failed: " + describe(ec));
+      throw TransportError(TransportError::Kind::kUnavailable,
+                           "TLS handshake with " + peer_ + " failed: " + describe(ec));
     }
     if (role_ == ssl::stream_base::server) setReceiveTimeoutMs(0);
     handshaken_ = true;
@@ -110,7 +112,7 @@ class TlsConnection final : public FramedConnection {
     handshake();
     boost::system::error_code ec;
     size_t n = stream_.read_some(asio::buffer(dst, max), ec);
-    if (ec) throw TransportError("receive failed: " + describe(ec));
+    if (ec) throw TransportError(channelErrorKind(ec), "receive failed: " + describe(ec));
     return n;
   }
 
@@ -121,7 +123,7 @@ class TlsConnection final : public FramedConnection {
     if (!size) return;
     boost::system::error_code ec;
     asio::write(stream_, asio::buffer(data, size), ec);
-    if (ec) throw TransportError("send failed: " + describe(ec));
+    if (ec) throw TransportError(channelErrorKind(ec), "send failed: " + describe(ec));
   }
 
   std::unique_ptr<asio::io_context> io_;
@@ -143,12 +145,15 @@ class TlsListener final : public Listener {
 
   std::unique_ptr<Connection> accept() override {
     int fd = ::accept4(acceptor_.native_handle(), nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) throw TransportError(std::string("accept failed: ") + std::strerror(errno));
+    if (fd < 0)
+      throw TransportError(TransportError::Kind::kUnavailable,
+                           std::string("accept failed: ") + std::strerror(errno));
     auto io = std::make_unique<asio::io_context>();
     tcp::socket socket(*io);
     boost::system::error_code ec;
     socket.assign(acceptor_.local_endpoint().protocol(), fd, ec);
-    if (ec) throw TransportError("accept failed: " + ec.message());
+    if (ec)
+      throw TransportError(TransportError::Kind::kUnavailable, "accept failed: " + ec.message());
     return std::make_unique<TlsConnection>(std::move(io), context_, std::move(socket),
                                            ssl::stream_base::server, "");
   }
@@ -171,7 +176,9 @@ bool verificationDisabled() {
 }  // namespace
 
 std::unique_ptr<Connection> tlsConnect(const Endpoint& endpoint, unsigned timeoutMs) {
-  if (endpoint.scheme != "tls") throw TransportError("not a tls endpoint: " + endpoint.url());
+  if (endpoint.scheme != "tls")
+    throw TransportError(TransportError::Kind::kUnavailable,
+                         "not a tls endpoint: " + endpoint.url());
   auto context = std::make_shared<ssl::context>(ssl::context::tls_client);
   context->set_options(ssl::context::no_sslv2 | ssl::context::no_sslv3 | ssl::context::no_tlsv1 |
                        ssl::context::no_tlsv1_1);
@@ -182,7 +189,9 @@ std::unique_ptr<Connection> tlsConnect(const Endpoint& endpoint, unsigned timeou
     context->set_verify_mode(ssl::verify_peer);
     if (const char* ca = std::getenv("GPU_POOL_TLS_CA"); ca && *ca) {
       context->load_verify_file(ca, ec);
-      if (ec) throw TransportError(std::string("GPU_POOL_TLS_CA=") + ca + ": " + ec.message());
+      if (ec)
+        throw TransportError(TransportError::Kind::kUnavailable,
+                             std::string("GPU_POOL_TLS_CA=") + ca + ": " + ec.message());
     } else {
       context->set_default_verify_paths(ec);
     }
@@ -199,16 +208,22 @@ std::unique_ptr<Connection> tlsConnect(const Endpoint& endpoint, unsigned timeou
 }
 
 std::unique_ptr<Listener> tlsListen(const Endpoint& endpoint, const TlsServerFiles& files) {
-  if (endpoint.scheme != "tls") throw TransportError("not a tls endpoint: " + endpoint.url());
+  if (endpoint.scheme != "tls")
+    throw TransportError(TransportError::Kind::kUnavailable,
+                         "not a tls endpoint: " + endpoint.url());
   auto context = std::make_shared<ssl::context>(ssl::context::tls_server);
   context->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
                        ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1 |
                        ssl::context::single_dh_use);
   boost::system::error_code ec;
   context->use_certificate_chain_file(files.certificateChain, ec);
-  if (ec) throw TransportError("TLS certificate " + files.certificateChain + ": " + ec.message());
+  if (ec)
+    throw TransportError(TransportError::Kind::kUnavailable,
+                         "TLS certificate " + files.certificateChain + ": " + ec.message());
   context->use_private_key_file(files.privateKey, ssl::context::pem, ec);
-  if (ec) throw TransportError("TLS key " + files.privateKey + ": " + ec.message());
+  if (ec)
+    throw TransportError(TransportError::Kind::kUnavailable,
+                         "TLS key " + files.privateKey + ": " + ec.message());
   return std::make_unique<TlsListener>(endpoint, std::move(context));
 }
 

@@ -1,32 +1,77 @@
 #include "transport/transport_factory.h"
 
-#include <cstdlib>
-
-#include "transport/rdma_transport.h"
+#include "transport/link_baseline.h"
+#include "transport/rdma/baseline/rdma_baseline_client.h"
+#include "transport/rdma/rdma_transport.h"
 #include "transport/tcp_transport.h"
 #include "transport/tls_transport.h"
 
 namespace gpupool::transport {
+namespace {
 
-std::unique_ptr<Connection> connectEndpoint(const Endpoint& endpoint, unsigned timeoutMs) {
-  if (endpoint.scheme == "tcp") return tcpConnect(endpoint, timeoutMs);
-  if (endpoint.scheme == "tls") return tlsConnect(endpoint, timeoutMs);
-  if (endpoint.scheme == "rdma") return rdmaConnect(endpoint, timeoutMs);
-  throw TransportError(endpoint.scheme + ":// is not available in this build");
+PinnedMemory& pinnedOf(PinnedMemory* given) { return given ? *given : processPinnedMemory(); }
+
+std::unique_ptr<Connection> rdmaOrTcp(const Endpoint& endpoint, const ConnectOptions& options) {
+  std::string why = options.rdmaRefusal;
+  if (why.empty()) {
+    try {
+      return rdmaConnect(endpoint, options.timeoutMs, pinnedOf(options.pinnedMemory));
+    } catch (const TransportError& e) {
+      why = e.what();
+    }
+  }
+  if (options.warn) options.warn(endpoint.url() + ": RDMA not used (" + why + "); using TCP");
+  Endpoint tcp = endpoint;
+  tcp.scheme = "tcp";
+  return tcpConnect(tcp, options.timeoutMs);
 }
 
-std::unique_ptr<Listener> listenEndpoint(const Endpoint& endpoint) {
-  if (endpoint.scheme == "tcp") return tcpListen(endpoint);
-  if (endpoint.scheme == "rdma") return rdmaListen(endpoint);
-  if (endpoint.scheme == "tls") {
-    // The server's certificate and key come from the environment here; gpupoold passes its
-    // --tls-cert/--tls-key to tlsListen directly.
-    const char* cert = std::getenv("GPU_POOL_TLS_CERT");
-    const char* key = std::getenv("GPU_POOL_TLS_KEY");
-    if (!cert || !key) throw TransportError("tls:// listening needs a certificate and a key");
-    return tlsListen(endpoint, TlsServerFiles{cert, key});
+}  // namespace
+
+std::string transportUnavailableReason(const std::string& scheme) {
+  return scheme == "rdma" ? rdmaUnavailableReason() : std::string();
+}
+
+std::unique_ptr<Connection> connectEndpoint(const Endpoint& endpoint,
+                                            const ConnectOptions& options) {
+  if (endpoint.scheme == "tcp") return tcpConnect(endpoint, options.timeoutMs);
+  if (endpoint.scheme == "tls") return tlsConnect(endpoint, options.timeoutMs);
+  if (endpoint.scheme == "rdma") {
+    if (options.rdmaFallsBackToTcp) return rdmaOrTcp(endpoint, options);
+    return rdmaConnect(endpoint, options.timeoutMs, pinnedOf(options.pinnedMemory));
   }
-  throw TransportError(endpoint.scheme + ":// listening is not available in this build");
+  throw TransportError(TransportError::Kind::kUnavailable,
+                       endpoint.scheme + ":// is not available in this build");
+}
+
+std::unique_ptr<Connection> connectEndpoint(const Endpoint& endpoint, unsigned timeoutMs) {
+  ConnectOptions options;
+  options.timeoutMs = timeoutMs;
+  return connectEndpoint(endpoint, options);
+}
+
+std::unique_ptr<Listener> listenEndpoint(const Endpoint& endpoint, const ListenOptions& options) {
+  if (endpoint.scheme == "tcp") return tcpListen(endpoint);
+  if (endpoint.scheme == "rdma") return rdmaListen(endpoint, pinnedOf(options.pinnedMemory));
+  if (endpoint.scheme == "tls") {
+    if (options.tlsCertificateChain.empty() || options.tlsPrivateKey.empty()) {
+      throw TransportError(TransportError::Kind::kUnavailable,
+                           "tls:// listening needs a certificate and a key");
+    }
+    return tlsListen(endpoint, TlsServerFiles{options.tlsCertificateChain, options.tlsPrivateKey});
+  }
+  throw TransportError(TransportError::Kind::kUnavailable,
+                       endpoint.scheme + ":// listening is not available in this build");
+}
+
+std::unique_ptr<LinkBaseline> connectLinkBaseline(const Endpoint& endpoint,
+                                                  uint32_t maxMessageBytes, uint64_t sinkBytes,
+                                                  unsigned timeoutMs) {
+  if (endpoint.scheme == "rdma") {
+    return std::make_unique<RdmaBaselineClient>(endpoint, maxMessageBytes, sinkBytes, timeoutMs);
+  }
+  throw TransportError(TransportError::Kind::kUnavailable,
+                       endpoint.scheme + ":// has no raw link baseline");
 }
 
 }  // namespace gpupool::transport

@@ -59,9 +59,15 @@ class SessionContexts {
 
 // Everything a session holds across requests.
 struct SessionState {
+  // The scratch buffer's mappings are noted in `pinned` (when given) for the transport.
   SessionState(uint64_t id, transport::Connection& connection, Backend& backend,
-               ModuleCache& modules, PoolServer& server)
-      : id(id), connection(connection), backend(backend), modules(modules), server(server) {}
+               ModuleCache& modules, PoolServer& server, transport::PinnedMemory* pinned)
+      : id(id),
+        connection(connection),
+        backend(backend),
+        modules(modules),
+        server(server),
+        staging(pinned) {}
 
   const uint64_t id;
   transport::Connection& connection;

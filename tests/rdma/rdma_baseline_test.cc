@@ -8,8 +8,8 @@
 #include <thread>
 
 #include "tests/rdma/rdma_pair.h"
-#include "transport/rdma_baseline_client.h"
-#include "transport/rdma_baseline_queue.h"
+#include "transport/rdma/baseline/rdma_baseline_client.h"
+#include "transport/rdma/baseline/rdma_baseline_queue.h"
 
 namespace gpupool::transport {
 namespace {

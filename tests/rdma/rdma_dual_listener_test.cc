@@ -1,7 +1,5 @@
 // listenOnBoth: gpupoold's one accept loop over its TCP and RDMA listeners. Exercised with two TCP
 // listeners, so it runs everywhere.
-#include "transport/rdma_dual_listener.h"
-
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -10,6 +8,7 @@
 
 #include "tests/rdma/rdma_pair.h"
 #include "transport/tcp_transport.h"
+#include "transport/transport_factory.h"
 
 namespace gpupool::transport {
 namespace {

@@ -6,7 +6,7 @@
 #include <stdexcept>
 
 #include "tests/rdma/rdma_test_env.h"
-#include "transport/rdma_transport.h"
+#include "transport/rdma/rdma_transport.h"
 
 namespace gpupool::transport::testing {
 

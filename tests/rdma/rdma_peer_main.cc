@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
       void* pinned =
           mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
       if (pinned == MAP_FAILED) throw std::runtime_error("mmap failed");
-      notePinnedHostRange(pinned, size);
+      processPinnedMemory().note(pinned, size);
       connection->expectBulkInto(pinned, size);
       uint64_t message[2] = {7, 8};
       ConstBuffer m{message, sizeof message};

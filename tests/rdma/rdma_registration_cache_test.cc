@@ -132,7 +132,7 @@ TEST(RdmaRegistrationCache, RangeForgottenDuringAReadGoesAfterIt) {
   // is read after the range is forgotten.
   std::vector<std::byte> received(kSize);
   pair.server->receiveBulk(received.data(), 1);
-  forgetPinnedHostRange(source.data());
+  processPinnedMemory().forget(source.data());
   pair.server->receiveBulk(received.data() + 1, kSize - 1);
   sender.join();
   ASSERT_EQ(std::memcmp(received.data(), source.data(), kSize), 0);

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "transport/connection.h"
-#include "transport/rdma_transport.h"
+#include "transport/rdma/rdma_transport.h"
 
 namespace gpupool::transport::testing {
 
@@ -44,10 +44,10 @@ class PinnedBuffer {
     data_ = static_cast<std::byte*>(
         mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
     if (data_ == MAP_FAILED) throw std::runtime_error("mmap failed");
-    notePinnedHostRange(data_, size_, access);
+    processPinnedMemory().note(data_, size_, access);
   }
   ~PinnedBuffer() {
-    forgetPinnedHostRange(data_);
+    processPinnedMemory().forget(data_);
     munmap(data_, size_);
   }
   PinnedBuffer(const PinnedBuffer&) = delete;

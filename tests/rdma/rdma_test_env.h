@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "transport/rdma_transport.h"
+#include "transport/rdma/rdma_transport.h"
 
 namespace gpupool::transport::testing {
 

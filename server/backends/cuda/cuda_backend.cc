@@ -15,8 +15,11 @@ namespace {
 class CudaBackend final : public Backend {
  public:
   CudaBackend(std::shared_ptr<CudaDriver> driver, std::vector<CUdevice> handles,
-              std::vector<DeviceDescription> devices)
-      : driver_(std::move(driver)), handles_(std::move(handles)), devices_(std::move(devices)) {
+              std::vector<DeviceDescription> devices, transport::PinnedMemory* pinnedMemory)
+      : driver_(std::move(driver)),
+        handles_(std::move(handles)),
+        devices_(std::move(devices)),
+        pinnedMemory_(pinnedMemory) {
     for (size_t i = 0; i < devices_.size(); ++i) {
       memoryUsed_.push_back(std::make_shared<std::atomic<uint64_t>>(0));
     }
@@ -33,7 +36,8 @@ class CudaBackend final : public Backend {
                                                           " (the server has " +
                                                           std::to_string(devices_.size()) + ")");
     }
-    return CudaContext::create(driver_, handles_[device], flags, memoryUsed_[device], context);
+    return CudaContext::create(driver_, handles_[device], flags, memoryUsed_[device], pinnedMemory_,
+                               context);
   }
 
   uint64_t deviceMemoryUsed(int device) const override {
@@ -47,6 +51,7 @@ class CudaBackend final : public Backend {
   std::shared_ptr<CudaDriver> driver_;
   std::vector<CUdevice> handles_;
   std::vector<DeviceDescription> devices_;
+  transport::PinnedMemory* pinnedMemory_;
   // Shared with the contexts, so a context that outlives the backend still has a counter.
   std::vector<std::shared_ptr<std::atomic<uint64_t>>> memoryUsed_;
 };
@@ -116,7 +121,8 @@ std::string listOf(const std::vector<DriverDevice>& devices) {
 }
 
 std::unique_ptr<Backend> makeBackend(std::shared_ptr<CudaDriver> driver,
-                                     std::vector<DriverDevice> devices) {
+                                     std::vector<DriverDevice> devices,
+                                     transport::PinnedMemory* pinnedMemory) {
   std::vector<CUdevice> handles;
   std::vector<DeviceDescription> descriptions;
   for (auto& d : devices) {
@@ -124,13 +130,14 @@ std::unique_ptr<Backend> makeBackend(std::shared_ptr<CudaDriver> driver,
     descriptions.push_back(std::move(d.description));
   }
   return std::make_unique<CudaBackend>(std::move(driver), std::move(handles),
-                                       std::move(descriptions));
+                                       std::move(descriptions), pinnedMemory);
 }
 
 }  // namespace
 
 std::unique_ptr<Backend> makeCudaBackend(const std::string& driverPath, int maxDevices,
-                                         std::string* error) {
+                                         std::string* error,
+                                         transport::PinnedMemory* pinnedMemory) {
   std::shared_ptr<CudaDriver> driver = CudaDriver::load(driverPath, error);
   if (!driver) return nullptr;
   std::vector<DriverDevice> devices;
@@ -138,12 +145,13 @@ std::unique_ptr<Backend> makeCudaBackend(const std::string& driverPath, int maxD
   if (maxDevices >= 0 && devices.size() > static_cast<size_t>(maxDevices)) {
     devices.resize(static_cast<size_t>(maxDevices));
   }
-  return makeBackend(std::move(driver), std::move(devices));
+  return makeBackend(std::move(driver), std::move(devices), pinnedMemory);
 }
 
 std::unique_ptr<Backend> makeCudaBackend(const std::string& driverPath,
                                          const std::vector<CudaDeviceSelection>& selections,
-                                         std::string* error, int* failedSelection) {
+                                         std::string* error, int* failedSelection,
+                                         transport::PinnedMemory* pinnedMemory) {
   *failedSelection = -1;
   auto fail = [&](size_t selection, std::string why) {
     *failedSelection = static_cast<int>(selection);
@@ -208,7 +216,7 @@ std::unique_ptr<Backend> makeCudaBackend(const std::string& driverPath,
     chosenOrdinals.push_back(ordinal);
     chosen.push_back(all[ordinal]);
   }
-  return makeBackend(std::move(driver), std::move(chosen));
+  return makeBackend(std::move(driver), std::move(chosen), pinnedMemory);
 }
 
 }  // namespace gpupool::server

@@ -28,6 +28,7 @@ Status invalidHandle(const char* what, uint64_t id) {
 
 Status CudaContext::create(std::shared_ptr<CudaDriver> driver, CUdevice device, unsigned flags,
                            std::shared_ptr<std::atomic<uint64_t>> deviceMemoryUsed,
+                           transport::PinnedMemory* pinnedMemory,
                            std::unique_ptr<BackendContext>* context) {
   CUcontext handle = nullptr;
   // Null creation parameters ask for a regular context (no affinity, no CIG).
@@ -35,15 +36,18 @@ Status CudaContext::create(std::shared_ptr<CudaDriver> driver, CUdevice device, 
                       ? driver->call(driver->ctxCreateV4, &handle, nullptr, flags, device)
                       : driver->call(driver->ctxCreateV2, &handle, flags, device);
   if (!status.ok()) return status;
-  context->reset(new CudaContext(std::move(driver), handle, std::move(deviceMemoryUsed)));
+  context->reset(
+      new CudaContext(std::move(driver), handle, std::move(deviceMemoryUsed), pinnedMemory));
   return Status::success();
 }
 
 CudaContext::CudaContext(std::shared_ptr<CudaDriver> driver, CUcontext context,
-                         std::shared_ptr<std::atomic<uint64_t>> deviceMemoryUsed)
+                         std::shared_ptr<std::atomic<uint64_t>> deviceMemoryUsed,
+                         transport::PinnedMemory* pinnedMemory)
     : driver_(std::move(driver)),
       context_(context),
-      deviceMemoryUsed_(std::move(deviceMemoryUsed)) {}
+      deviceMemoryUsed_(std::move(deviceMemoryUsed)),
+      pinnedMemory_(pinnedMemory) {}
 
 CudaContext::~CudaContext() {
   // Errors are ignored throughout: after a kernel fault every call returns the sticky error, and
@@ -191,7 +195,7 @@ Status CudaContext::copyDeviceToHost(void* dst, uint64_t src, uint64_t bytes, ui
 Status CudaContext::stagingBuffer(unsigned slot, void** buffer) {
   *buffer = nullptr;
   if (Status s = makeCurrent(); !s.ok()) return s;
-  if (!staging_) staging_ = std::make_unique<CudaStaging>(driver_);
+  if (!staging_) staging_ = std::make_unique<CudaStaging>(driver_, pinnedMemory_);
   return staging_->buffer(slot, buffer);
 }
 

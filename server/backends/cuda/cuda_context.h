@@ -27,9 +27,11 @@ namespace gpupool::server {
 class CudaContext final : public BackendContext {
  public:
   // Creates a context on `device` with `flags` (CUctx_flags). `deviceMemoryUsed` is the
-  // backend's running total for that device; this context adds and removes its allocations.
+  // backend's running total for that device; this context adds and removes its allocations. Its
+  // pinned staging buffers are noted in `pinnedMemory` when given.
   static Status create(std::shared_ptr<CudaDriver> driver, CUdevice device, unsigned flags,
                        std::shared_ptr<std::atomic<uint64_t>> deviceMemoryUsed,
+                       transport::PinnedMemory* pinnedMemory,
                        std::unique_ptr<BackendContext>* context);
   ~CudaContext() override;
 
@@ -95,7 +97,8 @@ class CudaContext final : public BackendContext {
   };
 
   CudaContext(std::shared_ptr<CudaDriver> driver, CUcontext context,
-              std::shared_ptr<std::atomic<uint64_t>> deviceMemoryUsed);
+              std::shared_ptr<std::atomic<uint64_t>> deviceMemoryUsed,
+              transport::PinnedMemory* pinnedMemory);
 
   Status makeCurrent();
   // Runs the kernel `start` launches on `stream` through gate_, waiting for it to finish.
@@ -114,6 +117,7 @@ class CudaContext final : public BackendContext {
   std::shared_ptr<CudaDriver> driver_;
   CUcontext context_;
   std::shared_ptr<std::atomic<uint64_t>> deviceMemoryUsed_;
+  transport::PinnedMemory* pinnedMemory_;
   uint64_t memoryUsed_ = 0;
   uint64_t nextId_ = 1;
 

@@ -2,8 +2,6 @@
 
 #include <string>
 
-#include "transport/rdma_transport.h"
-
 namespace gpupool::server {
 
 CudaStaging::~CudaStaging() { release(); }
@@ -19,7 +17,7 @@ bool CudaStaging::allocate() {
       return false;
     }
     // Page-locked for the context's life: an RDMA connection registers it once and keeps it.
-    transport::notePinnedHostRange(slot.host, BackendContext::kStagingBytes);
+    if (pinnedMemory_) pinnedMemory_->note(slot.host, BackendContext::kStagingBytes);
   }
   allocated_ = true;
   return true;
@@ -31,7 +29,7 @@ void CudaStaging::release() {
     if (slot.inFlight) (void)driver_->call(driver_->eventSynchronize, slot.done);
     if (slot.done) (void)driver_->call(driver_->eventDestroy, slot.done);
     if (slot.host) {
-      transport::forgetPinnedHostRange(slot.host);
+      if (pinnedMemory_) pinnedMemory_->forget(slot.host);
       (void)driver_->call(driver_->memFreeHost, slot.host);
     }
     slot = Slot{};

@@ -14,12 +14,15 @@
 
 #include "server/backend.h"
 #include "server/backends/cuda/cuda_driver.h"
+#include "transport/pinned_memory.h"
 
 namespace gpupool::server {
 
 class CudaStaging {
  public:
-  explicit CudaStaging(std::shared_ptr<CudaDriver> driver) : driver_(std::move(driver)) {}
+  // The buffers are noted in `pinnedMemory` (when given) while they exist.
+  CudaStaging(std::shared_ptr<CudaDriver> driver, transport::PinnedMemory* pinnedMemory)
+      : driver_(std::move(driver)), pinnedMemory_(pinnedMemory) {}
   // Waits for transfers still in flight (errors ignored), then frees the buffers and events.
   ~CudaStaging();
   CudaStaging(const CudaStaging&) = delete;
@@ -46,6 +49,7 @@ class CudaStaging {
                   const std::function<Status(void* host)>& enqueue);
 
   std::shared_ptr<CudaDriver> driver_;
+  transport::PinnedMemory* pinnedMemory_;
   std::array<Slot, BackendContext::kStagingSlots> slots_{};
   bool allocated_ = false;
   bool unavailable_ = false;  // the driver could not allocate: no staging for this context

@@ -16,8 +16,8 @@ class EmuBackend final : public Backend {
   explicit EmuBackend(const EmuBackendOptions& options) : options_(options) {
     for (unsigned i = 0; i < options.devices; ++i) {
       devices_.push_back(describeEmuDevice(i, options.device));
-      memories_.push_back(
-          std::make_unique<EmuMemory>(options.addressSlot, i, options.device.memoryBytes));
+      memories_.push_back(std::make_unique<EmuMemory>(
+          options.addressSlot, i, options.device.memoryBytes, options.pinnedMemory));
     }
   }
 
@@ -30,8 +30,8 @@ class EmuBackend final : public Backend {
     if (device < 0 || static_cast<size_t>(device) >= devices_.size()) {
       return Status::error(CUDA_ERROR_INVALID_DEVICE, "no device " + std::to_string(device));
     }
-    *context = std::make_unique<EmuContext>(*memories_[device], devices_[device], options_,
-                                            nextOwner_++);
+    *context =
+        std::make_unique<EmuContext>(*memories_[device], devices_[device], options_, nextOwner_++);
     return Status::success();
   }
 

@@ -10,15 +10,15 @@
 #include <string>
 #include <vector>
 
-#include "transport/rdma_transport.h"
-
 namespace gpupool::server::emu {
 namespace {
 constexpr uint64_t kPage = 4096;
 uint64_t roundUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 }  // namespace
 
-EmuMemory::EmuMemory(unsigned slot, unsigned deviceIndex, uint64_t capacity) : capacity_(capacity) {
+EmuMemory::EmuMemory(unsigned slot, unsigned deviceIndex, uint64_t capacity,
+                     transport::PinnedMemory* pinned)
+    : capacity_(capacity), pinned_(pinned) {
   // Twice the capacity in address space leaves room for fragmentation.
   window_ = roundUp(std::max<uint64_t>(capacity * 2, 1 << 30), kPage);
   if (window_ > kWindowStride) window_ = kWindowStride;
@@ -35,8 +35,8 @@ EmuMemory::EmuMemory(unsigned slot, unsigned deviceIndex, uint64_t capacity) : c
 }
 
 EmuMemory::~EmuMemory() {
-  for (auto& [address, a] : allocations_) {
-    transport::forgetPinnedHostRange(reinterpret_cast<void*>(address));
+  if (pinned_) {
+    for (auto& [address, a] : allocations_) pinned_->forget(reinterpret_cast<void*>(address));
   }
   munmap(reinterpret_cast<void*>(base_), window_);
 }
@@ -61,8 +61,9 @@ uint64_t EmuMemory::allocate(uint64_t bytes, uint64_t owner) {
     used_ += reserved;
     // An RDMA connection may then register it once and keep it for local access only: its
     // copies read into it and write from it straight, and no key to it ever reaches the peer.
-    transport::notePinnedHostRange(reinterpret_cast<void*>(address), reserved,
-                                   transport::PeerAccess::kNone);
+    if (pinned_) {
+      pinned_->note(reinterpret_cast<void*>(address), reserved, transport::PeerAccess::kNone);
+    }
     return address;
   }
   return 0;
@@ -77,7 +78,7 @@ bool EmuMemory::release(uint64_t address, uint64_t owner) {
   used_ -= reserved;
   // Before the range can go to another owner: no connection hands out this registration again, and
   // each deregisters it at its next frame.
-  transport::forgetPinnedHostRange(reinterpret_cast<void*>(address));
+  if (pinned_) pinned_->forget(reinterpret_cast<void*>(address));
   // Drop the pages and make the range unreachable again.
   madvise(reinterpret_cast<void*>(address), reserved, MADV_DONTNEED);
   mprotect(reinterpret_cast<void*>(address), reserved, PROT_NONE);

@@ -4,9 +4,9 @@
 // interpreter's generic windows and from where Linux places ordinary mappings, so device pointers
 // are plain addresses that clients can keep free on their side too. Allocations are page-granular
 // and commit memory only when touched; a freed range goes back to PROT_NONE, so nothing can reach
-// it. Live allocations are noted pinned ranges for the RDMA transport (peer access none), so a
-// connection registers each once (which commits it, as cuMemAlloc commits a GPU's memory) instead
-// of for every copy.
+// it. Live allocations are noted pinned ranges (transport/pinned_memory.h, peer access none), so an
+// RDMA connection registers each once (which commits it, as cuMemAlloc commits a GPU's memory)
+// instead of for every copy.
 //
 // Every allocation records its owner (a context id). translate() only resolves ranges inside one
 // live allocation of the asking owner: a bogus or foreign pointer resolves to nullptr, never to
@@ -17,6 +17,8 @@
 #include <map>
 #include <shared_mutex>
 
+#include "transport/pinned_memory.h"
+
 namespace gpupool::server::emu {
 
 class EmuMemory {
@@ -24,7 +26,9 @@ class EmuMemory {
   // Reserves `capacity` bytes of device memory for device `deviceIndex` of the server whose address
   // slot is `slot`: each (slot, device) pair has a window of its own, so servers started with
   // different slots hand out disjoint device addresses and one client can use them together.
-  EmuMemory(unsigned slot, unsigned deviceIndex, uint64_t capacity);
+  // Allocations are noted in `pinned` (when given), which must outlive this.
+  EmuMemory(unsigned slot, unsigned deviceIndex, uint64_t capacity,
+            transport::PinnedMemory* pinned = nullptr);
   ~EmuMemory();
   EmuMemory(const EmuMemory&) = delete;
   EmuMemory& operator=(const EmuMemory&) = delete;
@@ -75,6 +79,7 @@ class EmuMemory {
   uint64_t base_ = 0;
   uint64_t capacity_ = 0;
   uint64_t window_ = 0;
+  transport::PinnedMemory* pinned_;
   mutable std::shared_mutex mutex_;
   std::map<uint64_t, Allocation> allocations_;  // base -> allocation
   std::map<uint64_t, uint64_t> free_;           // base -> size of free address ranges

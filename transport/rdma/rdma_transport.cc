@@ -1,4 +1,4 @@
-#include "transport/rdma_transport.h"
+#include "transport/rdma/rdma_transport.h"
 
 #include <netdb.h>
 #include <poll.h>
@@ -7,10 +7,11 @@
 
 #include <atomic>
 #include <cstring>
+#include <utility>
 
-#include "transport/rdma_baseline_responder.h"
-#include "transport/rdma_connection.h"
-#include "transport/verbs_library.h"
+#include "transport/rdma/baseline/rdma_baseline_responder.h"
+#include "transport/rdma/rdma_connection.h"
+#include "transport/rdma/verbs_library.h"
 
 namespace gpupool::transport {
 namespace {
@@ -47,26 +48,32 @@ addrinfo* resolve(const Endpoint& endpoint, bool passive, AddressInfo& holder) {
   int rc = getaddrinfo(endpoint.host.c_str(), std::to_string(endpoint.port).c_str(), &hints,
                        &holder.list);
   if (rc != 0 || !holder.list) {
-    throw TransportError("cannot resolve '" + endpoint.host + "': " + gai_strerror(rc));
+    throw TransportError(TransportError::Kind::kUnavailable,
+                         "cannot resolve '" + endpoint.host + "': " + gai_strerror(rc));
   }
   return holder.list;
 }
 
 class RdmaListener final : public Listener {
  public:
-  explicit RdmaListener(const Endpoint& endpoint) {
+  RdmaListener(const Endpoint& endpoint, const PinnedMemory& pinned) : pinned_(pinned) {
     std::string reason = rdmaUnavailableReason();
-    if (!reason.empty()) throw TransportError("cannot listen on " + endpoint.url() + ": " + reason);
+    if (!reason.empty())
+      throw TransportError(TransportError::Kind::kUnavailable,
+                           "cannot listen on " + endpoint.url() + ": " + reason);
     AddressInfo info;
     addrinfo* ai = resolve(endpoint, true, info);
     cm_.channel = rdma_create_event_channel();
     if (!cm_.channel)
-      throw TransportError(std::string("rdma_create_event_channel: ") + std::strerror(errno));
+      throw TransportError(TransportError::Kind::kUnavailable,
+                           std::string("rdma_create_event_channel: ") + std::strerror(errno));
     if (rdma_create_id(cm_.channel, &cm_.id, nullptr, RDMA_PS_TCP) != 0) {
-      throw TransportError(std::string("rdma_create_id: ") + std::strerror(errno));
+      throw TransportError(TransportError::Kind::kUnavailable,
+                           std::string("rdma_create_id: ") + std::strerror(errno));
     }
     if (rdma_bind_addr(cm_.id, ai->ai_addr) != 0 || rdma_listen(cm_.id, 128) != 0) {
-      throw TransportError("cannot listen on " + endpoint.url() + ": " + std::strerror(errno));
+      throw TransportError(TransportError::Kind::kUnavailable,
+                           "cannot listen on " + endpoint.url() + ": " + std::strerror(errno));
     }
     wakeFd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     Endpoint actual = endpoint;
@@ -80,16 +87,18 @@ class RdmaListener final : public Listener {
 
   std::unique_ptr<Connection> accept() override {
     for (;;) {
-      if (stopped_) throw TransportError("listener shut down");
+      if (stopped_) throw TransportError(TransportError::Kind::kDisconnected, "listener shut down");
       pollfd fds[2] = {{cm_.channel->fd, POLLIN, 0}, {wakeFd_, POLLIN, 0}};
       if (::poll(fds, 2, -1) < 0 && errno != EINTR) {
-        throw TransportError(std::string("poll: ") + std::strerror(errno));
+        throw TransportError(TransportError::Kind::kUnavailable,
+                             std::string("poll: ") + std::strerror(errno));
       }
-      if (stopped_) throw TransportError("listener shut down");
+      if (stopped_) throw TransportError(TransportError::Kind::kDisconnected, "listener shut down");
       if (!(fds[0].revents & POLLIN)) continue;
       rdma_cm_event* event = nullptr;
       if (rdma_get_cm_event(cm_.channel, &event) != 0) {
-        throw TransportError(std::string("rdma_get_cm_event: ") + std::strerror(errno));
+        throw TransportError(TransportError::Kind::kUnavailable,
+                             std::string("rdma_get_cm_event: ") + std::strerror(errno));
       }
       if (event->event != RDMA_CM_EVENT_CONNECT_REQUEST) {
         rdma_ack_cm_event(event);
@@ -112,15 +121,19 @@ class RdmaListener final : public Listener {
       if (!compatible) {
         rdma_reject(id, nullptr, 0);
         rdma_destroy_id(id);
-        throw TransportError("rejected an RDMA peer with an incompatible transport version");
+        throw TransportError(TransportError::Kind::kMalformed,
+                             "rejected an RDMA peer with an incompatible transport version");
       }
       rdma_event_channel* channel = migrateToOwnChannel(id);
-      if (!channel) throw TransportError(std::string("rdma_migrate_id: ") + std::strerror(errno));
-      auto connection = std::make_unique<RdmaConnection>(channel, id, false);
+      if (!channel)
+        throw TransportError(TransportError::Kind::kUnavailable,
+                             std::string("rdma_migrate_id: ") + std::strerror(errno));
+      auto connection = std::make_unique<RdmaConnection>(channel, id, false, pinned_);
       ConnectParams params = localParams();
       rdma_conn_param param = rdma::connectionParameters(&params, id->verbs);
       if (rdma_accept(id, &param) != 0) {
-        throw TransportError(std::string("rdma_accept: ") + std::strerror(errno));
+        throw TransportError(TransportError::Kind::kUnavailable,
+                             std::string("rdma_accept: ") + std::strerror(errno));
       }
       rdma::awaitCmEvent(channel, RDMA_CM_EVENT_ESTABLISHED, 10000, "accepting an RDMA peer");
       connection->markEstablished();
@@ -148,6 +161,7 @@ class RdmaListener final : public Listener {
     return nullptr;
   }
 
+  const PinnedMemory& pinned_;
   CmHandles cm_;
   rdma::BaselineResponders baselines_;  // destroyed (stopped, joined) before cm_'s listening id
   int wakeFd_ = -1;
@@ -189,22 +203,20 @@ std::string rdmaUnavailableReason() {
   return reason;
 }
 
-std::unique_ptr<Connection> rdmaConnect(const Endpoint& endpoint, unsigned timeoutMs) {
-  if (endpoint.scheme != "rdma") throw TransportError("not an rdma endpoint: " + endpoint.url());
-  std::string reason = rdmaUnavailableReason();
-  if (!reason.empty()) throw TransportError(reason);
-  if (!timeoutMs) timeoutMs = 5000;
+std::unique_ptr<Connection> rdmaConnect(const Endpoint& endpoint, unsigned timeoutMs,
+                                        PinnedMemory& pinned) {
   CmHandles cm;
-  rdma::resolveRoute(endpoint, timeoutMs, cm);
+  timeoutMs = rdma::startActiveSide(endpoint, timeoutMs, cm);
   std::string where = endpoint.url();
-  auto connection = std::make_unique<RdmaConnection>(cm.channel, cm.id, true);
-  rdma_cm_id* id = cm.id;
-  cm.channel = nullptr;
-  cm.id = nullptr;
+  // Handed on before the connection is made: it owns them even when its constructor throws.
+  rdma_event_channel* channel = std::exchange(cm.channel, nullptr);
+  rdma_cm_id* id = std::exchange(cm.id, nullptr);
+  auto connection = std::make_unique<RdmaConnection>(channel, id, true, pinned);
   ConnectParams params = localParams();
   rdma_conn_param param = rdma::connectionParameters(&params, id->verbs);
   if (rdma_connect(id, &param) != 0) {
-    throw TransportError("connecting to " + where + ": " + std::strerror(errno));
+    throw TransportError(TransportError::Kind::kUnavailable,
+                         "connecting to " + where + ": " + std::strerror(errno));
   }
   // The rdma_connect timeout is the CM's own; waiting a little longer reports its verdict.
   rdma::awaitCmEvent(id->channel, RDMA_CM_EVENT_ESTABLISHED, timeoutMs + 1000,
@@ -213,12 +225,14 @@ std::unique_ptr<Connection> rdmaConnect(const Endpoint& endpoint, unsigned timeo
   return connection;
 }
 
-std::unique_ptr<Listener> rdmaListen(const Endpoint& endpoint) {
-  if (endpoint.scheme != "rdma") throw TransportError("not an rdma endpoint: " + endpoint.url());
+std::unique_ptr<Listener> rdmaListen(const Endpoint& endpoint, PinnedMemory& pinned) {
+  if (endpoint.scheme != "rdma")
+    throw TransportError(TransportError::Kind::kUnavailable,
+                         "not an rdma endpoint: " + endpoint.url());
   if (const std::string& error = rdma::verbsLoadError(); !error.empty()) {
-    throw TransportError(error);
+    throw TransportError(TransportError::Kind::kUnavailable, error);
   }
-  return std::make_unique<RdmaListener>(endpoint);
+  return std::make_unique<RdmaListener>(endpoint, pinned);
 }
 
 const RdmaStats* rdmaStatsOf(const Connection& connection) {

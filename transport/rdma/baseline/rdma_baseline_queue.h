@@ -12,7 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "transport/rdma_connection.h"
+#include "transport/rdma/rdma_cm_setup.h"
+#include "transport/rdma/verbs_handles.h"
 
 namespace gpupool::transport::rdma {
 
@@ -56,10 +57,10 @@ class BaselineQueue {
   BaselineQueue(const BaselineQueue&) = delete;
   BaselineQueue& operator=(const BaselineQueue&) = delete;
 
-  rdma_cm_id* id() const { return id_; }
-  rdma_event_channel* cmChannel() const { return channel_; }
-  ibv_cq* cq() const { return cq_; }
-  ibv_pd* pd() const { return pd_; }
+  rdma_cm_id* id() const { return id_.get(); }
+  rdma_event_channel* cmChannel() const { return channel_.get(); }
+  ibv_cq* cq() const { return cq_.get(); }
+  ibv_pd* pd() const { return pd_.get(); }
   uint32_t maxInline() const { return maxInline_; }
   uint32_t maxMessageBytes() const { return maxMessageBytes_; }
   std::string deviceName() const;
@@ -85,17 +86,16 @@ class BaselineQueue {
   void throwIfDisconnected();
 
  private:
-  void release();
-
-  rdma_event_channel* channel_ = nullptr;
-  rdma_cm_id* id_ = nullptr;
-  ibv_pd* pd_ = nullptr;
-  ibv_cq* cq_ = nullptr;
-  bool qpCreated_ = false;
+  // In the order they are created; they unwind in reverse, the queue pair first.
+  EventChannelPtr channel_;
+  CmIdPtr id_;
+  ProtectionDomainPtr pd_;
+  CompletionQueue cq_;
   uint32_t maxInline_ = 0;
   uint32_t maxMessageBytes_ = 0;
   std::vector<std::byte> messages_;  // receive slots, then the send slot
-  ibv_mr* messagesMr_ = nullptr;
+  MemoryRegionPtr messagesMr_;
+  CmQueuePair qp_;
 };
 
 }  // namespace gpupool::transport::rdma

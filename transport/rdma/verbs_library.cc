@@ -1,4 +1,4 @@
-#include "transport/verbs_library.h"
+#include "transport/rdma/verbs_library.h"
 
 #include <dlfcn.h>
 #include <infiniband/verbs.h>
@@ -111,7 +111,9 @@ const Loaded& loaded() {
 template <typename F>
 F real(Function f) {
   void* p = loaded().functions[f];
-  if (!p) throw TransportError("RDMA is unavailable: " + verbsLoadError());
+  if (!p)
+    throw TransportError(TransportError::Kind::kUnavailable,
+                         "RDMA is unavailable: " + verbsLoadError());
   return reinterpret_cast<F>(p);
 }
 

@@ -9,7 +9,8 @@
 #include <map>
 #include <optional>
 
-#include "transport/rdma_transport.h"
+#include "transport/pinned_memory.h"
+#include "transport/rdma/rdma_transport.h"
 
 namespace gpupool::transport::rdma {
 
@@ -40,7 +41,8 @@ class RegistrationLease {
 
 class MemoryRegistrations {
  public:
-  MemoryRegistrations(ibv_pd* pd, RdmaStats* stats) : pd_(pd), stats_(stats) {}
+  MemoryRegistrations(ibv_pd* pd, const PinnedMemory& pinned, RdmaStats* stats)
+      : pd_(pd), pinned_(pinned), stats_(stats) {}
   ~MemoryRegistrations() { clear(); }
   MemoryRegistrations(const MemoryRegistrations&) = delete;
   MemoryRegistrations& operator=(const MemoryRegistrations&) = delete;
@@ -71,9 +73,10 @@ class MemoryRegistrations {
     size_t size;
   };
   ibv_pd* pd_;
+  const PinnedMemory& pinned_;
   RdmaStats* stats_;
   std::map<uint64_t, Cached> cache_;  // by PinnedRange::id
-  uint64_t forgottenSeen_ = 0;        // pinnedRangesForgotten() at the last dropForgotten
+  uint64_t forgottenSeen_ = 0;        // pinned_.forgottenCount() at the last dropForgotten
 };
 
 }  // namespace gpupool::transport::rdma

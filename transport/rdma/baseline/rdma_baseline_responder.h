@@ -13,7 +13,7 @@
 #include <mutex>
 #include <thread>
 
-#include "transport/rdma_baseline_queue.h"
+#include "transport/rdma/baseline/rdma_baseline_queue.h"
 
 namespace gpupool::transport::rdma {
 

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "transport/endpoint.h"
-
-struct ibv_mr;
+#include "transport/link_baseline.h"
+#include "transport/rdma/verbs_handles.h"
 
 namespace gpupool::transport {
 
@@ -22,29 +22,29 @@ namespace rdma {
 class BaselineQueue;
 }
 
-class RdmaBaselineClient {
+class RdmaBaselineClient final : public LinkBaseline {
  public:
   // Connects to the RDMA listener at `endpoint` (rdma://), asking for ping-pong messages up to
   // maxMessageBytes and a sink of sinkBytes to write into. Throws TransportError with the reason
   // (no verbs, refused, a server without the baseline, limits exceeded).
   RdmaBaselineClient(const Endpoint& endpoint, uint32_t maxMessageBytes, uint64_t sinkBytes,
                      unsigned timeoutMs = 0);
-  ~RdmaBaselineClient();
+  ~RdmaBaselineClient() override;
 
   // One round trip: SENDs `size` bytes (inline where the device allows) and waits, busy-polling,
   // for the server's reply of the same size.
-  void pingPong(uint32_t size);
+  void pingPong(uint32_t size) override;
   // RDMA WRITEs `count` messages of `size` bytes into the server's sink, keeping up to
   // kBaselineTxDepth in flight, and waits for all of them to complete.
-  void writeStream(uint64_t size, uint64_t count);
+  void writeStream(uint64_t size, uint64_t count) override;
 
-  std::string deviceName() const;
-  uint32_t maxInline() const;
+  std::string deviceName() const override;
+  uint32_t maxInline() const override;
 
  private:
   std::unique_ptr<rdma::BaselineQueue> queue_;
-  std::vector<std::byte> source_;  // what the WRITEs carry, as large as the sink, registered
-  ibv_mr* sourceMr_ = nullptr;
+  std::vector<std::byte> source_;   // what the WRITEs carry, as large as the sink, registered
+  rdma::MemoryRegionPtr sourceMr_;  // over source_, in the queue's PD: goes first
   uint64_t sinkAddress_ = 0;
   uint64_t sinkBytes_ = 0;
   uint32_t sinkRkey_ = 0;

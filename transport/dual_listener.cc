@@ -1,11 +1,12 @@
-#include "transport/rdma_dual_listener.h"
-
+// listenOnBoth (transport_factory.h): one Listener over two, each accepting on a thread of its own.
 #include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
 #include <thread>
 #include <variant>
+
+#include "transport/transport_factory.h"
 
 namespace gpupool::transport {
 namespace {
@@ -28,10 +29,10 @@ class DualListener final : public Listener {
   std::unique_ptr<Connection> accept() override {
     std::unique_lock lock(mutex_);
     ready_.wait(lock, [&] { return stopped_ || !queue_.empty(); });
-    if (stopped_) throw TransportError("listener shut down");
+    if (stopped_) throw TransportError(TransportError::Kind::kDisconnected, "listener shut down");
     auto item = std::move(queue_.front());
     queue_.pop_front();
-    if (auto* error = std::get_if<std::string>(&item)) throw TransportError(*error);
+    if (auto* error = std::get_if<TransportError>(&item)) throw *error;
     return std::move(std::get<std::unique_ptr<Connection>>(item));
   }
 
@@ -50,13 +51,13 @@ class DualListener final : public Listener {
  private:
   void run(Listener* listener) {
     for (;;) {
-      std::variant<std::unique_ptr<Connection>, std::string> item;
+      std::variant<std::unique_ptr<Connection>, TransportError> item;
       try {
         item = listener->accept();
       } catch (const TransportError& e) {
-        item = std::string(e.what());
+        item = e;
       }
-      bool failed = std::holds_alternative<std::string>(item);
+      bool failed = std::holds_alternative<TransportError>(item);
       {
         std::lock_guard lock(mutex_);
         if (stopped_) return;
@@ -72,7 +73,7 @@ class DualListener final : public Listener {
   std::vector<std::thread> threads_;
   std::mutex mutex_;
   std::condition_variable ready_;
-  std::deque<std::variant<std::unique_ptr<Connection>, std::string>> queue_;
+  std::deque<std::variant<std::unique_ptr<Connection>, TransportError>> queue_;
   bool stopped_ = false;
 };
 

@@ -1,10 +1,11 @@
-#include "transport/rdma_baseline_client.h"
+#include "transport/rdma/baseline/rdma_baseline_client.h"
 
 #include <cerrno>
 #include <cstring>
 
-#include "transport/rdma_baseline_queue.h"
-#include "transport/rdma_transport.h"
+#include "transport/rdma/baseline/rdma_baseline_queue.h"
+#include "transport/rdma/rdma_transport.h"
+#include "transport/rdma/verbs_call.h"
 
 namespace gpupool::transport {
 
@@ -13,16 +14,12 @@ using rdma::BaselineRequest;
 
 RdmaBaselineClient::RdmaBaselineClient(const Endpoint& endpoint, uint32_t maxMessageBytes,
                                        uint64_t sinkBytes, unsigned timeoutMs) {
-  if (endpoint.scheme != "rdma") throw TransportError("not an rdma endpoint: " + endpoint.url());
-  std::string reason = rdmaUnavailableReason();
-  if (!reason.empty()) throw TransportError(reason);
-  if (!timeoutMs) timeoutMs = 5000;
   rdma::CmHandles cm;
-  rdma::resolveRoute(endpoint, timeoutMs, cm);
+  timeoutMs = rdma::startActiveSide(endpoint, timeoutMs, cm);
   queue_ = std::make_unique<rdma::BaselineQueue>(cm, maxMessageBytes);
   source_.resize(sinkBytes ? sinkBytes : 1);
-  sourceMr_ = ibv_reg_mr(queue_->pd(), source_.data(), source_.size(), 0);
-  if (!sourceMr_) throw TransportError(std::string("ibv_reg_mr: ") + std::strerror(errno));
+  sourceMr_.reset(rdma::checkCreated(ibv_reg_mr(queue_->pd(), source_.data(), source_.size(), 0),
+                                     "ibv_reg_mr"));
 
   BaselineRequest request{rdma::kBaselineMagic, maxMessageBytes, sinkBytes};
   rdma_conn_param param{};
@@ -32,7 +29,8 @@ RdmaBaselineClient::RdmaBaselineClient(const Endpoint& endpoint, uint32_t maxMes
   param.rnr_retry_count = 7;
   std::string where = endpoint.url();
   if (rdma_connect(queue_->id(), &param) != 0) {
-    throw TransportError("connecting to " + where + ": " + std::strerror(errno));
+    throw TransportError(TransportError::Kind::kUnavailable,
+                         "connecting to " + where + ": " + std::strerror(errno));
   }
   std::vector<std::byte> reply;
   rdma::awaitCmEvent(queue_->cmChannel(), RDMA_CM_EVENT_ESTABLISHED, timeoutMs + 1000,
@@ -40,25 +38,25 @@ RdmaBaselineClient::RdmaBaselineClient(const Endpoint& endpoint, uint32_t maxMes
   BaselineAccept accept{};
   if (reply.size() >= sizeof accept) std::memcpy(&accept, reply.data(), sizeof accept);
   if (accept.magic != rdma::kBaselineMagic || accept.sinkBytes < sinkBytes) {
-    throw TransportError(where + " does not offer the raw-verbs baseline");
+    throw TransportError(TransportError::Kind::kUnavailable,
+                         where + " does not offer the raw-verbs baseline");
   }
   sinkAddress_ = accept.sinkAddress;
   sinkBytes_ = accept.sinkBytes;
   sinkRkey_ = accept.rkey;
 }
 
-RdmaBaselineClient::~RdmaBaselineClient() {
-  // The MR goes before its PD, which the queue owns.
-  if (sourceMr_) ibv_dereg_mr(sourceMr_);
-}
+// sourceMr_ goes before the queue that owns its PD (members unwind in reverse).
+RdmaBaselineClient::~RdmaBaselineClient() = default;
 
 std::string RdmaBaselineClient::deviceName() const { return queue_->deviceName(); }
 uint32_t RdmaBaselineClient::maxInline() const { return queue_->maxInline(); }
 
 void RdmaBaselineClient::pingPong(uint32_t size) {
   if (size == 0 || size > queue_->maxMessageBytes()) {
-    throw TransportError("ping-pong size " + std::to_string(size) + " outside 1.." +
-                         std::to_string(queue_->maxMessageBytes()));
+    throw TransportError(TransportError::Kind::kMalformed,
+                         "ping-pong size " + std::to_string(size) + " outside 1.." +
+                             std::to_string(queue_->maxMessageBytes()));
   }
   queue_->postSend(size);
   bool sent = false, answered = false;
@@ -68,7 +66,9 @@ void RdmaBaselineClient::pingPong(uint32_t size) {
         if (kind == rdma::kBaselineWrSend) {
           sent = true;
         } else if (kind == rdma::kBaselineWrRecv) {
-          if (wc.byte_len != size) throw TransportError("baseline reply of the wrong size");
+          if (wc.byte_len != size)
+            throw TransportError(TransportError::Kind::kMalformed,
+                                 "baseline reply of the wrong size");
           queue_->postReceive(uint32_t(wc.wr_id & ~rdma::kBaselineWrKindMask));
           answered = true;
         }
@@ -78,8 +78,9 @@ void RdmaBaselineClient::pingPong(uint32_t size) {
 
 void RdmaBaselineClient::writeStream(uint64_t size, uint64_t count) {
   if (size == 0 || size > sinkBytes_ || size > UINT32_MAX) {
-    throw TransportError("RDMA WRITE size " + std::to_string(size) + " outside 1.." +
-                         std::to_string(sinkBytes_));
+    throw TransportError(
+        TransportError::Kind::kMalformed,
+        "RDMA WRITE size " + std::to_string(size) + " outside 1.." + std::to_string(sinkBytes_));
   }
   // Every 16th WRITE (and the last) is signaled; a completion retires every WRITE up to it,
   // since an RC send queue completes in order. This is how perftest keeps the CQ out of the way.
@@ -99,8 +100,9 @@ void RdmaBaselineClient::writeStream(uint64_t size, uint64_t count) {
       wr.wr.rdma.remote_addr = sinkAddress_;
       wr.wr.rdma.rkey = sinkRkey_;
       ibv_send_wr* bad = nullptr;
-      if (ibv_post_send(queue_->id()->qp, &wr, &bad) != 0) {
-        throw TransportError(std::string("posting RDMA WRITE: ") + std::strerror(errno));
+      if (int ret = ibv_post_send(queue_->id()->qp, &wr, &bad)) {
+        throw TransportError(TransportError::Kind::kDisconnected,
+                             "posting RDMA WRITE: " + std::string(std::strerror(ret)));
       }
       posted++;
     }

@@ -1,6 +1,6 @@
-#include "transport/rdma_memory_registrations.h"
+#include "transport/rdma/rdma_memory_registrations.h"
 
-#include "transport/rdma_pinned_ranges.h"
+#include "transport/pinned_memory.h"
 
 namespace gpupool::transport::rdma {
 namespace {
@@ -34,7 +34,7 @@ void RegistrationLease::release() {
 std::optional<RegistrationLease> MemoryRegistrations::acquire(const void* p, size_t size,
                                                               int access) {
   constexpr int kRemote = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
-  auto range = findPinnedRange(p, size);
+  auto range = pinned_.find(p, size);
   if (range && range->access == PeerAccess::kNone &&
       ((access & kRemote) != 0 || range->size > kLargestCachedPrivateRange)) {
     range.reset();
@@ -62,12 +62,12 @@ std::optional<RegistrationLease> MemoryRegistrations::acquire(const void* p, siz
 }
 
 void MemoryRegistrations::dropForgotten() {
-  uint64_t forgotten = pinnedRangesForgotten();
+  uint64_t forgotten = pinned_.forgottenCount();
   if (forgotten == forgottenSeen_) return;
   // Read before the scan: a range forgotten during it shows up as a change next time.
   forgottenSeen_ = forgotten;
   for (auto it = cache_.begin(); it != cache_.end();) {
-    if (pinnedRangeAlive(it->first)) {
+    if (pinned_.alive(it->first)) {
       ++it;
       continue;
     }

@@ -1,6 +1,10 @@
 // One RDMA connection: verbs resources, the credit-controlled SEND/RECV channel, rendezvous bulk
 // by RDMA READ, bulk RDMA WRITTEN into a destination the peer offered, and small queued frames
 // packed into shared SENDs. Internal to the transport; users go through rdma_transport.h.
+//
+// One class, implemented by concern: rdma_cm_setup.cc (rdma_cm steps), rdma_connection.cc
+// (resources, completions), rdma_send.cc (send path, packing), rdma_bulk.cc (READ/WRITE,
+// staging), rdma_receive.cc (frames and bulk received).
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -10,46 +14,29 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "transport/connection.h"
 #include "transport/endpoint.h"
-#include "transport/rdma_memory_registrations.h"
-#include "transport/rdma_transport.h"
-#include "transport/rdma_wire.h"
+#include "transport/pinned_memory.h"
+#include "transport/rdma/rdma_cm_setup.h"
+#include "transport/rdma/rdma_memory_registrations.h"
+#include "transport/rdma/rdma_transport.h"
+#include "transport/rdma/rdma_wire.h"
+#include "transport/rdma/verbs_handles.h"
 
 namespace gpupool::transport::rdma {
-
-// Waits for the next event on `channel` and returns it acknowledged; throws TransportError naming
-// `what` when it is not `expected` or when timeoutMs passes. With `privateData`, the event's
-// private data (the peer's accept or connect payload) is copied there first.
-void awaitCmEvent(rdma_event_channel* channel, rdma_cm_event_type expected, unsigned timeoutMs,
-                  const std::string& what, std::vector<std::byte>* privateData = nullptr);
-
-// Owns an event channel and an id until handed on (set both to null then).
-struct CmHandles {
-  rdma_event_channel* channel = nullptr;
-  rdma_cm_id* id = nullptr;
-  CmHandles() = default;
-  CmHandles(const CmHandles&) = delete;
-  CmHandles& operator=(const CmHandles&) = delete;
-  ~CmHandles();
-};
-
-// The active side's first steps: creates cm's channel and id and resolves the address and route
-// to `endpoint` (its host must resolve to an address on an RDMA device). Throws TransportError.
-void resolveRoute(const Endpoint& endpoint, unsigned timeoutMs, CmHandles& cm);
-
-// The rdma_cm connection parameters both sides use (private data = ConnectParams).
-rdma_conn_param connectionParameters(const ConnectParams* params, ibv_context* verbs);
 
 class RdmaConnection final : public Connection {
  public:
   // Takes ownership of `id` and `channel` (the id's own event channel), creates PD, CQ and QP on
   // the id's device and posts every receive buffer. The caller then runs rdma_connect/rdma_accept.
   // With stagePageable, large pageable bulk goes through the staging rings (client connections).
-  RdmaConnection(rdma_event_channel* channel, rdma_cm_id* id, bool stagePageable);
+  // `pinned` lists the ranges whose registrations are cached; it must outlive the connection.
+  RdmaConnection(rdma_event_channel* channel, rdma_cm_id* id, bool stagePageable,
+                 const PinnedMemory& pinned);
   ~RdmaConnection() override;
 
   void sendFrame(std::span<const ConstBuffer> message, std::span<const ConstBuffer> bulk) override;
@@ -82,6 +69,7 @@ class RdmaConnection final : public Connection {
   void setReceiveTimeoutMs(unsigned ms) override { receiveTimeoutMs_ = ms; }
 
   const RdmaStats& stats() const { return stats_; }
+  std::optional<TransportCounters> counters() const override { return stats_; }
   // Called once the connection is established: records the peer's address.
   void markEstablished();
 
@@ -120,7 +108,6 @@ class RdmaConnection final : public Connection {
     uint32_t rkey = 0;
   };
 
-  void releaseResources();
   void postReceive(int slot);
   void releaseReceive(int slot);
   void unpack(int slot, const WireHeader& packed);
@@ -130,7 +117,7 @@ class RdmaConnection final : public Connection {
   // Progress: drains the CQ, handling control messages and queueing data messages.
   bool pollCompletions();
   void waitUntil(const std::function<bool()>& done, unsigned timeoutMs, const char* what);
-  [[noreturn]] void fail(const std::string& why);
+  [[noreturn]] void fail(TransportError::Kind kind, const std::string& why);
   void checkUsable() const;
 
   // Slots opened but not yet posted count as spent, so an open packed SEND keeps the reserve.
@@ -146,7 +133,7 @@ class RdmaConnection final : public Connection {
   // A ring of kRdmaStagingChunks registered chunks, allocated on first use.
   struct StagingRing {
     std::vector<std::byte> bytes;
-    ibv_mr* mr = nullptr;
+    MemoryRegionPtr mr;  // over bytes, so after them
     std::byte* chunk(uint64_t i) {
       return bytes.data() + (i % kRdmaStagingChunks) * kRdmaStagingChunkBytes;
     }
@@ -181,21 +168,21 @@ class RdmaConnection final : public Connection {
   void consumeBulk(std::byte* dst, size_t size);
   void readRemote(std::byte* dst, uint32_t lkey, uint64_t remote, uint32_t rkey, uint64_t size);
 
-  rdma_event_channel* channel_;
-  rdma_cm_id* id_;
-  ibv_pd* pd_ = nullptr;
-  ibv_comp_channel* completionChannel_ = nullptr;
-  ibv_cq* cq_ = nullptr;
-  bool qpCreated_ = false;
-  int wakeFd_ = -1;  // eventfd written by shutdown() to wake a blocked wait
+  // Verbs resources in the order they are created; they unwind in reverse (verbs_handles.h), the
+  // queue pair (declared last) first.
+  RdmaStats stats_;        // before registrations_, which count into it until they are gone
+  FileDescriptor wakeFd_;  // eventfd written by shutdown() to wake a blocked wait
+  EventChannelPtr channel_;
+  CmIdPtr id_;
+  ProtectionDomainPtr pd_;
+  CompletionChannelPtr completionChannel_;
+  CompletionQueue cq_;
   std::vector<std::byte> recvArena_, sendArena_;
-  ibv_mr* recvMr_ = nullptr;
-  ibv_mr* sendMr_ = nullptr;
+  MemoryRegionPtr recvMr_, sendMr_;
   std::vector<int> freeSendSlots_;
   std::deque<Incoming> incoming_;    // data messages, in arrival order
   std::vector<uint32_t> slotUsers_;  // per receive slot: messages in it not yet released
   int heldSlot_ = -1;                // holds the message receiveFrame() returned in place
-  unsigned unackedCqEvents_ = 0;
   uint32_t maxReadsInFlight_ = 1;
 
   uint64_t sent_ = 0;              // SENDs posted
@@ -231,7 +218,8 @@ class RdmaConnection final : public Connection {
   std::vector<uint64_t> message_;
   uint64_t pendingBulk_ = 0;
   BulkSegment segment_;
-  MemoryRegistrations* registrations_ = nullptr;  // owned; after pd_, before it in teardown
+  const PinnedMemory& pinned_;
+  std::unique_ptr<MemoryRegistrations> registrations_;  // after pd_, before it in teardown
   bool stagePageable_;
   StagingRing sendRing_, receiveRing_;
   // Per send-ring chunk: the ordinal of the BulkRemote that last announced it; the chunk is free
@@ -243,10 +231,11 @@ class RdmaConnection final : public Connection {
   unsigned receiveTimeoutMs_ = 0;
   std::atomic<bool> shutdown_{false};
   bool broken_ = false;
+  TransportError::Kind brokenKind_ = TransportError::Kind::kDisconnected;
   std::string brokenReason_;
   bool peerGone_ = false;
   std::string peer_ = "unknown";
-  RdmaStats stats_;
+  CmQueuePair qp_;  // destroyed first: no work request is in flight when the rest goes
 };
 
 }  // namespace gpupool::transport::rdma

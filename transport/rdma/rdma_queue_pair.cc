@@ -1,4 +1,4 @@
-#include "transport/rdma_queue_pair.h"
+#include "transport/rdma/rdma_queue_pair.h"
 
 #include <cerrno>
 #include <cstring>
@@ -25,7 +25,8 @@ uint32_t createRcQueuePair(rdma_cm_id* id, ibv_pd* pd, ibv_cq* cq, uint32_t send
     attr.cap.max_inline_data = 0;
     if (rdma_create_qp(id, pd, &attr) == 0) return 0;
   }
-  throw TransportError(std::string("rdma_create_qp: ") + std::strerror(errno));
+  throw TransportError(TransportError::Kind::kUnavailable,
+                       std::string("rdma_create_qp: ") + std::strerror(errno));
 }
 
 }  // namespace gpupool::transport::rdma

@@ -1,10 +1,13 @@
-#include "transport/rdma_baseline_responder.h"
+#include "transport/rdma/baseline/rdma_baseline_responder.h"
 
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <cstring>
+
+#include "transport/connection.h"
+#include "transport/rdma/verbs_handles.h"
 
 namespace gpupool::transport::rdma {
 namespace {
@@ -32,16 +35,13 @@ void serve(CmHandles& cm, const BaselineRequest& request, int stopFd) {
     return;
   }
   std::vector<std::byte> sink(request.sinkBytes ? request.sinkBytes : 1);
-  ibv_mr* sinkMr = ibv_reg_mr(queue->pd(), sink.data(), sink.size(),
-                              IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  // Deregistered before the queue (its PD) goes and the sink is freed.
+  MemoryRegionPtr sinkMr(ibv_reg_mr(queue->pd(), sink.data(), sink.size(),
+                                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
   if (!sinkMr) {
     rdma_reject(id, nullptr, 0);
     return;
   }
-  struct MrGuard {
-    ibv_mr* mr;
-    ~MrGuard() { ibv_dereg_mr(mr); }
-  } guard{sinkMr};
 
   BaselineAccept accept{kBaselineMagic, sinkMr->rkey, reinterpret_cast<uintptr_t>(sink.data()),
                         request.sinkBytes};

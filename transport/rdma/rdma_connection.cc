@@ -1,0 +1,249 @@
+// RdmaConnection, part 1 of 4: verbs resources, receive buffers and completion progress.
+// (rdma_send.cc: send path and packing; rdma_bulk.cc: bulk READ/WRITE and staging; rdma_receive.cc:
+// frames and bulk received.)
+#include "transport/rdma/rdma_connection.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "transport/pinned_memory.h"
+#include "transport/rdma/rdma_connection_internal.h"
+#include "transport/rdma/rdma_queue_pair.h"
+#include "transport/rdma/verbs_call.h"
+#include "transport/rdma/verbs_library.h"
+
+namespace gpupool::transport::rdma {
+namespace {
+
+std::string addressText(const sockaddr* sa) {
+  char text[INET6_ADDRSTRLEN] = {};
+  if (!sa) return "unknown";
+  if (sa->sa_family == AF_INET) {
+    auto* in = reinterpret_cast<const sockaddr_in*>(sa);
+    inet_ntop(AF_INET, &in->sin_addr, text, sizeof text);
+    return std::string(text) + ":" + std::to_string(ntohs(in->sin_port));
+  }
+  if (sa->sa_family == AF_INET6) {
+    auto* in = reinterpret_cast<const sockaddr_in6*>(sa);
+    inet_ntop(AF_INET6, &in->sin6_addr, text, sizeof text);
+    return "[" + std::string(text) + "]:" + std::to_string(ntohs(in->sin6_port));
+  }
+  return "unknown";
+}
+
+}  // namespace
+
+RdmaConnection::RdmaConnection(rdma_event_channel* channel, rdma_cm_id* id, bool stagePageable,
+                               const PinnedMemory& pinned)
+    : channel_(channel), id_(id), pinned_(pinned), stagePageable_(stagePageable) {
+  // A throw below unwinds what was created so far, in reverse (the members' order).
+  setNonBlocking(channel_->fd);
+  wakeFd_.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (wakeFd_.get() < 0) throw TransportError(Kind::kUnavailable, verbsError("eventfd", errno));
+  pd_.reset(checkCreated(ibv_alloc_pd(id_->verbs), "ibv_alloc_pd"));
+  completionChannel_.reset(
+      checkCreated(ibv_create_comp_channel(id_->verbs), "ibv_create_comp_channel"));
+  setNonBlocking(completionChannel_->fd);
+  int cqe = kRdmaRecvSlots + kSendQueueDepth + 16;
+  cq_.reset(checkCreated(ibv_create_cq(id_->verbs, cqe, nullptr, completionChannel_.get(), 0),
+                         "ibv_create_cq"));
+  createRcQueuePair(id_.get(), pd_.get(), cq_.get(), kSendQueueDepth, kRdmaRecvSlots);
+  qp_.created(id_.get());
+  recvArena_.resize(kRdmaRecvSlots * kRdmaSlotBytes);
+  sendArena_.resize(kRdmaSendSlots * kRdmaSlotBytes);
+  recvMr_.reset(checkCreated(
+      ibv_reg_mr(pd_.get(), recvArena_.data(), recvArena_.size(), IBV_ACCESS_LOCAL_WRITE),
+      "ibv_reg_mr"));
+  sendMr_.reset(
+      checkCreated(ibv_reg_mr(pd_.get(), sendArena_.data(), sendArena_.size(), 0), "ibv_reg_mr"));
+  slotUsers_.assign(kRdmaRecvSlots, 0);
+  sendUsed_.assign(kRdmaSendSlots, 0);
+  for (int i = kRdmaSendSlots - 1; i >= 0; --i) freeSendSlots_.push_back(i);
+  for (uint32_t i = 0; i < kRdmaRecvSlots; ++i) postReceive(static_cast<int>(i));
+  registrations_ = std::make_unique<MemoryRegistrations>(pd_.get(), pinned_, &stats_);
+  ibv_device_attr attr{};
+  if (ibv_query_device(id_->verbs, &attr) == 0) {
+    maxReadsInFlight_ =
+        uint32_t(std::clamp(std::min(attr.max_qp_rd_atom, attr.max_qp_init_rd_atom), 1, 16));
+  }
+  checkReturned(ibv_req_notify_cq(cq_.get(), 0), "ibv_req_notify_cq", Kind::kUnavailable);
+}
+
+// The members then unwind in reverse order of creation, the queue pair first.
+RdmaConnection::~RdmaConnection() {
+  if (qp_ && !peerGone_) rdma_disconnect(id_.get());
+}
+
+void RdmaConnection::markEstablished() { peer_ = addressText(rdma_get_peer_addr(id_.get())); }
+
+WireHeader& RdmaConnection::receiveHeader(int slot) {
+  return *reinterpret_cast<WireHeader*>(recvArena_.data() + size_t(slot) * kRdmaSlotBytes);
+}
+
+std::byte* RdmaConnection::sendBuffer(int slot) {
+  return sendArena_.data() + size_t(slot) * kRdmaSlotBytes;
+}
+
+void RdmaConnection::postReceive(int slot) {
+  ibv_sge sge{reinterpret_cast<uintptr_t>(&receiveHeader(slot)), uint32_t(kRdmaSlotBytes),
+              recvMr_->lkey};
+  ibv_recv_wr wr{};
+  wr.wr_id = kWrRecv | uint64_t(slot);
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  ibv_recv_wr* bad = nullptr;
+  if (int ret = ibv_post_recv(id_->qp, &wr, &bad)) {
+    fail(Kind::kDisconnected, verbsError("ibv_post_recv", ret));
+  }
+}
+
+void RdmaConnection::releaseReceive(int slot) {
+  if (slotUsers_[slot] > 1) {
+    slotUsers_[slot]--;
+    return;
+  }
+  slotUsers_[slot] = 0;
+  postReceive(slot);
+  consumed_++;
+  maybeReturnCredits();
+}
+
+void RdmaConnection::fail(TransportError::Kind kind, const std::string& why) {
+  if (!broken_) {
+    broken_ = true;
+    brokenKind_ = kind;
+    brokenReason_ = why;
+  }
+  throw TransportError(kind, why);
+}
+
+void RdmaConnection::checkUsable() const {
+  if (broken_) throw TransportError(brokenKind_, brokenReason_);
+}
+
+bool RdmaConnection::pollCompletions() {
+  ibv_wc wcs[32];
+  int n = ibv_poll_cq(cq_.get(), 32, wcs);
+  if (n < 0) fail(Kind::kDisconnected, "ibv_poll_cq failed");
+  for (int i = 0; i < n; ++i) {
+    const ibv_wc& wc = wcs[i];
+    uint64_t kind = wc.wr_id & kWrKindMask;
+    int slot = static_cast<int>(wc.wr_id & ~kWrKindMask);
+    if (wc.status != IBV_WC_SUCCESS) {
+      if (shutdown_) fail(Kind::kDisconnected, "connection shut down");
+      if (peerGone_ || wc.status == IBV_WC_WR_FLUSH_ERR)
+        fail(Kind::kDisconnected, "connection closed by peer");
+      fail(Kind::kDisconnected,
+           std::string("RDMA work request failed: ") + ibv_wc_status_str(wc.status));
+    }
+    if (kind == kWrSend) {
+      std::memset(sendBuffer(slot) + sizeof(WireHeader), 0, sendUsed_[slot]);
+      sendUsed_[slot] = 0;
+      freeSendSlots_.push_back(slot);
+    } else if (kind == kWrRead) {
+      readsDone_++;
+    } else if (kind == kWrWrite) {
+      writesDone_++;
+    } else if (kind == kWrRecv) {
+      const WireHeader& h = receiveHeader(slot);
+      if (wc.byte_len < sizeof(WireHeader) || h.magic != kWireMagic ||
+          h.payloadBytes > wc.byte_len - sizeof(WireHeader)) {
+        fail(Kind::kMalformed, "malformed RDMA message");
+      }
+      peerConsumed_ = std::max(peerConsumed_, h.consumed);
+      slotUsers_[slot] = 1;
+      auto type = static_cast<WireType>(h.type);
+      if (type == WireType::kCredit) {
+        releaseReceive(slot);
+      } else if (type == WireType::kBulkDone) {
+        remoteBulkDone_++;
+        releaseReceive(slot);
+      } else if (type == WireType::kBulkDestination) {
+        if (h.b == 0) fail(Kind::kMalformed, "malformed RDMA message (empty bulk destination)");
+        peerOffer_ = BulkOffer{true, nullptr, h.a, h.b, h.rkey};
+        releaseReceive(slot);
+      } else if (type == WireType::kPacked) {
+        unpack(slot, h);
+      } else {
+        incoming_.push_back({slot, &h});
+      }
+    }
+  }
+  if (n > 0) maybeReturnCredits();
+  return n > 0;
+}
+
+void RdmaConnection::waitUntil(const std::function<bool()>& done, unsigned timeoutMs,
+                               const char* what) {
+  auto deadline = Clock::now() + std::chrono::milliseconds(timeoutMs);
+  int spins = 0;
+  for (;;) {
+    if (done()) return;
+    if (shutdown_) fail(Kind::kDisconnected, "connection shut down");
+    if (pollCompletions()) {
+      spins = 0;
+      continue;
+    }
+    if (++spins < kSpinPolls) continue;
+    spins = 0;
+    // Arm, then poll once more: a completion that arrived before arming raises no event.
+    if (int ret = ibv_req_notify_cq(cq_.get(), 0)) {
+      fail(Kind::kDisconnected, verbsError("ibv_req_notify_cq", ret));
+    }
+    if (pollCompletions()) continue;
+    if (peerGone_) fail(Kind::kDisconnected, "connection closed by peer");
+    int waitMs = -1;
+    if (timeoutMs) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left.count() <= 0) {
+        fail(Kind::kTimeout, std::string("timed out waiting for the peer (") + what + ")");
+      }
+      waitMs = static_cast<int>(left.count());
+    }
+    pollfd fds[3] = {
+        {completionChannel_->fd, POLLIN, 0}, {channel_->fd, POLLIN, 0}, {wakeFd_.get(), POLLIN, 0}};
+    int r = ::poll(fds, 3, waitMs);
+    if (r < 0 && errno != EINTR)
+      fail(Kind::kDisconnected, std::string("poll: ") + std::strerror(errno));
+    if (fds[0].revents) {
+      ibv_cq* cq = nullptr;
+      void* context = nullptr;
+      if (ibv_get_cq_event(completionChannel_.get(), &cq, &context) == 0) {
+        // Acknowledging in batches: each ack takes a lock in the library.
+        if (++cq_.unackedEvents >= 64) {
+          ibv_ack_cq_events(cq_.get(), cq_.unackedEvents);
+          cq_.unackedEvents = 0;
+        }
+      }
+    }
+    if (fds[1].revents) {
+      rdma_cm_event* event = nullptr;
+      while (rdma_get_cm_event(channel_.get(), &event) == 0) {
+        auto type = event->event;
+        rdma_ack_cm_event(event);
+        if (type == RDMA_CM_EVENT_DISCONNECTED || type == RDMA_CM_EVENT_DEVICE_REMOVAL ||
+            type == RDMA_CM_EVENT_TIMEWAIT_EXIT) {
+          peerGone_ = true;
+        }
+      }
+      // Whatever the peer sent before leaving is still delivered: loop and drain first.
+    }
+  }
+}
+
+void RdmaConnection::shutdown() {
+  shutdown_ = true;
+  uint64_t one = 1;
+  [[maybe_unused]] auto n = ::write(wakeFd_.get(), &one, sizeof one);
+  // Moves the QP to error: posted work completes with flush errors on both sides.
+  if (id_) rdma_disconnect(id_.get());
+}
+
+}  // namespace gpupool::transport::rdma
