@@ -1,9 +1,9 @@
 # gpupool wire protocol.
 #
-# Every frame on a connection is: a FrameHeader (protocol/frame.h), one Cap'n Proto message (a Request
-# from the client, a Response from the server), then `bulkBytes` raw bytes. Bulk bytes carry memory
-# contents and module images; they are never embedded in the message so receivers can land them
-# directly in their final place.
+# Every frame on a connection is: a header (on TCP and TLS the FrameHeader of
+# transport/framed_connection.h), one Cap'n Proto message (a Request from the client, a Response
+# from the server), then `bulkBytes` raw bytes. Bulk bytes carry memory contents and module images;
+# they are never embedded in the message so receivers can land them directly in their final place.
 #
 # Versioning: `protocolVersion` below is bumped on any incompatible change. Fields are only ever added
 # (Cap'n Proto keeps old readers working); a peer with a different major version is refused at Hello

@@ -10,7 +10,7 @@ JOBS=${JOBS:-$(nproc)}
 "$ROOT/scripts/install-deps.sh"
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 # Only what the demo runs: the server, the CLI, the client library and the sample programs.
-cmake --build "$BUILD" -j "$JOBS" --target gpupoold gpupool cuda test_programs
+cmake --build "$BUILD" -j "$JOBS" --target gpupoold gpupool gpupool_libcuda test_programs
 
 GPUPOOLD=$BUILD/bin/gpupoold
 GPUPOOL=$BUILD/bin/gpupool

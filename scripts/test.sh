@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs dependencies, builds everything into build/ and runs the whole test suite.
+# Installs dependencies, builds everything into build/, checks that every test carries a suite
+# label and runs the whole test suite.
 # Ends with the line "N passed, N failed"; exits non-zero when anything failed.
 set -euo pipefail
 
@@ -11,6 +12,8 @@ JOBS=${JOBS:-$(nproc)}
 
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build "$BUILD" -j "$JOBS"
+# Every test carries a suite label (docs/testing.md); a few seconds of `ctest -N`.
+"$ROOT/scripts/check-test-labels.sh" "$BUILD"
 
 # ctest's own exit status is replaced by the counts below, so the summary line is always printed.
 LOG=$(mktemp)

@@ -5,10 +5,8 @@
 #include <capnp/message.h>
 #include <cuda.h>
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <cstring>
-#include <filesystem>
 #include <span>
 #include <string>
 #include <vector>
@@ -17,6 +15,7 @@
 #include "child_process.h"
 #include "gpupool_server.h"
 #include "protocol/message_codec.h"
+#include "scratch_directory.h"
 #include "server/backend.h"
 #include "transport/tcp_transport.h"
 
@@ -37,15 +36,9 @@ TEST(StagedCopyTest, SizesAroundChunkBoundariesRoundTripWithKernelsOnStreams) {
 // The same over tls://: device-to-host replies are streamed chunk by chunk through the TLS
 // transport's framing as well.
 TEST(StagedCopyTest, RoundTripsOverTls) {
-  char dirTemplate[] = "/tmp/staged-copy-tls-XXXXXX";
-  ASSERT_NE(::mkdtemp(dirTemplate), nullptr);
-  std::string dir = dirTemplate, cert = dir + "/server.pem", key = dir + "/server.key";
-  ProgramResult made = runProgram(
-      "/usr/bin/openssl",
-      {"req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
-       "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", cert},
-      {}, seconds(60));
-  ASSERT_TRUE(made.passed()) << made.describe();
+  ScratchDirectory dir;
+  ASSERT_TRUE(makeSelfSignedCertificate(dir, "server"));
+  std::string cert = dir.file("server.pem"), key = dir.file("server.key");
   ServerOptions tls;
   tls.listen = "tls://127.0.0.1:0";
   tls.extraArgs = {"--tls-cert", cert, "--tls-key", key};
@@ -57,7 +50,6 @@ TEST(StagedCopyTest, RoundTripsOverTls) {
                                     environment, seconds(400));
   EXPECT_TRUE(result.passed()) << result.describe();
   EXPECT_NE(result.out.find("PASS"), std::string::npos) << result.describe();
-  std::filesystem::remove_all(dir);
 }
 
 // Speaks the protocol directly, so requests reach the server exactly as written (our libcuda

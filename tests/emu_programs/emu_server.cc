@@ -10,13 +10,6 @@ e2e::ServerOptions emuServerOptions(int computeCapability) {
   return options;
 }
 
-EnvironmentChanges clientEnvironment(const std::string& endpoint) {
-  EnvironmentChanges environment = e2e::clientEnvironment(endpoint);
-  environment["GPU_POOL_LOG"] = std::nullopt;
-  environment["CUDA_VISIBLE_DEVICES"] = std::nullopt;
-  return environment;
-}
-
 std::string programPath(const std::string& flavour, const std::string& program) {
   return std::string(EMU_PROGRAM_DIR) + "/" + flavour + "/" + program;
 }

@@ -14,8 +14,8 @@
 
 #include "build_paths.h"
 #include "child_process.h"
+#include "client/remote_session.h"
 #include "gpupool_server.h"
-#include "remote_session.h"
 #include "wire_client.h"
 
 namespace gpupool::hardening {

@@ -28,7 +28,7 @@ TEST(CudaPoolTest, KernelsPassTheGateAndAreMeteredForTheTenantThatLaunched) {
   dir.write("pool.toml", std::string("[metering]\nflush_ms = 100\n"
                                      "[[device]]\nbackend = \"cuda\"\n") +
                              kTenants);
-  ChainedPool pool = startChainedPool(dir.file("pool.toml"), {"--memory", "256MiB"});
+  ChainedServers pool = startChainedPool(dir.file("pool.toml"), {"--memory", "256MiB"});
 
   ChildProcess spinner({poolClientPath(),
                         {"spin", "300", "2000", "4"},
@@ -55,7 +55,7 @@ TEST(CudaPoolTest, KernelsPassTheGateAndAreMeteredForTheTenantThatLaunched) {
 
 TEST(CudaPoolTest, DevicesAreSelectedByUuidAndIndex) {
   ScratchDirectory dir;
-  PoolServer emu({"--memory", "128MiB", "--devices", "2"});
+  GpupoolServer emu(poolServerOptions({"--memory", "128MiB", "--devices", "2"}));
   std::vector<std::string> emuUuids = uuidsOf(queryStatus(emu.endpoint()));
   ASSERT_EQ(emuUuids.size(), 2u);
   ASSERT_NE(emuUuids[0], emuUuids[1]);
@@ -64,7 +64,8 @@ TEST(CudaPoolTest, DevicesAreSelectedByUuidAndIndex) {
   // Pool device 0 is the driver's device 1, by UUID; pool device 1 the driver's device 0.
   dir.write("pool.toml", "[[device]]\nbackend = \"cuda\"\nuuid = \"" + emuUuids[1] +
                              "\"\n[[device]]\nbackend = \"cuda\"\nindex = 0\n" + kTenants);
-  PoolServer cuda(chainedCudaArgs(dir.file("pool.toml")), chainedCudaEnvironment(emu.endpoint()));
+  GpupoolServer cuda(e2e::chainedCudaOptions(
+      emu.endpoint(), poolServerOptions({"--config", dir.file("pool.toml")})));
   nlohmann::json status = queryStatus(cuda.endpoint());
   EXPECT_EQ(uuidsOf(status), (std::vector<std::string>{emuUuids[1], emuUuids[0]}))
       << status.dump(2);
@@ -80,10 +81,10 @@ TEST(CudaPoolTest, DevicesAreSelectedByUuidAndIndex) {
 std::string refusal(const ScratchDirectory& dir, const std::string& config,
                     const std::string& emuEndpoint) {
   dir.write("pool.toml", config + kTenants);
-  std::vector<std::string> args = chainedCudaArgs(dir.file("pool.toml"));
-  args.insert(args.end(), {"--listen", "tcp://127.0.0.1:0"});
+  ServerOptions cuda =
+      e2e::chainedCudaOptions(emuEndpoint, poolServerOptions({"--config", dir.file("pool.toml")}));
   ProgramResult r =
-      e2e::runProgram(e2e::gpupooldPath(), args, chainedCudaEnvironment(emuEndpoint), seconds(60));
+      e2e::runProgram(e2e::gpupooldPath(), cuda.arguments(), cuda.environment, seconds(60));
   EXPECT_EQ(r.exitCode, 2) << r.describe();
   EXPECT_EQ(r.out.find("listening on"), std::string::npos) << r.describe();
   return r.err;
@@ -91,7 +92,7 @@ std::string refusal(const ScratchDirectory& dir, const std::string& config,
 
 TEST(CudaPoolTest, ADeviceTheDriverDoesNotHaveStopsTheDaemonNamingFileLineAndKey) {
   ScratchDirectory dir;
-  PoolServer emu({"--memory", "128MiB"});
+  GpupoolServer emu(poolServerOptions({"--memory", "128MiB"}));
   std::string where = dir.file("pool.toml") + ":4: device[0].";
 
   std::string uuid = refusal(dir,

@@ -72,7 +72,7 @@ TEST(MeteringTest, UsageIsRecordedPerTenantAndSurvivesARestart) {
   dir.write("pool.toml", poolConfig(database));
   long long launchesBefore = 0;
   {
-    PoolServer server({"--config", dir.file("pool.toml")});
+    GpupoolServer server(poolServerOptions({"--config", dir.file("pool.toml")}));
     ChildProcess spinner({poolClientPath(),
                           {"spin", "300", "2000", "4"},
                           tenantEnvironment(server.endpoint(), "a"),
@@ -102,7 +102,7 @@ TEST(MeteringTest, UsageIsRecordedPerTenantAndSurvivesARestart) {
   EXPECT_TRUE(usageReport(database, {"--since", "2999-01-01"}).at("tenants").empty());
 
   // The restarted server's totals include the earlier run.
-  PoolServer again({"--config", dir.file("pool.toml")});
+  GpupoolServer again(poolServerOptions({"--config", dir.file("pool.toml")}));
   nlohmann::json status = queryStatus(again.endpoint());
   EXPECT_EQ(tenantIn(status, "alice").at("launches").get<long long>(), launchesBefore)
       << status.dump(2);
@@ -111,7 +111,8 @@ TEST(MeteringTest, UsageIsRecordedPerTenantAndSurvivesARestart) {
 TEST(MeteringTest, MetricsAreScrapedInPrometheusFormat) {
   ScratchDirectory dir;
   dir.write("pool.toml", poolConfig(dir.file("usage.db")));
-  PoolServer server({"--config", dir.file("pool.toml"), "--metrics-listen", "127.0.0.1:0"});
+  GpupoolServer server(
+      poolServerOptions({"--config", dir.file("pool.toml"), "--metrics-listen", "127.0.0.1:0"}));
   ChildProcess holder(
       {poolClientPath(), {"hold", "16"}, tenantEnvironment(server.endpoint(), "a"), {}});
   ASSERT_TRUE(holder.waitForStdout("READY", seconds(60))) << holder.finish(seconds(1)).describe();

@@ -21,7 +21,7 @@ struct Counts {
 };
 
 // Starts both tenants' spinners, waits until both are warm, then lets them compete for the window.
-Counts compete(const PoolServer& server) {
+Counts compete(const GpupoolServer& server) {
   ChildProcess alice({poolClientPath(),
                       {"spin", kWindowMs, kIterations, kBatch},
                       tenantEnvironment(server.endpoint(), "a"),
@@ -49,7 +49,7 @@ std::string config(const std::string& alice, const std::string& bob) {
 TEST(SchedulingTest, WeightsSplitTheDeviceInsideAPriorityClass) {
   ScratchDirectory dir;
   dir.write("pool.toml", config("weight = 2\n", "weight = 1\n"));
-  PoolServer server({"--config", dir.file("pool.toml")});
+  GpupoolServer server(poolServerOptions({"--config", dir.file("pool.toml")}));
   Counts c = compete(server);
   ASSERT_GT(c.bob, 0);
   double ratio = double(c.alice) / double(c.bob);
@@ -61,7 +61,7 @@ TEST(SchedulingTest, WeightsSplitTheDeviceInsideAPriorityClass) {
 TEST(SchedulingTest, HighPriorityOvertakesLowAndLowIsNotStarved) {
   ScratchDirectory dir;
   dir.write("pool.toml", config("priority = \"high\"\n", "priority = \"low\"\nweight = 10\n"));
-  PoolServer server({"--config", dir.file("pool.toml")});
+  GpupoolServer server(poolServerOptions({"--config", dir.file("pool.toml")}));
   Counts c = compete(server);
   std::cout << "high vs low -> launches alice " << c.alice << ", bob " << c.bob << "\n";
   // Without priorities bob (weight 10) would get ten times alice's share; with them alice gets

@@ -26,7 +26,7 @@ std::string tenant(const std::string& name, const std::string& token,
 TEST(TenancyTest, UnknownOrMissingTokensAreRefusedAtCuInit) {
   ScratchDirectory dir;
   dir.write("pool.toml", "[[device]]\nmemory = \"256MiB\"\n" + tenant("alice", "alice-secret"));
-  PoolServer server({"--config", dir.file("pool.toml")});
+  GpupoolServer server(poolServerOptions({"--config", dir.file("pool.toml")}));
 
   ProgramResult wrong = runClient(server.endpoint(), "guess", {"init"});
   EXPECT_EQ(valueAfter(wrong.out, "CUINIT"), kNotPermitted) << wrong.describe();
@@ -45,7 +45,7 @@ TEST(TenancyTest, QuotaHoldsAcrossSessionsAndMemGetInfoIsTheTenantsView) {
   dir.write("pool.toml", "[[device]]\nmemory = \"512MiB\"\n" +
                              tenant("alice", "a", "memory_quota = \"64MiB\"\n") +
                              tenant("bob", "b"));
-  PoolServer server({"--config", dir.file("pool.toml")});
+  GpupoolServer server(poolServerOptions({"--config", dir.file("pool.toml")}));
 
   ProgramResult fits = runClient(server.endpoint(), "a", {"try", "48"});
   EXPECT_EQ(valueAfter(fits.out, "ALLOC"), kCudaSuccess) << fits.describe();
@@ -85,7 +85,7 @@ TEST(TenancyTest, OvercommitFailsOnlyTheAllocationThatDoesNotFit) {
   dir.write("pool.toml", "overcommit = 2.0\n[[device]]\nmemory = \"256MiB\"\n" +
                              tenant("alice", "a", "memory_quota = \"256MiB\"\n") +
                              tenant("bob", "b", "memory_quota = \"256MiB\"\n"));
-  PoolServer server({"--config", dir.file("pool.toml")});
+  GpupoolServer server(poolServerOptions({"--config", dir.file("pool.toml")}));
   ChildProcess alice(
       {poolClientPath(), {"hold", "200"}, tenantEnvironment(server.endpoint(), "a"), {}});
   ASSERT_TRUE(alice.waitForStdout("READY", seconds(60))) << alice.finish(seconds(1)).describe();
@@ -110,7 +110,7 @@ TEST(TenancyTest, DeviceAllowListIsEnforced) {
   ScratchDirectory dir;
   dir.write("pool.toml", "[[device]]\nmemory = \"128MiB\"\n[[device]]\nmemory = \"128MiB\"\n" +
                              tenant("alice", "a", "devices = [1]\n"));
-  PoolServer server({"--config", dir.file("pool.toml")});
+  GpupoolServer server(poolServerOptions({"--config", dir.file("pool.toml")}));
   // The program uses device 0, which alice may not.
   ProgramResult r = runClient(server.endpoint(), "a", {"try", "1"});
   EXPECT_NE(valueAfter(r.out, "ALLOC"), kCudaSuccess) << r.describe();
@@ -121,7 +121,7 @@ TEST(TenancyTest, SighupReloadsTenantsWithoutDroppingSessions) {
   ScratchDirectory dir;
   std::string device = "[[device]]\nmemory = \"256MiB\"\n";
   dir.write("pool.toml", device + tenant("alice", "a"));
-  PoolServer server({"--config", dir.file("pool.toml")});
+  GpupoolServer server(poolServerOptions({"--config", dir.file("pool.toml")}));
   EXPECT_EQ(valueAfter(runClient(server.endpoint(), "b", {"init"}).out, "CUINIT"), kNotPermitted);
 
   ChildProcess alice(
@@ -155,7 +155,7 @@ TEST(TenancyTest, BadConfigurationStopsTheDaemonWithFileLineAndKey) {
 }
 
 TEST(TenancyTest, WithoutConfigTheServerRunsOpenAndSaysSo) {
-  PoolServer server({"--memory", "64MiB"});
+  GpupoolServer server(poolServerOptions({"--memory", "64MiB"}));
   EXPECT_NE(server.log().find("no --config: serving without authentication"), std::string::npos);
   EXPECT_EQ(valueAfter(runClient(server.endpoint(), "", {"init"}).out, "CUINIT"), kCudaSuccess);
 }

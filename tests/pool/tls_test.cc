@@ -10,26 +10,16 @@ namespace {
 
 using std::chrono::seconds;
 
-bool makeCertificate(const ScratchDirectory& dir, const std::string& name) {
-  ProgramResult r =
-      e2e::runProgram("/usr/bin/openssl",
-                      {"req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
-                       "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
-                       "-keyout", dir.file(name + ".key"), "-out", dir.file(name + ".pem")},
-                      {}, seconds(60));
-  if (!r.passed()) ADD_FAILURE() << r.describe();
-  return r.passed();
-}
-
 TEST(TlsTest, TrustedClientsGetInOthersDoNot) {
   ScratchDirectory dir;
-  ASSERT_TRUE(makeCertificate(dir, "server"));
-  ASSERT_TRUE(makeCertificate(dir, "stranger"));
+  ASSERT_TRUE(e2e::makeSelfSignedCertificate(dir, "server"));
+  ASSERT_TRUE(e2e::makeSelfSignedCertificate(dir, "stranger"));
   dir.write("pool.toml",
             "[[device]]\nmemory = \"64MiB\"\n"
             "[[tenant]]\nname = \"alice\"\ntoken = \"a\"\n");
-  PoolServer server({"--listen", "tls://127.0.0.1:0", "--tls-cert", dir.file("server.pem"),
-                     "--tls-key", dir.file("server.key"), "--config", dir.file("pool.toml")});
+  GpupoolServer server(
+      poolServerOptions({"--listen", "tls://127.0.0.1:0", "--tls-cert", dir.file("server.pem"),
+                         "--tls-key", dir.file("server.key"), "--config", dir.file("pool.toml")}));
   ASSERT_EQ(server.endpoint().rfind("tls://", 0), 0u) << server.endpoint();
 
   EnvironmentChanges trusted = tenantEnvironment(server.endpoint(), "a");

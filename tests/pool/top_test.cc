@@ -29,7 +29,7 @@ TEST(TopTest, ShowsTheMemoryAndSessionOfAProgramHoldingMemory) {
   dir.write("pool.toml",
             "[[device]]\nmemory = \"128MiB\"\n"
             "[[tenant]]\nname = \"alice\"\ntoken = \"a\"\nmemory_quota = \"64MiB\"\n");
-  PoolServer server({"--config", dir.file("pool.toml")});
+  GpupoolServer server(poolServerOptions({"--config", dir.file("pool.toml")}));
   ChildProcess holder(
       {poolClientPath(), {"hold", "16"}, tenantEnvironment(server.endpoint(), "a"), {}});
   ASSERT_TRUE(holder.waitForStdout("READY", seconds(60))) << holder.finish(seconds(1)).describe();
@@ -53,7 +53,7 @@ TEST(TopTest, ShowsTheMemoryAndSessionOfAProgramHoldingMemory) {
 }
 
 TEST(TopTest, StdoutThatIsNotATerminalGetsPlainFramesAndAnEnd) {
-  PoolServer server({"--memory", "64MiB"});
+  GpupoolServer server(poolServerOptions({"--memory", "64MiB"}));
   // No --once: stdout is a pipe here, so one frame and exit.
   ProgramResult one = runTop({"top", "--endpoint", server.endpoint()});
   ASSERT_TRUE(one.passed()) << one.describe();

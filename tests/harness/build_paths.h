@@ -12,7 +12,7 @@
 
 namespace gpupool::e2e {
 
-// Programs written for this suite (e.g. tests/e2e/*.cu).
+// Programs written for this suite (e.g. tests/e2e/*.cu, built into its E2E_PROGRAMS_DIR).
 inline std::string e2eProgramPath(const std::string& name) {
   return std::string(E2E_PROGRAMS_DIR) + "/" + name;
 }

@@ -1,6 +1,7 @@
 // Where the binaries the test harness runs live in the build tree: the same for every test suite,
-// so they are compiled once, into gpupool_test_harness (tests/e2e/CMakeLists.txt sets the paths as
-// that library's compile definitions). Paths that differ between suites stay in build_paths.h.
+// so they are compiled once, into gpupool_test_harness (tests/harness/CMakeLists.txt sets the
+// paths as that library's compile definitions). Paths that differ between suites stay in
+// build_paths.h.
 #pragma once
 
 #include <string>
