@@ -33,14 +33,14 @@ int main() {
   DeviceArray<unsigned char> workspace(workspaceSize);
   cublasLtMatmulPreference_t preference;
   CHECK_STATUS(cublasLtMatmulPreferenceCreate(&preference), CUBLAS_STATUS_SUCCESS);
-  CHECK_STATUS(cublasLtMatmulPreferenceSetAttribute(preference,
-                                                    CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                    &workspaceSize, sizeof(workspaceSize)),
-               CUBLAS_STATUS_SUCCESS);
+  CHECK_STATUS(
+      cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                           &workspaceSize, sizeof(workspaceSize)),
+      CUBLAS_STATUS_SUCCESS);
   cublasLtMatmulHeuristicResult_t heuristic = {};
   int found = 0;
-  CHECK_STATUS(cublasLtMatmulAlgoGetHeuristic(handle, operation, layoutA, layoutB, layoutD,
-                                              layoutD, preference, 1, &heuristic, &found),
+  CHECK_STATUS(cublasLtMatmulAlgoGetHeuristic(handle, operation, layoutA, layoutB, layoutD, layoutD,
+                                              preference, 1, &heuristic, &found),
                CUBLAS_STATUS_SUCCESS);
   CHECK(found == 1, "cublasLtMatmulAlgoGetHeuristic found no algorithm");
   CHECK_STATUS(cublasLtMatmul(handle, operation, &alpha, dA.get(), layoutA, dB.get(), layoutB,

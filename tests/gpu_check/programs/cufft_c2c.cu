@@ -33,7 +33,8 @@ int main() {
       worst = std::max(worst, std::abs(std::complex<double>(got.x, got.y) - sum));
     }
   }
-  // Inputs in [-1, 1]: each output has magnitude ~ sqrt(length); fp32 FFT error ~ 1e-6 * that * log.
+  // Inputs in [-1, 1]: each output has magnitude ~ sqrt(length); fp32 FFT error ~ 1e-6 * that *
+  // log.
   CHECK(worst < 1e-3, "forward FFT differs from the DFT by %.3g", worst);
   std::printf("cufftExecC2C forward %d x %d: worst difference from the DFT %.3g\n", batch, length,
               worst);

@@ -35,7 +35,8 @@ std::vector<float> generate(bool onDevice, bool normal, size_t count) {
   return values;
 }
 
-void checkDistribution(const char* what, const std::vector<float>& v, double mean, double variance) {
+void checkDistribution(const char* what, const std::vector<float>& v, double mean,
+                       double variance) {
   double sum = 0, squares = 0;
   for (float x : v) sum += x;
   const double m = sum / v.size();

@@ -12,7 +12,8 @@ int main() {
   for (int i = 0; i < n; ++i) {
     for (int j = 0; j < n; ++j) {
       double sum = 0;
-      for (int p = 0; p < n; ++p) sum += double(randomM[size_t(p) * n + i]) * randomM[size_t(p) * n + j];
+      for (int p = 0; p < n; ++p)
+        sum += double(randomM[size_t(p) * n + i]) * randomM[size_t(p) * n + j];
       a[size_t(j) * n + i] = sum + (i == j ? n : 0);
     }
   }
@@ -24,11 +25,12 @@ int main() {
   DeviceArray<double> dA(a), dB(b);
   DeviceArray<int> info(std::vector<int>{-1});
   int workSize = 0;
-  CHECK_STATUS(cusolverDnDpotrf_bufferSize(handle, CUBLAS_FILL_MODE_LOWER, n, dA.get(), n, &workSize),
-               CUSOLVER_STATUS_SUCCESS);
+  CHECK_STATUS(
+      cusolverDnDpotrf_bufferSize(handle, CUBLAS_FILL_MODE_LOWER, n, dA.get(), n, &workSize),
+      CUSOLVER_STATUS_SUCCESS);
   DeviceArray<double> work(workSize > 0 ? workSize : 1);
-  CHECK_STATUS(cusolverDnDpotrf(handle, CUBLAS_FILL_MODE_LOWER, n, dA.get(), n, work.get(), workSize,
-                                info.get()),
+  CHECK_STATUS(cusolverDnDpotrf(handle, CUBLAS_FILL_MODE_LOWER, n, dA.get(), n, work.get(),
+                                workSize, info.get()),
                CUSOLVER_STATUS_SUCCESS);
   CHECK_CUDA(cudaDeviceSynchronize());
   CHECK(info.download()[0] == 0, "potrf info = %d", info.download()[0]);
@@ -51,8 +53,8 @@ int main() {
     worst = std::max(worst, residual / norm);
   }
   CHECK(worst < 1e-10, "relative residual %.3g", worst);
-  std::printf("cusolverDnDpotrf + potrs %dx%d, %d right-hand sides: relative residual %.3g\n", n,
-              n, rhs, worst);
+  std::printf("cusolverDnDpotrf + potrs %dx%d, %d right-hand sides: relative residual %.3g\n", n, n,
+              rhs, worst);
   CHECK_STATUS(cusolverDnDestroy(handle), CUSOLVER_STATUS_SUCCESS);
   return pass();
 }

@@ -36,13 +36,14 @@ int main() {
                                  dValues.get(), CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I,
                                  CUSPARSE_INDEX_BASE_ZERO, CUDA_R_32F),
                CUSPARSE_STATUS_SUCCESS);
-  CHECK_STATUS(cusparseCreateDnVec(&vectorX, columns, dX.get(), CUDA_R_32F), CUSPARSE_STATUS_SUCCESS);
+  CHECK_STATUS(cusparseCreateDnVec(&vectorX, columns, dX.get(), CUDA_R_32F),
+               CUSPARSE_STATUS_SUCCESS);
   CHECK_STATUS(cusparseCreateDnVec(&vectorY, rows, dY.get(), CUDA_R_32F), CUSPARSE_STATUS_SUCCESS);
   size_t bufferSize = 0;
-  CHECK_STATUS(cusparseSpMV_bufferSize(handle, CUSPARSE_OPERATION_NON_TRANSPOSE, &alpha, matrix,
-                                       vectorX, &beta, vectorY, CUDA_R_32F,
-                                       CUSPARSE_SPMV_ALG_DEFAULT, &bufferSize),
-               CUSPARSE_STATUS_SUCCESS);
+  CHECK_STATUS(
+      cusparseSpMV_bufferSize(handle, CUSPARSE_OPERATION_NON_TRANSPOSE, &alpha, matrix, vectorX,
+                              &beta, vectorY, CUDA_R_32F, CUSPARSE_SPMV_ALG_DEFAULT, &bufferSize),
+      CUSPARSE_STATUS_SUCCESS);
   DeviceArray<unsigned char> buffer(bufferSize > 0 ? bufferSize : 1);
   CHECK_STATUS(cusparseSpMV(handle, CUSPARSE_OPERATION_NON_TRANSPOSE, &alpha, matrix, vectorX,
                             &beta, vectorY, CUDA_R_32F, CUSPARSE_SPMV_ALG_DEFAULT, buffer.get()),
@@ -58,7 +59,8 @@ int main() {
       magnitude += std::fabs(double(values[e]) * x[columnIndices[e]]);
     }
     const double want = alpha * sum + beta * y[r];
-    const double error = std::fabs(got[r] - want) / (alpha * magnitude + std::fabs(beta * y[r]) + 1e-6);
+    const double error =
+        std::fabs(got[r] - want) / (alpha * magnitude + std::fabs(beta * y[r]) + 1e-6);
     CHECK(error < 1e-5, "row %d: %.7g, the reference %.7g", r, double(got[r]), want);
     worst = std::max(worst, error);
   }

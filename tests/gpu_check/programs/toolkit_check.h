@@ -12,12 +12,12 @@
 #include "self_check.h"
 
 // Fails unless a library call returns its success status (CUBLAS_STATUS_SUCCESS, ...).
-#define CHECK_STATUS(call, success)                                                  \
-  do {                                                                               \
-    const auto check_status_ = (call);                                               \
-    if (check_status_ != (success)) {                                                \
-      FAIL("%s returned status %d", #call, static_cast<int>(check_status_));         \
-    }                                                                                \
+#define CHECK_STATUS(call, success)                                          \
+  do {                                                                       \
+    const auto check_status_ = (call);                                       \
+    if (check_status_ != (success)) {                                        \
+      FAIL("%s returned status %d", #call, static_cast<int>(check_status_)); \
+    }                                                                        \
   } while (0)
 
 inline std::vector<float> randomFloats(size_t count, unsigned seed) {
@@ -69,7 +69,8 @@ GemmReference referenceGemm(int m, int n, int k, double alpha, const std::vector
     for (int i = 0; i < m; ++i) {
       double sum = 0, magnitude = 0;
       for (int p = 0; p < k; ++p) {
-        const double term = double(float(a[size_t(p) * m + i])) * double(float(b[size_t(j) * k + p]));
+        const double term =
+            double(float(a[size_t(p) * m + i])) * double(float(b[size_t(j) * k + p]));
         sum += term;
         magnitude += std::fabs(term);
       }
@@ -93,6 +94,6 @@ inline void checkAgainstReference(const char* what, const std::vector<float>& go
     }
     if (error > worst) worst = error;
   }
-  std::printf("%s: %zu entries within %.3g of the CPU reference (worst %.3g)\n", what,
-              got.size(), relativeBound, worst);
+  std::printf("%s: %zu entries within %.3g of the CPU reference (worst %.3g)\n", what, got.size(),
+              relativeBound, worst);
 }
