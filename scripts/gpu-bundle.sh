@@ -4,10 +4,13 @@
 # dependencies. Copy it there and run DIR/gpu-check.sh; DIR/gpu-check.sh --chained runs the same
 # flow here, with an emu server standing in for the GPU.
 #
-#   scripts/gpu-bundle.sh [DIR]        (default build/gpu-bundle)
+#   scripts/gpu-bundle.sh [--from-build BUILD] [DIR]        (DIR default build/gpu-bundle)
 #
-# Environment: GPU_BUNDLE_BUILD_DIR (the optimized build of gpupoold, gpupool and libcuda.so.1;
-# default build-bundle-release), CUDA_HOME (default /usr/local/cuda), JOBS (default nproc).
+# By default gpupoold, gpupool and libcuda.so.1 get their own optimized build
+# (GPU_BUNDLE_BUILD_DIR, default build-bundle-release). --from-build BUILD takes them from an
+# existing RelWithDebInfo or Release build instead (CI's, already built: no second compile) and
+# sets their RPATH with patchelf.
+# Environment: CUDA_HOME (default /usr/local/cuda), JOBS (default nproc).
 #
 # Layout of DIR:
 #   gpu-check.sh, gpu_check.py    the check (gpu-check.sh --help)
@@ -23,6 +26,11 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+FROM_BUILD=
+if [[ ${1:-} == --from-build ]]; then
+  FROM_BUILD=${2:?--from-build needs a build folder}
+  shift 2
+fi
 DIR=${1:-$ROOT/build/gpu-bundle}
 BUILD=${GPU_BUNDLE_BUILD_DIR:-$ROOT/build-bundle-release}
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
@@ -49,17 +57,27 @@ DIR=$(mkdir -p "$DIR" && cd "$DIR" && pwd)
 #    removes the debug information, which does not change the code. DT_RPATH (not RUNPATH) so
 #    that the bundled libraries' own dependencies are found in lib/deps too, and so that
 #    libcuda.so.1 finds its dependencies there whichever program loads it.
-launcher=()
-if command -v ccache >/dev/null; then
-  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+if [[ -n $FROM_BUILD ]]; then
+  command -v patchelf >/dev/null || die "--from-build needs patchelf (apt-get install patchelf)"
+  build_type=$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$FROM_BUILD/CMakeCache.txt")
+  sanitize=$(sed -n 's/^GPUPOOL_SANITIZE:[A-Z]*=//p' "$FROM_BUILD/CMakeCache.txt")
+  [[ $build_type =~ ^(RelWithDebInfo|Release)$ && -z $sanitize ]] ||
+    die "--from-build $FROM_BUILD: a $build_type${sanitize:+ $sanitize-sanitized} build, not an optimized plain one"
+  BUILD=$FROM_BUILD
+  say "taking gpupoold, gpupool, libcuda.so.1 from $BUILD ($build_type)"
+else
+  launcher=()
+  if command -v ccache >/dev/null; then
+    launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+  fi
+  say "building gpupoold, gpupool, libcuda.so.1 in $BUILD"
+  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUPOOL_BUILD_TESTS=OFF \
+    "-DCMAKE_BUILD_RPATH=\$ORIGIN/../lib/deps" \
+    -DCMAKE_EXE_LINKER_FLAGS=-Wl,--disable-new-dtags \
+    -DCMAKE_SHARED_LINKER_FLAGS=-Wl,--disable-new-dtags \
+    "${launcher[@]}" >/dev/null
+  cmake --build "$BUILD" -j "$JOBS" --target gpupoold gpupool cuda
 fi
-say "building gpupoold, gpupool, libcuda.so.1 in $BUILD"
-cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUPOOL_BUILD_TESTS=OFF \
-  "-DCMAKE_BUILD_RPATH=\$ORIGIN/../lib/deps" \
-  -DCMAKE_EXE_LINKER_FLAGS=-Wl,--disable-new-dtags \
-  -DCMAKE_SHARED_LINKER_FLAGS=-Wl,--disable-new-dtags \
-  "${launcher[@]}" >/dev/null
-cmake --build "$BUILD" -j "$JOBS" --target gpupoold gpupool cuda
 
 rm -rf "${DIR:?}"/*
 mkdir -p "$DIR/bin" "$DIR/lib/deps" "$DIR/programs/basic" "$DIR/programs/emu" \
@@ -67,6 +85,12 @@ mkdir -p "$DIR/bin" "$DIR/lib/deps" "$DIR/programs/basic" "$DIR/programs/emu" \
 cp "$BUILD/bin/gpupoold" "$BUILD/bin/gpupool" "$DIR/bin/"
 cp -L "$BUILD/lib/libcuda.so.1" "$DIR/lib/"
 strip --strip-unneeded "$DIR/bin/gpupoold" "$DIR/bin/gpupool" "$DIR/lib/libcuda.so.1"
+if [[ -n $FROM_BUILD ]]; then
+  for elf in "$DIR/bin/gpupoold" "$DIR/bin/gpupool" "$DIR/lib/libcuda.so.1"; do
+    # shellcheck disable=SC2016 # $ORIGIN is for the dynamic loader
+    patchelf --force-rpath --set-rpath '$ORIGIN/../lib/deps' "$elf"
+  done
+fi
 
 # 2. Their shared libraries, except glibc's. ldd lists the transitive closure.
 for elf in "$DIR/bin/gpupoold" "$DIR/bin/gpupool" "$DIR/lib/libcuda.so.1"; do
@@ -83,8 +107,8 @@ done
 # 3. CUDA programs. One nvcc pass per program: compute_80 PTX (what the emu device interprets,
 #    and what any newer GPU can JIT) and sm_90 SASS built from it (the H200 runs it as is).
 #    The programs find the bundled libstdc++ through their RPATH, as the bundle's binaries do.
-NVCC_FLAGS=(-O2 -std=c++17 -I"$ROOT/tests/programs" -Xcompiler=-Wall,-Wextra,-Werror
-  -gencode=arch=compute_80,code=[sm_90,compute_80]
+NVCC_FLAGS=(-O2 -std=c++17 -I"$ROOT/tests/programs" "-Xcompiler=-Wall,-Wextra,-Werror"
+  "-gencode=arch=compute_80,code=[sm_90,compute_80]"
   -Xlinker --disable-new-dtags -Xlinker -rpath -Xlinker "\$ORIGIN/../../lib/deps")
 if command -v g++ >/dev/null; then NVCC_FLAGS+=(-ccbin "$(command -v g++)"); fi
 # tests/programs, all of them: gpu-check.sh decides what runs where (multi_device needs two
@@ -110,20 +134,22 @@ done
 
 jobs_file=$(mktemp)
 trap 'rm -f "$jobs_file"' EXIT
-for name in "${basic[@]}"; do
-  extra=""
-  [[ " ${driver_api[*]} " == *" $name "* ]] && extra="-L$CUDA_HOME/lib64/stubs -lcuda"
-  printf '%s\t%s\t%s\n' "$ROOT/tests/programs/$name.cu" "$DIR/programs/basic/$name" "$extra"
-done >>"$jobs_file"
-for name in "${emu[@]}"; do
-  printf '%s\t%s\t\n' "$ROOT/tests/emu_programs/programs/$name.cu" "$DIR/programs/emu/$name"
-done >>"$jobs_file"
-for name in "${toolkit[@]}"; do
-  libs=${toolkit_libs[$name]:-}
-  [[ -n $libs ]] || die "tests/gpu_check/programs/$name.cu: add its libraries to toolkit_libs"
-  printf '%s\t%s\t%s\n' "$ROOT/tests/gpu_check/programs/$name.cu" "$DIR/programs/toolkit/$name" \
-    "-I$ROOT/tests/gpu_check/programs -L$CUDA_HOME/lib64 $libs"
-done >>"$jobs_file"
+{
+  for name in "${basic[@]}"; do
+    extra=""
+    [[ " ${driver_api[*]} " == *" $name "* ]] && extra="-L$CUDA_HOME/lib64/stubs -lcuda"
+    printf '%s\t%s\t%s\n' "$ROOT/tests/programs/$name.cu" "$DIR/programs/basic/$name" "$extra"
+  done
+  for name in "${emu[@]}"; do
+    printf '%s\t%s\t\n' "$ROOT/tests/emu_programs/programs/$name.cu" "$DIR/programs/emu/$name"
+  done
+  for name in "${toolkit[@]}"; do
+    libs=${toolkit_libs[$name]:-}
+    [[ -n $libs ]] || die "tests/gpu_check/programs/$name.cu: add its libraries to toolkit_libs"
+    printf '%s\t%s\t%s\n' "$ROOT/tests/gpu_check/programs/$name.cu" \
+      "$DIR/programs/toolkit/$name" "-I$ROOT/tests/gpu_check/programs -L$CUDA_HOME/lib64 $libs"
+  done
+} >"$jobs_file"
 
 # One program: source, output, extra link flags (tab-separated).
 compile_program() {
@@ -143,6 +169,7 @@ export NVCC
 NVCC_FLAG_LINES=$(printf '%s\n' "${NVCC_FLAGS[@]}")
 export NVCC_FLAG_LINES
 say "nvcc: $(wc -l <"$jobs_file") programs, $JOBS at a time"
+# shellcheck disable=SC2016 # expanded by the inner bash
 xargs -P "$JOBS" -d '\n' -n 1 bash -c 'compile_program "$1"' _ <"$jobs_file" ||
   die "a program did not build"
 
@@ -162,7 +189,7 @@ bytes=$(du -sb "$DIR" | cut -f1)
 {
   echo "gpupool GPU validation bundle"
   echo "commit: $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)"
-  echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(. /etc/os-release && echo "$PRETTY_NAME")"
+  echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(sed -n 's/^PRETTY_NAME=//p' /etc/os-release)"
   echo "nvcc: $("$NVCC" --version | tail -n 1)"
   echo "nvcc flags: ${NVCC_FLAGS[*]}"
   echo "size: $bytes bytes"

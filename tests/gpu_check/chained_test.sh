@@ -5,11 +5,15 @@
 # server) and pooled (through the cuda backend), the toolkit and Python items must skip with a
 # reason, and the last line must say "N passed, 0 failed".
 #
-#   chained_test.sh BUNDLE_DIR RESULTS_DIR
+#   chained_test.sh BUILD_DIR BUNDLE_DIR RESULTS_DIR
+#
+# The bundle takes gpupoold, gpupool and libcuda.so.1 from BUILD_DIR when patchelf is there
+# (scripts/install-deps.sh installs it), else builds its own (minutes more).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-BUNDLE=$1
-RESULTS=$2
+BUILD=$1
+BUNDLE=$2
+RESULTS=$3
 GLIBC_LIBS='^(libc|libm|libdl|libpthread|librt|libresolv|libutil|ld-linux-x86-64|linux-vdso)\.so'
 problems=0
 problem() {
@@ -18,7 +22,12 @@ problem() {
 }
 
 started=$SECONDS
-"$ROOT/scripts/gpu-bundle.sh" "$BUNDLE"
+if command -v patchelf >/dev/null; then
+  "$ROOT/scripts/gpu-bundle.sh" --from-build "$BUILD" "$BUNDLE"
+else
+  echo "chained_test: no patchelf: the bundle builds its own gpupoold, gpupool, libcuda.so.1"
+  GPU_BUNDLE_BUILD_DIR=$BUILD/gpu-bundle-build "$ROOT/scripts/gpu-bundle.sh" "$BUNDLE"
+fi
 echo "chained_test: bundle built in $((SECONDS - started)) s"
 
 bytes=$(du -sb "$BUNDLE" | cut -f1)

@@ -18,6 +18,7 @@ import json
 import os
 import platform
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -28,6 +29,7 @@ OUR_LIB = os.path.join(BUNDLE, "lib")
 GPUPOOLD = os.path.join(BUNDLE, "bin", "gpupoold")
 GPUPOOL = os.path.join(BUNDLE, "bin", "gpupool")
 SKIP_EXIT = 77
+MAX_STARTS = 5  # per server, the first start included
 
 # Programs that end in a specific way instead of exit 0 and a last line "PASS": the exit code and
 # a fragment their output must contain (as tests/emu_programs/program_suite_test.cc expects).
@@ -63,7 +65,10 @@ def parse_args():
                         help="folder for results.json, the table and the logs "
                         "(default ./gpu-check-results)")
     parser.add_argument("--timeout", type=float, default=None,
-                        help="seconds each run of an item may take (default 120; --chained 240)")
+                        help="seconds each run of an item may take (default 90; --chained 240)")
+    parser.add_argument("--budget", type=float, default=450,
+                        help="seconds for the whole check (default 450); items left when it is "
+                        "spent are skipped, and runs get at most what is left")
     parser.add_argument("--driver", help="the machine's libcuda.so.1 (default: found via "
                         "ldconfig and the usual paths)")
     parser.add_argument("--only", action="append", default=[],
@@ -71,7 +76,7 @@ def parse_args():
     parser.add_argument("--list", action="store_true", help="list the items and exit")
     args = parser.parse_args()
     if args.timeout is None:
-        args.timeout = 240.0 if args.chained else 120.0
+        args.timeout = 240.0 if args.chained else 90.0
     return args
 
 
@@ -216,10 +221,17 @@ def kill_group(proc):
 
 
 def clean_environment(extra):
+    """The caller's environment without gpupool's client settings, plus `extra`."""
     env = {k: v for k, v in os.environ.items() if k not in CLIENT_VARIABLES}
-    env.pop("LD_LIBRARY_PATH", None)
     env.update(extra)
     return env
+
+
+def library_path(dirs):
+    """LD_LIBRARY_PATH: `dirs` first, then the caller's own (containers and conda environments set
+    it for their CUDA libraries)."""
+    caller = [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d]
+    return ":".join(dirs + [d for d in caller if d not in dirs])
 
 
 class Server:
@@ -247,6 +259,9 @@ class Server:
         deadline = time.monotonic() + timeout
         # The first stdout line names the endpoint; the rest is drained into the log.
         while time.monotonic() < deadline:
+            ready, _, _ = select.select([self.proc.stdout], [], [], deadline - time.monotonic())
+            if not ready:
+                break
             line = self.proc.stdout.readline()
             if not line:
                 break
@@ -275,11 +290,16 @@ class Server:
         return self.proc is not None and self.proc.poll() is None
 
     def ensure_running(self):
-        """Restarts a server that died; returns how it ended, or None when it was running."""
+        """Restarts a server that died; returns how it ended, or None when it was running. A
+        server that keeps dying is left down (its runs then fail at once) after MAX_STARTS."""
         if self.alive():
             return None
-        ended = "exit code %s" % self.proc.returncode if self.proc else "never started"
-        self.start()
+        ended = "exit code %s" % self.proc.returncode if self.proc else "not running"
+        if self.starts < MAX_STARTS:
+            try:
+                self.start()
+            except RuntimeError as error:
+                ended += "; the restart failed: %s" % str(error).splitlines()[0]
         return ended
 
     def stop(self):
@@ -349,13 +369,14 @@ def discover_items():
         base = os.path.basename(path)
         if os.access(path, os.X_OK) and os.path.isfile(path):
             items.append(Item("toolkit/" + base, "toolkit", [path], needs=needs.get(base, [])))
+    # The bench before the Python checks: these take longest, and the budget may run out.
+    items.append(Item("bench", "bench", [GPUPOOL, "bench", "--json"]))
     for path in sorted(glob.glob(os.path.join(BUNDLE, "python", "*.py"))):
         base = os.path.basename(path)
         if base.startswith("_"):
             continue
         items.append(Item("python/" + base[:-3], "python", [sys.executable, path],
                           requires=python_requirement(path)))
-    items.append(Item("bench", "bench", [GPUPOOL, "bench", "--json"]))
     return items
 
 
@@ -379,17 +400,22 @@ class Check:
         self.driver = None
         self.library_dirs = toolkit_library_dirs()
         self.native_endpoint = None  # chained: the emu server
+        self.emu = None
+        self.cuda = None
+        self.deadline = time.monotonic() + args.budget
 
     # --- servers -------------------------------------------------------------------------------
 
     def start_servers(self):
+        """Starts the servers; raises RuntimeError when nothing could run. A cuda server that does
+        not start is reported and the items still run (their pooled runs fail)."""
         if self.args.chained:
-            emu = Server("emu", ["--backend", "emu"], clean_environment({}), self.logs)
-            emu.start()
-            self.servers.append(emu)
-            self.native_endpoint = emu.endpoint
+            self.emu = Server("emu", ["--backend", "emu"], clean_environment({}), self.logs)
+            self.emu.start()
+            self.servers.append(self.emu)
+            self.native_endpoint = self.emu.endpoint
             self.driver = os.path.join(OUR_LIB, "libcuda.so.1")
-            cuda_env = clean_environment({"GPU_POOL_ENDPOINT": emu.endpoint})
+            cuda_env = clean_environment({"GPU_POOL_ENDPOINT": self.emu.endpoint})
         else:
             self.driver = find_real_driver(self.args.driver)
             if self.driver is None:
@@ -397,10 +423,34 @@ class Check:
                     "no NVIDIA driver (libcuda.so.1) found via ldconfig or in %s; pass --driver "
                     "PATH, or run --chained on a machine without a GPU" % ", ".join(DRIVER_CANDIDATES))
             cuda_env = clean_environment({})
-        cuda = Server("cuda", ["--backend", "cuda", "--driver", self.driver], cuda_env, self.logs)
-        cuda.start()
-        self.servers.append(cuda)
-        self.cuda = cuda
+        self.cuda = Server("cuda", ["--backend", "cuda", "--driver", self.driver], cuda_env,
+                           self.logs)
+        self.servers.append(self.cuda)
+        try:
+            self.cuda.start()
+        except RuntimeError as error:
+            return str(error)
+        return None
+
+    def ensure_servers(self):
+        """Restarts what died since the last item; says what died, or returns None. In chained mode
+        a new emu server means a new endpoint, so the cuda server restarts pointed at it."""
+        died = []
+        emu_restarted = False
+        if self.emu is not None and not self.emu.alive():
+            died.append("the emu server (%s)" % self.emu.ensure_running())
+            self.native_endpoint = self.emu.endpoint
+            self.cuda.env["GPU_POOL_ENDPOINT"] = self.emu.endpoint
+            self.cuda.stop()  # restarted below, pointed at the new emu server
+            emu_restarted = True
+        if not self.cuda.alive():
+            ended = self.cuda.ensure_running()
+            if not emu_restarted:
+                died.append("gpupoold --backend cuda (%s)" % ended)
+        return "; ".join(died) or None
+
+    def remaining(self):
+        return self.deadline - time.monotonic()
 
     def stop_servers(self):
         for server in reversed(self.servers):
@@ -410,13 +460,12 @@ class Check:
 
     def native_env(self, lib_dirs):
         if self.args.chained:
-            return clean_environment({"LD_LIBRARY_PATH": ":".join([OUR_LIB] + lib_dirs),
+            return clean_environment({"LD_LIBRARY_PATH": library_path([OUR_LIB] + lib_dirs),
                                       "GPU_POOL_ENDPOINT": self.native_endpoint})
-        extra = {"LD_LIBRARY_PATH": ":".join(lib_dirs)} if lib_dirs else {}
-        return clean_environment(extra)
+        return clean_environment({"LD_LIBRARY_PATH": library_path(lib_dirs)})
 
     def pooled_env(self, lib_dirs):
-        return clean_environment({"LD_LIBRARY_PATH": ":".join([OUR_LIB] + lib_dirs),
+        return clean_environment({"LD_LIBRARY_PATH": library_path([OUR_LIB] + lib_dirs),
                                   "GPU_POOL_ENDPOINT": self.cuda.endpoint})
 
     # --- one item ------------------------------------------------------------------------------
@@ -442,6 +491,8 @@ class Check:
     def run_item(self, item):
         record = {"name": item.name, "kind": item.kind}
         reason = self.skip_reason(item)
+        if reason is None and self.remaining() < 5:
+            reason = "the check's --budget of %.0f s is spent" % self.args.budget
         if reason:
             record.update(status="skip", reason=reason)
             return record
@@ -460,7 +511,7 @@ class Check:
             artifact = os.path.join(self.artifacts, "%s.%s.json" % (safe(item.name), mode))
             env = dict(env, GPU_CHECK_ARTIFACT=artifact)
             log = os.path.join(self.logs, "%s.%s.log" % (safe(item.name), mode))
-            result = run_process(item.argv, env, self.args.timeout, log)
+            result = run_process(item.argv, env, self.run_timeout(), log)
             runs[mode] = result
             record[mode] = {"outcome": result.describe(), "exit_code": result.exit_code,
                             "seconds": round(result.seconds, 3), "timed_out": result.timed_out,
@@ -470,14 +521,11 @@ class Check:
             if mode == "native" and result.skip_reason() is not None:
                 record.update(status="skip", reason="native run: " + result.skip_reason())
                 return record
-            if mode == "pooled":
-                died = self.cuda.ensure_running()
-                if died:
-                    record["server_died"] = died
+        died = self.ensure_servers()
         problems = self.judge(item, runs["native"], runs["pooled"], record)
-        if record.get("server_died"):
-            problems.append("gpupoold --backend cuda died during the pooled run (%s; restarted)"
-                            % record["server_died"])
+        if died:
+            record["server_died"] = died
+            problems.append("died during this item: %s; restarted" % died)
         record["status"] = "fail" if problems else "pass"
         if problems:
             record["reason"] = "; ".join(problems)
@@ -541,7 +589,7 @@ class Check:
             # The local-driver column needs a real driver: ours would only reach a server again.
             argv += ["--local-driver", self.driver]
         log = os.path.join(self.logs, "bench.log")
-        result = run_process(argv, clean_environment({}), max(self.args.timeout, 300), log)
+        result = run_process(argv, clean_environment({}), min(300, max(5, self.remaining())), log)
         record["pooled"] = {"outcome": result.describe(), "exit_code": result.exit_code,
                             "seconds": round(result.seconds, 3), "log": log}
         text = result.output
@@ -549,17 +597,20 @@ class Check:
             figures = json.loads(text[text.index("{"):text.rindex("}") + 1])
         except ValueError:
             figures = None
-        if result.exit_code == 0 and figures is not None:
-            record["status"] = "pass"
+        if figures is not None:
             record["bench"] = figures
-            self.cuda.ensure_running()
+        died = self.ensure_servers()
+        if result.exit_code == 0 and figures is not None and not died:
+            record["status"] = "pass"
             return record
         record["status"] = "fail"
         record["reason"] = "gpupool bench: %s (%s)" % (result.describe(), result.last_line()[:160])
-        died = self.cuda.ensure_running()
         if died:
-            record["reason"] += "; gpupoold died (%s; restarted)" % died
+            record["reason"] += "; died: %s; restarted" % died
         return record
+
+    def run_timeout(self):
+        return max(1.0, min(self.args.timeout, self.remaining()))
 
 
 def safe(name):
@@ -676,7 +727,11 @@ def main():
     records = []
     error = None
     try:
-        check.start_servers()
+        server_error = check.start_servers()
+        if server_error:
+            records.append({"name": "gpupoold", "kind": "setup", "status": "fail",
+                            "reason": server_error})
+            print("gpu-check: %s" % server_error, flush=True)
         print("gpu-check: driver %s; cuda server %s%s" % (
             check.driver, check.cuda.endpoint,
             ("; emu server " + check.native_endpoint) if check.native_endpoint else ""),
