@@ -271,8 +271,9 @@ class Server:
                 self._drain_stdout()
                 return
         self.stop()
-        raise RuntimeError("gpupoold (%s) did not start; its log %s:\n%s"
-                           % (self.name, self.log_path, tail(self.log_path)))
+        last = [line for line in tail(self.log_path, 5).splitlines() if line.strip()]
+        raise RuntimeError("gpupoold (%s) did not start: %s (log: %s)"
+                           % (self.name, last[-1] if last else "no output", self.log_path))
 
     def _drain_stdout(self):
         import threading
@@ -295,12 +296,13 @@ class Server:
         if self.alive():
             return None
         ended = "exit code %s" % self.proc.returncode if self.proc else "not running"
-        if self.starts < MAX_STARTS:
-            try:
-                self.start()
-            except RuntimeError as error:
-                ended += "; the restart failed: %s" % str(error).splitlines()[0]
-        return ended
+        if self.starts >= MAX_STARTS:
+            return ended + "; not restarted: started %d times already" % self.starts
+        try:
+            self.start()
+            return ended + "; restarted"
+        except RuntimeError as error:
+            return ended + "; the restart failed: %s" % error
 
     def stop(self):
         if self.proc is None:
@@ -506,12 +508,15 @@ class Check:
         if lib_dirs:
             record["library_dirs"] = lib_dirs
         runs = {}
-        for mode, env in (("native", self.native_env(lib_dirs)),
-                          ("pooled", self.pooled_env(lib_dirs))):
+        for mode in ("native", "pooled"):
             artifact = os.path.join(self.artifacts, "%s.%s.json" % (safe(item.name), mode))
-            env = dict(env, GPU_CHECK_ARTIFACT=artifact)
             log = os.path.join(self.logs, "%s.%s.log" % (safe(item.name), mode))
-            result = run_process(item.argv, env, self.run_timeout(), log)
+            if mode == "pooled" and not self.cuda.alive():
+                result = RunResult(1, 0.0, "gpupoold --backend cuda is not running", False)
+            else:
+                env = self.native_env(lib_dirs) if mode == "native" else self.pooled_env(lib_dirs)
+                env["GPU_CHECK_ARTIFACT"] = artifact
+                result = run_process(item.argv, env, self.run_timeout(), log)
             runs[mode] = result
             record[mode] = {"outcome": result.describe(), "exit_code": result.exit_code,
                             "seconds": round(result.seconds, 3), "timed_out": result.timed_out,
@@ -525,7 +530,7 @@ class Check:
         problems = self.judge(item, runs["native"], runs["pooled"], record)
         if died:
             record["server_died"] = died
-            problems.append("died during this item: %s; restarted" % died)
+            problems.append("server down after this item: %s" % died)
         record["status"] = "fail" if problems else "pass"
         if problems:
             record["reason"] = "; ".join(problems)
@@ -583,6 +588,9 @@ class Check:
         return []
 
     def run_bench(self, record):
+        if not self.cuda.alive():
+            record.update(status="fail", reason="gpupoold --backend cuda is not running")
+            return record
         # --quick keeps the whole check inside its 8 minutes.
         argv = [GPUPOOL, "bench", "--json", "--quick", "--endpoint", self.cuda.endpoint]
         if not self.args.chained:
@@ -606,7 +614,7 @@ class Check:
         record["status"] = "fail"
         record["reason"] = "gpupool bench: %s (%s)" % (result.describe(), result.last_line()[:160])
         if died:
-            record["reason"] += "; died: %s; restarted" % died
+            record["reason"] += "; server down after it: %s" % died
         return record
 
     def run_timeout(self):
@@ -664,6 +672,7 @@ def table(records):
                 curve["first"], curve["last_native"],
                 "identical" if curve["identical"]
                 else "differ by %.2g" % curve["max_relative_difference"])
+        note = " ".join(note.split())
         rows.append((r["name"], r["status"], seconds_text(r, "native"), seconds_text(r, "pooled"),
                      ratio, note[:110]))
     widths = [max(len(row[i]) for row in rows) for i in range(5)]
@@ -737,7 +746,11 @@ def main():
             ("; emu server " + check.native_endpoint) if check.native_endpoint else ""),
             flush=True)
         for item in items:
-            record = check.run_item(item)
+            try:
+                record = check.run_item(item)
+            except Exception as error:  # a bug of the check must not hide the other items
+                record = {"name": item.name, "kind": item.kind, "status": "fail",
+                          "reason": "gpu-check itself failed: %r" % error}
             records.append(record)
             print_line(record)
     except RuntimeError as failure:
