@@ -153,10 +153,14 @@ def find_library_dir(soname, dirs):
 
 
 class RunResult:
-    def __init__(self, exit_code, seconds, output, timed_out):
+    """How a run ended. Its stdout is what is judged (the programs' and checks' PASS/FAIL/SKIP
+    lines); stderr (library warnings, tracebacks) only explains failures."""
+
+    def __init__(self, exit_code, seconds, output, timed_out, errors=""):
         self.exit_code = exit_code  # negative: killed by that signal
         self.seconds = seconds
         self.output = output
+        self.errors = errors
         self.timed_out = timed_out
 
     def lines(self):
@@ -167,6 +171,13 @@ class RunResult:
             if line.strip():
                 return line.strip()
         return ""
+
+    def explanation(self):
+        """The last line of stdout, or of stderr when that says more (a traceback's last line)."""
+        last = self.last_line()
+        if last.startswith(("FAIL", "SKIP")) or not self.errors.strip():
+            return last
+        return "%s | stderr: %s" % (last, self.errors.strip().splitlines()[-1].strip())
 
     def skip_reason(self):
         for line in self.lines():
@@ -186,15 +197,16 @@ class RunResult:
         return "exit code %d" % self.exit_code
 
 
-def run_process(argv, env, timeout, log_path, cwd=None):
-    """Runs argv in its own process group; the whole group is killed on timeout."""
+def run_process(argv, env, timeout, log_path):
+    """Runs argv in its own process group, stdout to log_path and stderr to log_path.stderr; the
+    whole group is killed on timeout."""
     started = time.monotonic()
-    with open(log_path, "w+") as log:
+    with open(log_path, "w+") as log, open(log_path + ".stderr", "w+") as errors:
         try:
-            proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True, cwd=cwd)
+            proc = subprocess.Popen(argv, env=env, stdout=log, stderr=errors,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
         except OSError as error:
-            log.write("cannot start %s: %s\n" % (argv[0], error))
+            errors.write("cannot start %s: %s\n" % (argv[0], error))
             return RunResult(127, 0.0, "cannot start %s: %s" % (argv[0], error), False)
         timed_out = False
         try:
@@ -205,8 +217,8 @@ def run_process(argv, env, timeout, log_path, cwd=None):
         seconds = time.monotonic() - started
         kill_group(proc)  # anything the item left behind
         log.seek(0)
-        output = log.read()
-    return RunResult(proc.returncode, seconds, output, timed_out)
+        errors.seek(0)
+        return RunResult(proc.returncode, seconds, log.read(), timed_out, errors.read())
 
 
 def kill_group(proc):
@@ -423,7 +435,8 @@ class Check:
             if self.driver is None:
                 raise RuntimeError(
                     "no NVIDIA driver (libcuda.so.1) found via ldconfig or in %s; pass --driver "
-                    "PATH, or run --chained on a machine without a GPU" % ", ".join(DRIVER_CANDIDATES))
+                    "PATH, or run --chained on a machine without a GPU"
+                    % ", ".join(DRIVER_CANDIDATES))
             cuda_env = clean_environment({})
         self.cuda = Server("cuda", ["--backend", "cuda", "--driver", self.driver], cuda_env,
                            self.logs)
@@ -520,7 +533,8 @@ class Check:
             runs[mode] = result
             record[mode] = {"outcome": result.describe(), "exit_code": result.exit_code,
                             "seconds": round(result.seconds, 3), "timed_out": result.timed_out,
-                            "last_line": result.last_line()[:200], "log": log}
+                            "last_line": result.last_line()[:200], "log": log,
+                            "stderr": log + ".stderr"}
             if os.path.exists(artifact):
                 record[mode]["artifact"] = artifact
             if mode == "native" and result.skip_reason() is not None:
@@ -543,11 +557,13 @@ class Check:
         def check_run(mode, result):
             if result.timed_out or result.exit_code != expected_exit:
                 problems.append("%s: %s, expected exit code %d (%s)"
-                                % (mode, result.describe(), expected_exit, result.last_line()[:160]))
+                                % (mode, result.describe(), expected_exit,
+                                   result.explanation()[:200]))
             elif fragment is not None and fragment not in result.output:
                 problems.append("%s: output lacks '%s'" % (mode, fragment))
             elif fragment is None and result.last_line() != "PASS":
-                problems.append("%s: last line is '%s', not PASS" % (mode, result.last_line()[:160]))
+                problems.append("%s: last line is '%s', not PASS"
+                                % (mode, result.explanation()[:200]))
 
         check_run("native", native)
         if pooled.skip_reason() is not None:
@@ -612,7 +628,8 @@ class Check:
             record["status"] = "pass"
             return record
         record["status"] = "fail"
-        record["reason"] = "gpupool bench: %s (%s)" % (result.describe(), result.last_line()[:160])
+        record["reason"] = "gpupool bench: %s (%s)" % (result.describe(),
+                                                       result.explanation()[:200])
         if died:
             record["reason"] += "; server down after it: %s" % died
         return record

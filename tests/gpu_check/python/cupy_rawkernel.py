@@ -1,8 +1,8 @@
 # A CuPy RawKernel: CUDA C compiled at run time by NVRTC, loaded and launched.
 # gpu-check: requires cupy
-import numpy
+from _gpucheck import check, passed, require, require_cupy_gpu
 
-from _gpucheck import check, passed, require_cupy_gpu
+numpy = require("numpy")
 
 cupy = require_cupy_gpu()
 source = r"""

@@ -1,8 +1,8 @@
 # CuPy reductions against NumPy.
 # gpu-check: requires cupy
-import numpy
+from _gpucheck import check, passed, require, require_cupy_gpu
 
-from _gpucheck import check, passed, require_cupy_gpu
+numpy = require("numpy")
 
 cupy = require_cupy_gpu()
 rng = numpy.random.default_rng(7)

@@ -1,8 +1,8 @@
 # JAX: jit-compiled training steps (value_and_grad) of a small MLP; the loss must fall.
 # gpu-check: requires jax
-import numpy
+from _gpucheck import check, passed, require, require_jax_gpu
 
-from _gpucheck import check, passed, require_jax_gpu
+numpy = require("numpy")
 
 jax = require_jax_gpu()
 import jax.numpy as jnp  # noqa: E402
@@ -10,8 +10,10 @@ import jax.numpy as jnp  # noqa: E402
 rng = numpy.random.default_rng(11)
 x = rng.standard_normal((256, 32)).astype(numpy.float32)
 y = numpy.sin(x @ rng.standard_normal((32, 1)).astype(numpy.float32))
-params = {"w1": rng.standard_normal((32, 64)).astype(numpy.float32) * 0.2, "b1": numpy.zeros(64, numpy.float32),
-          "w2": rng.standard_normal((64, 1)).astype(numpy.float32) * 0.2, "b2": numpy.zeros(1, numpy.float32)}
+params = {"w1": rng.standard_normal((32, 64)).astype(numpy.float32) * 0.2,
+          "b1": numpy.zeros(64, numpy.float32),
+          "w2": rng.standard_normal((64, 1)).astype(numpy.float32) * 0.2,
+          "b2": numpy.zeros(1, numpy.float32)}
 params = jax.device_put(params, jax.devices("gpu")[0])
 
 def loss(p, x, y):

@@ -1,8 +1,8 @@
 # numba-cuda: a Python kernel compiled to PTX by Numba, loaded through the driver and launched.
 # gpu-check: requires numba
-import numpy
-
 from _gpucheck import check, passed, require, skip
+
+numpy = require("numpy")
 
 numba = require("numba")
 from numba import cuda  # noqa: E402

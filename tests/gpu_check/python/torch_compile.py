@@ -12,6 +12,7 @@ compiled = torch.compile(fused)
 x = torch.randn(256, 1000, device="cuda")
 y = torch.randn(256, 1000, device="cuda")
 for trial in range(3):
-    check(torch.allclose(compiled(x, y), fused(x, y), rtol=1e-4, atol=1e-5), "compiled call %d matches eager" % trial)
+    check(torch.allclose(compiled(x, y), fused(x, y), rtol=1e-4, atol=1e-5),
+          "compiled call %d matches eager" % trial)
     x = x + 0.1
 passed()

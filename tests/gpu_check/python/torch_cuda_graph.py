@@ -25,5 +25,6 @@ for trial in range(5):
     static_in.copy_(data)
     graph.replay()
     torch.cuda.synchronize()
-    check(torch.allclose(static_out, step(data), rtol=1e-5, atol=1e-5), "replay %d matches eager" % trial)
+    check(torch.allclose(static_out, step(data), rtol=1e-5, atol=1e-5),
+          "replay %d matches eager" % trial)
 passed()

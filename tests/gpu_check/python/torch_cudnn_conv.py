@@ -18,8 +18,11 @@ conv_gpu.zero_grad()
 x_gpu = x.detach().cuda().requires_grad_(True)
 y_gpu = conv_gpu(x_gpu)
 y_gpu.square().sum().backward()
-check(torch.allclose(y_gpu.detach().cpu(), y.detach(), rtol=1e-4, atol=1e-4), "forward matches the CPU")
-check(torch.allclose(conv_gpu.weight.grad.cpu(), cpu_grad_w, rtol=1e-3, atol=1e-3), "weight gradient matches")
-check(torch.allclose(x_gpu.grad.cpu(), cpu_grad_x, rtol=1e-3, atol=1e-3), "input gradient matches")
+check(torch.allclose(y_gpu.detach().cpu(), y.detach(), rtol=1e-4, atol=1e-4),
+      "forward matches the CPU")
+check(torch.allclose(conv_gpu.weight.grad.cpu(), cpu_grad_w, rtol=1e-3, atol=1e-3),
+      "weight gradient matches")
+check(torch.allclose(x_gpu.grad.cpu(), cpu_grad_x, rtol=1e-3, atol=1e-3),
+      "input gradient matches")
 print("cudnn version %s" % torch.backends.cudnn.version())
 passed()

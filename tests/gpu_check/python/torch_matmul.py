@@ -13,7 +13,8 @@ for dtype, tolerance in ((torch.float32, 1e-4), (torch.float16, 2e-2), (torch.bf
     want = a_low.double() @ b_low.double()
     got = (a_low.cuda() @ b_low.cuda()).double().cpu()
     error = ((got - want).abs().max() / want.abs().max()).item()
-    check(error < tolerance, "%s matmul 512x384x640: max error %.2e of the largest entry" % (dtype, error))
+    check(error < tolerance,
+          "%s matmul 512x384x640: max error %.2e of the largest entry" % (dtype, error))
 
 batch = torch.randn(8, 64, 32)
 other = torch.randn(8, 32, 48)
