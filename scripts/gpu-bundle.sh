@@ -1,0 +1,200 @@
+#!/usr/bin/env bash
+# Builds the GPU validation bundle (docs/gpu-validation.md): one self-contained folder, under
+# 64 MiB, that proves the cuda backend on a machine with an NVIDIA GPU and none of our Debian
+# dependencies. Copy it there and run DIR/gpu-check.sh; DIR/gpu-check.sh --chained runs the same
+# flow here, with an emu server standing in for the GPU.
+#
+#   scripts/gpu-bundle.sh [--from-build BUILD] [DIR]        (DIR default build/gpu-bundle)
+#
+# By default gpupoold, gpupool and libcuda.so.1 get their own optimized build
+# (GPU_BUNDLE_BUILD_DIR, default build-bundle-release). --from-build BUILD takes them from an
+# existing RelWithDebInfo or Release build instead (CI's, already built: no second compile) and
+# sets their RPATH with patchelf.
+# Environment: CUDA_HOME (default /usr/local/cuda), JOBS (default nproc).
+#
+# Layout of DIR:
+#   gpu-check.sh, gpu_check.py    the check (gpu-check.sh --help)
+#   bin/gpupoold, bin/gpupool     stripped, RPATH $ORIGIN/../lib/deps
+#   lib/libcuda.so.1              our driver: the only file pooled programs put on LD_LIBRARY_PATH
+#   lib/deps/                     every shared library the three need except glibc's own
+#                                 (libstdc++, libgcc_s, capnp, kj, ssl, crypto, zstd, lz4, ...)
+#   programs/basic, programs/emu  tests/programs and tests/emu_programs, nvcc, static cudart
+#   programs/toolkit              tests/gpu_check/programs: cuBLAS/cuBLASLt/cuFFT/cuRAND/cuSPARSE/
+#                                 cuSOLVER, linked against the machine's shared toolkit libraries
+#   python/                       tests/gpu_check/python: PyTorch, CuPy, JAX, numba-cuda checks
+#   BUNDLE                        what was built, from which commit, and the size
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+FROM_BUILD=
+if [[ ${1:-} == --from-build ]]; then
+  FROM_BUILD=${2:?--from-build needs a build folder}
+  shift 2
+fi
+DIR=${1:-$ROOT/build/gpu-bundle}
+BUILD=${GPU_BUNDLE_BUILD_DIR:-$ROOT/build-bundle-release}
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+JOBS=${JOBS:-$(nproc)}
+NVCC=$CUDA_HOME/bin/nvcc
+MAX_BYTES=$((64 * 1024 * 1024))
+# The libraries every Linux has with its glibc: never bundled (a bundled glibc would not match the
+# machine's dynamic loader).
+GLIBC_LIBS='^(libc|libm|libdl|libpthread|librt|libresolv|libutil|ld-linux-x86-64|linux-vdso)\.so'
+
+started=$SECONDS
+say() { echo "gpu-bundle: $*"; }
+die() {
+  echo "gpu-bundle: $*" >&2
+  exit 1
+}
+[[ -x $NVCC ]] || die "nvcc not found at $NVCC (set CUDA_HOME)"
+DIR=$(mkdir -p "$DIR" && cd "$DIR" && pwd)
+[[ $DIR != "$ROOT" && $DIR != / ]] || die "refusing to use $DIR as the bundle folder"
+
+# 1. gpupoold, gpupool and libcuda.so.1, optimized and stripped: built as RelWithDebInfo (-O2
+#    -DNDEBUG -g, the flags the tree's -Werror is kept clean at; -O3 trips gcc 12's -Wrestrict
+#    false positive in std::string), so ccache shares the objects with the usual build; strip
+#    removes the debug information, which does not change the code. DT_RPATH (not RUNPATH) so
+#    that the bundled libraries' own dependencies are found in lib/deps too, and so that
+#    libcuda.so.1 finds its dependencies there whichever program loads it.
+if [[ -n $FROM_BUILD ]]; then
+  command -v patchelf >/dev/null || die "--from-build needs patchelf (apt-get install patchelf)"
+  build_type=$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$FROM_BUILD/CMakeCache.txt")
+  sanitize=$(sed -n 's/^GPUPOOL_SANITIZE:[A-Z]*=//p' "$FROM_BUILD/CMakeCache.txt")
+  [[ $build_type =~ ^(RelWithDebInfo|Release)$ && -z $sanitize ]] ||
+    die "--from-build $FROM_BUILD: a $build_type${sanitize:+ $sanitize-sanitized} build, not an optimized plain one"
+  BUILD=$FROM_BUILD
+  say "taking gpupoold, gpupool, libcuda.so.1 from $BUILD ($build_type)"
+else
+  launcher=()
+  if command -v ccache >/dev/null; then
+    launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+  fi
+  say "building gpupoold, gpupool, libcuda.so.1 in $BUILD"
+  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUPOOL_BUILD_TESTS=OFF \
+    "-DCMAKE_BUILD_RPATH=\$ORIGIN/../lib/deps" \
+    -DCMAKE_EXE_LINKER_FLAGS=-Wl,--disable-new-dtags \
+    -DCMAKE_SHARED_LINKER_FLAGS=-Wl,--disable-new-dtags \
+    "${launcher[@]}" >/dev/null
+  cmake --build "$BUILD" -j "$JOBS" --target gpupoold gpupool cuda
+fi
+
+rm -rf "${DIR:?}"/*
+mkdir -p "$DIR/bin" "$DIR/lib/deps" "$DIR/programs/basic" "$DIR/programs/emu" \
+  "$DIR/programs/toolkit" "$DIR/python"
+cp "$BUILD/bin/gpupoold" "$BUILD/bin/gpupool" "$DIR/bin/"
+cp -L "$BUILD/lib/libcuda.so.1" "$DIR/lib/"
+strip --strip-unneeded "$DIR/bin/gpupoold" "$DIR/bin/gpupool" "$DIR/lib/libcuda.so.1"
+if [[ -n $FROM_BUILD ]]; then
+  for elf in "$DIR/bin/gpupoold" "$DIR/bin/gpupool" "$DIR/lib/libcuda.so.1"; do
+    # shellcheck disable=SC2016 # $ORIGIN is for the dynamic loader
+    patchelf --force-rpath --set-rpath '$ORIGIN/../lib/deps' "$elf"
+  done
+fi
+
+# 2. Their shared libraries, except glibc's. ldd lists the transitive closure.
+for elf in "$DIR/bin/gpupoold" "$DIR/bin/gpupool" "$DIR/lib/libcuda.so.1"; do
+  ldd "$elf" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' |
+    while read -r soname path; do
+      [[ $soname =~ $GLIBC_LIBS ]] && continue
+      [[ -e $DIR/lib/deps/$soname ]] && continue
+      cp -L "$path" "$DIR/lib/deps/$soname"
+      chmod u+w "$DIR/lib/deps/$soname"
+      strip --strip-unneeded "$DIR/lib/deps/$soname"
+    done
+done
+
+# 3. CUDA programs. One nvcc pass per program: compute_80 PTX (what the emu device interprets,
+#    and what any newer GPU can JIT) and sm_90 SASS built from it (the H200 runs it as is).
+#    The programs find the bundled libstdc++ through their RPATH, as the bundle's binaries do.
+NVCC_FLAGS=(-O2 -std=c++17 -I"$ROOT/tests/programs" "-Xcompiler=-Wall,-Wextra,-Werror"
+  "-gencode=arch=compute_80,code=[sm_90,compute_80]"
+  -Xlinker --disable-new-dtags -Xlinker -rpath -Xlinker "\$ORIGIN/../../lib/deps")
+if command -v g++ >/dev/null; then NVCC_FLAGS+=(-ccbin "$(command -v g++)"); fi
+# tests/programs, all of them: gpu-check.sh decides what runs where (multi_device needs two
+# devices).
+basic=(copy2d device_query driver_ptx error_cases events memory_roundtrip memset multi_device
+  pinned_streams vector_add)
+driver_api=(driver_ptx memset)
+# tests/emu_programs except unsupported_mma/unsupported_texture, which test that the emu device
+# refuses what it does not implement (on a GPU they simply run).
+emu=()
+for source in "$ROOT"/tests/emu_programs/programs/*.cu; do
+  name=$(basename "$source" .cu)
+  [[ $name == unsupported_* ]] || emu+=("$name")
+done
+toolkit=()
+declare -A toolkit_libs=(
+  [cublas_sgemm]="-lcublas" [cublas_gemmex_bf16]="-lcublas" [cublas_gemmex_fp16]="-lcublas"
+  [cublaslt_matmul]="-lcublasLt" [cufft_c2c]="-lcufft" [curand_generate]="-lcurand"
+  [cusparse_spmv]="-lcusparse" [cusolver_potrf]="-lcusolver")
+for source in "$ROOT"/tests/gpu_check/programs/*.cu; do
+  toolkit+=("$(basename "$source" .cu)")
+done
+
+jobs_file=$(mktemp)
+trap 'rm -f "$jobs_file"' EXIT
+{
+  for name in "${basic[@]}"; do
+    extra=""
+    [[ " ${driver_api[*]} " == *" $name "* ]] && extra="-L$CUDA_HOME/lib64/stubs -lcuda"
+    printf '%s\t%s\t%s\n' "$ROOT/tests/programs/$name.cu" "$DIR/programs/basic/$name" "$extra"
+  done
+  for name in "${emu[@]}"; do
+    printf '%s\t%s\t\n' "$ROOT/tests/emu_programs/programs/$name.cu" "$DIR/programs/emu/$name"
+  done
+  for name in "${toolkit[@]}"; do
+    libs=${toolkit_libs[$name]:-}
+    [[ -n $libs ]] || die "tests/gpu_check/programs/$name.cu: add its libraries to toolkit_libs"
+    printf '%s\t%s\t%s\n' "$ROOT/tests/gpu_check/programs/$name.cu" \
+      "$DIR/programs/toolkit/$name" "-I$ROOT/tests/gpu_check/programs -L$CUDA_HOME/lib64 $libs"
+  done
+} >"$jobs_file"
+
+# One program: source, output, extra link flags (tab-separated).
+compile_program() {
+  local source output extra log
+  IFS=$'\t' read -r source output extra <<<"$1"
+  local -a flags
+  mapfile -t flags <<<"$NVCC_FLAG_LINES"
+  # shellcheck disable=SC2086 # extra holds several flags
+  if ! log=$("$NVCC" "${flags[@]}" "$source" -o "$output" $extra 2>&1); then
+    printf 'gpu-bundle: nvcc failed for %s:\n%s\n' "$source" "$log" >&2
+    return 255 # stops xargs
+  fi
+  strip --strip-unneeded "$output"
+}
+export -f compile_program
+export NVCC
+NVCC_FLAG_LINES=$(printf '%s\n' "${NVCC_FLAGS[@]}")
+export NVCC_FLAG_LINES
+say "nvcc: $(wc -l <"$jobs_file") programs, $JOBS at a time"
+# shellcheck disable=SC2016 # expanded by the inner bash
+xargs -P "$JOBS" -d '\n' -n 1 bash -c 'compile_program "$1"' _ <"$jobs_file" ||
+  die "a program did not build"
+
+# What each toolkit program needs from the machine, for gpu-check.sh to find it (or say it is
+# missing): its NEEDED libraries other than glibc's, libstdc++ and libgcc_s.
+for name in "${toolkit[@]}"; do
+  echo "$name $(readelf -d "$DIR/programs/toolkit/$name" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' |
+    grep -Ev "$GLIBC_LIBS|^libstdc\+\+|^libgcc_s" | tr '\n' ' ')"
+done >"$DIR/programs/toolkit/NEEDS"
+
+# 4. The Python checks and the check itself.
+cp "$ROOT"/tests/gpu_check/python/*.py "$DIR/python/"
+cp "$ROOT/tests/gpu_check/gpu-check.sh" "$ROOT/tests/gpu_check/gpu_check.py" "$DIR/"
+chmod +x "$DIR/gpu-check.sh"
+
+bytes=$(du -sb "$DIR" | cut -f1)
+{
+  echo "gpupool GPU validation bundle"
+  echo "commit: $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)"
+  echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(sed -n 's/^PRETTY_NAME=//p' /etc/os-release)"
+  echo "nvcc: $("$NVCC" --version | tail -n 1)"
+  echo "nvcc flags: ${NVCC_FLAGS[*]}"
+  echo "size: $bytes bytes"
+  echo "toolkit programs link these shared libraries from the GPU machine: $(
+    printf '%s\n' "${toolkit_libs[@]}" | sort -u | tr '\n' ' ')"
+} >"$DIR/BUNDLE"
+say "$DIR: $(du -sh "$DIR" | cut -f1) ($bytes bytes), $((SECONDS - started)) s"
+((bytes < MAX_BYTES)) || die "the bundle is $bytes bytes, over the 64 MiB budget"

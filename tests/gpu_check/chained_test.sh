@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# ctest gpu_check_chained: builds the GPU validation bundle, checks that it is self-contained (its
+# binaries start with an empty environment and need nothing outside it but glibc) and under
+# 64 MiB, and runs gpu-check.sh --chained: every program must pass natively (straight to the emu
+# server) and pooled (through the cuda backend), the toolkit and Python items must skip with a
+# reason, and the last line must say "N passed, 0 failed".
+#
+#   chained_test.sh BUILD_DIR BUNDLE_DIR RESULTS_DIR
+#
+# The bundle takes gpupoold, gpupool and libcuda.so.1 from BUILD_DIR when patchelf is there
+# (scripts/install-deps.sh installs it), else builds its own (minutes more).
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BUILD=$1
+BUNDLE=$2
+RESULTS=$3
+GLIBC_LIBS='^(libc|libm|libdl|libpthread|librt|libresolv|libutil|ld-linux-x86-64|linux-vdso)\.so'
+problems=0
+problem() {
+  echo "chained_test: $*" >&2
+  problems=$((problems + 1))
+}
+
+started=$SECONDS
+if command -v patchelf >/dev/null; then
+  "$ROOT/scripts/gpu-bundle.sh" --from-build "$BUILD" "$BUNDLE"
+else
+  echo "chained_test: no patchelf: the bundle builds its own gpupoold, gpupool, libcuda.so.1"
+  GPU_BUNDLE_BUILD_DIR=$BUILD/gpu-bundle-build "$ROOT/scripts/gpu-bundle.sh" "$BUNDLE"
+fi
+echo "chained_test: bundle built in $((SECONDS - started)) s"
+
+bytes=$(du -sb "$BUNDLE" | cut -f1)
+((bytes < 64 * 1024 * 1024)) || problem "the bundle is $bytes bytes, over 64 MiB"
+
+# Nothing outside the bundle but glibc, resolved with an empty environment (no LD_LIBRARY_PATH),
+# from each executable and from libcuda.so.1 (lib/deps are found through their RPATH, so they are
+# checked as what those load). libcuda.so.1 itself is the machine's or ours, found at run time;
+# the toolkit programs also link the machine's CUDA libraries (libcu*, libnv*).
+mapfile -t roots < <(find "$BUNDLE/bin" "$BUNDLE/programs" -type f ! -name NEEDS -print;
+  echo "$BUNDLE/lib/libcuda.so.1")
+for elf in "${roots[@]}"; do
+  toolkit_program=false
+  [[ $elf == "$BUNDLE/programs/toolkit/"* ]] && toolkit_program=true
+  while read -r soname arrow path _; do
+    [[ $arrow == "=>" ]] || continue
+    [[ $soname =~ $GLIBC_LIBS || $soname == libcuda.so.1 ]] && continue
+    $toolkit_program && [[ $soname =~ ^lib(cu|nv) ]] && continue
+    if [[ $path == "not" ]]; then
+      problem "$elf: $soname not found"
+    elif [[ $(realpath "$path") != "$(realpath "$BUNDLE")"/* ]]; then
+      problem "$elf: $soname resolves outside the bundle, to $path"
+    fi
+  done < <(env -i ldd "$elf")
+done
+for binary in gpupoold gpupool; do
+  env -i "$BUNDLE/bin/$binary" --help >/dev/null || problem "env -i bin/$binary --help failed"
+done
+
+started=$SECONDS
+set +e
+"$BUNDLE/gpu-check.sh" --chained --out "$RESULTS" | tee "$RESULTS.log"
+status=${PIPESTATUS[0]}
+set -e
+echo "chained_test: gpu-check.sh --chained took $((SECONDS - started)) s"
+last=$(tail -n 1 "$RESULTS.log")
+[[ $last =~ ^[0-9]+\ passed,\ 0\ failed$ ]] || problem "last line is '$last'"
+((status == 0)) || problem "gpu-check.sh --chained exited with $status"
+python3 - "$RESULTS/results.json" "$BUNDLE" <<'PYTHON' || problem "results.json does not hold what it must"
+import json, os, sys
+results = json.load(open(sys.argv[1]))
+items = {item["name"]: item for item in results["items"]}
+bundle = sys.argv[2]
+ok = True
+def need(condition, what):
+    global ok
+    if not condition:
+        print("chained_test: " + what, file=sys.stderr)
+        ok = False
+programs = ["%s/%s" % (group, name) for group in ("basic", "emu")
+            for name in os.listdir(os.path.join(bundle, "programs", group))]
+need(len(programs) >= 35, "only %d programs in the bundle" % len(programs))
+for name in programs:
+    item = items.get(name, {})
+    if name == "basic/multi_device":
+        need(item.get("status") == "skip", "basic/multi_device must skip (one device)")
+        continue
+    need(item.get("status") == "pass", "%s: %s" % (name, item.get("reason", item.get("status"))))
+    need(item.get("native", {}).get("seconds", 0) > 0 and item.get("pooled", {}).get("seconds", 0) > 0,
+         "%s: no native and pooled times" % name)
+for name, item in items.items():
+    if name.startswith(("toolkit/", "python/")):
+        need(item["status"] == "skip" and item.get("reason"), "%s must skip with a reason" % name)
+need(sum(n.startswith("toolkit/") for n in items) >= 8, "fewer than 8 toolkit programs")
+need(sum(n.startswith("python/") for n in items) >= 15, "fewer than 15 Python checks")
+need(items.get("bench", {}).get("status") == "pass", "gpupool bench failed")
+need(results["failed"] == 0, "%d items failed" % results["failed"])
+sys.exit(0 if ok else 1)
+PYTHON
+
+if ((problems)); then
+  echo "chained_test: $problems problems"
+  exit 1
+fi
+echo "chained_test: the bundle is $bytes bytes; chained flow passed"

@@ -1,0 +1,813 @@
+#!/usr/bin/env python3
+"""The GPU validation check (docs/gpu-validation.md); gpu-check.sh runs it from the bundle.
+
+Normal mode serves the machine's real libcuda.so.1 with `gpupoold --backend cuda` on loopback and
+runs every item twice: natively (the real driver) and pooled (our libcuda.so.1 first on
+LD_LIBRARY_PATH, GPU_POOL_ENDPOINT at that server). --chained runs the same flow without a GPU:
+an emu server, and a cuda-backend server whose driver is our own libcuda.so.1 pointed at it;
+"native" then means straight to the emu server.
+
+Every run is its own process with a timeout, so a crash or a hang shows as that item's failure
+and the rest still run; a server that dies is restarted. Standard library only: the GPU machine
+has nothing of ours installed.
+"""
+
+import argparse
+import glob
+import json
+import os
+import platform
+import re
+import select
+import signal
+import subprocess
+import sys
+import time
+
+BUNDLE = os.path.dirname(os.path.abspath(__file__))
+OUR_LIB = os.path.join(BUNDLE, "lib")
+GPUPOOLD = os.path.join(BUNDLE, "bin", "gpupoold")
+GPUPOOL = os.path.join(BUNDLE, "bin", "gpupool")
+SKIP_EXIT = 77
+MAX_STARTS = 5  # per server, the first start included
+
+# Programs that end in a specific way instead of exit 0 and a last line "PASS": the exit code and
+# a fragment their output must contain (as tests/emu_programs/program_suite_test.cc expects).
+SPECIAL_ENDINGS = {
+    "emu/device_assert": (42, "cudaDeviceSynchronize after failing assert: cudaErrorAssert"),
+    "emu/out_of_bounds": (43, "cudaDeviceSynchronize after the bad store: cudaErrorIllegalAddress"),
+}
+# Programs whose key=value lines (device properties) must be the same natively and pooled.
+COMPARE_KEY_VALUES = {"basic/device_query"}
+ALWAYS_SKIPPED = {"basic/multi_device": "needs two devices; the check serves one"}
+# Where NVIDIA's driver is installed on common distributions and containers.
+DRIVER_CANDIDATES = [
+    "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
+    "/usr/lib64/libcuda.so.1",
+    "/usr/lib/libcuda.so.1",
+    "/usr/local/nvidia/lib64/libcuda.so.1",
+    "/usr/lib/wsl/lib/libcuda.so.1",
+]
+CLIENT_VARIABLES = ("GPU_POOL_ENDPOINT", "GPU_POOL_LOG", "GPU_POOL_CONNECT_TIMEOUT_MS",
+                    "GPU_POOL_CALL_TIMEOUT_MS", "GPU_POOL_TOKEN", "GPU_POOL_TRANSPORT",
+                    "GPU_POOL_LIBRARY_DIR")
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(
+        prog="gpu-check.sh",
+        description="Runs the bundle's programs and Python checks natively and through a "
+        "loopback gpupoold --backend cuda; ends with 'N passed, M failed'.")
+    parser.add_argument("--chained", action="store_true",
+                        help="no GPU: serve an emu server through gpupoold --backend cuda "
+                        "--driver BUNDLE/lib/libcuda.so.1")
+    parser.add_argument("--out", default="gpu-check-results",
+                        help="folder for results.json, the table and the logs "
+                        "(default ./gpu-check-results)")
+    parser.add_argument("--timeout", type=float, default=None,
+                        help="seconds each run of an item may take (default 90; --chained 240)")
+    parser.add_argument("--budget", type=float, default=450,
+                        help="seconds for the whole check (default 450); items left when it is "
+                        "spent are skipped, and runs get at most what is left")
+    parser.add_argument("--driver", help="the machine's libcuda.so.1 (default: found via "
+                        "ldconfig and the usual paths)")
+    parser.add_argument("--only", action="append", default=[],
+                        help="run only items whose name contains this (repeatable)")
+    parser.add_argument("--list", action="store_true", help="list the items and exit")
+    args = parser.parse_args()
+    if args.timeout is None:
+        args.timeout = 240.0 if args.chained else 90.0
+    return args
+
+
+# ---------------------------------------------------------------------------------------------
+# Locating the machine's driver and toolkit libraries
+
+
+def ldconfig_paths(soname):
+    """Paths ldconfig's cache knows for a soname (x86-64 ones first)."""
+    try:
+        text = subprocess.run(["ldconfig", "-p"], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, universal_newlines=True,
+                              timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        try:
+            text = subprocess.run(["/sbin/ldconfig", "-p"], stdout=subprocess.PIPE,
+                                  stderr=subprocess.DEVNULL, universal_newlines=True,
+                                  timeout=10).stdout
+        except (OSError, subprocess.SubprocessError):
+            return []
+    found = []
+    for line in text.splitlines():
+        parts = line.strip().split(" => ")
+        if len(parts) == 2 and parts[0].split(" ")[0] == soname:
+            found.append((0 if "x86-64" in parts[0] else 1, parts[1].strip()))
+    return [path for _, path in sorted(found)]
+
+
+def inside_bundle(path):
+    return os.path.realpath(path).startswith(os.path.realpath(BUNDLE) + os.sep)
+
+
+def find_real_driver(given):
+    if given:
+        return os.path.abspath(given) if os.path.exists(given) else None
+    for path in ldconfig_paths("libcuda.so.1") + DRIVER_CANDIDATES:
+        if os.path.exists(path) and not inside_bundle(path):
+            return os.path.abspath(path)
+    return None
+
+
+def toolkit_library_dirs():
+    """Folders that may hold the CUDA toolkit's shared libraries (cuBLAS, cuFFT, ...), best first:
+    the toolkit, then the pip wheels PyTorch and JAX bring along."""
+    dirs = []
+    cuda_home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if cuda_home:
+        dirs += [os.path.join(cuda_home, "lib64"), os.path.join(cuda_home, "lib")]
+    dirs += ["/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib"]
+    dirs += sorted(glob.glob("/usr/local/cuda-*/lib64"), reverse=True)
+    dirs += [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d]
+    for site in sys.path:
+        dirs += sorted(glob.glob(os.path.join(site, "nvidia", "*", "lib")))
+    dirs += ["/usr/lib/x86_64-linux-gnu", "/usr/lib64"]
+    unique = []
+    for d in dirs:
+        if os.path.isdir(d) and d not in unique and not inside_bundle(d):
+            unique.append(d)
+    return unique
+
+
+def find_library_dir(soname, dirs):
+    for d in dirs:
+        if os.path.exists(os.path.join(d, soname)):
+            return d
+    for path in ldconfig_paths(soname):
+        if os.path.exists(path):
+            return os.path.dirname(path)
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Processes
+
+
+class RunResult:
+    """How a run ended. Its stdout is what is judged (the programs' and checks' PASS/FAIL/SKIP
+    lines); stderr (library warnings, tracebacks) only explains failures."""
+
+    def __init__(self, exit_code, seconds, output, timed_out, errors=""):
+        self.exit_code = exit_code  # negative: killed by that signal
+        self.seconds = seconds
+        self.output = output
+        self.errors = errors
+        self.timed_out = timed_out
+
+    def lines(self):
+        return [line.rstrip() for line in self.output.splitlines()]
+
+    def last_line(self):
+        for line in reversed(self.lines()):
+            if line.strip():
+                return line.strip()
+        return ""
+
+    def explanation(self):
+        """The last line of stdout, or of stderr when that says more (a traceback's last line)."""
+        last = self.last_line()
+        if last.startswith(("FAIL", "SKIP")) or not self.errors.strip():
+            return last
+        return "%s | stderr: %s" % (last, self.errors.strip().splitlines()[-1].strip())
+
+    def skip_reason(self):
+        for line in self.lines():
+            if line.startswith("SKIP"):
+                return line.split(":", 1)[1].strip() if ":" in line else line
+        return "exit code 77" if self.exit_code == SKIP_EXIT else None
+
+    def describe(self):
+        if self.timed_out:
+            return "timed out after %.0f s" % self.seconds
+        if self.exit_code < 0:
+            try:
+                name = signal.Signals(-self.exit_code).name
+            except ValueError:
+                name = str(-self.exit_code)
+            return "killed by %s" % name
+        return "exit code %d" % self.exit_code
+
+
+def run_process(argv, env, timeout, log_path):
+    """Runs argv in its own process group, stdout to log_path and stderr to log_path.stderr; the
+    whole group is killed on timeout."""
+    started = time.monotonic()
+    with open(log_path, "w+") as log, open(log_path + ".stderr", "w+") as errors:
+        try:
+            proc = subprocess.Popen(argv, env=env, stdout=log, stderr=errors,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+        except OSError as error:
+            errors.write("cannot start %s: %s\n" % (argv[0], error))
+            return RunResult(127, 0.0, "cannot start %s: %s" % (argv[0], error), False)
+        timed_out = False
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            kill_group(proc)
+        seconds = time.monotonic() - started
+        kill_group(proc)  # anything the item left behind
+        log.seek(0)
+        errors.seek(0)
+        return RunResult(proc.returncode, seconds, log.read(), timed_out, errors.read())
+
+
+def kill_group(proc):
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def clean_environment(extra):
+    """The caller's environment without gpupool's client settings, plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if k not in CLIENT_VARIABLES}
+    env.update(extra)
+    return env
+
+
+def library_path(dirs):
+    """LD_LIBRARY_PATH: `dirs` first, then the caller's own (containers and conda environments set
+    it for their CUDA libraries)."""
+    caller = [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d]
+    return ":".join(dirs + [d for d in caller if d not in dirs])
+
+
+class Server:
+    """A gpupoold on a loopback port the kernel picks; its log goes to a file."""
+
+    def __init__(self, name, args, env, log_dir):
+        self.name = name
+        self.args = args
+        self.env = env
+        self.log_path = os.path.join(log_dir, "gpupoold-%s.log" % name)
+        self.proc = None
+        self.endpoint = None
+        self.starts = 0
+
+    def start(self, timeout=60):
+        self.starts += 1
+        log = open(self.log_path, "a")
+        log.write("=== start %d: %s\n" % (self.starts, " ".join(self.args)))
+        log.flush()
+        self.proc = subprocess.Popen([GPUPOOLD, "--listen", "tcp://127.0.0.1:0"] + self.args,
+                                     env=self.env, stdout=subprocess.PIPE, stderr=log,
+                                     stdin=subprocess.DEVNULL, universal_newlines=True,
+                                     start_new_session=True)
+        log.close()
+        deadline = time.monotonic() + timeout
+        # The first stdout line names the endpoint; the rest is drained into the log.
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([self.proc.stdout], [], [], deadline - time.monotonic())
+            if not ready:
+                break
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            match = re.search(r"listening on (tcp://\S+)", line)
+            if match:
+                self.endpoint = match.group(1)
+                self._drain_stdout()
+                return
+        self.stop()
+        last = [line for line in tail(self.log_path, 5).splitlines() if line.strip()]
+        raise RuntimeError("gpupoold (%s) did not start: %s (log: %s)"
+                           % (self.name, last[-1] if last else "no output", self.log_path))
+
+    def _drain_stdout(self):
+        import threading
+
+        def drain(stream, path):
+            with open(path, "a") as log:
+                for line in stream:
+                    log.write(line)
+                    log.flush()
+
+        threading.Thread(target=drain, args=(self.proc.stdout, self.log_path),
+                         daemon=True).start()
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def ensure_running(self):
+        """Restarts a server that died; returns how it ended, or None when it was running. A
+        server that keeps dying is left down (its runs then fail at once) after MAX_STARTS."""
+        if self.alive():
+            return None
+        ended = "exit code %s" % self.proc.returncode if self.proc else "not running"
+        if self.starts >= MAX_STARTS:
+            return ended + "; not restarted: started %d times already" % self.starts
+        try:
+            self.start()
+            return ended + "; restarted"
+        except RuntimeError as error:
+            return ended + "; the restart failed: %s" % error
+
+    def stop(self):
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+                self.proc.wait(timeout=10)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                kill_group(self.proc)
+        self.proc = None
+
+
+def tail(path, lines=30):
+    try:
+        with open(path) as f:
+            return "".join(f.readlines()[-lines:])
+    except OSError:
+        return ""
+
+
+# ---------------------------------------------------------------------------------------------
+# Items
+
+
+class Item:
+    def __init__(self, name, kind, argv, needs=(), requires=None):
+        self.name = name  # basic/vector_add, emu/..., toolkit/..., python/..., bench
+        self.kind = kind  # program | toolkit | python | bench
+        self.argv = argv
+        self.needs = list(needs)  # toolkit sonames the program links
+        self.requires = requires  # the Python module a check needs
+
+
+def python_requirement(path):
+    """A Python check names its module in a line '# gpu-check: requires MODULE'."""
+    with open(path) as f:
+        for line in f:
+            match = re.match(r"#\s*gpu-check:\s*requires\s+(\S+)", line)
+            if match:
+                return match.group(1)
+    return None
+
+
+def toolkit_needs():
+    needs = {}
+    path = os.path.join(BUNDLE, "programs", "toolkit", "NEEDS")
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                words = line.split()
+                if words:
+                    needs[words[0]] = words[1:]
+    return needs
+
+
+def discover_items():
+    items = []
+    for group in ("basic", "emu"):
+        for path in sorted(glob.glob(os.path.join(BUNDLE, "programs", group, "*"))):
+            if os.access(path, os.X_OK) and os.path.isfile(path):
+                name = "%s/%s" % (group, os.path.basename(path))
+                items.append(Item(name, "program", [path]))
+    needs = toolkit_needs()
+    for path in sorted(glob.glob(os.path.join(BUNDLE, "programs", "toolkit", "*"))):
+        base = os.path.basename(path)
+        if os.access(path, os.X_OK) and os.path.isfile(path):
+            items.append(Item("toolkit/" + base, "toolkit", [path], needs=needs.get(base, [])))
+    # The bench before the Python checks: these take longest, and the budget may run out.
+    items.append(Item("bench", "bench", [GPUPOOL, "bench", "--json"]))
+    for path in sorted(glob.glob(os.path.join(BUNDLE, "python", "*.py"))):
+        base = os.path.basename(path)
+        if base.startswith("_"):
+            continue
+        items.append(Item("python/" + base[:-3], "python", [sys.executable, path],
+                          requires=python_requirement(path)))
+    return items
+
+
+def module_available(module):
+    import importlib.util
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+class Check:
+    def __init__(self, args):
+        self.args = args
+        self.out = os.path.abspath(args.out)
+        self.logs = os.path.join(self.out, "logs")
+        self.artifacts = os.path.join(self.out, "artifacts")
+        os.makedirs(self.logs, exist_ok=True)
+        os.makedirs(self.artifacts, exist_ok=True)
+        self.servers = []
+        self.driver = None
+        self.library_dirs = toolkit_library_dirs()
+        self.native_endpoint = None  # chained: the emu server
+        self.emu = None
+        self.cuda = None
+        self.deadline = time.monotonic() + args.budget
+
+    # --- servers -------------------------------------------------------------------------------
+
+    def start_servers(self):
+        """Starts the servers; raises RuntimeError when nothing could run. A cuda server that does
+        not start is reported and the items still run (their pooled runs fail)."""
+        if self.args.chained:
+            self.emu = Server("emu", ["--backend", "emu"], clean_environment({}), self.logs)
+            self.emu.start()
+            self.servers.append(self.emu)
+            self.native_endpoint = self.emu.endpoint
+            self.driver = os.path.join(OUR_LIB, "libcuda.so.1")
+            cuda_env = clean_environment({"GPU_POOL_ENDPOINT": self.emu.endpoint})
+        else:
+            self.driver = find_real_driver(self.args.driver)
+            if self.driver is None:
+                raise RuntimeError(
+                    "no NVIDIA driver (libcuda.so.1) found via ldconfig or in %s; pass --driver "
+                    "PATH, or run --chained on a machine without a GPU"
+                    % ", ".join(DRIVER_CANDIDATES))
+            cuda_env = clean_environment({})
+        self.cuda = Server("cuda", ["--backend", "cuda", "--driver", self.driver], cuda_env,
+                           self.logs)
+        self.servers.append(self.cuda)
+        try:
+            self.cuda.start()
+        except RuntimeError as error:
+            return str(error)
+        return None
+
+    def ensure_servers(self):
+        """Restarts what died since the last item; says what died, or returns None. In chained mode
+        a new emu server means a new endpoint, so the cuda server restarts pointed at it."""
+        died = []
+        emu_restarted = False
+        if self.emu is not None and not self.emu.alive():
+            died.append("the emu server (%s)" % self.emu.ensure_running())
+            self.native_endpoint = self.emu.endpoint
+            self.cuda.env["GPU_POOL_ENDPOINT"] = self.emu.endpoint
+            self.cuda.stop()  # restarted below, pointed at the new emu server
+            emu_restarted = True
+        if not self.cuda.alive():
+            ended = self.cuda.ensure_running()
+            if not emu_restarted:
+                died.append("gpupoold --backend cuda (%s)" % ended)
+        return "; ".join(died) or None
+
+    def remaining(self):
+        return self.deadline - time.monotonic()
+
+    def stop_servers(self):
+        for server in reversed(self.servers):
+            server.stop()
+
+    # --- environments --------------------------------------------------------------------------
+
+    def native_env(self, lib_dirs):
+        if self.args.chained:
+            return clean_environment({"LD_LIBRARY_PATH": library_path([OUR_LIB] + lib_dirs),
+                                      "GPU_POOL_ENDPOINT": self.native_endpoint})
+        return clean_environment({"LD_LIBRARY_PATH": library_path(lib_dirs)})
+
+    def pooled_env(self, lib_dirs):
+        return clean_environment({"LD_LIBRARY_PATH": library_path([OUR_LIB] + lib_dirs),
+                                  "GPU_POOL_ENDPOINT": self.cuda.endpoint})
+
+    # --- one item ------------------------------------------------------------------------------
+
+    def skip_reason(self, item):
+        if item.name in ALWAYS_SKIPPED:
+            return ALWAYS_SKIPPED[item.name]
+        if item.kind == "toolkit":
+            if self.args.chained:
+                return ("chained mode has no GPU: the emu device cannot run the library's "
+                        "precompiled kernels")
+            missing = [s for s in item.needs if not find_library_dir(s, self.library_dirs)]
+            if missing:
+                return "%s not found (looked in the CUDA toolkit, LD_LIBRARY_PATH, ldconfig and " \
+                    "pip's nvidia/*/lib)" % ", ".join(missing)
+        if item.kind == "python":
+            if item.requires and not module_available(item.requires):
+                return "Python module %s is not installed for %s" % (item.requires, sys.executable)
+            if self.args.chained:
+                return "chained mode has no GPU to run %s's kernels" % (item.requires or "its")
+        return None
+
+    def run_item(self, item):
+        record = {"name": item.name, "kind": item.kind}
+        reason = self.skip_reason(item)
+        if reason is None and self.remaining() < 5:
+            reason = "the check's --budget of %.0f s is spent" % self.args.budget
+        if reason:
+            record.update(status="skip", reason=reason)
+            return record
+        if item.kind == "bench":
+            return self.run_bench(record)
+        lib_dirs = []
+        for soname in item.needs:
+            d = find_library_dir(soname, self.library_dirs)
+            if d not in lib_dirs:
+                lib_dirs.append(d)
+        if lib_dirs:
+            record["library_dirs"] = lib_dirs
+        runs = {}
+        for mode in ("native", "pooled"):
+            artifact = os.path.join(self.artifacts, "%s.%s.json" % (safe(item.name), mode))
+            log = os.path.join(self.logs, "%s.%s.log" % (safe(item.name), mode))
+            if mode == "pooled" and not self.cuda.alive():
+                result = RunResult(1, 0.0, "gpupoold --backend cuda is not running", False)
+            else:
+                env = self.native_env(lib_dirs) if mode == "native" else self.pooled_env(lib_dirs)
+                env["GPU_CHECK_ARTIFACT"] = artifact
+                result = run_process(item.argv, env, self.run_timeout(), log)
+            runs[mode] = result
+            record[mode] = {"outcome": result.describe(), "exit_code": result.exit_code,
+                            "seconds": round(result.seconds, 3), "timed_out": result.timed_out,
+                            "last_line": result.last_line()[:200], "log": log,
+                            "stderr": log + ".stderr"}
+            if os.path.exists(artifact):
+                record[mode]["artifact"] = artifact
+            if mode == "native" and result.skip_reason() is not None:
+                record.update(status="skip", reason="native run: " + result.skip_reason())
+                return record
+        died = self.ensure_servers()
+        problems = self.judge(item, runs["native"], runs["pooled"], record)
+        if died:
+            record["server_died"] = died
+            problems.append("server down after this item: %s" % died)
+        record["status"] = "fail" if problems else "pass"
+        if problems:
+            record["reason"] = "; ".join(problems)
+        return record
+
+    def judge(self, item, native, pooled, record):
+        problems = []
+        expected_exit, fragment = SPECIAL_ENDINGS.get(item.name, (0, None))
+
+        def check_run(mode, result):
+            if result.timed_out or result.exit_code != expected_exit:
+                problems.append("%s: %s, expected exit code %d (%s)"
+                                % (mode, result.describe(), expected_exit,
+                                   result.explanation()[:200]))
+            elif fragment is not None and fragment not in result.output:
+                problems.append("%s: output lacks '%s'" % (mode, fragment))
+            elif fragment is None and result.last_line() != "PASS":
+                problems.append("%s: last line is '%s', not PASS"
+                                % (mode, result.explanation()[:200]))
+
+        check_run("native", native)
+        if pooled.skip_reason() is not None:
+            problems.append("pooled: skipped (%s) where the native run ran" % pooled.skip_reason())
+        else:
+            check_run("pooled", pooled)
+        if item.name in COMPARE_KEY_VALUES:
+            differences = key_value_differences(native.output, pooled.output)
+            if differences:
+                record["differences"] = differences
+                problems.append("pooled properties differ: " + ", ".join(
+                    "%s native=%s pooled=%s" % (k, a, b) for k, a, b in differences[:8]))
+        if item.kind == "python":
+            problems += self.compare_artifacts(item, record)
+        return problems
+
+    def compare_artifacts(self, item, record):
+        """A check that writes a loss curve ({"losses": [...]}) must write the same one pooled."""
+        native = record["native"].get("artifact")
+        pooled = record["pooled"].get("artifact")
+        if not native and not pooled:
+            return []
+        if not (native and pooled):
+            return ["only the %s run wrote %s" % ("native" if native else "pooled",
+                                                  os.path.basename(native or pooled))]
+        with open(native) as f:
+            a = json.load(f).get("losses", [])
+        with open(pooled) as f:
+            b = json.load(f).get("losses", [])
+        if len(a) != len(b) or not a:
+            return ["loss curves have %d (native) and %d (pooled) points" % (len(a), len(b))]
+        worst = max(abs(x - y) / max(1.0, abs(x)) for x, y in zip(a, b))
+        record["loss_curve"] = {"steps": len(a), "first": a[0], "last_native": a[-1],
+                                "last_pooled": b[-1], "max_relative_difference": worst,
+                                "identical": a == b}
+        if worst > 1e-3:
+            return ["loss curves differ by up to %.3g (relative)" % worst]
+        return []
+
+    def run_bench(self, record):
+        if not self.cuda.alive():
+            record.update(status="fail", reason="gpupoold --backend cuda is not running")
+            return record
+        # --quick keeps the whole check inside its 8 minutes.
+        argv = [GPUPOOL, "bench", "--json", "--quick", "--endpoint", self.cuda.endpoint]
+        if not self.args.chained:
+            # The local-driver column needs a real driver: ours would only reach a server again.
+            argv += ["--local-driver", self.driver]
+        log = os.path.join(self.logs, "bench.log")
+        result = run_process(argv, clean_environment({}), min(300, max(5, self.remaining())), log)
+        record["pooled"] = {"outcome": result.describe(), "exit_code": result.exit_code,
+                            "seconds": round(result.seconds, 3), "log": log}
+        text = result.output
+        try:
+            figures = json.loads(text[text.index("{"):text.rindex("}") + 1])
+        except ValueError:
+            figures = None
+        if figures is not None:
+            record["bench"] = figures
+        died = self.ensure_servers()
+        if result.exit_code == 0 and figures is not None and not died:
+            record["status"] = "pass"
+            return record
+        record["status"] = "fail"
+        record["reason"] = "gpupool bench: %s (%s)" % (result.describe(),
+                                                       result.explanation()[:200])
+        if died:
+            record["reason"] += "; server down after it: %s" % died
+        return record
+
+    def run_timeout(self):
+        return max(1.0, min(self.args.timeout, self.remaining()))
+
+
+def safe(name):
+    return name.replace("/", "_")
+
+
+def key_value_differences(a_text, b_text):
+    def pairs(text):
+        result = {}
+        for line in text.splitlines():
+            if "=" in line and not line.startswith(("PASS", "FAIL")):
+                key, value = line.split("=", 1)
+                result[key.strip()] = value.strip()
+        return result
+
+    a, b = pairs(a_text), pairs(b_text)
+    return [(k, a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Report
+
+
+def seconds_text(record, mode):
+    run = record.get(mode)
+    return "%.2f" % run["seconds"] if run and "seconds" in run else "-"
+
+
+def print_line(record):
+    status = record["status"].upper()
+    line = "%-4s  %-34s native %7s s  pooled %7s s" % (
+        status, record["name"], seconds_text(record, "native"), seconds_text(record, "pooled"))
+    if record.get("reason"):
+        line += "  (%s)" % record["reason"]
+    print(line, flush=True)
+
+
+def table(records):
+    rows = [("item", "result", "native s", "pooled s", "pooled/native", "note")]
+    for r in records:
+        ratio = "-"
+        n, p = r.get("native", {}).get("seconds"), r.get("pooled", {}).get("seconds")
+        if n and p:
+            ratio = "%.2f" % (p / n)
+        note = r.get("reason", "")
+        if r["name"] == "bench" and r.get("bench"):
+            note = bench_summary(r["bench"])
+        if r.get("loss_curve"):
+            curve = r["loss_curve"]
+            note = "loss %.4f -> %.4f, curves %s" % (
+                curve["first"], curve["last_native"],
+                "identical" if curve["identical"]
+                else "differ by %.2g" % curve["max_relative_difference"])
+        note = " ".join(note.split())
+        rows.append((r["name"], r["status"], seconds_text(r, "native"), seconds_text(r, "pooled"),
+                     ratio, note[:110]))
+    widths = [max(len(row[i]) for row in rows) for i in range(5)]
+    lines = []
+    for index, row in enumerate(rows):
+        lines.append("| " + " | ".join(row[i].ljust(widths[i]) for i in range(5)) + " | " + row[5])
+        if index == 0:
+            lines.append("|-" + "-|-".join("-" * widths[i] for i in range(5)) + "-|---")
+    return "\n".join(lines)
+
+
+def bench_summary(bench):
+    parts = []
+    try:
+        parts.append("null call %.1f us" % bench["gpupool"]["null_call"]["median_us"])
+        bw = bench["gpupool"]["bandwidth"]
+        parts.append("H2D %.2f GB/s" % bw["h2d_pinned"][-1]["gb_per_s"])
+        parts.append("D2H %.2f GB/s" % bw["d2h_pinned"][-1]["gb_per_s"])
+        if "local" in bench:
+            local = bench["local"]
+            parts.append("local null call %.1f us" % local["null_call"]["median_us"])
+            parts.append("local H2D %.2f GB/s" % local["bandwidth"]["h2d_pinned"][-1]["gb_per_s"])
+    except (KeyError, IndexError, TypeError):
+        pass
+    return ", ".join(parts)
+
+
+def machine_description():
+    info = {"hostname": platform.node(), "kernel": platform.release(),
+            "python": sys.version.split()[0], "glibc": " ".join(platform.libc_ver())}
+    try:
+        query = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, universal_newlines=True, timeout=20)
+        if query.returncode == 0:
+            info["gpus"] = [line.strip() for line in query.stdout.splitlines() if line.strip()]
+    except (OSError, subprocess.SubprocessError):
+        pass
+    try:
+        with open(os.path.join(BUNDLE, "BUNDLE")) as f:
+            info["bundle"] = f.read().strip().splitlines()
+    except OSError:
+        pass
+    return info
+
+
+def main():
+    args = parse_args()
+    items = discover_items()
+    if args.only:
+        items = [i for i in items if any(s in i.name for s in args.only)]
+    if args.list:
+        for item in items:
+            print(item.name)
+        return 0
+    started = time.monotonic()
+    check = Check(args)
+    mode = "chained (emu server behind gpupoold --backend cuda)" if args.chained else "GPU"
+    print("gpu-check: %s mode, %d items, %.0f s per run; results in %s"
+          % (mode, len(items), args.timeout, check.out), flush=True)
+    records = []
+    error = None
+    try:
+        server_error = check.start_servers()
+        if server_error:
+            records.append({"name": "gpupoold", "kind": "setup", "status": "fail",
+                            "reason": server_error})
+            print("gpu-check: %s" % server_error, flush=True)
+        print("gpu-check: driver %s; cuda server %s%s" % (
+            check.driver, check.cuda.endpoint,
+            ("; emu server " + check.native_endpoint) if check.native_endpoint else ""),
+            flush=True)
+        for item in items:
+            try:
+                record = check.run_item(item)
+            except Exception as error:  # a bug of the check must not hide the other items
+                record = {"name": item.name, "kind": item.kind, "status": "fail",
+                          "reason": "gpu-check itself failed: %r" % error}
+            records.append(record)
+            print_line(record)
+    except RuntimeError as failure:
+        error = str(failure)
+        print("gpu-check: %s" % error, flush=True)
+    except KeyboardInterrupt:
+        error = "interrupted"
+        print("gpu-check: interrupted", flush=True)
+    finally:
+        check.stop_servers()
+    if error:
+        records.append({"name": "setup", "kind": "setup", "status": "fail", "reason": error})
+
+    passed = sum(r["status"] == "pass" for r in records)
+    failed = sum(r["status"] == "fail" for r in records)
+    skipped = sum(r["status"] == "skip" for r in records)
+    wall = time.monotonic() - started
+    text = table(records)
+    print()
+    print(text)
+    summary = {
+        "mode": "chained" if args.chained else "gpu",
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "wall_seconds": round(wall, 1),
+        "timeout_seconds": args.timeout,
+        "driver": check.driver,
+        "machine": machine_description(),
+        "passed": passed, "failed": failed, "skipped": skipped,
+        "items": records,
+    }
+    with open(os.path.join(check.out, "results.json"), "w") as f:
+        json.dump(summary, f, indent=2)
+    with open(os.path.join(check.out, "table.md"), "w") as f:
+        f.write(text + "\n")
+    print()
+    print("gpu-check: %d skipped; %.0f s; %s" % (skipped, wall,
+                                                  os.path.join(check.out, "results.json")))
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
