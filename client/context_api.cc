@@ -21,8 +21,8 @@ CUresult contextOrCurrent(CUcontext h, ContextObject** out) {
 CUresult synchronizeContext(ContextObject* c) {
   if (!c->remote) return CUDA_SUCCESS;  // nothing was ever queued there
   uint64_t remote = c->remote;
-  return c->server->call(
-      "cuCtxSynchronize", [&](wire::Request::Builder b) { b.setCtxSynchronize(remote); });
+  return c->server->call("cuCtxSynchronize",
+                         [&](wire::Request::Builder b) { b.setCtxSynchronize(remote); });
 }
 
 CUresult createContext(CUcontext* pctx, unsigned flags, CUdevice dev) {
@@ -268,19 +268,39 @@ GPUPOOL_DRIVER_API CUresult cuCtxGetLimit(size_t* value, CUlimit limit) {
     }
   }
   switch (limit) {
-    case CU_LIMIT_STACK_SIZE: *value = 1024; break;
-    case CU_LIMIT_PRINTF_FIFO_SIZE: *value = 1 << 20; break;
-    case CU_LIMIT_MALLOC_HEAP_SIZE: *value = 8 << 20; break;
-    case CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH: *value = 2; break;
-    case CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT: *value = 2048; break;
-    case CU_LIMIT_MAX_L2_FETCH_GRANULARITY: *value = 64; break;
-    case CU_LIMIT_PERSISTING_L2_CACHE_SIZE: *value = 0; break;
-    case CU_LIMIT_SHMEM_SIZE:
-      *value = static_cast<size_t>(d->attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN));
+    case CU_LIMIT_STACK_SIZE:
+      *value = 1024;
       break;
-    case CU_LIMIT_CIG_ENABLED: *value = 0; break;
-    case CU_LIMIT_CIG_SHMEM_FALLBACK_ENABLED: *value = 0; break;
-    default: return CUDA_ERROR_UNSUPPORTED_LIMIT;
+    case CU_LIMIT_PRINTF_FIFO_SIZE:
+      *value = 1 << 20;
+      break;
+    case CU_LIMIT_MALLOC_HEAP_SIZE:
+      *value = 8 << 20;
+      break;
+    case CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH:
+      *value = 2;
+      break;
+    case CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT:
+      *value = 2048;
+      break;
+    case CU_LIMIT_MAX_L2_FETCH_GRANULARITY:
+      *value = 64;
+      break;
+    case CU_LIMIT_PERSISTING_L2_CACHE_SIZE:
+      *value = 0;
+      break;
+    case CU_LIMIT_SHMEM_SIZE:
+      *value =
+          static_cast<size_t>(d->attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN));
+      break;
+    case CU_LIMIT_CIG_ENABLED:
+      *value = 0;
+      break;
+    case CU_LIMIT_CIG_SHMEM_FALLBACK_ENABLED:
+      *value = 0;
+      break;
+    default:
+      return CUDA_ERROR_UNSUPPORTED_LIMIT;
   }
   return CUDA_SUCCESS;
 }

@@ -176,7 +176,8 @@ GPUPOOL_DRIVER_API CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode* mode) {
   return CUDA_SUCCESS;
 }
 
-GPUPOOL_DRIVER_API CUresult cuDeviceGetExecAffinitySupport(int* pi, CUexecAffinityType, CUdevice dev) {
+GPUPOOL_DRIVER_API CUresult cuDeviceGetExecAffinitySupport(int* pi, CUexecAffinityType,
+                                                           CUdevice dev) {
   CUresult r;
   if (!deviceOrNull(dev, &r)) return r;
   if (!pi) return CUDA_ERROR_INVALID_VALUE;

@@ -1,5 +1,5 @@
-// Marks a hand-written driver entry point: a strong, exported definition that overrides the generated
-// weak stub of the same name (client/gen). Files that use it are compiled with
+// Marks a hand-written driver entry point: a strong, exported definition that overrides the
+// generated weak stub of the same name (client/gen). Files that use it are compiled with
 // __CUDA_API_VERSION_INTERNAL so each name denotes exactly that ABI (no cuda.h renaming).
 #pragma once
 

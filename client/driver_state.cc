@@ -78,16 +78,15 @@ CUresult DriverState::initialize() {
       auto session = RemoteSession::connect(endpoint, &error, &refusal);
       if (!session) {
         if (endpoints->size() > 1) {
-          logLine("cannot reach " + endpoint.url() + " (in GPU_POOL_ENDPOINT=" + shown + "): " +
-                  error + "; its devices are left out");
+          logLine("cannot reach " + endpoint.url() + " (in GPU_POOL_ENDPOINT=" + shown +
+                  "): " + error + "; its devices are left out");
         }
         continue;
       }
       auto window = session->addressWindow();
       bool clash = false;
       for (auto& [base, size] : windows) {
-        if (window.second && base < window.first + window.second &&
-            window.first < base + size) {
+        if (window.second && base < window.first + window.second && window.first < base + size) {
           clash = true;
         }
       }
@@ -110,8 +109,8 @@ CUresult DriverState::initialize() {
       } else {
         logLine("cannot reach GPU_POOL_ENDPOINT=" + shown + ": " + error);
       }
-      initResult_ = refusal == CUDA_ERROR_NOT_PERMITTED ? CUDA_ERROR_NOT_PERMITTED
-                                                         : CUDA_ERROR_NO_DEVICE;
+      initResult_ =
+          refusal == CUDA_ERROR_NOT_PERMITTED ? CUDA_ERROR_NOT_PERMITTED : CUDA_ERROR_NO_DEVICE;
       return;
     }
     std::vector<DeviceRoute> all;
@@ -126,7 +125,8 @@ CUresult DriverState::initialize() {
     for (auto& route : all) {
       auto& attrs = route.server->device(route.serverDevice).attributes;
       if (attrs.size() <= CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID) continue;
-      while (!seen.insert({attrs[CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID], attrs[CU_DEVICE_ATTRIBUTE_PCI_BUS_ID],
+      while (!seen.insert({attrs[CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID],
+                           attrs[CU_DEVICE_ATTRIBUTE_PCI_BUS_ID],
                            attrs[CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID]})
                   .second) {
         attrs[CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID] += 0x100;
@@ -140,8 +140,8 @@ CUresult DriverState::initialize() {
       size_t start = 0;
       while (start <= list.size()) {
         size_t comma = list.find(',', start);
-        std::string item = list.substr(start, comma == std::string::npos ? std::string::npos
-                                                                         : comma - start);
+        std::string item =
+            list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
         std::optional<size_t> index;
         if (item.rfind("GPU-", 0) == 0) {
           std::string prefix = item.substr(4);
@@ -260,8 +260,7 @@ void DriverState::releaseRemote(ContextObject* ctx) {
   }
   destroyContextLocalStorage(reinterpret_cast<CUcontext>(ctx));
   if (remote) {
-    ctx->server->call("cuCtxDestroy",
-                      [&](wire::Request::Builder b) { b.setCtxDestroy(remote); });
+    ctx->server->call("cuCtxDestroy", [&](wire::Request::Builder b) { b.setCtxDestroy(remote); });
   }
 }
 

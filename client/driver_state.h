@@ -1,8 +1,9 @@
-// Client-side driver state: initialization, the server session, and the objects behind CUDA handles.
+// Client-side driver state: initialization, the server session, and the objects behind CUDA
+// handles.
 //
 // Every CUDA handle the library gives out (CUcontext, CUstream, CUevent, CUmodule, CUfunction,
-// CUlibrary, CUkernel) points at one of the structs below. Each starts with a tag so a handle of the
-// wrong kind, or garbage, is recognised and refused instead of being trusted: a handle is only
+// CUlibrary, CUkernel) points at one of the structs below. Each starts with a tag so a handle of
+// the wrong kind, or garbage, is recognised and refused instead of being trusted: a handle is only
 // dereferenced after it is found in the registry of live objects, so a stale or bogus handle is an
 // error and never a wild read.
 #pragma once
@@ -35,14 +36,14 @@ enum class Tag : uint32_t {
 
 struct ContextObject {
   Tag tag = Tag::kContext;
-  int device = 0;                  // the pool ordinal the application sees
+  int device = 0;                   // the pool ordinal the application sees
   RemoteSession* server = nullptr;  // the server that holds the device
   int serverDevice = 0;             // the device's ordinal on that server
   bool primary = false;
   unsigned flags = 0;
-  int refcount = 0;         // primary contexts: cuDevicePrimaryCtxRetain count
+  int refcount = 0;              // primary contexts: cuDevicePrimaryCtxRetain count
   std::map<int, size_t> limits;  // cuCtxSetLimit values; unset limits read as the defaults
-  uint64_t remote = 0;      // the server's context id; 0 until first needed
+  uint64_t remote = 0;           // the server's context id; 0 until first needed
 };
 
 struct StreamObject {

@@ -53,7 +53,7 @@ CUresult checkShape(const FunctionObject& f, unsigned gx, unsigned gy, unsigned 
   auto attr = [&](CUdevice_attribute a) { return static_cast<uint64_t>(d->attribute(a)); };
   auto fattr = [&](CUfunction_attribute a) -> uint64_t {
     return static_cast<size_t>(a) < f.attributes.size() ? static_cast<uint64_t>(f.attributes[a])
-                                                         : 0;
+                                                        : 0;
   };
   uint64_t threads = uint64_t{bx} * by * bz;
   uint64_t maxThreads = attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);

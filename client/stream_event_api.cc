@@ -243,8 +243,8 @@ GPUPOOL_DRIVER_API CUresult cuLaunchHostFunc_ptsz(CUstream h, CUhostFn fn, void*
   return hostFunction(h, fn, data);
 }
 
-GPUPOOL_DRIVER_API CUresult cuStreamAddCallback(CUstream h, CUstreamCallback callback,
-                                                void* data, unsigned int flags) {
+GPUPOOL_DRIVER_API CUresult cuStreamAddCallback(CUstream h, CUstreamCallback callback, void* data,
+                                                unsigned int flags) {
   if (!callback || flags != 0) return CUDA_ERROR_INVALID_VALUE;
   CUresult r = synchronizeStream(h);
   callback(h, r, data);
@@ -299,12 +299,9 @@ GPUPOOL_DRIVER_API CUresult cuStreamGetCaptureInfo_v3(CUstream h, CUstreamCaptur
   if (edges) *edges = nullptr;
   return cuStreamGetCaptureInfo_v2(h, status, id, graph, deps, numDeps);
 }
-GPUPOOL_DRIVER_API CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream h,
-                                                           CUstreamCaptureStatus* status,
-                                                           cuuint64_t* id, CUgraph* graph,
-                                                           const CUgraphNode** deps,
-                                                           const CUgraphEdgeData** edges,
-                                                           size_t* numDeps) {
+GPUPOOL_DRIVER_API CUresult cuStreamGetCaptureInfo_v3_ptsz(
+    CUstream h, CUstreamCaptureStatus* status, cuuint64_t* id, CUgraph* graph,
+    const CUgraphNode** deps, const CUgraphEdgeData** edges, size_t* numDeps) {
   return cuStreamGetCaptureInfo_v3(h, status, id, graph, deps, edges, numDeps);
 }
 GPUPOOL_DRIVER_API CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {

@@ -1,5 +1,5 @@
-// SHA-256 (FIPS 180-4). Module images are keyed by it in the server's cache, so a tenant cannot make
-// another tenant's module resolve to different bytes.
+// SHA-256 (FIPS 180-4). Module images are keyed by it in the server's cache, so a tenant cannot
+// make another tenant's module resolve to different bytes.
 #pragma once
 
 #include <array>

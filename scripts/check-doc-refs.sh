@@ -9,7 +9,8 @@
 # top-level folder or file of the repository (`server/session.cc`, `tests/e2e/`) or name a source
 # file (`x/y.h`); they are relative to the repository root. Globs (`server/tenant_*`), braces
 # (`fuzz/fuzz_inputs.{h,cc}`) and placeholders (`fuzz/corpus/<target>/`, read as `*`) must match
-# something. Markdown links are relative to the file that has them.
+# something. Markdown links are relative to the file that has them. What a build writes (build/...)
+# is not checked.
 # Test names: `Suite.Test`, `Prefix/Suite.Test/param` and globs (`Suite.*`, `Suite.Pinned*`) must
 # match a TEST, TEST_F or TEST_P in the sources (and a parameterized test's prefix an
 # INSTANTIATE_TEST_SUITE_P of its suite).
@@ -83,6 +84,8 @@ def expand_braces(word):
 
 
 def is_path(word):
+    if word.startswith(("build/", "build-")):
+        return False  # what a build writes (build/lib/libcuda.so.1, build/gpu-bundle/...)
     if not word or "://" in word or word.startswith(("/", "~", "-", "$", "..")):
         return False
     if "/" not in word:

@@ -67,8 +67,8 @@ void panel(std::ostringstream& svg, const PlotPanel& p, double x0) {
     double v = ly0 + (ly1 - ly0) * i / ticks;
     double y = kTop + plotH - plotH * i / ticks;
     double label = p.logY ? std::pow(10, v) : v;
-    svg << "<line x1='" << x0 + kLeft << "' y1='" << y << "' x2='" << x0 + kLeft + plotW
-        << "' y2='" << y << "' stroke='#eee'/>\n<text x='" << x0 + kLeft - 6 << "' y='" << y + 4
+    svg << "<line x1='" << x0 + kLeft << "' y1='" << y << "' x2='" << x0 + kLeft + plotW << "' y2='"
+        << y << "' stroke='#eee'/>\n<text x='" << x0 + kLeft - 6 << "' y='" << y + 4
         << "' text-anchor='end' font-size='11'>" << std::setprecision(3) << label << "</text>\n";
   }
   svg << "<text x='" << x0 + kWidth / 2 << "' y='" << kHeight - 18

@@ -1,4 +1,5 @@
-// Where gpupool's own libcuda.so.1 lives: GPU_POOL_LIBRARY_DIR, else <dir of this executable>/../lib.
+// Where gpupool's own libcuda.so.1 lives: GPU_POOL_LIBRARY_DIR, else ../lib beside this
+// executable.
 #pragma once
 
 #include <filesystem>

@@ -15,13 +15,13 @@ __global__ void scaleAdd(const unsigned* in, unsigned* out, unsigned factor, uns
   if (i < n) out[i] = in[i] * factor + add;
 }
 
-#define CHECK_CUDA(call)                                                               \
-  do {                                                                                 \
-    cudaError_t e = (call);                                                            \
-    if (e != cudaSuccess) {                                                            \
+#define CHECK_CUDA(call)                                                                   \
+  do {                                                                                     \
+    cudaError_t e = (call);                                                                \
+    if (e != cudaSuccess) {                                                                \
       std::printf("FAIL: %s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(e)); \
-      std::exit(1);                                                                    \
-    }                                                                                  \
+      std::exit(1);                                                                        \
+    }                                                                                      \
   } while (0)
 
 void fail(const char* what, int round, int index, unsigned got, unsigned want) {

@@ -44,8 +44,8 @@ int main() {
   stamp<<<(n + 255) / 256, 256>>>(buffers[0], n, 7);
   CHECK_CUDA(cudaMemcpyPeer(buffers[count - 1], count - 1, buffers[0], 0, n * sizeof(unsigned)));
   CHECK_CUDA(cudaSetDevice(count - 1));
-  CHECK_CUDA(cudaMemcpy(host.data(), buffers[count - 1], n * sizeof(unsigned),
-                        cudaMemcpyDeviceToHost));
+  CHECK_CUDA(
+      cudaMemcpy(host.data(), buffers[count - 1], n * sizeof(unsigned), cudaMemcpyDeviceToHost));
   for (size_t i = 0; i < n; ++i) {
     CHECK(host[i] == 7 + i, "after cudaMemcpyPeer 0->%d, element %zu is %u", count - 1, i, host[i]);
   }

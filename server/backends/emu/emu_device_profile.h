@@ -1,5 +1,5 @@
-// What the emu device reports about itself: a plausible Ampere-class GPU ("gpupool emu device") whose
-// compute capability, SM count and memory size are configurable.
+// What the emu device reports about itself: a plausible Ampere-class GPU ("gpupool emu device")
+// whose compute capability, SM count and memory size are configurable.
 #pragma once
 
 #include "server/backend.h"
