@@ -60,7 +60,6 @@ void sendHello(transport::Connection& connection) {
   auto hello = message.initRoot<wire::Request>().initHello();
   hello.setProtocolVersion(wire::PROTOCOL_VERSION);
   hello.setClientCudaVersion(CUDA_VERSION);
-  hello.setFeatures(wire::FEATURE_BULK_FRAMES | wire::FEATURE_MODULE_CACHE);
   if (const char* token = std::getenv("GPU_POOL_TOKEN")) hello.setAuthToken(token);
   hello.setClientName(programName());
   hello.setPurpose(wire::Hello::Purpose::DRIVER);

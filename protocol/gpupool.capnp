@@ -6,7 +6,7 @@
 # they are never embedded in the message so receivers can land them directly in their final place.
 #
 # Versioning: `protocolVersion` below is bumped on any incompatible change. Fields are only ever added
-# (Cap'n Proto keeps old readers working); a peer with a different major version is refused at Hello
+# (Cap'n Proto keeps old readers working); a peer with a different version is refused at Hello
 # with a message that names both versions.
 
 @0xd4a6f1c3b2e59a17;
@@ -15,10 +15,6 @@ using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("gpupool::wire");
 
 const protocolVersion :UInt32 = 1;
-
-# Feature bits a client or server may advertise in Hello/Welcome.
-const featureBulkFrames :UInt64 = 1;
-const featureModuleCache :UInt64 = 2;
 
 struct DeviceInfo {
   name @0 :Text;
@@ -34,7 +30,7 @@ struct DeviceInfo {
 struct Hello {
   protocolVersion @0 :UInt32;
   clientCudaVersion @1 :Int32;    # the CUDA version the client library was built for (e.g. 13000)
-  features @2 :UInt64;
+  reservedFeatures @2 :UInt64;   # sent as 0 and not read: the version alone says what a peer speaks
   authToken @3 :Text;
   clientName @4 :Text;            # program name and pid, for status/logs
   purpose @5 :Purpose;
@@ -50,7 +46,7 @@ struct Welcome {
   serverVersion @1 :Text;
   backendKind @2 :Text;
   driverVersion @3 :Int32;        # what cuDriverGetVersion reports
-  features @4 :UInt64;
+  reservedFeatures @4 :UInt64;   # sent as 0 and not read, as in Hello
   devices @5 :List(DeviceInfo);
   sessionId @6 :UInt64;
   deviceAddressBase @7 :UInt64;   # device pointers live in [base, base+size): clients keep it free

@@ -185,7 +185,6 @@ bool Session::handshake() {
   w.setServerVersion(PoolServer::version());
   w.setBackendKind(state_.backend.kind());
   w.setDriverVersion(state_.backend.driverVersion());
-  w.setFeatures(wire::FEATURE_BULK_FRAMES | wire::FEATURE_MODULE_CACHE);
   w.setSessionId(state_.id);
   w.setRdmaEndpoint(state_.server.rdmaEndpoint());
   auto [base, size] = state_.backend.deviceAddressWindow();
