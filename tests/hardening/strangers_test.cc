@@ -2,7 +2,6 @@
 // its Hello in time is closed however it trickles its bytes, and connections that have not
 // authenticated are bounded in total and per source address, refusals counted in /metrics and
 // logged once per source. Real gpupoold processes, real sockets.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -10,18 +9,19 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "gpupool_server.h"
+#include "http_get.h"
 #include "wire_client.h"
 
 namespace gpupool::hardening {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using e2e::httpGet;
 using std::chrono::milliseconds;
 
 // A TCP connection that says nothing unless told to.
@@ -54,33 +54,13 @@ class SilentConnection {
   int fd_;
 };
 
-// GET `url` (http://127.0.0.1:PORT/PATH): the whole response.
-std::string httpGet(const std::string& url) {
-  std::smatch m;
-  std::regex_search(url, m, std::regex(R"(http://([\d.]+):(\d+)(/\S*))"));
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(std::stoi(m[2])));
-  ::inet_pton(AF_INET, std::string(m[1]).c_str(), &address.sin_addr);
-  std::string response;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0) {
-    std::string request = "GET " + std::string(m[3]) + " HTTP/1.1\r\nHost: x\r\n\r\n";
-    (void)!::write(fd, request.data(), request.size());
-    char buffer[4096];
-    for (ssize_t n; (n = ::read(fd, buffer, sizeof buffer)) > 0;) response.append(buffer, n);
-  }
-  ::close(fd);
-  return response;
-}
-
 // The value of the metric sample `sample` (name and labels as written), or -1.
 double metric(const std::string& metrics, const std::string& sample) {
   auto at = metrics.find("\n" + sample + " ");
   return at == std::string::npos ? -1 : std::stod(metrics.substr(at + sample.size() + 2));
 }
 
-// A server with /metrics and the given extra arguments; its metrics URL from its log.
+// A server with /metrics and the given extra arguments.
 struct MeteredServer {
   explicit MeteredServer(std::vector<std::string> args)
       : server([&] {
@@ -88,16 +68,8 @@ struct MeteredServer {
           options.extraArgs = std::move(args);
           options.extraArgs.insert(options.extraArgs.end(), {"--metrics-listen", "127.0.0.1:0"});
           return options;
-        }()) {
-    std::smatch m;
-    for (int i = 0; i < 200 && metricsUrl.empty(); ++i) {
-      std::string log = server.log();
-      if (std::regex_search(log, m, std::regex(R"(metrics on (http://\S+))")))
-        metricsUrl = m[1];
-      else
-        std::this_thread::sleep_for(milliseconds(25));
-    }
-  }
+        }()),
+        metricsUrl(server.metricsUrl()) {}
   // Waits until the gauge of unauthenticated connections reads `n`.
   bool waitForStrangers(double n) {
     for (auto end = Clock::now() + std::chrono::seconds(10); Clock::now() < end;) {

@@ -1,19 +1,17 @@
 // Metering with real processes: usage is recorded per tenant, survives a server restart, is
 // reported by `gpupool usage`, and is scraped from /metrics.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <regex>
 
 #include "build_paths.h"
+#include "http_get.h"
 #include "pool_fixture.h"
 
 namespace gpupool::pooltest {
 namespace {
 
+using e2e::httpGet;
 using std::chrono::seconds;
 
 std::string poolConfig(const std::string& database) {
@@ -41,29 +39,6 @@ const nlohmann::json& reportFor(const nlohmann::json& report, const std::string&
     if (t.at("tenant") == tenant) return t;
   }
   throw std::runtime_error("no " + tenant + " in " + report.dump(2));
-}
-
-// GET `url` (http://127.0.0.1:PORT/PATH) and return the whole response.
-std::string httpGet(const std::string& url) {
-  std::smatch m;
-  std::regex_search(url, m, std::regex(R"(http://([\d.]+):(\d+)(/\S*))"));
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(std::stoi(m[2])));
-  ::inet_pton(AF_INET, std::string(m[1]).c_str(), &address.sin_addr);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
-    ::close(fd);
-    return "";
-  }
-  std::string request = "GET " + std::string(m[3]) + " HTTP/1.1\r\nHost: x\r\n\r\n";
-  (void)!::write(fd, request.data(), request.size());
-  std::string response;
-  char buffer[4096];
-  ssize_t n;
-  while ((n = ::read(fd, buffer, sizeof buffer)) > 0) response.append(buffer, n);
-  ::close(fd);
-  return response;
 }
 
 TEST(MeteringTest, UsageIsRecordedPerTenantAndSurvivesARestart) {
