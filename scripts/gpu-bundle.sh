@@ -112,10 +112,11 @@ NVCC_FLAGS=(-O2 -std=c++17 -I"$ROOT/tests/programs" "-Xcompiler=-Wall,-Wextra,-W
   -Xlinker --disable-new-dtags -Xlinker -rpath -Xlinker "\$ORIGIN/../../lib/deps")
 if command -v g++ >/dev/null; then NVCC_FLAGS+=(-ccbin "$(command -v g++)"); fi
 # tests/programs, all of them: gpu-check.sh decides what runs where (multi_device needs two
-# devices).
-basic=(copy2d device_query driver_ptx error_cases events memory_roundtrip memset multi_device
-  pinned_streams vector_add)
-driver_api=(driver_ptx memset)
+# devices). Those that call the driver API link it (the stub; the real one at run time).
+basic=()
+for source in "$ROOT"/tests/programs/*.cu; do
+  basic+=("$(basename "$source" .cu)")
+done
 # tests/emu_programs except unsupported_mma/unsupported_texture, which test that the emu device
 # refuses what it does not implement (on a GPU they simply run).
 emu=()
@@ -137,7 +138,9 @@ trap 'rm -f "$jobs_file"' EXIT
 {
   for name in "${basic[@]}"; do
     extra=""
-    [[ " ${driver_api[*]} " == *" $name "* ]] && extra="-L$CUDA_HOME/lib64/stubs -lcuda"
+    if grep -q '#include "driver_check.h"' "$ROOT/tests/programs/$name.cu"; then
+      extra="-L$CUDA_HOME/lib64/stubs -lcuda"
+    fi
     printf '%s\t%s\t%s\n' "$ROOT/tests/programs/$name.cu" "$DIR/programs/basic/$name" "$extra"
   done
   for name in "${emu[@]}"; do
