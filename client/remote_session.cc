@@ -153,6 +153,12 @@ std::unique_ptr<RemoteSession> RemoteSession::connect(const transport::Endpoint&
     // A server whose host stops answering TCP heartbeats this long is lost, however long its
     // kernels run (docs/hardening.md).
     session->connection_->setDeadPeerTimeoutMs(envMs("GPU_POOL_HEARTBEAT_TIMEOUT_MS", 15000));
+    const char* serialize = std::getenv("GPU_POOL_SERIALIZE_CALLS");
+    session->serialized_ =
+        !session->connection_->fullDuplex() || (serialize && std::string(serialize) == "1");
+    if (session->serialized_ && logLevel() >= 2) {
+      logLine("one call in flight at a time on this " + session->connection_->kind() + " session");
+    }
     session->flusher_ = std::thread([s = session.get()] { s->flushLoop(); });
   } catch (const transport::TransportError& e) {
     *error = e.what();
@@ -189,6 +195,10 @@ void RemoteSession::flushLoop() {
     }
     queued_.wait_for(lock, kFlushDelay);
     if (stopping_ || broken_ || connection_->queuedBytes() == 0) continue;
+    // Serialized, the connection is not used while a call waits for its answer; a call in
+    // flight has sent the queue already (and no post can queue more before it ends).
+    std::unique_lock exclusive(exclusive_, std::defer_lock);
+    if (serialized_ && !exclusive.try_lock()) continue;
     try {
       connection_->flush();
     } catch (const transport::TransportError& e) {
@@ -197,8 +207,19 @@ void RemoteSession::flushLoop() {
   }
 }
 
+struct RemoteSession::PendingCall {
+  const char* what = nullptr;
+  const OnReply* onReply = nullptr;  // null: none
+  std::condition_variable wake;      // answered, the receiving role is free, or the session broke
+  bool claimed = false;              // a receiver is completing it: it must wait for done
+  bool done = false;
+  CUresult result = CUDA_ERROR_UNKNOWN;
+};
+
 CUresult RemoteSession::lost(const char* what, const std::string& why) {
+  if (broken_) return CUDA_ERROR_DEVICE_UNAVAILABLE;
   broken_ = true;
+  for (auto& [id, call] : pending_) call->wake.notify_one();
   logLine("lost connection to " + url_ + " during " + what + ": " + why +
           "; every further CUDA call fails");
   return CUDA_ERROR_DEVICE_UNAVAILABLE;
@@ -206,6 +227,8 @@ CUresult RemoteSession::lost(const char* what, const std::string& why) {
 
 CUresult RemoteSession::post(const char* what, const Build& build,
                              std::span<const transport::ConstBuffer> bulk) {
+  std::unique_lock exclusive(exclusive_, std::defer_lock);
+  if (serialized_) exclusive.lock();
   std::unique_lock lock(mutex_);
   if (broken_) return CUDA_ERROR_DEVICE_UNAVAILABLE;
   try {
@@ -243,50 +266,112 @@ CUresult RemoteSession::post(const char* what, const Build& build,
 CUresult RemoteSession::call(const char* what, const Build& build,
                              std::span<const transport::ConstBuffer> bulk, const OnReply& onReply,
                              transport::MutableBuffer replyInto) {
-  std::lock_guard lock(mutex_);
+  std::unique_lock exclusive(exclusive_, std::defer_lock);
+  if (serialized_) exclusive.lock();
+  std::unique_lock lock(mutex_);
   if (broken_) return CUDA_ERROR_DEVICE_UNAVAILABLE;
+  PendingCall mine;
+  mine.what = what;
+  mine.onReply = onReply ? &onReply : nullptr;
+  uint64_t id = nextCallId_++;
   try {
     protocol::OutgoingMessage message(*connection_);  // in the SEND buffer, over RDMA
-    build(message.initRoot<wire::Request>());
+    auto request = message.initRoot<wire::Request>();
+    build(request);
+    request.setCallId(id);
     if (logLevel() >= 2) logLine(std::string("call ") + what);
-    if (replyInto.size) connection_->expectBulkInto(replyInto.data, replyInto.size);
+    // The promise names "the next frame received": only this call's answer when it is alone.
+    if (replyInto.size && serialized_) connection_->expectBulkInto(replyInto.data, replyInto.size);
     protocol::sendMessage(*connection_, message, bulk);  // queued posts go out first, same write
-    protocol::IncomingMessage in(*connection_);
-    auto response = in.root<wire::Response>();
-    auto output = response.getDeviceOutput();
-    if (output.size()) {
-      // Device printf output belongs on the application's stdout, in order with its own output.
-      std::fflush(stdout);
-      std::fwrite(output.begin(), 1, output.size(), stdout);
-      std::fflush(stdout);
-    }
-    ReplyBulk replyBulk(*connection_, in.bulkBytes());
-    auto result = resultFromWire(response.getResult());
-    if (result != CUDA_SUCCESS && result != CUDA_ERROR_NOT_READY && logLevel() >= 1) {
-      logLine(std::string(what) + " failed (" + std::to_string(result) +
-              "): " + response.getMessage().cStr());
-    }
-    if (onReply && (result == CUDA_SUCCESS || response.isNeedImage())) {
-      CUresult handled = onReply(response, replyBulk);
-      if (result == CUDA_SUCCESS) result = handled;
-    }
-    if (replyBulk.remaining()) connection_->discardBulk(replyBulk.remaining());
-    if (auto deferred = resultFromWire(response.getDeferredResult()); deferred != CUDA_SUCCESS) {
-      // An earlier posted call failed: this synchronizing call reports it.
-      if (logLevel() >= 1) {
-        logLine("an earlier asynchronous call failed (" + std::to_string(deferred) +
-                "): " + response.getDeferredMessage().cStr());
-      }
-      if (result == CUDA_SUCCESS) result = deferred;
-    }
-    return result;
   } catch (const transport::TransportError& e) {
     return lost(what, e.what());
-  } catch (const kj::Exception& e) {
-    broken_ = true;
-    logLine("malformed reply from " + url_ + " to " + what + ": " + e.getDescription().cStr());
-    return CUDA_ERROR_DEVICE_UNAVAILABLE;
   }
+  pending_[id] = &mine;
+  while (!mine.done) {
+    if (broken_ && !mine.claimed) {
+      pending_.erase(id);
+      return CUDA_ERROR_DEVICE_UNAVAILABLE;
+    }
+    if (receiving_ || mine.claimed) {
+      mine.wake.wait(lock);
+      continue;
+    }
+    receiving_ = true;
+    lock.unlock();
+    receiveReply(what);
+    lock.lock();
+    receiving_ = false;
+    // Hands the receiving role to a call still waiting for its answer.
+    if (!pending_.empty()) pending_.begin()->second->wake.notify_one();
+  }
+  return mine.result;
+}
+
+void RemoteSession::receiveReply(const char* what) {
+  PendingCall* call = nullptr;  // claimed: its owner waits until it is done
+  auto fail = [&](const std::string& why) {
+    std::lock_guard lock(mutex_);
+    if (call) {
+      call->result = CUDA_ERROR_DEVICE_UNAVAILABLE;
+      call->done = true;
+      call->wake.notify_one();
+    }
+    lost(what, why);
+  };
+  try {
+    protocol::IncomingMessage in(*connection_);
+    auto response = in.root<wire::Response>();
+    uint64_t id = response.getCallId();
+    {
+      std::lock_guard lock(mutex_);
+      if (auto it = pending_.find(id); it != pending_.end()) {
+        call = it->second;
+        call->claimed = true;
+        pending_.erase(it);
+      }
+    }
+    if (!call) return fail("the server answered call " + std::to_string(id) + ", not in flight");
+    CUresult result = completeCall(*call, response, in.bulkBytes());
+    std::lock_guard lock(mutex_);
+    call->result = result;
+    call->done = true;
+    call->wake.notify_one();
+  } catch (const transport::TransportError& e) {
+    fail(e.what());
+  } catch (const kj::Exception& e) {
+    fail("malformed reply: " + std::string(e.getDescription().cStr()));
+  }
+}
+
+CUresult RemoteSession::completeCall(const PendingCall& call, wire::Response::Reader response,
+                                     uint64_t bulkBytes) {
+  auto output = response.getDeviceOutput();
+  if (output.size()) {
+    // Device printf output belongs on the application's stdout, in order with its own output.
+    std::fflush(stdout);
+    std::fwrite(output.begin(), 1, output.size(), stdout);
+    std::fflush(stdout);
+  }
+  ReplyBulk replyBulk(*connection_, bulkBytes);
+  auto result = resultFromWire(response.getResult());
+  if (result != CUDA_SUCCESS && result != CUDA_ERROR_NOT_READY && logLevel() >= 1) {
+    logLine(std::string(call.what) + " failed (" + std::to_string(result) +
+            "): " + response.getMessage().cStr());
+  }
+  if (call.onReply && (result == CUDA_SUCCESS || response.isNeedImage())) {
+    CUresult handled = (*call.onReply)(response, replyBulk);
+    if (result == CUDA_SUCCESS) result = handled;
+  }
+  if (replyBulk.remaining()) connection_->discardBulk(replyBulk.remaining());
+  if (auto deferred = resultFromWire(response.getDeferredResult()); deferred != CUDA_SUCCESS) {
+    // An earlier posted call failed: this synchronizing call reports it.
+    if (logLevel() >= 1) {
+      logLine("an earlier asynchronous call failed (" + std::to_string(deferred) +
+              "): " + response.getDeferredMessage().cStr());
+    }
+    if (result == CUDA_SUCCESS) result = deferred;
+  }
+  return result;
 }
 
 }  // namespace gpupool::client

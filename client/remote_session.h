@@ -1,20 +1,28 @@
 // The client's connection to one gpupoold: the handshake, the device snapshot it returns, and
-// request/response calls serialized over the connection.
+// request/response calls from any number of threads at once.
 //
 // A call builds a Request, optionally sends bulk bytes after it, and hands the Response (and a
-// reader for its bulk bytes) to a callback while the connection is still held. A post is a call
-// that needs no answer (launches, async copies, memsets, frees...): it is queued and leaves with
-// the next call, when the queue grows past a size, or after a short timer, many posts in one write.
-// The server reports a post's failure with its next Response; the next call returns it, as CUDA
-// reports asynchronous errors at the next synchronizing call.
-// If the connection breaks, the call and every later one return CUDA_ERROR_DEVICE_UNAVAILABLE;
-// nothing waits forever on a dead server.
+// reader for its bulk bytes) to a callback. Calls of different threads are in flight together:
+// the lock covers framing (sending a request, the post queue), not round trips. Each Request
+// carries a callId that its Response echoes, since the server answers a call that waits for the
+// device (a synchronize) when the device is done, after later calls. Whichever waiting thread
+// holds the receiving role reads the next Response and completes the call it answers (its
+// callback runs there, so reply bulk lands in that caller's buffer with no extra copy or thread);
+// it passes the role on once its own answer has come. Over a transport that cannot send while it
+// receives (RDMA for now), or with GPU_POOL_SERIALIZE_CALLS=1, one call is in flight at a time. A
+// post is a call that needs no answer (launches, async copies, memsets, frees...): it is queued and
+// leaves with the next call, when the queue grows past a size, or after a short timer, many posts
+// in one write. The server reports a post's failure with its next Response; the next call returns
+// it, as CUDA reports asynchronous errors at the next synchronizing call. If the connection breaks,
+// the call and every later one return CUDA_ERROR_DEVICE_UNAVAILABLE; nothing waits forever on a
+// dead server.
 #pragma once
 
 #include <cuda.h>
 
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -86,13 +94,27 @@ class RemoteSession {
   const std::string& url() const { return url_; }
   // The server's device address window (base, size); (0, 0) when it did not say.
   std::pair<uint64_t, uint64_t> addressWindow() const { return window_; }
+  // Whether one call at a time is in flight (see above).
+  bool serialized() const { return serialized_; }
 
  private:
+  struct PendingCall;
   RemoteSession() = default;
   void flushLoop();
+  // Sets broken_ and wakes every waiting call; under mutex_.
   CUresult lost(const char* what, const std::string& why);
+  // Holding the receiving role (not mutex_): reads the next Response and completes its call.
+  void receiveReply(const char* what);
+  // Runs `call`'s callback on its Response and works out the call's result.
+  CUresult completeCall(const PendingCall& call, wire::Response::Reader response,
+                        uint64_t bulkBytes);
 
-  std::mutex mutex_;
+  std::mutex exclusive_;  // held over each whole call and post when serialized_ (taken first)
+  std::mutex mutex_;      // framing: sends, the post queue, pending_, receiving_, broken_
+  std::map<uint64_t, PendingCall*> pending_;  // sent, not yet answered, by callId
+  uint64_t nextCallId_ = 1;
+  bool receiving_ = false;  // some thread is reading Responses
+  bool serialized_ = false;
   std::condition_variable queued_;  // wakes the flusher when the first post is queued
   bool stopping_ = false;
   std::thread flusher_;

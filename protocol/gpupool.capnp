@@ -14,7 +14,7 @@
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("gpupool::wire");
 
-const protocolVersion :UInt32 = 1;
+const protocolVersion :UInt32 = 2;
 
 struct DeviceInfo {
   name @0 :Text;
@@ -188,6 +188,10 @@ struct Request {
   # the next synchronizing call.
   noReply @33 :Bool;
 
+  # Names the call, so replies may come back in any order (a session serves other calls while one
+  # waits for the device); the Response carries it back. 0 in noReply requests.
+  callId @36 :UInt64;
+
   struct CtxCreate {
     device @0 :Int32;
     flags @1 :UInt32;
@@ -339,6 +343,9 @@ struct Response {
   # The first failure of a noReply request since the last Response, if any.
   deferredResult @15 :UInt32;
   deferredMessage @16 :Text;
+
+  # The Request.callId this answers.
+  callId @17 :UInt64;
 
   struct MemAllocReply {
     address @0 :UInt64;

@@ -50,6 +50,8 @@ class IncomingMessage {
     return reader_->getRoot<T>();
   }
   uint64_t bulkBytes() const { return bulkBytes_; }
+  // The message's words, copied (to outlive the next receive).
+  kj::Array<capnp::word> copyWords() const { return kj::heapArray<capnp::word>(words_); }
 
  private:
   kj::ArrayPtr<const capnp::word> words_;

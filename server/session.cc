@@ -21,6 +21,10 @@ void setStatus(Response::Builder r, const Status& s) {
   if (!s.message.empty()) r.setMessage(s.message);
 }
 
+// Device waits of one session running at once; more run on the session's own thread. A program
+// has about as many as it has threads blocked in a synchronize.
+constexpr unsigned kMaxDeviceWaitsPerSession = 64;
+
 }  // namespace
 
 Session::Session(uint64_t id, std::unique_ptr<transport::Connection> connection,
@@ -29,7 +33,8 @@ Session::Session(uint64_t id, std::unique_ptr<transport::Connection> connection,
     : connection_(std::move(connection)),
       stranger_(std::move(stranger)),
       requests_(requests),
-      state_(id, *connection_, backend, modules, server, server.pinnedMemory()) {}
+      state_(id, *connection_, backend, modules, server, server.pinnedMemory()),
+      waits_(kMaxDeviceWaitsPerSession) {}
 
 Session::~Session() { state_.contexts.takeAll(); }
 
@@ -84,6 +89,7 @@ void Session::run() {
   } catch (const std::exception& e) {
     std::cerr << "gpupoold: session " << state_.id << " ended on error: " << e.what() << "\n";
   }
+  endDeviceWaits();
   // Releases memory, modules, streams and events outside the lock, then gives the tenant's quota
   // back now, not when the session is reaped.
   state_.contexts.takeAll();
@@ -209,8 +215,58 @@ bool Session::handshake() {
   return true;
 }
 
+void Session::endDeviceWaits() {
+  if (waits_.busy()) {
+    // Nobody is left to read their replies: stop the work they wait for.
+    state_.contexts.forEach([](uint64_t, const SessionContexts::Entry& c) {
+      if (c.backend) c.backend->cancel();
+    });
+  }
+  waits_.finishAll();
+}
+
+void Session::attachDeferred(Response::Builder reply) {
+  if (deferredResult_ == CUDA_SUCCESS) return;
+  reply.setDeferredResult(deferredResult_);
+  reply.setDeferredMessage(deferredMessage_);
+  deferredResult_ = CUDA_SUCCESS;
+  deferredMessage_.clear();
+}
+
+bool Session::startDeviceWait(const protocol::IncomingMessage& in, Request::Reader request) {
+  if (in.bulkBytes() != 0 || request.getNoReply() || !connection_->fullDuplex()) return false;
+  auto words = std::make_shared<kj::Array<capnp::word>>(in.copyWords());
+  return waits_.start([this, words] {
+    capnp::MallocMessageBuilder reply;
+    auto r = reply.initRoot<Response>();
+    try {
+      capnp::FlatArrayMessageReader message(*words, protocol::readerOptions());
+      auto request = message.getRoot<Request>();
+      RequestContext call(state_, 0, r);
+      Status st = runHandler(call, request);
+      std::lock_guard sending(sendMutex_);
+      finishReply(call, request, st, false);
+      attachDeferred(r);
+      protocol::sendMessage(*connection_, reply);
+    } catch (const transport::TransportError&) {
+      // The connection is gone; the session's thread notices it too and ends the session.
+    } catch (const kj::Exception& e) {
+      std::cerr << "gpupoold: session " << state_.id
+                << " could not answer a device wait: " << e.getDescription().cStr() << "\n";
+      connection_->shutdown();
+    }
+  });
+}
+
 bool Session::serveOne() {
   protocol::IncomingMessage in(*connection_);
+  try {
+    auto request = in.root<Request>();
+    if (requests_.waitsForDevice(request.which()) && startDeviceWait(in, request)) return true;
+  } catch (const kj::Exception&) {
+    // Answered as malformed below.
+  }
+  std::lock_guard sending(sendMutex_);
   uint64_t bulk = in.bulkBytes();
   protocol::OutgoingMessage reply(*connection_);  // in the SEND buffer, over RDMA
   std::vector<transport::ConstBuffer> replyBulk;
@@ -239,12 +295,7 @@ bool Session::serveOne() {
     }
     return true;
   }
-  if (deferredResult_ != CUDA_SUCCESS) {
-    r.setDeferredResult(deferredResult_);
-    r.setDeferredMessage(deferredMessage_);
-    deferredResult_ = CUDA_SUCCESS;
-    deferredMessage_.clear();
-  }
+  attachDeferred(r);
   if (state_.stagedReply) {
     Status late = state_.stagedReply->send(reply);
     state_.stagedReply.reset();
@@ -263,25 +314,31 @@ void Session::dispatch(Request::Reader request, uint64_t bulkBytes, bool noReply
                        capnp::MessageBuilder& reply,
                        std::vector<transport::ConstBuffer>& replyBulk) {
   RequestContext call(state_, bulkBytes, reply.initRoot<Response>());
-  Status st;
-  if (RequestHandler handle = requests_.find(request.which())) {
-    st = handle(call, request);
-  } else {
-    st = Status::error(CUDA_ERROR_NOT_SUPPORTED,
+  Status st = runHandler(call, request);
+  call.discardUnreadBulk();
+  finishReply(call, request, st, noReply);
+  replyBulk = std::move(call.replyBulk);
+}
+
+Status Session::runHandler(RequestContext& call, Request::Reader request) {
+  if (RequestHandler handle = requests_.find(request.which())) return handle(call, request);
+  return Status::error(CUDA_ERROR_NOT_SUPPORTED,
                        "request kind " + std::to_string(static_cast<int>(request.which())) +
                            " is not supported by this server");
-  }
-  call.discardUnreadBulk();
+}
+
+void Session::finishReply(RequestContext& call, Request::Reader request, const Status& st,
+                          bool noReply) {
   setStatus(call.reply, st);
+  call.reply.setCallId(request.getCallId());
   if (state_.tenant) {
-    state_.tenant->recordCall(call.namedContextId(), bulkBytes, call.replyBulkBytes());
+    state_.tenant->recordCall(call.namedContextId(), call.bulkBytes(), call.replyBulkBytes());
   }
   // Device printf output waits for a request that is answered, so none is lost to noReply ones.
   if (BackendContext* context = call.namedContext(); context && !noReply) {
     std::string output = context->takeDeviceOutput();
     if (!output.empty()) call.reply.setDeviceOutput(output);
   }
-  replyBulk = std::move(call.replyBulk);
 }
 
 }  // namespace gpupool::server

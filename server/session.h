@@ -1,5 +1,8 @@
-// One client connection: the handshake, then requests answered one by one on the session's thread,
-// each by its handler in the RequestTable (server/handlers/).
+// One client connection: the handshake, then requests served in order on the session's thread,
+// each by its handler in the RequestTable (server/handlers/). Device waits (synchronize requests)
+// run on waiter threads instead (DeviceWaits), where the connection can send while it receives, so
+// the session goes on serving the client's other threads; their replies leave when the device is
+// done, carrying the request's callId. Replies are sent one at a time (sendMutex_).
 //
 // Everything a session creates lives in its BackendContexts and is released when the session ends,
 // however it ends (clean disconnect, dropped connection, malformed traffic). A malformed message is
@@ -17,7 +20,9 @@
 #include <vector>
 
 #include "protocol/gpupool.capnp.h"
+#include "protocol/message_codec.h"
 #include "server/backend.h"
+#include "server/device_waits.h"
 #include "server/handlers/request_context.h"
 #include "server/handlers/request_table.h"
 #include "server/module_cache.h"
@@ -73,6 +78,19 @@ class Session {
   // Runs the request's handler; what it leaves in `reply` and `replyBulk` is what serveOne sends.
   void dispatch(wire::Request::Reader request, uint64_t bulkBytes, bool noReply,
                 capnp::MessageBuilder& reply, std::vector<transport::ConstBuffer>& replyBulk);
+  // The request's handler, or CUDA_ERROR_NOT_SUPPORTED when the table has none.
+  Status runHandler(RequestContext& call, wire::Request::Reader request);
+  // Completes the reply of a served request: status, callId, metering, device output. Under
+  // sendMutex_.
+  void finishReply(RequestContext& call, wire::Request::Reader request, const Status& st,
+                   bool noReply);
+  // Hands a device wait to a waiter thread; false when it must run here instead (the transport
+  // cannot send while it receives, or too many waits run already).
+  bool startDeviceWait(const protocol::IncomingMessage& in, wire::Request::Reader request);
+  // Gives `reply` the failure of an earlier noReply request, if one is pending. Under sendMutex_.
+  void attachDeferred(wire::Response::Builder reply);
+  // After the serving loop: makes running waits return and waits for them.
+  void endDeviceWaits();
 
   std::unique_ptr<transport::Connection> connection_;
   StrangerGate::Lease stranger_;  // released once the Hello is answered
@@ -87,7 +105,11 @@ class Session {
   std::string tenantName_;
   bool driver_ = false;
 
-  // The first failure among noReply requests, reported with the next Response.
+  // Held while a reply is built in the connection's send memory and sent, and by the session's
+  // thread while it serves a request (so the tenant's meter is touched by one thread at a time).
+  std::mutex sendMutex_;
+  DeviceWaits waits_;
+  // The first failure among noReply requests, reported with the next Response (under sendMutex_).
   CUresult deferredResult_ = CUDA_SUCCESS;
   std::string deferredMessage_;
   // Counted by PoolServer::admitDriverSession (the --max-sessions limit).

@@ -49,6 +49,7 @@ class TcpConnection final : public FramedConnection {
   }
 
   std::string kind() const override { return "tcp"; }
+  bool fullDuplex() const override { return true; }
   std::string peer() const override { return peer_; }
 
   // Enforced by polling before each read: Asio's blocking reads retry on EAGAIN, so SO_RCVTIMEO

@@ -27,12 +27,13 @@ Status create(RequestContext& request, Request::Reader r) {
 Status destroy(RequestContext& request, Request::Reader r) {
   uint64_t id = r.getCtxDestroy();
   SessionState& session = request.session;
-  std::unique_ptr<BackendContext> doomed = session.contexts.remove(id);
+  std::shared_ptr<BackendContext> doomed = session.contexts.remove(id);
   if (!doomed) return Status::error(CUDA_ERROR_INVALID_CONTEXT, "unknown context");
   session.modulesLoaded -= session.modulesPerContext[id];
   session.modulesPerContext.erase(id);
   if (session.tenant) session.tenant->contextDestroyed(id);
-  doomed.reset();  // releases its memory, modules, streams and events
+  // Releases its memory, modules, streams and events (once a wait still running on it is done).
+  doomed.reset();
   return Status::success();
 }
 
@@ -45,7 +46,7 @@ Status synchronize(RequestContext& request, Request::Reader r) {
 constexpr RequestHandlerRow kRows[] = {
     {Request::CTX_CREATE, create},
     {Request::CTX_DESTROY, destroy},
-    {Request::CTX_SYNCHRONIZE, synchronize},
+    {Request::CTX_SYNCHRONIZE, synchronize, HandlerKind::kDeviceWait},
 };
 
 }  // namespace

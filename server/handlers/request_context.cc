@@ -4,10 +4,10 @@
 
 namespace gpupool::server {
 
-BackendContext* SessionContexts::find(uint64_t id) const {
+std::shared_ptr<BackendContext> SessionContexts::find(uint64_t id) const {
   std::lock_guard lock(mutex_);
   auto it = entries_.find(id);
-  return it == entries_.end() ? nullptr : it->second.backend.get();
+  return it == entries_.end() ? nullptr : it->second.backend;
 }
 
 uint64_t SessionContexts::add(int device, std::unique_ptr<BackendContext> backend) {
@@ -17,11 +17,11 @@ uint64_t SessionContexts::add(int device, std::unique_ptr<BackendContext> backen
   return id;
 }
 
-std::unique_ptr<BackendContext> SessionContexts::remove(uint64_t id) {
+std::shared_ptr<BackendContext> SessionContexts::remove(uint64_t id) {
   std::lock_guard lock(mutex_);
   auto it = entries_.find(id);
   if (it == entries_.end()) return nullptr;
-  std::unique_ptr<BackendContext> removed = std::move(it->second.backend);
+  std::shared_ptr<BackendContext> removed = std::move(it->second.backend);
   entries_.erase(it);
   return removed;
 }
@@ -34,7 +34,7 @@ std::map<uint64_t, SessionContexts::Entry> SessionContexts::takeAll() {
 Status RequestContext::context(uint64_t id, BackendContext** context) {
   contextId_ = id;
   context_ = session.contexts.find(id);
-  *context = context_;
+  *context = context_.get();
   if (!context_) {
     return Status::error(CUDA_ERROR_INVALID_CONTEXT, "unknown context " + std::to_string(id));
   }

@@ -5,7 +5,9 @@
 // Session decodes a frame, looks its kind up there and sends what the handler left in the
 // RequestContext. A handler returns the call's Status; it may read the frame's bulk, add reply
 // bulk, or leave a streamed device read in SessionState::stagedReply. Bulk it leaves unread is
-// skipped after it returns. One thread at a time per session.
+// skipped after it returns. One thread at a time per session, except that device waits
+// (HandlerKind::kDeviceWait) run on waiter threads beside it: they touch nothing but the context
+// they name, which they hold.
 #pragma once
 
 #include <cstdint>
@@ -33,15 +35,16 @@ class SessionContexts {
  public:
   struct Entry {
     int device = 0;
-    std::unique_ptr<BackendContext> backend;
+    // Shared: a device wait running on a waiter thread keeps its context alive.
+    std::shared_ptr<BackendContext> backend;
   };
 
   // Null when `id` names no context of this session.
-  BackendContext* find(uint64_t id) const;
+  std::shared_ptr<BackendContext> find(uint64_t id) const;
   // Takes `backend` and returns its new handle.
   uint64_t add(int device, std::unique_ptr<BackendContext> backend);
   // Removes context `id` and hands it over (null when unknown), so it is released outside the lock.
-  std::unique_ptr<BackendContext> remove(uint64_t id);
+  std::shared_ptr<BackendContext> remove(uint64_t id);
   // Removes every context (the session is ending).
   std::map<uint64_t, Entry> takeAll();
   // Calls f(id, entry) for each context, under the lock.
@@ -109,7 +112,7 @@ class RequestContext {
     return call(*found);
   }
   // The context the request named (null before context() found one) and its handle.
-  BackendContext* namedContext() const { return context_; }
+  BackendContext* namedContext() const { return context_.get(); }
   uint64_t namedContextId() const { return contextId_; }
 
   // Bulk bytes the frame announced, and the reading of them.
@@ -122,7 +125,7 @@ class RequestContext {
 
  private:
   uint64_t bulkBytes_;
-  BackendContext* context_ = nullptr;
+  std::shared_ptr<BackendContext> context_;  // held while the request runs
   uint64_t contextId_ = 0;
 };
 

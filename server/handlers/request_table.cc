@@ -25,18 +25,23 @@ RequestTable::RequestTable() {
   for (FamilyRows family : kFamilies) {
     for (const RequestHandlerRow& row : family()) {
       auto index = static_cast<size_t>(row.kind);
-      if (index >= handlers_.size()) handlers_.resize(index + 1, nullptr);
-      if (handlers_[index]) {
+      if (index >= rows_.size()) rows_.resize(index + 1, RequestHandlerRow{row.kind, nullptr});
+      if (rows_[index].handle) {
         throw std::logic_error("two handlers for request kind " + std::to_string(index));
       }
-      handlers_[index] = row.handle;
+      rows_[index] = row;
     }
   }
 }
 
 RequestHandler RequestTable::find(wire::Request::Which kind) const {
   auto index = static_cast<size_t>(kind);
-  return index < handlers_.size() ? handlers_[index] : nullptr;
+  return index < rows_.size() ? rows_[index].handle : nullptr;
+}
+
+bool RequestTable::waitsForDevice(wire::Request::Which kind) const {
+  auto index = static_cast<size_t>(kind);
+  return index < rows_.size() && rows_[index].how == HandlerKind::kDeviceWait;
 }
 
 }  // namespace gpupool::server

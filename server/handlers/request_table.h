@@ -15,9 +15,15 @@ namespace gpupool::server {
 
 using RequestHandler = Status (*)(RequestContext&, wire::Request::Reader);
 
+// How a handler runs. A device wait blocks until the device has done something (a synchronize):
+// the session runs it on a waiter thread and keeps serving the client's other calls meanwhile, then
+// sends its reply whenever it is done (docs/architecture.md, "Calls in flight").
+enum class HandlerKind { kImmediate, kDeviceWait };
+
 struct RequestHandlerRow {
   wire::Request::Which kind;
   RequestHandler handle;
+  HandlerKind how = HandlerKind::kImmediate;
 };
 
 class RequestTable {
@@ -27,9 +33,11 @@ class RequestTable {
   RequestTable();
   // The handler of `kind`, or null when this server has none.
   RequestHandler find(wire::Request::Which kind) const;
+  // Whether `kind` is served as a device wait.
+  bool waitsForDevice(wire::Request::Which kind) const;
 
  private:
-  std::vector<RequestHandler> handlers_;  // indexed by the kind's value
+  std::vector<RequestHandlerRow> rows_;  // indexed by the kind's value; null handle = none
 };
 
 }  // namespace gpupool::server

@@ -91,11 +91,16 @@ Status eventElapsedTime(RequestContext& request, Request::Reader r) {
 }
 
 constexpr RequestHandlerRow kRows[] = {
-    {Request::STREAM_CREATE, streamCreate},           {Request::STREAM_DESTROY, streamDestroy},
-    {Request::STREAM_SYNCHRONIZE, streamSynchronize}, {Request::STREAM_QUERY, streamQuery},
-    {Request::STREAM_WAIT_EVENT, streamWaitEvent},    {Request::EVENT_CREATE, eventCreate},
-    {Request::EVENT_DESTROY, eventDestroy},           {Request::EVENT_RECORD, eventRecord},
-    {Request::EVENT_SYNCHRONIZE, eventSynchronize},   {Request::EVENT_QUERY, eventQuery},
+    {Request::STREAM_CREATE, streamCreate},
+    {Request::STREAM_DESTROY, streamDestroy},
+    {Request::STREAM_SYNCHRONIZE, streamSynchronize, HandlerKind::kDeviceWait},
+    {Request::STREAM_QUERY, streamQuery},
+    {Request::STREAM_WAIT_EVENT, streamWaitEvent},
+    {Request::EVENT_CREATE, eventCreate},
+    {Request::EVENT_DESTROY, eventDestroy},
+    {Request::EVENT_RECORD, eventRecord},
+    {Request::EVENT_SYNCHRONIZE, eventSynchronize, HandlerKind::kDeviceWait},
+    {Request::EVENT_QUERY, eventQuery},
     {Request::EVENT_ELAPSED_TIME, eventElapsedTime},
 };
 

@@ -39,15 +39,25 @@ WireClient::~WireClient() = default;
 
 Reply WireClient::call(const std::function<void(wire::Request::Builder)>& build,
                        std::span<const uint8_t> bulk) {
+  send(build, bulk);
+  return receive();
+}
+
+void WireClient::send(const std::function<void(wire::Request::Builder)>& build,
+                      std::span<const uint8_t> bulk) {
   capnp::MallocMessageBuilder message;
   build(message.initRoot<wire::Request>());
   transport::ConstBuffer parts[] = {{bulk.data(), bulk.size()}};
   protocol::sendMessage(*connection_, message,
                         bulk.empty() ? std::span<const transport::ConstBuffer>()
                                      : std::span<const transport::ConstBuffer>(parts));
+}
+
+Reply WireClient::receive() {
   protocol::IncomingMessage in(*connection_);
   auto response = in.root<wire::Response>();
   Reply reply;
+  reply.callId = response.getCallId();
   reply.result = static_cast<CUresult>(response.getResult());
   reply.message = response.getMessage().cStr();
   switch (response.which()) {

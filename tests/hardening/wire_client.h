@@ -22,6 +22,7 @@ struct Reply {
   std::string message;
   uint64_t handle = 0;  // handle, memAlloc address, function handle or global address
   std::vector<uint8_t> bulk;
+  uint64_t callId = 0;  // the Request.callId it answers
 };
 
 class WireClient {
@@ -37,6 +38,11 @@ class WireClient {
   // connection breaks.
   Reply call(const std::function<void(wire::Request::Builder)>& build,
              std::span<const uint8_t> bulk = {});
+  // The halves of call(), for tests with several calls in flight: send one request, and receive
+  // whichever reply comes next.
+  void send(const std::function<void(wire::Request::Builder)>& build,
+            std::span<const uint8_t> bulk = {});
+  Reply receive();
 
   // Shorthands. Each returns the reply; handles come back in Reply::handle.
   Reply createContext(int device = 0);

@@ -35,5 +35,17 @@ TEST(RequestTable, KindsBeyondTheSchemaHaveNone) {
   EXPECT_EQ(table.find(static_cast<wire::Request::Which>(0xffff)), nullptr);
 }
 
+TEST(RequestTable, TheSynchronizeCallsAreDeviceWaits) {
+  RequestTable table;
+  auto fields = capnp::Schema::from<wire::Request>().getUnionFields();
+  std::set<std::string> waits;
+  for (auto field : fields) {
+    auto kind = static_cast<wire::Request::Which>(field.getProto().getDiscriminantValue());
+    if (table.waitsForDevice(kind)) waits.insert(field.getProto().getName().cStr());
+  }
+  EXPECT_EQ(waits,
+            (std::set<std::string>{"ctxSynchronize", "streamSynchronize", "eventSynchronize"}));
+}
+
 }  // namespace
 }  // namespace gpupool::server
