@@ -233,21 +233,28 @@ void Session::attachDeferred(Response::Builder reply) {
   deferredMessage_.clear();
 }
 
-bool Session::startDeviceWait(const protocol::IncomingMessage& in, Request::Reader request) {
+bool Session::readyNow(const RequestHandlerRow& row, Request::Reader request) {
+  if (!row.ready) return false;
+  capnp::MallocMessageBuilder scratch;
+  RequestContext probe(state_, 0, scratch.initRoot<Response>());
+  return row.ready(probe, request).ok();
+}
+
+bool Session::startDeviceWait(const protocol::IncomingMessage& in, Request::Reader request,
+                              const RequestHandlerRow& row) {
   if (in.bulkBytes() != 0 || request.getNoReply() || !connection_->fullDuplex()) return false;
   auto words = std::make_shared<kj::Array<capnp::word>>(in.copyWords());
-  return waits_.start([this, words] {
-    capnp::MallocMessageBuilder reply;
-    auto r = reply.initRoot<Response>();
+  return waits_.start([this, words, &row] {
     try {
       capnp::FlatArrayMessageReader message(*words, protocol::readerOptions());
-      auto request = message.getRoot<Request>();
-      RequestContext call(state_, 0, r);
-      Status st = runHandler(call, request);
+      {
+        capnp::MallocMessageBuilder scratch;
+        RequestContext waiting(state_, 0, scratch.initRoot<Response>());
+        // Its result is what the handler reports below, at once now.
+        (void)row.waitFor(waiting, message.getRoot<Request>());
+      }
       std::lock_guard sending(sendMutex_);
-      finishReply(call, request, st, false);
-      attachDeferred(r);
-      protocol::sendMessage(*connection_, reply);
+      answer([&] { return message.getRoot<Request>(); }, 0, false);
     } catch (const transport::TransportError&) {
       // The connection is gone; the session's thread notices it too and ends the session.
     } catch (const kj::Exception& e) {
@@ -262,17 +269,25 @@ bool Session::serveOne() {
   protocol::IncomingMessage in(*connection_);
   try {
     auto request = in.root<Request>();
-    if (requests_.waitsForDevice(request.which()) && startDeviceWait(in, request)) return true;
+    const RequestHandlerRow* row = requests_.row(request.which());
+    if (row && row->waitFor && !readyNow(*row, request) && startDeviceWait(in, request, *row)) {
+      return true;
+    }
   } catch (const kj::Exception&) {
     // Answered as malformed below.
   }
   std::lock_guard sending(sendMutex_);
-  uint64_t bulk = in.bulkBytes();
+  answer([&] { return in.root<Request>(); }, in.bulkBytes(), true);
+  return true;
+}
+
+void Session::answer(const std::function<Request::Reader()>& decode, uint64_t bulk,
+                     bool readerThread) {
   protocol::OutgoingMessage reply(*connection_);  // in the SEND buffer, over RDMA
   std::vector<transport::ConstBuffer> replyBulk;
   bool noReply = false;
   try {
-    auto request = in.root<Request>();
+    auto request = decode();
     noReply = request.getNoReply();
     dispatch(request, bulk, noReply, reply, replyBulk);
   } catch (const kj::Exception& e) {
@@ -283,8 +298,9 @@ bool Session::serveOne() {
     replyBulk.clear();
     state_.stagedReply.reset();
     noReply = false;
-    // The frame boundary is still known, so the session can go on once the bulk is skipped.
-    connection_->discardBulk(connection_->pendingBulk());
+    // The frame boundary is still known, so the session can go on once the bulk is skipped (a
+    // waiter's request had none; the frame being received now is not its own).
+    if (readerThread) connection_->discardBulk(connection_->pendingBulk());
   }
   auto r = reply.getRoot<Response>();
   if (noReply) {
@@ -293,7 +309,7 @@ bool Session::serveOne() {
       deferredResult_ = static_cast<CUresult>(r.getResult());
       deferredMessage_ = r.getMessage().cStr();
     }
-    return true;
+    return;
   }
   attachDeferred(r);
   if (state_.stagedReply) {
@@ -304,10 +320,9 @@ bool Session::serveOne() {
       deferredResult_ = late.code;
       deferredMessage_ = late.message;
     }
-    return true;
+    return;
   }
   protocol::sendMessage(*connection_, reply, replyBulk);
-  return true;
 }
 
 void Session::dispatch(Request::Reader request, uint64_t bulkBytes, bool noReply,

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -84,9 +85,17 @@ class Session {
   // sendMutex_.
   void finishReply(RequestContext& call, wire::Request::Reader request, const Status& st,
                    bool noReply);
-  // Hands a device wait to a waiter thread; false when it must run here instead (the transport
-  // cannot send while it receives, or too many waits run already).
-  bool startDeviceWait(const protocol::IncomingMessage& in, wire::Request::Reader request);
+  // Serves one decoded request and sends its reply (unless noReply). Under sendMutex_. Only the
+  // session's thread (`readerThread`) may touch the frame being received.
+  void answer(const std::function<wire::Request::Reader()>& decode, uint64_t bulk,
+              bool readerThread);
+  // Whether a device wait's request can be answered without waiting (row.ready says so).
+  bool readyNow(const RequestHandlerRow& row, wire::Request::Reader request);
+  // Hands a device wait to a waiter thread, which waits (row.waitFor) and then answers it; false
+  // when it must be served here instead (the transport cannot send while it receives, or too many
+  // waits run already).
+  bool startDeviceWait(const protocol::IncomingMessage& in, wire::Request::Reader request,
+                       const RequestHandlerRow& row);
   // Gives `reply` the failure of an earlier noReply request, if one is pending. Under sendMutex_.
   void attachDeferred(wire::Response::Builder reply);
   // After the serving loop: makes running waits return and waits for them.

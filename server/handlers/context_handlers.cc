@@ -46,7 +46,7 @@ Status synchronize(RequestContext& request, Request::Reader r) {
 constexpr RequestHandlerRow kRows[] = {
     {Request::CTX_CREATE, create},
     {Request::CTX_DESTROY, destroy},
-    {Request::CTX_SYNCHRONIZE, synchronize, HandlerKind::kDeviceWait},
+    {Request::CTX_SYNCHRONIZE, synchronize, synchronize},
 };
 
 }  // namespace

@@ -32,6 +32,22 @@ Status deviceToHost(RequestContext& request, Request::Reader r) {
   return replyFromDevice(request, *context, m.getSrc(), bytes, m.getStream());
 }
 
+// A device-to-host copy waits for its stream before its bytes can leave: on a waiter thread, so
+// the session serves other calls meanwhile (the legacy stream is never taken as drained).
+Status copySourceDrained(RequestContext& request, Request::Reader r) {
+  auto m = r.getMemcpyDtoH();
+  if (m.getStream() == 0) return Status::error(CUDA_ERROR_NOT_READY, "");
+  return request.withContext(
+      m.getContext(), [&](BackendContext& context) { return context.streamQuery(m.getStream()); });
+}
+
+Status waitForCopySource(RequestContext& request, Request::Reader r) {
+  auto m = r.getMemcpyDtoH();
+  return request.withContext(m.getContext(), [&](BackendContext& context) {
+    return context.streamSynchronize(m.getStream());
+  });
+}
+
 Status deviceToDevice(RequestContext& request, Request::Reader r) {
   auto m = r.getMemcpyDtoD();
   BackendContext* context = nullptr;
@@ -89,7 +105,7 @@ Status copy2D(RequestContext& request, Request::Reader r) {
 
 constexpr RequestHandlerRow kRows[] = {
     {Request::MEMCPY_HTO_D, hostToDevice},
-    {Request::MEMCPY_DTO_H, deviceToHost},
+    {Request::MEMCPY_DTO_H, deviceToHost, waitForCopySource, copySourceDrained},
     {Request::MEMCPY_DTO_D, deviceToDevice},
     {Request::MEMCPY2_D, copy2D},
 };

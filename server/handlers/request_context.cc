@@ -42,6 +42,7 @@ Status RequestContext::context(uint64_t id, BackendContext** context) {
 }
 
 void RequestContext::discardUnreadBulk() {
+  if (bulkBytes_ == 0) return;  // nothing of this frame; a waiter must not touch the next one
   if (uint64_t left = session.connection.pendingBulk()) session.connection.discardBulk(left);
 }
 

@@ -39,9 +39,9 @@ RequestHandler RequestTable::find(wire::Request::Which kind) const {
   return index < rows_.size() ? rows_[index].handle : nullptr;
 }
 
-bool RequestTable::waitsForDevice(wire::Request::Which kind) const {
+const RequestHandlerRow* RequestTable::row(wire::Request::Which kind) const {
   auto index = static_cast<size_t>(kind);
-  return index < rows_.size() && rows_[index].how == HandlerKind::kDeviceWait;
+  return index < rows_.size() && rows_[index].handle ? &rows_[index] : nullptr;
 }
 
 }  // namespace gpupool::server

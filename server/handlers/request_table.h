@@ -15,15 +15,17 @@ namespace gpupool::server {
 
 using RequestHandler = Status (*)(RequestContext&, wire::Request::Reader);
 
-// How a handler runs. A device wait blocks until the device has done something (a synchronize):
-// the session runs it on a waiter thread and keeps serving the client's other calls meanwhile, then
-// sends its reply whenever it is done (docs/architecture.md, "Calls in flight").
-enum class HandlerKind { kImmediate, kDeviceWait };
-
+// A row's `handle` answers its request. A request that waits for the device (a synchronize, a
+// device-to-host copy) also has `waitFor`, which blocks until the device has reached the point the
+// request needs: the session runs it on a waiter thread and keeps serving the client's other calls
+// meanwhile, then runs `handle`, which no longer blocks (docs/architecture.md, "Calls in flight").
+// `ready`, where given, tells without blocking that no wait is needed (CUDA_SUCCESS), so an idle
+// device is answered at once, with no thread handoff.
 struct RequestHandlerRow {
   wire::Request::Which kind;
   RequestHandler handle;
-  HandlerKind how = HandlerKind::kImmediate;
+  RequestHandler waitFor = nullptr;
+  RequestHandler ready = nullptr;
 };
 
 class RequestTable {
@@ -33,8 +35,8 @@ class RequestTable {
   RequestTable();
   // The handler of `kind`, or null when this server has none.
   RequestHandler find(wire::Request::Which kind) const;
-  // Whether `kind` is served as a device wait.
-  bool waitsForDevice(wire::Request::Which kind) const;
+  // The row of `kind`, or null when this server has none.
+  const RequestHandlerRow* row(wire::Request::Which kind) const;
 
  private:
   std::vector<RequestHandlerRow> rows_;  // indexed by the kind's value; null handle = none

@@ -31,6 +31,21 @@ Status streamSynchronize(RequestContext& request, Request::Reader r) {
   });
 }
 
+// The ready checks of the two waits: whether the stream has drained (the legacy stream is never
+// taken as drained: waiting for it also waits for the blocking streams), or the event been reached.
+Status streamDrained(RequestContext& request, Request::Reader r) {
+  auto s = r.getStreamSynchronize();
+  if (s.getStream() == 0) return Status::error(CUDA_ERROR_NOT_READY, "");
+  return request.withContext(
+      s.getContext(), [&](BackendContext& context) { return context.streamQuery(s.getStream()); });
+}
+
+Status eventReached(RequestContext& request, Request::Reader r) {
+  auto e = r.getEventSynchronize();
+  return request.withContext(
+      e.getContext(), [&](BackendContext& context) { return context.eventQuery(e.getEvent()); });
+}
+
 Status streamQuery(RequestContext& request, Request::Reader r) {
   auto s = r.getStreamQuery();
   return request.withContext(
@@ -93,13 +108,13 @@ Status eventElapsedTime(RequestContext& request, Request::Reader r) {
 constexpr RequestHandlerRow kRows[] = {
     {Request::STREAM_CREATE, streamCreate},
     {Request::STREAM_DESTROY, streamDestroy},
-    {Request::STREAM_SYNCHRONIZE, streamSynchronize, HandlerKind::kDeviceWait},
+    {Request::STREAM_SYNCHRONIZE, streamSynchronize, streamSynchronize, streamDrained},
     {Request::STREAM_QUERY, streamQuery},
     {Request::STREAM_WAIT_EVENT, streamWaitEvent},
     {Request::EVENT_CREATE, eventCreate},
     {Request::EVENT_DESTROY, eventDestroy},
     {Request::EVENT_RECORD, eventRecord},
-    {Request::EVENT_SYNCHRONIZE, eventSynchronize, HandlerKind::kDeviceWait},
+    {Request::EVENT_SYNCHRONIZE, eventSynchronize, eventSynchronize, eventReached},
     {Request::EVENT_QUERY, eventQuery},
     {Request::EVENT_ELAPSED_TIME, eventElapsedTime},
 };
