@@ -79,7 +79,9 @@ double callsPerSecond(const BenchDriver& d, const BenchContext& c, size_t thread
         if (!out.error) {
           try {
             const auto deadline = out.started + duration;
-            while (Clock::now() < deadline) out.calls += batch(stream->get());
+            do {  // at least one timed batch, however late this thread was scheduled
+              out.calls += batch(stream->get());
+            } while (Clock::now() < deadline);
           } catch (...) {
             out.error = std::current_exception();
           }
