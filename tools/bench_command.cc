@@ -1,5 +1,7 @@
 #include "tools/bench_command.h"
 
+#include <fcntl.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -9,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -20,6 +23,7 @@
 #include "tools/bench_raw_verbs.h"
 #include "tools/bench_raw_wire.h"
 #include "tools/bench_stats.h"
+#include "tools/bench_threads.h"
 #include "tools/library_location.h"
 #include "transport/endpoint.h"
 #include "transport/transport_factory.h"
@@ -28,16 +32,6 @@ namespace gpupool::tools {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// An empty kernel, as PTX text, so the launch path is measured and not the kernel.
-constexpr char kEmptyKernelPtx[] =
-    ".version 7.0\n"
-    ".target sm_50\n"
-    ".address_size 64\n"
-    ".visible .entry gpupool_bench_empty()\n"
-    "{\n"
-    "  ret;\n"
-    "}\n";
 
 std::string humanSize(size_t n) {
   char buf[32];
@@ -51,21 +45,12 @@ std::string humanSize(size_t n) {
   return buf;
 }
 
-void check(const BenchDriver& d, CUresult r, const char* what) {
-  if (r != CUDA_SUCCESS) throw std::runtime_error(std::string(what) + ": " + d.errorName(r));
-}
-
 // The CUDA-side measurements, through whichever driver `d` is.
 json measureDriver(BenchDriver& d, bool quick) {
   const Sizes sizes(quick);
   const size_t latencyIters = latencyIterations(quick);
   json out;
-  check(d, d.cuInit(0), "cuInit");
-  CUdevice dev = 0;
-  check(d, d.cuDeviceGet(&dev, 0), "cuDeviceGet");
-  CUcontext ctx = nullptr;
-  check(d, d.cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
-  check(d, d.cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+  const BenchContext context = openBenchContext(d);
   size_t maxSize = sizes.bandwidth.back();
   CUdeviceptr buffer = 0;
   check(d, d.cuMemAlloc(&buffer, maxSize), "cuMemAlloc");
@@ -95,14 +80,7 @@ json measureDriver(BenchDriver& d, bool quick) {
   out["copy_latency"] = {{"h2d", h2d}, {"d2h", d2h}};
 
   progress("kernel launches");
-  CUmodule module = nullptr;
-  check(d, d.cuModuleLoadData(&module, kEmptyKernelPtx), "cuModuleLoadData");
-  CUfunction empty = nullptr;
-  check(d, d.cuModuleGetFunction(&empty, module, "gpupool_bench_empty"), "cuModuleGetFunction");
-  auto launch = [&] {
-    check(d, d.cuLaunchKernel(empty, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr),
-          "cuLaunchKernel");
-  };
+  auto launch = [&] { launchEmptyKernel(d, context.emptyKernel, nullptr); };
   out["launch_sync"] = latencyJson(measure(50, quick ? 200 : 1000, [&] {
     launch();
     check(d, d.cuCtxSynchronize(), "cuCtxSynchronize");
@@ -245,6 +223,7 @@ void printText(const json& r) {
               r["ratios"]["null_call_rtt_vs_raw"].get<double>(),
               r["ratios"]["h2d_bandwidth_vs_raw"].get<double>(),
               r["ratios"]["d2h_bandwidth_vs_raw"].get<double>());
+  printThreadSeries(r["threads"]);
   if (r.contains("raw_verbs")) printRawVerbs(r);
   if (r.contains("local")) std::printf("  (a local-driver column is in the --json output)\n");
 }
@@ -282,24 +261,55 @@ std::vector<PlotPanel> plotPanels(const json& r) {
   return {latency, bandwidth};
 }
 
-// Runs this executable again with --driver-only PATH: two libcuda.so.1 cannot share one process.
-std::optional<json> measureLocalDriver(const std::string& path, bool quick) {
-  int fds[2];
-  if (pipe(fds) != 0) return std::nullopt;
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(fds[1], 1);
-    close(fds[0]);
-    std::vector<std::string> args = {"/proc/self/exe", "bench", "--driver-only", path};
-    if (quick) args.push_back("--quick");
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    unsetenv("GPU_POOL_ENDPOINT");
-    execv("/proc/self/exe", argv.data());
-    _exit(127);
+// This environment with `changes` applied (a value sets the variable, nullopt removes it).
+std::vector<std::string> environmentWith(
+    const std::vector<std::pair<std::string, std::optional<std::string>>>& changes) {
+  std::vector<std::string> out;
+  for (char** e = environ; *e; ++e) {
+    std::string entry = *e;
+    std::string name = entry.substr(0, entry.find('='));
+    bool changed = std::any_of(changes.begin(), changes.end(),
+                               [&](const auto& change) { return change.first == name; });
+    if (!changed) out.push_back(std::move(entry));
   }
+  for (const auto& [name, value] : changes) {
+    if (value) out.push_back(name + "=" + *value);
+  }
+  return out;
+}
+
+// Runs this executable again as `gpupool bench ARGS` in `environment` and parses the JSON it
+// prints; nullopt when it fails. Measurements that need a process of their own go through here:
+// two libcuda.so.1 cannot share a process, and the client reads its settings when its session
+// opens. posix_spawn, because this process already runs the client's threads.
+std::optional<json> benchChild(const std::vector<std::string>& benchArgs,
+                               std::vector<std::string> environment) {
+  std::error_code ec;
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  if (ec) return std::nullopt;
+  std::vector<std::string> args = {self, "bench"};
+  args.insert(args.end(), benchArgs.begin(), benchArgs.end());
+  auto pointers = [](std::vector<std::string>& strings) {
+    std::vector<char*> out;
+    for (auto& s : strings) out.push_back(s.data());
+    out.push_back(nullptr);
+    return out;
+  };
+  std::vector<char*> argv = pointers(args);
+  std::vector<char*> envp = pointers(environment);
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return std::nullopt;
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+  pid_t pid = 0;
+  int spawned = posix_spawn(&pid, self.c_str(), &actions, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
   close(fds[1]);
+  if (spawned != 0) {
+    close(fds[0]);
+    return std::nullopt;
+  }
   std::string text;
   char buf[4096];
   ssize_t n;
@@ -313,6 +323,32 @@ std::optional<json> measureLocalDriver(const std::string& path, bool quick) {
   } catch (...) {
     return std::nullopt;
   }
+}
+
+// The arguments of a child that measures the driver at `path` with `option`.
+std::vector<std::string> childArguments(const char* option, const std::string& path, bool quick) {
+  std::vector<std::string> args = {option, path};
+  if (quick) args.push_back("--quick");
+  return args;
+}
+
+// A real driver, measured in a child process away from gpupool's endpoint.
+std::optional<json> measureLocalDriver(const std::string& path, bool quick) {
+  return benchChild(childArguments("--driver-only", path, quick),
+                    environmentWith({{"GPU_POOL_ENDPOINT", std::nullopt}}));
+}
+
+// The threads series through gpupool's library at `path`, serialized and not, one child process
+// each; nullopt when either fails.
+std::optional<json> measureThreadSeries(const std::string& path, bool quick) {
+  const std::vector<std::string> args = childArguments("--threads-only", path, quick);
+  progress("threads, serialized calls");
+  auto serialized = benchChild(args, environmentWith({{kSerializeCallsVariable, "1"}}));
+  if (!serialized) return std::nullopt;
+  progress("threads, concurrent calls");
+  auto concurrent = benchChild(args, environmentWith({{kSerializeCallsVariable, std::nullopt}}));
+  if (!concurrent) return std::nullopt;
+  return mergeThreadSeries(*concurrent, *serialized);
 }
 
 // Where `--transport` points the run: rdma measures over rdma:// (a tcp:// endpoint is replaced by
@@ -373,23 +409,36 @@ void addRawVerbsRatios(json& result) {
   ratios["d2h_pageable_bandwidth_vs_raw_verbs"] = largest(bw["d2h_pageable"]) / verbsBandwidth;
 }
 
+// A child's side of benchChild: loads the driver at `path`, measures, prints the JSON.
+int printChildMeasurement(const std::string& path,
+                          const std::function<json(BenchDriver&)>& measurement) {
+  std::string error;
+  auto driver = BenchDriver::load(path, &error);
+  if (!driver) {
+    std::cerr << "gpupool bench: " << error << "\n";
+    return 2;
+  }
+  try {
+    std::cout << measurement(*driver).dump() << "\n";
+  } catch (const std::exception& e) {
+    std::cerr << "gpupool bench: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int benchCommand(const BenchOptions& options) {
   std::string error;
   if (options.driverOnly) {
-    auto driver = BenchDriver::load(*options.driverOnly, &error);
-    if (!driver) {
-      std::cerr << "gpupool bench: " << error << "\n";
-      return 2;
-    }
-    try {
-      std::cout << measureDriver(*driver, options.quick).dump() << "\n";
-    } catch (const std::exception& e) {
-      std::cerr << "gpupool bench: " << e.what() << "\n";
-      return 1;
-    }
-    return 0;
+    return printChildMeasurement(*options.driverOnly,
+                                 [&](BenchDriver& d) { return measureDriver(d, options.quick); });
+  }
+  if (options.threadsOnly) {
+    return printChildMeasurement(*options.threadsOnly, [&](BenchDriver& d) {
+      return measureThreads(d, openBenchContext(d), options.quick);
+    });
   }
 
   std::string endpointText;
@@ -437,7 +486,8 @@ int benchCommand(const BenchOptions& options) {
     setenv("GPU_POOL_ENDPOINT", endpoint.url().c_str(), 1);
     // Over tcp:// the library would switch to a server's advertised RDMA endpoint by itself.
     if (!target->rdma) setenv("GPU_POOL_TRANSPORT", "tcp", 1);
-    auto driver = BenchDriver::load((*libraryDir / "libcuda.so.1").string(), &error);
+    const std::string library = (*libraryDir / "libcuda.so.1").string();
+    auto driver = BenchDriver::load(library, &error);
     if (!driver) {
       std::cerr << "gpupool bench: " << error << "\n";
       return 2;
@@ -453,6 +503,13 @@ int benchCommand(const BenchOptions& options) {
                 << wire->transport() << "; its figures would not compare\n";
       return 1;
     }
+    auto threads = measureThreadSeries(library, options.quick);
+    if (!threads) {
+      std::cerr << "gpupool bench: the threads series could not be measured\n";
+      return 1;
+    }
+    result["threads"] = *threads;
+    result["threads_settings"] = threadSeriesSettings(options.quick);
   } catch (const std::exception& e) {
     std::cerr << "gpupool bench: measurement failed: " << e.what() << "\n";
     return 1;

@@ -22,6 +22,9 @@ struct BenchOptions {
   std::optional<std::string> transport;
   // Internal: measure only the driver at this path and print its JSON (used for the local column).
   std::optional<std::string> driverOnly;
+  // Internal: measure only the threads series through gpupool's library at this path and print its
+  // JSON (used for the serialized and the concurrent run).
+  std::optional<std::string> threadsOnly;
 };
 
 // Returns 0 on success, 1 when a measurement failed, 2 for usage or connection problems.

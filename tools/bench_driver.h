@@ -29,6 +29,9 @@ struct BenchDriver {
   CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*);
   CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                              unsigned, CUstream, void**, void**);
+  CUresult (*cuStreamCreate)(CUstream*, unsigned);
+  CUresult (*cuStreamDestroy)(CUstream);
+  CUresult (*cuStreamSynchronize)(CUstream);
   CUresult (*cuGetErrorName)(CUresult, const char**);
 
   std::string errorName(CUresult r) const;
@@ -36,5 +39,22 @@ struct BenchDriver {
  private:
   void* handle_ = nullptr;
 };
+
+// Throws std::runtime_error naming `what` and the error when r is not CUDA_SUCCESS.
+void check(const BenchDriver& d, CUresult r, const char* what);
+
+// What every measurement starts from: device 0's primary context, current on the calling thread,
+// and an empty kernel (so a launch measures the launch path, not the kernel).
+struct BenchContext {
+  CUcontext context = nullptr;
+  CUfunction emptyKernel = nullptr;
+};
+
+// cuInit, the primary context of device 0 made current, and the empty kernel loaded; throws on
+// failure.
+BenchContext openBenchContext(const BenchDriver& d);
+
+// Launches the empty kernel once on `stream`, one thread; throws on failure.
+void launchEmptyKernel(const BenchDriver& d, CUfunction emptyKernel, CUstream stream);
 
 }  // namespace gpupool::tools

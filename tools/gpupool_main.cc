@@ -72,7 +72,8 @@ int main(int argc, char** argv) {
   benchCommandLine->add_option("--transport", bench.transport,
                                "tcp or rdma (default: the endpoint's); rdma adds a raw verbs "
                                "baseline on the same device");
-  benchCommandLine->add_option("--driver-only", bench.driverOnly)->group("");  // internal
+  benchCommandLine->add_option("--driver-only", bench.driverOnly)->group("");    // internal
+  benchCommandLine->add_option("--threads-only", bench.threadsOnly)->group("");  // internal
   benchCommandLine->footer(
       "Ratios compare gpupool with the raw wire measured in the same run on the same connection\n"
       "type. Progress goes to stderr; results to stdout.");

@@ -3,7 +3,7 @@
 
 usage: gpupool_cli_test.py GPUPOOL [--gpupoold GPUPOOLD]
 
-Without --gpupoold the `status` success path is skipped (the server is not built).
+Without --gpupoold the `status` and `bench` success paths are skipped (the server is not built).
 """
 import argparse
 import json
@@ -122,6 +122,22 @@ class Run(unittest.TestCase):
         self.assertIn("cannot run '/nonexistent/program'", r.stderr)
 
 
+def start_emu_server(test, *extra):
+    """Starts gpupoold on the emu backend on a free port; returns (server, url), or skips."""
+    if GPUPOOLD is None:
+        test.skipTest("this build has no gpupoold target")
+    if not os.path.exists(GPUPOOLD):
+        test.skipTest(f"{GPUPOOLD} is not built (build the gpupoold target)")
+    server = subprocess.Popen([GPUPOOLD, "--listen", "tcp://127.0.0.1:0", "--backend", "emu",
+                               *extra], stdout=subprocess.PIPE, text=True)
+    test.addCleanup(server.wait, timeout=10)
+    test.addCleanup(server.terminate)
+    line = server.stdout.readline()
+    match = re.search(r"listening on (tcp://\S+)", line)
+    test.assertIsNotNone(match, f"unexpected gpupoold output: {line!r}")
+    return server, match.group(1)
+
+
 class Status(unittest.TestCase):
     def test_unreachable_server(self):
         port = unused_port()
@@ -135,40 +151,51 @@ class Status(unittest.TestCase):
         self.assertIn("no endpoint: pass --endpoint or set GPU_POOL_ENDPOINT", r.stderr)
 
     def test_live_emu_server(self):
-        if GPUPOOLD is None:
-            self.skipTest("this build has no gpupoold target")
-        if not os.path.exists(GPUPOOLD):
-            self.skipTest(f"{GPUPOOLD} is not built (build the gpupoold target)")
-        server = subprocess.Popen([GPUPOOLD, "--listen", "tcp://127.0.0.1:0", "--backend", "emu",
-                                   "--devices", "2", "--memory", "64MiB"],
-                                  stdout=subprocess.PIPE, text=True)
-        try:
-            line = server.stdout.readline()
-            match = re.search(r"listening on (tcp://\S+)", line)
-            self.assertIsNotNone(match, f"unexpected gpupoold output: {line!r}")
-            url = match.group(1)
+        _, url = start_emu_server(self, "--devices", "2", "--memory", "64MiB")
+        r = gpupool("status", "--json", env=clean_env(GPU_POOL_ENDPOINT=url))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        status = json.loads(r.stdout)
+        # The documented fields are all there (newer servers add more, e.g. tenants).
+        self.assertLessEqual({"server_version", "backend", "devices", "sessions"}, set(status))
+        self.assertEqual(status["backend"], "emu")
+        self.assertEqual([d["index"] for d in status["devices"]], [0, 1])
+        for device in status["devices"]:
+            self.assertLessEqual(
+                {"index", "name", "memory_used", "memory_total", "sessions"}, set(device))
+            self.assertEqual(device["memory_total"], 64 << 20)
+            self.assertEqual(device["memory_used"], 0)
+        self.assertEqual(status["sessions"], [])  # status connections are not listed
 
-            r = gpupool("status", "--json", env=clean_env(GPU_POOL_ENDPOINT=url))
-            self.assertEqual(r.returncode, 0, r.stderr)
-            status = json.loads(r.stdout)
-            # The documented fields are all there (newer servers add more, e.g. tenants).
-            self.assertLessEqual({"server_version", "backend", "devices", "sessions"}, set(status))
-            self.assertEqual(status["backend"], "emu")
-            self.assertEqual([d["index"] for d in status["devices"]], [0, 1])
-            for device in status["devices"]:
-                self.assertLessEqual(
-                    {"index", "name", "memory_used", "memory_total", "sessions"}, set(device))
-                self.assertEqual(device["memory_total"], 64 << 20)
-                self.assertEqual(device["memory_used"], 0)
-            self.assertEqual(status["sessions"], [])  # status connections are not listed
+        r = gpupool("status", "--endpoint", url)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("backend emu", r.stdout)
+        self.assertIn("[1] ", r.stdout)
 
-            r = gpupool("status", "--endpoint", url)
-            self.assertEqual(r.returncode, 0, r.stderr)
-            self.assertIn("backend emu", r.stdout)
-            self.assertIn("[1] ", r.stdout)
-        finally:
-            server.terminate()
-            server.wait(timeout=10)
+
+class Bench(unittest.TestCase):
+    THREAD_FIELDS = {"threads", "null_calls_per_second", "launches_per_second",
+                     "serialized_null_calls_per_second", "serialized_launches_per_second"}
+
+    def test_threads_series_on_emu(self):
+        library = os.path.join(os.path.dirname(os.path.realpath(GPUPOOL)), "..", "lib",
+                               "libcuda.so.1")
+        if not os.path.exists(library):
+            self.skipTest(f"{library} is not built (build the gpupool_libcuda target)")
+        _, url = start_emu_server(self)
+        r = gpupool("bench", "--quick", "--json", "--endpoint", url, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        result = json.loads(r.stdout)
+        # Both runs of the series went through the library: serialized first, then concurrent.
+        self.assertLess(r.stderr.index("threads, serialized calls"),
+                        r.stderr.index("threads, concurrent calls"))
+        self.assertEqual([point["threads"] for point in result["threads"]], [1, 2, 4, 8])
+        for point in result["threads"]:
+            self.assertEqual(set(point), self.THREAD_FIELDS)
+            for name in self.THREAD_FIELDS - {"threads"}:
+                self.assertGreater(point[name], 0, f"{name} at {point['threads']} threads")
+        settings = result["threads_settings"]
+        self.assertEqual(settings["launches_per_synchronize"], 100)
+        self.assertEqual(settings["serialized_with"], "GPU_POOL_SERIALIZE_CALLS=1")
 
 
 if __name__ == "__main__":
