@@ -3,8 +3,9 @@
 // A connection carries frames. A frame is one message (a few KiB at most in practice) followed by
 // an optional bulk payload (memory contents, module images). The receiver first gets the message,
 // decides where the bulk should land, and then reads it straight there: bulk bytes are never staged
-// by the transport. Connections are not thread-safe; each side serializes its own sends and
-// receives.
+// by the transport. A connection is not thread-safe in general: each side serializes its own sends
+// and receives. One that is fullDuplex() lets one thread send while another receives (many calls
+// in flight on one session); sends stay serialized among themselves, and receives too.
 #pragma once
 
 #include <cstddef>
@@ -137,6 +138,13 @@ class Connection {
   virtual std::string kind() const = 0;
   // The peer's address, for logs and status.
   virtual std::string peer() const = 0;
+
+  // True when one thread may send (sendFrame, sendFrameLater, flush, startFrame/sendBulk,
+  // expectBulkInto, frameSpace/returnFrameSpace, queuedBytes) while another receives
+  // (receiveFrame, receiveBulk, discardBulk, pendingBulk); sends stay serialized among themselves
+  // and receives among themselves, by the caller. There, setReceiveTimeoutMs may come from either
+  // side (it bounds the next wait); shutdown(), peerClosed(), kind() and peer() from any thread.
+  virtual bool fullDuplex() const { return false; }
 
   // Bounds how long a receive may wait for the peer (0 = forever).
   virtual void setReceiveTimeoutMs(unsigned ms) = 0;

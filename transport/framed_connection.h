@@ -4,6 +4,9 @@
 //
 // Frame layout on the wire: FrameHeader (16 bytes, little endian), message bytes, bulk bytes.
 // A transport derives from FramedConnection and supplies the byte stream: writeAll and readSome.
+// The send side (writeAll, outbox_, parts_, bulkOwed_) and the receive side (readSome, message_,
+// pendingBulk_, inBuffer_) share no state, so the connection is full duplex when writeAll and
+// readSome may run at once.
 #pragma once
 
 #include <cstdint>

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <atomic>
 #include <boost/asio.hpp>
 #include <chrono>
 #include <cstring>
@@ -28,6 +29,9 @@ std::string describe(const boost::system::error_code& ec) {
   return ec.message();
 }
 
+// Full duplex: FramedConnection keeps send and receive state apart, and Asio's synchronous socket
+// calls are plain sendmsg/recv/poll on the descriptor (the socket's state flags are only read),
+// which the kernel allows from two threads at once.
 class TcpConnection final : public FramedConnection {
  public:
   TcpConnection(std::unique_ptr<boost::asio::io_context> io, tcp::socket socket)
@@ -51,6 +55,7 @@ class TcpConnection final : public FramedConnection {
   std::string kind() const override { return "tcp"; }
   bool fullDuplex() const override { return true; }
   std::string peer() const override { return peer_; }
+  bool fullDuplex() const override { return true; }
 
   // Enforced by polling before each read: Asio's blocking reads retry on EAGAIN, so SO_RCVTIMEO
   // alone would never fire.
@@ -89,13 +94,13 @@ class TcpConnection final : public FramedConnection {
 
   // One read of up to `max` bytes, waiting at most the receive timeout for the first byte.
   size_t readSome(void* dst, size_t max) override {
-    if (receiveTimeoutMs_) {
+    if (unsigned timeoutMs = receiveTimeoutMs_) {
       pollfd p{socket_.native_handle(), POLLIN, 0};
-      int r = ::poll(&p, 1, static_cast<int>(receiveTimeoutMs_));
+      int r = ::poll(&p, 1, static_cast<int>(timeoutMs));
       if (r == 0) {
         throw TransportError(TransportError::Kind::kTimeout,
                              "receive failed: timed out, no data from the peer for " +
-                                 std::to_string(receiveTimeoutMs_) + " ms");
+                                 std::to_string(timeoutMs) + " ms");
       }
     }
     boost::system::error_code ec;
@@ -109,7 +114,7 @@ class TcpConnection final : public FramedConnection {
   tcp::socket socket_;
   std::string peer_;
   std::vector<boost::asio::const_buffer> buffers_;  // gather list, reused across writes
-  unsigned receiveTimeoutMs_ = 0;                   // 0: wait forever
+  std::atomic<unsigned> receiveTimeoutMs_{0};       // 0: wait forever; set from either side
 };
 
 class TcpListener final : public Listener {

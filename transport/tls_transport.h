@@ -4,12 +4,13 @@
 // Contract:
 // - tlsListen needs the server's certificate chain and private key (PEM files); a file that cannot
 //   be loaded is a TransportError naming it. The TLS handshake of an accepted connection runs on
-//   its first send or receive, on the session's thread, so a slow client never stalls accept().
+//   its first send or receive (whichever thread comes first), so a slow client never stalls
+//   accept().
 // - tlsConnect verifies the server's certificate against the CA file in GPU_POOL_TLS_CA (PEM), or
 //   the system's trust store when it is unset, and checks the host name; GPU_POOL_TLS_VERIFY=0
 //   turns verification off (for tests and self-signed setups; never for production).
 // - Failures of the handshake or the channel are TransportErrors; after one the connection is
-//   unusable. Connection::kind() is "tls".
+//   unusable. Connection::kind() is "tls"; connections are full duplex (Connection::fullDuplex).
 #pragma once
 
 #include <memory>

@@ -64,6 +64,7 @@ class RdmaConnection final : public Connection {
   void discardBulk(size_t size) override;
   uint64_t pendingBulk() const override { return pendingBulk_; }
   void shutdown() override;
+  // Not fullDuplex(): sends and receives drive one CQ, the credits and the offers (waitUntil).
   std::string kind() const override { return "rdma"; }
   std::string peer() const override { return peer_; }
   void setReceiveTimeoutMs(unsigned ms) override { receiveTimeoutMs_ = ms; }
