@@ -127,10 +127,6 @@ class Connection {
   // Bulk bytes of the current frame not yet consumed.
   virtual uint64_t pendingBulk() const = 0;
 
-  // True when one thread may send while another receives; sends stay serialized among themselves
-  // and receives among themselves, by the caller.
-  virtual bool fullDuplex() const { return false; }
-
   // Shuts the connection down; a blocked receive in another thread returns with TransportError.
   virtual void shutdown() = 0;
 

@@ -53,7 +53,6 @@ class TcpConnection final : public FramedConnection {
   }
 
   std::string kind() const override { return "tcp"; }
-  bool fullDuplex() const override { return true; }
   std::string peer() const override { return peer_; }
   bool fullDuplex() const override { return true; }
 
