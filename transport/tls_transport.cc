@@ -38,8 +38,6 @@ std::string describe(const boost::system::error_code& ec) {
   return ec.message();
 }
 
-constexpr unsigned kServerHandshakeMs = 5000;
-
 // The SSL object's byte stream: the socket, read and written with MSG_DONTWAIT (so every SSL call
 // returns at once and waiting happens outside the SSL lock, see TlsConnection::drive) and
 // MSG_NOSIGNAL (a peer gone must not raise SIGPIPE in the client's host process). Guarded, like
@@ -151,10 +149,10 @@ class TlsConnection final : public FramedConnection {
     if (handshaken_.load(std::memory_order_acquire)) return;
     std::lock_guard lock(handshakeMutex_);
     if (handshaken_) return;
-    // A peer that is not speaking TLS (e.g. a tcp:// client) must not hold a session forever.
-    unsigned boundMs =
-        role_ == ssl::stream_base::server ? kServerHandshakeMs : receiveTimeoutMs_.load();
-    auto ec = drive([](SSL* ssl) { return SSL_do_handshake(ssl); }, boundMs);
+    // Bounded by the receive timeout; on the server, a peer that never completes it (one not
+    // speaking TLS, or trickling) is closed by gpupoold's handshake deadline
+    // (--handshake-deadline-ms), whose shutdown() wakes this wait.
+    auto ec = drive([](SSL* ssl) { return SSL_do_handshake(ssl); }, receiveTimeoutMs_.load());
     if (ec) {
       // The peer learns at once (the connection object may outlive this failure for a while).
       shutdown();
