@@ -45,6 +45,14 @@ __device__ inline unsigned long long globalTimerNs() {
   return ns;
 }
 
+// Between two looks at the clock or the flag: leaves the core (the emu's: a host core) to other
+// work where the device can sleep.
+__device__ inline void spinPause() {
+#if __CUDA_ARCH__ >= 700
+  __nanosleep(1000);
+#endif
+}
+
 // Spins until *flag is 1, or until deadlineNs have passed; writes which into *outcome.
 __global__ void spinUntilFlag(const volatile unsigned* flag, unsigned* outcome,
                               unsigned long long deadlineNs) {
@@ -54,6 +62,7 @@ __global__ void spinUntilFlag(const volatile unsigned* flag, unsigned* outcome,
       *outcome = kFlagDeadlinePassed;
       return;
     }
+    spinPause();
   }
   *outcome = kFlagSeen;
 }
@@ -61,8 +70,7 @@ __global__ void spinUntilFlag(const volatile unsigned* flag, unsigned* outcome,
 // Spins for ns of wall time, then writes value into *out (when out is not null).
 __global__ void spinThenWrite(unsigned long long ns, int* out, int value) {
   const unsigned long long start = globalTimerNs();
-  while (globalTimerNs() - start < ns) {
-  }
+  while (globalTimerNs() - start < ns) spinPause();
   if (out != nullptr) *(volatile int*)out = value;
 }
 
