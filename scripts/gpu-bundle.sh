@@ -112,7 +112,8 @@ NVCC_FLAGS=(-O2 -std=c++17 -I"$ROOT/tests/programs" "-Xcompiler=-Wall,-Wextra,-W
   -Xlinker --disable-new-dtags -Xlinker -rpath -Xlinker "\$ORIGIN/../../lib/deps")
 if command -v g++ >/dev/null; then NVCC_FLAGS+=(-ccbin "$(command -v g++)"); fi
 # tests/programs, all of them: gpu-check.sh decides what runs where (multi_device needs two
-# devices). Those that call the driver API link it (the stub; the real one at run time).
+# devices). Those that call the driver API link it (the stub; the real one at run time); those
+# that check CUDA_API_PER_THREAD_DEFAULT_STREAM are built with --default-stream per-thread.
 basic=()
 for source in "$ROOT"/tests/programs/*.cu; do
   basic+=("$(basename "$source" .cu)")
@@ -140,6 +141,9 @@ trap 'rm -f "$jobs_file"' EXIT
     extra=""
     if grep -q '#include "driver_check.h"' "$ROOT/tests/programs/$name.cu"; then
       extra="-L$CUDA_HOME/lib64/stubs -lcuda"
+    fi
+    if grep -q '^#ifndef CUDA_API_PER_THREAD_DEFAULT_STREAM' "$ROOT/tests/programs/$name.cu"; then
+      extra="$extra --default-stream per-thread"
     fi
     printf '%s\t%s\t%s\n' "$ROOT/tests/programs/$name.cu" "$DIR/programs/basic/$name" "$extra"
   done

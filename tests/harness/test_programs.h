@@ -15,6 +15,19 @@ inline const std::vector<std::string>& testProgramNames() {
   return names;
 }
 
+// The programs from tests/programs that test threads and streams working at the same time
+// (CONCURRENCY_PROGRAMS there), built with static cudart only.
+inline const std::vector<std::string>& concurrencyProgramNames() {
+  static const std::vector<std::string> names = {"concurrent_flag_handoff",
+                                                 "concurrent_flag_handoff_driver",
+                                                 "concurrent_calls_during_sync",
+                                                 "concurrent_streams_16",
+                                                 "stream_overlap",
+                                                 "stream_ordering",
+                                                 "stream_ordering_per_thread"};
+  return names;
+}
+
 struct ProgramFlavour {
   std::string name;
   bool sharedCudart = false;
