@@ -303,8 +303,61 @@ CUresult currentRemoteContext(ContextObject** ctx) {
   return CUDA_SUCCESS;
 }
 
+namespace {
+
+thread_local bool nullIsPerThread = false;
+
+// The calling thread's default stream in `ctx`, created on first use. Keyed by the context's
+// server handle too, so a context object reused at the same address gets a stream of its own.
+CUresult perThreadStream(ContextObject* ctx, uint64_t* remote) {
+  struct Entry {
+    ContextObject* context;
+    uint64_t remoteContext;
+    uint64_t stream;
+  };
+  thread_local std::vector<Entry> streams;
+  for (const Entry& e : streams) {
+    if (e.context == ctx && e.remoteContext == ctx->remote) {
+      *remote = e.stream;
+      return CUDA_SUCCESS;
+    }
+  }
+  if (CUresult r = createRemoteStream(ctx, 0, 0, remote); r != CUDA_SUCCESS) return r;
+  streams.push_back(Entry{ctx, ctx->remote, *remote});
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+PerThreadDefaultStream::PerThreadDefaultStream() : outer_(nullIsPerThread) {
+  nullIsPerThread = true;
+}
+
+PerThreadDefaultStream::~PerThreadDefaultStream() { nullIsPerThread = outer_; }
+
+CUresult createRemoteStream(ContextObject* ctx, unsigned flags, int priority, uint64_t* id) {
+  if (CUresult r = DriverState::get().ensureRemote(ctx); r != CUDA_SUCCESS) return r;
+  return ctx->server->call(
+      "cuStreamCreate",
+      [&](wire::Request::Builder b) {
+        auto s = b.initStreamCreate();
+        s.setContext(ctx->remote);
+        s.setFlags(flags);
+        s.setPriority(priority);
+      },
+      {},
+      [&](wire::Response::Reader reply, ReplyBulk&) {
+        *id = reply.getHandle();
+        return CUDA_SUCCESS;
+      });
+}
+
 CUresult resolveStream(CUstream h, ContextObject** ctx, uint64_t* remote) {
-  if (h == nullptr || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD) {
+  if (h == CU_STREAM_PER_THREAD || (h == nullptr && nullIsPerThread)) {
+    if (CUresult r = currentRemoteContext(ctx); r != CUDA_SUCCESS) return r;
+    return perThreadStream(*ctx, remote);
+  }
+  if (h == nullptr || h == CU_STREAM_LEGACY) {
     *remote = 0;
     return currentRemoteContext(ctx);
   }

@@ -181,8 +181,25 @@ KernelObject* asKernel(CUkernel h);
 // The context an operation runs in: the current one, made remote. Sets *ctx or returns the error.
 CUresult currentRemoteContext(ContextObject** ctx);
 // Resolves a stream handle (0, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD or an object) to the server's
-// stream id, and the context it belongs to.
+// stream id, and the context it belongs to. CU_STREAM_PER_THREAD, and 0 inside a
+// PerThreadDefaultStream scope, name the calling thread's own default stream in the current
+// context: a blocking stream created on first use, as CUDA's per-thread default stream is one.
 CUresult resolveStream(CUstream h, ContextObject** ctx, uint64_t* remote);
+// Creates a stream on the server in `ctx` (made remote) and sets *id to its handle there.
+CUresult createRemoteStream(ContextObject* ctx, unsigned flags, int priority, uint64_t* id);
+
+// Held by the _ptsz/_ptds entry points (what cudart calls when a program is built with
+// --default-stream per-thread): while it lives, stream 0 means the thread's default stream.
+class PerThreadDefaultStream {
+ public:
+  PerThreadDefaultStream();
+  ~PerThreadDefaultStream();
+  PerThreadDefaultStream(const PerThreadDefaultStream&) = delete;
+  PerThreadDefaultStream& operator=(const PerThreadDefaultStream&) = delete;
+
+ private:
+  bool outer_;
+};
 
 // Returns CUDA_ERROR_NOT_INITIALIZED (or cuInit's failure) unless cuInit succeeded.
 CUresult requireInit();

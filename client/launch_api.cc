@@ -134,6 +134,7 @@ GPUPOOL_DRIVER_API CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, u
                                                 unsigned int bz, unsigned int sharedBytes,
                                                 CUstream stream, void** kernelParams,
                                                 void** extra) {
+  PerThreadDefaultStream perThread;
   return launch(f, gx, gy, gz, bx, by, bz, sharedBytes, stream, kernelParams, extra);
 }
 
@@ -144,5 +145,6 @@ GPUPOOL_DRIVER_API CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfun
 
 GPUPOOL_DRIVER_API CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f,
                                                   void** kernelParams, void** extra) {
+  PerThreadDefaultStream perThread;
   return launchEx(config, f, kernelParams, extra);
 }

@@ -116,10 +116,12 @@ GPUPOOL_DRIVER_API CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytes, CUs
   return allocate(dptr, bytes, 0, 0, nullptr);
 }
 GPUPOOL_DRIVER_API CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytes, CUstream) {
+  PerThreadDefaultStream perThread;
   return allocate(dptr, bytes, 0, 0, nullptr);
 }
 GPUPOOL_DRIVER_API CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream) { return release(dptr); }
 GPUPOOL_DRIVER_API CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream) {
+  PerThreadDefaultStream perThread;
   return release(dptr);
 }
 

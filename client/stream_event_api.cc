@@ -11,20 +11,7 @@ CUresult createStream(CUstream* out, unsigned flags, int priority) {
   ContextObject* ctx = nullptr;
   if (CUresult r = currentRemoteContext(&ctx); r != CUDA_SUCCESS) return r;
   uint64_t id = 0;
-  CUresult r = ctx->server->call(
-      "cuStreamCreate",
-      [&](wire::Request::Builder b) {
-        auto s = b.initStreamCreate();
-        s.setContext(ctx->remote);
-        s.setFlags(flags);
-        s.setPriority(priority);
-      },
-      {},
-      [&](wire::Response::Reader reply, ReplyBulk&) {
-        id = reply.getHandle();
-        return CUDA_SUCCESS;
-      });
-  if (r != CUDA_SUCCESS) return r;
+  if (CUresult r = createRemoteStream(ctx, flags, priority, &id); r != CUDA_SUCCESS) return r;
   auto* s = new StreamObject();
   s->context = ctx;
   s->remote = id;
@@ -170,14 +157,21 @@ GPUPOOL_DRIVER_API CUresult cuStreamDestroy_v2(CUstream h) {
 GPUPOOL_DRIVER_API CUresult cuStreamDestroy(CUstream h) { return cuStreamDestroy_v2(h); }
 
 GPUPOOL_DRIVER_API CUresult cuStreamSynchronize(CUstream h) { return synchronizeStream(h); }
-GPUPOOL_DRIVER_API CUresult cuStreamSynchronize_ptsz(CUstream h) { return synchronizeStream(h); }
+GPUPOOL_DRIVER_API CUresult cuStreamSynchronize_ptsz(CUstream h) {
+  PerThreadDefaultStream perThread;
+  return synchronizeStream(h);
+}
 GPUPOOL_DRIVER_API CUresult cuStreamQuery(CUstream h) { return queryStream(h); }
-GPUPOOL_DRIVER_API CUresult cuStreamQuery_ptsz(CUstream h) { return queryStream(h); }
+GPUPOOL_DRIVER_API CUresult cuStreamQuery_ptsz(CUstream h) {
+  PerThreadDefaultStream perThread;
+  return queryStream(h);
+}
 
 GPUPOOL_DRIVER_API CUresult cuStreamWaitEvent(CUstream h, CUevent e, unsigned int) {
   return waitEvent(h, e);
 }
 GPUPOOL_DRIVER_API CUresult cuStreamWaitEvent_ptsz(CUstream h, CUevent e, unsigned int) {
+  PerThreadDefaultStream perThread;
   return waitEvent(h, e);
 }
 
@@ -190,6 +184,7 @@ GPUPOOL_DRIVER_API CUresult cuStreamGetPriority(CUstream h, int* priority) {
                                                                        : CUDA_ERROR_INVALID_HANDLE;
 }
 GPUPOOL_DRIVER_API CUresult cuStreamGetPriority_ptsz(CUstream h, int* priority) {
+  PerThreadDefaultStream perThread;
   return cuStreamGetPriority(h, priority);
 }
 
@@ -202,6 +197,7 @@ GPUPOOL_DRIVER_API CUresult cuStreamGetFlags(CUstream h, unsigned int* flags) {
                                                                        : CUDA_ERROR_INVALID_HANDLE;
 }
 GPUPOOL_DRIVER_API CUresult cuStreamGetFlags_ptsz(CUstream h, unsigned int* flags) {
+  PerThreadDefaultStream perThread;
   return cuStreamGetFlags(h, flags);
 }
 
@@ -219,6 +215,7 @@ GPUPOOL_DRIVER_API CUresult cuStreamGetCtx(CUstream h, CUcontext* pctx) {
   return CUDA_SUCCESS;
 }
 GPUPOOL_DRIVER_API CUresult cuStreamGetCtx_ptsz(CUstream h, CUcontext* pctx) {
+  PerThreadDefaultStream perThread;
   return cuStreamGetCtx(h, pctx);
 }
 
@@ -233,6 +230,7 @@ GPUPOOL_DRIVER_API CUresult cuStreamGetId(CUstream h, unsigned long long* id) {
   return CUDA_SUCCESS;
 }
 GPUPOOL_DRIVER_API CUresult cuStreamGetId_ptsz(CUstream h, unsigned long long* id) {
+  PerThreadDefaultStream perThread;
   return cuStreamGetId(h, id);
 }
 
@@ -240,6 +238,7 @@ GPUPOOL_DRIVER_API CUresult cuLaunchHostFunc(CUstream h, CUhostFn fn, void* data
   return hostFunction(h, fn, data);
 }
 GPUPOOL_DRIVER_API CUresult cuLaunchHostFunc_ptsz(CUstream h, CUhostFn fn, void* data) {
+  PerThreadDefaultStream perThread;
   return hostFunction(h, fn, data);
 }
 
@@ -252,6 +251,7 @@ GPUPOOL_DRIVER_API CUresult cuStreamAddCallback(CUstream h, CUstreamCallback cal
 }
 GPUPOOL_DRIVER_API CUresult cuStreamAddCallback_ptsz(CUstream h, CUstreamCallback callback,
                                                      void* data, unsigned int flags) {
+  PerThreadDefaultStream perThread;
   return cuStreamAddCallback(h, callback, data, flags);
 }
 
@@ -263,6 +263,7 @@ GPUPOOL_DRIVER_API CUresult cuStreamIsCapturing(CUstream, CUstreamCaptureStatus*
   return requireInit();
 }
 GPUPOOL_DRIVER_API CUresult cuStreamIsCapturing_ptsz(CUstream h, CUstreamCaptureStatus* status) {
+  PerThreadDefaultStream perThread;
   return cuStreamIsCapturing(h, status);
 }
 GPUPOOL_DRIVER_API CUresult cuStreamGetCaptureInfo(CUstream, CUstreamCaptureStatus* status,
@@ -274,6 +275,7 @@ GPUPOOL_DRIVER_API CUresult cuStreamGetCaptureInfo(CUstream, CUstreamCaptureStat
 }
 GPUPOOL_DRIVER_API CUresult cuStreamGetCaptureInfo_ptsz(CUstream h, CUstreamCaptureStatus* status,
                                                         cuuint64_t* id) {
+  PerThreadDefaultStream perThread;
   return cuStreamGetCaptureInfo(h, status, id);
 }
 GPUPOOL_DRIVER_API CUresult cuStreamGetCaptureInfo_v2(CUstream h, CUstreamCaptureStatus* status,
@@ -289,6 +291,7 @@ GPUPOOL_DRIVER_API CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream h,
                                                            cuuint64_t* id, CUgraph* graph,
                                                            const CUgraphNode** deps,
                                                            size_t* numDeps) {
+  PerThreadDefaultStream perThread;
   return cuStreamGetCaptureInfo_v2(h, status, id, graph, deps, numDeps);
 }
 GPUPOOL_DRIVER_API CUresult cuStreamGetCaptureInfo_v3(CUstream h, CUstreamCaptureStatus* status,
@@ -302,6 +305,7 @@ GPUPOOL_DRIVER_API CUresult cuStreamGetCaptureInfo_v3(CUstream h, CUstreamCaptur
 GPUPOOL_DRIVER_API CUresult cuStreamGetCaptureInfo_v3_ptsz(
     CUstream h, CUstreamCaptureStatus* status, cuuint64_t* id, CUgraph* graph,
     const CUgraphNode** deps, const CUgraphEdgeData** edges, size_t* numDeps) {
+  PerThreadDefaultStream perThread;
   return cuStreamGetCaptureInfo_v3(h, status, id, graph, deps, edges, numDeps);
 }
 GPUPOOL_DRIVER_API CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
@@ -362,11 +366,15 @@ GPUPOOL_DRIVER_API CUresult cuEventDestroy_v2(CUevent h) {
 GPUPOOL_DRIVER_API CUresult cuEventDestroy(CUevent h) { return cuEventDestroy_v2(h); }
 
 GPUPOOL_DRIVER_API CUresult cuEventRecord(CUevent e, CUstream s) { return recordEvent(e, s); }
-GPUPOOL_DRIVER_API CUresult cuEventRecord_ptsz(CUevent e, CUstream s) { return recordEvent(e, s); }
+GPUPOOL_DRIVER_API CUresult cuEventRecord_ptsz(CUevent e, CUstream s) {
+  PerThreadDefaultStream perThread;
+  return recordEvent(e, s);
+}
 GPUPOOL_DRIVER_API CUresult cuEventRecordWithFlags(CUevent e, CUstream s, unsigned int) {
   return recordEvent(e, s);
 }
 GPUPOOL_DRIVER_API CUresult cuEventRecordWithFlags_ptsz(CUevent e, CUstream s, unsigned int) {
+  PerThreadDefaultStream perThread;
   return recordEvent(e, s);
 }
 
