@@ -1,20 +1,27 @@
 // The waits of a BackendContext (streamSynchronize, eventSynchronize, synchronize) on threads of
-// their own while the session's thread keeps using the context (server/backend.h), on the emu
-// backend through the BackendContext interface. A kernel spins until a flag in device memory is
-// set, so the waits are certainly under way while the main thread creates and destroys streams and
-// events, allocates, copies and launches; then the flag is set and every wait must end.
+// their own while the session's thread keeps using the context (server/backend.h).
+// - On the emu backend through the BackendContext interface: a kernel spins until a flag in device
+//   memory is set, so the waits are certainly under way while the main thread creates and destroys
+//   streams and events, allocates, copies and launches; then the flag is set and every wait must
+//   end.
+// - The cuda backend's table of driver streams and events: a handle destroyed during a wait goes
+//   back to the driver only when the wait ends.
 //
 // Labelled `tsan`: ThreadSanitizer checks that nothing here races.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <future>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "server/backend.h"
+#include "server/backends/cuda/driver_handle_table.h"
 #include "server/backends/emu/emu_backend.h"
 
 namespace gpupool::server {
@@ -95,6 +102,22 @@ class EmuBackendWaitTest : public ::testing::Test {
     return context_->launch(function, LaunchShape{}, stream, params);
   }
 
+  // Runs `wait` on a thread of its own; returns once that thread is most likely inside the wait
+  // (the tests allow for either).
+  static std::future<Status> startWait(std::function<Status()> wait) {
+    std::promise<void> started;
+    std::future<void> running = started.get_future();
+    // The thread owns the promise: it may still be inside set_value when we return.
+    auto result = std::async(std::launch::async,
+                             [started = std::move(started), wait = std::move(wait)]() mutable {
+                               started.set_value();
+                               return wait();
+                             });
+    running.wait();
+    std::this_thread::sleep_for(50ms);
+    return result;
+  }
+
   // The wait's result once it has ended; a hung wait fails the test and is cut short by cancel().
   Status finished(std::future<Status>& wait) {
     if (wait.wait_for(kWaitLimit) != std::future_status::ready) {
@@ -102,6 +125,12 @@ class EmuBackendWaitTest : public ::testing::Test {
       context_->cancel();
     }
     return wait.get();
+  }
+
+  // What a wait on a handle destroyed meanwhile may return.
+  static void expectEndedOrGone(const Status& result) {
+    EXPECT_TRUE(result.code == CUDA_SUCCESS || result.code == CUDA_ERROR_INVALID_HANDLE)
+        << result.code << " " << result.message;
   }
 
   std::unique_ptr<Backend> backend_;
@@ -166,43 +195,117 @@ TEST_F(EmuBackendWaitTest, EventDestroyedWhileAThreadWaitsOnIt) {
   uint64_t event = 0;
   ASSERT_TRUE(context_->eventCreate(0, &event).ok());
   ASSERT_TRUE(context_->eventRecord(event, spinning_).ok());
-  std::promise<void> waiting;
-  auto eventWait = std::async(std::launch::async, [&] {
-    waiting.set_value();
-    return context_->eventSynchronize(event);
-  });
+  auto eventWait = startWait([&] { return context_->eventSynchronize(event); });
   CancelAtExit cancelAtExit{*context_};
-  waiting.get_future().wait();
-  std::this_thread::sleep_for(50ms);  // most likely inside the wait by now; either way is allowed
   ASSERT_TRUE(context_->eventDestroy(event).ok());
   EXPECT_EQ(context_->eventQuery(event).code, CUDA_ERROR_INVALID_HANDLE);
 
   ASSERT_TRUE(launchWithFlag(release_, other_).ok());
-  Status result = finished(eventWait);
-  EXPECT_TRUE(result.code == CUDA_SUCCESS || result.code == CUDA_ERROR_INVALID_HANDLE)
-      << result.code << " " << result.message;
+  expectEndedOrGone(finished(eventWait));
   EXPECT_TRUE(context_->synchronize().ok());
 }
 
 TEST_F(EmuBackendWaitTest, StreamDestroyedWhileAThreadWaitsOnIt) {
   ASSERT_TRUE(launchWithFlag(spin_, spinning_).ok());
-  std::promise<void> waiting;
-  auto streamWait = std::async(std::launch::async, [&] {
-    waiting.set_value();
-    return context_->streamSynchronize(spinning_);
-  });
+  auto streamWait = startWait([&] { return context_->streamSynchronize(spinning_); });
   CancelAtExit cancelAtExit{*context_};
-  waiting.get_future().wait();
-  std::this_thread::sleep_for(50ms);
   // streamDestroy lets the stream's work finish first, so the kernel is released before.
   ASSERT_TRUE(launchWithFlag(release_, other_).ok());
   ASSERT_TRUE(context_->streamDestroy(spinning_).ok());
   EXPECT_EQ(context_->streamQuery(spinning_).code, CUDA_ERROR_INVALID_HANDLE);
 
-  Status result = finished(streamWait);
-  EXPECT_TRUE(result.code == CUDA_SUCCESS || result.code == CUDA_ERROR_INVALID_HANDLE)
-      << result.code << " " << result.message;
+  expectEndedOrGone(finished(streamWait));
   EXPECT_EQ(context_->streamSynchronize(spinning_).code, CUDA_ERROR_INVALID_HANDLE);
+}
+
+// A driver handle as the table sees it, and a record of what it gave back to the "driver".
+using FakeHandle = int;
+struct DestroyLog {
+  std::mutex mutex;
+  std::vector<FakeHandle> destroyed;
+  std::vector<std::thread::id> threads;  // where each was destroyed
+  CUresult answer = CUDA_SUCCESS;        // what the driver says to a destroy
+};
+
+DriverHandleTable<FakeHandle> tableLoggingTo(DestroyLog& log) {
+  return DriverHandleTable<FakeHandle>([&log](FakeHandle handle) {
+    std::lock_guard lock(log.mutex);
+    if (log.answer != CUDA_SUCCESS) return Status::error(log.answer, "refused");
+    log.destroyed.push_back(handle);
+    log.threads.push_back(std::this_thread::get_id());
+    return Status::success();
+  });
+}
+
+TEST(DriverHandleTableTest, HandleRemovedDuringAWaitIsDestroyedWhenTheWaitEnds) {
+  DestroyLog log;
+  auto table = tableLoggingTo(log);
+  table.add(1, 100);
+  std::promise<FakeHandle> waitedOn;
+  std::promise<void> finishWait;
+  std::shared_future<void> finish = finishWait.get_future().share();
+  std::thread::id waiterThread;
+  auto wait = std::async(std::launch::async, [&] {
+    waiterThread = std::this_thread::get_id();
+    return table.wait(1, [&](FakeHandle handle) {
+      waitedOn.set_value(handle);
+      finish.wait();  // the "driver" is still waiting
+      return Status::success();
+    });
+  });
+  EXPECT_EQ(waitedOn.get_future().get(), 100);
+
+  std::optional<Status> removed = table.remove(1);
+  ASSERT_TRUE(removed.has_value());
+  EXPECT_TRUE(removed->ok());
+  EXPECT_FALSE(table.find(1).has_value());  // gone for everyone at once...
+  EXPECT_FALSE(table.wait(1, [](FakeHandle) { return Status::success(); }).has_value());
+  {
+    std::lock_guard lock(log.mutex);
+    EXPECT_TRUE(log.destroyed.empty());  // ...but not destroyed under the wait
+  }
+
+  finishWait.set_value();
+  std::optional<Status> waited = wait.get();
+  ASSERT_TRUE(waited.has_value());
+  EXPECT_TRUE(waited->ok());
+  std::lock_guard lock(log.mutex);
+  EXPECT_EQ(log.destroyed, std::vector<FakeHandle>{100});
+  EXPECT_EQ(log.threads, std::vector<std::thread::id>{waiterThread});
+}
+
+TEST(DriverHandleTableTest, HandleWithoutWaitsIsDestroyedByRemove) {
+  DestroyLog log;
+  auto table = tableLoggingTo(log);
+  table.add(1, 100);
+  table.add(2, 200);
+  std::optional<Status> waited = table.wait(1, [](FakeHandle handle) {
+    return handle == 100 ? Status::success() : Status::error(CUDA_ERROR_UNKNOWN, "wrong handle");
+  });
+  ASSERT_TRUE(waited.has_value());
+  EXPECT_TRUE(waited->ok());
+  std::optional<Status> removed = table.remove(1);
+  ASSERT_TRUE(removed.has_value());
+  EXPECT_TRUE(removed->ok());
+  EXPECT_FALSE(table.remove(1).has_value());
+  {
+    std::lock_guard lock(log.mutex);
+    EXPECT_EQ(log.destroyed, std::vector<FakeHandle>{100});
+    EXPECT_EQ(log.threads, std::vector<std::thread::id>{std::this_thread::get_id()});
+  }
+  EXPECT_EQ(table.takeAll(), std::vector<FakeHandle>{200});
+  EXPECT_FALSE(table.find(2).has_value());
+}
+
+TEST(DriverHandleTableTest, HandleTheDriverRefusesToDestroyStays) {
+  DestroyLog log;
+  auto table = tableLoggingTo(log);
+  table.add(1, 100);
+  log.answer = CUDA_ERROR_INVALID_CONTEXT;
+  std::optional<Status> removed = table.remove(1);
+  ASSERT_TRUE(removed.has_value());
+  EXPECT_EQ(removed->code, CUDA_ERROR_INVALID_CONTEXT);
+  EXPECT_EQ(table.find(1), std::optional<FakeHandle>(100));
 }
 
 }  // namespace
