@@ -10,6 +10,7 @@
 // Labelled `tsan`: ThreadSanitizer checks that nothing here races.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -148,13 +149,31 @@ TEST_F(EmuBackendWaitTest, WaitsRunWhileTheSessionThreadUsesTheContext) {
   auto contextWait = std::async(std::launch::async, [&] { return context_->synchronize(); });
   // The legacy stream waits for the blocking streams, the spinning one included.
   auto legacyWait = std::async(std::launch::async, [&] { return context_->streamSynchronize(0); });
+  // And waits that keep ending, so that their lookups overlap the loop's changes to the tables.
+  // Looking up an id above every handle walks past the newest entries, where the loop inserts and
+  // erases.
+  uint64_t marker = 0;
+  ASSERT_TRUE(context_->eventCreate(0, &marker).ok());
+  const uint64_t unknown = ~uint64_t{0};
+  std::atomic<bool> loopDone{false};
+  auto busyWaits = std::async(std::launch::async, [&] {
+    while (!loopDone) {
+      if (Status s = context_->streamSynchronize(other_); !s.ok()) return s;
+      if (Status s = context_->eventSynchronize(marker); !s.ok()) return s;
+      if (context_->streamSynchronize(unknown).code != CUDA_ERROR_INVALID_HANDLE ||
+          context_->eventSynchronize(unknown).code != CUDA_ERROR_INVALID_HANDLE) {
+        return Status::error(CUDA_ERROR_UNKNOWN, "a wait on an unknown handle did not fail");
+      }
+    }
+    return Status::success();
+  });
   CancelAtExit cancelAtExit{*context_};
 
   // The session's thread meanwhile: nothing here waits for the spinning stream (no legacy-stream
   // work, no synchronous copy, no free: those would wait for the kernel).
   const std::vector<uint8_t> pattern(256, 0x5a);
   std::vector<uint64_t> allocations;
-  for (int round = 0; round < 20; ++round) {
+  for (int round = 0; round < 50; ++round) {
     uint64_t stream = 0, event = 0, memory = 0;
     ASSERT_TRUE(context_->streamCreate(CU_STREAM_NON_BLOCKING, 0, &stream).ok());
     ASSERT_TRUE(context_->eventCreate(0, &event).ok());
@@ -164,12 +183,18 @@ TEST_F(EmuBackendWaitTest, WaitsRunWhileTheSessionThreadUsesTheContext) {
         context_->copyHostToDevice(memory, pattern.data(), pattern.size(), other_, true).ok());
     ASSERT_TRUE(context_->eventRecord(event, stream).ok());
     ASSERT_TRUE(context_->streamWaitEvent(other_, event).ok());
-    EXPECT_EQ(context_->streamQuery(spinning_).code, CUDA_ERROR_NOT_READY);
+    ASSERT_TRUE(context_->eventRecord(marker, other_).ok());
     ASSERT_TRUE(context_->eventDestroy(event).ok());
     ASSERT_TRUE(context_->streamDestroy(stream).ok());
     EXPECT_EQ(context_->takeDeviceOutput(), "");
   }
-  // Nothing has released the kernel yet, so no wait can have ended.
+  // Nothing has released the kernel yet, so no wait can have ended. (Asked only now: the stream's
+  // lock, which streamQuery takes, would order the loop's calls after the waits' lookups and hide
+  // a race between them from ThreadSanitizer.)
+  EXPECT_EQ(context_->streamQuery(spinning_).code, CUDA_ERROR_NOT_READY);
+  loopDone = true;
+  Status busyResult = finished(busyWaits);
+  EXPECT_TRUE(busyResult.ok()) << busyResult.message;
   EXPECT_EQ(streamWait.wait_for(0s), std::future_status::timeout);
   EXPECT_EQ(contextWait.wait_for(0s), std::future_status::timeout);
   EXPECT_EQ(legacyWait.wait_for(0s), std::future_status::timeout);
