@@ -48,16 +48,16 @@ run_asan() {
 run_tsan() {
   local build="$ROOT/build-tsan"
   cmake -S "$ROOT" -B "$build" "${SANITIZER_CMAKE_FLAGS[@]}" -DGPUPOOL_SANITIZE=thread >/dev/null
-  cmake --build "$build" -j "$JOBS" --target unit_tests e2e_tests hardening_tests
+  cmake --build "$build" -j "$JOBS" --target unit_tests backend_wait_tests e2e_tests hardening_tests
   (
     cd "$build"
     export LD_PRELOAD="$(gcc -print-file-name=libtsan.so) $(gcc -print-file-name=libstdc++.so.6)"
     export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
     export GPUPOOL_LOAD_ROUNDS=40
-    # The tests labelled `tsan`: transport and codec unit tests; the server (both backends) under
-    # concurrent, killed and chained clients; the hardening tests (isolation, faults, limits,
-    # load). Which ones, and why, is said where they are labelled (gpupool_label_suites in
-    # tests/unit, tests/e2e and tests/hardening).
+    # The tests labelled `tsan`: transport and codec unit tests; the backends' waits on threads of
+    # their own; the server (both backends) under concurrent, killed and chained clients; the
+    # hardening tests (isolation, faults, limits, load). Which ones, and why, is said where they
+    # are labelled (gpupool_label_suites in tests/unit, tests/e2e and tests/hardening).
     ctest --output-on-failure --no-tests=error -j "$JOBS" ${CTEST_ARGS:-} -L '^tsan$'
   ) || status=1
 }

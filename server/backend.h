@@ -7,13 +7,17 @@
 // - A BackendContext is created per client context and owns everything created through it (memory,
 //   modules, streams, events). Destroying it releases all of that, whatever state it is in.
 // - Handles (modules, functions, streams, events) are opaque 64-bit ids minted by the context.
-// Every
-//   handle and device address a caller passes is checked against what *this* context owns: a
-//   foreign or bogus one gets CUDA_ERROR_INVALID_HANDLE / CUDA_ERROR_INVALID_VALUE, never access.
+//   Every handle and device address a caller passes is checked against what *this* context owns:
+//   a foreign or bogus one gets CUDA_ERROR_INVALID_HANDLE / CUDA_ERROR_INVALID_VALUE, never
+//   access.
 // - Stream id 0 is the context's default (legacy) stream.
-// - One thread at a time calls a given BackendContext (the session's thread). Backend itself is
-// shared
-//   by all sessions and is thread-safe.
+// - Threads: one thread at a time makes the context's other calls (the session's thread); the
+//   waits (`streamSynchronize`, `eventSynchronize`, `synchronize`) may in addition run on other
+//   threads at the same time, any number of them, concurrently with those calls and with each
+//   other. A wait on a stream or event that another thread destroys meanwhile returns (success or
+//   CUDA_ERROR_INVALID_HANDLE), never touches freed memory. `takeDeviceOutput()` and `cancel()`
+//   are safe from any thread. The context is destroyed only once no wait on it is running (its
+//   owner joins its waiters first). Backend itself is shared by all sessions and is thread-safe.
 #pragma once
 
 #include <cuda.h>
@@ -133,7 +137,8 @@ class BackendContext {
   // Waits for all work in the context; returns the context's sticky error if a kernel failed.
   virtual Status synchronize() = 0;
 
-  // Device printf output produced since the last call, in order (the client prints it).
+  // Device printf output produced since the last call, in order (the client prints it). Safe from
+  // any thread (a waiter calls it after its wait).
   virtual std::string takeDeviceOutput() = 0;
 
   // Where device memory is host memory (emu), a host pointer to [address, address+bytes) of this

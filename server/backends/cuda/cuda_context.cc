@@ -54,8 +54,8 @@ CudaContext::~CudaContext() {
   // cuCtxDestroy releases whatever the explicit calls could not.
   (void)makeCurrent();
   staging_.reset();  // waits for its transfers, so no copy is left reading freed memory
-  for (auto& [id, event] : events_) (void)driver_->call(driver_->eventDestroy, event);
-  for (auto& [id, stream] : streams_) (void)driver_->call(driver_->streamDestroy, stream);
+  for (CUevent event : events_.takeAll()) (void)driver_->call(driver_->eventDestroy, event);
+  for (CUstream stream : streams_.takeAll()) (void)driver_->call(driver_->streamDestroy, stream);
   for (auto& [id, module] : modules_) (void)driver_->call(driver_->moduleUnload, module);
   for (auto& [base, range] : addresses_.ranges()) {
     if (range.owner == DeviceAddressMap::kAllocation) {
@@ -73,16 +73,16 @@ Status CudaContext::findStream(uint64_t id, CUstream* stream) const {
     *stream = nullptr;  // the legacy default stream
     return Status::success();
   }
-  auto it = streams_.find(id);
-  if (it == streams_.end()) return invalidHandle("stream", id);
-  *stream = it->second;
+  std::optional<CUstream> found = streams_.find(id);
+  if (!found) return invalidHandle("stream", id);
+  *stream = *found;
   return Status::success();
 }
 
 Status CudaContext::findEvent(uint64_t id, CUevent* event) const {
-  auto it = events_.find(id);
-  if (it == events_.end()) return invalidHandle("event", id);
-  *event = it->second;
+  std::optional<CUevent> found = events_.find(id);
+  if (!found) return invalidHandle("event", id);
+  *event = *found;
   return Status::success();
 }
 
@@ -500,24 +500,25 @@ Status CudaContext::streamCreate(unsigned flags, int priority, uint64_t* stream)
     return s;
   }
   *stream = mintId();
-  streams_[*stream] = handle;
+  streams_.add(*stream, handle);
   return Status::success();
 }
 
 Status CudaContext::streamDestroy(uint64_t stream) {
   if (Status s = makeCurrent(); !s.ok()) return s;
-  auto it = streams_.find(stream);
-  if (it == streams_.end()) return invalidHandle("stream", stream);
-  if (Status s = driver_->call(driver_->streamDestroy, it->second); !s.ok()) return s;
-  streams_.erase(it);
-  return Status::success();
+  std::optional<Status> removed = streams_.remove(stream);
+  return removed ? *removed : invalidHandle("stream", stream);
 }
 
+// May run on a waiter thread (server/backend.h): the table keeps the stream alive meanwhile.
 Status CudaContext::streamSynchronize(uint64_t stream) {
   if (Status s = makeCurrent(); !s.ok()) return s;
-  CUstream cuStream = nullptr;
-  if (Status s = findStream(stream, &cuStream); !s.ok()) return s;
-  return driver_->call(driver_->streamSynchronize, cuStream);
+  auto synchronize = [this](CUstream cuStream) {
+    return driver_->call(driver_->streamSynchronize, cuStream);
+  };
+  if (stream == 0) return synchronize(nullptr);  // the legacy default stream
+  std::optional<Status> waited = streams_.wait(stream, synchronize);
+  return waited ? *waited : invalidHandle("stream", stream);
 }
 
 Status CudaContext::streamQuery(uint64_t stream) {
@@ -541,17 +542,14 @@ Status CudaContext::eventCreate(unsigned flags, uint64_t* event) {
   CUevent handle = nullptr;
   if (Status s = driver_->call(driver_->eventCreate, &handle, flags); !s.ok()) return s;
   *event = mintId();
-  events_[*event] = handle;
+  events_.add(*event, handle);
   return Status::success();
 }
 
 Status CudaContext::eventDestroy(uint64_t event) {
   if (Status s = makeCurrent(); !s.ok()) return s;
-  auto it = events_.find(event);
-  if (it == events_.end()) return invalidHandle("event", event);
-  if (Status s = driver_->call(driver_->eventDestroy, it->second); !s.ok()) return s;
-  events_.erase(it);
-  return Status::success();
+  std::optional<Status> removed = events_.remove(event);
+  return removed ? *removed : invalidHandle("event", event);
 }
 
 Status CudaContext::eventRecord(uint64_t event, uint64_t stream) {
@@ -563,11 +561,12 @@ Status CudaContext::eventRecord(uint64_t event, uint64_t stream) {
   return driver_->call(driver_->eventRecord, cuEvent, cuStream);
 }
 
+// May run on a waiter thread, as streamSynchronize.
 Status CudaContext::eventSynchronize(uint64_t event) {
   if (Status s = makeCurrent(); !s.ok()) return s;
-  CUevent cuEvent = nullptr;
-  if (Status s = findEvent(event, &cuEvent); !s.ok()) return s;
-  return driver_->call(driver_->eventSynchronize, cuEvent);
+  std::optional<Status> waited = events_.wait(
+      event, [this](CUevent cuEvent) { return driver_->call(driver_->eventSynchronize, cuEvent); });
+  return waited ? *waited : invalidHandle("event", event);
 }
 
 Status CudaContext::eventQuery(uint64_t event) {
@@ -585,6 +584,7 @@ Status CudaContext::eventElapsedTime(uint64_t start, uint64_t end, float* millis
   return driver_->call(driver_->eventElapsedTime, milliseconds, cuStart, cuEnd);
 }
 
+// May run on a waiter thread: the driver's context synchronization is thread-safe.
 Status CudaContext::synchronize() {
   if (Status s = makeCurrent(); !s.ok()) return s;
   return driver_->call(driver_->ctxSynchronize);

@@ -2,7 +2,10 @@
 //
 // Contract (on top of server/backend.h):
 // - Every call first makes the context current on the calling thread, because one session thread
-//   may serve several contexts and the driver's current context is per thread.
+//   may serve several contexts and the driver's current context is per thread. That includes the
+//   waits, which may come from waiter threads (server/backend.h).
+// - Waits look their stream or event up in a DriverHandleTable and call the driver without its
+//   lock; one destroyed meanwhile is given back to the driver when the last wait on it ends.
 // - Handles are ids minted here; device addresses are checked against the ranges this context
 //   allocated or obtained from its modules' globals *before* the driver is called, because the
 //   driver would happily access another tenant's memory in the same process. Pointers inside
@@ -21,6 +24,7 @@
 #include "server/backends/cuda/cuda_driver.h"
 #include "server/backends/cuda/cuda_staging.h"
 #include "server/backends/cuda/device_address_map.h"
+#include "server/backends/cuda/driver_handle_table.h"
 
 namespace gpupool::server {
 
@@ -125,8 +129,10 @@ class CudaContext final : public BackendContext {
   std::map<uint64_t, CUmodule> modules_;
   std::map<uint64_t, Function> functions_;
   std::map<CUfunction, uint64_t> functionIds_;  // so repeated lookups return the same id
-  std::map<uint64_t, CUstream> streams_;
-  std::map<uint64_t, CUevent> events_;
+  DriverHandleTable<CUstream> streams_{
+      [this](CUstream stream) { return driver_->call(driver_->streamDestroy, stream); }};
+  DriverHandleTable<CUevent> events_{
+      [this](CUevent event) { return driver_->call(driver_->eventDestroy, event); }};
   std::unique_ptr<CudaStaging> staging_;  // released before the context in the destructor
 
   std::shared_ptr<LaunchGate> gate_;  // the pool's scheduler and meter; null when open

@@ -57,13 +57,16 @@ uint64_t extent2D(uint64_t pitch, uint64_t widthBytes, uint64_t height) {
 EmuContext::EmuContext(EmuMemory& memory, const DeviceDescription& device,
                        const EmuBackendOptions& options, uint64_t ownerId)
     : memory_(memory), device_(device), options_(options), owner_(ownerId) {
-  streams_[0] = Stream{0, std::make_unique<StreamQueue>()};
+  streams_[0] = Stream{0, std::make_shared<StreamQueue>()};
 }
 
 EmuContext::~EmuContext() {
   cancel();  // running kernels stop instead of holding the destruction up
   drainAll();
-  streams_.clear();  // joins the workers
+  {
+    std::lock_guard lock(tablesMutex_);
+    streams_.clear();  // joins the workers (no wait holds a queue any more: see backend.h)
+  }
   functions_.clear();
   modules_.clear();
   memory_.releaseAll(owner_);
@@ -87,44 +90,57 @@ void EmuContext::fail(CUresult code, const std::string& message) {
   std::cerr << "gpupoold: context " << owner_ << ": " << message << "\n";
 }
 
-EmuContext::Stream* EmuContext::findStream(uint64_t stream) {
+EmuContext::Stream EmuContext::findStream(uint64_t stream) const {
+  std::lock_guard lock(tablesMutex_);
   auto it = streams_.find(stream);
-  return it == streams_.end() ? nullptr : &it->second;
+  return it == streams_.end() ? Stream{} : it->second;
+}
+
+std::shared_ptr<EmuContext::Event> EmuContext::findEvent(uint64_t event) const {
+  std::lock_guard lock(tablesMutex_);
+  auto it = events_.find(event);
+  return it == events_.end() ? nullptr : it->second;
+}
+
+std::vector<std::shared_ptr<StreamQueue>> EmuContext::streamQueues(StreamSet which) const {
+  std::vector<std::shared_ptr<StreamQueue>> queues;
+  std::lock_guard lock(tablesMutex_);
+  for (const auto& [id, s] : streams_) {
+    bool otherBlocking = id != 0 && !(s.flags & CU_STREAM_NON_BLOCKING);
+    if (which == StreamSet::kAll || otherBlocking) queues.push_back(s.queue);
+  }
+  return queues;
+}
+
+// Without the tables lock: draining may take as long as the kernels queued.
+void EmuContext::drain(const std::vector<std::shared_ptr<StreamQueue>>& queues) {
+  for (const auto& queue : queues) queue->drain();
 }
 
 Status EmuContext::enqueue(uint64_t stream, std::function<void()> operation) {
-  Stream* s = findStream(stream);
-  if (!s) return invalidHandle("unknown stream " + hex(stream));
+  Stream s = findStream(stream);
+  if (!s.queue) return invalidHandle("unknown stream " + hex(stream));
   if (Status st = sticky(); !st.ok()) return st;
   if (stream == 0) {
-    for (auto& [id, other] : streams_) {
-      if (id != 0 && !(other.flags & CU_STREAM_NON_BLOCKING)) other.queue->drain();
-    }
-  } else if (!(s->flags & CU_STREAM_NON_BLOCKING)) {
-    streams_[0].queue->drain();
+    drain(streamQueues(StreamSet::kOtherBlocking));
+  } else if (!(s.flags & CU_STREAM_NON_BLOCKING)) {
+    findStream(0).queue->drain();
   }
-  s->queue->enqueue([this, operation = std::move(operation)] {
+  s.queue->enqueue([this, operation = std::move(operation)] {
     if (sticky().ok()) operation();  // a broken context runs nothing more
   });
   return Status::success();
 }
 
 Status EmuContext::waitForStream(uint64_t stream) {
-  Stream* s = findStream(stream);
-  if (!s) return invalidHandle("unknown stream " + hex(stream));
-  if (stream == 0) {
-    for (auto& [id, other] : streams_) {
-      if (!(other.flags & CU_STREAM_NON_BLOCKING) || id == 0) other.queue->drain();
-    }
-  } else {
-    s->queue->drain();
-  }
+  Stream s = findStream(stream);
+  if (!s.queue) return invalidHandle("unknown stream " + hex(stream));
+  s.queue->drain();
+  if (stream == 0) drain(streamQueues(StreamSet::kOtherBlocking));
   return sticky();
 }
 
-void EmuContext::drainAll() {
-  for (auto& [id, s] : streams_) s.queue->drain();
-}
+void EmuContext::drainAll() { drain(streamQueues(StreamSet::kAll)); }
 
 // ---- Memory ----
 
@@ -496,35 +512,47 @@ Status EmuContext::streamCreate(unsigned flags, int /*priority*/, uint64_t* stre
     return invalidValue("unknown stream flags");
   }
   *stream = nextHandle_++;
-  streams_[*stream] = Stream{flags, std::make_unique<StreamQueue>()};
+  auto queue = std::make_shared<StreamQueue>();
+  std::lock_guard lock(tablesMutex_);
+  streams_[*stream] = Stream{flags, std::move(queue)};
   return Status::success();
 }
 
 Status EmuContext::streamDestroy(uint64_t stream) {
-  if (stream == 0 || !findStream(stream)) return invalidHandle("unknown stream " + hex(stream));
-  streams_.erase(stream);  // finishes queued work first
+  std::shared_ptr<StreamQueue> queue;
+  {
+    std::lock_guard lock(tablesMutex_);
+    auto it = streams_.find(stream);
+    if (stream == 0 || it == streams_.end()) return invalidHandle("unknown stream " + hex(stream));
+    queue = std::move(it->second.queue);
+    streams_.erase(it);
+  }
+  // Its queued work finishes first, as before; a wait still holding the queue then ends too, and
+  // whoever lets go of the queue last stops its worker.
+  queue->drain();
   return Status::success();
 }
 
 Status EmuContext::streamSynchronize(uint64_t stream) { return waitForStream(stream); }
 
 Status EmuContext::streamQuery(uint64_t stream) {
-  Stream* s = findStream(stream);
-  if (!s) return invalidHandle("unknown stream " + hex(stream));
+  Stream s = findStream(stream);
+  if (!s.queue) return invalidHandle("unknown stream " + hex(stream));
   if (Status st = sticky(); !st.ok()) return st;
-  return s->queue->idle() ? Status::success() : Status::error(CUDA_ERROR_NOT_READY, "");
+  return s.queue->idle() ? Status::success() : Status::error(CUDA_ERROR_NOT_READY, "");
 }
 
 Status EmuContext::streamWaitEvent(uint64_t stream, uint64_t event) {
-  auto it = events_.find(event);
-  if (it == events_.end()) return invalidHandle("unknown event " + hex(event));
-  std::shared_ptr<Event> e = it->second;
+  std::shared_ptr<Event> e = findEvent(event);
+  if (!e) return invalidHandle("unknown event " + hex(event));
   uint64_t epoch;
   {
     std::lock_guard lock(e->mutex);
     epoch = e->recorded;
   }
-  if (epoch == 0) return findStream(stream) ? Status::success() : invalidHandle("unknown stream");
+  if (epoch == 0) {
+    return findStream(stream).queue ? Status::success() : invalidHandle("unknown stream");
+  }
   return enqueue(stream, [e, epoch] {
     std::unique_lock lock(e->mutex);
     e->reached.wait(lock, [&] { return e->completed >= epoch; });
@@ -537,21 +565,22 @@ Status EmuContext::eventCreate(unsigned flags, uint64_t* event) {
   *event = nextHandle_++;
   auto e = std::make_shared<Event>();
   e->flags = flags;
-  events_[*event] = e;
+  std::lock_guard lock(tablesMutex_);
+  events_[*event] = std::move(e);
   return Status::success();
 }
 
 Status EmuContext::eventDestroy(uint64_t event) {
-  // A pending record still completes: the queued operation holds its own reference.
+  // A pending record still completes, and a wait on it still ends: both hold their own reference.
+  std::lock_guard lock(tablesMutex_);
   if (events_.erase(event) == 0) return invalidHandle("unknown event " + hex(event));
   return Status::success();
 }
 
 Status EmuContext::eventRecord(uint64_t event, uint64_t stream) {
-  auto it = events_.find(event);
-  if (it == events_.end()) return invalidHandle("unknown event " + hex(event));
-  if (!findStream(stream)) return invalidHandle("unknown stream " + hex(stream));
-  std::shared_ptr<Event> e = it->second;
+  std::shared_ptr<Event> e = findEvent(event);
+  if (!e) return invalidHandle("unknown event " + hex(event));
+  if (!findStream(stream).queue) return invalidHandle("unknown stream " + hex(stream));
   uint64_t epoch;
   {
     std::lock_guard lock(e->mutex);
@@ -566,9 +595,8 @@ Status EmuContext::eventRecord(uint64_t event, uint64_t stream) {
 }
 
 Status EmuContext::eventSynchronize(uint64_t event) {
-  auto it = events_.find(event);
-  if (it == events_.end()) return invalidHandle("unknown event " + hex(event));
-  std::shared_ptr<Event> e = it->second;
+  std::shared_ptr<Event> e = findEvent(event);
+  if (!e) return invalidHandle("unknown event " + hex(event));
   {
     std::unique_lock lock(e->mutex);
     uint64_t epoch = e->recorded;
@@ -582,30 +610,26 @@ Status EmuContext::eventSynchronize(uint64_t event) {
 }
 
 Status EmuContext::eventQuery(uint64_t event) {
-  auto it = events_.find(event);
-  if (it == events_.end()) return invalidHandle("unknown event " + hex(event));
+  std::shared_ptr<Event> e = findEvent(event);
+  if (!e) return invalidHandle("unknown event " + hex(event));
   if (Status st = sticky(); !st.ok()) return st;
-  std::lock_guard lock(it->second->mutex);
-  return it->second->completed >= it->second->recorded ? Status::success()
-                                                       : Status::error(CUDA_ERROR_NOT_READY, "");
+  std::lock_guard lock(e->mutex);
+  return e->completed >= e->recorded ? Status::success() : Status::error(CUDA_ERROR_NOT_READY, "");
 }
 
 Status EmuContext::eventElapsedTime(uint64_t start, uint64_t end, float* milliseconds) {
-  auto a = events_.find(start);
-  auto b = events_.find(end);
-  if (a == events_.end() || b == events_.end()) return invalidHandle("unknown event");
-  if ((a->second->flags | b->second->flags) & CU_EVENT_DISABLE_TIMING) {
+  std::shared_ptr<Event> a = findEvent(start);
+  std::shared_ptr<Event> b = findEvent(end);
+  if (!a || !b) return invalidHandle("unknown event");
+  if ((a->flags | b->flags) & CU_EVENT_DISABLE_TIMING) {
     return invalidHandle("event created with CU_EVENT_DISABLE_TIMING");
   }
-  std::scoped_lock lock(a->second->mutex, b->second->mutex);
-  if (a->second->recorded == 0 || b->second->recorded == 0) {
-    return invalidHandle("event was never recorded");
-  }
-  if (a->second->completed < a->second->recorded || b->second->completed < b->second->recorded) {
+  std::scoped_lock lock(a->mutex, b->mutex);
+  if (a->recorded == 0 || b->recorded == 0) return invalidHandle("event was never recorded");
+  if (a->completed < a->recorded || b->completed < b->recorded) {
     return Status::error(CUDA_ERROR_NOT_READY, "");
   }
-  *milliseconds =
-      std::chrono::duration<float, std::milli>(b->second->when - a->second->when).count();
+  *milliseconds = std::chrono::duration<float, std::milli>(b->when - a->when).count();
   return Status::success();
 }
 

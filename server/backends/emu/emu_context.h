@@ -5,6 +5,13 @@
 // blocking streams as CUDA's legacy stream does: work queued on it waits for them to drain, and
 // work queued on a blocking stream waits for it. Kernel failures are sticky, as on a GPU: once a
 // launch fails, every later call in this context returns that error.
+//
+// Threads (server/backend.h): the waits (streamSynchronize, eventSynchronize, synchronize) may run
+// on other threads while the session's thread makes the other calls. The stream and event tables
+// are guarded by tablesMutex_, which the session's thread holds to change them and the waits hold
+// only to look things up; a wait then holds its own reference to the stream's queue or the event,
+// so one destroyed meanwhile stays valid until the wait ends. Modules and functions are touched by
+// the session's thread only.
 #pragma once
 
 #include <atomic>
@@ -12,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "server/backend.h"
 #include "server/backends/emu/emu_backend.h"
@@ -77,7 +85,7 @@ class EmuContext final : public BackendContext {
  private:
   struct Stream {
     unsigned flags = 0;
-    std::unique_ptr<StreamQueue> queue;
+    std::shared_ptr<StreamQueue> queue;  // shared with the waits using it
   };
   struct Event {
     unsigned flags = 0;
@@ -100,7 +108,12 @@ class EmuContext final : public BackendContext {
 
   // The checked host view of [address, address+bytes) of this context's memory.
   uint8_t* view(uint64_t address, uint64_t bytes) const;
-  Stream* findStream(uint64_t stream);
+  // Lookups under tablesMutex_; the copies they return stay valid after the lock is released.
+  Stream findStream(uint64_t stream) const;  // a null queue when unknown
+  std::shared_ptr<Event> findEvent(uint64_t event) const;
+  enum class StreamSet { kAll, kOtherBlocking };  // kOtherBlocking: blocking streams except 0
+  std::vector<std::shared_ptr<StreamQueue>> streamQueues(StreamSet which) const;
+  static void drain(const std::vector<std::shared_ptr<StreamQueue>>& queues);
   // Puts `operation` on `stream` after what CUDA's legacy-stream rules say it must wait for.
   Status enqueue(uint64_t stream, std::function<void()> operation);
   // Blocks until `stream` (and, for the legacy stream, every blocking stream) has drained.
@@ -118,6 +131,7 @@ class EmuContext final : public BackendContext {
   std::shared_ptr<LaunchGate> gate_;    // the pool's scheduler and meter; null when open
   ptx::DeviceHeap heap_;  // device-side malloc() of this context only (outlives the stream workers)
 
+  mutable std::mutex tablesMutex_;  // guards streams_ and events_ (see the threads note above)
   std::map<uint64_t, Stream> streams_;
   std::map<uint64_t, std::shared_ptr<Event>> events_;
   std::map<uint64_t, LoadedModule> modules_;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <thread>
 #include <vector>
 
 namespace gpupool::server {
@@ -162,6 +163,26 @@ TEST_F(CudaBackendTest, StreamsAreContextHandles) {
   ASSERT_TRUE(context->streamSynchronize(stream).ok());
   ASSERT_TRUE(context->streamDestroy(stream).ok());
   EXPECT_EQ(context->streamDestroy(stream).code, CUDA_ERROR_INVALID_HANDLE);
+}
+
+// Waits may come from waiter threads (server/backend.h), where no context is current yet: the
+// fake driver refuses cuCtxSynchronize without one.
+TEST_F(CudaBackendTest, WaitsFromAnotherThreadRunInTheContext) {
+  uint64_t stream = 0;
+  ASSERT_TRUE(context->streamCreate(0, 0, &stream).ok());
+  Status contextWait, streamWait, legacyWait, unknownEvent;
+  std::thread waiter([&] {
+    contextWait = context->synchronize();
+    streamWait = context->streamSynchronize(stream);
+    legacyWait = context->streamSynchronize(0);
+    unknownEvent = context->eventSynchronize(12345);
+  });
+  waiter.join();
+  EXPECT_TRUE(contextWait.ok()) << contextWait.message;
+  EXPECT_TRUE(streamWait.ok()) << streamWait.message;
+  EXPECT_TRUE(legacyWait.ok()) << legacyWait.message;
+  EXPECT_EQ(unknownEvent.code, CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_TRUE(context->streamDestroy(stream).ok());
 }
 
 TEST_F(CudaBackendTest, MissingEntryPointsAreNotSupported) {
