@@ -11,7 +11,8 @@
 //   a foreign or bogus one gets CUDA_ERROR_INVALID_HANDLE / CUDA_ERROR_INVALID_VALUE, never
 //   access.
 // - Stream id 0 is the context's default (legacy) stream.
-// - Threads: one thread at a time makes the context's other calls (the session's thread); the
+// - Threads: one thread at a time makes the context's other calls (the session serializes them,
+//   though not always on the same thread: a waiter answers the request it waited for); the
 //   waits (`streamSynchronize`, `eventSynchronize`, `synchronize`) may in addition run on other
 //   threads at the same time, any number of them, concurrently with those calls and with each
 //   other. A wait on a stream or event that another thread destroys meanwhile returns (success or

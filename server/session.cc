@@ -267,16 +267,19 @@ bool Session::startDeviceWait(const protocol::IncomingMessage& in, Request::Read
 
 bool Session::serveOne() {
   protocol::IncomingMessage in(*connection_);
+  // Held while the request is served here; the ready check is a call on the context too.
+  std::unique_lock sending(sendMutex_);
   try {
     auto request = in.root<Request>();
     const RequestHandlerRow* row = requests_.row(request.which());
-    if (row && row->waitFor && !readyNow(*row, request) && startDeviceWait(in, request, *row)) {
-      return true;
+    if (row && row->waitFor && !readyNow(*row, request)) {
+      sending.unlock();
+      if (startDeviceWait(in, request, *row)) return true;
+      sending.lock();
     }
   } catch (const kj::Exception&) {
     // Answered as malformed below.
   }
-  std::lock_guard sending(sendMutex_);
   answer([&] { return in.root<Request>(); }, in.bulkBytes(), true);
   return true;
 }
