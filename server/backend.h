@@ -137,6 +137,9 @@ class BackendContext {
 
   // Waits for all work in the context; returns the context's sticky error if a kernel failed.
   virtual Status synchronize() = 0;
+  // Without blocking: CUDA_SUCCESS when synchronize() would return success at once (no work left),
+  // else CUDA_ERROR_NOT_READY (also when the backend cannot tell, or there is an error to report).
+  virtual Status idle() { return Status::error(CUDA_ERROR_NOT_READY, "cannot tell"); }
 
   // Device printf output produced since the last call, in order (the client prints it). Safe from
   // any thread (a waiter calls it after its wait).

@@ -43,10 +43,17 @@ Status synchronize(RequestContext& request, Request::Reader r) {
   return context->synchronize();
 }
 
+// The ready check of a context synchronize: no work left (where the backend can tell).
+Status idle(RequestContext& request, Request::Reader r) {
+  BackendContext* context = nullptr;
+  if (Status st = request.context(r.getCtxSynchronize(), &context); !st.ok()) return st;
+  return context->idle();
+}
+
 constexpr RequestHandlerRow kRows[] = {
     {Request::CTX_CREATE, create},
     {Request::CTX_DESTROY, destroy},
-    {Request::CTX_SYNCHRONIZE, synchronize, synchronize},
+    {Request::CTX_SYNCHRONIZE, synchronize, synchronize, idle},
 };
 
 }  // namespace

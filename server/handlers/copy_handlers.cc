@@ -33,12 +33,12 @@ Status deviceToHost(RequestContext& request, Request::Reader r) {
 }
 
 // A device-to-host copy waits for its stream before its bytes can leave: on a waiter thread, so
-// the session serves other calls meanwhile (the legacy stream is never taken as drained).
+// the session serves other calls meanwhile.
 Status copySourceDrained(RequestContext& request, Request::Reader r) {
   auto m = r.getMemcpyDtoH();
-  if (m.getStream() == 0) return Status::error(CUDA_ERROR_NOT_READY, "");
-  return request.withContext(
-      m.getContext(), [&](BackendContext& context) { return context.streamQuery(m.getStream()); });
+  return request.withContext(m.getContext(), [&](BackendContext& context) {
+    return streamDrained(context, m.getStream());
+  });
 }
 
 Status waitForCopySource(RequestContext& request, Request::Reader r) {

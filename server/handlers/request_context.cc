@@ -53,6 +53,10 @@ uint64_t RequestContext::replyBulkBytes() const {
   return bytes;
 }
 
+Status streamDrained(BackendContext& context, uint64_t stream) {
+  return stream == 0 ? context.idle() : context.streamQuery(stream);
+}
+
 Status checkDeviceRange(BackendContext& context, uint64_t address, uint64_t width, const char* what,
                         uint64_t pitch, uint64_t height) {
   if (!width || !height) return Status::success();

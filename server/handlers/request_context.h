@@ -129,6 +129,11 @@ class RequestContext {
   uint64_t contextId_ = 0;
 };
 
+// Without blocking: CUDA_SUCCESS when a wait for `stream` would return at once. Waiting for the
+// legacy stream (0) also waits for the blocking streams, so it counts as drained only when the
+// whole context is idle.
+Status streamDrained(BackendContext& context, uint64_t stream);
+
 // CUDA_ERROR_INVALID_VALUE ("invalid device range for `what`") unless `height` rows of `width`
 // bytes, `pitch` apart from `address`, lie inside one allocation of `context`. Empty ranges pass.
 Status checkDeviceRange(BackendContext& context, uint64_t address, uint64_t width, const char* what,

@@ -31,13 +31,12 @@ Status streamSynchronize(RequestContext& request, Request::Reader r) {
   });
 }
 
-// The ready checks of the two waits: whether the stream has drained (the legacy stream is never
-// taken as drained: waiting for it also waits for the blocking streams), or the event been reached.
+// The ready checks of the two waits: whether the stream has drained, or the event been reached.
 Status streamDrained(RequestContext& request, Request::Reader r) {
   auto s = r.getStreamSynchronize();
-  if (s.getStream() == 0) return Status::error(CUDA_ERROR_NOT_READY, "");
-  return request.withContext(
-      s.getContext(), [&](BackendContext& context) { return context.streamQuery(s.getStream()); });
+  return request.withContext(s.getContext(), [&](BackendContext& context) {
+    return streamDrained(context, s.getStream());
+  });
 }
 
 Status eventReached(RequestContext& request, Request::Reader r) {

@@ -638,6 +638,14 @@ Status EmuContext::synchronize() {
   return sticky();
 }
 
+Status EmuContext::idle() {
+  if (!sticky().ok()) return Status::error(CUDA_ERROR_NOT_READY, "an error to report");
+  for (const auto& queue : streamQueues(StreamSet::kAll)) {
+    if (!queue->idle()) return Status::error(CUDA_ERROR_NOT_READY, "");
+  }
+  return Status::success();
+}
+
 std::string EmuContext::takeDeviceOutput() {
   std::lock_guard lock(outputMutex_);
   std::string out;

@@ -77,6 +77,7 @@ class EmuContext final : public BackendContext {
   Status eventElapsedTime(uint64_t start, uint64_t end, float* milliseconds) override;
 
   Status synchronize() override;
+  Status idle() override;
   std::string takeDeviceOutput() override;
   void* hostView(uint64_t address, uint64_t bytes) override { return view(address, bytes); }
   void cancel() override { cancelled_ = true; }
