@@ -32,7 +32,7 @@ Status streamSynchronize(RequestContext& request, Request::Reader r) {
 }
 
 // The ready checks of the two waits: whether the stream has drained, or the event been reached.
-Status streamDrained(RequestContext& request, Request::Reader r) {
+Status streamSynchronizeReady(RequestContext& request, Request::Reader r) {
   auto s = r.getStreamSynchronize();
   return request.withContext(s.getContext(), [&](BackendContext& context) {
     return streamDrained(context, s.getStream());
@@ -107,7 +107,7 @@ Status eventElapsedTime(RequestContext& request, Request::Reader r) {
 constexpr RequestHandlerRow kRows[] = {
     {Request::STREAM_CREATE, streamCreate},
     {Request::STREAM_DESTROY, streamDestroy},
-    {Request::STREAM_SYNCHRONIZE, streamSynchronize, streamSynchronize, streamDrained},
+    {Request::STREAM_SYNCHRONIZE, streamSynchronize, streamSynchronize, streamSynchronizeReady},
     {Request::STREAM_QUERY, streamQuery},
     {Request::STREAM_WAIT_EVENT, streamWaitEvent},
     {Request::EVENT_CREATE, eventCreate},
