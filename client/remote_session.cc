@@ -324,6 +324,9 @@ void RemoteSession::receiveReply(const char* what) {
     uint64_t id = response.getCallId();
     {
       std::lock_guard lock(mutex_);
+      // A server names no call when it could not decode the request; with one call in flight,
+      // that is the one it answers.
+      if (id == 0 && pending_.size() == 1) id = pending_.begin()->first;
       if (auto it = pending_.find(id); it != pending_.end()) {
         call = it->second;
         call->claimed = true;

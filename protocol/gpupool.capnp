@@ -15,6 +15,9 @@ using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("gpupool::wire");
 
 const protocolVersion :UInt32 = 2;
+# The oldest client version a server still serves. Version 1 clients keep one call in flight, so
+# they never see replies out of order; they ignore Response.callId.
+const oldestProtocolVersion :UInt32 = 1;
 
 struct DeviceInfo {
   name @0 :Text;

@@ -131,13 +131,15 @@ bool Session::handshake() {
       return false;
     }
     auto hello = request.getHello();
-    if (hello.getProtocolVersion() != wire::PROTOCOL_VERSION) {
+    if (hello.getProtocolVersion() < wire::OLDEST_PROTOCOL_VERSION ||
+        hello.getProtocolVersion() > wire::PROTOCOL_VERSION) {
       setStatus(
-          r, Status::error(CUDA_ERROR_NOT_SUPPORTED,
-                           "incompatible protocol: client speaks version " +
-                               std::to_string(hello.getProtocolVersion()) +
-                               ", server speaks version " + std::to_string(wire::PROTOCOL_VERSION) +
-                               "; use matching gpupool releases"));
+          r, Status::error(
+                 CUDA_ERROR_NOT_SUPPORTED,
+                 "incompatible protocol: client speaks version " +
+                     std::to_string(hello.getProtocolVersion()) + ", server speaks versions " +
+                     std::to_string(wire::OLDEST_PROTOCOL_VERSION) + " to version " +
+                     std::to_string(wire::PROTOCOL_VERSION) + "; use matching gpupool releases"));
       protocol::sendMessage(*connection_, reply);
       return false;
     }
