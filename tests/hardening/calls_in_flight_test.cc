@@ -38,13 +38,6 @@ $spin:
 }
 )";
 
-std::vector<uint8_t> twoPointers(uint64_t a, uint64_t b) {
-  std::vector<uint8_t> p(16);
-  std::memcpy(p.data(), &a, 8);
-  std::memcpy(p.data() + 8, &b, 8);
-  return p;
-}
-
 // A context with a launched wait_for_flag kernel on the legacy stream, and a non-blocking stream
 // to set the flag from.
 struct SpinningKernel {

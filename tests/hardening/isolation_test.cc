@@ -36,13 +36,6 @@ std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
   return v;
 }
 
-std::vector<uint8_t> twoPointers(uint64_t a, uint64_t b) {
-  std::vector<uint8_t> p(16);
-  std::memcpy(p.data(), &a, 8);
-  std::memcpy(p.data() + 8, &b, 8);
-  return p;
-}
-
 class IsolationTest : public ::testing::Test {
  protected:
   void SetUp() override {

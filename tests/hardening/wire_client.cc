@@ -13,6 +13,13 @@
 
 namespace gpupool::hardening {
 
+std::vector<uint8_t> twoPointers(uint64_t a, uint64_t b) {
+  std::vector<uint8_t> p(16);
+  std::memcpy(p.data(), &a, 8);
+  std::memcpy(p.data() + 8, &b, 8);
+  return p;
+}
+
 WireClient::WireClient(const std::string& endpoint, wire::Hello::Purpose purpose,
                        const std::string& token) {
   std::string error;

@@ -25,6 +25,9 @@ struct Reply {
   uint64_t callId = 0;  // the Request.callId it answers
 };
 
+// The parameter block of a kernel taking two pointers.
+std::vector<uint8_t> twoPointers(uint64_t a, uint64_t b);
+
 class WireClient {
  public:
   // Connects and says Hello with `purpose`. Throws std::runtime_error when the server refuses
