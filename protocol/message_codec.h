@@ -9,6 +9,7 @@
 #include <capnp/message.h>
 #include <capnp/serialize.h>
 
+#include <cstring>
 #include <memory>
 #include <span>
 #include <vector>
@@ -51,7 +52,13 @@ class IncomingMessage {
   }
   uint64_t bulkBytes() const { return bulkBytes_; }
   // The message's words, copied (to outlive the next receive).
-  kj::Array<capnp::word> copyWords() const { return kj::heapArray<capnp::word>(words_); }
+  kj::Array<capnp::word> copyWords() const {
+    // Words cannot be copied one by one (capnp::word is not copyable): copied as bytes.
+    auto copy = kj::heapArray<capnp::word>(words_.size());
+    if (words_.size())
+      std::memcpy(copy.begin(), words_.begin(), words_.size() * sizeof(capnp::word));
+    return copy;
+  }
 
  private:
   kj::ArrayPtr<const capnp::word> words_;
