@@ -94,8 +94,6 @@ class RemoteSession {
   const std::string& url() const { return url_; }
   // The server's device address window (base, size); (0, 0) when it did not say.
   std::pair<uint64_t, uint64_t> addressWindow() const { return window_; }
-  // Whether one call at a time is in flight (see above).
-  bool serialized() const { return serialized_; }
 
  private:
   struct PendingCall;

@@ -1,4 +1,4 @@
-// The threads a session runs its device waits on (synchronize requests: HandlerKind::kDeviceWait),
+// The threads a session runs its device waits on (a RequestTable row's `waitFor` step),
 // so the session's own thread keeps serving the client's other calls while the device works.
 //
 // A thread is started only when every existing one is busy, and one idle for kIdleExit leaves, so

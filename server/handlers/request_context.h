@@ -5,9 +5,9 @@
 // Session decodes a frame, looks its kind up there and sends what the handler left in the
 // RequestContext. A handler returns the call's Status; it may read the frame's bulk, add reply
 // bulk, or leave a streamed device read in SessionState::stagedReply. Bulk it leaves unread is
-// skipped after it returns. One thread at a time per session, except that device waits
-// (HandlerKind::kDeviceWait) run on waiter threads beside it: they touch nothing but the context
-// they name, which they hold.
+// skipped after it returns. One request at a time per session (under its send lock), except that
+// a row's `waitFor` step runs on a waiter thread beside it: it touches nothing but the context it
+// names, which it holds.
 #pragma once
 
 #include <cstdint>
