@@ -1,5 +1,6 @@
 // gpupoold: the GPU pool server.
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -104,6 +105,20 @@ std::vector<gpupool::server::PoolServer::DeviceIdentity> cudaDeviceIdentities(
   return identities;
 }
 
+// Each connection costs one descriptor, and a pool server holds thousands: the soft limit (1024 on
+// most systems) goes up to the hard one, as far as the system lets this process.
+void raiseDescriptorLimit(bool verbose) {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  rlim_t was = limit.rlim_cur;
+  limit.rlim_cur = limit.rlim_max;
+  if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  if (verbose) {
+    std::cerr << "gpupoold: open-file limit raised from " << was << " to " << limit.rlim_cur
+              << "\n";
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -180,6 +195,12 @@ int main(int argc, char** argv) {
       app.add_option("--max-unauthenticated-per-source", limits.unauthenticated.perSource,
                      "The same, from one address (0 = no limit)")
           ->capture_default_str();
+  unsigned workers = 0;
+  app.add_option("--workers", workers,
+                 "Threads that serve calls on TCP and TLS connections (an idle connection holds "
+                 "none); 0 = two per core, 8 to 48")
+      ->check(CLI::Range(0u, 4096u))
+      ->capture_default_str();
   std::string configPath, metricsListen;
   // The long-lived host ranges (device memory, staging) that backends and sessions note, for the
   // RDMA connections the listener accepts. Declared first: it outlives everything that notes.
@@ -300,6 +321,7 @@ int main(int argc, char** argv) {
     return 1;
   }
 
+  raiseDescriptorLimit(verbose);
   // Writes to a vanished client must fail with EPIPE, not kill the server.
   signal(SIGPIPE, SIG_IGN);
   sigset_t stopSignals;
@@ -323,6 +345,7 @@ int main(int argc, char** argv) {
   }
   server::PoolServer pool(std::move(backend), verbose);
   pool.setLimits(limits);
+  pool.setWorkers(workers);
   pool.setPinnedMemory(&pinnedMemory);
   pool.setDeviceIdentities(std::move(identities));
   std::shared_ptr<server::TenantPool> tenants;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <system_error>
 
 #include "server/device_uuid.h"
 #include "server/tenant_status.h"
@@ -22,6 +23,8 @@ PoolServer::PoolServer(std::unique_ptr<Backend> backend, bool verbose)
 PoolServer::~PoolServer() {
   shutdown();
   if (watchdog_.joinable()) watchdog_.join();
+  // Every connection is shut down: the loop's sessions end, and it stops once they all have.
+  if (reactor_) reactor_->stop();
   std::list<Running> sessions;
   {
     std::lock_guard lock(mutex_);
@@ -52,6 +55,10 @@ void PoolServer::serve(std::unique_ptr<transport::Listener> listener) {
     listener_ = std::move(listener);
     if (stopping_) return;
   }
+  if (!reactor_) {
+    reactor_ =
+        std::make_unique<SessionReactor>(workers_ ? workers_ : SessionReactor::defaultWorkers());
+  }
   std::cout << "listening on " << l->url() << std::endl;
   if (!watchdog_.joinable()) watchdog_ = std::thread([this] { watchPeers(); });
   for (;;) {
@@ -77,13 +84,30 @@ void PoolServer::serve(std::unique_ptr<transport::Listener> listener) {
     auto session = std::make_shared<Session>(id, std::move(connection), std::move(stranger),
                                              *backend_, modules_, requests_, *this);
     sessions_.push_back(Running{session, {}, false});
-    Running& running = sessions_.back();
-    running.thread = std::thread([this, session, &running] {
-      session->run();
-      std::lock_guard lock(mutex_);
-      running.finished = true;
-    });
+    startServing(std::prev(sessions_.end()));
   }
+}
+
+void PoolServer::startServing(std::list<Running>::iterator running) {
+  if (running->session->readinessDescriptor() >= 0) {
+    try {
+      // An ended session leaves the list at once: its socket closes as soon as the loop lets go.
+      reactor_->add(running->session, [this, running] {
+        std::lock_guard lock(mutex_);
+        sessions_.erase(running);
+      });
+      return;
+    } catch (const std::system_error& e) {
+      std::cerr << "gpupoold: session " << running->session->id()
+                << " served on a thread of its own: " << e.what() << "\n";
+    }
+  }
+  Running& r = *running;
+  r.thread = std::thread([this, session = r.session, &r] {
+    session->run();
+    std::lock_guard lock(mutex_);
+    r.finished = true;
+  });
 }
 
 StrangerGate::Lease PoolServer::admitStranger(transport::Connection& connection) {
@@ -131,15 +155,21 @@ void PoolServer::watchPeers() {
   std::unique_lock lock(mutex_);
   while (!stopping_) {
     stopped_.wait_for(lock, std::chrono::milliseconds(100));
+    lock.unlock();
+    reapFinished();  // threads of sessions that ended, so their sockets close soon
+    lock.lock();
+    // Only sessions that may be running a call or are still in their handshake: idle ones cost
+    // nothing here (their peer's leaving shows on the event loop).
     std::vector<std::shared_ptr<Session>> running;
     for (auto& s : sessions_) {
-      if (!s.finished) running.push_back(s.session);
+      if (!s.finished && (s.session->busy() || s.session->handshaking()))
+        running.push_back(s.session);
     }
     lock.unlock();
     auto now = std::chrono::steady_clock::now();
     auto deadline = std::chrono::milliseconds(limits_.handshakeDeadlineMs);
     for (auto& s : running) {
-      s->cancelIfPeerGone();
+      if (s->busy()) s->cancelIfPeerGone();
       if (s->closeIfHandshakeLate(now, deadline)) {
         strangers_.countDeadlineClose();
         std::string source = sourceAddressOf(s->peer());

@@ -1,5 +1,6 @@
-// gpupoold's core: accepts connections on its listeners and runs one Session per connection on a
-// thread of its own, over one shared Backend.
+// gpupoold's core: accepts connections on its listeners and serves one Session per connection,
+// over one shared Backend: by the event loop and its workers (SessionReactor) where the transport
+// allows it (TCP, TLS), on a thread of its own otherwise (RDMA).
 #pragma once
 
 #include <atomic>
@@ -16,6 +17,7 @@
 #include "server/handlers/request_table.h"
 #include "server/module_cache.h"
 #include "server/session.h"
+#include "server/session_reactor.h"
 #include "server/stranger_gate.h"
 #include "server/tenant_pool.h"
 #include "transport/connection.h"
@@ -70,6 +72,9 @@ class PoolServer {
     strangers_.setLimits(limits.unauthenticated);
   }
   const Limits& limits() const { return limits_; }
+  // Workers of the event loop that serves TCP and TLS sessions (set before serve(); 0: the
+  // default, SessionReactor::defaultWorkers()).
+  void setWorkers(unsigned workers) { workers_ = workers; }
   // Counts a starting driver session; false (counting nothing) when the server is full.
   bool admitDriverSession();
   // Uncounts a session admitDriverSession() counted.
@@ -81,12 +86,15 @@ class PoolServer {
  private:
   struct Running {
     std::shared_ptr<Session> session;
-    std::thread thread;
-    bool finished = false;
+    std::thread thread;  // none when the event loop serves it
+    bool finished = false;  // its thread has returned (the loop's sessions leave the list instead)
   };
+  // Serves `running` on the event loop, or on a thread of its own when its transport has no
+  // readiness descriptor. Under mutex_.
+  void startServing(std::list<Running>::iterator running);
   void reapFinished();
-  // Every 100 ms until shutdown: cancels the work of sessions whose client is gone and closes
-  // connections past their handshake deadline.
+  // Every 100 ms until shutdown: reaps ended sessions' threads, cancels the work of sessions whose
+  // client is gone and closes connections past their handshake deadline.
   void watchPeers();
   // Refuses a connection the stranger limits do not admit (closing it, logging once per source
   // per interval); otherwise returns its lease.
@@ -105,6 +113,8 @@ class PoolServer {
   Limits limits_;
   StrangerGate strangers_;
   std::atomic<unsigned> driverSessions_{0};
+  unsigned workers_ = 0;
+  std::unique_ptr<SessionReactor> reactor_;  // created by serve()
   std::thread watchdog_;
   std::condition_variable stopped_;  // wakes the watchdog at shutdown
 

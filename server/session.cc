@@ -25,6 +25,14 @@ void setStatus(Response::Builder r, const Status& s) {
 // has about as many as it has threads blocked in a synchronize.
 constexpr unsigned kMaxDeviceWaitsPerSession = 64;
 
+// Frames one turn of serveArrived serves before the worker goes to other sessions.
+constexpr unsigned kFramesPerTurn = 16;
+
+// Served by the event loop, a session reads only what has arrived, except inside a frame the client
+// has begun (the rest of a large message, bulk): a client that stops there this long is cut off, so
+// it cannot hold a worker for ever.
+constexpr unsigned kFrameStallMs = 60000;
+
 }  // namespace
 
 Session::Session(uint64_t id, std::unique_ptr<transport::Connection> connection,
@@ -74,14 +82,54 @@ SessionSnapshot Session::snapshot() const {
 }
 
 void Session::run() {
-  try {
-    bool welcomed = handshake();
-    handshakeDone_ = true;
-    stranger_.release();
-    if (welcomed && !closedAsLate_.load()) {
+  serving_ = true;
+  guarded([&] {
+    if (finishHandshake()) {
       while (serveOne()) {
       }
     }
+  });
+  end();
+}
+
+Session::Progress Session::serveArrived() {
+  Progress progress = Progress::kEnded;
+  guarded([&] {
+    for (unsigned served = 0; served < kFramesPerTurn; ++served) {
+      if (!connection_->frameArrived()) {
+        connection_->releaseIdleMemory();
+        progress = Progress::kIdle;
+        return;
+      }
+      serving_ = true;
+      struct Idle {
+        std::atomic<bool>& serving;
+        ~Idle() { serving = false; }
+      } idle{serving_};
+      if (!handshakeDone_.load()) {
+        if (!finishHandshake()) return;
+        // From here on a read waits only inside a frame the client has begun.
+        connection_->setReceiveTimeoutMs(kFrameStallMs);
+        continue;
+      }
+      serveOne();
+    }
+    progress = Progress::kMore;
+  });
+  if (progress == Progress::kEnded) end();
+  return progress;
+}
+
+bool Session::finishHandshake() {
+  bool welcomed = handshake();
+  handshakeDone_ = true;
+  stranger_.release();
+  return welcomed && !closedAsLate_.load();
+}
+
+void Session::guarded(const std::function<void()>& serve) {
+  try {
+    serve();
   } catch (const transport::TransportError& e) {
     // The peer went away or sent a broken frame: the session ends and its resources go with it.
     if (state_.server.verbose())
@@ -89,6 +137,10 @@ void Session::run() {
   } catch (const std::exception& e) {
     std::cerr << "gpupoold: session " << state_.id << " ended on error: " << e.what() << "\n";
   }
+}
+
+void Session::end() {
+  serving_ = false;
   endDeviceWaits();
   // Releases memory, modules, streams and events outside the lock, then gives the tenant's quota
   // back now, not when the session is reaped.

@@ -54,8 +54,24 @@ class Session {
           const RequestTable& requests, PoolServer& server);
   ~Session();
 
-  // Serves the connection until it ends. Never throws.
+  // Serves the connection on the calling thread until it ends. Never throws.
   void run();
+
+  // Served by an event loop instead (SessionReactor), one turn at a time, when the connection has
+  // a readiness descriptor (-1: it has none, use run()).
+  int readinessDescriptor() const { return connection_->readinessDescriptor(); }
+  enum class Progress {
+    kIdle,   // nothing more has arrived: call again when the descriptor turns readable
+    kMore,   // frames remain: call again soon (a turn serves a few, so others get a worker)
+    kEnded,  // the session has ended
+  };
+  // Serves the frames that have fully arrived, the Hello first. Never throws.
+  Progress serveArrived();
+  // Whether a call may be running for the session (served now, or a device wait), so a client
+  // that is gone must have its work cancelled (cancelIfPeerGone).
+  bool busy() const { return serving_.load() || waits_.busy() != 0; }
+  // Whether the Hello has not been answered yet.
+  bool handshaking() const { return !handshakeDone_.load(); }
   // Asks run() to return soon (used at server shutdown).
   void stop();
   // When the client has gone away, stops its running kernels so a call blocked on them returns
@@ -73,6 +89,13 @@ class Session {
 
  private:
   bool handshake();
+  // The Hello, answered; false when the session must end here.
+  bool finishHandshake();
+  // Runs `serve`; when it throws (the connection failed, or an unexpected error) says why in the
+  // log, and returns.
+  void guarded(const std::function<void()>& serve);
+  // Releases what the session holds once it has ended, and tells the peer.
+  void end();
   void logRdmaCounters() const;
   // Handles one request. Returns false when the session must end.
   bool serveOne();
@@ -106,6 +129,7 @@ class Session {
   const std::chrono::steady_clock::time_point acceptedAt_ = std::chrono::steady_clock::now();
   std::atomic<bool> handshakeDone_{false};
   std::atomic<bool> closedAsLate_{false};
+  std::atomic<bool> serving_{false};  // a turn of serveArrived or run() is serving a request
   const RequestTable& requests_;
   SessionState state_;  // what the handlers work on
 

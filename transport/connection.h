@@ -120,6 +120,18 @@ class Connection {
   // Receives the next frame's message. The returned span stays valid until the next receiveFrame.
   virtual ReceivedFrame receiveFrame() = 0;
 
+  // For an event loop that holds many idle connections without a thread each (gpupoold): the
+  // descriptor that turns readable when more of the next frame may have arrived, or when the peer
+  // went away; -1 where the transport has none (then a thread blocks in receiveFrame).
+  virtual int readinessDescriptor() const { return -1; }
+  // Takes in what has arrived, without waiting: true once receiveFrame() returns the next frame's
+  // message without waiting (its bulk may still be on its way). Call between frames, on the
+  // receiving side, only where readinessDescriptor() is not -1. Throws TransportError as a
+  // receive would (peer gone, malformed frame header).
+  virtual bool frameArrived() { return false; }
+  // Gives back the receive memory an idle connection holds between frames.
+  virtual void releaseIdleMemory() {}
+
   // Reads the next `size` bulk bytes of the current frame into `dst`.
   virtual void receiveBulk(void* dst, size_t size) = 0;
   // Skips the next `size` bulk bytes of the current frame.

@@ -7,6 +7,18 @@
 namespace gpupool::transport {
 namespace {
 
+constexpr size_t kInBufferBytes = 64 * 1024;
+
+void checkHeader(const FrameHeader& header) {
+  if (header.magic != kFrameMagic)
+    throw TransportError(TransportError::Kind::kMalformed, "malformed frame (bad magic)");
+  if (header.messageBytes > kMaxMessageBytes || header.messageBytes % 8 != 0) {
+    throw TransportError(
+        TransportError::Kind::kMalformed,
+        "malformed frame (message size " + std::to_string(header.messageBytes) + ")");
+  }
+}
+
 size_t totalSize(std::span<const ConstBuffer> parts) {
   size_t n = 0;
   for (auto& b : parts) n += b.size;
@@ -93,18 +105,42 @@ ReceivedFrame FramedConnection::receiveFrame() {
                          "previous frame's bulk bytes were not consumed");
   FrameHeader header;
   readExactly(&header, sizeof header);
-  if (header.magic != kFrameMagic)
-    throw TransportError(TransportError::Kind::kMalformed, "malformed frame (bad magic)");
-  if (header.messageBytes > kMaxMessageBytes || header.messageBytes % 8 != 0) {
-    throw TransportError(
-        TransportError::Kind::kMalformed,
-        "malformed frame (message size " + std::to_string(header.messageBytes) + ")");
-  }
+  checkHeader(header);
   size_t words = header.messageBytes / 8;
   if (message_.size() < words) message_.resize(words);
   readExactly(message_.data(), header.messageBytes);
   pendingBulk_ = header.bulkBytes;
   return {std::as_bytes(std::span<const uint64_t>(message_.data(), words)), header.bulkBytes};
+}
+
+bool FramedConnection::frameArrived() {
+  if (pendingBulk_ != 0)
+    throw TransportError(TransportError::Kind::kMalformed,
+                         "previous frame's bulk bytes were not consumed");
+  for (;;) {
+    size_t unread = inEnd_ - inBegin_;
+    size_t needed = sizeof(FrameHeader);
+    if (unread >= sizeof(FrameHeader)) {
+      FrameHeader header;
+      std::memcpy(&header, inBuffer_.get() + inBegin_, sizeof header);
+      checkHeader(header);
+      needed += header.messageBytes;
+    }
+    if (unread >= needed) return true;
+    // The buffer grows with what has arrived (at most doubling), so a peer announcing a large
+    // message pays for the memory in bytes sent first.
+    reserveInput(std::min(needed, std::max(kInBufferBytes, 2 * unread)));
+    size_t n = readAvailable(inBuffer_.get() + inEnd_, inCapacity_ - inEnd_);
+    if (n == 0) return false;
+    inEnd_ += n;
+  }
+}
+
+void FramedConnection::releaseIdleMemory() {
+  if (inBegin_ != inEnd_ || pendingBulk_ != 0) return;
+  inBuffer_.reset();
+  inCapacity_ = inBegin_ = inEnd_ = 0;
+  std::vector<uint64_t>().swap(message_);
 }
 
 void FramedConnection::receiveBulk(void* dst, size_t size) {
@@ -130,15 +166,16 @@ void FramedConnection::discardBulk(size_t size) {
 // Reads through a small buffer so a frame's header and message usually cost one system call
 // together; large reads (bulk) go straight into their destination.
 void FramedConnection::readExactly(void* dst, size_t size) {
-  auto* out = static_cast<uint8_t*>(dst);
-  size_t buffered = std::min(size, inEnd_ - inBegin_);
   if (size == 0) return;  // dst may be null for an empty read
-  std::memcpy(out, inBuffer_.data() + inBegin_, buffered);
-  inBegin_ += buffered;
-  out += buffered;
-  size -= buffered;
+  auto* out = static_cast<uint8_t*>(dst);
+  if (size_t buffered = std::min(size, inEnd_ - inBegin_)) {
+    std::memcpy(out, inBuffer_.get() + inBegin_, buffered);
+    inBegin_ += buffered;
+    out += buffered;
+    size -= buffered;
+  }
   if (size == 0) return;
-  if (size >= inBuffer_.size() / 2) {
+  if (size >= kInBufferBytes / 2) {
     while (size > 0) {
       size_t n = readSome(out, size);
       out += n;
@@ -146,11 +183,26 @@ void FramedConnection::readExactly(void* dst, size_t size) {
     }
     return;
   }
-  inBegin_ = 0;
-  inEnd_ = 0;
-  while (inEnd_ < size) inEnd_ += readSome(inBuffer_.data() + inEnd_, inBuffer_.size() - inEnd_);
-  std::memcpy(out, inBuffer_.data(), size);
+  reserveInput(kInBufferBytes);  // empty now: from its start
+  while (inEnd_ < size) inEnd_ += readSome(inBuffer_.get() + inEnd_, inCapacity_ - inEnd_);
+  std::memcpy(out, inBuffer_.get(), size);
   inBegin_ = size;
+}
+
+void FramedConnection::reserveInput(size_t bytes) {
+  if (inBegin_ == inEnd_) inBegin_ = inEnd_ = 0;
+  if (inCapacity_ - inBegin_ >= bytes) return;
+  size_t unread = inEnd_ - inBegin_;
+  if (inCapacity_ >= bytes) {
+    if (unread) std::memmove(inBuffer_.get(), inBuffer_.get() + inBegin_, unread);
+  } else {
+    auto grown = std::make_unique_for_overwrite<uint8_t[]>(bytes);
+    if (unread) std::memcpy(grown.get(), inBuffer_.get() + inBegin_, unread);
+    inBuffer_ = std::move(grown);
+    inCapacity_ = bytes;
+  }
+  inBegin_ = 0;
+  inEnd_ = unread;
 }
 
 }  // namespace gpupool::transport

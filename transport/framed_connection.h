@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -41,6 +42,8 @@ class FramedConnection : public Connection {
   void receiveBulk(void* dst, size_t size) override;
   void discardBulk(size_t size) override;
   uint64_t pendingBulk() const override { return pendingBulk_; }
+  bool frameArrived() override;
+  void releaseIdleMemory() override;
 
  protected:
   // Writes every byte of `parts`, in order. Throws TransportError.
@@ -48,6 +51,9 @@ class FramedConnection : public Connection {
   // Reads between 1 and `max` bytes into `dst`, waiting as the transport's receive timeout says.
   // Throws TransportError (peer gone, timeout).
   virtual size_t readSome(void* dst, size_t max) = 0;
+  // Reads up to `max` bytes that have already arrived, without waiting: 0 when none have. Throws
+  // TransportError when the peer is gone.
+  virtual size_t readAvailable(void* dst, size_t max) = 0;
 
  private:
   // Appends a header for `message` and `bulkBytes`, then `message`, to the outbox.
@@ -56,6 +62,8 @@ class FramedConnection : public Connection {
   void writeWithOutbox(std::span<const ConstBuffer> more);
   void requireNoBulkOwed() const;
   void readExactly(void* dst, size_t size);
+  // Makes inBuffer_ hold at least `bytes` from inBegin_ on, moving unread bytes to its start.
+  void reserveInput(size_t bytes);
 
   std::vector<uint8_t> outbox_;     // queued frames (and the head of a streamed frame)
   std::vector<ConstBuffer> parts_;  // gather list, reused across sends
@@ -63,7 +71,10 @@ class FramedConnection : public Connection {
 
   std::vector<uint64_t> message_;  // 8-byte aligned receive buffer, reused across frames
   uint64_t pendingBulk_ = 0;
-  std::vector<uint8_t> inBuffer_ = std::vector<uint8_t>(64 * 1024);
+  // Small reads land here. Allocated when needed and given back when the connection is idle, so a
+  // server holding thousands of idle connections does not hold a buffer for each.
+  std::unique_ptr<uint8_t[]> inBuffer_;
+  size_t inCapacity_ = 0;
   size_t inBegin_ = 0, inEnd_ = 0;  // unread bytes of inBuffer_
 };
 

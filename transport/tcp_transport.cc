@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <boost/asio.hpp>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <future>
@@ -29,12 +30,16 @@ std::string describe(const boost::system::error_code& ec) {
   return ec.message();
 }
 
+// One descriptor per connection: the server's connections share their listener's io_context
+// (an io_context holds descriptors of its own), and nothing runs it: the socket calls here are
+// synchronous.
+//
 // Full duplex: FramedConnection keeps send and receive state apart, and Asio's synchronous socket
 // calls are plain sendmsg/recv/poll on the descriptor (the socket's state flags are only read),
 // which the kernel allows from two threads at once.
 class TcpConnection final : public FramedConnection {
  public:
-  TcpConnection(std::unique_ptr<boost::asio::io_context> io, tcp::socket socket)
+  TcpConnection(std::shared_ptr<boost::asio::io_context> io, tcp::socket socket)
       : io_(std::move(io)), socket_(std::move(socket)) {
     boost::system::error_code ec;
     socket_.set_option(tcp::no_delay(true), ec);
@@ -55,6 +60,9 @@ class TcpConnection final : public FramedConnection {
   std::string kind() const override { return "tcp"; }
   std::string peer() const override { return peer_; }
   bool fullDuplex() const override { return true; }
+  int readinessDescriptor() const override {
+    return const_cast<tcp::socket&>(socket_).native_handle();
+  }
 
   // Enforced by polling before each read: Asio's blocking reads retry on EAGAIN, so SO_RCVTIMEO
   // alone would never fire.
@@ -108,8 +116,22 @@ class TcpConnection final : public FramedConnection {
     return n;
   }
 
+  size_t readAvailable(void* dst, size_t max) override {
+    ssize_t n;
+    do {
+      n = ::recv(socket_.native_handle(), dst, max, MSG_DONTWAIT);
+    } while (n < 0 && errno == EINTR);
+    if (n > 0) return static_cast<size_t>(n);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+    if (n == 0)
+      throw TransportError(TransportError::Kind::kDisconnected,
+                           "receive failed: connection closed by peer");
+    throw TransportError(TransportError::Kind::kDisconnected,
+                         std::string("receive failed: ") + std::strerror(errno));
+  }
+
  private:
-  std::unique_ptr<boost::asio::io_context> io_;
+  std::shared_ptr<boost::asio::io_context> io_;
   tcp::socket socket_;
   std::string peer_;
   std::vector<boost::asio::const_buffer> buffers_;  // gather list, reused across writes
@@ -119,13 +141,12 @@ class TcpConnection final : public FramedConnection {
 class TcpListener final : public Listener {
  public:
   explicit TcpListener(const Endpoint& endpoint)
-      : io_(std::make_unique<boost::asio::io_context>()),
+      : io_(std::make_shared<boost::asio::io_context>()),
         acceptor_(openTcpAcceptor(*io_, endpoint)),
         url_(boundEndpoint(acceptor_, endpoint).url()) {}
 
   std::unique_ptr<Connection> accept() override {
-    auto io = std::make_unique<boost::asio::io_context>();
-    tcp::socket socket(*io);
+    tcp::socket socket(*io_);
     boost::system::error_code ec;
     int fd = ::accept4(acceptor_.native_handle(), nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0)
@@ -134,7 +155,7 @@ class TcpListener final : public Listener {
     socket.assign(acceptor_.local_endpoint().protocol(), fd, ec);
     if (ec)
       throw TransportError(TransportError::Kind::kUnavailable, "accept failed: " + ec.message());
-    return std::make_unique<TcpConnection>(std::move(io), std::move(socket));
+    return std::make_unique<TcpConnection>(io_, std::move(socket));
   }
 
   void shutdown() override { ::shutdown(acceptor_.native_handle(), SHUT_RDWR); }
@@ -142,7 +163,7 @@ class TcpListener final : public Listener {
   std::string url() const override { return url_; }
 
  private:
-  std::unique_ptr<boost::asio::io_context> io_;
+  std::shared_ptr<boost::asio::io_context> io_;  // shared with the connections it accepts
   tcp::acceptor acceptor_;
   std::string url_;
 };
@@ -153,7 +174,7 @@ std::unique_ptr<Connection> tcpConnect(const Endpoint& endpoint, unsigned timeou
   if (endpoint.scheme != "tcp")
     throw TransportError(TransportError::Kind::kUnavailable,
                          "not a tcp endpoint: " + endpoint.url());
-  auto io = std::make_unique<boost::asio::io_context>();
+  auto io = std::make_shared<boost::asio::io_context>();
   tcp::socket socket = connectTcpSocket(*io, endpoint, timeoutMs);
   return std::make_unique<TcpConnection>(std::move(io), std::move(socket));
 }

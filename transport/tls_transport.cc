@@ -106,7 +106,7 @@ const BIO_METHOD* socketBioMethod() {
 // receives (fullDuplex): a reader waiting for bytes does not hold up a writer, nor the reverse.
 class TlsConnection final : public FramedConnection {
  public:
-  TlsConnection(std::unique_ptr<asio::io_context> io, std::shared_ptr<ssl::context> context,
+  TlsConnection(std::shared_ptr<asio::io_context> io, std::shared_ptr<ssl::context> context,
                 tcp::socket socket, ssl::stream_base::handshake_type role,
                 const std::string& hostName)
       : io_(std::move(io)),
@@ -170,6 +170,7 @@ class TlsConnection final : public FramedConnection {
   std::string kind() const override { return "tls"; }
   std::string peer() const override { return peer_; }
   bool fullDuplex() const override { return true; }
+  int readinessDescriptor() const override { return bio_.fd; }
 
   void setReceiveTimeoutMs(unsigned ms) override { receiveTimeoutMs_ = ms; }
 
@@ -200,8 +201,46 @@ class TlsConnection final : public FramedConnection {
     return n;
   }
 
+  // The handshake, then records, as far as the bytes that have arrived go. A handshake that must
+  // write while the socket is full waits for it (it is a few KiB, so that is rare and brief).
+  size_t readAvailable(void* dst, size_t max) override {
+    std::lock_guard handshaking(handshakeMutex_);
+    std::lock_guard lock(sslMutex_);
+    if (!handshaken_.load(std::memory_order_relaxed)) {
+      if (!attempt([](SSL* ssl) { return SSL_do_handshake(ssl); }, "TLS handshake with " + peer_))
+        return 0;
+      handshaken_.store(true, std::memory_order_release);
+    }
+    size_t n = 0;
+    if (!attempt([&](SSL* ssl) { return SSL_read_ex(ssl, dst, max, &n); }, "receive")) return 0;
+    return n;
+  }
+
  private:
+  // Runs `call` once, under sslMutex_: true when it succeeded, false when it must wait for bytes
+  // from the peer. Throws TransportError on failure, naming `what`.
+  template <class Call>
+  bool attempt(Call call, const std::string& what) {
+    for (;;) {
+      ERR_clear_error();
+      bio_.lastErrno = 0;
+      int result = call(ssl_.get());
+      if (result > 0) return true;
+      int error = SSL_get_error(ssl_.get(), result);
+      if (error == SSL_ERROR_WANT_READ) return false;
+      if (error != SSL_ERROR_WANT_WRITE) {
+        auto ec = failure(error);
+        throw TransportError(channelErrorKind(ec), what + " failed: " + describe(ec));
+      }
+      pollfd p{bio_.fd, POLLOUT, 0};
+      if (::poll(&p, 1, kHandshakeWriteWaitMs) == 0)
+        throw TransportError(TransportError::Kind::kTimeout,
+                             what + " failed: the peer reads nothing");
+    }
+  }
+
   static constexpr size_t kSmallPartBytes = 16 * 1024;
+  static constexpr int kHandshakeWriteWaitMs = 5000;
 
   void writeRecords(const void* data, size_t size) {
     const auto* bytes = static_cast<const uint8_t*>(data);
@@ -260,7 +299,7 @@ class TlsConnection final : public FramedConnection {
     return ssl::error::unspecified_system_error;
   }
 
-  std::unique_ptr<asio::io_context> io_;
+  std::shared_ptr<asio::io_context> io_;
   std::shared_ptr<ssl::context> context_;
   tcp::socket socket_;
   std::unique_ptr<SSL, decltype(&SSL_free)> ssl_;  // after socket_: freed before it closes
@@ -278,7 +317,7 @@ class TlsListener final : public Listener {
  public:
   TlsListener(const Endpoint& endpoint, std::shared_ptr<ssl::context> context)
       : context_(std::move(context)),
-        io_(std::make_unique<asio::io_context>()),
+        io_(std::make_shared<asio::io_context>()),
         acceptor_(openTcpAcceptor(*io_, endpoint)),
         url_(boundEndpoint(acceptor_, endpoint).url()) {}
 
@@ -287,13 +326,12 @@ class TlsListener final : public Listener {
     if (fd < 0)
       throw TransportError(TransportError::Kind::kUnavailable,
                            std::string("accept failed: ") + std::strerror(errno));
-    auto io = std::make_unique<asio::io_context>();
-    tcp::socket socket(*io);
+    tcp::socket socket(*io_);
     boost::system::error_code ec;
     socket.assign(acceptor_.local_endpoint().protocol(), fd, ec);
     if (ec)
       throw TransportError(TransportError::Kind::kUnavailable, "accept failed: " + ec.message());
-    return std::make_unique<TlsConnection>(std::move(io), context_, std::move(socket),
+    return std::make_unique<TlsConnection>(io_, context_, std::move(socket),
                                            ssl::stream_base::server, "");
   }
 
@@ -302,7 +340,7 @@ class TlsListener final : public Listener {
 
  private:
   std::shared_ptr<ssl::context> context_;
-  std::unique_ptr<asio::io_context> io_;
+  std::shared_ptr<asio::io_context> io_;  // shared with the connections it accepts
   tcp::acceptor acceptor_;
   std::string url_;
 };
@@ -335,7 +373,7 @@ std::unique_ptr<Connection> tlsConnect(const Endpoint& endpoint, unsigned timeou
       context->set_default_verify_paths(ec);
     }
   }
-  auto io = std::make_unique<asio::io_context>();
+  auto io = std::make_shared<asio::io_context>();
   tcp::socket socket = connectTcpSocket(*io, endpoint, timeoutMs);
   auto connection = std::make_unique<TlsConnection>(std::move(io), context, std::move(socket),
                                                     ssl::stream_base::client,

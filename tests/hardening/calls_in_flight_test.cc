@@ -115,6 +115,48 @@ TEST(CallsInFlight, OtherCallsAreAnsweredWhileASynchronizeWaits) {
   EXPECT_EQ(seen, 7u) << "the synchronize returned before the kernel finished";
 }
 
+// The server's event loop runs calls on a bounded pool of workers; a synchronize waits on the
+// session's waiter threads instead, so even the only worker is free for other sessions meanwhile.
+TEST(CallsInFlight, ASynchronizeHoldsNoWorker) {
+  e2e::ServerOptions options;
+  options.extraArgs = {"--workers", "1"};
+  e2e::GpupoolServer server(options);
+  WireClient waiting(server.endpoint());
+  SpinningKernel kernel(waiting);
+  waiting.send([&](wire::Request::Builder r) {
+    r.setCtxSynchronize(kernel.context);
+    r.setCallId(1);
+  });
+  WireClient other(server.endpoint());
+  uint64_t context = other.createContext().handle;
+  for (int i = 0; i < 20; ++i) {
+    Reply alloc = other.alloc(context, 4096);
+    ASSERT_EQ(alloc.result, CUDA_SUCCESS) << alloc.message;
+    EXPECT_EQ(other.free(context, alloc.handle).result, CUDA_SUCCESS);
+  }
+  uint32_t one = 1;
+  std::vector<uint8_t> bytes(4);
+  std::memcpy(bytes.data(), &one, 4);
+  waiting.send(
+      [&](wire::Request::Builder r) {
+        auto m = r.initMemcpyHtoD();
+        m.setContext(kernel.context);
+        m.setDst(kernel.flag);
+        m.setBytes(4);
+        m.setStream(kernel.setter);
+        m.setAsync(true);
+        r.setCallId(2);
+      },
+      bytes);
+  std::map<uint64_t, Reply> replies;
+  for (int i = 0; i < 2; ++i) {
+    Reply r = waiting.receive();
+    replies[r.callId] = r;
+  }
+  EXPECT_EQ(replies[1].result, CUDA_SUCCESS) << replies[1].message;
+  EXPECT_EQ(replies[2].result, CUDA_SUCCESS) << replies[2].message;
+}
+
 TEST(CallsInFlight, AClientLeavingWhileItsWaitsBlockHarmsNothing) {
   e2e::GpupoolServer server;
   {

@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "loopback_pair.h"
 #include "transport/transport_factory.h"
 
 namespace gpupool::transport {
@@ -28,94 +29,6 @@ namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
-
-// A self-signed certificate for 127.0.0.1 (its only name: an IP subjectAltName) with its key, made
-// in-process (no openssl binary), in a directory removed afterwards. The client trusts it through
-// GPU_POOL_TLS_CA, so connections run with verification on, host check included.
-class SelfSignedCertificate {
- public:
-  SelfSignedCertificate() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "duplex-XXXXXX").string();
-    if (!::mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
-    directory_ = pattern;
-    std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key(
-        EVP_PKEY_Q_keygen(nullptr, nullptr, "EC", "P-256"), EVP_PKEY_free);
-    std::unique_ptr<X509, decltype(&X509_free)> cert(X509_new(), X509_free);
-    if (!key || !cert) throw std::runtime_error("cannot make a key or certificate");
-    X509_set_version(cert.get(), 2);
-    ASN1_INTEGER_set(X509_get_serialNumber(cert.get()), 1);
-    X509_gmtime_adj(X509_getm_notBefore(cert.get()), -60);
-    X509_gmtime_adj(X509_getm_notAfter(cert.get()), 24 * 3600);
-    X509_set_pubkey(cert.get(), key.get());
-    X509_NAME* name = X509_get_subject_name(cert.get());
-    X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
-                               reinterpret_cast<const unsigned char*>("gpupool test"), -1, -1, 0);
-    X509_set_issuer_name(cert.get(), name);
-    X509V3_CTX context;
-    X509V3_set_ctx_nodb(&context);
-    X509V3_set_ctx(&context, cert.get(), cert.get(), nullptr, nullptr, 0);
-    X509_EXTENSION* altName =
-        X509V3_EXT_conf_nid(nullptr, &context, NID_subject_alt_name, "IP:127.0.0.1");
-    if (!altName || !X509_add_ext(cert.get(), altName, -1))
-      throw std::runtime_error("cannot add subjectAltName");
-    X509_EXTENSION_free(altName);
-    if (!X509_sign(cert.get(), key.get(), EVP_sha256())) throw std::runtime_error("cannot sign");
-    writePem(certificateFile(), [&](FILE* f) { return PEM_write_X509(f, cert.get()); });
-    writePem(keyFile(), [&](FILE* f) {
-      return PEM_write_PrivateKey(f, key.get(), nullptr, nullptr, 0, nullptr, nullptr);
-    });
-  }
-  ~SelfSignedCertificate() {
-    std::error_code ignored;
-    std::filesystem::remove_all(directory_, ignored);
-  }
-  std::string certificateFile() const { return (directory_ / "cert.pem").string(); }
-  std::string keyFile() const { return (directory_ / "key.pem").string(); }
-
- private:
-  template <class Write>
-  static void writePem(const std::string& path, Write write) {
-    std::unique_ptr<FILE, decltype(&std::fclose)> f(std::fopen(path.c_str(), "w"), std::fclose);
-    if (!f || !write(f.get())) throw std::runtime_error("cannot write " + path);
-  }
-
-  std::filesystem::path directory_;
-};
-
-struct ConnectedPair {
-  std::unique_ptr<Listener> listener;
-  std::unique_ptr<Connection> client;
-  std::unique_ptr<Connection> server;
-};
-
-// A connected pair of `scheme`. TLS: the client's connect waits for the server's handshake, which
-// runs on the server's first receive, so a hello frame goes across while connecting.
-std::unique_ptr<Listener> listenOnLoopback(const std::string& scheme) {
-  static const SelfSignedCertificate certificate;
-  ::setenv("GPU_POOL_TLS_CA", certificate.certificateFile().c_str(), 1);
-  ::unsetenv("GPU_POOL_TLS_VERIFY");
-  return listenEndpoint(Endpoint{scheme, "127.0.0.1", 0},
-                        {certificate.certificateFile(), certificate.keyFile()});
-}
-
-ConnectedPair connectedPair(const std::string& scheme) {
-  ConnectedPair pair;
-  pair.listener = listenOnLoopback(scheme);
-  std::string error;
-  Endpoint endpoint = parseEndpoint(pair.listener->url(), &error).value();
-  auto connecting = std::async(std::launch::async, [&] {
-    auto client = connectEndpoint(endpoint, 5000);
-    client->sendFrame({}, {});
-    return client;
-  });
-  pair.server = pair.listener->accept();
-  // A broken test must fail, not hang the suite.
-  pair.server->setReceiveTimeoutMs(20000);
-  EXPECT_EQ(pair.server->receiveFrame().message.size(), 0u);
-  pair.client = connecting.get();
-  pair.client->setReceiveTimeoutMs(20000);
-  return pair;
-}
 
 // The certificate names 127.0.0.1 only: the same server reached as "localhost" is refused, so the
 // client still checks the name.

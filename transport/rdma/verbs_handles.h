@@ -11,6 +11,8 @@
 #include <memory>
 #include <utility>
 
+#include "transport/file_descriptor.h"
+
 namespace gpupool::transport::rdma {
 
 template <auto Release>
@@ -69,24 +71,6 @@ class CmQueuePair {
 
  private:
   rdma_cm_id* id_ = nullptr;
-};
-
-// A file descriptor, closed once.
-class FileDescriptor {
- public:
-  FileDescriptor() = default;
-  explicit FileDescriptor(int fd) : fd_(fd) {}
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  ~FileDescriptor() { reset(-1); }
-  void reset(int fd) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = fd;
-  }
-  int get() const { return fd_; }
-
- private:
-  int fd_ = -1;
 };
 
 }  // namespace gpupool::transport::rdma

@@ -1,0 +1,24 @@
+// Loopback connections of the byte-stream transports (TCP, TLS) for transport tests: a listener
+// with a self-signed certificate the clients trust, and connected pairs.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "transport/connection.h"
+
+namespace gpupool::transport {
+
+struct ConnectedPair {
+  std::unique_ptr<Listener> listener;
+  std::unique_ptr<Connection> client;
+  std::unique_ptr<Connection> server;
+};
+
+// A listener of `scheme` ("tcp" or "tls") on 127.0.0.1, on a free port.
+std::unique_ptr<Listener> listenOnLoopback(const std::string& scheme);
+// A connected pair of `scheme`. TLS: the client's connect waits for the server's handshake, which
+// runs on the server's first receive, so a hello frame goes across while connecting.
+ConnectedPair connectedPair(const std::string& scheme);
+
+}  // namespace gpupool::transport
