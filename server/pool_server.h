@@ -86,7 +86,7 @@ class PoolServer {
  private:
   struct Running {
     std::shared_ptr<Session> session;
-    std::thread thread;  // none when the event loop serves it
+    std::thread thread;     // none when the event loop serves it
     bool finished = false;  // its thread has returned (the loop's sessions leave the list instead)
   };
   // Serves `running` on the event loop, or on a thread of its own when its transport has no
