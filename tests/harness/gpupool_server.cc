@@ -89,6 +89,8 @@ GpupoolServer::~GpupoolServer() {
   ::unlink(logPath_.c_str());
 }
 
+pid_t GpupoolServer::pid() const { return process_->pid(); }
+
 void GpupoolServer::signal(int sig) { process_->signal(sig); }
 
 bool GpupoolServer::running() { return !process_->ended(); }

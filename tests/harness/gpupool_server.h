@@ -43,6 +43,8 @@ class GpupoolServer {
   // http://HOST:PORT/metrics, when started with --metrics-listen.
   const std::string& metricsUrl() const { return metricsUrl_; }
 
+  // The server's process id (for reading /proc/<pid>).
+  pid_t pid() const;
   // Sends a signal (e.g. SIGKILL to simulate a crash).
   void signal(int sig);
   // Whether the process is still alive.
