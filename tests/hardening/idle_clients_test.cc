@@ -279,8 +279,14 @@ TEST(IdleClientsTest, TenThousandIdleClientsAndStragglersUnderSixtyFourThreads) 
   const auto stragglersConnected = Clock::now();
   std::optional<Trickler> trickler(std::in_place, tricklers, helloFrame());
 
-  // Everything connected: threads bounded, one descriptor per connection.
-  const ProcessFigures loaded = figuresOf(pid);
+  // Everything connected: threads bounded, one descriptor per connection. A connect returns once
+  // the kernel has queued the connection; wait until the server has accepted them all.
+  const long allAccepted = before.descriptors + idleCount + stragglerCount;
+  ProcessFigures loaded = figuresOf(pid);
+  for (auto end = Clock::now() + std::chrono::seconds(2);
+       loaded.descriptors < allAccepted && Clock::now() < end; loaded = figuresOf(pid))
+    std::this_thread::sleep_for(milliseconds(20));
+  EXPECT_GE(loaded.descriptors, allAccepted) << "the server did not accept every connection";
   const long rssPerSession =
       (withIdle.rssKiB - before.rssKiB) * 1024 / static_cast<long>(std::max(1u, idleCount));
   std::printf(
@@ -293,7 +299,7 @@ TEST(IdleClientsTest, TenThousandIdleClientsAndStragglersUnderSixtyFourThreads) 
       rssPerSession, idleCount);
   RecordProperty("rss_bytes_per_idle_session", std::to_string(rssPerSession));
   EXPECT_LT(loaded.threads, kMaxServerThreads);
-  EXPECT_LE(loaded.descriptors, before.descriptors + idleCount + stragglerCount + kDescriptorSlack)
+  EXPECT_LE(loaded.descriptors, allAccepted + kDescriptorSlack)
       << "more than one descriptor per connection";
 
   // The real client is served meanwhile.
