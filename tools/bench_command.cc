@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "tools/bench_driver.h"
+#include "tools/bench_idle_clients.h"
 #include "tools/bench_plot.h"
 #include "tools/bench_raw_verbs.h"
 #include "tools/bench_raw_wire.h"
@@ -60,8 +61,7 @@ json measureDriver(BenchDriver& d, bool quick) {
   std::memset(pinned, 0x5a, maxSize);
 
   progress("null synchronous call");
-  out["null_call"] = latencyJson(
-      measure(100, latencyIters, [&] { check(d, d.cuCtxSynchronize(), "cuCtxSynchronize"); }));
+  out["null_call"] = latencyJson(measureNullCall(d, quick));
 
   progress("small copy latency");
   json h2d = json::array(), d2h = json::array();
@@ -224,6 +224,7 @@ void printText(const json& r) {
               r["ratios"]["h2d_bandwidth_vs_raw"].get<double>(),
               r["ratios"]["d2h_bandwidth_vs_raw"].get<double>());
   printThreadSeries(r["threads"]);
+  if (r.contains("idle_clients")) printIdleClients(r["idle_clients"]);
   if (r.contains("raw_verbs")) printRawVerbs(r);
   if (r.contains("local")) std::printf("  (a local-driver column is in the --json output)\n");
 }
@@ -510,6 +511,11 @@ int benchCommand(const BenchOptions& options) {
     }
     result["threads"] = *threads;
     result["threads_settings"] = threadSeriesSettings(options.quick);
+    if (options.idleClients) {
+      openBenchContext(*driver);  // current on this thread again
+      result["idle_clients"] =
+          measureIdleClients(*driver, endpoint, *options.idleClients, options.quick);
+    }
   } catch (const std::exception& e) {
     std::cerr << "gpupool bench: measurement failed: " << e.what() << "\n";
     return 1;

@@ -20,6 +20,9 @@ struct BenchOptions {
   // "tcp" or "rdma" (default: rdma for an rdma:// endpoint, else tcp). rdma adds a raw-verbs
   // baseline (SEND/RECV ping-pong, RDMA WRITE bandwidth) on the same device in the same run.
   std::optional<std::string> transport;
+  // Also measure the null call with this many idle authenticated sessions held open
+  // (tools/bench_idle_clients.h).
+  std::optional<unsigned> idleClients;
   // Internal: measure only the driver at this path and print its JSON (used for the local column).
   std::optional<std::string> driverOnly;
   // Internal: measure only the threads series through gpupool's library at this path and print its

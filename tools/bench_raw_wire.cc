@@ -1,5 +1,6 @@
 #include "tools/bench_raw_wire.h"
 
+#include <cstdlib>
 #include <stdexcept>
 
 #include "protocol/message_codec.h"
@@ -17,7 +18,7 @@ void expectOk(protocol::IncomingMessage& in, const char* what) {
 
 }  // namespace
 
-RawWire::RawWire(const transport::Endpoint& endpoint) {
+RawWire::RawWire(const transport::Endpoint& endpoint, wire::Hello::Purpose purpose) {
   // tls:// endpoints are reached over TCP too (see bench_raw_wire.h).
   transport::Endpoint wire = endpoint;
   if (wire.scheme != "rdma") wire.scheme = "tcp";
@@ -26,7 +27,8 @@ RawWire::RawWire(const transport::Endpoint& endpoint) {
   auto hello = message.initRoot<wire::Request>().initHello();
   hello.setProtocolVersion(wire::PROTOCOL_VERSION);
   hello.setClientName("gpupool bench");
-  hello.setPurpose(wire::Hello::Purpose::BENCH);
+  hello.setPurpose(purpose);
+  if (const char* token = std::getenv("GPU_POOL_TOKEN")) hello.setAuthToken(token);
   protocol::sendMessage(*connection_, message);
   protocol::IncomingMessage in(*connection_);
   expectOk(in, "Hello");

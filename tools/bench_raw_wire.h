@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "protocol/gpupool.capnp.h"
 #include "transport/connection.h"
 #include "transport/endpoint.h"
 
@@ -14,8 +15,10 @@ namespace gpupool::tools {
 
 class RawWire {
  public:
-  // Connects and says Hello (purpose bench). Throws std::runtime_error with the reason.
-  explicit RawWire(const transport::Endpoint& endpoint);
+  // Connects and says Hello (purpose bench unless told otherwise; with $GPU_POOL_TOKEN when set).
+  // Throws std::runtime_error with the reason.
+  explicit RawWire(const transport::Endpoint& endpoint,
+                   wire::Hello::Purpose purpose = wire::Hello::Purpose::BENCH);
 
   void pingPong();                            // a message each way, no bulk
   void toServer(const void* data, size_t n);  // n bulk bytes up, a message back (sink)

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "tools/bench_command.h"
+#include "tools/bench_idle_clients.h"
 #include "tools/run_command.h"
 #include "tools/status_command.h"
 #include "tools/top_command.h"
@@ -72,6 +73,15 @@ int main(int argc, char** argv) {
   benchCommandLine->add_option("--transport", bench.transport,
                                "tcp or rdma (default: the endpoint's); rdma adds a raw verbs "
                                "baseline on the same device");
+  benchCommandLine
+      ->add_option("--idle-clients", bench.idleClients,
+                   "Also measure the null call with N idle authenticated sessions held open (N "
+                   "defaults to " +
+                       std::to_string(kDefaultIdleClients) +
+                       "), and, for a server on this host, its threads, descriptors and memory per "
+                       "idle session")
+      ->expected(0, 1)
+      ->default_str(std::to_string(kDefaultIdleClients));
   benchCommandLine->add_option("--driver-only", bench.driverOnly)->group("");    // internal
   benchCommandLine->add_option("--threads-only", bench.threadsOnly)->group("");  // internal
   benchCommandLine->footer(

@@ -176,18 +176,51 @@ class Bench(unittest.TestCase):
     THREAD_FIELDS = {"threads", "null_calls_per_second", "launches_per_second",
                      "serialized_null_calls_per_second", "serialized_launches_per_second"}
 
-    def test_threads_series_on_emu(self):
+    IDLE_CLIENTS = 50
+    _quick_run = None  # (stderr, result) of the one quick run the series tests share
+
+    def quick_run(self):
+        """`bench --quick --json --idle-clients 50` against an emu server, run once."""
         library = os.path.join(os.path.dirname(os.path.realpath(GPUPOOL)), "..", "lib",
                                "libcuda.so.1")
         if not os.path.exists(library):
             self.skipTest(f"{library} is not built (build the gpupool_libcuda target)")
-        _, url = start_emu_server(self)
-        r = gpupool("bench", "--quick", "--json", "--endpoint", url, timeout=300)
+        if Bench._quick_run is None:
+            _, url = start_emu_server(self)
+            r = gpupool("bench", "--quick", "--json", "--endpoint", url,
+                        "--idle-clients", str(self.IDLE_CLIENTS), timeout=300)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            Bench._quick_run = (r.stderr, json.loads(r.stdout))
+        return Bench._quick_run
+
+    def test_idle_clients_flag_is_documented(self):
+        r = gpupool("bench", "--help")
         self.assertEqual(r.returncode, 0, r.stderr)
-        result = json.loads(r.stdout)
+        self.assertIn("--idle-clients", r.stdout)
+
+    def test_idle_clients_series_on_emu(self):
+        _, result = self.quick_run()
+        idle = result["idle_clients"]
+        self.assertEqual(set(idle), {"count", "null_call_us_baseline", "null_call_us_loaded",
+                                     "ratio", "server_pid", "server_threads", "server_fds",
+                                     "rss_bytes_per_idle_client"})
+        self.assertEqual(idle["count"], self.IDLE_CLIENTS)
+        self.assertGreater(idle["null_call_us_baseline"], 0)
+        self.assertGreater(idle["null_call_us_loaded"], 0)
+        self.assertAlmostEqual(idle["ratio"],
+                               idle["null_call_us_loaded"] / idle["null_call_us_baseline"])
+        # The server runs on this host, so the bench found it and counted at least one
+        # descriptor per idle session.
+        self.assertIsNotNone(idle["server_pid"])
+        self.assertGreater(idle["server_threads"], 0)
+        self.assertGreater(idle["server_fds"], self.IDLE_CLIENTS)
+        self.assertIsNotNone(idle["rss_bytes_per_idle_client"])
+
+    def test_threads_series_on_emu(self):
+        stderr, result = self.quick_run()
         # Both runs of the series went through the library: serialized first, then concurrent.
-        self.assertLess(r.stderr.index("threads, serialized calls"),
-                        r.stderr.index("threads, concurrent calls"))
+        self.assertLess(stderr.index("threads, serialized calls"),
+                        stderr.index("threads, concurrent calls"))
         self.assertEqual([point["threads"] for point in result["threads"]], [1, 2, 4, 8])
         for point in result["threads"]:
             self.assertEqual(set(point), self.THREAD_FIELDS)
