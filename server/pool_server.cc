@@ -107,6 +107,7 @@ void PoolServer::startServing(std::list<Running>::iterator running) {
     session->run();
     std::lock_guard lock(mutex_);
     r.finished = true;
+    ++finishedThreads_;
   });
 }
 
@@ -129,6 +130,8 @@ void PoolServer::reapFinished() {
   std::list<Running> done;
   {
     std::lock_guard lock(mutex_);
+    if (finishedThreads_ == 0) return;  // no walk over thousands of sessions on every accept
+    finishedThreads_ = 0;
     for (auto it = sessions_.begin(); it != sessions_.end();) {
       if (it->finished) {
         auto next = std::next(it);

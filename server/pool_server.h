@@ -120,6 +120,7 @@ class PoolServer {
 
   std::mutex mutex_;
   std::list<Running> sessions_;
+  unsigned finishedThreads_ = 0;  // sessions_ whose thread has returned, not yet reaped
   std::unique_ptr<transport::Listener> listener_;
   bool stopping_ = false;
   uint64_t nextSession_ = 1;

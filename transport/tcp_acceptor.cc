@@ -22,7 +22,9 @@ tcp::acceptor openTcpAcceptor(boost::asio::io_context& io, const Endpoint& endpo
   acceptor.open(ep.protocol(), ec);
   if (!ec) acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
   if (!ec) acceptor.bind(ep, ec);
-  if (!ec) acceptor.listen(128, ec);
+  // As many as the system allows (net.core.somaxconn): a pool server's clients may connect by
+  // the thousand at once, and a connection the queue drops waits a second before it retries.
+  if (!ec) acceptor.listen(tcp::acceptor::max_listen_connections, ec);
   if (ec)
     throw TransportError(TransportError::Kind::kUnavailable,
                          "cannot listen on " + endpoint.url() + ": " + ec.message());

@@ -8,14 +8,13 @@
 
 #include <atomic>
 #include <chrono>
-#include <filesystem>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "gpupool_server.h"
+#include "process_figures.h"
 #include "wire_client.h"
 
 namespace gpupool::hardening {
@@ -23,22 +22,8 @@ namespace {
 
 using std::chrono::milliseconds;
 
-unsigned threadsOf(pid_t pid) {
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  for (std::string line; std::getline(status, line);) {
-    if (line.rfind("Threads:", 0) == 0) return static_cast<unsigned>(std::stoul(line.substr(8)));
-  }
-  return 0;
-}
-
-unsigned descriptorsOf(pid_t pid) {
-  unsigned n = 0;
-  for ([[maybe_unused]] auto& entry :
-       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) {
-    ++n;
-  }
-  return n;
-}
+long threadsOf(pid_t pid) { return e2e::figuresOf(pid).threads; }
+long descriptorsOf(pid_t pid) { return e2e::figuresOf(pid).descriptors; }
 
 // A connection that sends a frame header announcing a 64-byte message, then part of it, and stops.
 class Straggler {
@@ -83,8 +68,8 @@ e2e::ServerOptions withWorkers(const char* workers) {
 
 TEST(EventLoopTest, StragglersMidHelloHoldNoWorker) {
   e2e::GpupoolServer server(withWorkers("1"));
-  unsigned threadsBefore = threadsOf(server.pid());
-  ASSERT_GT(threadsBefore, 0u);
+  long threadsBefore = threadsOf(server.pid());
+  ASSERT_GT(threadsBefore, 0);
   std::vector<std::unique_ptr<Straggler>> stragglers;
   for (int i = 0; i < 50; ++i) stragglers.push_back(std::make_unique<Straggler>(server.port()));
   // With a thread per connection each of them would hold one, and with a blocking read on the one
@@ -102,8 +87,8 @@ TEST(EventLoopTest, StragglersMidHelloHoldNoWorker) {
 
 TEST(EventLoopTest, IdleClientsHoldNoThreadAndOneDescriptorEach) {
   e2e::GpupoolServer server(withWorkers("2"));
-  unsigned threadsBefore = threadsOf(server.pid());
-  unsigned descriptorsBefore = descriptorsOf(server.pid());
+  long threadsBefore = threadsOf(server.pid());
+  long descriptorsBefore = descriptorsOf(server.pid());
   constexpr unsigned kClients = 200;
   std::vector<std::unique_ptr<WireClient>> clients;
   for (unsigned i = 0; i < kClients; ++i)

@@ -30,11 +30,15 @@
 #include <vector>
 
 #include "gpupool_server.h"
+#include "process_figures.h"
 #include "transport/framed_connection.h"
 #include "wire_client.h"
 
 namespace gpupool::hardening {
 namespace {
+
+using e2e::figuresOf;
+using e2e::ProcessFigures;
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
@@ -51,29 +55,6 @@ constexpr size_t kHelloWindow = 200;
 unsigned envUnsigned(const char* name, unsigned fallback) {
   const char* v = std::getenv(name);
   return v && *v ? static_cast<unsigned>(std::strtoul(v, nullptr, 10)) : fallback;
-}
-
-// What /proc says about a process.
-struct ProcessFigures {
-  long threads = -1;
-  long descriptors = -1;
-  long rssKiB = -1;
-};
-
-ProcessFigures figuresOf(pid_t pid) {
-  const std::string dir = "/proc/" + std::to_string(pid);
-  ProcessFigures figures;
-  std::ifstream status(dir + "/status");
-  for (std::string key; status >> key;) {
-    if (key == "Threads:") status >> figures.threads;
-    if (key == "VmRSS:") status >> figures.rssKiB;
-  }
-  std::error_code ec;
-  figures.descriptors = 0;
-  for (std::filesystem::directory_iterator it(dir + "/fd", ec), end; !ec && it != end;
-       it.increment(ec))
-    ++figures.descriptors;
-  return figures;
 }
 
 // One frame as the byte-stream transports lay it out: header, then the message.
