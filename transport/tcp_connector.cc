@@ -11,6 +11,11 @@ namespace gpupool::transport {
 
 using boost::asio::ip::tcp;
 
+std::shared_ptr<boost::asio::io_context> connectorIoContext() {
+  static const auto io = std::make_shared<boost::asio::io_context>();
+  return io;
+}
+
 tcp::socket connectTcpSocket(boost::asio::io_context& io, const Endpoint& endpoint,
                              unsigned timeoutMs) {
   tcp::socket socket(io);

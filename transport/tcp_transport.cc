@@ -174,7 +174,7 @@ std::unique_ptr<Connection> tcpConnect(const Endpoint& endpoint, unsigned timeou
   if (endpoint.scheme != "tcp")
     throw TransportError(TransportError::Kind::kUnavailable,
                          "not a tcp endpoint: " + endpoint.url());
-  auto io = std::make_shared<boost::asio::io_context>();
+  auto io = connectorIoContext();
   tcp::socket socket = connectTcpSocket(*io, endpoint, timeoutMs);
   return std::make_unique<TcpConnection>(std::move(io), std::move(socket));
 }

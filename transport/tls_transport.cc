@@ -373,7 +373,7 @@ std::unique_ptr<Connection> tlsConnect(const Endpoint& endpoint, unsigned timeou
       context->set_default_verify_paths(ec);
     }
   }
-  auto io = std::make_shared<asio::io_context>();
+  auto io = connectorIoContext();
   tcp::socket socket = connectTcpSocket(*io, endpoint, timeoutMs);
   auto connection = std::make_unique<TlsConnection>(std::move(io), context, std::move(socket),
                                                     ssl::stream_base::client,
