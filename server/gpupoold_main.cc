@@ -1,6 +1,5 @@
 // gpupoold: the GPU pool server.
 #include <signal.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -18,6 +17,7 @@
 #include "server/pool_server.h"
 #include "server/tenant_pool.h"
 #include "transport/endpoint.h"
+#include "transport/open_file_limit.h"
 #include "transport/pinned_memory.h"
 #include "transport/transport_factory.h"
 #ifdef GPUPOOL_HAVE_CUDA_BACKEND
@@ -103,20 +103,6 @@ std::vector<gpupool::server::PoolServer::DeviceIdentity> cudaDeviceIdentities(
     identities.push_back(std::move(identity));
   }
   return identities;
-}
-
-// Each connection costs one descriptor, and a pool server holds thousands: the soft limit (1024 on
-// most systems) goes up to the hard one, as far as the system lets this process.
-void raiseDescriptorLimit(bool verbose) {
-  rlimit limit{};
-  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
-  rlim_t was = limit.rlim_cur;
-  limit.rlim_cur = limit.rlim_max;
-  if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) return;
-  if (verbose) {
-    std::cerr << "gpupoold: open-file limit raised from " << was << " to " << limit.rlim_cur
-              << "\n";
-  }
 }
 
 }  // namespace
@@ -321,7 +307,11 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  raiseDescriptorLimit(verbose);
+  // Each connection costs one descriptor, and a pool server holds thousands.
+  if (auto files = transport::raiseOpenFileLimit(); verbose && files.soft > files.before) {
+    std::cerr << "gpupoold: open-file limit raised from " << files.before << " to " << files.soft
+              << "\n";
+  }
   // Writes to a vanished client must fail with EPIPE, not kill the server.
   signal(SIGPIPE, SIG_IGN);
   sigset_t stopSignals;

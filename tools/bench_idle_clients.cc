@@ -1,7 +1,6 @@
 #include "tools/bench_idle_clients.h"
 
 #include <arpa/inet.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -14,17 +13,10 @@
 #include <vector>
 
 #include "tools/bench_raw_wire.h"
+#include "transport/open_file_limit.h"
 
 namespace gpupool::tools {
 namespace {
-
-// Raises this process's descriptor limit to its hard limit: each idle session holds at least one.
-void raiseDescriptorLimit() {
-  rlimit limit{};
-  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == limit.rlim_max) return;
-  limit.rlim_cur = limit.rlim_max;
-  setrlimit(RLIMIT_NOFILE, &limit);
-}
 
 bool isLoopback(const std::string& host) {
   in_addr v4{};
@@ -122,7 +114,7 @@ json measureIdleClients(const BenchDriver& d, const transport::Endpoint& endpoin
   const Stats baseline = measureNullCall(d, quick);
 
   progress("opening " + std::to_string(count) + " idle client sessions");
-  raiseDescriptorLimit();
+  transport::raiseOpenFileLimit();  // each idle session holds a descriptor
   std::vector<std::unique_ptr<RawWire>> idle;
   idle.reserve(count);
   for (unsigned i = 0; i < count; ++i) {

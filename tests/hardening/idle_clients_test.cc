@@ -11,7 +11,6 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -32,6 +31,7 @@
 #include "gpupool_server.h"
 #include "process_figures.h"
 #include "transport/framed_connection.h"
+#include "transport/open_file_limit.h"
 #include "wire_client.h"
 
 namespace gpupool::hardening {
@@ -156,16 +156,6 @@ class RawClient {
   int fd_;
 };
 
-// Raises this process's descriptor limit to its hard limit; false when even that is below `need`.
-bool raiseDescriptorLimit(rlim_t need, rlim_t* hard) {
-  rlimit limit{};
-  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return false;
-  *hard = limit.rlim_max;
-  if (limit.rlim_max != RLIM_INFINITY && limit.rlim_max < need) return false;
-  limit.rlim_cur = limit.rlim_max;
-  return ::setrlimit(RLIMIT_NOFILE, &limit) == 0;
-}
-
 // Sends one byte of `bytes` to each straggler every 100 ms, never the whole Hello, until stopped.
 class Trickler {
  public:
@@ -214,10 +204,10 @@ TEST(IdleClientsTest, TenThousandIdleClientsAndStragglersUnderSixtyFourThreads) 
   const unsigned idleCount = envUnsigned("GPUPOOL_IDLE_CLIENTS", 10000);
   const unsigned stragglerCount = envUnsigned("GPUPOOL_IDLE_STRAGGLERS", 1000);
   const unsigned connections = idleCount + stragglerCount + 1;  // and the real client
-  rlim_t hard = 0;
-  if (!raiseDescriptorLimit(connections + 256, &hard)) {
-    GTEST_SKIP() << "RLIMIT_NOFILE hard limit " << hard << " is below the " << connections + 256
-                 << " descriptors " << connections
+  const transport::OpenFileLimit files = transport::raiseOpenFileLimit();
+  if (files.soft < connections + 256) {
+    GTEST_SKIP() << "RLIMIT_NOFILE hard limit " << files.hard << " is below the "
+                 << connections + 256 << " descriptors " << connections
                  << " connections need (raise it, e.g. ulimit -Hn, or set GPUPOOL_IDLE_CLIENTS)";
   }
   // gpupoold inherits the raised limit (and raises its own to its hard limit).
