@@ -20,6 +20,9 @@ namespace {
 // serves a session. RDHUP: a peer that closed is noticed while the session is idle.
 constexpr uint32_t kWatchEvents = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT;
 
+// How long a worker that has just answered a session waits for the session's next request.
+constexpr std::chrono::microseconds kLinger{200};
+
 }  // namespace
 
 unsigned SessionReactor::defaultWorkers() {
@@ -29,7 +32,8 @@ unsigned SessionReactor::defaultWorkers() {
 SessionReactor::SessionReactor(unsigned workers)
     : epoll_(::epoll_create1(EPOLL_CLOEXEC)),
       wake_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
-      workers_(std::max(1u, workers)) {
+      workerCount_(std::max(1u, workers)),
+      workers_(workerCount_) {
   if (epoll_.get() < 0) failSystem("epoll_create1");
   if (wake_.get() < 0) failSystem("eventfd");
   epoll_event event{};
@@ -91,7 +95,14 @@ void SessionReactor::loop() {
 }
 
 void SessionReactor::turn(Watched* w) {
-  switch (w->session->serveArrived()) {
+  // A turn lingers for its client's next request only while another worker is free for the rest.
+  unsigned busy = ++busyWorkers_;
+  struct Done {
+    std::atomic<unsigned>& busy;
+    ~Done() { --busy; }
+  } done{busyWorkers_};
+  auto linger = busy < workerCount_ ? kLinger : std::chrono::microseconds(0);
+  switch (w->session->serveArrived(linger)) {
     case Session::Progress::kIdle:
       watchAgain(w);
       return;

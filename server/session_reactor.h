@@ -8,6 +8,7 @@
 // others (RDMA) a thread each.
 #pragma once
 
+#include <atomic>
 #include <boost/asio/thread_pool.hpp>
 #include <condition_variable>
 #include <functional>
@@ -56,6 +57,8 @@ class SessionReactor {
 
   transport::FileDescriptor epoll_;
   transport::FileDescriptor wake_;  // eventfd: stop() wakes the loop
+  const unsigned workerCount_;
+  std::atomic<unsigned> busyWorkers_{0};  // running a turn
   boost::asio::thread_pool workers_;
   mutable std::mutex mutex_;
   std::condition_variable emptied_;
