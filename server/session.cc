@@ -1,7 +1,6 @@
 #include "server/session.h"
 
 #include <kj/exception.h>
-#include <poll.h>
 
 #include <algorithm>
 #include <cstring>
@@ -33,15 +32,6 @@ constexpr unsigned kFramesPerTurn = 16;
 // has begun (the rest of a large message, bulk): a client that stops there this long is cut off, so
 // it cannot hold a worker for ever.
 constexpr unsigned kFrameStallMs = 60000;
-
-// Whether `fd` turns readable within `wait` (0: no wait at all).
-bool readableWithin(int fd, std::chrono::microseconds wait) {
-  if (wait.count() <= 0) return false;
-  pollfd p{fd, POLLIN | POLLRDHUP, 0};
-  timespec timeout{static_cast<time_t>(wait.count() / 1000000),
-                   static_cast<long>(wait.count() % 1000000) * 1000};
-  return ::ppoll(&p, 1, &timeout, nullptr) > 0;
-}
 
 }  // namespace
 
@@ -102,13 +92,11 @@ void Session::run() {
   end();
 }
 
-Session::Progress Session::serveArrived(std::chrono::microseconds linger) {
+Session::Progress Session::serveArrived() {
   Progress progress = Progress::kEnded;
   guarded([&] {
     for (unsigned served = 0; served < kFramesPerTurn; ++served) {
-      if (!connection_->frameArrived() &&
-          (served == 0 || !readableWithin(connection_->readinessDescriptor(), linger) ||
-           !connection_->frameArrived())) {
+      if (!connection_->frameArrived()) {
         connection_->releaseIdleMemory();
         progress = Progress::kIdle;
         return;

@@ -65,11 +65,8 @@ class Session {
     kMore,   // frames remain: call again soon (a turn serves a few, so others get a worker)
     kEnded,  // the session has ended
   };
-  // Serves the frames that have fully arrived, the Hello first. Once it has served one, it waits up
-  // to `linger` for the client's next request before it returns kIdle (a client making synchronous
-  // calls sends the next one within microseconds; catching it here spares the trip through the
-  // event loop to another worker). Never throws.
-  Progress serveArrived(std::chrono::microseconds linger = std::chrono::microseconds(0));
+  // Serves the frames that have fully arrived, the Hello first. Never throws.
+  Progress serveArrived();
   // Whether a call may be running for the session (served now, or a device wait), so a client
   // that is gone must have its work cancelled (cancelIfPeerGone).
   bool busy() const { return serving_.load() || waits_.busy() != 0; }

@@ -4,7 +4,6 @@
 #include <sys/eventfd.h>
 
 #include <algorithm>
-#include <boost/asio/post.hpp>
 #include <cerrno>
 #include <iostream>
 #include <system_error>
@@ -16,12 +15,9 @@ namespace {
   throw std::system_error(errno, std::generic_category(), what);
 }
 
-// One-shot: after an event the descriptor stays silent until watchAgain, so one worker at a time
-// serves a session. RDHUP: a peer that closed is noticed while the session is idle.
+// One-shot: after an event the descriptor stays silent until watched again, so one worker at a
+// time serves a session. RDHUP: a peer that closed is noticed while the session is idle.
 constexpr uint32_t kWatchEvents = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT;
-
-// How long a worker that has just answered a session waits for the session's next request.
-constexpr std::chrono::microseconds kLinger{200};
 
 }  // namespace
 
@@ -30,17 +26,15 @@ unsigned SessionReactor::defaultWorkers() {
 }
 
 SessionReactor::SessionReactor(unsigned workers)
-    : epoll_(::epoll_create1(EPOLL_CLOEXEC)),
-      wake_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
-      workerCount_(std::max(1u, workers)),
-      workers_(workerCount_) {
+    : epoll_(::epoll_create1(EPOLL_CLOEXEC)), stop_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
   if (epoll_.get() < 0) failSystem("epoll_create1");
-  if (wake_.get() < 0) failSystem("eventfd");
+  if (stop_.get() < 0) failSystem("eventfd");
+  // Level-triggered and never read: once written, it wakes every worker, each on its next wait.
   epoll_event event{};
   event.events = EPOLLIN;
-  event.data.ptr = nullptr;  // the wake descriptor
-  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wake_.get(), &event) < 0) failSystem("epoll_ctl");
-  loop_ = std::thread([this] { loop(); });
+  event.data.ptr = nullptr;
+  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, stop_.get(), &event) < 0) failSystem("epoll_ctl");
+  for (unsigned i = 0; i < std::max(1u, workers); ++i) workers_.emplace_back([this] { work(); });
 }
 
 SessionReactor::~SessionReactor() { stop(); }
@@ -60,7 +54,7 @@ void SessionReactor::add(std::shared_ptr<Session> session, std::function<void()>
   event.data.ptr = w;
   if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, w->fd, &event) < 0) {
     int error = errno;
-    std::unique_ptr<Watched> back;
+    std::unique_ptr<Watched> back;  // destroyed outside the lock
     {
       std::lock_guard lock(mutex_);
       auto it = watched_.find(w);
@@ -76,39 +70,35 @@ size_t SessionReactor::sessions() const {
   return watched_.size();
 }
 
-void SessionReactor::loop() {
-  epoll_event events[256];
+void SessionReactor::work() {
   for (;;) {
-    int n = ::epoll_wait(epoll_.get(), events, 256, -1);
+    // One event per wait: the kernel wakes one waiting worker per ready descriptor, and each
+    // worker takes only what it serves.
+    epoll_event event{};
+    int n = ::epoll_wait(epoll_.get(), &event, 1, -1);
     if (n < 0) {
       if (errno == EINTR) continue;
-      std::cerr << "gpupoold: event loop failed: " << std::generic_category().message(errno)
+      std::cerr << "gpupoold: a worker's wait failed: " << std::generic_category().message(errno)
                 << "\n";
       return;
     }
-    for (int i = 0; i < n; ++i) {
-      auto* w = static_cast<Watched*>(events[i].data.ptr);
-      if (!w) return;  // stop()
-      boost::asio::post(workers_, [this, w] { turn(w); });
-    }
+    if (n == 0) continue;
+    auto* w = static_cast<Watched*>(event.data.ptr);
+    if (!w) return;  // stop()
+    turn(w);
   }
 }
 
 void SessionReactor::turn(Watched* w) {
-  // A turn lingers for its client's next request only while another worker is free for the rest.
-  unsigned busy = ++busyWorkers_;
-  struct Done {
-    std::atomic<unsigned>& busy;
-    ~Done() { --busy; }
-  } done{busyWorkers_};
-  auto linger = busy < workerCount_ ? kLinger : std::chrono::microseconds(0);
-  switch (w->session->serveArrived(linger)) {
+  switch (w->session->serveArrived()) {
     case Session::Progress::kIdle:
-      watchAgain(w);
+      watch(w, EPOLL_CTL_MOD, kWatchEvents);
       return;
     case Session::Progress::kMore:
-      // Behind the sessions already waiting for a worker, so a busy one does not starve them.
-      boost::asio::post(workers_, [this, w] { turn(w); });
+      // Frames wait, perhaps already read into the connection's buffer, so readability may not
+      // come; writability (a socket nearly always has room) brings the session back at once,
+      // behind the sessions already ready, so a busy one does not starve them.
+      watch(w, EPOLL_CTL_MOD, kWatchEvents | EPOLLOUT);
       return;
     case Session::Progress::kEnded:
       drop(w);
@@ -116,18 +106,18 @@ void SessionReactor::turn(Watched* w) {
   }
 }
 
-void SessionReactor::watchAgain(Watched* w) {
+void SessionReactor::watch(Watched* w, int operation, uint32_t events) {
   epoll_event event{};
-  event.events = kWatchEvents;
+  event.events = events;
   event.data.ptr = w;
   // Watching again looks at the descriptor as it is now, so bytes that came since the last read are
   // not missed.
-  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, w->fd, &event) == 0) return;
+  if (::epoll_ctl(epoll_.get(), operation, w->fd, &event) == 0) return;
   std::cerr << "gpupoold: session " << w->session->id()
             << " cannot be watched: " << std::generic_category().message(errno) << "\n";
+  // Served once more now, it finds its connection shut and ends.
   w->session->stop();
-  // Served once more, it finds the connection shut and ends.
-  boost::asio::post(workers_, [this, w] { turn(w); });
+  turn(w);
 }
 
 void SessionReactor::drop(Watched* w) {
@@ -154,11 +144,10 @@ void SessionReactor::stop() {
     stopped_ = true;
   }
   uint64_t one = 1;
-  if (::write(wake_.get(), &one, sizeof one) < 0) {
-    // An eventfd write fails only when its counter is full, which then wakes the loop anyway.
+  if (::write(stop_.get(), &one, sizeof one) < 0) {
+    // Fails only when the counter is full, which means it was written already.
   }
-  if (loop_.joinable()) loop_.join();
-  workers_.join();
+  for (auto& t : workers_) t.join();
 }
 
 }  // namespace gpupool::server

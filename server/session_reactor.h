@@ -1,21 +1,23 @@
-// gpupoold's event loop (issue 21): one thread waits (epoll) on the descriptors of every
-// connection that is not executing a call; when one turns readable, a worker of a bounded pool
-// serves the frames that have fully arrived (Session::serveArrived), then hands the connection back
-// to the loop. So an idle connection, or a stranger trickling its Hello, costs no thread, and a
-// session busy in a long call holds one worker while the others serve everyone else.
+// gpupoold's event loop (issue 21): a bounded pool of workers that all wait (epoll_wait) on one
+// epoll set holding the descriptor of every connection not executing a call. When one turns
+// readable, the kernel wakes one worker, which serves the frames that have fully arrived
+// (Session::serveArrived) and watches the descriptor again. So an idle connection, or a stranger
+// trickling its Hello, costs no thread; a request costs one wakeup, as a thread per connection
+// did, with no handoff between threads; and a session busy in a long call holds one worker while
+// the others serve everyone else.
 //
 // Only for connections whose transport has a readiness descriptor (TCP, TLS); PoolServer gives the
 // others (RDMA) a thread each.
 #pragma once
 
-#include <atomic>
-#include <boost/asio/thread_pool.hpp>
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "server/session.h"
 #include "transport/file_descriptor.h"
@@ -24,7 +26,7 @@ namespace gpupool::server {
 
 class SessionReactor {
  public:
-  // `workers` threads run sessions' turns.
+  // Starts `workers` threads.
   explicit SessionReactor(unsigned workers);
   // stop()
   ~SessionReactor();
@@ -32,10 +34,10 @@ class SessionReactor {
   SessionReactor& operator=(const SessionReactor&) = delete;
 
   // Serves `session` from now on; `ended` runs on a worker once the session has ended and left the
-  // loop. Throws std::system_error when the descriptor cannot be watched.
+  // set. Throws std::system_error when the descriptor cannot be watched.
   void add(std::shared_ptr<Session> session, std::function<void()> ended);
   // Waits until every session added has ended (the caller has shut their connections down), then
-  // stops the loop and the workers.
+  // stops the workers.
   void stop();
   // Sessions being served.
   size_t sessions() const;
@@ -49,22 +51,20 @@ class SessionReactor {
     std::function<void()> ended;
     int fd = -1;
   };
-  void loop();
-  // On a worker: serves what has arrived on `w`, then watches it again, runs it again, or drops it.
+  // A worker: waits for a readable descriptor and serves its session, until stop().
+  void work();
+  // Serves what has arrived on `w`, then watches it again or drops it.
   void turn(Watched* w);
-  void watchAgain(Watched* w);
+  void watch(Watched* w, int operation, uint32_t events);
   void drop(Watched* w);
 
   transport::FileDescriptor epoll_;
-  transport::FileDescriptor wake_;  // eventfd: stop() wakes the loop
-  const unsigned workerCount_;
-  std::atomic<unsigned> busyWorkers_{0};  // running a turn
-  boost::asio::thread_pool workers_;
+  transport::FileDescriptor stop_;  // eventfd, readable once stop() was called: every worker leaves
   mutable std::mutex mutex_;
   std::condition_variable emptied_;
   std::unordered_map<Watched*, std::unique_ptr<Watched>> watched_;
   bool stopped_ = false;
-  std::thread loop_;
+  std::vector<std::thread> workers_;
 };
 
 }  // namespace gpupool::server
