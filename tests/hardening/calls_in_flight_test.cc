@@ -62,8 +62,35 @@ struct SpinningKernel {
     auto launched = client.launch(context, function.handle, twoPointers(flag, out));
     EXPECT_EQ(launched.result, CUDA_SUCCESS) << launched.message;
   }
+  // Sets the flag to `value` with an asynchronous copy on the setter stream, as call `callId`,
+  // without waiting for its reply.
+  void release(WireClient& client, uint32_t value, uint64_t callId) const {
+    std::vector<uint8_t> bytes(4);
+    std::memcpy(bytes.data(), &value, 4);
+    client.send(
+        [&](wire::Request::Builder r) {
+          auto m = r.initMemcpyHtoD();
+          m.setContext(context);
+          m.setDst(flag);
+          m.setBytes(4);
+          m.setStream(setter);
+          m.setAsync(true);
+          r.setCallId(callId);
+        },
+        bytes);
+  }
   uint64_t context = 0, flag = 0, out = 0, setter = 0;
 };
+
+// The next `n` replies, by the call they answer (they may come in any order).
+std::map<uint64_t, Reply> receiveReplies(WireClient& client, int n) {
+  std::map<uint64_t, Reply> replies;
+  for (int i = 0; i < n; ++i) {
+    Reply r = client.receive();
+    replies[r.callId] = r;
+  }
+  return replies;
+}
 
 TEST(CallsInFlight, OtherCallsAreAnsweredWhileASynchronizeWaits) {
   e2e::GpupoolServer server;
@@ -84,26 +111,9 @@ TEST(CallsInFlight, OtherCallsAreAnsweredWhileASynchronizeWaits) {
   Reply alloc = client.receive();
   EXPECT_EQ(alloc.callId, 2u) << "the allocation must not wait for the synchronize";
   EXPECT_EQ(alloc.result, CUDA_SUCCESS) << alloc.message;
-  uint32_t seven = 7;
-  std::vector<uint8_t> bytes(4);
-  std::memcpy(bytes.data(), &seven, 4);
-  client.send(
-      [&](wire::Request::Builder r) {
-        auto m = r.initMemcpyHtoD();
-        m.setContext(kernel.context);
-        m.setDst(kernel.flag);
-        m.setBytes(4);
-        m.setStream(kernel.setter);
-        m.setAsync(true);
-        r.setCallId(3);
-      },
-      bytes);
+  kernel.release(client, 7, 3);
   // Replies 1 and 3 may come in either order now: the kernel ends once the flag is set.
-  std::map<uint64_t, Reply> replies;
-  for (int i = 0; i < 2; ++i) {
-    Reply r = client.receive();
-    replies[r.callId] = r;
-  }
+  std::map<uint64_t, Reply> replies = receiveReplies(client, 2);
   ASSERT_EQ(replies.count(1), 1u);
   ASSERT_EQ(replies.count(3), 1u);
   EXPECT_EQ(replies[3].result, CUDA_SUCCESS) << replies[3].message;
@@ -134,25 +144,8 @@ TEST(CallsInFlight, ASynchronizeHoldsNoWorker) {
     ASSERT_EQ(alloc.result, CUDA_SUCCESS) << alloc.message;
     EXPECT_EQ(other.free(context, alloc.handle).result, CUDA_SUCCESS);
   }
-  uint32_t one = 1;
-  std::vector<uint8_t> bytes(4);
-  std::memcpy(bytes.data(), &one, 4);
-  waiting.send(
-      [&](wire::Request::Builder r) {
-        auto m = r.initMemcpyHtoD();
-        m.setContext(kernel.context);
-        m.setDst(kernel.flag);
-        m.setBytes(4);
-        m.setStream(kernel.setter);
-        m.setAsync(true);
-        r.setCallId(2);
-      },
-      bytes);
-  std::map<uint64_t, Reply> replies;
-  for (int i = 0; i < 2; ++i) {
-    Reply r = waiting.receive();
-    replies[r.callId] = r;
-  }
+  kernel.release(waiting, 1, 2);
+  std::map<uint64_t, Reply> replies = receiveReplies(waiting, 2);
   EXPECT_EQ(replies[1].result, CUDA_SUCCESS) << replies[1].message;
   EXPECT_EQ(replies[2].result, CUDA_SUCCESS) << replies[2].message;
 }

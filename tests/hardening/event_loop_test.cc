@@ -2,7 +2,6 @@
 // connections that are idle or still trickling their Hello hold no thread and one descriptor each,
 // and a single worker serves every busy client in turn.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -28,13 +27,7 @@ long descriptorsOf(pid_t pid) { return e2e::figuresOf(pid).descriptors; }
 // A connection that sends a frame header announcing a 64-byte message, then part of it, and stops.
 class Straggler {
  public:
-  explicit Straggler(uint16_t port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(port);
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0)
-      throw std::runtime_error("connect failed");
+  explicit Straggler(uint16_t port) : fd_(connectToLoopback(port)) {
     const char partial[20] = {'G', 'P', 'P', 'L', 64};
     if (::send(fd_, partial, sizeof partial, MSG_NOSIGNAL) != sizeof partial)
       throw std::runtime_error("send failed");

@@ -86,18 +86,7 @@ std::vector<uint8_t> pingFrame() {
 // A loopback TCP connection on a plain blocking socket: one descriptor, no thread.
 class RawClient {
  public:
-  explicit RawClient(uint16_t port) : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
-    if (fd_ < 0) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(port);
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
-      int error = errno;
-      ::close(fd_);
-      throw std::runtime_error(std::string("connect: ") + std::strerror(error));
-    }
-  }
+  explicit RawClient(uint16_t port) : fd_(connectToLoopback(port)) {}
   ~RawClient() { ::close(fd_); }
   RawClient(const RawClient&) = delete;
   RawClient& operator=(const RawClient&) = delete;

@@ -3,7 +3,6 @@
 // authenticated are bounded in total and per source address, refusals counted in /metrics and
 // logged once per source. Real gpupoold processes, real sockets.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -27,15 +26,7 @@ using std::chrono::milliseconds;
 // A TCP connection that says nothing unless told to.
 class SilentConnection {
  public:
-  explicit SilentConnection(uint16_t port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(port);
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
-      throw std::runtime_error("connect failed");
-    }
-  }
+  explicit SilentConnection(uint16_t port) : fd_(connectToLoopback(port)) {}
   ~SilentConnection() { ::close(fd_); }
   SilentConnection(const SilentConnection&) = delete;
   SilentConnection& operator=(const SilentConnection&) = delete;

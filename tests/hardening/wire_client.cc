@@ -2,7 +2,11 @@
 
 #include <capnp/message.h>
 #include <kj/exception.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <stdexcept>
 
@@ -12,6 +16,21 @@
 #include "transport/tcp_transport.h"
 
 namespace gpupool::hardening {
+
+int connectToLoopback(uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+    int error = errno;
+    if (fd >= 0) ::close(fd);
+    throw std::runtime_error(std::string("connect to 127.0.0.1:") + std::to_string(port) + ": " +
+                             std::strerror(error));
+  }
+  return fd;
+}
 
 std::vector<uint8_t> twoPointers(uint64_t a, uint64_t b) {
   std::vector<uint8_t> p(16);

@@ -25,6 +25,10 @@ struct Reply {
   uint64_t callId = 0;  // the Request.callId it answers
 };
 
+// A TCP socket connected to 127.0.0.1:`port`, for tests that send raw bytes. Throws
+// std::runtime_error when it cannot connect.
+int connectToLoopback(uint16_t port);
+
 // The parameter block of a kernel taking two pointers.
 std::vector<uint8_t> twoPointers(uint64_t a, uint64_t b);
 
