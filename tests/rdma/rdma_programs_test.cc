@@ -163,12 +163,15 @@ std::map<std::string, uint64_t> sessionRdmaCounters(const GpupoolServer& server)
 // client's pinned memory) and 17 out of two allocations (RDMA WRITTEN into the client's pinned
 // destinations). Without the cache that is 34 registrations; with it, one per allocation touched
 // and one for the scratch buffer, every other copy hits, and the two allocations are deregistered
-// when the program frees them.
+// when the program frees them. The client offers its destinations only while it keeps one call in
+// flight (GPU_POOL_SERIALIZE_CALLS=1; docs/rdma.md), so it runs serialized.
 TEST(RdmaRegistrationCache, EmuServerRegistersEachAllocationOnce) {
   SKIP_WITHOUT_RDMA();
   DualServer dual;
-  ProgramResult result = runProgram(programPath("pinned_streams"), {},
-                                    clientEnvironment(dual.rdmaUrl), kProgramTimeout);
+  auto environment = clientEnvironment(dual.rdmaUrl);
+  environment["GPU_POOL_SERIALIZE_CALLS"] = "1";
+  ProgramResult result =
+      runProgram(programPath("pinned_streams"), {}, environment, kProgramTimeout);
   ASSERT_TRUE(result.passed()) << result.describe() << dual.server->log();
   auto counters = sessionRdmaCounters(*dual.server);
   ASSERT_FALSE(counters.empty()) << dual.server->log();
