@@ -9,6 +9,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <future>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -250,6 +251,28 @@ TEST(RdmaDuplex, ServerAnswersOutOfOrder) {
   serverSender.join();
   clientReceiver.join();
   EXPECT_TRUE(std::all_of(answered.begin(), answered.end(), [](bool b) { return b; }));
+}
+
+// One half's failure ends the other half's wait: the sender gives up waiting for the peer to read
+// its bulk while the receiver waits, without a timeout, for a frame that will never come.
+TEST(RdmaDuplex, TimeoutOfTheSenderEndsTheReceiversWait) {
+  SKIP_WITHOUT_RDMA();
+  auto pair = connectedRdmaPair();
+  pair.client->setReceiveTimeoutMs(0);
+  auto receiver = std::async(std::launch::async, [&] { pair.client->receiveFrame(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  pair.client->setReceiveTimeoutMs(300);
+  PinnedBuffer bulk(200 << 10);
+  auto message = messageOf(1, 1);
+  ConstBuffer part{message.data(), 8}, bulkPart{bulk.data(), 200 << 10};
+  try {
+    pair.client->sendFrame(std::span(&part, 1), std::span(&bulkPart, 1));  // never read
+    ADD_FAILURE() << "the send did not time out";
+  } catch (const TransportError& e) {
+    EXPECT_EQ(e.kind(), TransportError::Kind::kTimeout) << e.what();
+  }
+  ASSERT_EQ(receiver.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_THROW(receiver.get(), TransportError);
 }
 
 }  // namespace

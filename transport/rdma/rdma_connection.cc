@@ -120,6 +120,7 @@ void RdmaConnection::fail(TransportError::Kind kind, const std::string& why) {
     broken_ = true;
     brokenKind_ = kind;
     brokenReason_ = why;
+    wakeWaiters();  // the other half's wait ends with this error too
   }
   throw TransportError(kind, why);
 }
@@ -244,6 +245,7 @@ void RdmaConnection::pollUntil(std::unique_lock<std::mutex>& lock,
   int spins = 0;
   for (;;) {
     if (done()) return;
+    checkUsable();
     if (shutdown_) fail(Kind::kDisconnected, "connection shut down");
     if (pollCompletions()) {
       progressed_.notify_all();

@@ -137,7 +137,8 @@ class RdmaConnection final : public Connection {
   void waitForPoller(std::unique_lock<std::mutex>& lock, unsigned timeoutMs,
                      std::chrono::steady_clock::time_point deadline, const char* what);
   [[noreturn]] void timedOut(const char* what);
-  // After a change no completion announces (a send slot given back): wakes every waiter.
+  // After a change no completion announces (a send slot given back, the connection broken): wakes
+  // every waiter.
   void wakeWaiters();
   [[noreturn]] void fail(TransportError::Kind kind, const std::string& why);
   void checkUsable() const;
