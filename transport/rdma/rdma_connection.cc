@@ -199,20 +199,20 @@ void RdmaConnection::waitUntil(const std::function<bool()>& done, unsigned timeo
     checkUsable();  // another thread's wait may have failed
     if (shutdown_) fail(Kind::kDisconnected, "connection shut down");
     if (polling_) {
-      waitForPoller(lock, timeoutMs, deadline, what);
+      if (!waitForPoller(lock, timeoutMs, deadline) && !done()) timedOut(what);
     } else {
       pollUntil(lock, done, timeoutMs, deadline, what);
     }
   }
 }
 
-void RdmaConnection::waitForPoller(std::unique_lock<std::mutex>& lock, unsigned timeoutMs,
-                                   Clock::time_point deadline, const char* what) {
+bool RdmaConnection::waitForPoller(std::unique_lock<std::mutex>& lock, unsigned timeoutMs,
+                                   Clock::time_point deadline) {
   if (!timeoutMs) {
     progressed_.wait(lock);
-  } else if (progressed_.wait_until(lock, deadline) == std::cv_status::timeout) {
-    timedOut(what);
+    return true;
   }
+  return progressed_.wait_until(lock, deadline) == std::cv_status::no_timeout;
 }
 
 void RdmaConnection::timedOut(const char* what) {

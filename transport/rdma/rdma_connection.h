@@ -134,8 +134,9 @@ class RdmaConnection final : public Connection {
   void pollUntil(std::unique_lock<std::mutex>& lock, const std::function<bool()>& done,
                  unsigned timeoutMs, std::chrono::steady_clock::time_point deadline,
                  const char* what);
-  void waitForPoller(std::unique_lock<std::mutex>& lock, unsigned timeoutMs,
-                     std::chrono::steady_clock::time_point deadline, const char* what);
+  // False once the deadline passed.
+  bool waitForPoller(std::unique_lock<std::mutex>& lock, unsigned timeoutMs,
+                     std::chrono::steady_clock::time_point deadline);
   [[noreturn]] void timedOut(const char* what);
   // After a change no completion announces (a send slot given back, the connection broken): wakes
   // every waiter.
