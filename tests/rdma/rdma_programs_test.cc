@@ -87,12 +87,13 @@ INSTANTIATE_TEST_SUITE_P(Programs, RdmaProgramTest, ::testing::ValuesIn(testProg
 
 // The programs of threads and streams working at once (issue 22) over rdma:// on emu. The RDMA
 // session is full duplex, so one thread's synchronize does not hold up the others:
-// concurrent_flag_handoff never finishes where calls are serialized. (stream_overlap measures
-// time, which the soft-RoCE VM's emulation makes meaningless.)
+// concurrent_flag_handoff never finishes where calls are serialized. Left out: the two that judge
+// by elapsed time (stream_overlap, and concurrent_calls_during_sync's batch timings), which the
+// soft-RoCE VM's emulation on a shared host makes flaky.
 std::vector<std::string> rdmaConcurrencyProgramNames() {
   std::vector<std::string> names;
   for (const auto& name : concurrencyProgramNames()) {
-    if (name != "stream_overlap") names.push_back(name);
+    if (name != "stream_overlap" && name != "concurrent_calls_during_sync") names.push_back(name);
   }
   return names;
 }
