@@ -130,8 +130,11 @@ void RdmaConnection::checkUsable() const {
 }
 
 bool RdmaConnection::pollCompletions() {
-  ibv_wc wcs[32];
-  int n = ibv_poll_cq(cq_.get(), 32, wcs);
+  ibv_wc wcs[kPollBatch];
+  return handleCompletions(wcs, ibv_poll_cq(cq_.get(), kPollBatch, wcs));
+}
+
+bool RdmaConnection::handleCompletions(const ibv_wc* wcs, int n) {
   if (n < 0) fail(Kind::kDisconnected, "ibv_poll_cq failed");
   for (int i = 0; i < n; ++i) {
     const ibv_wc& wc = wcs[i];
@@ -220,6 +223,7 @@ void RdmaConnection::timedOut(const char* what) {
 }
 
 void RdmaConnection::wakeWaiters() {
+  wakeups_++;
   progressed_.notify_all();
   if (polling_) {
     uint64_t one = 1;
@@ -242,23 +246,27 @@ void RdmaConnection::pollUntil(std::unique_lock<std::mutex>& lock,
       connection.progressed_.notify_all();
     }
   } leave{*this, lock};
-  int spins = 0;
   for (;;) {
     if (done()) return;
     checkUsable();
     if (shutdown_) fail(Kind::kDisconnected, "connection shut down");
-    if (pollCompletions()) {
+    // Spins without the mutex, so the other half can send meanwhile (only this thread polls the
+    // CQ, so completions are still handled in order), until something completes or another thread
+    // changed what we wait for.
+    ibv_wc wcs[kPollBatch];
+    int n = 0;
+    uint64_t wakeups = wakeups_;
+    lock.unlock();
+    for (int spins = 0; spins < kSpinPolls && n == 0 && !shutdown_ && wakeups_ == wakeups;
+         ++spins) {
+      n = ibv_poll_cq(cq_.get(), kPollBatch, wcs);
+    }
+    lock.lock();
+    if (handleCompletions(wcs, n)) {
       progressed_.notify_all();
-      spins = 0;
       continue;
     }
-    if (++spins < kSpinPolls) {
-      // Lets the other half send or take what arrived between polls.
-      lock.unlock();
-      lock.lock();
-      continue;
-    }
-    spins = 0;
+    if (wakeups_ != wakeups || shutdown_) continue;
     // Arm, then poll once more: a completion that arrived before arming raises no event.
     if (int ret = ibv_req_notify_cq(cq_.get(), 0)) {
       fail(Kind::kDisconnected, verbsError("ibv_req_notify_cq", ret));

@@ -127,6 +127,7 @@ class RdmaConnection final : public Connection {
 
   // Progress: drains the CQ, handling control messages and queueing data messages.
   bool pollCompletions();
+  bool handleCompletions(const ibv_wc* wcs, int n);
   // With mutex_ held: returns once done() holds, letting go of mutex_ while it waits. The first
   // waiter drains the CQ for everyone; the others wait on progressed_ until it has made progress
   // or left.
@@ -198,6 +199,7 @@ class RdmaConnection final : public Connection {
   mutable std::mutex mutex_;
   std::condition_variable progressed_;  // the CQ was drained, or the thread draining it left
   bool polling_ = false;                // a thread in waitUntil drains the CQ
+  std::atomic<uint64_t> wakeups_{0};    // wakeWaiters calls, watched by the spinning poller
 
   // Verbs resources in the order they are created; they unwind in reverse (verbs_handles.h), the
   // queue pair (declared last) first.
