@@ -4,8 +4,9 @@
 // an optional bulk payload (memory contents, module images). The receiver first gets the message,
 // decides where the bulk should land, and then reads it straight there: bulk bytes are never staged
 // by the transport. A connection is not thread-safe in general: each side serializes its own sends
-// and receives. One that is fullDuplex() lets one thread send while another receives (many calls
-// in flight on one session); sends stay serialized among themselves, and receives too.
+// and receives. One that is fullDuplex() (TCP, TLS and RDMA all are) lets one thread send while
+// another receives (many calls in flight on one session); sends stay serialized among themselves,
+// and receives too.
 #pragma once
 
 #include <cstddef>

@@ -6,8 +6,9 @@
 
 namespace gpupool::transport {
 
-// A counter its connection's thread updates and any thread may read (gpupool status): relaxed
-// atomic loads and stores, which cost what plain ones do, since only one thread writes.
+// A counter its connection updates from one thread at a time (under its lock) and any thread may
+// read (gpupool status): relaxed atomic loads and stores, which cost what plain ones do, since no
+// two writers race.
 class RelaxedCounter {
  public:
   RelaxedCounter() = default;

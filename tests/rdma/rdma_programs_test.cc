@@ -85,6 +85,36 @@ TEST_P(RdmaProgramTest, RunsOverRdmaWithTheSameOutputAsOverTcp) {
 
 INSTANTIATE_TEST_SUITE_P(Programs, RdmaProgramTest, ::testing::ValuesIn(testProgramNames()));
 
+// The programs of threads and streams working at once (issue 22) over rdma:// on emu. The RDMA
+// session is full duplex, so one thread's synchronize does not hold up the others:
+// concurrent_flag_handoff never finishes where calls are serialized. Left out: the two that judge
+// by elapsed time (stream_overlap, and concurrent_calls_during_sync's batch timings), which the
+// soft-RoCE VM's emulation on a shared host makes flaky.
+std::vector<std::string> rdmaConcurrencyProgramNames() {
+  std::vector<std::string> names;
+  for (const auto& name : concurrencyProgramNames()) {
+    if (name != "stream_overlap" && name != "concurrent_calls_during_sync") names.push_back(name);
+  }
+  return names;
+}
+
+class RdmaConcurrentProgramTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(RdmaConcurrentProgramTest, RunsOverRdmaOnEmu) {
+  SKIP_WITHOUT_RDMA();
+  DualServer dual;
+  ProgramResult result =
+      runProgram(programPath(GetParam()), {}, clientEnvironment(dual.rdmaUrl), kProgramTimeout);
+  ASSERT_TRUE(result.passed()) << result.describe() << dual.server->log();
+  EXPECT_NE(result.out.find("PASS"), std::string::npos) << result.describe();
+  EXPECT_EQ(countLines(result.err, "RDMA not used"), 0) << result.err;
+  EXPECT_TRUE(dual.sawRdmaSession()) << dual.server->log();
+}
+
+INSTANTIATE_TEST_SUITE_P(Concurrency, RdmaConcurrentProgramTest,
+                         ::testing::ValuesIn(rdmaConcurrencyProgramNames()),
+                         [](const auto& info) { return info.param; });
+
 // The cuda backend over RDMA (chained onto an emu server through our own libcuda.so.1): its device
 // reads stream from the pinned staging buffers (RDMA WRITTEN into a pinned destination the client
 // offered, else announced for READ), its device writes arrive through them by READ.
@@ -134,12 +164,15 @@ std::map<std::string, uint64_t> sessionRdmaCounters(const GpupoolServer& server)
 // client's pinned memory) and 17 out of two allocations (RDMA WRITTEN into the client's pinned
 // destinations). Without the cache that is 34 registrations; with it, one per allocation touched
 // and one for the scratch buffer, every other copy hits, and the two allocations are deregistered
-// when the program frees them.
+// when the program frees them. The client offers its destinations only while it keeps one call in
+// flight (GPU_POOL_SERIALIZE_CALLS=1; docs/rdma.md), so it runs serialized.
 TEST(RdmaRegistrationCache, EmuServerRegistersEachAllocationOnce) {
   SKIP_WITHOUT_RDMA();
   DualServer dual;
-  ProgramResult result = runProgram(programPath("pinned_streams"), {},
-                                    clientEnvironment(dual.rdmaUrl), kProgramTimeout);
+  auto environment = clientEnvironment(dual.rdmaUrl);
+  environment["GPU_POOL_SERIALIZE_CALLS"] = "1";
+  ProgramResult result =
+      runProgram(programPath("pinned_streams"), {}, environment, kProgramTimeout);
   ASSERT_TRUE(result.passed()) << result.describe() << dual.server->log();
   auto counters = sessionRdmaCounters(*dual.server);
   ASSERT_FALSE(counters.empty()) << dual.server->log();

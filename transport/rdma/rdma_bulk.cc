@@ -71,6 +71,7 @@ void RdmaConnection::finishWrites(uint64_t bulkBytes) {
   awaitWrites();
 }
 void RdmaConnection::expectBulkInto(void* dst, size_t size) {
+  std::lock_guard lock(mutex_);
   checkUsable();
   offer_ = BulkOffer{};
   // Only pinned memory: its registration is cached for the range's life, so the key we hand out

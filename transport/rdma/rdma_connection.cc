@@ -120,6 +120,7 @@ void RdmaConnection::fail(TransportError::Kind kind, const std::string& why) {
     broken_ = true;
     brokenKind_ = kind;
     brokenReason_ = why;
+    wakeWaiters();  // the other half's wait ends with this error too
   }
   throw TransportError(kind, why);
 }
@@ -129,8 +130,11 @@ void RdmaConnection::checkUsable() const {
 }
 
 bool RdmaConnection::pollCompletions() {
-  ibv_wc wcs[32];
-  int n = ibv_poll_cq(cq_.get(), 32, wcs);
+  ibv_wc wcs[kPollBatch];
+  return handleCompletions(wcs, ibv_poll_cq(cq_.get(), kPollBatch, wcs));
+}
+
+bool RdmaConnection::handleCompletions(const ibv_wc* wcs, int n) {
   if (n < 0) fail(Kind::kDisconnected, "ibv_poll_cq failed");
   for (int i = 0; i < n; ++i) {
     const ibv_wc& wc = wcs[i];
@@ -183,35 +187,110 @@ bool RdmaConnection::pollCompletions() {
 void RdmaConnection::waitUntil(const std::function<bool()>& done, unsigned timeoutMs,
                                const char* what) {
   auto deadline = Clock::now() + std::chrono::milliseconds(timeoutMs);
-  int spins = 0;
+  // The entry point that called us holds mutex_ and unlocks it when it returns: whatever happens
+  // here, it gets the mutex back held.
+  std::unique_lock lock(mutex_, std::adopt_lock);
+  struct HandBack {
+    std::unique_lock<std::mutex>& lock;
+    ~HandBack() {
+      if (!lock.owns_lock()) lock.lock();
+      lock.release();
+    }
+  } handBack{lock};
   for (;;) {
     if (done()) return;
+    checkUsable();  // another thread's wait may have failed
     if (shutdown_) fail(Kind::kDisconnected, "connection shut down");
-    if (pollCompletions()) {
-      spins = 0;
+    if (polling_) {
+      if (!waitForPoller(lock, timeoutMs, deadline) && !done()) timedOut(what);
+    } else {
+      pollUntil(lock, done, timeoutMs, deadline, what);
+    }
+  }
+}
+
+bool RdmaConnection::waitForPoller(std::unique_lock<std::mutex>& lock, unsigned timeoutMs,
+                                   Clock::time_point deadline) {
+  if (!timeoutMs) {
+    progressed_.wait(lock);
+    return true;
+  }
+  return progressed_.wait_until(lock, deadline) == std::cv_status::no_timeout;
+}
+
+void RdmaConnection::timedOut(const char* what) {
+  fail(Kind::kTimeout, std::string("timed out waiting for the peer (") + what + ")");
+}
+
+void RdmaConnection::wakeWaiters() {
+  wakeups_++;
+  progressed_.notify_all();
+  if (polling_) {
+    uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(wakeFd_.get(), &one, sizeof one);
+  }
+}
+
+// Drains the CQ until done() holds, for every thread: the others wait on progressed_.
+void RdmaConnection::pollUntil(std::unique_lock<std::mutex>& lock,
+                               const std::function<bool()>& done, unsigned timeoutMs,
+                               Clock::time_point deadline, const char* what) {
+  polling_ = true;
+  // However this ends, a waiting thread takes over the CQ.
+  struct LeaveRole {
+    RdmaConnection& connection;
+    std::unique_lock<std::mutex>& lock;
+    ~LeaveRole() {
+      if (!lock.owns_lock()) lock.lock();
+      connection.polling_ = false;
+      connection.progressed_.notify_all();
+    }
+  } leave{*this, lock};
+  for (;;) {
+    if (done()) return;
+    checkUsable();
+    if (shutdown_) fail(Kind::kDisconnected, "connection shut down");
+    // Spins without the mutex, so the other half can send meanwhile (only this thread polls the
+    // CQ, so completions are still handled in order), until something completes or another thread
+    // changed what we wait for.
+    ibv_wc wcs[kPollBatch];
+    int n = 0;
+    uint64_t wakeups = wakeups_;
+    lock.unlock();
+    for (int spins = 0; spins < kSpinPolls && n == 0 && !shutdown_ && wakeups_ == wakeups;
+         ++spins) {
+      n = ibv_poll_cq(cq_.get(), kPollBatch, wcs);
+    }
+    lock.lock();
+    if (handleCompletions(wcs, n)) {
+      progressed_.notify_all();
       continue;
     }
-    if (++spins < kSpinPolls) continue;
-    spins = 0;
+    if (wakeups_ != wakeups || shutdown_) continue;
     // Arm, then poll once more: a completion that arrived before arming raises no event.
     if (int ret = ibv_req_notify_cq(cq_.get(), 0)) {
       fail(Kind::kDisconnected, verbsError("ibv_req_notify_cq", ret));
     }
-    if (pollCompletions()) continue;
+    if (pollCompletions()) {
+      progressed_.notify_all();
+      continue;
+    }
+    if (done()) return;
     if (peerGone_) fail(Kind::kDisconnected, "connection closed by peer");
     int waitMs = -1;
     if (timeoutMs) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-      if (left.count() <= 0) {
-        fail(Kind::kTimeout, std::string("timed out waiting for the peer (") + what + ")");
-      }
+      if (left.count() <= 0) timedOut(what);
       waitMs = static_cast<int>(left.count());
     }
     pollfd fds[3] = {
         {completionChannel_->fd, POLLIN, 0}, {channel_->fd, POLLIN, 0}, {wakeFd_.get(), POLLIN, 0}};
+    lock.unlock();
     int r = ::poll(fds, 3, waitMs);
-    if (r < 0 && errno != EINTR)
-      fail(Kind::kDisconnected, std::string("poll: ") + std::strerror(errno));
+    int pollErrno = errno;
+    lock.lock();
+    if (r < 0 && pollErrno != EINTR)
+      fail(Kind::kDisconnected, std::string("poll: ") + std::strerror(pollErrno));
     if (fds[0].revents) {
       ibv_cq* cq = nullptr;
       void* context = nullptr;
@@ -234,6 +313,11 @@ void RdmaConnection::waitUntil(const std::function<bool()>& done, unsigned timeo
         }
       }
       // Whatever the peer sent before leaving is still delivered: loop and drain first.
+    }
+    if (fds[2].revents && !shutdown_) {
+      // Another thread changed what we wait for (wakeWaiters); shutdown leaves it set for all.
+      uint64_t count = 0;
+      [[maybe_unused]] auto n = ::read(wakeFd_.get(), &count, sizeof count);
     }
   }
 }

@@ -5,15 +5,22 @@
 // One class, implemented by concern: rdma_cm_setup.cc (rdma_cm steps), rdma_connection.cc
 // (resources, completions), rdma_send.cc (send path, packing), rdma_bulk.cc (READ/WRITE,
 // staging), rdma_receive.cc (frames and bulk received).
+//
+// Full duplex: one thread may send while another receives. Every entry point holds mutex_, so all
+// state below is touched by one thread at a time; waitUntil is the only place that lets go of it
+// (while it waits on the completion channel, or for the thread draining the CQ to make progress).
 #pragma once
 
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -45,7 +52,7 @@ class RdmaConnection final : public Connection {
   void sendFrameLater(std::span<const ConstBuffer> message,
                       std::span<const ConstBuffer> bulk) override;
   void flush() override;
-  size_t queuedBytes() const override { return queuedBytes_; }
+  size_t queuedBytes() const override;
   // Streamed bulk (the cuda backend's pipelined device reads): each piece is written into the
   // peer's offer, announced for READ, or sent inline, and may be reused when sendBulk returns.
   bool streamsBulk() const override { return true; }
@@ -62,13 +69,16 @@ class RdmaConnection final : public Connection {
   ReceivedFrame receiveFrame() override;
   void receiveBulk(void* dst, size_t size) override;
   void discardBulk(size_t size) override;
-  uint64_t pendingBulk() const override { return pendingBulk_; }
+  uint64_t pendingBulk() const override;
   void shutdown() override;
-  // Not fullDuplex(): sends and receives drive one CQ, the credits and the offers (waitUntil).
+  // Sends and receives share one CQ, the credits and the offers, under mutex_; whichever thread
+  // waits drives the CQ for both (waitUntil).
+  bool fullDuplex() const override { return true; }
   std::string kind() const override { return "rdma"; }
   std::string peer() const override { return peer_; }
   void setReceiveTimeoutMs(unsigned ms) override { receiveTimeoutMs_ = ms; }
 
+  // Relaxed counters, written under mutex_: readable from any thread.
   const RdmaStats& stats() const { return stats_; }
   std::optional<TransportCounters> counters() const override { return stats_; }
   // Called once the connection is established: records the peer's address.
@@ -117,7 +127,21 @@ class RdmaConnection final : public Connection {
 
   // Progress: drains the CQ, handling control messages and queueing data messages.
   bool pollCompletions();
+  bool handleCompletions(const ibv_wc* wcs, int n);
+  // With mutex_ held: returns once done() holds, letting go of mutex_ while it waits. The first
+  // waiter drains the CQ for everyone; the others wait on progressed_ until it has made progress
+  // or left.
   void waitUntil(const std::function<bool()>& done, unsigned timeoutMs, const char* what);
+  void pollUntil(std::unique_lock<std::mutex>& lock, const std::function<bool()>& done,
+                 unsigned timeoutMs, std::chrono::steady_clock::time_point deadline,
+                 const char* what);
+  // False once the deadline passed.
+  bool waitForPoller(std::unique_lock<std::mutex>& lock, unsigned timeoutMs,
+                     std::chrono::steady_clock::time_point deadline);
+  [[noreturn]] void timedOut(const char* what);
+  // After a change no completion announces (a send slot given back, the connection broken): wakes
+  // every waiter.
+  void wakeWaiters();
   [[noreturn]] void fail(TransportError::Kind kind, const std::string& why);
   void checkUsable() const;
 
@@ -147,6 +171,9 @@ class RdmaConnection final : public Connection {
                     uint64_t remote, uint32_t rkey);
   void postRead(std::byte* dst, uint32_t lkey, uint64_t remote, uint32_t rkey, uint64_t size);
 
+  // sendFrame and flush, with mutex_ held.
+  void sendWhole(std::span<const ConstBuffer> message, std::span<const ConstBuffer> bulk);
+  void flushQueued();
   BulkOffer beginFrame(std::span<const ConstBuffer> message, uint64_t bulkBytes);
   void dropForgottenRegistrations();
   void postFrameBegin(std::span<const ConstBuffer> message, uint64_t bulkBytes);
@@ -168,6 +195,11 @@ class RdmaConnection final : public Connection {
   void loadSegment();
   void consumeBulk(std::byte* dst, size_t size);
   void readRemote(std::byte* dst, uint32_t lkey, uint64_t remote, uint32_t rkey, uint64_t size);
+
+  mutable std::mutex mutex_;
+  std::condition_variable progressed_;  // the CQ was drained, or the thread draining it left
+  bool polling_ = false;                // a thread in waitUntil drains the CQ
+  std::atomic<uint64_t> wakeups_{0};    // wakeWaiters calls, watched by the spinning poller
 
   // Verbs resources in the order they are created; they unwind in reverse (verbs_handles.h), the
   // queue pair (declared last) first.
@@ -212,7 +244,7 @@ class RdmaConnection final : public Connection {
   size_t queuedBytes_ = 0;
   uint64_t streamLeft_ = 0;  // bulk bytes startFrame announced and sendBulk has not sent yet
   BulkOffer streamOffer_;    // the peer's offer the streamed frame is written into
-  BulkOffer offer_;          // ours, for the reply to the request we are about to send
+  BulkOffer offer_;          // ours, for the next frame to start arriving (expectBulkInto)
   BulkOffer frameOffer_;     // ours, for the frame being received
   BulkOffer peerOffer_;      // the peer's, for the next frame we send
 
@@ -229,7 +261,7 @@ class RdmaConnection final : public Connection {
   bool sendRingUsed_[kRdmaStagingChunks] = {};
   uint64_t sendRingNext_ = 0;
 
-  unsigned receiveTimeoutMs_ = 0;
+  std::atomic<unsigned> receiveTimeoutMs_ = 0;
   std::atomic<bool> shutdown_{false};
   bool broken_ = false;
   TransportError::Kind brokenKind_ = TransportError::Kind::kDisconnected;

@@ -25,6 +25,8 @@ constexpr uint64_t kWrKindMask = 0xffull << 56;
 // Polls before arming the completion channel: a reply usually arrives within microseconds on real
 // hardware, and sleeping on the channel costs a syscall and a wakeup.
 constexpr int kSpinPolls = 4000;
+// Completions taken from the CQ at once.
+constexpr int kPollBatch = 32;
 constexpr uint64_t kMaxReadBytes = 4u << 20;
 // RDMA WRITEs of one frame's bulk in flight at once, each at most kMaxReadBytes.
 constexpr uint64_t kMaxWritesInFlight = 8;

@@ -49,14 +49,17 @@ RdmaConnection::Incoming RdmaConnection::nextIncoming() {
 }
 
 ReceivedFrame RdmaConnection::receiveFrame() {
+  std::lock_guard lock(mutex_);
   checkUsable();
   if (pendingBulk_ != 0)
     throw TransportError(Kind::kMalformed, "previous frame's bulk bytes were not consumed");
   if (heldSlot_ >= 0) releaseReceive(std::exchange(heldSlot_, -1));
+  frameOffer_ = BulkOffer{};
   dropForgottenRegistrations();
-  // An offer we made is for this frame only.
-  frameOffer_ = std::exchange(offer_, BulkOffer{});
   Incoming in = nextIncoming();
+  // An offer we made is for this frame only; taken once it starts, as the sending half may have
+  // made it while we waited.
+  frameOffer_ = std::exchange(offer_, BulkOffer{});
   const WireHeader& begin = *in.header;
   if (begin.type != uint32_t(WireType::kFrameBegin))
     fail(Kind::kMalformed, "malformed frame (expected a frame start)");
@@ -130,6 +133,7 @@ void RdmaConnection::loadSegment() {
   releaseReceive(slot);  // the descriptor is copied out; its buffer can take the next SEND
 }
 void RdmaConnection::consumeBulk(std::byte* dst, size_t size) {
+  std::lock_guard lock(mutex_);
   checkUsable();
   if (size > pendingBulk_)
     throw TransportError(Kind::kMalformed, "bulk read past the end of the frame");
@@ -186,5 +190,10 @@ void RdmaConnection::receiveBulk(void* dst, size_t size) {
 }
 
 void RdmaConnection::discardBulk(size_t size) { consumeBulk(nullptr, size); }
+
+uint64_t RdmaConnection::pendingBulk() const {
+  std::lock_guard lock(mutex_);
+  return pendingBulk_;
+}
 
 }  // namespace gpupool::transport::rdma

@@ -36,8 +36,9 @@ void RdmaConnection::maybeReturnCredits() {
 }
 
 void RdmaConnection::openSlot(OutSlot& out, WireType type, bool control) {
-  // Data keeps one credit in reserve so a credit return or BulkDone can always be sent.
-  int64_t need = control ? 1 : 2;
+  // Data keeps two credits in reserve and BulkDone one, so a BulkDone can always be sent, and a
+  // credit return too, whatever the other half of a duplex connection has taken.
+  int64_t need = control ? 2 : 3;
   if (credits() < need || freeSendSlots_.empty()) {
     if (credits() < need) stats_.creditWaits++;
     waitUntil([&] { return credits() >= need && !freeSendSlots_.empty(); }, receiveTimeoutMs_,
@@ -96,6 +97,7 @@ void RdmaConnection::appendInline(OutSlot& out, WireType continuation, const std
 }
 
 std::span<std::byte> RdmaConnection::frameSpace(bool queued) {
+  std::lock_guard lock(mutex_);
   checkUsable();
   if (lent_.active) {
     // Lent before and neither sent nor returned: make it clean again.
@@ -111,7 +113,7 @@ std::span<std::byte> RdmaConnection::frameSpace(bool queued) {
     constexpr size_t kMinQueuedSpace = 1024;
     if (packed_.index >= 0 && kRdmaSlotPayload - packed_.used <
                                   sizeof(WireHeader) + kFrameSpaceHeadroom + kMinQueuedSpace) {
-      flush();
+      flushQueued();
     }
     if (packed_.index < 0) openSlot(packed_, WireType::kPacked, false);
     lent_ =
@@ -121,6 +123,7 @@ std::span<std::byte> RdmaConnection::frameSpace(bool queued) {
 }
 
 void RdmaConnection::returnFrameSpace(size_t written) {
+  std::lock_guard lock(mutex_);
   if (!lent_.active) return;
   // Not sent from there: clean what the builder wrote.
   size_t from = lent_.offset - kFrameSpaceHeadroom;
@@ -205,7 +208,7 @@ RdmaConnection::BulkOffer RdmaConnection::beginFrame(std::span<const ConstBuffer
   std::vector<std::byte> rescued;
   ConstBuffer whole{};
   if (lent_.active && lent_.queued) message = rescueLent(message, rescued, whole);
-  flush();
+  flushQueued();
   dropForgottenRegistrations();
   BulkOffer offer = std::exchange(peerOffer_, BulkOffer{});
   postFrameBegin(message, bulkBytes);
@@ -217,12 +220,21 @@ RdmaConnection::BulkOffer RdmaConnection::beginFrame(std::span<const ConstBuffer
 // Deregistering under them would put the QP in error (a freed range is the caller's to stop
 // using; its pages stay pinned, not reachable by anyone else, until this runs).
 void RdmaConnection::dropForgottenRegistrations() {
-  if (remoteBulkDone_ == remoteBulkAnnounced_ && !offer_.active && writesDone_ == writesPosted_) {
+  // Both halves count: the receiving one may be reading, or waiting for bytes written into its
+  // offer, while the sending one starts a frame.
+  if (remoteBulkDone_ == remoteBulkAnnounced_ && !offer_.active && !frameOffer_.active &&
+      writesDone_ == writesPosted_ && readsDone_ == readsPosted_) {
     registrations_->dropForgotten();
   }
 }
 
 void RdmaConnection::sendFrame(std::span<const ConstBuffer> message,
+                               std::span<const ConstBuffer> bulk) {
+  std::lock_guard lock(mutex_);
+  sendWhole(message, bulk);
+}
+
+void RdmaConnection::sendWhole(std::span<const ConstBuffer> message,
                                std::span<const ConstBuffer> bulk) {
   uint64_t bulkBytes = 0;
   for (auto& part : bulk) bulkBytes += part.size;
@@ -282,12 +294,14 @@ void RdmaConnection::sendPart(OutSlot& out, const ConstBuffer& part,
 }
 
 void RdmaConnection::startFrame(std::span<const ConstBuffer> message, uint64_t bulkBytes) {
+  std::lock_guard lock(mutex_);
   BulkOffer offer = beginFrame(message, bulkBytes);
   streamOffer_ = offer.active && offer.size == bulkBytes ? offer : BulkOffer{};
   streamLeft_ = bulkBytes;
 }
 
 void RdmaConnection::sendBulk(const void* data, size_t size) {
+  std::lock_guard lock(mutex_);
   checkUsable();
   if (size > streamLeft_)
     throw TransportError(Kind::kMalformed, "sendBulk past the frame's announced bulk");
@@ -338,6 +352,7 @@ void RdmaConnection::writeRecord(std::byte* at, WireType type, size_t bytes, siz
 
 void RdmaConnection::sendFrameLater(std::span<const ConstBuffer> message,
                                     std::span<const ConstBuffer> bulk) {
+  std::lock_guard lock(mutex_);
   checkUsable();
   size_t messageBytes = 0, bulkBytes = 0;
   for (auto& part : message) messageBytes += part.size;
@@ -368,10 +383,10 @@ void RdmaConnection::sendFrameLater(std::span<const ConstBuffer> message,
   if (lent_.active && lent_.queued) message = rescueLent(message, rescued, whole);
   size_t need = sizeof(WireHeader) + paddedRecordBytes(messageBytes) + bulkRecord;
   if (need > kRdmaSlotPayload || messageBytes % 8 != 0) {
-    sendFrame(message, bulk);  // too big to share a SEND (flushes what is queued first)
+    sendWhole(message, bulk);  // too big to share a SEND (flushes what is queued first)
     return;
   }
-  if (packed_.index >= 0 && packed_.used + need > kRdmaSlotPayload) flush();
+  if (packed_.index >= 0 && packed_.used + need > kRdmaSlotPayload) flushQueued();
   if (packed_.index < 0) openSlot(packed_, WireType::kPacked, false);
   std::byte* at = sendBuffer(packed_.index) + sizeof(WireHeader) + packed_.used;
   writeRecord(at, WireType::kFrameBegin, messageBytes, messageBytes, bulkBytes, message);
@@ -386,6 +401,16 @@ void RdmaConnection::sendFrameLater(std::span<const ConstBuffer> message,
 }
 
 void RdmaConnection::flush() {
+  std::lock_guard lock(mutex_);
+  flushQueued();
+}
+
+size_t RdmaConnection::queuedBytes() const {
+  std::lock_guard lock(mutex_);
+  return queuedBytes_;
+}
+
+void RdmaConnection::flushQueued() {
   if (packed_.index < 0) return;
   checkUsable();
   if (packed_.used == 0) {
@@ -394,6 +419,7 @@ void RdmaConnection::flush() {
     if (!(lent_.active && lent_.queued)) {
       freeSendSlots_.push_back(std::exchange(packed_.index, -1));
       opened_--;
+      wakeWaiters();  // a BulkDone of the receiving half may wait for this slot
     }
     return;
   }
