@@ -52,7 +52,13 @@ void SessionReactor::add(std::shared_ptr<Session> session, std::function<void()>
   epoll_event event{};
   event.events = kWatchEvents;
   event.data.ptr = w;
-  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, w->fd, &event) < 0) {
+  int added;
+  {
+    // The first turn takes the lock after this: what was set up here happened before it.
+    std::lock_guard handingOver(w->turn);
+    added = ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, w->fd, &event);
+  }
+  if (added < 0) {
     int error = errno;
     std::unique_ptr<Watched> back;  // destroyed outside the lock
     {
@@ -90,7 +96,11 @@ void SessionReactor::work() {
 }
 
 void SessionReactor::turn(Watched* w) {
-  switch (w->session->serveArrived()) {
+  std::unique_lock turning(w->turn);
+  Session::Progress progress = w->session->serveArrived();
+  // Let go before the descriptor is watched again: from then on another worker may take it.
+  turning.unlock();
+  switch (progress) {
     case Session::Progress::kIdle:
       watch(w, EPOLL_CTL_MOD, kWatchEvents);
       return;
