@@ -77,33 +77,39 @@ void PoolServer::serve(std::unique_ptr<transport::Listener> listener) {
     StrangerGate::Lease stranger = admitStranger(*connection);
     if (!stranger.held()) continue;  // closed, before any thread or state was spent on it
     reapFinished();
-    std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
     if (stopping_) return;
     uint64_t id = nextSession_++;
     if (verbose_) std::cerr << "gpupoold: session " << id << " from " << connection->peer() << "\n";
     auto session = std::make_shared<Session>(id, std::move(connection), std::move(stranger),
                                              *backend_, modules_, requests_, *this);
     sessions_.push_back(Running{session, {}, false});
-    startServing(std::prev(sessions_.end()));
+    startServing(std::prev(sessions_.end()), lock);
   }
 }
 
-void PoolServer::startServing(std::list<Running>::iterator running) {
-  if (running->session->readinessDescriptor() >= 0) {
+void PoolServer::startServing(std::list<Running>::iterator running,
+                              std::unique_lock<std::mutex>& lock) {
+  std::shared_ptr<Session> session = running->session;
+  if (session->readinessDescriptor() >= 0) {
+    // Not under mutex_: a worker serving a session takes it (status), so the loop's locks come
+    // first. `running` stays valid: only the session's end, not possible before this, erases it.
+    lock.unlock();
     try {
       // An ended session leaves the list at once: its socket closes as soon as the loop lets go.
-      reactor_->add(running->session, [this, running] {
-        std::lock_guard lock(mutex_);
+      reactor_->add(session, [this, running] {
+        std::lock_guard erasing(mutex_);
         sessions_.erase(running);
       });
       return;
     } catch (const std::system_error& e) {
-      std::cerr << "gpupoold: session " << running->session->id()
+      std::cerr << "gpupoold: session " << session->id()
                 << " served on a thread of its own: " << e.what() << "\n";
     }
+    lock.lock();
   }
   Running& r = *running;
-  r.thread = std::thread([this, session = r.session, &r] {
+  r.thread = std::thread([this, session, &r] {
     session->run();
     std::lock_guard lock(mutex_);
     r.finished = true;

@@ -90,8 +90,8 @@ class PoolServer {
     bool finished = false;  // its thread has returned (the loop's sessions leave the list instead)
   };
   // Serves `running` on the event loop, or on a thread of its own when its transport has no
-  // readiness descriptor. Under mutex_.
-  void startServing(std::list<Running>::iterator running);
+  // readiness descriptor. Called with `lock` (on mutex_) held; may let go of it.
+  void startServing(std::list<Running>::iterator running, std::unique_lock<std::mutex>& lock);
   void reapFinished();
   // Every 100 ms until shutdown: reaps ended sessions' threads, cancels the work of sessions whose
   // client is gone and closes connections past their handshake deadline.

@@ -50,15 +50,14 @@ class SessionReactor {
     std::shared_ptr<Session> session;
     std::function<void()> ended;
     int fd = -1;
-    // Held for a turn. One-shot watching already keeps turns apart, but through the kernel, which
-    // ThreadSanitizer cannot see; the lock (never contended) says so in a way it can.
-    std::mutex turn;
+    std::mutex turn;  // held for a turn (see turn())
   };
   // A worker: waits for a readable descriptor and serves its session, until stop().
   void work();
   // Serves what has arrived on `w`, then watches it again or drops it.
   void turn(Watched* w);
-  void watch(Watched* w, int operation, uint32_t events);
+  // Watches `w` for `events` again; false (logged) when it cannot be.
+  bool watch(Watched* w, uint32_t events);
   void drop(Watched* w);
 
   transport::FileDescriptor epoll_;
