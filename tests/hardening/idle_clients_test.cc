@@ -2,7 +2,8 @@
 // scale"): while they are all connected, the server holds fewer than 64 threads and one descriptor
 // per connection, and a real client is still served; the stragglers are closed at the handshake
 // deadline while the idle sessions stay and answer; closing the idle clients gives the threads and
-// descriptors back. The server's memory per idle session is printed.
+// descriptors back; 16 active clients running programs meanwhile all pass, and the server stays
+// under 64 threads while they run. The server's memory per idle session is printed.
 //
 // The idle clients and stragglers are raw sockets of this process (one descriptor each, no
 // threads): the Hello is framed once and written to each. GPUPOOL_IDLE_CLIENTS (default 10,000)
@@ -28,7 +29,10 @@
 #include <thread>
 #include <vector>
 
+#include "build_paths.h"
+#include "child_process.h"
 #include "gpupool_server.h"
+#include "harness_paths.h"
 #include "process_figures.h"
 #include "transport/framed_connection.h"
 #include "transport/open_file_limit.h"
@@ -46,6 +50,8 @@ using std::chrono::milliseconds;
 constexpr unsigned kWorkers = 16;
 constexpr unsigned kHandshakeDeadlineMs = 3000;
 constexpr unsigned kMaxServerThreads = 64;
+// Clients running programs while the idle crowd and the stragglers are connected.
+constexpr unsigned kActiveClients = 16;
 // Descriptors the server may hold beyond one per connection (listener, event loop, log, ...).
 constexpr long kDescriptorSlack = 32;
 // Clients whose Hello is in flight at once while the idle clients connect: they are strangers
@@ -184,6 +190,29 @@ void openIdleClients(uint16_t port, unsigned count,
   }
 }
 
+// The most threads a process held, sampled every 20 ms from construction to stop().
+class ThreadCountSampler {
+ public:
+  explicit ThreadCountSampler(pid_t pid)
+      : thread_([this, pid] {
+          while (running_) {
+            most_ = std::max(most_.load(), figuresOf(pid).threads);
+            std::this_thread::sleep_for(milliseconds(20));
+          }
+        }) {}
+  ~ThreadCountSampler() { stop(); }
+  long stop() {
+    running_ = false;
+    if (thread_.joinable()) thread_.join();
+    return most_;
+  }
+
+ private:
+  std::atomic<bool> running_{true};
+  std::atomic<long> most_{0};
+  std::thread thread_;
+};
+
 double percentile(std::vector<double> values, double p) {
   std::sort(values.begin(), values.end());
   return values[std::min(values.size() - 1, static_cast<size_t>(p * values.size()))];
@@ -201,6 +230,7 @@ TEST(IdleClientsTest, TenThousandIdleClientsAndStragglersUnderSixtyFourThreads) 
   }
   // gpupoold inherits the raised limit (and raises its own to its hard limit).
   e2e::ServerOptions options;
+  options.emuThreads = 1;  // the device's own threads stay few, so the count shows the sessions'
   const std::string strangers = std::to_string(stragglerCount + kHelloWindow + 64);
   options.extraArgs = {"--workers",
                        std::to_string(kWorkers),
@@ -262,6 +292,22 @@ TEST(IdleClientsTest, TenThousandIdleClientsAndStragglersUnderSixtyFourThreads) 
   EXPECT_LE(loaded.descriptors, allAccepted + kDescriptorSlack)
       << "more than one descriptor per connection";
 
+  // Meanwhile 16 active clients run programs (nvcc-built, on our libcuda.so.1), each checking its
+  // own results; the server's threads are sampled while they run.
+  const std::string program = e2e::e2eProgramPath("mixed_load");
+  ASSERT_TRUE(std::filesystem::exists(program) && std::filesystem::exists(e2e::libcudaPath()))
+      << program << " or libcuda.so.1 not built";
+  const auto programsStarted = Clock::now();
+  std::vector<std::unique_ptr<e2e::ChildProcess>> active;
+  for (unsigned i = 0; i < kActiveClients; ++i) {
+    active.push_back(std::make_unique<e2e::ChildProcess>(e2e::ChildProcess::Options{
+        program,
+        {std::to_string(envUnsigned("GPUPOOL_IDLE_ACTIVE_ROUNDS", 20)), std::to_string(i + 1)},
+        e2e::clientEnvironment(server.endpoint()),
+        std::nullopt}));
+  }
+  ThreadCountSampler sampler(pid);
+
   // The real client is served meanwhile.
   std::vector<double> latencyMs;
   for (int i = 0; i < 200; ++i) {
@@ -297,6 +343,21 @@ TEST(IdleClientsTest, TenThousandIdleClientsAndStragglersUnderSixtyFourThreads) 
   EXPECT_GE(closedAfter, kHandshakeDeadlineMs / 1000.0 * 0.8) << "closed before the deadline";
   std::printf("[ idle     ] stragglers closed %.1f s after they connected\n", closedAfter);
   stragglers.clear();
+
+  unsigned passed = 0;
+  for (auto& p : active) {
+    auto result = p->finish(std::chrono::seconds(600));
+    EXPECT_TRUE(result.passed()) << result.describe();
+    if (result.passed()) ++passed;
+  }
+  const long mostThreads = sampler.stop();
+  std::printf(
+      "[ idle     ] %u active clients running mixed_load: %u passed in %.1f s; the server held "
+      "at most %ld threads meanwhile\n",
+      kActiveClients, passed, std::chrono::duration<double>(Clock::now() - programsStarted).count(),
+      mostThreads);
+  EXPECT_EQ(passed, kActiveClients);
+  EXPECT_LT(mostThreads, kMaxServerThreads);
 
   // The idle sessions outlived the deadline: 100 of them, at random, still answer.
   std::mt19937 random(20261202);
