@@ -16,11 +16,12 @@ DeviceWaits::~DeviceWaits() {
   for (auto& w : workers) w.thread.join();
 }
 
-bool DeviceWaits::start(std::function<void()> wait) {
+bool DeviceWaits::start(std::function<void()> wait, std::function<void()> then) {
   std::unique_lock lock(mutex_);
   if (running_ + queue_.size() >= maxThreads_) return false;
-  queue_.push_back(std::move(wait));
-  if (idle_ >= queue_.size()) {
+  queue_.push_back(Job{std::move(wait), std::move(then)});
+  // An idle thread, or one finishing (its device wait is over), takes it soon.
+  if (idle_ + finishing_ >= queue_.size()) {
     ready_.notify_one();
     return true;
   }
@@ -71,12 +72,19 @@ void DeviceWaits::work(Worker& self) {
     bool woken = ready_.wait_for(lock, idleExit_, [&] { return stopping_ || !queue_.empty(); });
     --idle_;
     if (!woken || stopping_) break;
-    std::function<void()> wait = std::move(queue_.front());
+    Job job = std::move(queue_.front());
     queue_.pop_front();
     ++running_;
     lock.unlock();
-    wait();
+    job.wait();
     lock.lock();
+    if (job.then) {
+      ++finishing_;
+      lock.unlock();
+      job.then();
+      lock.lock();
+      --finishing_;
+    }
     --running_;
     drained_.notify_all();
   }

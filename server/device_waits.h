@@ -29,7 +29,12 @@ class DeviceWaits {
   DeviceWaits& operator=(const DeviceWaits&) = delete;
 
   // Runs `wait` on a waiter thread; false (running nothing) when maxThreads waits already run.
-  bool start(std::function<void()> wait);
+  bool start(std::function<void()> wait) { return start(std::move(wait), {}); }
+  // The same, then runs `then` (answering the wait) on the same thread. A thread in `then` takes
+  // the next wait queued instead of a new thread starting for it: a client waiting for one
+  // stream after another would otherwise leave a thread behind each time its next wait came in
+  // while the previous answer was still on its way out.
+  bool start(std::function<void()> wait, std::function<void()> then);
   // Waits running or about to.
   unsigned busy() const;
   // Blocks until no wait runs; then reaps the threads that have left.
@@ -50,10 +55,14 @@ class DeviceWaits {
   mutable std::mutex mutex_;
   std::condition_variable ready_;    // a wait was queued, or stopping
   std::condition_variable drained_;  // a wait finished
-  std::deque<std::function<void()>> queue_;
+  struct Job {
+    std::function<void()> wait, then;
+  };
+  std::deque<Job> queue_;
   std::list<Worker> workers_;
   unsigned idle_ = 0;
   unsigned running_ = 0;
+  unsigned finishing_ = 0;  // running, past their wait (in `then`)
   bool stopping_ = false;
 };
 

@@ -298,25 +298,35 @@ bool Session::startDeviceWait(const protocol::IncomingMessage& in, Request::Read
                               const RequestHandlerRow& row) {
   if (in.bulkBytes() != 0 || request.getNoReply() || !connection_->fullDuplex()) return false;
   auto words = std::make_shared<kj::Array<capnp::word>>(in.copyWords());
-  return waits_.start([this, words, &row] {
-    try {
-      capnp::FlatArrayMessageReader message(*words, protocol::readerOptions());
-      {
-        capnp::MallocMessageBuilder scratch;
-        RequestContext waiting(state_, 0, scratch.initRoot<Response>());
-        // Its result is what the handler reports below, at once now.
-        (void)row.waitFor(waiting, message.getRoot<Request>());
-      }
-      std::lock_guard sending(sendMutex_);
-      answer([&] { return message.getRoot<Request>(); }, 0, false);
-    } catch (const transport::TransportError&) {
-      // The connection is gone; the session's thread notices it too and ends the session.
-    } catch (const kj::Exception& e) {
-      std::cerr << "gpupoold: session " << state_.id
-                << " could not answer a device wait: " << e.getDescription().cStr() << "\n";
-      connection_->shutdown();
-    }
-  });
+  return waits_.start(
+      [this, words, &row] {
+        onWaiter(*words, [&](capnp::FlatArrayMessageReader& message) {
+          capnp::MallocMessageBuilder scratch;
+          RequestContext waiting(state_, 0, scratch.initRoot<Response>());
+          // Its result is what the handler reports when it answers, at once then.
+          (void)row.waitFor(waiting, message.getRoot<Request>());
+        });
+      },
+      [this, words] {
+        onWaiter(*words, [&](capnp::FlatArrayMessageReader& message) {
+          std::lock_guard sending(sendMutex_);
+          answer([&] { return message.getRoot<Request>(); }, 0, false);
+        });
+      });
+}
+
+void Session::onWaiter(const kj::Array<capnp::word>& words,
+                       const std::function<void(capnp::FlatArrayMessageReader&)>& step) {
+  try {
+    capnp::FlatArrayMessageReader message(words, protocol::readerOptions());
+    step(message);
+  } catch (const transport::TransportError&) {
+    // The connection is gone; the session's thread notices it too and ends the session.
+  } catch (const kj::Exception& e) {
+    std::cerr << "gpupoold: session " << state_.id
+              << " could not answer a device wait: " << e.getDescription().cStr() << "\n";
+    connection_->shutdown();
+  }
 }
 
 bool Session::serveOne() {

@@ -119,6 +119,10 @@ class Session {
   // waits run already).
   bool startDeviceWait(const protocol::IncomingMessage& in, wire::Request::Reader request,
                        const RequestHandlerRow& row);
+  // Runs one step of a device wait on its waiter thread (the wait, then the answer) with the
+  // request read from `words`; a failure is logged and ends the connection.
+  void onWaiter(const kj::Array<capnp::word>& words,
+                const std::function<void(capnp::FlatArrayMessageReader&)>& step);
   // Gives `reply` the failure of an earlier noReply request, if one is pending. Under sendMutex_.
   void attachDeferred(wire::Response::Builder reply);
   // After the serving loop: makes running waits return and waits for them.

@@ -22,6 +22,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <stdexcept>
@@ -190,26 +191,37 @@ void openIdleClients(uint16_t port, unsigned count,
   }
 }
 
-// The most threads a process held, sampled every 20 ms from construction to stop().
+// The most threads a process held, sampled every 20 ms from construction to stop(): all of them,
+// and those that are not the emu device's stream queues.
 class ThreadCountSampler {
  public:
+  struct Most {
+    long all = 0, server = 0;
+  };
   explicit ThreadCountSampler(pid_t pid)
       : thread_([this, pid] {
           while (running_) {
-            most_ = std::max(most_.load(), figuresOf(pid).threads);
+            ProcessFigures now = figuresOf(pid);
+            {
+              std::lock_guard lock(mutex_);
+              most_.all = std::max(most_.all, now.threads);
+              most_.server = std::max(most_.server, now.threads - now.deviceThreads);
+            }
             std::this_thread::sleep_for(milliseconds(20));
           }
         }) {}
   ~ThreadCountSampler() { stop(); }
-  long stop() {
+  Most stop() {
     running_ = false;
     if (thread_.joinable()) thread_.join();
+    std::lock_guard lock(mutex_);
     return most_;
   }
 
  private:
   std::atomic<bool> running_{true};
-  std::atomic<long> most_{0};
+  std::mutex mutex_;
+  Most most_;
   std::thread thread_;
 };
 
@@ -230,7 +242,7 @@ TEST(IdleClientsTest, TenThousandIdleClientsAndStragglersUnderSixtyFourThreads) 
   }
   // gpupoold inherits the raised limit (and raises its own to its hard limit).
   e2e::ServerOptions options;
-  options.emuThreads = 1;  // the device's own threads stay few, so the count shows the sessions'
+  options.emuThreads = 1;  // launches run on their stream's queue, no interpreter threads besides
   const std::string strangers = std::to_string(stragglerCount + kHelloWindow + 64);
   options.extraArgs = {"--workers",
                        std::to_string(kWorkers),
@@ -350,14 +362,17 @@ TEST(IdleClientsTest, TenThousandIdleClientsAndStragglersUnderSixtyFourThreads) 
     EXPECT_TRUE(result.passed()) << result.describe();
     if (result.passed()) ++passed;
   }
-  const long mostThreads = sampler.stop();
+  const ThreadCountSampler::Most mostThreads = sampler.stop();
   std::printf(
       "[ idle     ] %u active clients running mixed_load: %u passed in %.1f s; the server held "
-      "at most %ld threads meanwhile\n",
+      "at most %ld threads of its own meanwhile (%ld with the emu device's stream queues, one "
+      "per client stream)\n",
       kActiveClients, passed, std::chrono::duration<double>(Clock::now() - programsStarted).count(),
-      mostThreads);
+      mostThreads.server, mostThreads.all);
   EXPECT_EQ(passed, kActiveClients);
-  EXPECT_LT(mostThreads, kMaxServerThreads);
+  // The emu device runs each client stream on a thread of its own, as a GPU has hardware queues;
+  // what must stay bounded is what the server spends on connections and calls.
+  EXPECT_LT(mostThreads.server, kMaxServerThreads);
 
   // The idle sessions outlived the deadline: 100 of them, at random, still answer.
   std::mt19937 random(20261202);

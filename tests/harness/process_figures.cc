@@ -19,6 +19,13 @@ ProcessFigures figuresOf(pid_t pid) {
   for (std::filesystem::directory_iterator it(dir + "/fd", ec), end; !ec && it != end;
        it.increment(ec))
     ++figures.descriptors;
+  figures.deviceThreads = 0;
+  for (std::filesystem::directory_iterator it(dir + "/task", ec), end; !ec && it != end;
+       it.increment(ec)) {
+    std::ifstream comm(it->path() / "comm");
+    std::string name;
+    if (std::getline(comm, name) && name == "emu-stream") ++figures.deviceThreads;
+  }
   return figures;
 }
 

@@ -7,6 +7,7 @@ namespace gpupool::e2e {
 
 struct ProcessFigures {
   long threads = -1;
+  long deviceThreads = -1;  // of them, the emu device's stream queues (named "emu-stream")
   long descriptors = -1;
   long rssKiB = -1;
 };

@@ -81,6 +81,24 @@ TEST(DeviceWaits, IdleThreadsAreReusedAndThenLeave) {
   EXPECT_EQ(ran, 21);
 }
 
+// A client waiting on one stream after another sends its next wait as soon as the answer reaches
+// it, often before the thread that answered is idle again: that thread takes it, no new one starts.
+TEST(DeviceWaits, AWaitStartedWhileAnotherIsAnsweredReusesItsThread) {
+  DeviceWaits waits(8);
+  std::atomic<int> ran{0};
+  std::function<void(int)> chain = [&](int left) {
+    ASSERT_TRUE(waits.start([&] { ++ran; },
+                            [&, left] {
+                              // Still answering: the next wait comes in now.
+                              if (left > 0) chain(left - 1);
+                            }));
+  };
+  chain(20);
+  EXPECT_TRUE(eventually([&] { return ran == 21; }));
+  waits.finishAll();
+  EXPECT_EQ(waits.threads(), 1u) << "each wait came in while the previous one was answered";
+}
+
 TEST(DeviceWaits, DestructionWaitsForRunningWaits) {
   std::atomic<bool> done{false};
   {

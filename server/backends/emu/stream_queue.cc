@@ -1,5 +1,7 @@
 #include "server/backends/emu/stream_queue.h"
 
+#include <pthread.h>
+
 namespace gpupool::server::emu {
 
 StreamQueue::StreamQueue() : worker_([this] { run(); }) {}
@@ -32,6 +34,9 @@ bool StreamQueue::idle() const {
 }
 
 void StreamQueue::run() {
+  // Named, so operators (top -H) and tests tell the emulated device's queues from the server's own
+  // threads.
+  pthread_setname_np(pthread_self(), "emu-stream");
   std::unique_lock lock(mutex_);
   for (;;) {
     wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
