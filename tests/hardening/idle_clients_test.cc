@@ -372,7 +372,9 @@ TEST(IdleClientsTest, TenThousandIdleClientsAndStragglersUnderSixtyFourThreads) 
   EXPECT_EQ(passed, kActiveClients);
   // The emu device runs each client stream on a thread of its own, as a GPU has hardware queues;
   // what must stay bounded is what the server spends on connections and calls.
-  EXPECT_LT(mostThreads.server, kMaxServerThreads);
+  // GPUPOOL_IDLE_ACTIVE_MAX_THREADS: under AddressSanitizer every call is several times slower, so
+  // more of the programs' waits overlap and hold a waiter thread at once (scripts/sanitizers.sh).
+  EXPECT_LT(mostThreads.server, envUnsigned("GPUPOOL_IDLE_ACTIVE_MAX_THREADS", kMaxServerThreads));
 
   // The idle sessions outlived the deadline: 100 of them, at random, still answer.
   std::mt19937 random(20261202);
