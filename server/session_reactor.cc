@@ -71,11 +71,6 @@ void SessionReactor::add(std::shared_ptr<Session> session, std::function<void()>
   }
 }
 
-size_t SessionReactor::sessions() const {
-  std::lock_guard lock(mutex_);
-  return watched_.size();
-}
-
 void SessionReactor::work() {
   for (;;) {
     // One event per wait: the kernel wakes one waiting worker per ready descriptor, and each

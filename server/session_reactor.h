@@ -39,8 +39,6 @@ class SessionReactor {
   // Waits until every session added has ended (the caller has shut their connections down), then
   // stops the workers.
   void stop();
-  // Sessions being served.
-  size_t sessions() const;
 
   // The workers gpupoold runs when --workers does not say: two per core, 8 to 48.
   static unsigned defaultWorkers();
@@ -62,7 +60,7 @@ class SessionReactor {
 
   transport::FileDescriptor epoll_;
   transport::FileDescriptor stop_;  // eventfd, readable once stop() was called: every worker leaves
-  mutable std::mutex mutex_;
+  std::mutex mutex_;
   std::condition_variable emptied_;
   std::unordered_map<Watched*, std::unique_ptr<Watched>> watched_;
   bool stopped_ = false;

@@ -127,9 +127,9 @@ bool FramedConnection::frameArrived() {
       needed += header.messageBytes;
     }
     if (unread >= needed) return true;
-    // The buffer grows with what has arrived (at most doubling), so a peer announcing a large
-    // message pays for the memory in bytes sent first.
-    reserveInput(std::min(needed, std::max(kInBufferBytes, 2 * unread)));
+    // One read usually takes in a whole frame. Past the usual size the buffer grows with what has
+    // arrived (at most doubling), so a peer announcing a large message pays for it in bytes first.
+    reserveInput(std::max(kInBufferBytes, std::min(needed, 2 * unread)));
     size_t n = readAvailable(inBuffer_.get() + inEnd_, inCapacity_ - inEnd_);
     if (n == 0) return false;
     inEnd_ += n;
