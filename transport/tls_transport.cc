@@ -204,13 +204,16 @@ class TlsConnection final : public FramedConnection {
   // The handshake, then records, as far as the bytes that have arrived go. A handshake that must
   // write while the socket is full waits for it (it is a few KiB, so that is rare and brief).
   size_t readAvailable(void* dst, size_t max) override {
-    std::lock_guard handshaking(handshakeMutex_);
-    std::lock_guard lock(sslMutex_);
-    if (!handshaken_.load(std::memory_order_relaxed)) {
-      if (!attempt([](SSL* ssl) { return SSL_do_handshake(ssl); }, "TLS handshake with " + peer_))
-        return 0;
-      handshaken_.store(true, std::memory_order_release);
+    if (!handshaken_.load(std::memory_order_acquire)) {
+      std::lock_guard handshaking(handshakeMutex_);
+      std::lock_guard lock(sslMutex_);
+      if (!handshaken_.load(std::memory_order_relaxed)) {
+        if (!attempt([](SSL* ssl) { return SSL_do_handshake(ssl); }, "TLS handshake with " + peer_))
+          return 0;
+        handshaken_.store(true, std::memory_order_release);
+      }
     }
+    std::lock_guard lock(sslMutex_);
     size_t n = 0;
     if (!attempt([&](SSL* ssl) { return SSL_read_ex(ssl, dst, max, &n); }, "receive")) return 0;
     return n;
