@@ -67,6 +67,9 @@ class Session {
   };
   // Serves the frames that have fully arrived, the Hello first. Never throws.
   Progress serveArrived();
+  // After kMore: makes the readiness descriptor readable now (Connection::readyAgain); false when
+  // the loop must watch for writability instead.
+  bool readyAgain() { return connection_->readyAgain(); }
   // Whether a call may be running for the session (served now, or a device wait), so a client
   // that is gone must have its work cancelled (cancelIfPeerGone).
   bool busy() const { return serving_.load() || waits_.busy() != 0; }

@@ -98,11 +98,13 @@ void SessionReactor::turn(Watched* w) {
   for (;;) {
     Session::Progress progress = w->session->serveArrived();
     if (progress == Session::Progress::kEnded) break;
-    // kMore: frames wait, perhaps already read into the connection's buffer, so readability may
-    // not come; writability (a socket nearly always has room) brings the session back at once,
-    // behind the sessions already ready, so a busy one does not starve them.
-    if (watch(w, progress == Session::Progress::kMore ? kWatchEvents | EPOLLOUT : kWatchEvents))
-      return;
+    // kMore: frames wait, perhaps already taken into the connection, so readability may not come:
+    // the connection makes its descriptor readable (RDMA), or writability (a socket nearly always
+    // has room) brings the session back at once. Either way behind the sessions already ready, so
+    // a busy one does not starve them.
+    uint32_t events = kWatchEvents;
+    if (progress == Session::Progress::kMore && !w->session->readyAgain()) events |= EPOLLOUT;
+    if (watch(w, events)) return;
     // It cannot be watched: served once more now, it finds its connection shut and ends.
     w->session->stop();
   }

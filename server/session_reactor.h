@@ -6,8 +6,8 @@
 // did, with no handoff between threads; and a session busy in a long call holds one worker while
 // the others serve everyone else.
 //
-// Only for connections whose transport has a readiness descriptor (TCP, TLS); PoolServer gives the
-// others (RDMA) a thread each.
+// For connections whose transport has a readiness descriptor (TCP, TLS and RDMA all have one);
+// PoolServer gives a session a thread of its own only where it has none or it cannot be watched.
 #pragma once
 
 #include <condition_variable>

@@ -132,6 +132,11 @@ class Connection {
   virtual bool frameArrived() { return false; }
   // Gives back the receive memory an idle connection holds between frames.
   virtual void releaseIdleMemory() {}
+  // For a turn that ended with frames still waiting (perhaps already taken in, so the descriptor
+  // may not turn readable for them): makes readinessDescriptor() readable now and returns true;
+  // false where it cannot (a socket: the loop then watches for writability, which it nearly
+  // always has).
+  virtual bool readyAgain() { return false; }
 
   // Reads the next `size` bulk bytes of the current frame into `dst`.
   virtual void receiveBulk(void* dst, size_t size) = 0;

@@ -17,6 +17,12 @@ class FileDescriptor {
     fd_ = fd;
   }
   int get() const { return fd_; }
+  // Gives the descriptor up without closing it.
+  int release() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
 
  private:
   int fd_ = -1;

@@ -14,6 +14,7 @@
 #include "protocol/sha256.h"
 #include "transport/endpoint.h"
 #include "transport/tcp_transport.h"
+#include "transport/transport_factory.h"
 
 namespace gpupool::hardening {
 
@@ -44,7 +45,7 @@ WireClient::WireClient(const std::string& endpoint, wire::Hello::Purpose purpose
   std::string error;
   auto parsed = transport::parseEndpoint(endpoint, &error);
   if (!parsed) throw std::runtime_error(error);
-  connection_ = transport::tcpConnect(*parsed, 5000);
+  connection_ = transport::connectEndpoint(*parsed, 5000);  // tcp:// or rdma://
   // A server that stops answering fails the test instead of hanging it.
   connection_->setReceiveTimeoutMs(30000);
   capnp::MallocMessageBuilder message;

@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -14,7 +15,9 @@
 #include "build_paths.h"
 #include "child_process.h"
 #include "gpupool_server.h"
+#include "process_figures.h"
 #include "test_programs.h"
+#include "tests/hardening/wire_client.h"
 #include "tests/rdma/rdma_test_env.h"
 
 namespace gpupool::e2e {
@@ -270,6 +273,41 @@ TEST(RdmaStatus, StatusShowsALiveRdmaSessionsCounters) {
     p->signal(SIGKILL);
     p->finish(seconds(10));
   }
+}
+
+// RDMA sessions are served by the event loop like TCP ones (issue 21): idle ones hold no thread of
+// the server's (each used to hold one), yet each still answers, and a program runs over RDMA beside
+// them. The count stays well under what the VM's soft-RoCE device can hold.
+TEST(RdmaEventLoop, IdleSessionsHoldNoThread) {
+  SKIP_WITHOUT_RDMA();
+  DualServer dual;
+  constexpr long kIdle = 32;
+  const pid_t pid = dual.server->pid();
+  auto ownThreads = [pid] {
+    ProcessFigures f = figuresOf(pid);
+    return f.threads - f.deviceThreads;
+  };
+  const long before = ownThreads();
+  std::vector<std::unique_ptr<hardening::WireClient>> idle;
+  for (long i = 0; i < kIdle; ++i) {
+    idle.push_back(std::make_unique<hardening::WireClient>(dual.rdmaUrl));  // Hello answered
+  }
+  EXPECT_EQ(idle.front()->connection().kind(), "rdma");
+  const long held = ownThreads();
+  EXPECT_LT(held - before, 4) << "threads before: " << before << ", with " << kIdle
+                              << " idle RDMA sessions: " << held;
+  ProgramResult program = runProgram(programPath("memory_roundtrip"), {},
+                                     clientEnvironment(dual.rdmaUrl), kProgramTimeout);
+  ASSERT_TRUE(program.passed()) << program.describe() << dual.server->log();
+  for (auto& client : idle) {
+    hardening::Reply reply = client->createContext();
+    EXPECT_EQ(reply.result, CUDA_SUCCESS) << reply.message;
+  }
+  const long served = ownThreads();
+  EXPECT_LT(served - before, 4) << "threads after every idle session made a call: " << served;
+  std::cout << "[ rdma idle ] server threads (emu streams apart): " << before << " before, " << held
+            << " with " << kIdle << " idle RDMA sessions, " << served
+            << " after each made a call\n";
 }
 
 // A client machine without rdma-core (no libibverbs.so.1 or librdmacm.so.1: the usual GPU-less

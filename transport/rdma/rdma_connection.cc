@@ -46,7 +46,9 @@ RdmaConnection::RdmaConnection(rdma_event_channel* channel, rdma_cm_id* id, bool
   // A throw below unwinds what was created so far, in reverse (the members' order).
   setNonBlocking(channel_->fd);
   wakeFd_.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-  if (wakeFd_.get() < 0) throw TransportError(Kind::kUnavailable, verbsError("eventfd", errno));
+  readyFd_.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (wakeFd_.get() < 0 || readyFd_.get() < 0)
+    throw TransportError(Kind::kUnavailable, verbsError("eventfd", errno));
   pd_.reset(checkCreated(ibv_alloc_pd(id_->verbs), "ibv_alloc_pd"));
   completionChannel_.reset(
       checkCreated(ibv_create_comp_channel(id_->verbs), "ibv_create_comp_channel"));
@@ -120,7 +122,8 @@ void RdmaConnection::fail(TransportError::Kind kind, const std::string& why) {
     broken_ = true;
     brokenKind_ = kind;
     brokenReason_ = why;
-    wakeWaiters();  // the other half's wait ends with this error too
+    wakeWaiters();                                 // the other half's wait ends with this error too
+    if (readiness_.get() >= 0) signalReadiness();  // and the event loop's
   }
   throw TransportError(kind, why);
 }
@@ -136,6 +139,7 @@ bool RdmaConnection::pollCompletions() {
 
 bool RdmaConnection::handleCompletions(const ibv_wc* wcs, int n) {
   if (n < 0) fail(Kind::kDisconnected, "ibv_poll_cq failed");
+  bool frameQueued = false;
   for (int i = 0; i < n; ++i) {
     const ibv_wc& wc = wcs[i];
     uint64_t kind = wc.wr_id & kWrKindMask;
@@ -175,11 +179,16 @@ bool RdmaConnection::handleCompletions(const ibv_wc* wcs, int n) {
         releaseReceive(slot);
       } else if (type == WireType::kPacked) {
         unpack(slot, h);
+        frameQueued = true;
       } else {
         incoming_.push_back({slot, &h});
+        frameQueued |= type == WireType::kFrameBegin;
       }
     }
   }
+  // A thread waiting for something else took in the start of a frame: the event loop watching this
+  // connection learns of it now, not when that thread is done.
+  if (frameQueued && polling_ && readiness_.get() >= 0) signalReadiness();
   if (n > 0) maybeReturnCredits();
   return n > 0;
 }
@@ -244,6 +253,9 @@ void RdmaConnection::pollUntil(std::unique_lock<std::mutex>& lock,
       if (!lock.owns_lock()) lock.lock();
       connection.polling_ = false;
       connection.progressed_.notify_all();
+      // The event loop watching this connection left the CQ to us, and we may have taken its last
+      // event without arming it again: it looks for itself (frameArrived).
+      if (connection.readiness_.get() >= 0) connection.signalReadiness();
     }
   } leave{*this, lock};
   for (;;) {
@@ -291,29 +303,9 @@ void RdmaConnection::pollUntil(std::unique_lock<std::mutex>& lock,
     lock.lock();
     if (r < 0 && pollErrno != EINTR)
       fail(Kind::kDisconnected, std::string("poll: ") + std::strerror(pollErrno));
-    if (fds[0].revents) {
-      ibv_cq* cq = nullptr;
-      void* context = nullptr;
-      if (ibv_get_cq_event(completionChannel_.get(), &cq, &context) == 0) {
-        // Acknowledging in batches: each ack takes a lock in the library.
-        if (++cq_.unackedEvents >= 64) {
-          ibv_ack_cq_events(cq_.get(), cq_.unackedEvents);
-          cq_.unackedEvents = 0;
-        }
-      }
-    }
-    if (fds[1].revents) {
-      rdma_cm_event* event = nullptr;
-      while (rdma_get_cm_event(channel_.get(), &event) == 0) {
-        auto type = event->event;
-        rdma_ack_cm_event(event);
-        if (type == RDMA_CM_EVENT_DISCONNECTED || type == RDMA_CM_EVENT_DEVICE_REMOVAL ||
-            type == RDMA_CM_EVENT_TIMEWAIT_EXIT) {
-          peerGone_ = true;
-        }
-      }
-      // Whatever the peer sent before leaving is still delivered: loop and drain first.
-    }
+    if (fds[0].revents) takeCompletionEvents();
+    // Whatever the peer sent before leaving is still delivered: loop and drain first.
+    if (fds[1].revents) takeCmEvents();
     if (fds[2].revents && !shutdown_) {
       // Another thread changed what we wait for (wakeWaiters); shutdown leaves it set for all.
       uint64_t count = 0;
@@ -322,10 +314,35 @@ void RdmaConnection::pollUntil(std::unique_lock<std::mutex>& lock,
   }
 }
 
+void RdmaConnection::takeCompletionEvents() {
+  ibv_cq* cq = nullptr;
+  void* context = nullptr;
+  while (ibv_get_cq_event(completionChannel_.get(), &cq, &context) == 0) {
+    // Acknowledging in batches: each ack takes a lock in the library.
+    if (++cq_.unackedEvents >= 64) {
+      ibv_ack_cq_events(cq_.get(), cq_.unackedEvents);
+      cq_.unackedEvents = 0;
+    }
+  }
+}
+
+void RdmaConnection::takeCmEvents() {
+  rdma_cm_event* event = nullptr;
+  while (rdma_get_cm_event(channel_.get(), &event) == 0) {
+    auto type = event->event;
+    rdma_ack_cm_event(event);
+    if (type == RDMA_CM_EVENT_DISCONNECTED || type == RDMA_CM_EVENT_DEVICE_REMOVAL ||
+        type == RDMA_CM_EVENT_TIMEWAIT_EXIT) {
+      peerGone_ = true;
+    }
+  }
+}
+
 void RdmaConnection::shutdown() {
   shutdown_ = true;
   uint64_t one = 1;
   [[maybe_unused]] auto n = ::write(wakeFd_.get(), &one, sizeof one);
+  n = ::write(readyFd_.get(), &one, sizeof one);  // the event loop's look fails from now on
   // Moves the QP to error: posted work completes with flush errors on both sides.
   if (id_) rdma_disconnect(id_.get());
 }

@@ -78,6 +78,16 @@ class RdmaConnection final : public Connection {
   std::string peer() const override { return peer_; }
   void setReceiveTimeoutMs(unsigned ms) override { receiveTimeoutMs_ = ms; }
 
+  // The event loop's view (rdma_readiness.cc): an epoll descriptor over the completion channel,
+  // the rdma_cm channel (edge-triggered, so that a pending event another thread is about to take
+  // does not keep the loop spinning) and readyFd_, made on first use. It turns readable when a
+  // completion or a cm event comes, at shutdown, and when a thread that drove the CQ (a sender
+  // waiting, say) queued the start of a frame or left that role; frameArrived then drives the CQ
+  // itself when no other thread does.
+  int readinessDescriptor() const override;
+  bool frameArrived() override;
+  bool readyAgain() override;
+
   // Relaxed counters, written under mutex_: readable from any thread.
   const RdmaStats& stats() const { return stats_; }
   std::optional<TransportCounters> counters() const override { return stats_; }
@@ -142,6 +152,14 @@ class RdmaConnection final : public Connection {
   // After a change no completion announces (a send slot given back, the connection broken): wakes
   // every waiter.
   void wakeWaiters();
+  // With mutex_ held: takes every pending completion-channel event (the CQ is then unarmed), and
+  // every rdma_cm event (noting the peer's departure).
+  void takeCompletionEvents();
+  void takeCmEvents();
+  // Makes readiness_ readable (through readyFd_).
+  void signalReadiness();
+  // The next frame's whole message is in incoming_ (or as much of it as the receive window holds).
+  bool wholeMessageQueued() const;
   [[noreturn]] void fail(TransportError::Kind kind, const std::string& why);
   void checkUsable() const;
 
@@ -205,6 +223,10 @@ class RdmaConnection final : public Connection {
   // queue pair (declared last) first.
   RdmaStats stats_;        // before registrations_, which count into it until they are gone
   FileDescriptor wakeFd_;  // eventfd written by shutdown() to wake a blocked wait
+  // eventfd read only by frameArrived (a waiting thread reads wakeFd_, which would take the
+  // readiness it signals away from the loop): a frame queued, the CQ handed back, shutdown.
+  FileDescriptor readyFd_;
+  mutable FileDescriptor readiness_;  // epoll, for the event loop (readinessDescriptor())
   EventChannelPtr channel_;
   CmIdPtr id_;
   ProtectionDomainPtr pd_;

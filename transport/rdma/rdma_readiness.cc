@@ -1,0 +1,93 @@
+// RdmaConnection, the event loop's view: the readiness descriptor and frameArrived, so gpupoold
+// serves an idle RDMA session without a thread (issue 21), as it does TCP and TLS sessions.
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <iterator>
+
+#include "transport/rdma/rdma_connection.h"
+#include "transport/rdma/rdma_connection_internal.h"
+#include "transport/rdma/verbs_call.h"
+
+namespace gpupool::transport::rdma {
+
+int RdmaConnection::readinessDescriptor() const {
+  std::lock_guard lock(mutex_);
+  if (readiness_.get() >= 0) return readiness_.get();
+  FileDescriptor epoll(::epoll_create1(EPOLL_CLOEXEC));
+  if (epoll.get() < 0) return -1;  // the server then gives the session a thread
+  for (int fd : {completionChannel_->fd, channel_->fd, readyFd_.get()}) {
+    epoll_event event{};
+    // The channels' events may be taken by a waiting thread instead (edge: no spinning on them
+    // meanwhile); readyFd_ is read by frameArrived only (level).
+    event.events = fd == readyFd_.get() ? EPOLLIN : EPOLLIN | EPOLLET;
+    if (::epoll_ctl(epoll.get(), EPOLL_CTL_ADD, fd, &event) < 0) return -1;
+  }
+  readiness_.reset(epoll.release());
+  return readiness_.get();
+}
+
+void RdmaConnection::signalReadiness() {
+  uint64_t one = 1;
+  // Fails only when the counter is full: it is readable then anyway.
+  [[maybe_unused]] auto n = ::write(readyFd_.get(), &one, sizeof one);
+}
+
+bool RdmaConnection::readyAgain() {
+  std::lock_guard lock(mutex_);
+  signalReadiness();
+  return true;
+}
+
+bool RdmaConnection::frameArrived() {
+  std::lock_guard lock(mutex_);
+  checkUsable();
+  if (shutdown_) fail(Kind::kDisconnected, "connection shut down");
+  // Edge-triggered inside: taking the edges now means the descriptor turns readable again only for
+  // events that come after this look.
+  epoll_event events[4];
+  while (::epoll_wait(readiness_.get(), events, 4, 0) < 0 && errno == EINTR) {
+  }
+  uint64_t count = 0;
+  [[maybe_unused]] auto n = ::read(readyFd_.get(), &count, sizeof count);
+  if (!polling_) {
+    // No thread drives the CQ: this one does, as pollUntil would, without waiting.
+    takeCompletionEvents();
+    takeCmEvents();
+    while (pollCompletions()) {
+    }
+    // Arm, then poll once more: a completion that came before arming raises no event.
+    if (int ret = ibv_req_notify_cq(cq_.get(), 0)) {
+      fail(Kind::kDisconnected, verbsError("ibv_req_notify_cq", ret));
+    }
+    while (pollCompletions()) {
+    }
+  }
+  // Otherwise the thread that drives the CQ signals readyFd_ when it queues a frame's start or
+  // leaves that role.
+  if (wholeMessageQueued()) return true;
+  // What the peer sent before leaving was delivered first.
+  if (peerGone_) fail(Kind::kDisconnected, "connection closed by peer");
+  return false;
+}
+
+bool RdmaConnection::wholeMessageQueued() const {
+  if (incoming_.empty()) return false;
+  const WireHeader& begin = *incoming_.front().header;
+  // Anything but a frame's start is malformed here: receiveFrame says so.
+  if (begin.type != uint32_t(WireType::kFrameBegin)) return true;
+  uint64_t queued = begin.payloadBytes;
+  size_t parts = 1;
+  for (auto it = std::next(incoming_.begin()); queued < begin.a && it != incoming_.end();
+       ++it, ++parts) {
+    if (it->header->type != uint32_t(WireType::kMessageData)) return true;
+    queued += it->header->payloadBytes;
+  }
+  // A message larger than half the receive window is taken in once that much of it is here: the
+  // rest comes as receiveFrame gives the buffers back (a client that stops inside it is cut off by
+  // the receive timeout).
+  return queued >= begin.a || parts >= kRdmaRecvSlots / 2;
+}
+
+}  // namespace gpupool::transport::rdma
