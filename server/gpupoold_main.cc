@@ -15,6 +15,7 @@
 #include "server/mig_enumeration.h"
 #include "server/pool_config.h"
 #include "server/pool_server.h"
+#include "server/readiness_set.h"
 #include "server/tenant_pool.h"
 #include "transport/endpoint.h"
 #include "transport/open_file_limit.h"
@@ -183,9 +184,15 @@ int main(int argc, char** argv) {
           ->capture_default_str();
   unsigned workers = 0;
   app.add_option("--workers", workers,
-                 "Threads that serve calls on TCP and TLS connections (an idle connection holds "
-                 "none); 0 = two per core, 8 to 48")
+                 "Threads that serve calls (an idle connection holds none); 0 = two per core, 8 "
+                 "to 48")
       ->check(CLI::Range(0u, 4096u))
+      ->capture_default_str();
+  std::string eventLoop = "epoll";
+  app.add_option("--event-loop", eventLoop,
+                 "What the workers wait on for ready connections: epoll or io_uring "
+                 "(docs/hardening.md compares them)")
+      ->check(CLI::IsMember({"epoll", "io_uring"}))
       ->capture_default_str();
   std::string configPath, metricsListen;
   // The long-lived host ranges (device memory, staging) that backends and sessions note, for the
@@ -336,6 +343,14 @@ int main(int argc, char** argv) {
   server::PoolServer pool(std::move(backend), verbose);
   pool.setLimits(limits);
   pool.setWorkers(workers);
+  try {
+    server::makeReadinessSet(eventLoop);  // fails here, not at the first connection
+  } catch (const std::exception& e) {
+    std::cerr << "gpupoold: --event-loop " << eventLoop << " cannot be used here: " << e.what()
+              << " (--event-loop epoll works everywhere)\n";
+    return 1;
+  }
+  pool.setEventLoop(eventLoop);
   pool.setPinnedMemory(&pinnedMemory);
   pool.setDeviceIdentities(std::move(identities));
   std::shared_ptr<server::TenantPool> tenants;

@@ -56,8 +56,8 @@ void PoolServer::serve(std::unique_ptr<transport::Listener> listener) {
     if (stopping_) return;
   }
   if (!reactor_) {
-    reactor_ =
-        std::make_unique<SessionReactor>(workers_ ? workers_ : SessionReactor::defaultWorkers());
+    reactor_ = std::make_unique<SessionReactor>(
+        workers_ ? workers_ : SessionReactor::defaultWorkers(), eventLoop_);
   }
   std::cout << "listening on " << l->url() << std::endl;
   if (!watchdog_.joinable()) watchdog_ = std::thread([this] { watchPeers(); });

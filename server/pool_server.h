@@ -72,9 +72,12 @@ class PoolServer {
     strangers_.setLimits(limits.unauthenticated);
   }
   const Limits& limits() const { return limits_; }
-  // Workers of the event loop that serves TCP and TLS sessions (set before serve(); 0: the
+  // Workers of the event loop that serves the sessions (set before serve(); 0: the
   // default, SessionReactor::defaultWorkers()).
   void setWorkers(unsigned workers) { workers_ = workers; }
+  // What the event loop's workers wait on: "epoll" (the default) or "io_uring" (set before
+  // serve()).
+  void setEventLoop(std::string kind) { eventLoop_ = std::move(kind); }
   // Counts a starting driver session; false (counting nothing) when the server is full.
   bool admitDriverSession();
   // Uncounts a session admitDriverSession() counted.
@@ -114,6 +117,7 @@ class PoolServer {
   StrangerGate strangers_;
   std::atomic<unsigned> driverSessions_{0};
   unsigned workers_ = 0;
+  std::string eventLoop_ = "epoll";
   std::unique_ptr<SessionReactor> reactor_;  // created by serve()
   std::thread watchdog_;
   std::condition_variable stopped_;  // wakes the watchdog at shutdown

@@ -1,7 +1,6 @@
 #include "server/session_reactor.h"
 
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -11,13 +10,10 @@
 namespace gpupool::server {
 namespace {
 
-[[noreturn]] void failSystem(const char* what) {
-  throw std::system_error(errno, std::generic_category(), what);
-}
-
-// One-shot: after an event the descriptor stays silent until watched again, so one worker at a
-// time serves a session. RDHUP: a peer that closed is noticed while the session is idle.
-constexpr uint32_t kWatchEvents = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT;
+// One-shot (ReadinessSet): after an event the descriptor stays silent until watched again, so one
+// worker at a time serves a session. RDHUP: a peer that closed is noticed while the session is
+// idle.
+constexpr uint32_t kWatchEvents = EPOLLIN | EPOLLRDHUP;
 
 }  // namespace
 
@@ -25,15 +21,8 @@ unsigned SessionReactor::defaultWorkers() {
   return std::clamp(2 * std::max(1u, std::thread::hardware_concurrency()), 8u, 48u);
 }
 
-SessionReactor::SessionReactor(unsigned workers)
-    : epoll_(::epoll_create1(EPOLL_CLOEXEC)), stop_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
-  if (epoll_.get() < 0) failSystem("epoll_create1");
-  if (stop_.get() < 0) failSystem("eventfd");
-  // Level-triggered and never read: once written, it wakes every worker, each on its next wait.
-  epoll_event event{};
-  event.events = EPOLLIN;
-  event.data.ptr = nullptr;
-  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, stop_.get(), &event) < 0) failSystem("epoll_ctl");
+SessionReactor::SessionReactor(unsigned workers, const std::string& eventLoop)
+    : ready_(makeReadinessSet(eventLoop)) {
   for (unsigned i = 0; i < std::max(1u, workers); ++i) workers_.emplace_back([this] { work(); });
 }
 
@@ -49,17 +38,11 @@ void SessionReactor::add(std::shared_ptr<Session> session, std::function<void()>
     std::lock_guard lock(mutex_);
     watched_.emplace(w, std::move(owned));
   }
-  epoll_event event{};
-  event.events = kWatchEvents;
-  event.data.ptr = w;
-  int added;
-  {
+  try {
     // The first turn takes the lock after this: what was set up here happened before it.
     std::lock_guard handingOver(w->turn);
-    added = ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, w->fd, &event);
-  }
-  if (added < 0) {
-    int error = errno;
+    ready_->watch(w->fd, w, kWatchEvents, false);
+  } catch (const std::system_error&) {
     std::unique_ptr<Watched> back;  // destroyed outside the lock
     {
       std::lock_guard lock(mutex_);
@@ -67,26 +50,21 @@ void SessionReactor::add(std::shared_ptr<Session> session, std::function<void()>
       back = std::move(it->second);
       watched_.erase(it);
     }
-    throw std::system_error(error, std::generic_category(), "epoll_ctl");
+    throw;
   }
 }
 
 void SessionReactor::work() {
   for (;;) {
-    // One event per wait: the kernel wakes one waiting worker per ready descriptor, and each
-    // worker takes only what it serves.
-    epoll_event event{};
-    int n = ::epoll_wait(epoll_.get(), &event, 1, -1);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      std::cerr << "gpupoold: a worker's wait failed: " << std::generic_category().message(errno)
-                << "\n";
+    void* tag;
+    try {
+      tag = ready_->next();
+    } catch (const std::system_error& e) {
+      std::cerr << "gpupoold: a worker's wait failed: " << e.what() << "\n";
       return;
     }
-    if (n == 0) continue;
-    auto* w = static_cast<Watched*>(event.data.ptr);
-    if (!w) return;  // stop()
-    turn(w);
+    if (!tag) return;  // stop()
+    turn(static_cast<Watched*>(tag));
   }
 }
 
@@ -113,20 +91,21 @@ void SessionReactor::turn(Watched* w) {
 }
 
 bool SessionReactor::watch(Watched* w, uint32_t events) {
-  epoll_event event{};
-  event.events = events;
-  event.data.ptr = w;
-  // Watching again looks at the descriptor as it is now, so bytes that came since the last read are
-  // not missed.
-  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, w->fd, &event) == 0) return true;
-  std::cerr << "gpupoold: session " << w->session->id()
-            << " cannot be watched: " << std::generic_category().message(errno) << "\n";
-  return false;
+  try {
+    // Watching again looks at the descriptor as it is now, so bytes that came since the last read
+    // are not missed.
+    ready_->watch(w->fd, w, events, true);
+    return true;
+  } catch (const std::system_error& e) {
+    std::cerr << "gpupoold: session " << w->session->id() << " cannot be watched: " << e.what()
+              << "\n";
+    return false;
+  }
 }
 
 void SessionReactor::drop(Watched* w) {
   // Before the descriptor can be closed (the session may be destroyed as soon as `ended` ran).
-  ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, w->fd, nullptr);
+  ready_->forget(w->fd);
   std::unique_ptr<Watched> done;
   {
     std::lock_guard lock(mutex_);
@@ -147,10 +126,7 @@ void SessionReactor::stop() {
     emptied_.wait(lock, [&] { return watched_.empty(); });
     stopped_ = true;
   }
-  uint64_t one = 1;
-  if (::write(stop_.get(), &one, sizeof one) < 0) {
-    // Fails only when the counter is full, which means it was written already.
-  }
+  ready_->stop();
   for (auto& t : workers_) t.join();
 }
 

@@ -1,5 +1,6 @@
-// gpupoold's event loop (issue 21): a bounded pool of workers that all wait (epoll_wait) on one
-// epoll set holding the descriptor of every connection not executing a call. When one turns
+// gpupoold's event loop (issue 21): a bounded pool of workers that all wait on one readiness set
+// (readiness_set.h: epoll or io_uring) holding the descriptor of every connection not executing a
+// call. When one turns
 // readable, the kernel wakes one worker, which serves the frames that have fully arrived
 // (Session::serveArrived) and watches the descriptor again. So an idle connection, or a stranger
 // trickling its Hello, costs no thread; a request costs one wakeup, as a thread per connection
@@ -19,15 +20,16 @@
 #include <unordered_map>
 #include <vector>
 
+#include "server/readiness_set.h"
 #include "server/session.h"
-#include "transport/file_descriptor.h"
 
 namespace gpupool::server {
 
 class SessionReactor {
  public:
-  // Starts `workers` threads.
-  explicit SessionReactor(unsigned workers);
+  // Starts `workers` threads, waiting on a ReadinessSet of `eventLoop`'s kind ("epoll" or
+  // "io_uring"; makeReadinessSet's errors when it cannot be set up).
+  explicit SessionReactor(unsigned workers, const std::string& eventLoop = "epoll");
   // stop()
   ~SessionReactor();
   SessionReactor(const SessionReactor&) = delete;
@@ -58,8 +60,7 @@ class SessionReactor {
   bool watch(Watched* w, uint32_t events);
   void drop(Watched* w);
 
-  transport::FileDescriptor epoll_;
-  transport::FileDescriptor stop_;  // eventfd, readable once stop() was called: every worker leaves
+  std::unique_ptr<ReadinessSet> ready_;
   std::mutex mutex_;
   std::condition_variable emptied_;
   std::unordered_map<Watched*, std::unique_ptr<Watched>> watched_;
