@@ -25,6 +25,11 @@ Status EmuMemPool::allocate(uint64_t bytes, uint64_t stream, uint64_t* address) 
     idle_.erase(best);
   } else {
     *address = memory_.allocate(blockBytes, owner_);
+    if (*address == 0 && !idle_.empty()) {
+      // As a GPU's pool does before failing: give the idle blocks back and try again.
+      releaseIdleAbove(used_);
+      *address = memory_.allocate(blockBytes, owner_);
+    }
     if (*address == 0) {
       return Status::error(CUDA_ERROR_OUT_OF_MEMORY,
                            "out of device memory: the pool asked for " +
