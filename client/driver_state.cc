@@ -47,6 +47,7 @@ ModuleObject* asModule(CUmodule h) { return lookup<ModuleObject>(h, Tag::kModule
 FunctionObject* asFunction(CUfunction h) { return lookup<FunctionObject>(h, Tag::kFunction); }
 LibraryObject* asLibrary(CUlibrary h) { return lookup<LibraryObject>(h, Tag::kLibrary); }
 KernelObject* asKernel(CUkernel h) { return lookup<KernelObject>(h, Tag::kKernel); }
+MemPoolObject* asMemPool(CUmemoryPool h) { return lookup<MemPoolObject>(h, Tag::kMemPool); }
 
 DriverState& DriverState::get() {
   static auto* state = new DriverState();  // never destroyed: atexit handlers still use it

@@ -32,6 +32,7 @@ enum class Tag : uint32_t {
   kFunction = 0x6766756e,
   kLibrary = 0x676c6962,
   kKernel = 0x676b726e,
+  kMemPool = 0x676d706c,
 };
 
 struct ContextObject {
@@ -104,6 +105,14 @@ struct KernelObject {
   std::map<ContextObject*, FunctionObject*> functions;
 };
 
+// A memory pool (client/mempool_api.cc). A created pool lives in the server context it was
+// created in; a device's default pool is each context's own default pool on the server (remote 0).
+struct MemPoolObject {
+  Tag tag = Tag::kMemPool;
+  int device = 0;
+  ContextObject* context = nullptr;  // null for a default pool
+  uint64_t remote = 0;               // 0: the default pool
+};
 struct DeviceAllocation {
   size_t size = 0;
   ContextObject* context = nullptr;
@@ -177,6 +186,7 @@ ModuleObject* asModule(CUmodule h);
 FunctionObject* asFunction(CUfunction h);
 LibraryObject* asLibrary(CUlibrary h);
 KernelObject* asKernel(CUkernel h);
+MemPoolObject* asMemPool(CUmemoryPool h);
 
 // The context an operation runs in: the current one, made remote. Sets *ctx or returns the error.
 CUresult currentRemoteContext(ContextObject** ctx);

@@ -110,21 +110,6 @@ GPUPOOL_DRIVER_API CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch,
 
 GPUPOOL_DRIVER_API CUresult cuMemFree_v2(CUdeviceptr dptr) { return release(dptr); }
 
-GPUPOOL_DRIVER_API CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytes, CUstream) {
-  // Stream-ordered allocation served eagerly: the memory exists before the stream reaches the
-  // allocation point, which CUDA's ordering rules allow.
-  return allocate(dptr, bytes, 0, 0, nullptr);
-}
-GPUPOOL_DRIVER_API CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytes, CUstream) {
-  PerThreadDefaultStream perThread;
-  return allocate(dptr, bytes, 0, 0, nullptr);
-}
-GPUPOOL_DRIVER_API CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream) { return release(dptr); }
-GPUPOOL_DRIVER_API CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream) {
-  PerThreadDefaultStream perThread;
-  return release(dptr);
-}
-
 GPUPOOL_DRIVER_API CUresult cuMemGetInfo_v2(size_t* freeBytes, size_t* totalBytes) {
   ContextObject* ctx = nullptr;
   if (CUresult r = currentRemoteContext(&ctx); r != CUDA_SUCCESS) return r;

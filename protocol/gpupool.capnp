@@ -184,6 +184,14 @@ struct Request {
 
     sink @34 :Void;                # bench: the bulk is read and dropped (raw-wire throughput)
     source @35 :UInt64;            # bench: the reply carries this many bulk bytes
+
+    # Stream-ordered allocation and memory pools (pool 0: the context's device's default pool).
+    memAllocAsync @37 :MemAllocAsync;  # answered with memAlloc: the address exists from the answer on
+    memFreeAsync @38 :MemFreeAsync;    # posted: the block goes back to its pool when the stream gets there
+    memPoolCreate @39 :UInt64;         # context; answered with handle
+    memPoolDestroy @40 :MemPoolRef;
+    memPoolTrimTo @41 :MemPoolTrimTo;
+    memPoolAttribute @42 :MemPoolAttribute;  # answered with value
   }
 
   # Fire-and-forget: the server sends no Response. A failure is kept and reported, once, by the next
@@ -208,6 +216,33 @@ struct Request {
   struct MemFree {
     context @0 :UInt64;
     address @1 :UInt64;
+  }
+  struct MemAllocAsync {
+    context @0 :UInt64;
+    pool @1 :UInt64;
+    bytes @2 :UInt64;
+    stream @3 :UInt64;
+  }
+  struct MemFreeAsync {
+    context @0 :UInt64;
+    address @1 :UInt64;
+    stream @2 :UInt64;
+  }
+  struct MemPoolRef {
+    context @0 :UInt64;
+    pool @1 :UInt64;
+  }
+  struct MemPoolTrimTo {
+    context @0 :UInt64;
+    pool @1 :UInt64;
+    minBytesToKeep @2 :UInt64;
+  }
+  struct MemPoolAttribute {
+    context @0 :UInt64;
+    pool @1 :UInt64;
+    attribute @2 :Int32;          # CUmemPool_attribute
+    set @3 :Bool;                 # false: read it
+    value @4 :UInt64;             # the value to set (int attributes as 0/1)
   }
   struct MemcpyHtoD {
     context @0 :UInt64;
@@ -336,7 +371,7 @@ struct Response {
     memInfo @7 :MemInfo;
     function @8 :FunctionInfo;
     global @9 :Global;
-    value @10 :Int64;              # occupancy
+    value @10 :Int64;              # occupancy, memPoolAttribute (UInt64 values bit-cast)
     elapsedMs @11 :Float32;
     needImage @12 :Void;           # moduleLoad: send the image
     status @13 :StatusReply;

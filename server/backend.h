@@ -93,6 +93,30 @@ class BackendContext {
   virtual Status memGetAddressRange(uint64_t address, uint64_t* base, uint64_t* bytes) = 0;
   virtual uint64_t memoryUsed() const = 0;
 
+  // Stream-ordered allocation from memory pools (cuMemAllocFromPoolAsync and the cuMemPool*
+  // calls). Pool 0 is the default pool of the context's device; others are minted by
+  // memPoolCreate and belong to this context. memAllocAsync returns an address that belongs to
+  // the allocation from then on (CUDA lets memory exist before the stream reaches the allocation);
+  // memFreeAsync returns the block to its pool only once `stream` reaches the free, so work queued
+  // before it may still use it. Attributes are CUmemPool_attribute; values are the driver's (the
+  // int policies as 0/1). Backends without pools answer CUDA_ERROR_NOT_SUPPORTED.
+  virtual Status memPoolCreate(uint64_t* /*pool*/) { return noPools(); }
+  virtual Status memPoolDestroy(uint64_t /*pool*/) { return noPools(); }
+  virtual Status memAllocAsync(uint64_t /*pool*/, uint64_t /*bytes*/, uint64_t /*stream*/,
+                               uint64_t* /*address*/) {
+    return noPools();
+  }
+  virtual Status memFreeAsync(uint64_t /*address*/, uint64_t /*stream*/) { return noPools(); }
+  virtual Status memPoolTrimTo(uint64_t /*pool*/, uint64_t /*minBytesToKeep*/) { return noPools(); }
+  virtual Status memPoolGetAttribute(uint64_t /*pool*/, int /*attribute*/, uint64_t* /*value*/) {
+    return noPools();
+  }
+  virtual Status memPoolSetAttribute(uint64_t /*pool*/, int /*attribute*/, uint64_t /*value*/) {
+    return noPools();
+  }
+  // Bytes this context's pools hold idle (reserved, not in use), which the tenant is charged for.
+  virtual uint64_t memPoolIdleBytes() { return 0; }
+
   // Copies. Synchronous ones (async=false, and every device→host copy) are complete, in stream
   // order, when they return. An async host→device copy has consumed `src` when it returns.
   virtual Status copyHostToDevice(uint64_t dst, const void* src, uint64_t bytes, uint64_t stream,
@@ -184,6 +208,11 @@ class BackendContext {
   // Every later kernel passes through `gate` (set once, right after creation; null = no gate).
   // Backends that cannot gate or time kernels ignore it.
   virtual void setLaunchGate(std::shared_ptr<LaunchGate> /*gate*/) {}
+
+ private:
+  static Status noPools() {
+    return Status::error(CUDA_ERROR_NOT_SUPPORTED, "this backend has no memory pools");
+  }
 };
 
 class Backend {

@@ -117,6 +117,19 @@ void TenantSession::freed(uint64_t context, uint64_t bytes) {
   account_->releaseMemory(it->second.device, bytes);
 }
 
+void TenantSession::settlePoolIdle(uint64_t context, uint64_t bytes) {
+  auto it = contexts_.find(context);
+  if (it == contexts_.end()) return;
+  Held& held = it->second;
+  if (bytes > held.poolIdle) {
+    account_->chargeMemory(held.device, bytes - held.poolIdle);
+  } else {
+    account_->releaseMemory(held.device, held.poolIdle - bytes);
+  }
+  held.bytes = held.bytes - held.poolIdle + bytes;
+  held.poolIdle = bytes;
+}
+
 void TenantSession::memoryView(uint64_t* freeBytes, uint64_t* totalBytes) const {
   uint64_t quota = account_->memoryQuota();
   if (!quota) return;

@@ -41,6 +41,9 @@ class TenantSession {
   // Size of the allocation starting at `address` (0 if none), asked before freeing it.
   static uint64_t allocationSize(BackendContext& backend, uint64_t address);
   void freed(uint64_t context, uint64_t bytes);
+  // The context's memory pools now keep `bytes` idle (freed blocks not yet given back to the
+  // device): the charge follows, so memory a pool holds counts against the quota too.
+  void settlePoolIdle(uint64_t context, uint64_t bytes);
   // Narrows the device's answer to what the tenant may still take.
   void memoryView(uint64_t* freeBytes, uint64_t* totalBytes) const;
 
@@ -50,7 +53,8 @@ class TenantSession {
  private:
   struct Held {
     int device = 0;
-    uint64_t bytes = 0;
+    uint64_t bytes = 0;     // everything charged, poolIdle included
+    uint64_t poolIdle = 0;  // of which idle pool memory
   };
 
   TenantPool& pool_;

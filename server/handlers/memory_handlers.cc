@@ -7,20 +7,6 @@ namespace {
 
 using wire::Request;
 
-// Allocates `bytes` in `context`, reserving them against the tenant's quota first and settling
-// the charge to what the backend really allocated.
-Status allocate(RequestContext& request, BackendContext& context, uint64_t bytes,
-                uint64_t* address) {
-  TenantSession* tenant = request.session.tenant.get();
-  uint64_t contextId = request.namedContextId();
-  if (tenant) {
-    if (Status st = tenant->reserve(contextId, bytes); !st.ok()) return st;
-  }
-  Status st = context.memAlloc(bytes, address);
-  if (tenant) tenant->settle(contextId, context, bytes, st.ok(), *address);
-  return st;
-}
-
 Status memAlloc(RequestContext& request, Request::Reader r) {
   auto m = r.getMemAlloc();
   BackendContext* context = nullptr;
@@ -37,7 +23,10 @@ Status memAlloc(RequestContext& request, Request::Reader r) {
     bytes = pitch * height;
   }
   uint64_t address = 0;
-  if (Status st = allocate(request, *context, bytes, &address); !st.ok()) return st;
+  auto allocate = [&](uint64_t* at) { return context->memAlloc(bytes, at); };
+  if (Status st = chargedAllocation(request, *context, bytes, allocate, &address); !st.ok()) {
+    return st;
+  }
   auto out = request.reply.initMemAlloc();
   out.setAddress(address);
   out.setPitch(pitch);
@@ -47,11 +36,8 @@ Status memAlloc(RequestContext& request, Request::Reader r) {
 Status memFree(RequestContext& request, Request::Reader r) {
   auto m = r.getMemFree();
   return request.withContext(m.getContext(), [&](BackendContext& context) {
-    TenantSession* tenant = request.session.tenant.get();
-    uint64_t freed = tenant ? TenantSession::allocationSize(context, m.getAddress()) : 0;
-    Status st = context.memFree(m.getAddress());
-    if (tenant && st.ok()) tenant->freed(m.getContext(), freed);
-    return st;
+    return chargedFree(request, context, m.getContext(), m.getAddress(),
+                       [&] { return context.memFree(m.getAddress()); });
   });
 }
 

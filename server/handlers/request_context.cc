@@ -71,4 +71,33 @@ Status checkDeviceRange(BackendContext& context, uint64_t address, uint64_t widt
   return Status::success();
 }
 
+void settlePoolCharge(RequestContext& request, BackendContext& context, uint64_t contextId) {
+  if (TenantSession* tenant = request.session.tenant.get()) {
+    tenant->settlePoolIdle(contextId, context.memPoolIdleBytes());
+  }
+}
+
+Status chargedAllocation(RequestContext& request, BackendContext& context, uint64_t bytes,
+                         const std::function<Status(uint64_t* address)>& allocate,
+                         uint64_t* address) {
+  TenantSession* tenant = request.session.tenant.get();
+  uint64_t contextId = request.namedContextId();
+  if (tenant) {
+    settlePoolCharge(request, context, contextId);
+    if (Status st = tenant->reserve(contextId, bytes); !st.ok()) return st;
+  }
+  Status st = allocate(address);
+  if (tenant) tenant->settle(contextId, context, bytes, st.ok(), *address);
+  return st;
+}
+
+Status chargedFree(RequestContext& request, BackendContext& context, uint64_t contextId,
+                   uint64_t address, const std::function<Status()>& free) {
+  TenantSession* tenant = request.session.tenant.get();
+  uint64_t freed = tenant ? TenantSession::allocationSize(context, address) : 0;
+  Status st = free();
+  if (tenant && st.ok()) tenant->freed(contextId, freed);
+  return st;
+}
+
 }  // namespace gpupool::server

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -138,5 +139,18 @@ Status streamDrained(BackendContext& context, uint64_t stream);
 // bytes, `pitch` apart from `address`, lie inside one allocation of `context`. Empty ranges pass.
 Status checkDeviceRange(BackendContext& context, uint64_t address, uint64_t width, const char* what,
                         uint64_t pitch = 0, uint64_t height = 1);
+
+// Every allocation, plain or from a pool, goes through these, so each byte counts against the
+// tenant's quota the same way. chargedAllocation reserves `bytes` against the quota, runs
+// `allocate` (which sets the address), and settles the charge to what the backend really allocated.
+// chargedFree runs `free` and gives the allocation's bytes back to the tenant if it succeeds.
+// Charges the tenant for the idle memory the context's pools hold now (chargedAllocation does
+// it first, the pool handlers after every change).
+void settlePoolCharge(RequestContext& request, BackendContext& context, uint64_t contextId);
+Status chargedAllocation(RequestContext& request, BackendContext& context, uint64_t bytes,
+                         const std::function<Status(uint64_t* address)>& allocate,
+                         uint64_t* address);
+Status chargedFree(RequestContext& request, BackendContext& context, uint64_t contextId,
+                   uint64_t address, const std::function<Status()>& free);
 
 }  // namespace gpupool::server

@@ -9,6 +9,11 @@
 //                               "MEMINFO <free> <total>"
 //   pool_client hold MIB        allocates MIB MiB, prints "HELD <CUresult>" and READY, and keeps
 //                               it until stdin closes
+//   pool_client try-async MIB, hold-async MIB
+//                               the same with cudaMallocAsync (the device's default pool)
+//   pool_client recycle-async MIB
+//                               allocates and frees MIB MiB from the pool four times, then prints
+//                               "ALLOC <CUresult>" of a cudaMalloc of MIB MiB
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -79,21 +84,38 @@ int main(int argc, char** argv) {
 
     return 0;
   }
-  if ((mode == "try" || mode == "hold") && argc == 3) {
+  // try-async, hold-async: the same from the device's default memory pool (cudaMallocAsync).
+  bool fromPool = mode == "try-async" || mode == "hold-async";
+  bool holds = mode == "hold" || mode == "hold-async";
+  if ((mode == "try" || holds || fromPool) && argc == 3) {
     size_t bytes = std::strtoull(argv[2], nullptr, 10) << 20;
     void* p = nullptr;
-    cudaError_t e = cudaMalloc(&p, bytes);
-    std::printf("%s %d\n", mode == "try" ? "ALLOC" : "HELD", static_cast<int>(e));
+    cudaError_t e = fromPool ? cudaMallocAsync(&p, bytes, 0) : cudaMalloc(&p, bytes);
+    std::printf("%s %d\n", holds ? "HELD" : "ALLOC", static_cast<int>(e));
     size_t freeBytes = 0, totalBytes = 0;
     cudaMemGetInfo(&freeBytes, &totalBytes);
     std::printf("MEMINFO %zu %zu\n", freeBytes, totalBytes);
-    if (mode == "hold") {
+    if (holds) {
       std::printf("READY\n");
       std::fflush(stdout);
       std::string line;
       while (std::getline(std::cin, line)) {
       }
     }
+    return 0;
+  }
+  // recycle-async N MiB: allocates and frees N MiB from the default pool (in stream order) four
+  // times, then tries a plain cudaMalloc of N MiB: a freed pool block is no longer charged.
+  if (mode == "recycle-async" && argc == 3) {
+    size_t bytes = std::strtoull(argv[2], nullptr, 10) << 20;
+    for (int round = 0; round < 4; ++round) {
+      void* p = nullptr;
+      if (cudaError_t e = cudaMallocAsync(&p, bytes, 0); e != cudaSuccess) return fail("pool", e);
+      if (cudaError_t e = cudaFreeAsync(p, 0); e != cudaSuccess) return fail("free", e);
+      if (cudaError_t e = cudaStreamSynchronize(0); e != cudaSuccess) return fail("sync", e);
+    }
+    void* p = nullptr;
+    std::printf("ALLOC %d\n", static_cast<int>(cudaMalloc(&p, bytes)));
     return 0;
   }
   return 2;

@@ -80,6 +80,40 @@ TEST(TenancyTest, QuotaHoldsAcrossSessionsAndMemGetInfoIsTheTenantsView) {
   EXPECT_EQ(valueAfter(after.out, "ALLOC"), kCudaSuccess) << after.describe();
 }
 
+TEST(TenancyTest, PoolAllocationsCountAgainstTheQuota) {
+  ScratchDirectory dir;
+  dir.write("pool.toml", "[[device]]\nmemory = \"512MiB\"\n" +
+                             tenant("alice", "a", "memory_quota = \"64MiB\"\n"));
+  GpupoolServer server(poolServerOptions({"--config", dir.file("pool.toml")}));
+
+  ProgramResult fits = runClient(server.endpoint(), "a", {"try-async", "48"});
+  EXPECT_EQ(valueAfter(fits.out, "ALLOC"), kCudaSuccess) << fits.describe();
+  EXPECT_NE(fits.out.find("MEMINFO " + std::to_string(16 * kMiB) + " " + std::to_string(64 * kMiB)),
+            std::string::npos)
+      << fits.describe();
+  ProgramResult tooBig = runClient(server.endpoint(), "a", {"try-async", "80"});
+  EXPECT_EQ(valueAfter(tooBig.out, "ALLOC"), kCudartOutOfMemory) << tooBig.describe();
+
+  // Memory held in a pool limits plain allocations and other pool allocations alike.
+  ChildProcess holder(
+      {poolClientPath(), {"hold-async", "48"}, tenantEnvironment(server.endpoint(), "a"), {}});
+  ASSERT_TRUE(holder.waitForStdout("READY", seconds(60))) << holder.finish(seconds(1)).describe();
+  EXPECT_EQ(valueAfter(holder.capturedStdout(), "HELD"), kCudaSuccess);
+  ProgramResult plain = runClient(server.endpoint(), "a", {"try", "32"});
+  EXPECT_EQ(valueAfter(plain.out, "ALLOC"), kCudartOutOfMemory) << plain.describe();
+  ProgramResult pooled = runClient(server.endpoint(), "a", {"try-async", "32"});
+  EXPECT_EQ(valueAfter(pooled.out, "ALLOC"), kCudartOutOfMemory) << pooled.describe();
+  nlohmann::json status = queryStatus(server.endpoint());
+  EXPECT_EQ(tenantIn(status, "alice").at("memory_used").get<long long>(), 48 * kMiB)
+      << status.dump(2);
+  holder.closeStdin();
+  EXPECT_TRUE(holder.finish(seconds(30)).passed());
+
+  // Freed pool blocks are no longer charged: 4 x 48 MiB through the pool, then 48 MiB more.
+  ProgramResult recycled = runClient(server.endpoint(), "a", {"recycle-async", "48"});
+  EXPECT_EQ(valueAfter(recycled.out, "ALLOC"), kCudaSuccess) << recycled.describe();
+}
+
 TEST(TenancyTest, OvercommitFailsOnlyTheAllocationThatDoesNotFit) {
   ScratchDirectory dir;
   dir.write("pool.toml", "overcommit = 2.0\n[[device]]\nmemory = \"256MiB\"\n" +

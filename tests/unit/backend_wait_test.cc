@@ -243,6 +243,40 @@ TEST_F(EmuBackendWaitTest, StreamDestroyedWhileAThreadWaitsOnIt) {
   EXPECT_EQ(context_->streamSynchronize(spinning_).code, CUDA_ERROR_INVALID_HANDLE);
 }
 
+// A stream-ordered free gives the block back to its pool only when the stream gets there (the
+// stream's worker does it, beside the session's thread): while a kernel holds the stream, other
+// allocations get other memory; once it is reached the block is idle and reused, without
+// opportunistic reuse only on the stream that freed it.
+TEST_F(EmuBackendWaitTest, PoolFreeTakesEffectWhenTheStreamReachesIt) {
+  constexpr uint64_t kBlock = 4096;
+  ASSERT_TRUE(context_->memPoolSetAttribute(0, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, UINT64_MAX).ok());
+  uint64_t block = 0, elsewhere = 0;
+  ASSERT_TRUE(context_->memAllocAsync(0, kBlock, spinning_, &block).ok());
+  ASSERT_TRUE(launchWithFlag(spin_, spinning_).ok());
+  CancelAtExit cancelAtExit{*context_};
+  ASSERT_TRUE(context_->memFreeAsync(block, spinning_).ok());
+  ASSERT_TRUE(context_->memAllocAsync(0, kBlock, other_, &elsewhere).ok());
+  EXPECT_NE(elsewhere, block);
+  EXPECT_EQ(context_->memPoolIdleBytes(), 0u);
+
+  ASSERT_TRUE(launchWithFlag(release_, other_).ok());
+  ASSERT_TRUE(context_->streamSynchronize(spinning_).ok());
+  EXPECT_EQ(context_->memPoolIdleBytes(), kBlock);
+  ASSERT_TRUE(context_->memPoolSetAttribute(0, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC, 0).ok());
+  uint64_t onOther = 0, onSame = 0;
+  ASSERT_TRUE(context_->memAllocAsync(0, kBlock, other_, &onOther).ok());
+  EXPECT_NE(onOther, block);
+  ASSERT_TRUE(context_->memAllocAsync(0, kBlock, spinning_, &onSame).ok());
+  EXPECT_EQ(onSame, block);
+
+  uint64_t used = 0, reserved = 0;
+  ASSERT_TRUE(context_->memPoolGetAttribute(0, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used).ok());
+  ASSERT_TRUE(
+      context_->memPoolGetAttribute(0, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved).ok());
+  EXPECT_EQ(used, 3 * kBlock);
+  EXPECT_EQ(reserved, 3 * kBlock);
+}
+
 // A driver handle as the table sees it, and a record of what it gave back to the "driver".
 using FakeHandle = int;
 struct DestroyLog {

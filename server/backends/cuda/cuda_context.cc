@@ -19,6 +19,14 @@ std::string hex(uint64_t value) {
   return text;
 }
 
+// The driver reads and writes the REUSE_* pool policies as int, the other attributes as
+// cuuint64_t.
+bool intPoolAttribute(int attribute) {
+  return attribute == CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES ||
+         attribute == CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC ||
+         attribute == CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES;
+}
+
 Status invalidHandle(const char* what, uint64_t id) {
   return Status::error(CUDA_ERROR_INVALID_HANDLE,
                        std::string("unknown ") + what + " handle " + std::to_string(id));
@@ -36,16 +44,17 @@ Status CudaContext::create(std::shared_ptr<CudaDriver> driver, CUdevice device, 
                       ? driver->call(driver->ctxCreateV4, &handle, nullptr, flags, device)
                       : driver->call(driver->ctxCreateV2, &handle, flags, device);
   if (!status.ok()) return status;
-  context->reset(
-      new CudaContext(std::move(driver), handle, std::move(deviceMemoryUsed), pinnedMemory));
+  context->reset(new CudaContext(std::move(driver), handle, device, std::move(deviceMemoryUsed),
+                                 pinnedMemory));
   return Status::success();
 }
 
-CudaContext::CudaContext(std::shared_ptr<CudaDriver> driver, CUcontext context,
+CudaContext::CudaContext(std::shared_ptr<CudaDriver> driver, CUcontext context, CUdevice device,
                          std::shared_ptr<std::atomic<uint64_t>> deviceMemoryUsed,
                          transport::PinnedMemory* pinnedMemory)
     : driver_(std::move(driver)),
       context_(context),
+      device_(device),
       deviceMemoryUsed_(std::move(deviceMemoryUsed)),
       pinnedMemory_(pinnedMemory) {}
 
@@ -62,6 +71,8 @@ CudaContext::~CudaContext() {
       (void)driver_->call(driver_->memFree, static_cast<CUdeviceptr>(base));
     }
   }
+  // Pools are the device's, not the context's: the ones this context made go with it.
+  for (auto& [id, pool] : pools_) (void)driver_->call(driver_->memPoolDestroy, pool);
   *deviceMemoryUsed_ -= memoryUsed_;
   (void)driver_->call(driver_->ctxDestroy, context_);
 }
@@ -112,31 +123,158 @@ Status CudaContext::checkPitchedRange(const char* what, uint64_t address, uint64
 
 // --- Memory ---
 
-Status CudaContext::memAlloc(uint64_t bytes, uint64_t* address) {
-  if (Status s = makeCurrent(); !s.ok()) return s;
-  CUdeviceptr pointer = 0;
-  if (Status s = driver_->call(driver_->memAlloc, &pointer, bytes); !s.ok()) return s;
-  addresses_.add(pointer, bytes, DeviceAddressMap::kAllocation);
+void CudaContext::noteAllocation(CUdeviceptr address, uint64_t bytes) {
+  addresses_.add(address, bytes, DeviceAddressMap::kAllocation);
   memoryUsed_ += bytes;
   *deviceMemoryUsed_ += bytes;
-  *address = pointer;
-  return Status::success();
 }
 
-Status CudaContext::memFree(uint64_t address) {
+Status CudaContext::freeAllocation(uint64_t address, const std::function<Status()>& free) {
   if (Status s = makeCurrent(); !s.ok()) return s;
   auto range = addresses_.find(address);
   if (!range || range->base != address || range->owner != DeviceAddressMap::kAllocation) {
     return Status::error(CUDA_ERROR_INVALID_VALUE,
                          hex(address) + " is not an allocation of this context");
   }
-  if (Status s = driver_->call(driver_->memFree, static_cast<CUdeviceptr>(address)); !s.ok()) {
-    return s;
-  }
+  if (Status s = free(); !s.ok()) return s;
   addresses_.removeAllocation(address);
   memoryUsed_ -= range->bytes;
   *deviceMemoryUsed_ -= range->bytes;
   return Status::success();
+}
+
+Status CudaContext::memAlloc(uint64_t bytes, uint64_t* address) {
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  CUdeviceptr pointer = 0;
+  if (Status s = driver_->call(driver_->memAlloc, &pointer, bytes); !s.ok()) return s;
+  noteAllocation(pointer, bytes);
+  *address = pointer;
+  return Status::success();
+}
+
+Status CudaContext::memFree(uint64_t address) {
+  return freeAllocation(
+      address, [&] { return driver_->call(driver_->memFree, static_cast<CUdeviceptr>(address)); });
+}
+
+Status CudaContext::createPool(CUmemoryPool* pool) {
+  // Device memory of this context's device, not exportable (the pool serves no IPC).
+  CUmemPoolProps props{};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.handleTypes = CU_MEM_HANDLE_TYPE_NONE;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = device_;
+  return driver_->call(driver_->memPoolCreate, pool, &props);
+}
+
+Status CudaContext::findPool(uint64_t id, CUmemoryPool* pool) {
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  auto it = pools_.find(id);
+  if (it != pools_.end()) {
+    *pool = it->second;
+    return Status::success();
+  }
+  if (id != 0) return Status::error(CUDA_ERROR_INVALID_VALUE, "unknown memory pool " + hex(id));
+  if (Status s = createPool(pool); !s.ok()) return s;
+  pools_[0] = *pool;
+  return Status::success();
+}
+
+Status CudaContext::memPoolCreate(uint64_t* pool) {
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  CUmemoryPool created = nullptr;
+  if (Status s = createPool(&created); !s.ok()) return s;
+  *pool = mintId();
+  pools_[*pool] = created;
+  return Status::success();
+}
+
+Status CudaContext::memPoolDestroy(uint64_t pool) {
+  auto it = pools_.find(pool);
+  if (pool == 0 || it == pools_.end()) {
+    return Status::error(CUDA_ERROR_INVALID_VALUE,
+                         "not a memory pool this context created: " + hex(pool));
+  }
+  if (Status s = driver_->call(driver_->memPoolDestroy, it->second); !s.ok()) return s;
+  pools_.erase(it);
+  return Status::success();
+}
+
+Status CudaContext::memAllocAsync(uint64_t pool, uint64_t bytes, uint64_t stream,
+                                  uint64_t* address) {
+  CUmemoryPool from = nullptr;
+  if (Status s = findPool(pool, &from); !s.ok()) return s;
+  CUstream cuStream = nullptr;
+  if (Status s = findStream(stream, &cuStream); !s.ok()) return s;
+  CUdeviceptr pointer = 0;
+  if (Status s = driver_->call(driver_->memAllocFromPoolAsync, &pointer, bytes, from, cuStream);
+      !s.ok()) {
+    return s;
+  }
+  noteAllocation(pointer, bytes);
+  *address = pointer;
+  return Status::success();
+}
+
+Status CudaContext::memFreeAsync(uint64_t address, uint64_t stream) {
+  CUstream cuStream = nullptr;
+  if (Status s = findStream(stream, &cuStream); !s.ok()) return s;
+  return freeAllocation(address, [&] {
+    return driver_->call(driver_->memFreeAsync, static_cast<CUdeviceptr>(address), cuStream);
+  });
+}
+
+Status CudaContext::memPoolTrimTo(uint64_t pool, uint64_t minBytesToKeep) {
+  CUmemoryPool found = nullptr;
+  if (Status s = findPool(pool, &found); !s.ok()) return s;
+  return driver_->call(driver_->memPoolTrimTo, found, static_cast<size_t>(minBytesToKeep));
+}
+
+uint64_t CudaContext::memPoolIdleBytes() {
+  uint64_t idle = 0;
+  for (auto& [id, pool] : pools_) {
+    cuuint64_t reserved = 0, used = 0;
+    if (driver_
+            ->call(driver_->memPoolGetAttribute, pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
+                   static_cast<void*>(&reserved))
+            .ok() &&
+        driver_
+            ->call(driver_->memPoolGetAttribute, pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT,
+                   static_cast<void*>(&used))
+            .ok() &&
+        reserved > used) {
+      idle += reserved - used;
+    }
+  }
+  return idle;
+}
+
+Status CudaContext::memPoolGetAttribute(uint64_t pool, int attribute, uint64_t* value) {
+  CUmemoryPool found = nullptr;
+  if (Status s = findPool(pool, &found); !s.ok()) return s;
+  auto which = static_cast<CUmemPool_attribute>(attribute);
+  if (intPoolAttribute(attribute)) {
+    int flag = 0;
+    Status s = driver_->call(driver_->memPoolGetAttribute, found, which, &flag);
+    *value = static_cast<uint64_t>(flag);
+    return s;
+  }
+  cuuint64_t wide = 0;
+  Status s = driver_->call(driver_->memPoolGetAttribute, found, which, &wide);
+  *value = wide;
+  return s;
+}
+
+Status CudaContext::memPoolSetAttribute(uint64_t pool, int attribute, uint64_t value) {
+  CUmemoryPool found = nullptr;
+  if (Status s = findPool(pool, &found); !s.ok()) return s;
+  auto which = static_cast<CUmemPool_attribute>(attribute);
+  if (intPoolAttribute(attribute)) {
+    int flag = static_cast<int>(value);
+    return driver_->call(driver_->memPoolSetAttribute, found, which, &flag);
+  }
+  cuuint64_t wide = value;
+  return driver_->call(driver_->memPoolSetAttribute, found, which, &wide);
 }
 
 Status CudaContext::memGetInfo(uint64_t* freeBytes, uint64_t* totalBytes) {

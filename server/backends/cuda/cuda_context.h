@@ -45,6 +45,15 @@ class CudaContext final : public BackendContext {
   Status memGetAddressRange(uint64_t address, uint64_t* base, uint64_t* bytes) override;
   uint64_t memoryUsed() const override { return memoryUsed_; }
 
+  Status memPoolCreate(uint64_t* pool) override;
+  Status memPoolDestroy(uint64_t pool) override;
+  Status memAllocAsync(uint64_t pool, uint64_t bytes, uint64_t stream, uint64_t* address) override;
+  Status memFreeAsync(uint64_t address, uint64_t stream) override;
+  Status memPoolTrimTo(uint64_t pool, uint64_t minBytesToKeep) override;
+  Status memPoolGetAttribute(uint64_t pool, int attribute, uint64_t* value) override;
+  Status memPoolSetAttribute(uint64_t pool, int attribute, uint64_t value) override;
+  uint64_t memPoolIdleBytes() override;
+
   Status copyHostToDevice(uint64_t dst, const void* src, uint64_t bytes, uint64_t stream,
                           bool async) override;
   Status copyDeviceToHost(void* dst, uint64_t src, uint64_t bytes, uint64_t stream) override;
@@ -100,7 +109,7 @@ class CudaContext final : public BackendContext {
     std::vector<ParamLayout> params;
   };
 
-  CudaContext(std::shared_ptr<CudaDriver> driver, CUcontext context,
+  CudaContext(std::shared_ptr<CudaDriver> driver, CUcontext context, CUdevice device,
               std::shared_ptr<std::atomic<uint64_t>> deviceMemoryUsed,
               transport::PinnedMemory* pinnedMemory);
 
@@ -110,6 +119,14 @@ class CudaContext final : public BackendContext {
   Status findStream(uint64_t id, CUstream* stream) const;
   Status findEvent(uint64_t id, CUevent* event) const;
   Status findFunction(uint64_t id, const Function** function) const;
+  // Pool 0, the context's default pool, is a pool of its own made on first use: the device's
+  // default pool is shared by every context of this process, so by every session and tenant.
+  Status findPool(uint64_t id, CUmemoryPool* pool);
+  Status createPool(CUmemoryPool* pool);
+  // Checks that `address` starts an allocation of this context, runs `free` and forgets it.
+  Status freeAllocation(uint64_t address, const std::function<Status()>& free);
+  // A new allocation of this context at `address`.
+  void noteAllocation(CUdeviceptr address, uint64_t bytes);
   Status checkRange(const char* what, uint64_t address, uint64_t bytes) const;
   Status prepareStaged(const char* what, uint64_t address, uint64_t bytes, uint64_t stream,
                        CUstream* cuStream);
@@ -120,6 +137,7 @@ class CudaContext final : public BackendContext {
 
   std::shared_ptr<CudaDriver> driver_;
   CUcontext context_;
+  CUdevice device_;
   std::shared_ptr<std::atomic<uint64_t>> deviceMemoryUsed_;
   transport::PinnedMemory* pinnedMemory_;
   uint64_t memoryUsed_ = 0;
@@ -127,6 +145,7 @@ class CudaContext final : public BackendContext {
 
   DeviceAddressMap addresses_;
   std::map<uint64_t, CUmodule> modules_;
+  std::map<uint64_t, CUmemoryPool> pools_;  // the pools this context created (0: its default)
   std::map<uint64_t, Function> functions_;
   std::map<CUfunction, uint64_t> functionIds_;  // so repeated lookups return the same id
   DriverHandleTable<CUstream> streams_{

@@ -93,6 +93,13 @@ void CudaDriver::resolveAll() {
   resolve(memGetInfo, 3020, "cuMemGetInfo_v2");
   resolve(memHostAlloc, 2020, "cuMemHostAlloc");
   resolve(memFreeHost, 2000, "cuMemFreeHost");
+  resolve(memPoolCreate, 11020, "cuMemPoolCreate");
+  resolve(memPoolDestroy, 11020, "cuMemPoolDestroy");
+  resolve(memAllocFromPoolAsync, 11020, "cuMemAllocFromPoolAsync");
+  resolve(memFreeAsync, 11020, "cuMemFreeAsync");
+  resolve(memPoolTrimTo, 11020, "cuMemPoolTrimTo");
+  resolve(memPoolSetAttribute, 11020, "cuMemPoolSetAttribute");
+  resolve(memPoolGetAttribute, 11020, "cuMemPoolGetAttribute");
 
   resolve(memcpyHtoD, 3020, "cuMemcpyHtoD_v2");
   resolve(memcpyHtoDAsync, 3020, "cuMemcpyHtoDAsync_v2");

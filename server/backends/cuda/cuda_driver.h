@@ -75,6 +75,15 @@ class CudaDriver {
   DriverEntryPoint<PFN_cuMemHostAlloc_v2020> memHostAlloc{"cuMemHostAlloc"};
   DriverEntryPoint<PFN_cuMemFreeHost_v2000> memFreeHost{"cuMemFreeHost"};
 
+  DriverEntryPoint<PFN_cuMemPoolCreate_v11020> memPoolCreate{"cuMemPoolCreate"};
+  DriverEntryPoint<PFN_cuMemPoolDestroy_v11020> memPoolDestroy{"cuMemPoolDestroy"};
+  DriverEntryPoint<PFN_cuMemAllocFromPoolAsync_v11020> memAllocFromPoolAsync{
+      "cuMemAllocFromPoolAsync"};
+  DriverEntryPoint<PFN_cuMemFreeAsync_v11020> memFreeAsync{"cuMemFreeAsync"};
+  DriverEntryPoint<PFN_cuMemPoolTrimTo_v11020> memPoolTrimTo{"cuMemPoolTrimTo"};
+  DriverEntryPoint<PFN_cuMemPoolSetAttribute_v11020> memPoolSetAttribute{"cuMemPoolSetAttribute"};
+  DriverEntryPoint<PFN_cuMemPoolGetAttribute_v11020> memPoolGetAttribute{"cuMemPoolGetAttribute"};
+
   DriverEntryPoint<PFN_cuMemcpyHtoD_v3020> memcpyHtoD{"cuMemcpyHtoD"};
   DriverEntryPoint<PFN_cuMemcpyHtoDAsync_v3020> memcpyHtoDAsync{"cuMemcpyHtoDAsync"};
   DriverEntryPoint<PFN_cuMemcpyDtoH_v3020> memcpyDtoH{"cuMemcpyDtoH"};

@@ -58,6 +58,7 @@ EmuContext::EmuContext(EmuMemory& memory, const DeviceDescription& device,
                        const EmuBackendOptions& options, uint64_t ownerId)
     : memory_(memory), device_(device), options_(options), owner_(ownerId) {
   streams_[0] = Stream{0, std::make_shared<StreamQueue>()};
+  pools_[0] = std::make_shared<EmuMemPool>(memory_, owner_);
 }
 
 EmuContext::~EmuContext() {
@@ -160,6 +161,11 @@ Status EmuContext::memAlloc(uint64_t bytes, uint64_t* address) {
 Status EmuContext::memFree(uint64_t address) {
   // cuMemFree synchronizes: nothing queued may still use the memory.
   drainAll();
+  if (auto block = poolBlocks_.find(address); block != poolBlocks_.end()) {
+    block->second->blockFreed(address, 0);
+    poolBlocks_.erase(block);
+    return sticky();
+  }
   if (!memory_.release(address, owner_)) {
     return invalidValue("not an allocation of this context: " + hex(address));
   }
@@ -180,6 +186,85 @@ Status EmuContext::memGetAddressRange(uint64_t address, uint64_t* base, uint64_t
 }
 
 uint64_t EmuContext::memoryUsed() const { return memory_.usedBy(owner_); }
+
+Status EmuContext::findPool(uint64_t pool, std::shared_ptr<EmuMemPool>* found) const {
+  auto it = pools_.find(pool);
+  if (it == pools_.end()) return invalidValue("unknown memory pool " + hex(pool));
+  *found = it->second;
+  return Status::success();
+}
+
+Status EmuContext::memPoolCreate(uint64_t* pool) {
+  *pool = nextHandle_++;
+  pools_[*pool] = std::make_shared<EmuMemPool>(memory_, owner_);
+  return Status::success();
+}
+
+Status EmuContext::memPoolDestroy(uint64_t pool) {
+  auto it = pools_.find(pool);
+  if (pool == 0 || it == pools_.end()) {
+    return invalidValue("not a memory pool this context created: " + hex(pool));
+  }
+  // Blocks still in use keep the pool alive (poolBlocks_, queued frees) until they are freed.
+  it->second->destroy();
+  pools_.erase(it);
+  return Status::success();
+}
+
+Status EmuContext::memAllocAsync(uint64_t pool, uint64_t bytes, uint64_t stream,
+                                 uint64_t* address) {
+  if (Status st = sticky(); !st.ok()) return st;
+  std::shared_ptr<EmuMemPool> from;
+  if (Status st = findPool(pool, &from); !st.ok()) return st;
+  if (!findStream(stream).queue) return invalidHandle("unknown stream " + hex(stream));
+  if (Status st = from->allocate(bytes, stream, address); !st.ok()) return st;
+  poolBlocks_[*address] = std::move(from);
+  return Status::success();
+}
+
+Status EmuContext::memFreeAsync(uint64_t address, uint64_t stream) {
+  auto block = poolBlocks_.find(address);
+  if (block == poolBlocks_.end()) {
+    // Memory from cuMemAlloc may be freed in stream order too.
+    uint64_t base = 0, bytes = 0;
+    if (!memory_.findAllocation(address, owner_, &base, &bytes) || base != address) {
+      return invalidValue("not an allocation of this context: " + hex(address));
+    }
+    return enqueue(stream, [this, address] { memory_.release(address, owner_); });
+  }
+  std::shared_ptr<EmuMemPool> pool = block->second;
+  if (Status st = enqueue(stream, [pool, address, stream] { pool->blockFreed(address, stream); });
+      !st.ok()) {
+    return st;
+  }
+  poolBlocks_.erase(block);
+  return Status::success();
+}
+
+uint64_t EmuContext::memPoolIdleBytes() {
+  uint64_t idle = 0;
+  for (const auto& [id, pool] : pools_) idle += pool->idleBytes();
+  return idle;
+}
+
+Status EmuContext::memPoolTrimTo(uint64_t pool, uint64_t minBytesToKeep) {
+  std::shared_ptr<EmuMemPool> found;
+  if (Status st = findPool(pool, &found); !st.ok()) return st;
+  found->trimTo(minBytesToKeep);
+  return Status::success();
+}
+
+Status EmuContext::memPoolGetAttribute(uint64_t pool, int attribute, uint64_t* value) {
+  std::shared_ptr<EmuMemPool> found;
+  if (Status st = findPool(pool, &found); !st.ok()) return st;
+  return found->getAttribute(attribute, value);
+}
+
+Status EmuContext::memPoolSetAttribute(uint64_t pool, int attribute, uint64_t value) {
+  std::shared_ptr<EmuMemPool> found;
+  if (Status st = findPool(pool, &found); !st.ok()) return st;
+  return found->setAttribute(attribute, value);
+}
 
 Status EmuContext::copyHostToDevice(uint64_t dst, const void* src, uint64_t bytes, uint64_t stream,
                                     bool async) {

@@ -23,6 +23,7 @@
 
 #include "server/backend.h"
 #include "server/backends/emu/emu_backend.h"
+#include "server/backends/emu/emu_mem_pool.h"
 #include "server/backends/emu/emu_memory.h"
 #include "server/backends/emu/ptx/ptx_launch.h"
 #include "server/backends/emu/ptx/ptx_module.h"
@@ -41,6 +42,15 @@ class EmuContext final : public BackendContext {
   Status memGetInfo(uint64_t* freeBytes, uint64_t* totalBytes) override;
   Status memGetAddressRange(uint64_t address, uint64_t* base, uint64_t* bytes) override;
   uint64_t memoryUsed() const override;
+
+  Status memPoolCreate(uint64_t* pool) override;
+  Status memPoolDestroy(uint64_t pool) override;
+  Status memAllocAsync(uint64_t pool, uint64_t bytes, uint64_t stream, uint64_t* address) override;
+  Status memFreeAsync(uint64_t address, uint64_t stream) override;
+  Status memPoolTrimTo(uint64_t pool, uint64_t minBytesToKeep) override;
+  Status memPoolGetAttribute(uint64_t pool, int attribute, uint64_t* value) override;
+  Status memPoolSetAttribute(uint64_t pool, int attribute, uint64_t value) override;
+  uint64_t memPoolIdleBytes() override;
 
   Status copyHostToDevice(uint64_t dst, const void* src, uint64_t bytes, uint64_t stream,
                           bool async) override;
@@ -123,6 +133,7 @@ class EmuContext final : public BackendContext {
   Status sticky() const;
   void fail(CUresult code, const std::string& message);
   std::vector<int32_t> functionAttributes(const Function& f) const;
+  Status findPool(uint64_t pool, std::shared_ptr<EmuMemPool>* found) const;
 
   EmuMemory& memory_;
   const DeviceDescription& device_;
@@ -138,6 +149,10 @@ class EmuContext final : public BackendContext {
   std::map<uint64_t, LoadedModule> modules_;
   std::map<uint64_t, Function> functions_;
   uint64_t nextHandle_ = 1;
+  // Memory pools (0: the default pool) and the pool of each block in use. Touched by the session's
+  // thread only; queued frees hold their own reference to the pool.
+  std::map<uint64_t, std::shared_ptr<EmuMemPool>> pools_;
+  std::map<uint64_t, std::shared_ptr<EmuMemPool>> poolBlocks_;
 
   mutable std::mutex errorMutex_;
   CUresult stickyCode_ = CUDA_SUCCESS;
