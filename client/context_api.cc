@@ -196,20 +196,16 @@ GPUPOOL_DRIVER_API CUresult cuCtxGetCurrent(CUcontext* pctx) {
   return CUDA_SUCCESS;
 }
 
-GPUPOOL_DRIVER_API CUresult cuCtxGetDevice(CUdevice* device) {
-  if (!device) return CUDA_ERROR_INVALID_VALUE;
-  ContextObject* c = nullptr;
-  if (CUresult r = contextOrCurrent(nullptr, &c); r != CUDA_SUCCESS) return r;
-  *device = c->device;
-  return CUDA_SUCCESS;
-}
-
 GPUPOOL_DRIVER_API CUresult cuCtxGetDevice_v2(CUdevice* device, CUcontext h) {
   if (!device) return CUDA_ERROR_INVALID_VALUE;
   ContextObject* c = nullptr;
   if (CUresult r = contextOrCurrent(h, &c); r != CUDA_SUCCESS) return r;
   *device = c->device;
   return CUDA_SUCCESS;
+}
+
+GPUPOOL_DRIVER_API CUresult cuCtxGetDevice(CUdevice* device) {
+  return cuCtxGetDevice_v2(device, nullptr);
 }
 
 GPUPOOL_DRIVER_API CUresult cuCtxSynchronize() {

@@ -605,10 +605,20 @@ GPUPOOL_DRIVER_API CUresult cuOccupancyMaxPotentialBlockSizeWithFlags(
   FunctionObject* f = nullptr;
   if (CUresult r = resolveFunction(h, nullptr, &f); r != CUDA_SUCCESS) return r;
   const DeviceSnapshot* d = DriverState::get().device(f->module->context->device);
-  int limit = f->attributes.empty() ? 1024 : f->attributes[CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK];
+  // cudaOccMaxPotentialOccupancyBlockSize (cuda_occupancy.h): from the largest block size down in
+  // warp steps, keeping a size only when it holds strictly more threads, so that among the sizes
+  // of the best occupancy the largest wins; stops once the multiprocessor is full.
+  int limit = d->attribute(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+  if (!f->attributes.empty()) {
+    limit = std::min(limit, f->attributes[CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK]);
+  }
   if (blockSizeLimit > 0) limit = std::min(limit, blockSizeLimit);
-  int bestSize = 0, bestThreads = -1, bestBlocks = 0;
-  for (int size = 32; size <= limit; size += 32) {
+  const int warp = std::max(1, d->attribute(CU_DEVICE_ATTRIBUTE_WARP_SIZE));
+  const int fullOccupancy = d->attribute(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR);
+  int bestSize = 0, bestThreads = 0, bestBlocks = 0;
+  for (int aligned = (limit + warp - 1) / warp * warp; aligned > 0 && bestThreads < fullOccupancy;
+       aligned -= warp) {
+    const int size = std::min(limit, aligned);
     size_t smem = blockSizeToDynamicSMemSize ? blockSizeToDynamicSMemSize(size) : dynamicSMemSize;
     int blocks = 0;
     if (CUresult r = occupancy(&blocks, h, size, smem, flags); r != CUDA_SUCCESS) return r;

@@ -219,6 +219,31 @@ GPUPOOL_DRIVER_API CUresult cuStreamGetCtx_ptsz(CUstream h, CUcontext* pctx) {
   return cuStreamGetCtx(h, pctx);
 }
 
+// The 12050+ ABI: green contexts do not exist here, so a stream's green context is always NULL.
+GPUPOOL_DRIVER_API CUresult cuStreamGetCtx_v2(CUstream h, CUcontext* pctx, CUgreenCtx* pgreen) {
+  if (!pgreen) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = cuStreamGetCtx(h, pctx); r != CUDA_SUCCESS) return r;
+  *pgreen = nullptr;
+  return CUDA_SUCCESS;
+}
+GPUPOOL_DRIVER_API CUresult cuStreamGetCtx_v2_ptsz(CUstream h, CUcontext* pctx,
+                                                   CUgreenCtx* pgreen) {
+  PerThreadDefaultStream perThread;
+  return cuStreamGetCtx_v2(h, pctx, pgreen);
+}
+
+GPUPOOL_DRIVER_API CUresult cuStreamGetDevice(CUstream h, CUdevice* device) {
+  if (!device) return CUDA_ERROR_INVALID_VALUE;
+  CUcontext ctx = nullptr;
+  if (CUresult r = cuStreamGetCtx(h, &ctx); r != CUDA_SUCCESS) return r;
+  *device = reinterpret_cast<ContextObject*>(ctx)->device;
+  return CUDA_SUCCESS;
+}
+GPUPOOL_DRIVER_API CUresult cuStreamGetDevice_ptsz(CUstream h, CUdevice* device) {
+  PerThreadDefaultStream perThread;
+  return cuStreamGetDevice(h, device);
+}
+
 GPUPOOL_DRIVER_API CUresult cuStreamGetId(CUstream h, unsigned long long* id) {
   if (!id) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;

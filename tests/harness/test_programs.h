@@ -9,9 +9,20 @@
 namespace gpupool::e2e {
 
 inline const std::vector<std::string>& testProgramNames() {
-  static const std::vector<std::string> names = {
-      "device_query", "memory_roundtrip", "memset",     "copy2d",        "pinned_streams", "events",
-      "error_cases",  "vector_add",       "driver_ptx", "mempool_async", "mempool_driver"};
+  static const std::vector<std::string> names = {"device_query",
+                                                 "memory_roundtrip",
+                                                 "memset",
+                                                 "copy2d",
+                                                 "pinned_streams",
+                                                 "events",
+                                                 "error_cases",
+                                                 "vector_add",
+                                                 "driver_ptx",
+                                                 "mempool_async",
+                                                 "mempool_driver",
+                                                 "profiler_range",
+                                                 "profiler_logs_driver",
+                                                 "occupancy_matmul_driver"};
   return names;
 }
 

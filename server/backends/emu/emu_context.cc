@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "gpupool/image/ptx_selection.h"
+#include "server/backends/emu/emu_occupancy.h"
 
 namespace gpupool::server::emu {
 namespace {
@@ -416,9 +417,15 @@ std::vector<int32_t> EmuContext::functionAttributes(const Function& f) const {
            device_.attributes[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR];
   a[CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK] = static_cast<int32_t>(k.maxThreadsPerBlock);
   a[CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES] = static_cast<int32_t>(k.staticSharedBytes);
-  a[CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES] = 0;
+  // The module's .const variables, laid out in order, as ptxas places them in one bank.
+  uint64_t constBytes = 0;
+  for (const ptx::GlobalVariable& g : f.program->globals()) {
+    const uint64_t align = std::max<uint32_t>(g.align, 1);
+    if (g.isConst) constBytes = (constBytes + align - 1) / align * align + g.size;
+  }
+  a[CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES] = static_cast<int32_t>(constBytes);
   a[CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES] = static_cast<int32_t>(k.localBytesPerThread);
-  a[CU_FUNC_ATTRIBUTE_NUM_REGS] = static_cast<int32_t>(std::min<uint32_t>(k.numRegs, 255));
+  a[CU_FUNC_ATTRIBUTE_NUM_REGS] = static_cast<int32_t>(k.allocatedRegs);
   a[CU_FUNC_ATTRIBUTE_PTX_VERSION] = static_cast<int32_t>(f.program->ptxVersion());
   a[CU_FUNC_ATTRIBUTE_BINARY_VERSION] = cc;
   a[CU_FUNC_ATTRIBUTE_CACHE_MODE_CA] = 0;
@@ -564,29 +571,16 @@ Status EmuContext::occupancyMaxActiveBlocks(uint64_t function, int blockSize,
                                             int* numBlocks) {
   auto it = functions_.find(function);
   if (it == functions_.end()) return invalidHandle("unknown function " + hex(function));
-  const auto& attr = device_.attributes;
-  const ptx::KernelInfo& k = *it->second.kernel;
-  if (blockSize <= 0 || static_cast<uint32_t>(blockSize) > k.maxThreadsPerBlock) {
-    *numBlocks = 0;
-    return Status::success();
-  }
-  int warpsPerBlock = (blockSize + 31) / 32;
-  int byThreads = attr[CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR] / (warpsPerBlock * 32);
-  int blocks = std::min(byThreads, attr[CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR]);
-  uint64_t shared = k.staticSharedBytes + dynamicSharedBytes +
-                    attr[CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK];
-  if (shared > 0) {
-    blocks = std::min<int>(
-        blocks,
-        static_cast<int>(attr[CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR] / shared));
-  }
-  if (k.numRegs > 0) {
-    uint64_t regsPerBlock = uint64_t{std::min<uint32_t>(k.numRegs, 255)} * warpsPerBlock * 32;
-    blocks = std::min<int>(
-        blocks, static_cast<int>(attr[CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR] /
-                                 regsPerBlock));
-  }
-  *numBlocks = std::max(blocks, 0);
+  // The calculator sees what cuFuncGetAttribute reports, as it does on a GPU.
+  const std::vector<int32_t> a = functionAttributes(it->second);
+  OccupancyFunction f;
+  f.maxThreadsPerBlock = a[CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK];
+  f.numRegs = a[CU_FUNC_ATTRIBUTE_NUM_REGS];
+  f.staticSharedBytes = static_cast<uint64_t>(a[CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES]);
+  f.maxDynamicSharedBytes =
+      static_cast<uint64_t>(a[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES]);
+  *numBlocks = maxActiveBlocksPerMultiprocessor(OccupancyDevice::fromAttributes(device_.attributes),
+                                                f, blockSize, dynamicSharedBytes);
   return Status::success();
 }
 

@@ -1,30 +1,40 @@
 // Checks the shared library built from the surface alone (SURFACE_PROBE_LIBRARY) against the
-// names the toolkit's stub libcuda.so exports (STUB_LIBCUDA).
+// names the toolkit's stub libcuda.so exports (STUB_LIBCUDA), and which ABIs the real
+// libcuda.so.1 (LIBCUDA_LIBRARY) implements.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <set>
 #include <sstream>
 #include <string>
 
 #include "not_supported.h"
+#include "proc_address.h"
 
 namespace {
 
-// Names `nm -D --defined-only` lists for library.
-std::set<std::string> definedDynamicSymbols(const std::string& library) {
+// Name -> type letter (T: a strong definition, W: a weak one) of every symbol
+// `nm -D --defined-only` lists for library.
+std::map<std::string, char> definedDynamicSymbolTypes(const std::string& library) {
   const std::string command = "nm -D --defined-only '" + library + "'";
   std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), pclose);
-  std::set<std::string> names;
-  if (!pipe) return names;
+  std::map<std::string, char> types;
+  if (!pipe) return types;
   char line[1024];
   while (std::fgets(line, sizeof(line), pipe.get()) != nullptr) {
     std::istringstream fields(line);
     std::string address, type, name;
-    if (fields >> address >> type >> name) names.insert(name);
+    if (fields >> address >> type >> name) types[name] = type[0];
   }
+  return types;
+}
+
+std::set<std::string> definedDynamicSymbols(const std::string& library) {
+  std::set<std::string> names;
+  for (const auto& [name, type] : definedDynamicSymbolTypes(library)) names.insert(name);
   return names;
 }
 
@@ -52,6 +62,24 @@ TEST(ExportedNames, EveryStubNameResolvesWithDlsym) {
     EXPECT_NE(dlsym(library, name.c_str()), nullptr) << name;
   }
   dlclose(library);
+}
+
+// No caller reaches a stub of a function that libcuda.so.1 implements under another ABI: every
+// symbol cuGetProcAddress hands out from CUDA 3.2 on (64-bit device pointers) is a strong
+// definition whenever one of its function's symbols is. Only the 32-bit ABIs stay stubs.
+TEST(ExportedNames, EveryCurrentAbiOfAnImplementedFunctionIsImplemented) {
+  auto types = definedDynamicSymbolTypes(LIBCUDA_LIBRARY);
+  ASSERT_GE(types.size(), 600u) << "could not list " << LIBCUDA_LIBRARY;
+  std::set<std::string> implemented;
+  for (const auto& entry : gpupool::client::procAddressTable()) {
+    if (types[entry.symbol] == 'T') implemented.insert(entry.name);
+  }
+  ASSERT_GT(implemented.size(), 100u);
+  for (const auto& entry : gpupool::client::procAddressTable()) {
+    if (entry.version < 3020 || !implemented.contains(entry.name)) continue;
+    EXPECT_EQ(types[entry.symbol], 'T')
+        << entry.symbol << " (" << entry.name << "@" << entry.version << ") is a stub";
+  }
 }
 
 TEST(NotSupported, ReportsOncePerNameAndReturnsNotSupported) {

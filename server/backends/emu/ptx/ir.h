@@ -303,7 +303,8 @@ struct FunctionImage {
   Builtin builtin = Builtin::kNone;
   uint32_t entryPc = 0, endPc = 0;
   uint32_t numRegs = 0;
-  std::vector<ParamSlot> params;   // entry: kernel param block; func: frame param area
+  std::vector<uint8_t> regUnits;  // per register: 32-bit units it takes (2 for 64-bit, 0 for .pred)
+  std::vector<ParamSlot> params;  // entry: kernel param block; func: frame param area
   std::vector<ParamSlot> returns;  // func: frame param area
   std::vector<uint32_t> paramAligns;
   uint32_t paramBytes = 0;       // entry: param block size

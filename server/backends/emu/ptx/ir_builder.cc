@@ -11,6 +11,7 @@
 #include "half_float.h"
 #include "ir.h"
 #include "parser.h"
+#include "register_estimate.h"
 
 namespace gpupool::ptx {
 namespace {
@@ -291,6 +292,7 @@ class Builder {
     FunctionImage& fn = img_.functions[fi];
     curFunction_ = fi;
     numRegs_ = 0;
+    regUnits_.clear();
     localBytes_ = 0;
     frameBytes_ = fn.frameParamBytes;
     scopes_.clear();
@@ -352,6 +354,7 @@ class Builder {
     FunctionImage& fn2 = img_.functions[fi];
     fn2.endPc = static_cast<uint32_t>(img_.code.size());
     fn2.numRegs = numRegs_;
+    fn2.regUnits = regUnits_;
     fn2.localBytes = static_cast<uint32_t>(alignUp(localBytes_, 16));
     fn2.frameParamBytes = static_cast<uint32_t>(alignUp(frameBytes_, 16));
     fn2.sharedUsed.assign(sharedUsed_.begin(), sharedUsed_.end());
@@ -363,8 +366,10 @@ class Builder {
       if (t == Type::kNone) failUnsupported("unsupported register type " + v.type);
       if (v.rangeCount > (1u << 16) || numRegs_ > (1u << 20))
         failInvalid("too many registers: " + v.name);
+      const uint8_t units = t == Type::kPred ? 0 : typeBytes(t) > 4 ? 2 : 1;
       auto add = [&](const std::string& name) {
         scopes_.back()[name] = {OperandKind::kReg, SymbolKind::kNone, numRegs_++, 0};
+        regUnits_.push_back(units);
       };
       if (v.rangeCount) {
         for (uint32_t i = 0; i < v.rangeCount; ++i) add(v.name + std::to_string(i));
@@ -643,6 +648,12 @@ class Builder {
         for (uint32_t n : next)
           if (reach.insert(n).second) work.push_back(n);
       }
+      uint32_t liveUnits = 0;
+      for (uint32_t r : reach) {
+        if (img_.functions[r].defined)
+          liveUnits = std::max(liveUnits, maxLiveRegisterUnits(img_, r));
+      }
+      k.allocatedRegs = estimatedRegisters(liveUnits);
       std::set<uint32_t> used;
       for (uint32_t r : reach)
         for (uint32_t s : img_.functions[r].sharedUsed) used.insert(s);
@@ -681,6 +692,7 @@ class Builder {
   std::string currentText_;
   uint32_t curFunction_ = 0;
   uint32_t numRegs_ = 0;
+  std::vector<uint8_t> regUnits_;  // FunctionImage::regUnits of the function being built
   uint64_t localBytes_ = 0;
   uint64_t frameBytes_ = 0;
 };

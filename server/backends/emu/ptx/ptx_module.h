@@ -27,7 +27,10 @@ struct KernelInfo {
   uint32_t paramBytes = 0;          // total size of the param block
   uint32_t staticSharedBytes = 0;
   uint32_t localBytesPerThread = 0;  // the entry's own .local frame (callees' frames come on top)
-  uint32_t numRegs = 0;
+  uint32_t numRegs = 0;              // PTX virtual registers the interpreter keeps per thread
+  // Registers per thread a GPU would allocate: an estimate from register liveness
+  // (register_estimate.h), what cuFuncGetAttribute(NUM_REGS) and the occupancy calculator use.
+  uint32_t allocatedRegs = 16;
   uint32_t maxThreadsPerBlock = 1024;  // .maxntid / .reqntid product, or 1024
 };
 

@@ -1,0 +1,103 @@
+// Profiler control and driver logs. No profiler is ever attached to the pool's devices from the
+// client, and this driver keeps no log buffer, so these are the calls a real driver answers when
+// no profiler is attached and no message was logged: successes that change nothing, with the
+// argument checks cuda.h documents.
+#include <cudaProfiler.h>
+
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "driver_export.h"
+#include "driver_state.h"
+
+using namespace gpupool::client;
+
+namespace {
+
+CUresult requireCurrentContext() {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  return DriverState::get().current() ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+// The registered log callbacks. They are never called (nothing is logged), but a handle must
+// stay valid until it is unregistered, and only once.
+class LogCallbacks {
+ public:
+  static LogCallbacks& get() {
+    static LogCallbacks callbacks;
+    return callbacks;
+  }
+
+  CUlogsCallbackHandle add() {
+    auto entry = std::make_unique<Entry>();
+    auto* handle = reinterpret_cast<CUlogsCallbackHandle>(entry.get());
+    std::lock_guard lock(mutex_);
+    entries_.emplace(handle, std::move(entry));
+    return handle;
+  }
+
+  bool remove(CUlogsCallbackHandle handle) {
+    std::lock_guard lock(mutex_);
+    return entries_.erase(handle) == 1;
+  }
+
+ private:
+  struct Entry {};  // only its address matters: it is the handle
+  std::mutex mutex_;
+  std::map<CUlogsCallbackHandle, std::unique_ptr<Entry>> entries_;
+};
+
+// This driver's log is always empty, so every iterator is at its end: position 0.
+constexpr CUlogIterator kLogEnd = 0;
+
+}  // namespace
+
+// Deprecated; cudaProfiler.h: "Starting with CUDA 12.0, it always returns
+// CUDA_ERROR_NOT_SUPPORTED".
+GPUPOOL_DRIVER_API CUresult cuProfilerInitialize(const char*, const char*, CUoutput_mode) {
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+GPUPOOL_DRIVER_API CUresult cuProfilerStart() { return requireCurrentContext(); }
+
+GPUPOOL_DRIVER_API CUresult cuProfilerStop() { return requireCurrentContext(); }
+
+GPUPOOL_DRIVER_API CUresult cuLogsRegisterCallback(CUlogsCallback callback, void*,
+                                                   CUlogsCallbackHandle* handle) {
+  if (!callback) return CUDA_ERROR_INVALID_VALUE;
+  CUlogsCallbackHandle registered = LogCallbacks::get().add();
+  if (handle) *handle = registered;  // optional, as cuda.h says
+  return CUDA_SUCCESS;
+}
+
+GPUPOOL_DRIVER_API CUresult cuLogsUnregisterCallback(CUlogsCallbackHandle handle) {
+  return LogCallbacks::get().remove(handle) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+GPUPOOL_DRIVER_API CUresult cuLogsCurrent(CUlogIterator* iterator, unsigned int flags) {
+  if (!iterator || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  *iterator = kLogEnd;
+  return CUDA_SUCCESS;
+}
+
+// Writes the (empty) log to the file, creating or truncating it as a dump of no entries does.
+GPUPOOL_DRIVER_API CUresult cuLogsDumpToFile(CUlogIterator* iterator, const char* path,
+                                             unsigned int flags) {
+  if (!path || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  std::unique_ptr<FILE, int (*)(FILE*)> file(std::fopen(path, "w"), std::fclose);
+  if (!file) return CUDA_ERROR_INVALID_VALUE;
+  if (iterator) *iterator = kLogEnd;
+  return CUDA_SUCCESS;
+}
+
+// No entries: *size becomes 0 and the buffer holds only the terminator the driver always writes.
+GPUPOOL_DRIVER_API CUresult cuLogsDumpToMemory(CUlogIterator* iterator, char* buffer, size_t* size,
+                                               unsigned int flags) {
+  if (!buffer || !size || *size == 0 || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  buffer[0] = '\0';
+  *size = 0;
+  if (iterator) *iterator = kLogEnd;
+  return CUDA_SUCCESS;
+}
