@@ -41,7 +41,7 @@ int main() {
   float ms = -1.0f;
   CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
   CHECK(ms >= 0.0f, "elapsed time %f ms is negative", ms);
-  std::printf("profiled range: %d elements in %.3f ms\n", n, ms);
+  std::printf("profiled range: %d elements, elapsed %.3f ms\n", n, ms);
 
   CHECK_CUDA(cudaMemcpy(out.data(), dout, n * sizeof(int), cudaMemcpyDeviceToHost));
   for (int i = 0; i < n; ++i) {
