@@ -56,8 +56,6 @@ class EpollReadinessSet final : public ReadinessSet {
     [[maybe_unused]] auto n = ::write(stop_.get(), &one, sizeof one);
   }
 
-  std::string kind() const override { return "epoll"; }
-
  private:
   transport::FileDescriptor epoll_;
   transport::FileDescriptor stop_;

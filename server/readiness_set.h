@@ -25,8 +25,6 @@ class ReadinessSet {
   // (to every caller from then on).
   virtual void* next() = 0;
   virtual void stop() = 0;
-  // "epoll" or "io_uring".
-  virtual std::string kind() const = 0;
 };
 
 // `kind` is "epoll" or "io_uring". Throws std::system_error when the mechanism cannot be set up

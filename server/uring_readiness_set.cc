@@ -7,7 +7,6 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <mutex>
 #include <system_error>
@@ -72,8 +71,6 @@ class UringReadinessSet final : public ReadinessSet {
     [[maybe_unused]] auto n = ::write(stop_.get(), &one, sizeof one);
     poll(stop_.get(), nullptr, POLLIN);
   }
-
-  std::string kind() const override { return "io_uring"; }
 
  private:
   void poll(int fd, void* tag, uint32_t events) {

@@ -122,8 +122,8 @@ void RdmaConnection::fail(TransportError::Kind kind, const std::string& why) {
     broken_ = true;
     brokenKind_ = kind;
     brokenReason_ = why;
-    wakeWaiters();                                 // the other half's wait ends with this error too
-    if (readiness_.get() >= 0) signalReadiness();  // and the event loop's
+    wakeWaiters();      // the other half's wait ends with this error too
+    signalReadiness();  // and the event loop's
   }
   throw TransportError(kind, why);
 }
@@ -188,7 +188,7 @@ bool RdmaConnection::handleCompletions(const ibv_wc* wcs, int n) {
   }
   // A thread waiting for something else took in the start of a frame: the event loop watching this
   // connection learns of it now, not when that thread is done.
-  if (frameQueued && polling_ && readiness_.get() >= 0) signalReadiness();
+  if (frameQueued && polling_) signalReadiness();
   if (n > 0) maybeReturnCredits();
   return n > 0;
 }
@@ -255,7 +255,7 @@ void RdmaConnection::pollUntil(std::unique_lock<std::mutex>& lock,
       connection.progressed_.notify_all();
       // The event loop watching this connection left the CQ to us, and we may have taken its last
       // event without arming it again: it looks for itself (frameArrived).
-      if (connection.readiness_.get() >= 0) connection.signalReadiness();
+      connection.signalReadiness();
     }
   } leave{*this, lock};
   for (;;) {

@@ -156,7 +156,7 @@ class RdmaConnection final : public Connection {
   // every rdma_cm event (noting the peer's departure).
   void takeCompletionEvents();
   void takeCmEvents();
-  // Makes readiness_ readable (through readyFd_).
+  // Makes readiness_ readable (through readyFd_) where an event loop watches this connection.
   void signalReadiness();
   // The next frame's whole message is in incoming_ (or as much of it as the receive window holds).
   bool wholeMessageQueued() const;

@@ -29,6 +29,7 @@ int RdmaConnection::readinessDescriptor() const {
 }
 
 void RdmaConnection::signalReadiness() {
+  if (readiness_.get() < 0) return;  // no event loop watches this connection (a client's)
   uint64_t one = 1;
   // Fails only when the counter is full: it is readable then anyway.
   [[maybe_unused]] auto n = ::write(readyFd_.get(), &one, sizeof one);
