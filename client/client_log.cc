@@ -20,4 +20,9 @@ void logLine(const std::string& message) {
   (void)ignored;
 }
 
+CUresult refuseCall(CUresult code, const std::string& why) {
+  if (logLevel() >= 1) logLine(why);
+  return code;
+}
+
 }  // namespace gpupool::client

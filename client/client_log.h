@@ -3,6 +3,8 @@
 // reason, 2 also each remote call.
 #pragma once
 
+#include <cuda.h>
+
 #include <string>
 
 namespace gpupool::client {
@@ -10,5 +12,8 @@ namespace gpupool::client {
 int logLevel();
 // Writes "gpupool: <message>\n" to stderr in one write.
 void logLine(const std::string& message);
+// How a call that does not do what was asked says why: logs `why` at GPU_POOL_LOG >= 1 and returns
+// `code`, so the caller gets an error and the user can find its reason.
+CUresult refuseCall(CUresult code, const std::string& why);
 
 }  // namespace gpupool::client

@@ -151,6 +151,38 @@ GPUPOOL_DRIVER_API CUresult cuCtxDestroy_v2(CUcontext h) {
 
 GPUPOOL_DRIVER_API CUresult cuCtxDestroy(CUcontext h) { return cuCtxDestroy_v2(h); }
 
+// Deprecated usage counting: cuCtxAttach counts one more user of the current context, cuCtxDetach
+// one fewer, destroying a created context when the last one detaches (cuCtxDestroy ignores it).
+GPUPOOL_DRIVER_API CUresult cuCtxAttach(CUcontext* pctx, unsigned int flags) {
+  if (!pctx || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  ContextObject* c = DriverState::get().current();
+  if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+  {
+    std::lock_guard lock(DriverState::get().mutex);
+    ++c->usage;
+  }
+  *pctx = reinterpret_cast<CUcontext>(c);
+  return CUDA_SUCCESS;
+}
+
+GPUPOOL_DRIVER_API CUresult cuCtxDetach(CUcontext h) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  ContextObject* c = asContext(h);
+  // The context must be current to the calling thread, as NVIDIA's driver requires.
+  if (!c || DriverState::get().current() != c) return CUDA_ERROR_INVALID_CONTEXT;
+  int left = 0;
+  {
+    std::lock_guard lock(DriverState::get().mutex);
+    if (c->usage > 0) --c->usage;
+    left = c->usage;
+  }
+  // A primary context belongs to its device (cuDevicePrimaryCtxRelease ends it), never to
+  // cuCtxDetach.
+  if (left > 0 || c->primary) return CUDA_SUCCESS;
+  return cuCtxDestroy_v2(h);
+}
+
 GPUPOOL_DRIVER_API CUresult cuCtxPushCurrent_v2(CUcontext h) {
   if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
   ContextObject* c = asContext(h);
@@ -322,6 +354,23 @@ GPUPOOL_DRIVER_API CUresult cuCtxGetCacheConfig(CUfunc_cache* config) {
 }
 
 GPUPOOL_DRIVER_API CUresult cuCtxSetCacheConfig(CUfunc_cache) { return requireInit(); }
+
+// Shared-memory bank size: fixed at four bytes on every GPU since Volta, where NVIDIA's driver
+// accepts and ignores a setting (the pool's devices are all sm_75 or newer).
+GPUPOOL_DRIVER_API CUresult cuCtxGetSharedMemConfig(CUsharedconfig* config) {
+  if (!config) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  if (!DriverState::get().current()) return CUDA_ERROR_INVALID_CONTEXT;
+  *config = CU_SHARED_MEM_CONFIG_FOUR_BYTE_BANK_SIZE;
+  return CUDA_SUCCESS;
+}
+
+GPUPOOL_DRIVER_API CUresult cuCtxSetSharedMemConfig(CUsharedconfig config) {
+  if (config > CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  if (!DriverState::get().current()) return CUDA_ERROR_INVALID_CONTEXT;
+  return CUDA_SUCCESS;
+}
 
 GPUPOOL_DRIVER_API CUresult cuCtxGetStreamPriorityRange(int* least, int* greatest) {
   if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;

@@ -43,6 +43,7 @@ struct ContextObject {
   bool primary = false;
   unsigned flags = 0;
   int refcount = 0;              // primary contexts: cuDevicePrimaryCtxRetain count
+  int usage = 1;                 // cuCtxAttach/cuCtxDetach count of a created context
   std::map<int, size_t> limits;  // cuCtxSetLimit values; unset limits read as the defaults
   uint64_t remote = 0;           // the server's context id; 0 until first needed
 };
@@ -79,6 +80,13 @@ struct FunctionObject {
   uint64_t remote = 0;
   std::vector<std::pair<uint32_t, uint32_t>> params;  // (offset, size) per parameter
   std::vector<int32_t> attributes;
+  // The pre-4.0 execution API's launch state (client/legacy_launch_api.cc), under the mutex.
+  struct LegacyLaunch {
+    int block[3] = {0, 0, 0};
+    unsigned sharedBytes = 0;
+    std::vector<uint8_t> params;  // cuParamSet*; launched up to cuParamSetSize's size
+    size_t paramSize = 0;
+  } legacy;
   uint32_t paramBytes() const {
     uint32_t end = 0;
     for (auto& [o, s] : params) end = std::max(end, o + s);
@@ -113,15 +121,26 @@ struct MemPoolObject {
   ContextObject* context = nullptr;  // null for a default pool
   uint64_t remote = 0;               // 0: the default pool
 };
+// A process-wide unique id for a new allocation (CU_POINTER_ATTRIBUTE_BUFFER_ID and
+// MEMORY_BLOCK_ID): addresses are reused after a free, ids never are.
+inline unsigned long long nextAllocationId() {
+  static std::atomic<unsigned long long> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
 struct DeviceAllocation {
   size_t size = 0;
   ContextObject* context = nullptr;
+  CUmemoryPool pool = nullptr;  // the pool it came from (cuMemAllocAsync), if any
+  unsigned long long id = nextAllocationId();
 };
 
 struct HostAllocation {
   size_t size = 0;
   unsigned flags = 0;
-  bool registered = false;  // cuMemHostRegister (user memory) rather than cuMemHostAlloc
+  bool registered = false;           // cuMemHostRegister (user memory) rather than cuMemHostAlloc
+  ContextObject* context = nullptr;  // current when it was allocated or registered
+  unsigned long long id = nextAllocationId();
 };
 
 class DriverState {

@@ -7,8 +7,10 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
+#include "client_log.h"
 #include "driver_export.h"
 #include "driver_state.h"
 #include "transport/pinned_memory.h"
@@ -73,9 +75,26 @@ CUresult release(CUdeviceptr dptr) {
   });
 }
 
+// Mapped pinned memory (DEVICEMAP) would hand a remote kernel an address of this host, which it
+// cannot reach: refused, as the devices report CAN_MAP_HOST_MEMORY = 0.
+constexpr const char* kNoMappedHostMemory =
+    "pinned host memory lives on the client host and a pool GPU cannot address it (devices "
+    "report CAN_MAP_HOST_MEMORY = 0); allocate device memory and copy instead";
+
 CUresult hostAllocate(void** pp, size_t bytes, unsigned flags) {
   if (!pp) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  constexpr unsigned kKnownFlags =
+      CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED;
+  if (flags & ~kKnownFlags) {
+    return refuseCall(CUDA_ERROR_INVALID_VALUE,
+                      "cuMemHostAlloc: unknown flag bits " + std::to_string(flags & ~kKnownFlags));
+  }
+  if (flags & CU_MEMHOSTALLOC_DEVICEMAP) {
+    return refuseCall(
+        CUDA_ERROR_NOT_SUPPORTED,
+        std::string("cuMemHostAlloc(CU_MEMHOSTALLOC_DEVICEMAP): ") + kNoMappedHostMemory);
+  }
   if (bytes == 0) {
     *pp = nullptr;
     return CUDA_SUCCESS;
@@ -83,9 +102,11 @@ CUresult hostAllocate(void** pp, size_t bytes, unsigned flags) {
   // Page-aligned and page-granular, as pinned memory is; it is ordinary memory of this process.
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  ContextObject* owner = DriverState::get().current();
   {
     std::lock_guard lock(DriverState::get().mutex);
-    DriverState::get().hostAllocations[reinterpret_cast<uintptr_t>(p)] = {bytes, flags, false};
+    DriverState::get().hostAllocations[reinterpret_cast<uintptr_t>(p)] = {bytes, flags, false,
+                                                                          owner};
   }
   // Lets an RDMA connection register it once and move its bytes without a copy.
   gpupool::transport::processPinnedMemory().note(p, bytes);
@@ -162,9 +183,26 @@ GPUPOOL_DRIVER_API CUresult cuMemFreeHost(void* p) {
 GPUPOOL_DRIVER_API CUresult cuMemHostRegister_v2(void* p, size_t bytes, unsigned int flags) {
   if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
   if (!p || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  constexpr unsigned kKnownFlags = CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP |
+                                   CU_MEMHOSTREGISTER_IOMEMORY | CU_MEMHOSTREGISTER_READ_ONLY;
+  if (flags & ~kKnownFlags) {
+    return refuseCall(CUDA_ERROR_INVALID_VALUE, "cuMemHostRegister: unknown flag bits " +
+                                                    std::to_string(flags & ~kKnownFlags));
+  }
+  if (flags & CU_MEMHOSTREGISTER_DEVICEMAP) {
+    return refuseCall(
+        CUDA_ERROR_NOT_SUPPORTED,
+        std::string("cuMemHostRegister(CU_MEMHOSTREGISTER_DEVICEMAP): ") + kNoMappedHostMemory);
+  }
+  if (flags & CU_MEMHOSTREGISTER_IOMEMORY) {
+    return refuseCall(CUDA_ERROR_NOT_SUPPORTED,
+                      "cuMemHostRegister(CU_MEMHOSTREGISTER_IOMEMORY): I/O memory of the client "
+                      "host (a peer device's BAR) cannot be reached by a pool GPU");
+  }
   if (DriverState::get().findHost(p)) return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+  ContextObject* owner = DriverState::get().current();
   std::lock_guard lock(DriverState::get().mutex);
-  DriverState::get().hostAllocations[reinterpret_cast<uintptr_t>(p)] = {bytes, flags, true};
+  DriverState::get().hostAllocations[reinterpret_cast<uintptr_t>(p)] = {bytes, flags, true, owner};
   gpupool::transport::processPinnedMemory().note(p, bytes);
   return CUDA_SUCCESS;
 }
@@ -197,6 +235,45 @@ GPUPOOL_DRIVER_API CUresult cuMemHostGetFlags(unsigned int* flags, void* p) {
 
 namespace {
 
+// The size of the value each attribute writes; 0 for an attribute this driver does not know.
+size_t pointerAttributeSize(CUpointer_attribute attribute) {
+  switch (attribute) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+      return sizeof(CUcontext);
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+    case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR:
+      return sizeof(CUdeviceptr);
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+      return sizeof(void*);
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+      return sizeof(CUmemoryPool);
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+    case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID:
+      return sizeof(unsigned long long);
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+    case CU_POINTER_ATTRIBUTE_MAPPING_SIZE:
+      return sizeof(size_t);
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+      return sizeof(int);
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+    case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+    case CU_POINTER_ATTRIBUTE_MAPPED:
+    case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
+    case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
+    case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
+    case CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE:
+      return sizeof(unsigned);
+    default:
+      return 0;
+  }
+}
+
+// Writes `attribute` of `ptr` into `data`. Every attribute it answers is written; an attribute
+// that does not apply to this kind of memory is CUDA_ERROR_INVALID_VALUE, as is an unknown pointer
+// unless `lenient` (cuPointerGetAttributes, which reads unknown pointers as plain host memory).
 CUresult pointerAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr,
                           bool lenient) {
   auto& state = DriverState::get();
@@ -207,14 +284,14 @@ CUresult pointerAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr
   bool isDevice = state.findDevice(ptr, 0, &devBase, &dev);
   bool isHost = !isDevice && state.findHost(reinterpret_cast<void*>(ptr), &hostBase, &host);
   if (!isDevice && !isHost && !lenient) return CUDA_ERROR_INVALID_VALUE;
+  auto writeUnsigned = [data](unsigned v) { *static_cast<unsigned*>(data) = v; };
   switch (attribute) {
     case CU_POINTER_ATTRIBUTE_CONTEXT:
       *static_cast<CUcontext*>(data) =
-          isDevice ? reinterpret_cast<CUcontext>(dev.context) : nullptr;
+          reinterpret_cast<CUcontext>(isDevice ? dev.context : (isHost ? host.context : nullptr));
       break;
     case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
-      *static_cast<unsigned*>(data) =
-          isDevice ? CU_MEMORYTYPE_DEVICE : (isHost ? CU_MEMORYTYPE_HOST : 0);
+      writeUnsigned(isDevice ? CU_MEMORYTYPE_DEVICE : (isHost ? CU_MEMORYTYPE_HOST : 0));
       break;
     case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
       if (!isDevice) return CUDA_ERROR_INVALID_VALUE;  // host memory is not mapped remotely
@@ -225,18 +302,29 @@ CUresult pointerAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr
       *static_cast<void**>(data) = reinterpret_cast<void*>(ptr);
       break;
     case CU_POINTER_ATTRIBUTE_IS_MANAGED:
-    case CU_POINTER_ATTRIBUTE_MAPPED:
     case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
-      *static_cast<unsigned*>(data) = 0;
+    case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:  // CU_MEM_HANDLE_TYPE_NONE: nothing exports
+    case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
+    case CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE:
+      writeUnsigned(0);
+      break;
+    case CU_POINTER_ATTRIBUTE_MAPPED:
+      writeUnsigned(isDevice ? 1 : 0);
+      break;
+    case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
+      // The device reaches its own memory, and none of this host's (no mapped host memory).
+      writeUnsigned(isDevice ? CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE
+                             : CU_POINTER_ATTRIBUTE_ACCESS_FLAG_NONE);
       break;
     case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
-      *static_cast<unsigned*>(data) = 1;
+      writeUnsigned(1);
       break;
     case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
       *static_cast<int*>(data) = isDevice ? dev.context->device : -2;
       break;
     case CU_POINTER_ATTRIBUTE_BUFFER_ID:
-      *static_cast<unsigned long long*>(data) = isDevice ? devBase : hostBase;
+    case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID:
+      *static_cast<unsigned long long*>(data) = isDevice ? dev.id : (isHost ? host.id : 0);
       break;
     case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
       *static_cast<CUdeviceptr*>(data) = isDevice ? devBase : hostBase;
@@ -244,9 +332,22 @@ CUresult pointerAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr
     case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
       *static_cast<size_t*>(data) = isDevice ? dev.size : host.size;
       break;
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+      if (!isDevice) return CUDA_ERROR_INVALID_VALUE;
+      *static_cast<CUmemoryPool*>(data) = dev.pool;
+      break;
+    case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR:
+      // Each device allocation is one mapping the client sees.
+      if (!isDevice) return CUDA_ERROR_INVALID_VALUE;
+      *static_cast<CUdeviceptr*>(data) = devBase;
+      break;
+    case CU_POINTER_ATTRIBUTE_MAPPING_SIZE:
+      if (!isDevice) return CUDA_ERROR_INVALID_VALUE;
+      *static_cast<size_t*>(data) = dev.size;
+      break;
     default:
-      if (lenient) return CUDA_SUCCESS;
-      return CUDA_ERROR_INVALID_VALUE;
+      return refuseCall(CUDA_ERROR_INVALID_VALUE,
+                        "cuPointerGetAttribute: unknown attribute " + std::to_string(attribute));
   }
   return CUDA_SUCCESS;
 }
@@ -269,10 +370,14 @@ GPUPOOL_DRIVER_API CUresult cuPointerGetAttributes(unsigned int numAttributes,
   // unregistered host memory.
   for (unsigned i = 0; i < numAttributes; ++i) {
     if (!data[i]) continue;
-    CUresult r = pointerAttribute(data[i], attributes[i], ptr, true);
-    if (r != CUDA_SUCCESS) {
-      // Device/host pointer of the other kind: report as absent.
-      std::memset(data[i], 0, sizeof(void*));
+    size_t size = pointerAttributeSize(attributes[i]);
+    if (size == 0) {
+      return refuseCall(CUDA_ERROR_INVALID_VALUE, "cuPointerGetAttributes: unknown attribute " +
+                                                      std::to_string(attributes[i]));
+    }
+    if (pointerAttribute(data[i], attributes[i], ptr, true) != CUDA_SUCCESS) {
+      // An attribute that does not apply to this kind of memory reads as its null value.
+      std::memset(data[i], 0, size);
     }
   }
   return CUDA_SUCCESS;

@@ -22,11 +22,6 @@ using namespace gpupool::client;
 
 namespace {
 
-CUresult refuse(CUresult code, const std::string& why) {
-  if (logLevel() >= 1) logLine(why);
-  return code;
-}
-
 bool validDevice(CUdevice dev) { return dev >= 0 && dev < DriverState::get().deviceCount(); }
 
 // Per device: its default pool object (made on first use, kept for the process's life, as a
@@ -93,9 +88,9 @@ CUresult allocateFromPool(CUdeviceptr* dptr, size_t bytes, MemPoolObject* pool, 
   uint64_t remoteStream = 0;
   if (CUresult r = resolveStream(stream, &ctx, &remoteStream); r != CUDA_SUCCESS) return r;
   if (pool->context ? pool->context != ctx : pool->device != ctx->device) {
-    return refuse(CUDA_ERROR_INVALID_VALUE,
-                  "cuMemAllocFromPoolAsync: the pool and the stream belong to different "
-                  "contexts (a created pool serves the context it was created in)");
+    return refuseCall(CUDA_ERROR_INVALID_VALUE,
+                      "cuMemAllocFromPoolAsync: the pool and the stream belong to different "
+                      "contexts (a created pool serves the context it was created in)");
   }
   uint64_t address = 0;
   CUresult r = ctx->server->call(
@@ -115,7 +110,8 @@ CUresult allocateFromPool(CUdeviceptr* dptr, size_t bytes, MemPoolObject* pool, 
   if (r != CUDA_SUCCESS) return r;
   {
     std::lock_guard lock(DriverState::get().mutex);
-    DriverState::get().deviceAllocations[address] = DeviceAllocation{bytes, ctx};
+    DriverState::get().deviceAllocations[address] =
+        DeviceAllocation{bytes, ctx, reinterpret_cast<CUmemoryPool>(pool)};
   }
   *dptr = address;
   return CUDA_SUCCESS;
@@ -140,8 +136,8 @@ CUresult freeAsync(CUdeviceptr dptr, CUstream stream) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   if (info.context != ctx) {
-    return refuse(CUDA_ERROR_INVALID_VALUE,
-                  "cuMemFreeAsync: the stream is not in the context of the allocation");
+    return refuseCall(CUDA_ERROR_INVALID_VALUE,
+                      "cuMemFreeAsync: the stream is not in the context of the allocation");
   }
   {
     std::lock_guard lock(DriverState::get().mutex);
@@ -159,10 +155,10 @@ CUresult freeAsync(CUdeviceptr dptr, CUstream stream) {
 CUresult checkLocation(const CUmemLocation* location, CUmemAllocationType type, const char* call) {
   if (!location) return CUDA_ERROR_INVALID_VALUE;
   if (type != CU_MEM_ALLOCATION_TYPE_PINNED || location->type != CU_MEM_LOCATION_TYPE_DEVICE) {
-    return refuse(CUDA_ERROR_NOT_SUPPORTED,
-                  std::string(call) +
-                      ": only pools of device memory are supported (no host or "
-                      "managed pools)");
+    return refuseCall(CUDA_ERROR_NOT_SUPPORTED,
+                      std::string(call) +
+                          ": only pools of device memory are supported (no host or "
+                          "managed pools)");
   }
   if (!validDevice(location->id)) return CUDA_ERROR_INVALID_DEVICE;
   return CUDA_SUCCESS;
@@ -213,9 +209,10 @@ CUresult poolAttribute(CUmemoryPool handle, CUmemPool_attribute attribute, void*
 }
 
 CUresult noPoolSharing(const char* call) {
-  return refuse(CUDA_ERROR_NOT_SUPPORTED,
-                std::string(call) +
-                    ": memory pools cannot be shared between processes through gpupool (no IPC)");
+  return refuseCall(
+      CUDA_ERROR_NOT_SUPPORTED,
+      std::string(call) +
+          ": memory pools cannot be shared between processes through gpupool (no IPC)");
 }
 
 }  // namespace
@@ -308,8 +305,8 @@ GPUPOOL_DRIVER_API CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolP
   }
   if (props->handleTypes != CU_MEM_HANDLE_TYPE_NONE) return noPoolSharing("cuMemPoolCreate");
   if (props->maxSize != 0) {
-    return refuse(CUDA_ERROR_NOT_SUPPORTED,
-                  "cuMemPoolCreate: a maximum pool size is not supported");
+    return refuseCall(CUDA_ERROR_NOT_SUPPORTED,
+                      "cuMemPoolCreate: a maximum pool size is not supported");
   }
   // The pool lives in the current context when it is on the pool's device (cudart's primary
   // context), else in the device's primary context.
@@ -335,7 +332,8 @@ GPUPOOL_DRIVER_API CUresult cuMemPoolDestroy(CUmemoryPool handle) {
   MemPoolObject* pool = asMemPool(handle);
   if (!pool) return CUDA_ERROR_INVALID_VALUE;
   if (!pool->context) {
-    return refuse(CUDA_ERROR_INVALID_VALUE, "cuMemPoolDestroy: a default pool cannot be destroyed");
+    return refuseCall(CUDA_ERROR_INVALID_VALUE,
+                      "cuMemPoolDestroy: a default pool cannot be destroyed");
   }
   ContextObject* ctx = pool->context;
   CUresult r = ctx->server->call("cuMemPoolDestroy", [&](wire::Request::Builder b) {
@@ -389,13 +387,13 @@ GPUPOOL_DRIVER_API CUresult cuMemPoolSetAccess(CUmemoryPool handle, const CUmemA
     }
     bool own = desc.location.id == pool->device;
     if (own && desc.flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE) {
-      return refuse(CUDA_ERROR_INVALID_VALUE,
-                    "cuMemPoolSetAccess: a pool's own device always has read-write access");
+      return refuseCall(CUDA_ERROR_INVALID_VALUE,
+                        "cuMemPoolSetAccess: a pool's own device always has read-write access");
     }
     if (!own && desc.flags != CU_MEM_ACCESS_FLAGS_PROT_NONE) {
-      return refuse(CUDA_ERROR_NOT_SUPPORTED,
-                    "cuMemPoolSetAccess: access to a pool from another device (peer access) is "
-                    "not supported");
+      return refuseCall(CUDA_ERROR_NOT_SUPPORTED,
+                        "cuMemPoolSetAccess: access to a pool from another device (peer access) is "
+                        "not supported");
     }
   }
   return CUDA_SUCCESS;

@@ -7,20 +7,32 @@
 
 namespace gpupool::client {
 
-CUresult reportNotSupported(const char* name) {
+namespace {
+
+// True the first time `name` is seen, so each entry point is reported once.
+bool firstReport(const char* name) {
   // Leaked on purpose: stubs may still be called from other libraries' static destructors.
   static auto* mutex = new std::mutex;
   static auto* reported = new std::unordered_set<std::string_view>;
-  bool first;
-  {
-    std::lock_guard lock(*mutex);
-    first = reported->insert(name).second;
-  }
-  if (first) {
+  std::lock_guard lock(*mutex);
+  return reported->insert(name).second;
+}
+
+}  // namespace
+
+CUresult reportNotSupported(const char* name) {
+  if (firstReport(name)) {
     std::fprintf(stderr, "gpupool: %s is not supported (returning CUDA_ERROR_NOT_SUPPORTED)\n",
                  name);
   }
   return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult reportRefused(const char* name, CUresult code, const char* codeName, const char* reason) {
+  if (firstReport(name)) {
+    std::fprintf(stderr, "gpupool: %s is refused: %s (returning %s)\n", name, reason, codeName);
+  }
+  return code;
 }
 
 }  // namespace gpupool::client

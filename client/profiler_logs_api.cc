@@ -54,11 +54,7 @@ constexpr CUlogIterator kLogEnd = 0;
 
 }  // namespace
 
-// Deprecated; cudaProfiler.h: "Starting with CUDA 12.0, it always returns
-// CUDA_ERROR_NOT_SUPPORTED".
-GPUPOOL_DRIVER_API CUresult cuProfilerInitialize(const char*, const char*, CUoutput_mode) {
-  return CUDA_ERROR_NOT_SUPPORTED;
-}
+// cuProfilerInitialize is refused in refused_calls.def, as NVIDIA's driver has since CUDA 12.0.
 
 GPUPOOL_DRIVER_API CUresult cuProfilerStart() { return requireCurrentContext(); }
 

@@ -16,11 +16,19 @@ add_custom_command(
   OUTPUT ${GPUPOOL_SURFACE_GENERATED}
   COMMAND Python3::Interpreter ${GPUPOOL_SURFACE_GENERATOR} --cuda-include ${CUDA_HOME}/include
           --cc ${CMAKE_C_COMPILER} --out-dir ${GPUPOOL_SURFACE_GENERATED_DIR}
+          --refused ${CMAKE_CURRENT_LIST_DIR}/refused_calls.def
   DEPENDS ${GPUPOOL_SURFACE_GENERATOR}
+          ${CMAKE_CURRENT_LIST_DIR}/refused_calls.def
           ${CUDA_HOME}/include/cuda.h
           ${CUDA_HOME}/include/cudaTypedefs.h
           ${CUDA_HOME}/include/cudaProfiler.h
           ${CUDA_HOME}/include/cudaProfilerTypedefs.h
+          ${CUDA_HOME}/include/cudaGL.h
+          ${CUDA_HOME}/include/cudaGLTypedefs.h
+          ${CUDA_HOME}/include/cudaEGL.h
+          ${CUDA_HOME}/include/cudaEGLTypedefs.h
+          ${CUDA_HOME}/include/cudaVDPAU.h
+          ${CUDA_HOME}/include/cudaVDPAUTypedefs.h
   COMMENT "Generating the driver API stubs and the cuGetProcAddress table"
   VERBATIM)
 

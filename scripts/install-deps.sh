@@ -14,6 +14,7 @@ PACKAGES=(
   libcli11-dev nlohmann-json3-dev
   libsqlite3-dev libtomlplusplus-dev libssl-dev openssl
   clang-format
+  libgl-dev libegl-dev libvdpau-dev # the graphics interop headers libcuda's surface is generated from
   patchelf # scripts/gpu-bundle.sh --from-build (the ctest gpu_check_chained)
 )
 

@@ -9,6 +9,7 @@
 #include "protocol/message_codec.h"
 #include "protocol/outgoing_message.h"
 #include "server/pool_server.h"
+#include "server/served_capabilities.h"
 
 namespace gpupool::server {
 namespace {
@@ -262,8 +263,9 @@ bool Session::handshake() {
     out.setPciDevice(d.pciDevice);
     out.setTotalMemory(d.totalMemory);
     out.setBackendKind(state_.backend.kind());
-    auto attrs = out.initAttributes(static_cast<unsigned>(d.attributes.size()));
-    for (unsigned a = 0; a < d.attributes.size(); ++a) attrs.set(a, d.attributes[a]);
+    const std::vector<int32_t> served = servedAttributes(d.attributes);
+    auto attrs = out.initAttributes(static_cast<unsigned>(served.size()));
+    for (unsigned a = 0; a < served.size(); ++a) attrs.set(a, served[a]);
   }
   protocol::sendMessage(*connection_, reply);
   return true;

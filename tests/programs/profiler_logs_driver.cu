@@ -87,6 +87,12 @@ int main() {
   CHECK_CU(cuMemsetD32(buffer, kPattern, kCount));
   CHECK_CU(cuCtxSynchronize());
   CHECK_CU(cuProfilerStop());
+  // Deprecated: NVIDIA's driver has refused it since CUDA 12.0, and so does the pool.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  expectError(cuProfilerInitialize("profiler.cfg", "profile.out", CU_OUT_KEY_VALUE_PAIR),
+              CUDA_ERROR_NOT_SUPPORTED, "cuProfilerInitialize");
+#pragma GCC diagnostic pop
   std::vector<uint32_t> host(kCount);
   CHECK_CU(cuMemcpyDtoH(host.data(), buffer, kCount * sizeof(uint32_t)));
   for (size_t i = 0; i < kCount; ++i) {

@@ -78,11 +78,8 @@ Status describeDevice(const CudaDriver& driver, CUdevice device, DeviceDescripti
       out->attributes[attribute] = value;
     }
   }
-  // Device memory pools work through the pool; host pools do not, and no pool can be exported to
-  // another process (no IPC).
-  out->attributes[CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES] = 0;
-  out->attributes[CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED] = 0;
-  out->attributes[CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED] = 0;
+  // The capabilities the pool does not serve are withheld when clients are told (Welcome,
+  // server/served_capabilities.cc); the description keeps what the device has.
   out->pciDomain = out->attributes[CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID];
   out->pciBus = out->attributes[CU_DEVICE_ATTRIBUTE_PCI_BUS_ID];
   out->pciDevice = out->attributes[CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID];

@@ -1,0 +1,50 @@
+// The attributes the pool sends clients: a device that can do everything is shown without the
+// capabilities the client does not serve, and with everything else as the device reports it.
+#include "server/served_capabilities.h"
+
+#include <gtest/gtest.h>
+
+namespace gpupool::server {
+namespace {
+
+TEST(ServedCapabilities, UnservedCapabilitiesReadAsUnsupported) {
+  std::vector<int32_t> device(CU_DEVICE_ATTRIBUTE_MAX, 1);
+  std::vector<int32_t> served = servedAttributes(device);
+  ASSERT_EQ(served.size(), device.size());
+  for (CUdevice_attribute withheld :
+       {CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+        CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY,
+        CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH, CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED,
+        CU_DEVICE_ATTRIBUTE_TENSOR_MAP_ACCESS_SUPPORTED,
+        CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS}) {
+    EXPECT_EQ(served[withheld], 0) << "attribute " << withheld;
+  }
+  EXPECT_EQ(served[CU_DEVICE_ATTRIBUTE_NUMA_ID], -1);
+}
+
+TEST(ServedCapabilities, ServedAttributesPassThrough) {
+  std::vector<int32_t> device(CU_DEVICE_ATTRIBUTE_MAX, 7);
+  std::vector<int32_t> served = servedAttributes(device);
+  size_t unchanged = 0;
+  for (size_t a = 0; a < served.size(); ++a) unchanged += served[a] == 7;
+  EXPECT_EQ(unchanged, device.size() - withheldCapabilities().size());
+  // What the pool does serve keeps the device's value.
+  for (CUdevice_attribute kept :
+       {CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED,
+        CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR}) {
+    EXPECT_EQ(served[kept], 7) << "attribute " << kept;
+  }
+}
+
+TEST(ServedCapabilities, EachAttributeIsListedOnceWithAReason) {
+  std::vector<bool> seen(CU_DEVICE_ATTRIBUTE_MAX, false);
+  for (const WithheldCapability& w : withheldCapabilities()) {
+    ASSERT_LT(static_cast<int>(w.attribute), CU_DEVICE_ATTRIBUTE_MAX);
+    EXPECT_FALSE(seen[w.attribute]) << "attribute " << w.attribute << " listed twice";
+    seen[w.attribute] = true;
+    EXPECT_NE(std::string(w.reason), "");
+  }
+}
+
+}  // namespace
+}  // namespace gpupool::server
