@@ -13,7 +13,7 @@
 # is not checked.
 # Test names: `Suite.Test`, `Prefix/Suite.Test/param` and globs (`Suite.*`, `Suite.Pinned*`) must
 # match a TEST, TEST_F or TEST_P in the sources (and a parameterized test's prefix an
-# INSTANTIATE_TEST_SUITE_P of its suite).
+# INSTANTIATE_TEST_SUITE_P of its suite), or an add_test(NAME Suite.Test) in a CMakeLists.txt.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -53,6 +53,13 @@ for path in tracked:
         tests.setdefault(suite, set()).add(name)
     for prefix, suite in INSTANTIATION.findall(text):
         prefixes.setdefault(suite, set()).add(prefix)
+# Tests that CMake defines directly (add_test(NAME Suite.Test ...)).
+CMAKE_TEST = re.compile(r"\badd_test\s*\(\s*NAME\s+(\w+)\.(\w+)")
+for path in tracked:
+    if os.path.basename(path) == "CMakeLists.txt":
+        with open(path, errors="replace") as f:
+            for suite, name in CMAKE_TEST.findall(f.read()):
+                tests.setdefault(suite, set()).add(name)
 
 # --- what a cited word is -------------------------------------------------------------------
 TEST_NAME = re.compile(r"^(?:(\w+)/)?([A-Z]\w*)\.([A-Z*][\w*]*)(?:/[\w*]+)?$")
