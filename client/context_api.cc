@@ -2,6 +2,7 @@
 // client state; the server side of a context is created when it is first needed.
 #include <algorithm>
 
+#include "client_log.h"
 #include "context_hooks.h"
 #include "driver_export.h"
 #include "driver_state.h"
@@ -150,6 +151,26 @@ GPUPOOL_DRIVER_API CUresult cuCtxDestroy_v2(CUcontext h) {
 }
 
 GPUPOOL_DRIVER_API CUresult cuCtxDestroy(CUcontext h) { return cuCtxDestroy_v2(h); }
+
+// Peer access: no two pool devices map each other's memory (cuDeviceCanAccessPeer says 0), so it
+// cannot be enabled, as NVIDIA's driver answers for such a pair.
+GPUPOOL_DRIVER_API CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  ContextObject* current = DriverState::get().current();
+  ContextObject* other = asContext(peer);
+  if (!current || !other || current == other) return CUDA_ERROR_INVALID_CONTEXT;
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  return refuseCall(CUDA_ERROR_PEER_ACCESS_UNSUPPORTED,
+                    "cuCtxEnablePeerAccess: pool devices do not map each other's memory; peer "
+                    "copies (cuMemcpyPeer) work without it");
+}
+
+GPUPOOL_DRIVER_API CUresult cuCtxDisablePeerAccess(CUcontext peer) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  ContextObject* current = DriverState::get().current();
+  if (!current || !asContext(peer)) return CUDA_ERROR_INVALID_CONTEXT;
+  return CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
+}
 
 // Deprecated usage counting: cuCtxAttach counts one more user of the current context, cuCtxDetach
 // one fewer, destroying a created context when the last one detaches (cuCtxDestroy ignores it).

@@ -169,6 +169,39 @@ GPUPOOL_DRIVER_API CUresult cuDeviceCanAccessPeer(int* canAccess, CUdevice dev, 
   return CUDA_SUCCESS;
 }
 
+// What the link between two pool devices offers: no direct access, no atomics, no arrays (peer
+// copies are staged, client/copy_api.cc), consistent with cuDeviceCanAccessPeer.
+GPUPOOL_DRIVER_API CUresult cuDeviceGetP2PAttribute(int* value, CUdevice_P2PAttribute attribute,
+                                                    CUdevice src, CUdevice dst) {
+  CUresult r;
+  if (!deviceOrNull(src, &r) || !deviceOrNull(dst, &r)) return r;
+  if (src == dst) return CUDA_ERROR_INVALID_DEVICE;
+  if (!value) return CUDA_ERROR_INVALID_VALUE;
+  switch (attribute) {
+    case CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK:
+    case CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED:
+    case CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED:
+    case CU_DEVICE_P2P_ATTRIBUTE_CUDA_ARRAY_ACCESS_SUPPORTED:
+    case CU_DEVICE_P2P_ATTRIBUTE_ONLY_PARTIAL_NATIVE_ATOMIC_SUPPORTED:
+      *value = 0;
+      return CUDA_SUCCESS;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+GPUPOOL_DRIVER_API CUresult cuDeviceGetP2PAtomicCapabilities(unsigned int* capabilities,
+                                                             const CUatomicOperation* operations,
+                                                             unsigned int count, CUdevice src,
+                                                             CUdevice dst) {
+  CUresult r;
+  if (!deviceOrNull(src, &r) || !deviceOrNull(dst, &r)) return r;
+  if (src == dst) return CUDA_ERROR_INVALID_DEVICE;
+  if (!capabilities || !operations || count == 0) return CUDA_ERROR_INVALID_VALUE;
+  for (unsigned i = 0; i < count; ++i) capabilities[i] = 0;  // no atomic works over the link
+  return CUDA_SUCCESS;
+}
+
 GPUPOOL_DRIVER_API CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode* mode) {
   if (!mode) return CUDA_ERROR_INVALID_VALUE;
   // Lazy: modules travel to the server only when a kernel of theirs is first used.

@@ -1,6 +1,7 @@
 // Several devices in one process, as a pool spanning servers presents them: each device computes on
 // its own memory, and bytes move between devices with cudaMemcpy (device to device) and
-// cudaMemcpyPeer. Needs at least two devices; prints PASS.
+// cudaMemcpyPeer; peer access is enabled exactly when the devices say they have it. Needs at least
+// two devices; prints PASS.
 #include <cstdio>
 #include <vector>
 
@@ -50,6 +51,26 @@ int main() {
     CHECK(host[i] == 7 + i, "after cudaMemcpyPeer 0->%d, element %zu is %u", count - 1, i, host[i]);
   }
   std::printf("cudaMemcpyPeer device 0 -> device %d ok\n", count - 1);
+
+  // Peer access is what cudaDeviceCanAccessPeer says, and the link attributes agree with it.
+  int canAccess = -1;
+  CHECK_CUDA(cudaDeviceCanAccessPeer(&canAccess, 0, count - 1));
+  int accessSupported = -1;
+  CHECK_CUDA(
+      cudaDeviceGetP2PAttribute(&accessSupported, cudaDevP2PAttrAccessSupported, 0, count - 1));
+  CHECK(accessSupported == canAccess,
+        "P2P attribute AccessSupported %d, cudaDeviceCanAccessPeer %d", accessSupported, canAccess);
+  CHECK_CUDA(cudaSetDevice(0));
+  const cudaError_t enabled = cudaDeviceEnablePeerAccess(count - 1, 0);
+  if (canAccess) {
+    CHECK_CUDA(enabled);
+    CHECK_CUDA(cudaDeviceDisablePeerAccess(count - 1));
+  } else {
+    CHECK(enabled == cudaErrorPeerAccessUnsupported,
+          "cudaDeviceEnablePeerAccess without peer access returned %s", cudaGetErrorName(enabled));
+    CHECK(cudaGetLastError() == cudaErrorPeerAccessUnsupported, "the error was not recorded");
+  }
+  std::printf("peer access %d, consistent\n", canAccess);
   for (int d = 0; d < count; ++d) {
     CHECK_CUDA(cudaSetDevice(d));
     CHECK_CUDA(cudaFree(buffers[d]));
