@@ -73,7 +73,8 @@ TEST_P(ShmProgramTest, RunsOverShmWithTheSameOutputAsOverTcp) {
   EXPECT_EQ(withoutTimings(overShm.out), withoutTimings(overTcp.out));
 }
 
-INSTANTIATE_TEST_SUITE_P(Programs, ShmProgramTest, ::testing::ValuesIn(testProgramNames()));
+INSTANTIATE_TEST_SUITE_P(Programs, ShmProgramTest, ::testing::ValuesIn(testProgramNames()),
+                         [](const auto& info) { return info.param; });
 
 TEST(ShmSessionTest, KilledClientLeavesNothingMappedInTheServer) {
   ShmServer shm;
