@@ -1,7 +1,7 @@
 // The CUDA test programs (tests/programs, built by nvcc, unmodified) over shm:// against a gpupoold
 // on the emu backend that listens on TCP and on a Unix socket (--shm-listen): each prints what it
-// prints over TCP. And a client killed while it holds a session leaves none of its shared memory
-// mapped in gpupoold.
+// prints over TCP; the programs of threads and streams at once pass over it. And a client killed
+// while it holds a session leaves none of its shared memory mapped in gpupoold.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -74,6 +74,33 @@ TEST_P(ShmProgramTest, RunsOverShmWithTheSameOutputAsOverTcp) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Programs, ShmProgramTest, ::testing::ValuesIn(testProgramNames()),
+                         [](const auto& info) { return info.param; });
+
+// The programs of threads and streams working at once (issue 22) over shm://: the connection is
+// full duplex, so one thread's synchronize does not hold up the others (concurrent_flag_handoff
+// never finishes where calls are serialized). Left out, as over RDMA: the two that judge by elapsed
+// time, which a shared 2-core machine makes flaky.
+std::vector<std::string> shmConcurrencyProgramNames() {
+  std::vector<std::string> names;
+  for (const auto& name : concurrencyProgramNames()) {
+    if (name != "stream_overlap" && name != "concurrent_calls_during_sync") names.push_back(name);
+  }
+  return names;
+}
+
+class ShmConcurrentProgramTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ShmConcurrentProgramTest, RunsOverShmOnEmu) {
+  ShmServer shm;
+  ProgramResult result =
+      runProgram(programPath(GetParam()), {}, clientEnvironment(shm.url), kProgramTimeout);
+  ASSERT_TRUE(result.passed()) << result.describe() << shm.server->log();
+  EXPECT_NE(result.out.find("PASS"), std::string::npos) << result.describe();
+  EXPECT_TRUE(shm.sawShmSession()) << shm.server->log();
+}
+
+INSTANTIATE_TEST_SUITE_P(Concurrency, ShmConcurrentProgramTest,
+                         ::testing::ValuesIn(shmConcurrencyProgramNames()),
                          [](const auto& info) { return info.param; });
 
 TEST(ShmSessionTest, KilledClientLeavesNothingMappedInTheServer) {
