@@ -20,8 +20,10 @@
 #include <fstream>
 #include <future>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "loopback_pair.h"
@@ -341,6 +343,33 @@ TEST(ShmTransportTest, BadMemoryFilesAreRefusedAtSetup) {
     EXPECT_EQ(shmMappings(), before + 1);  // the hostile client's own mapping only
     expectListenerStillServes(*listener, path);
   }
+}
+
+// A client that connects and never sends its setup holds nothing: the server's connection reports
+// no frame, and a shutdown (gpupoold's handshake deadline) ends both ways of waiting for it.
+TEST(ShmTransportTest, SilentClientWithoutSetupEndsOnShutdown) {
+  std::string path = freeShmSocketPath();
+  auto listener = shmListen(shmEndpoint(path));
+  HostileClient silent(path);
+  auto server = listener->accept();
+  EXPECT_FALSE(server->frameArrived());
+  auto blocked = std::async(std::launch::async, [&]() -> std::optional<TransportError> {
+    try {
+      server->receiveFrame();
+      return std::nullopt;
+    } catch (const TransportError& e) {
+      return e;
+    }
+  });
+  std::this_thread::sleep_for(milliseconds(100));
+  server->shutdown();
+  ASSERT_EQ(blocked.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  auto error = blocked.get();
+  ASSERT_TRUE(error.has_value());
+  EXPECT_EQ(error->kind(), TransportError::Kind::kDisconnected) << error->what();
+  auto outcome = serverOutcome(*server);
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->kind(), TransportError::Kind::kDisconnected) << outcome->what();
 }
 
 // A head past what the ring holds, or behind the server's tail: refused, whatever bytes the ring
