@@ -114,6 +114,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", server::PoolServer::version());
   std::string listen = "tcp://127.0.0.1:7000";
   std::string rdmaListen;
+  std::string shmListen;
   std::string backendKind = "emu";
   unsigned devices = 1;
   std::string driver = "libcuda.so.1";
@@ -130,6 +131,9 @@ int main(int argc, char** argv) {
   app.add_option("--rdma-listen", rdmaListen,
                  "Also accept RDMA sessions here (rdma://IP:PORT, an address on an RDMA device; "
                  "advertised to TCP clients, which switch to it when they can)");
+  app.add_option("--shm-listen", shmListen,
+                 "Also accept shared-memory sessions from clients on this host here (shm:///PATH, "
+                 "a Unix socket path; who may connect is the socket file's permissions)");
   app.add_option("--backend", backendKind, "Device backend")
       ->check(CLI::IsMember({"emu", "cuda"}))
       ->capture_default_str();
@@ -251,6 +255,16 @@ int main(int argc, char** argv) {
     rdmaEndpoint = transport::parseEndpoint(rdmaListen, &error);
     if (!rdmaEndpoint || rdmaEndpoint->scheme != "rdma") {
       std::cerr << "gpupoold: --rdma-listen: " << (rdmaEndpoint ? "expected rdma://IP:PORT" : error)
+                << "\n";
+      return 2;
+    }
+  }
+
+  std::optional<transport::Endpoint> shmEndpoint;
+  if (!shmListen.empty()) {
+    shmEndpoint = transport::parseEndpoint(shmListen, &error);
+    if (!shmEndpoint || shmEndpoint->scheme != "shm") {
+      std::cerr << "gpupoold: --shm-listen: " << (shmEndpoint ? "expected shm:///PATH" : error)
                 << "\n";
       return 2;
     }
@@ -384,6 +398,11 @@ int main(int argc, char** argv) {
       std::cout << "listening on " << rdma->url() << std::endl;
       pool.setRdmaEndpoint(rdma->url());
       listener = transport::listenOnBoth(std::move(listener), std::move(rdma));
+    }
+    if (shmEndpoint) {
+      auto shm = transport::listenEndpoint(*shmEndpoint, listenOptions);
+      std::cout << "listening on " << shm->url() << std::endl;
+      listener = transport::listenOnBoth(std::move(listener), std::move(shm));
     }
   } catch (const transport::TransportError& e) {
     std::cerr << "gpupoold: " << e.what() << "\n";

@@ -181,6 +181,8 @@ void printRawVerbs(const json& r) {
       q["h2d_bandwidth_vs_raw_verbs"].get<double>(), q["d2h_bandwidth_vs_raw_verbs"].get<double>());
 }
 
+void printShmComparison(const json& r);
+
 void printText(const json& r) {
   std::printf("gpupool bench — %s, backend %s, transport %s%s\n\n",
               r["endpoint"].get<std::string>().c_str(), r["backend"].get<std::string>().c_str(),
@@ -226,6 +228,7 @@ void printText(const json& r) {
   printThreadSeries(r["threads"]);
   if (r.contains("idle_clients")) printIdleClients(r["idle_clients"]);
   if (r.contains("raw_verbs")) printRawVerbs(r);
+  if (r.contains("tcp")) printShmComparison(r);
   if (r.contains("local")) std::printf("  (a local-driver column is in the --json output)\n");
 }
 
@@ -353,30 +356,59 @@ std::optional<json> measureThreadSeries(const std::string& path, bool quick) {
 }
 
 // Where `--transport` points the run: rdma measures over rdma:// (a tcp:// endpoint is replaced by
-// the RDMA endpoint the server advertises) and adds the raw-verbs column; tcp keeps to TCP.
+// the RDMA endpoint the server advertises) and adds the raw-verbs column; shm measures over the
+// list's shm:// endpoint and, in the same run, the null call over its tcp:// one; tcp keeps to TCP.
 struct BenchTarget {
   transport::Endpoint endpoint;
   bool rdma = false;
+  std::optional<transport::Endpoint> tcpToCompare;  // shm only
 };
 
-std::optional<BenchTarget> benchTarget(const transport::Endpoint& given,
+std::optional<BenchTarget> shmTarget(const std::vector<transport::Endpoint>& endpoints,
+                                     std::string* error) {
+  BenchTarget target;
+  bool shm = false;
+  for (const auto& e : endpoints) {
+    if (e.scheme == "shm" && !shm) {
+      target.endpoint = e;
+      shm = true;
+    }
+    if (e.scheme == "tcp" && !target.tcpToCompare) target.tcpToCompare = e;
+  }
+  if (!shm || !target.tcpToCompare) {
+    *error =
+        "--transport shm measures shm:// and, in the same run, TCP to the same server: give both, "
+        "e.g. --endpoint shm:///run/gpupool.sock,tcp://127.0.0.1:7000";
+    return std::nullopt;
+  }
+  return target;
+}
+
+std::optional<BenchTarget> benchTarget(const std::vector<transport::Endpoint>& endpoints,
                                        const std::optional<std::string>& transportOption,
                                        std::string* error) {
-  std::string wanted = transportOption.value_or(given.scheme == "rdma" ? "rdma" : "tcp");
+  const transport::Endpoint& given = endpoints.front();
+  std::string wanted = transportOption.value_or(
+      given.scheme == "rdma" ? "rdma" : (given.scheme == "shm" ? "shm" : "tcp"));
+  if (wanted == "shm") return shmTarget(endpoints, error);
+  if (given.scheme == "shm") {
+    *error = "an shm:// endpoint is measured with --transport shm";
+    return std::nullopt;
+  }
   if (wanted == "tcp") {
-    BenchTarget target{given, false};
+    BenchTarget target{given, false, std::nullopt};
     if (given.scheme == "rdma") target.endpoint.scheme = "tcp";
     return target;
   }
   if (wanted != "rdma") {
-    *error = "--transport must be tcp or rdma, not '" + wanted + "'";
+    *error = "--transport must be tcp, rdma or shm, not '" + wanted + "'";
     return std::nullopt;
   }
   if (std::string why = transport::transportUnavailableReason("rdma"); !why.empty()) {
     *error = "--transport rdma: RDMA cannot be used here: " + why;
     return std::nullopt;
   }
-  if (given.scheme == "rdma") return BenchTarget{given, true};
+  if (given.scheme == "rdma") return BenchTarget{given, true, std::nullopt};
   std::string advertised;
   try {
     advertised = RawWire(given).rdmaEndpoint();
@@ -390,7 +422,62 @@ std::optional<BenchTarget> benchTarget(const transport::Endpoint& given,
   }
   auto endpoint = transport::parseEndpoint(advertised, error);
   if (!endpoint) return std::nullopt;
-  return BenchTarget{*endpoint, true};
+  return BenchTarget{*endpoint, true, std::nullopt};
+}
+
+// This machine's memcpy bandwidth at 64 MiB: what copying through shared memory is bounded by.
+json measureMemcpy(bool quick) {
+  progress("memcpy");
+  constexpr size_t kBytes = 64u << 20;
+  std::vector<uint8_t> from(kBytes, 0x5a), to(kBytes, 0);
+  return sizedBandwidth(kBytes, measure(1, iterationsFor(kBytes, quick),
+                                        [&] { std::memcpy(to.data(), from.data(), kBytes); }));
+}
+
+// The same run's null call and raw round trip over TCP, for `--transport shm`: the library in a
+// child process of its own (one session per process), pointed at `tcp`.
+std::optional<json> measureTcpToCompare(const transport::Endpoint& tcp, const std::string& library,
+                                        bool quick) {
+  progress("TCP, to compare: raw round trip");
+  RawWire wire(tcp);
+  json out;
+  out["endpoint"] = tcp.url();
+  out["raw_rtt"] = latencyJson(measure(100, latencyIterations(quick), [&] { wire.pingPong(); }));
+  progress("TCP, to compare: the library");
+  auto driver = benchChild(
+      childArguments("--driver-only", library, quick),
+      environmentWith({{"GPU_POOL_ENDPOINT", tcp.url()}, {"GPU_POOL_TRANSPORT", "tcp"}}));
+  if (!driver) return std::nullopt;
+  out["null_call"] = (*driver)["null_call"];
+  return out;
+}
+
+void addShmRatios(json& result) {
+  const json& tcp = result["tcp"];
+  json& ratios = result["ratios"];
+  ratios["null_call_shm_vs_tcp"] = result["gpupool"]["null_call"]["median_us"].get<double>() /
+                                   tcp["null_call"]["median_us"].get<double>();
+  ratios["raw_rtt_shm_vs_tcp"] =
+      result["raw"]["rtt"]["median_us"].get<double>() / tcp["raw_rtt"]["median_us"].get<double>();
+  double memcpyBandwidth = result["memcpy"]["gb_per_s"].get<double>();
+  ratios["h2d_bandwidth_vs_memcpy"] =
+      largest(result["gpupool"]["bandwidth"]["h2d_pinned"]) / memcpyBandwidth;
+  ratios["d2h_bandwidth_vs_memcpy"] =
+      largest(result["gpupool"]["bandwidth"]["d2h_pinned"]) / memcpyBandwidth;
+}
+
+void printShmComparison(const json& r) {
+  const json& tcp = r["tcp"];
+  const json& q = r["ratios"];
+  std::printf("\n  same run over %s: raw round trip %.1f us, null call %.1f us (medians)\n",
+              tcp["endpoint"].get<std::string>().c_str(), tcp["raw_rtt"]["median_us"].get<double>(),
+              tcp["null_call"]["median_us"].get<double>());
+  std::printf(
+      "  ratios shm / tcp: null call = %.2f, raw round trip = %.2f; memcpy %.2f GB/s, pinned H2D / "
+      "memcpy = %.2f, D2H / memcpy = %.2f\n",
+      q["null_call_shm_vs_tcp"].get<double>(), q["raw_rtt_shm_vs_tcp"].get<double>(),
+      r["memcpy"]["gb_per_s"].get<double>(), q["h2d_bandwidth_vs_memcpy"].get<double>(),
+      q["d2h_bandwidth_vs_memcpy"].get<double>());
 }
 
 // gpupool against the device itself: the null call against a SEND/RECV round trip of the
@@ -456,7 +543,7 @@ int benchCommand(const BenchOptions& options) {
     std::cerr << "gpupool bench: " << error << "\n";
     return 2;
   }
-  auto target = benchTarget(endpoints->front(), options.transport, &error);
+  auto target = benchTarget(*endpoints, options.transport, &error);
   if (!target) {
     std::cerr << "gpupool bench: " << error << "\n";
     return 2;
@@ -511,6 +598,16 @@ int benchCommand(const BenchOptions& options) {
     }
     result["threads"] = *threads;
     result["threads_settings"] = threadSeriesSettings(options.quick);
+    if (target->tcpToCompare) {
+      auto tcp = measureTcpToCompare(*target->tcpToCompare, library, options.quick);
+      if (!tcp) {
+        std::cerr << "gpupool bench: the null call over " << target->tcpToCompare->url()
+                  << " could not be measured\n";
+        return 1;
+      }
+      result["tcp"] = *tcp;
+      result["memcpy"] = measureMemcpy(options.quick);
+    }
     if (options.idleClients) {
       openBenchContext(*driver);  // current on this thread again
       result["idle_clients"] =
@@ -535,6 +632,7 @@ int benchCommand(const BenchOptions& options) {
        largest(bw["d2h_pageable"]) / largest(raw["bandwidth"]["from_server"])},
       {"bandwidth_size", raw["bandwidth"]["to_server"].back()["size"]}};
   if (result.contains("raw_verbs")) addRawVerbsRatios(result);
+  if (result.contains("tcp")) addShmRatios(result);
 
   std::string local = options.localDriver.value_or("");
   if (local == "auto") {

@@ -1,6 +1,7 @@
 // The raw-wire baseline of `gpupool bench`: the same connection type to the same server, with
 // requests answered without any CUDA processing. tcp:// and tls:// endpoints are reached over TCP,
-// rdma:// ones over RDMA (no fallback: a benchmark must measure what it says).
+// rdma:// ones over RDMA (no fallback: a benchmark must measure what it says), shm:// ones through
+// the shared-memory rings.
 #pragma once
 
 #include <memory>

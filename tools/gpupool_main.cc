@@ -71,8 +71,10 @@ int main(int argc, char** argv) {
   benchCommandLine->add_option("--local-driver", bench.localDriver,
                                "Also measure a real CUDA driver on this machine (a path, or auto)");
   benchCommandLine->add_option("--transport", bench.transport,
-                               "tcp or rdma (default: the endpoint's); rdma adds a raw verbs "
-                               "baseline on the same device");
+                               "tcp, rdma or shm (default: the endpoint's); rdma adds a raw "
+                               "verbs baseline on the same device; shm (--endpoint "
+                               "shm:///PATH,tcp://HOST:PORT) adds TCP's null call and memcpy "
+                               "bandwidth from the same run");
   benchCommandLine
       ->add_option("--idle-clients", bench.idleClients,
                    "Also measure the null call with N idle authenticated sessions held open (N "

@@ -5,6 +5,7 @@
 namespace gpupool::transport {
 
 std::string Endpoint::url() const {
+  if (scheme == "shm") return "shm://" + host;
   bool ipv6 = host.find(':') != std::string::npos;
   return scheme + "://" + (ipv6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
 }
@@ -12,18 +13,25 @@ std::string Endpoint::url() const {
 std::optional<Endpoint> parseEndpoint(const std::string& text, std::string* error) {
   auto fail = [&](const std::string& why) -> std::optional<Endpoint> {
     *error = "invalid endpoint '" + text + "': " + why +
-             " (expected tcp://HOST:PORT, tls://HOST:PORT or rdma://HOST:PORT, e.g. "
-             "tcp://127.0.0.1:7000)";
+             " (expected tcp://HOST:PORT, tls://HOST:PORT, rdma://HOST:PORT or shm:///SOCKET/PATH, "
+             "e.g. tcp://127.0.0.1:7000)";
     return std::nullopt;
   };
   auto sep = text.find("://");
   if (sep == std::string::npos) return fail("missing scheme");
   Endpoint e;
   e.scheme = text.substr(0, sep);
-  if (e.scheme != "tcp" && e.scheme != "rdma" && e.scheme != "tls") {
+  if (e.scheme != "tcp" && e.scheme != "rdma" && e.scheme != "tls" && e.scheme != "shm") {
     return fail("unknown scheme '" + e.scheme + "'");
   }
   std::string rest = text.substr(sep + 3);
+  if (e.scheme == "shm") {
+    // sockaddr_un holds 108 bytes with the terminating NUL.
+    if (rest.empty() || rest[0] != '/') return fail("shm:// needs an absolute socket path");
+    if (rest.size() > 107) return fail("socket path longer than 107 bytes");
+    e.host = rest;
+    return e;
+  }
   std::string portText;
   if (!rest.empty() && rest[0] == '[') {
     auto close = rest.find(']');

@@ -1,4 +1,4 @@
-// Endpoint URLs: `tcp://host:port`, `tls://host:port` and `rdma://host:port`.
+// Endpoint URLs: `tcp://host:port`, `tls://host:port`, `rdma://host:port` and `shm:///socket/path`.
 #pragma once
 
 #include <optional>
@@ -8,9 +8,10 @@
 namespace gpupool::transport {
 
 struct Endpoint {
-  std::string scheme;  // "tcp", "tls" (TCP with TLS) or "rdma"
-  std::string host;    // name, IPv4, or IPv6 without brackets
-  uint16_t port = 0;
+  std::string scheme;  // "tcp", "tls" (TCP with TLS), "rdma" or "shm" (shared memory)
+  // Name, IPv4, or IPv6 without brackets; for shm the absolute path of the server's Unix socket.
+  std::string host;
+  uint16_t port = 0;  // 0 for shm
 
   std::string url() const;
 };

@@ -3,6 +3,7 @@
 #include "transport/link_baseline.h"
 #include "transport/rdma/baseline/rdma_baseline_client.h"
 #include "transport/rdma/rdma_transport.h"
+#include "transport/shm_transport.h"
 #include "transport/tcp_transport.h"
 #include "transport/tls_transport.h"
 
@@ -36,6 +37,7 @@ std::unique_ptr<Connection> connectEndpoint(const Endpoint& endpoint,
                                             const ConnectOptions& options) {
   if (endpoint.scheme == "tcp") return tcpConnect(endpoint, options.timeoutMs);
   if (endpoint.scheme == "tls") return tlsConnect(endpoint, options.timeoutMs);
+  if (endpoint.scheme == "shm") return shmConnect(endpoint);
   if (endpoint.scheme == "rdma") {
     if (options.rdmaFallsBackToTcp) return rdmaOrTcp(endpoint, options);
     return rdmaConnect(endpoint, options.timeoutMs, pinnedOf(options.pinnedMemory));
@@ -52,6 +54,7 @@ std::unique_ptr<Connection> connectEndpoint(const Endpoint& endpoint, unsigned t
 
 std::unique_ptr<Listener> listenEndpoint(const Endpoint& endpoint, const ListenOptions& options) {
   if (endpoint.scheme == "tcp") return tcpListen(endpoint);
+  if (endpoint.scheme == "shm") return shmListen(endpoint);
   if (endpoint.scheme == "rdma") return rdmaListen(endpoint, pinnedOf(options.pinnedMemory));
   if (endpoint.scheme == "tls") {
     if (options.tlsCertificateChain.empty() || options.tlsPrivateKey.empty()) {

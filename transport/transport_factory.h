@@ -1,6 +1,6 @@
 // One place that turns an endpoint URL into a connection or a listener, whatever its scheme
-// (tcp://, tls://, rdma://), so callers (the client library, gpupoold, the CLI) need not know
-// which transports exist.
+// (tcp://, tls://, rdma://, shm://), so callers (the client library, gpupoold, the CLI) need not
+// know which transports exist.
 #pragma once
 
 #include <functional>

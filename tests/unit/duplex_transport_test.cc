@@ -1,6 +1,7 @@
-// Full duplex over the byte-stream transports (TCP, TLS) on loopback: on each side one thread
-// receives while another sends, both directions at once, every way of sending mixed in; shutdown()
-// still wakes a blocked reader while a writer is mid-stream; and the receive timeout still fires.
+// Full duplex over the byte-stream transports (TCP, TLS, shared memory) on loopback: on each side
+// one thread receives while another sends, both directions at once, every way of sending mixed in;
+// shutdown() still wakes a blocked reader while a writer is mid-stream; and the receive timeout
+// still fires.
 #include <gtest/gtest.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
@@ -76,7 +77,7 @@ TEST(TlsTransportTest, FirstSendAndFirstReceiveAtOnceHandshakeOnce) {
 
 class DuplexTransportTest : public ::testing::TestWithParam<std::string> {};
 
-INSTANTIATE_TEST_SUITE_P(ByteStreams, DuplexTransportTest, ::testing::Values("tcp", "tls"),
+INSTANTIATE_TEST_SUITE_P(ByteStreams, DuplexTransportTest, ::testing::Values("tcp", "tls", "shm"),
                          [](const auto& info) { return info.param; });
 
 TEST_P(DuplexTransportTest, SaysItIsFullDuplex) {

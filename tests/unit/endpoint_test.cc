@@ -74,6 +74,17 @@ TEST(EndpointTest, RefusalsNameTheProblem) {
   }
 }
 
+TEST(EndpointTest, ParsesShmSocketPathAndPrintsItBack) {
+  Endpoint e = parseOk("shm:///run/gpupool/s.sock");
+  EXPECT_EQ(e.scheme, "shm");
+  EXPECT_EQ(e.host, "/run/gpupool/s.sock");
+  EXPECT_EQ(e.url(), "shm:///run/gpupool/s.sock");
+  EXPECT_NE(parseError("shm://relative.sock").find("absolute socket path"), std::string::npos);
+  EXPECT_NE(parseError("shm://").find("absolute socket path"), std::string::npos);
+  EXPECT_NE(parseError("shm:///" + std::string(107, 'x')).find("longer than 107"),
+            std::string::npos);
+}
+
 TEST(EndpointTest, ParsesCommaSeparatedList) {
   std::string error;
   auto list = parseEndpointList("tcp://a:1,tcp://[::1]:2,rdma://c:3", &error);

@@ -1,8 +1,9 @@
 // Frames taken in without waiting (Connection::frameArrived, what gpupoold's event loop serves
-// from) over TCP and TLS on loopback: a frame counts as arrived only once its whole message is
-// here, however its bytes trickle; a message larger than the receive buffer still arrives; the TLS
-// handshake itself advances this way; several queued frames come out one by one; idle memory given
-// back comes back when needed; a peer gone or a broken header is an error, not a frame.
+// from) over TCP, TLS and shared memory on loopback: a frame counts as arrived only once its whole
+// message is here, however its bytes trickle; a message larger than the receive buffer still
+// arrives; the TLS handshake itself advances this way; several queued frames come out one by one;
+// idle memory given back comes back when needed; a peer gone or a broken header is an error, not a
+// frame.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -123,7 +124,7 @@ TEST(FrameArrivalTest, BrokenHeaderIsAnErrorNotAFrame) {
 }
 
 class FrameArrivalOverTest : public ::testing::TestWithParam<std::string> {};
-INSTANTIATE_TEST_SUITE_P(ByteStreams, FrameArrivalOverTest, ::testing::Values("tcp", "tls"),
+INSTANTIATE_TEST_SUITE_P(ByteStreams, FrameArrivalOverTest, ::testing::Values("tcp", "tls", "shm"),
                          [](const auto& info) { return info.param; });
 
 // The server never receives in the blocking way: the TLS handshake, a message larger than the

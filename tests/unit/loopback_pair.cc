@@ -7,6 +7,7 @@
 #include <openssl/x509v3.h>
 #include <stdlib.h>
 
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <future>
@@ -70,9 +71,39 @@ class SelfSignedCertificate {
   std::filesystem::path directory_;
 };
 
+// Unix socket paths for shm:// listeners, in one directory removed at exit.
+class SocketDirectory {
+ public:
+  SocketDirectory() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "shm-XXXXXX").string();
+    if (!::mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
+    directory_ = pattern;
+  }
+  ~SocketDirectory() {
+    std::error_code ignored;
+    std::filesystem::remove_all(directory_, ignored);
+  }
+  std::string next() { return (directory_ / ("s" + std::to_string(++count_))).string(); }
+
+ private:
+  std::filesystem::path directory_;
+  std::atomic<int> count_{0};
+};
+
 }  // namespace
 
+std::string freeShmSocketPath() {
+  static SocketDirectory directory;
+  return directory.next();
+}
+
 std::unique_ptr<Listener> listenOnLoopback(const std::string& scheme) {
+  if (scheme == "shm") {
+    Endpoint endpoint;
+    endpoint.scheme = "shm";
+    endpoint.host = freeShmSocketPath();
+    return listenEndpoint(endpoint);
+  }
   static const SelfSignedCertificate certificate;
   ::setenv("GPU_POOL_TLS_CA", certificate.certificateFile().c_str(), 1);
   ::unsetenv("GPU_POOL_TLS_VERIFY");

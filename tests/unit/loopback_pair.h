@@ -1,5 +1,5 @@
-// Loopback connections of the byte-stream transports (TCP, TLS) for transport tests: a listener
-// with a self-signed certificate the clients trust, and connected pairs.
+// Loopback connections of the byte-stream transports (TCP, TLS, shared memory) for transport tests:
+// a listener (TLS: with a self-signed certificate the clients trust), and connected pairs.
 #pragma once
 
 #include <memory>
@@ -15,7 +15,9 @@ struct ConnectedPair {
   std::unique_ptr<Connection> server;
 };
 
-// A listener of `scheme` ("tcp" or "tls") on 127.0.0.1, on a free port.
+// A path for a Unix socket no listener uses yet (in a directory removed at exit).
+std::string freeShmSocketPath();
+// A listener of `scheme`: "tcp" or "tls" on 127.0.0.1, on a free port; "shm" on a fresh socket.
 std::unique_ptr<Listener> listenOnLoopback(const std::string& scheme);
 // A connected pair of `scheme`. TLS: the client's connect waits for the server's handshake, which
 // runs on the server's first receive, so a hello frame goes across while connecting.

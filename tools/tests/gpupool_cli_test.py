@@ -9,6 +9,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -132,9 +133,14 @@ def start_emu_server(test, *extra):
                                *extra], stdout=subprocess.PIPE, text=True)
     test.addCleanup(server.wait, timeout=10)
     test.addCleanup(server.terminate)
-    line = server.stdout.readline()
-    match = re.search(r"listening on (tcp://\S+)", line)
-    test.assertIsNotNone(match, f"unexpected gpupoold output: {line!r}")
+    # `listening on tcp://...` comes last, after those of --rdma-listen and --shm-listen.
+    lines = []
+    while True:
+        lines.append(server.stdout.readline())
+        match = re.search(r"listening on (tcp://\S+)", lines[-1])
+        if match or not lines[-1].startswith("listening on "):
+            break
+    test.assertIsNotNone(match, f"unexpected gpupoold output: {lines!r}")
     return server, match.group(1)
 
 
@@ -215,6 +221,36 @@ class Bench(unittest.TestCase):
         self.assertGreater(idle["server_threads"], 0)
         self.assertGreater(idle["server_fds"], self.IDLE_CLIENTS)
         self.assertIsNotNone(idle["rss_bytes_per_idle_client"])
+
+    def test_shm_needs_the_tcp_endpoint_to_compare_with(self):
+        r = gpupool("bench", "--quick", "--transport", "shm", "--endpoint", "shm:///tmp/none.sock")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--transport shm measures shm:// and, in the same run, TCP", r.stderr)
+
+    def test_shm_transport_against_tcp_in_one_run_on_emu(self):
+        library = os.path.join(os.path.dirname(os.path.realpath(GPUPOOL)), "..", "lib",
+                               "libcuda.so.1")
+        if not os.path.exists(library):
+            self.skipTest(f"{library} is not built (build the gpupool_libcuda target)")
+        directory = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, directory, ignore_errors=True)
+        shm = "shm://" + os.path.join(directory, "gpupool.sock")
+        _, tcp = start_emu_server(self, "--shm-listen", shm)
+        r = gpupool("bench", "--quick", "--json", "--transport", "shm", "--endpoint",
+                    f"{shm},{tcp}", timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        result = json.loads(r.stdout)
+        # The library's session ran over shm (the bench checks it with the server).
+        self.assertEqual(result["transport"], "shm")
+        self.assertEqual(result["endpoint"], shm)
+        self.assertEqual(result["tcp"]["endpoint"], tcp)
+        shm_null = result["gpupool"]["null_call"]["median_us"]
+        tcp_null = result["tcp"]["null_call"]["median_us"]
+        self.assertGreater(shm_null, 0)
+        self.assertGreater(tcp_null, 0)
+        self.assertAlmostEqual(result["ratios"]["null_call_shm_vs_tcp"], shm_null / tcp_null)
+        self.assertGreater(result["memcpy"]["gb_per_s"], 0)
+        self.assertIn("h2d_bandwidth_vs_memcpy", result["ratios"])
 
     def test_threads_series_on_emu(self):
         stderr, result = self.quick_run()

@@ -1,0 +1,125 @@
+// The CUDA test programs (tests/programs, built by nvcc, unmodified) over shm:// against a gpupoold
+// on the emu backend that listens on TCP and on a Unix socket (--shm-listen): each prints what it
+// prints over TCP; the programs of threads and streams at once pass over it. And a client killed
+// while it holds a session leaves none of its shared memory mapped in gpupoold.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "build_paths.h"
+#include "child_process.h"
+#include "gpupool_server.h"
+#include "scratch_directory.h"
+#include "test_programs.h"
+
+namespace gpupool::e2e {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using std::chrono::steady_clock;
+
+constexpr auto kProgramTimeout = seconds(400);
+
+// A gpupoold on tcp://127.0.0.1 that also listens on shm://<scratch>/gpupool.sock.
+struct ShmServer {
+  ScratchDirectory scratch;
+  std::string url = "shm://" + scratch.file("gpupool.sock");
+  std::unique_ptr<GpupoolServer> server;
+
+  ShmServer() {
+    ServerOptions options;
+    options.extraArgs = {"--shm-listen", url};
+    server = std::make_unique<GpupoolServer>(options);
+  }
+  // Sessions that came in over shm: their peer is named by the client's user and pid.
+  bool sawShmSession() const { return server->log().find("from local-uid-") != std::string::npos; }
+  // gpupoold's mappings of client memory files.
+  int mappedClientFiles() const {
+    std::ifstream maps("/proc/" + std::to_string(server->pid()) + "/maps");
+    int n = 0;
+    for (std::string line; std::getline(maps, line);)
+      n += line.find("memfd:gpupool-shm") != std::string::npos;
+    return n;
+  }
+};
+
+// A program's output without its timing lines (events prints measured milliseconds).
+std::string withoutTimings(const std::string& text) {
+  std::istringstream lines(text);
+  std::string out;
+  for (std::string l; std::getline(lines, l);) {
+    if (l.find("elapsed") == std::string::npos) out += l + "\n";
+  }
+  return out;
+}
+
+class ShmProgramTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ShmProgramTest, RunsOverShmWithTheSameOutputAsOverTcp) {
+  ShmServer shm;
+  ProgramResult overShm =
+      runProgram(programPath(GetParam()), {}, clientEnvironment(shm.url), kProgramTimeout);
+  ASSERT_TRUE(overShm.passed()) << overShm.describe() << shm.server->log();
+  EXPECT_TRUE(shm.sawShmSession()) << shm.server->log();
+
+  ProgramResult overTcp = runProgram(programPath(GetParam()), {},
+                                     clientEnvironment(shm.server->endpoint()), kProgramTimeout);
+  ASSERT_TRUE(overTcp.passed()) << overTcp.describe();
+  EXPECT_EQ(withoutTimings(overShm.out), withoutTimings(overTcp.out));
+}
+
+INSTANTIATE_TEST_SUITE_P(Programs, ShmProgramTest, ::testing::ValuesIn(testProgramNames()),
+                         [](const auto& info) { return info.param; });
+
+// The programs of threads and streams working at once (issue 22) over shm://: the connection is
+// full duplex, so one thread's synchronize does not hold up the others (concurrent_flag_handoff
+// never finishes where calls are serialized). Left out, as over RDMA: the two that judge by elapsed
+// time, which a shared 2-core machine makes flaky.
+std::vector<std::string> shmConcurrencyProgramNames() {
+  std::vector<std::string> names;
+  for (const auto& name : concurrencyProgramNames()) {
+    if (name != "stream_overlap" && name != "concurrent_calls_during_sync") names.push_back(name);
+  }
+  return names;
+}
+
+class ShmConcurrentProgramTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ShmConcurrentProgramTest, RunsOverShmOnEmu) {
+  ShmServer shm;
+  ProgramResult result =
+      runProgram(programPath(GetParam()), {}, clientEnvironment(shm.url), kProgramTimeout);
+  ASSERT_TRUE(result.passed()) << result.describe() << shm.server->log();
+  EXPECT_NE(result.out.find("PASS"), std::string::npos) << result.describe();
+  EXPECT_TRUE(shm.sawShmSession()) << shm.server->log();
+}
+
+INSTANTIATE_TEST_SUITE_P(Concurrency, ShmConcurrentProgramTest,
+                         ::testing::ValuesIn(shmConcurrencyProgramNames()),
+                         [](const auto& info) { return info.param; });
+
+TEST(ShmSessionTest, KilledClientLeavesNothingMappedInTheServer) {
+  ShmServer shm;
+  ASSERT_EQ(shm.mappedClientFiles(), 0);
+  ChildProcess program({e2eProgramPath("hold_memory"), {}, clientEnvironment(shm.url), {}});
+  ASSERT_TRUE(program.waitForStdout("READY", seconds(60))) << program.finish(seconds(1)).describe();
+  EXPECT_EQ(shm.mappedClientFiles(), 1);
+  program.signal(SIGKILL);
+  program.finish(seconds(10));
+  auto deadline = steady_clock::now() + seconds(10);
+  while (shm.mappedClientFiles() != 0 && steady_clock::now() < deadline)
+    std::this_thread::sleep_for(milliseconds(50));
+  EXPECT_EQ(shm.mappedClientFiles(), 0) << shm.server->log();
+  // The server goes on serving shm clients.
+  ProgramResult next =
+      runProgram(programPath("vector_add"), {}, clientEnvironment(shm.url), kProgramTimeout);
+  EXPECT_TRUE(next.passed()) << next.describe() << shm.server->log();
+}
+
+}  // namespace
+}  // namespace gpupool::e2e

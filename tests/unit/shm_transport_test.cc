@@ -1,0 +1,432 @@
+// The shared-memory transport (shm://) over real Unix sockets and memory files: rings far smaller
+// than what crosses them, many small frames, a peer process killed mid-frame (and its memory file
+// unmapped afterwards), and a hostile client that hands over a bad memory file or writes counts
+// outside its ring: each such session fails alone, and the listener goes on serving.
+#include "transport/shm_transport.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <future>
+#include <numeric>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "loopback_pair.h"
+#include "transport/framed_connection.h"
+#include "transport/shm_ring.h"
+
+namespace gpupool::transport {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+constexpr uint32_t kSmallRing = 4096;
+
+struct ShmPair {
+  std::unique_ptr<Listener> listener;
+  std::unique_ptr<Connection> client;
+  std::unique_ptr<Connection> server;
+};
+
+Endpoint shmEndpoint(const std::string& path) {
+  Endpoint e;
+  e.scheme = "shm";
+  e.host = path;
+  return e;
+}
+
+ShmPair shmPair(uint32_t ringBytes) {
+  ShmPair pair;
+  std::string path = freeShmSocketPath();
+  pair.listener = shmListen(shmEndpoint(path));
+  pair.client = shmConnect(shmEndpoint(path), ringBytes);
+  pair.server = pair.listener->accept();
+  // A broken test must fail, not hang the suite.
+  pair.server->setReceiveTimeoutMs(20000);
+  pair.client->setReceiveTimeoutMs(20000);
+  return pair;
+}
+
+std::vector<uint64_t> words(size_t n, uint64_t seed) {
+  std::vector<uint64_t> w(n);
+  std::iota(w.begin(), w.end(), seed);
+  return w;
+}
+
+std::vector<uint64_t> asWords(std::span<const std::byte> bytes) {
+  std::vector<uint64_t> w(bytes.size() / 8);
+  std::memcpy(w.data(), bytes.data(), w.size() * 8);
+  return w;
+}
+
+// Waits as gpupoold's event loop does: poll the readiness descriptor, then frameArrived().
+void waitForFrame(Connection& connection) {
+  auto until = steady_clock::now() + std::chrono::seconds(20);
+  while (!connection.frameArrived()) {
+    ASSERT_LT(steady_clock::now(), until) << "no frame within 20 s";
+    pollfd p{connection.readinessDescriptor(), POLLIN, 0};
+    ::poll(&p, 1, 100);
+  }
+}
+
+// Mappings of gpupool memory files in this process.
+int shmMappings() {
+  std::ifstream maps("/proc/self/maps");
+  int n = 0;
+  for (std::string line; std::getline(maps, line);)
+    n += line.find("memfd:gpupool-shm") != std::string::npos;
+  return n;
+}
+
+TEST(ShmTransportTest, SaysWhatItIs) {
+  auto pair = shmPair(kSmallRing);
+  EXPECT_EQ(pair.client->kind(), "shm");
+  EXPECT_TRUE(pair.client->fullDuplex());
+  EXPECT_GE(pair.server->readinessDescriptor(), 0);
+  // Both ends name the other process by its user and pid.
+  EXPECT_EQ(pair.server->peer(),
+            "local-uid-" + std::to_string(::getuid()) + ":" + std::to_string(::getpid()));
+  EXPECT_EQ(pair.listener->url().rfind("shm:///", 0), 0u) << pair.listener->url();
+}
+
+// A 1 MiB message and 3 MiB of bulk through 4 KiB rings, both ways at once: each crosses in
+// hundreds of pieces while the other direction is busy too.
+TEST(ShmTransportTest, MessagesAndBulkFarLargerThanTheRingBothWays) {
+  auto pair = shmPair(kSmallRing);
+  auto send = [](Connection& c, uint64_t seed) {
+    auto message = words(128 * 1024, seed);
+    std::vector<uint8_t> bulk(3 << 20);
+    for (size_t i = 0; i < bulk.size(); ++i) bulk[i] = static_cast<uint8_t>(i * 31 + seed);
+    ConstBuffer m{message.data(), message.size() * 8};
+    ConstBuffer b[] = {{bulk.data(), 1000}, {bulk.data() + 1000, bulk.size() - 1000}};
+    c.sendFrame(std::span(&m, 1), b);
+  };
+  auto check = [](Connection& c, uint64_t seed) {
+    ReceivedFrame frame = c.receiveFrame();
+    EXPECT_EQ(asWords(frame.message), words(128 * 1024, seed));
+    ASSERT_EQ(frame.bulkBytes, 3u << 20);
+    std::vector<uint8_t> bulk(frame.bulkBytes);
+    c.receiveBulk(bulk.data(), bulk.size());
+    for (size_t i = 0; i < bulk.size(); ++i)
+      ASSERT_EQ(bulk[i], static_cast<uint8_t>(i * 31 + seed)) << "bulk byte " << i;
+  };
+  auto clientSends = std::async(std::launch::async, [&] { send(*pair.client, 1); });
+  auto serverSends = std::async(std::launch::async, [&] { send(*pair.server, 2); });
+  auto clientChecks = std::async(std::launch::async, [&] { check(*pair.client, 2); });
+  check(*pair.server, 1);
+  clientSends.get();
+  serverSends.get();
+  clientChecks.get();
+}
+
+// 20000 small frames, queued and flushed in batches as posted calls are, through a 4 KiB ring and
+// taken in by the server without blocking reads (the event loop's way); every one arrives once,
+// in order.
+TEST(ShmTransportTest, ManySmallQueuedFramesArriveInOrderThroughTheEventLoopPath) {
+  auto pair = shmPair(kSmallRing);
+  constexpr uint64_t kFrames = 20000;
+  auto sending = std::async(std::launch::async, [&] {
+    for (uint64_t i = 0; i < kFrames; ++i) {
+      uint64_t body[2] = {i, ~i};
+      ConstBuffer m{body, 8 * (1 + i % 2)};
+      pair.client->sendFrameLater(std::span(&m, 1), {});
+      if (i % 37 == 36) pair.client->flush();
+    }
+    pair.client->flush();
+  });
+  for (uint64_t i = 0; i < kFrames; ++i) {
+    waitForFrame(*pair.server);
+    ReceivedFrame frame = pair.server->receiveFrame();
+    auto got = asWords(frame.message);
+    ASSERT_EQ(got.size(), 1 + i % 2);
+    ASSERT_EQ(got[0], i);
+    if (got.size() == 2) {
+      ASSERT_EQ(got[1], ~i);
+    }
+  }
+  sending.get();
+  EXPECT_FALSE(pair.server->frameArrived());
+}
+
+// A client process killed inside a frame: the server's wait ends with kDisconnected, not a hang,
+// and once the connection goes the client's memory file is no longer mapped here.
+TEST(ShmTransportTest, ClientKilledMidFrameEndsTheSessionAndLeavesNothingMapped) {
+  std::string path = freeShmSocketPath();
+  auto listener = shmListen(shmEndpoint(path));
+  int before = shmMappings();
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    try {
+      auto client = shmConnect(shmEndpoint(path), kSmallRing);
+      uint64_t word = 7;
+      ConstBuffer m{&word, sizeof word};
+      char some[1000] = {};
+      client->startFrame(std::span(&m, 1), 1000000);
+      client->sendBulk(some, sizeof some);  // fits the ring; the rest never comes
+      ::raise(SIGKILL);
+    } catch (...) {
+    }
+    ::_exit(1);  // never back into the test runner
+  }
+  auto server = listener->accept();
+  server->setReceiveTimeoutMs(20000);
+  ReceivedFrame frame = server->receiveFrame();
+  ASSERT_EQ(frame.bulkBytes, 1000000u);
+  EXPECT_EQ(shmMappings(), before + 1);
+  std::vector<char> bulk(frame.bulkBytes);
+  auto start = steady_clock::now();
+  try {
+    server->receiveBulk(bulk.data(), bulk.size());
+    ADD_FAILURE() << "the bulk of a killed client arrived";
+  } catch (const TransportError& e) {
+    EXPECT_EQ(e.kind(), TransportError::Kind::kDisconnected) << e.what();
+  }
+  EXPECT_LT(steady_clock::now() - start, milliseconds(5000));
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  EXPECT_TRUE(WIFSIGNALED(status));
+  server.reset();
+  EXPECT_EQ(shmMappings(), before);
+}
+
+// A client that speaks the setup by hand, for memory files and counts no ShmConnection makes.
+class HostileClient {
+ public:
+  explicit HostileClient(const std::string& path)
+      : socket_(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0)) {
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::strncpy(address.sun_path, path.c_str(), sizeof address.sun_path - 1);
+    if (::connect(socket_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0)
+      throw std::runtime_error("connect failed");
+  }
+  ~HostileClient() {
+    if (base_) ::munmap(base_, bytes_);
+    ::close(socket_);
+  }
+
+  // A memory file of `fileBytes` with `seals`, mapped here; sent with a setup naming `ringBytes`
+  // (and a second descriptor when `twoFiles`).
+  void setUp(uint32_t ringBytes, size_t fileBytes, int seals, bool twoFiles = false,
+             uint64_t magic = kShmSetupMagic) {
+    ring_ = ringBytes;
+    bytes_ = fileBytes;
+    int file = ::memfd_create("gpupool-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    ASSERT_GE(file, 0);
+    ASSERT_EQ(::ftruncate(file, static_cast<off_t>(fileBytes)), 0);
+    if (seals) {
+      ASSERT_EQ(::fcntl(file, F_ADD_SEALS, seals), 0);
+    }
+    base_ = static_cast<std::byte*>(
+        ::mmap(nullptr, fileBytes, PROT_READ | PROT_WRITE, MAP_SHARED, file, 0));
+    ASSERT_NE(base_, MAP_FAILED);
+    ShmSetup setup{magic, kShmSetupVersion, ringBytes};
+    iovec io{&setup, sizeof setup};
+    alignas(cmsghdr) char control[CMSG_SPACE(2 * sizeof(int))] = {};
+    msghdr message{};
+    message.msg_iov = &io;
+    message.msg_iovlen = 1;
+    message.msg_control = control;
+    int files[2] = {file, file};
+    size_t count = twoFiles ? 2 : 1;
+    message.msg_controllen = CMSG_SPACE(count * sizeof(int));
+    cmsghdr* c = CMSG_FIRSTHDR(&message);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(count * sizeof(int));
+    std::memcpy(CMSG_DATA(c), files, count * sizeof(int));
+    ASSERT_EQ(::sendmsg(socket_, &message, MSG_NOSIGNAL), static_cast<ssize_t>(sizeof setup));
+    ::close(file);
+  }
+
+  ShmRingControl& toServer() { return *reinterpret_cast<ShmRingControl*>(base_); }
+  ShmRingControl& toClient() {
+    return *reinterpret_cast<ShmRingControl*>(base_ + sizeof(ShmRingControl));
+  }
+  // Writes `bytes` into the client-to-server ring at its head and publishes them.
+  void write(const void* bytes, size_t size) {
+    std::byte* data = base_ + kShmDataOffset;
+    uint32_t& head = toServer().head.value;
+    for (size_t i = 0; i < size; ++i)
+      data[(head + i) & (ring_ - 1)] = static_cast<const std::byte*>(bytes)[i];
+    std::atomic_ref<uint32_t>(head).fetch_add(static_cast<uint32_t>(size));
+    ringIfAsked();
+  }
+  void setHead(uint32_t value) {
+    std::atomic_ref<uint32_t>(toServer().head.value).store(value);
+    ringIfAsked();
+  }
+  void ringIfAsked() {
+    char bell = 1;
+    (void)::send(socket_, &bell, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+  }
+
+ private:
+  int socket_;
+  std::byte* base_ = nullptr;
+  size_t bytes_ = 0;
+  uint32_t ring_ = 0;
+};
+
+constexpr int kGoodSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+
+// Takes in, the event loop's way, whatever the server's connection makes of its client; returns
+// the error it ends with (none when a frame arrived).
+std::optional<TransportError> serverOutcome(Connection& server) {
+  try {
+    waitForFrame(server);
+    return std::nullopt;
+  } catch (const TransportError& e) {
+    return e;
+  }
+}
+
+// After each bad session the same listener still serves a well-behaved client.
+void expectListenerStillServes(Listener& listener, const std::string& path) {
+  auto client = shmConnect(shmEndpoint(path), kSmallRing);
+  uint64_t word = 99;
+  ConstBuffer m{&word, sizeof word};
+  client->sendFrame(std::span(&m, 1), {});
+  auto server = listener.accept();
+  server->setReceiveTimeoutMs(20000);
+  EXPECT_EQ(asWords(server->receiveFrame().message), std::vector<uint64_t>{99});
+}
+
+TEST(ShmTransportTest, BadMemoryFilesAreRefusedAtSetup) {
+  std::string path = freeShmSocketPath();
+  auto listener = shmListen(shmEndpoint(path));
+  struct Case {
+    const char* what;
+    uint32_t ring;
+    size_t file;
+    int seals;
+    bool twoFiles;
+    uint64_t magic;
+  } cases[] = {
+      {"unsealed (could shrink under the mapping)", kSmallRing, shmFileBytes(kSmallRing), 0, false,
+       kShmSetupMagic},
+      {"sealed but still sealable", kSmallRing, shmFileBytes(kSmallRing),
+       F_SEAL_SHRINK | F_SEAL_GROW, false, kShmSetupMagic},
+      {"smaller than its rings", 1u << 20, shmFileBytes(kSmallRing), kGoodSeals, false,
+       kShmSetupMagic},
+      {"ring not a power of two", 5000, shmFileBytes(5000), kGoodSeals, false, kShmSetupMagic},
+      {"two descriptors", kSmallRing, shmFileBytes(kSmallRing), kGoodSeals, true, kShmSetupMagic},
+      {"wrong magic", kSmallRing, shmFileBytes(kSmallRing), kGoodSeals, false, 42},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    int before = shmMappings();
+    HostileClient hostile(path);
+    hostile.setUp(c.ring, c.file, c.seals, c.twoFiles, c.magic);
+    auto server = listener->accept();
+    auto outcome = serverOutcome(*server);
+    ASSERT_TRUE(outcome.has_value());
+    EXPECT_EQ(outcome->kind(), TransportError::Kind::kMalformed) << outcome->what();
+    server.reset();
+    EXPECT_EQ(shmMappings(), before + 1);  // the hostile client's own mapping only
+    expectListenerStillServes(*listener, path);
+  }
+}
+
+// A client that connects and never sends its setup holds nothing: the server's connection reports
+// no frame, and a shutdown (gpupoold's handshake deadline) ends both ways of waiting for it.
+TEST(ShmTransportTest, SilentClientWithoutSetupEndsOnShutdown) {
+  std::string path = freeShmSocketPath();
+  auto listener = shmListen(shmEndpoint(path));
+  HostileClient silent(path);
+  auto server = listener->accept();
+  EXPECT_FALSE(server->frameArrived());
+  auto blocked = std::async(std::launch::async, [&]() -> std::optional<TransportError> {
+    try {
+      server->receiveFrame();
+      return std::nullopt;
+    } catch (const TransportError& e) {
+      return e;
+    }
+  });
+  std::this_thread::sleep_for(milliseconds(100));
+  server->shutdown();
+  ASSERT_EQ(blocked.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  auto error = blocked.get();
+  ASSERT_TRUE(error.has_value());
+  EXPECT_EQ(error->kind(), TransportError::Kind::kDisconnected) << error->what();
+  auto outcome = serverOutcome(*server);
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->kind(), TransportError::Kind::kDisconnected) << outcome->what();
+}
+
+// A head past what the ring holds, or behind the server's tail: refused, whatever bytes the ring
+// holds; a good frame before it is still served.
+TEST(ShmTransportTest, CountsOutsideTheRingFailTheSessionOnly) {
+  std::string path = freeShmSocketPath();
+  auto listener = shmListen(shmEndpoint(path));
+  std::mt19937 random(12345);
+  std::vector<uint32_t> badHeads = {kSmallRing + 1, 0xffffffffu, 0x80000000u};
+  for (int i = 0; i < 20; ++i)
+    badHeads.push_back(kSmallRing + 1 + random() % (0xffffffffu - kSmallRing - 1));
+  for (uint32_t bad : badHeads) {
+    SCOPED_TRACE("head " + std::to_string(bad));
+    HostileClient hostile(path);
+    hostile.setUp(kSmallRing, shmFileBytes(kSmallRing), kGoodSeals);
+    FrameHeader header{kFrameMagic, 8, 0};
+    uint64_t word = 5;
+    hostile.write(&header, sizeof header);
+    hostile.write(&word, sizeof word);
+    auto server = listener->accept();
+    server->setReceiveTimeoutMs(20000);
+    waitForFrame(*server);
+    EXPECT_EQ(asWords(server->receiveFrame().message), std::vector<uint64_t>{5});
+    // The server's tail is now 24: a head more than a ring ahead of it, or behind it.
+    hostile.setHead(24 + bad);
+    auto outcome = serverOutcome(*server);
+    ASSERT_TRUE(outcome.has_value());
+    EXPECT_EQ(outcome->kind(), TransportError::Kind::kMalformed) << outcome->what();
+  }
+  expectListenerStillServes(*listener, path);
+}
+
+// The server-to-client ring's tail is the client's to move: one that runs ahead of what the server
+// wrote fails the server's next send instead of letting it overwrite unread bytes.
+TEST(ShmTransportTest, ATailAheadOfTheHeadFailsTheServersSend) {
+  std::string path = freeShmSocketPath();
+  auto listener = shmListen(shmEndpoint(path));
+  HostileClient hostile(path);
+  hostile.setUp(kSmallRing, shmFileBytes(kSmallRing), kGoodSeals);
+  FrameHeader header{kFrameMagic, 8, 0};
+  uint64_t word = 5;
+  hostile.write(&header, sizeof header);
+  hostile.write(&word, sizeof word);
+  auto server = listener->accept();
+  server->setReceiveTimeoutMs(20000);
+  waitForFrame(*server);
+  server->receiveFrame();
+  ConstBuffer m{&word, sizeof word};
+  server->sendFrame(std::span(&m, 1), {});  // 24 bytes: head 24
+  std::atomic_ref<uint32_t>(hostile.toClient().tail.value).store(1000);
+  try {
+    server->sendFrame(std::span(&m, 1), {});
+    ADD_FAILURE() << "a send went on past a corrupt tail";
+  } catch (const TransportError& e) {
+    EXPECT_EQ(e.kind(), TransportError::Kind::kMalformed) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace gpupool::transport

@@ -1,0 +1,169 @@
+#include "transport/shm_ring.h"
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <ctime>
+#include <string>
+
+#include "transport/connection.h"
+
+namespace gpupool::transport {
+namespace {
+
+using std::chrono::nanoseconds;
+using std::chrono::steady_clock;
+
+// A sleeper wakes at least this often to look at its shutdown flag, deadline and peer: a peer
+// process that dies cannot wake a futex.
+constexpr long kSleepSliceNs = 50'000'000;
+constexpr nanoseconds kMinSpin{1'000};
+constexpr nanoseconds kMaxSpin{50'000};
+
+uint32_t load(uint32_t& word) { return std::atomic_ref<uint32_t>(word).load(); }
+void store(uint32_t& word, uint32_t value) { std::atomic_ref<uint32_t>(word).store(value); }
+
+void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+// Not FUTEX_PRIVATE: the word lies in a mapping shared with another process.
+void futexWait(uint32_t* word, uint32_t seen) {
+  timespec slice{0, kSleepSliceNs};
+  ::syscall(SYS_futex, word, FUTEX_WAIT, seen, &slice, nullptr, 0);
+}
+
+void futexWake(uint32_t* word) {
+  ::syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+[[noreturn]] void corrupt(const std::string& what) {
+  throw TransportError(TransportError::Kind::kMalformed, "shared-memory ring corrupt: " + what);
+}
+
+}  // namespace
+
+uint32_t ShmRingEnd::peerHead() {
+  uint32_t head = load(control_->head.value);
+  if (static_cast<uint32_t>(head - tail_) > size_)
+    corrupt("head " + std::to_string(head) + " is not within the ring from tail " +
+            std::to_string(tail_));
+  return head;
+}
+
+uint32_t ShmRingEnd::peerTail() {
+  uint32_t tail = load(control_->tail.value);
+  if (static_cast<uint32_t>(head_ - tail) > size_)
+    corrupt("tail " + std::to_string(tail) + " is not within the ring behind head " +
+            std::to_string(head_));
+  return tail;
+}
+
+uint32_t ShmRingEnd::readable() { return peerHead() - tail_; }
+
+void ShmRingEnd::wakePeer(ShmRingCount& count, ShmWaitHooks& hooks) {
+  // Seq-cst on both sides (count stored, then `waiting` read here; `waiting` stored, then the
+  // count read by the sleeper): one of the two always sees the other, so no wakeup is lost.
+  std::atomic_ref<uint32_t> waiting(count.waiting);
+  if (waiting.load() == kShmAwake) return;
+  switch (waiting.exchange(kShmAwake)) {
+    case kShmFutex:
+      futexWake(&count.value);
+      break;
+    case kShmDoorbell:
+      hooks.ringDoorbell();
+      break;
+    default:
+      break;  // a hostile value asks for nothing
+  }
+}
+
+void ShmRingEnd::wakeAll() {
+  futexWake(&control_->head.value);
+  futexWake(&control_->tail.value);
+}
+
+namespace {
+
+// Spins for up to `spin`, then sleeps on `count` in slices until `ready()`. Adapts `spin` to how
+// long waits take: a wait that ended within kMaxSpin would have been caught by spinning a little
+// longer, so the next spin covers it; a longer one shortens the spin, since the sleep came anyway.
+template <class Ready>
+void waitUntil(Ready ready, ShmRingCount& count, nanoseconds& spin, ShmWaitHooks& hooks) {
+  auto start = steady_clock::now();
+  do {
+    for (int i = 0; i < 64; ++i) {
+      if (ready()) return;
+      cpuRelax();
+    }
+  } while (steady_clock::now() - start < spin);
+  std::atomic_ref<uint32_t> waiting(count.waiting);
+  for (;;) {
+    waiting.store(kShmFutex);
+    uint32_t seen = load(count.value);
+    if (ready()) break;
+    futexWait(&count.value, seen);
+    if (ready()) break;
+    hooks.checkWhileWaiting();
+  }
+  waiting.store(kShmAwake);
+  auto took = steady_clock::now() - start;
+  spin = took < kMaxSpin
+             ? std::clamp(std::chrono::duration_cast<nanoseconds>(took * 3 / 2), kMinSpin, kMaxSpin)
+             : std::max(kMinSpin, spin / 2);
+}
+
+}  // namespace
+
+size_t ShmRingEnd::write(const void* src, size_t size, ShmWaitHooks& hooks) {
+  uint32_t room = size_ - (head_ - peerTail());
+  if (room == 0) {
+    waitUntil([&] { return (room = size_ - (head_ - peerTail())) != 0; }, control_->tail, spin_,
+              hooks);
+  }
+  // At most a quarter of the ring per step, so the consumer copies out while the rest goes in.
+  size_t n = std::min({size, size_t{room}, size_t{std::max<uint32_t>(size_ / 4, 1)}});
+  uint32_t at = head_ & (size_ - 1);
+  size_t first = std::min<size_t>(n, size_ - at);
+  std::memcpy(data_ + at, src, first);
+  std::memcpy(data_, static_cast<const std::byte*>(src) + first, n - first);
+  head_ += static_cast<uint32_t>(n);
+  store(control_->head.value, head_);
+  wakePeer(control_->head, hooks);
+  return n;
+}
+
+size_t ShmRingEnd::read(void* dst, size_t max, bool wait, ShmWaitHooks& hooks,
+                        bool doorbellWhenEmpty) {
+  if (max == 0) return 0;
+  uint32_t avail = readable();
+  if (avail == 0) {
+    if (wait) {
+      waitUntil([&] { return (avail = readable()) != 0; }, control_->head, spin_, hooks);
+    } else {
+      if (!doorbellWhenEmpty) return 0;
+      std::atomic_ref<uint32_t> waiting(control_->head.waiting);
+      waiting.store(kShmDoorbell);
+      avail = readable();
+      if (avail == 0) return 0;  // the producer rings when it next writes
+      waiting.store(kShmAwake);
+    }
+  }
+  size_t n = std::min<size_t>(max, avail);
+  uint32_t at = tail_ & (size_ - 1);
+  size_t first = std::min<size_t>(n, size_ - at);
+  std::memcpy(dst, data_ + at, first);
+  std::memcpy(static_cast<std::byte*>(dst) + first, data_, n - first);
+  tail_ += static_cast<uint32_t>(n);
+  store(control_->tail.value, tail_);
+  wakePeer(control_->tail, hooks);
+  return n;
+}
+
+}  // namespace gpupool::transport
