@@ -1,5 +1,6 @@
 #include "client/host_function_fence.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
 
@@ -9,8 +10,10 @@ namespace {
 struct Pending {
   std::mutex mutex;
   std::condition_variable closed;
-  unsigned all = 0;     // host functions placed and not yet returned
-  unsigned legacy = 0;  // of them, on the legacy stream
+  // Changed under the mutex; read without it first, so a process with no host function pending
+  // pays one atomic load per call.
+  std::atomic<unsigned> all{0};     // host functions placed and not yet returned
+  std::atomic<unsigned> legacy{0};  // of them, on the legacy stream
 };
 
 Pending& pending() {
@@ -25,8 +28,10 @@ thread_local bool hostFunctionThread = false;
 void HostFunctionFence::await(Work work) {
   if (hostFunctionThread || work == Work::kNonBlockingStream) return;
   Pending& p = pending();
+  auto clear = [&] { return (work == Work::kBlockingStream ? p.legacy : p.all).load() == 0; };
+  if (clear()) return;
   std::unique_lock lock(p.mutex);
-  p.closed.wait(lock, [&] { return work == Work::kBlockingStream ? p.legacy == 0 : p.all == 0; });
+  p.closed.wait(lock, clear);
 }
 
 void HostFunctionFence::opened(bool legacyStream) {

@@ -138,6 +138,18 @@ int main() {
   CHECK_CU(cuFuncGetAttribute(&maxThreads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, function));
   CHECK(numRegs > 0 && maxThreads >= 256, "function attributes: %d registers, %d threads", numRegs,
         maxThreads);
+  // Every function attribute answers, with what a kernel without clusters has.
+  int ptxVersion = 0, binaryVersion = 0;
+  CHECK_CU(cuFuncGetAttribute(&ptxVersion, CU_FUNC_ATTRIBUTE_PTX_VERSION, function));
+  CHECK_CU(cuFuncGetAttribute(&binaryVersion, CU_FUNC_ATTRIBUTE_BINARY_VERSION, function));
+  CHECK(ptxVersion > 0 && binaryVersion > 0, "PTX version %d, binary version %d", ptxVersion,
+        binaryVersion);
+  for (int a = CU_FUNC_ATTRIBUTE_CLUSTER_SIZE_MUST_BE_SET;
+       a <= CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH; ++a) {
+    int v = -1;
+    CHECK_CU(cuFuncGetAttribute(&v, static_cast<CUfunction_attribute>(a), function));
+    CHECK(v == 0, "function attribute %d is %d for a kernel without clusters", a, v);
+  }
   std::printf("parameter layout matches the signature\n");
 
   // cuLaunchKernelEx with the accepted attributes.
