@@ -395,8 +395,8 @@ GPUPOOL_DRIVER_API CUresult cuCtxSetSharedMemConfig(CUsharedconfig config) {
 
 GPUPOOL_DRIVER_API CUresult cuCtxGetStreamPriorityRange(int* least, int* greatest) {
   if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
-  if (least) *least = 0;
-  if (greatest) *greatest = -5;
+  if (least) *least = kLeastStreamPriority;
+  if (greatest) *greatest = kGreatestStreamPriority;
   return CUDA_SUCCESS;
 }
 

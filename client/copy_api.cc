@@ -10,6 +10,7 @@
 
 #include "driver_export.h"
 #include "driver_state.h"
+#include "host_function_fence.h"
 
 using namespace gpupool::client;
 using gpupool::transport::ConstBuffer;
@@ -46,6 +47,9 @@ CUresult copyHostToDevice(const char* what, CUdeviceptr dst, const void* src, si
   uint64_t s = 0;
   if (CUresult r = route(stream, dst, bytes, &ctx, &s); r != CUDA_SUCCESS) return r;
   ConstBuffer bulk{src, bytes};
+  // The bytes are taken now, so a host function still to run before this copy must have run; and
+  // a synchronous copy would stop the server's thread at its gate.
+  HostFunctionFence::await(HostFunctionFence::Work::kCall);
   // No answer needed: like CUDA from pageable memory, the call is done once the bytes are handed
   // over; a failure on the server shows at the next synchronizing call.
   return ctx->server->post(
@@ -112,6 +116,8 @@ CUresult copyDeviceToDevice(const char* what, CUdeviceptr dst, CUdeviceptr src, 
   ContextObject* ctx = nullptr;
   uint64_t s = 0;
   if (CUresult r = route(stream, dst, bytes, &ctx, &s); r != CUDA_SUCCESS) return r;
+  if (!async)
+    HostFunctionFence::await(HostFunctionFence::Work::kCall);  // the server waits for it in order
   return ctx->server->post(what, [&](wire::Request::Builder b) {
     auto m = b.initMemcpyDtoD();
     m.setContext(ctx->remote);
@@ -153,6 +159,8 @@ CUresult memset(const char* what, CUdeviceptr dst, uint32_t value, unsigned elem
       r != CUDA_SUCCESS) {
     return r;
   }
+  if (!async)
+    HostFunctionFence::await(HostFunctionFence::Work::kCall);  // the server waits for it in order
   return ctx->server->post(what, [&](wire::Request::Builder b) {
     auto m = b.initMemset();
     m.setContext(ctx->remote);

@@ -9,6 +9,7 @@
 
 #include "client_log.h"
 #include "context_hooks.h"
+#include "host_function_fence.h"
 
 namespace gpupool::client {
 namespace {
@@ -356,15 +357,20 @@ CUresult createRemoteStream(ContextObject* ctx, unsigned flags, int priority, ui
 CUresult resolveStream(CUstream h, ContextObject** ctx, uint64_t* remote) {
   if (h == CU_STREAM_PER_THREAD || (h == nullptr && nullIsPerThread)) {
     if (CUresult r = currentRemoteContext(ctx); r != CUDA_SUCCESS) return r;
+    HostFunctionFence::await(HostFunctionFence::Work::kBlockingStream);
     return perThreadStream(*ctx, remote);
   }
   if (h == nullptr || h == CU_STREAM_LEGACY) {
     *remote = 0;
+    HostFunctionFence::await(HostFunctionFence::Work::kLegacyStream);
     return currentRemoteContext(ctx);
   }
   if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
   StreamObject* s = asStream(h);
   if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  HostFunctionFence::await((s->flags & CU_STREAM_NON_BLOCKING)
+                               ? HostFunctionFence::Work::kNonBlockingStream
+                               : HostFunctionFence::Work::kBlockingStream);
   if (CUresult r = DriverState::get().ensureRemote(s->context); r != CUDA_SUCCESS) return r;
   *ctx = s->context;
   *remote = s->remote;

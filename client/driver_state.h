@@ -46,7 +46,18 @@ struct ContextObject {
   int usage = 1;                 // cuCtxAttach/cuCtxDetach count of a created context
   std::map<int, size_t> limits;  // cuCtxSetLimit values; unset limits read as the defaults
   uint64_t remote = 0;           // the server's context id; 0 until first needed
+  // cuStreamSetAttribute values of the context's default streams (see StreamObject::attributes).
+  std::map<int, CUstreamAttrValue> defaultStreamAttributes;
 };
+
+// The stream priorities offered (cuCtxGetStreamPriorityRange): CUDA's range on current GPUs. The
+// emu runs streams side by side without priorities; the cuda backend passes them to the driver.
+constexpr int kLeastStreamPriority = 0;
+constexpr int kGreatestStreamPriority = -5;
+inline int clampStreamPriority(int p) {
+  return p > kLeastStreamPriority ? kLeastStreamPriority
+                                  : (p < kGreatestStreamPriority ? kGreatestStreamPriority : p);
+}
 
 struct StreamObject {
   Tag tag = Tag::kStream;
@@ -54,6 +65,9 @@ struct StreamObject {
   uint64_t remote = 0;
   unsigned flags = 0;
   int priority = 0;
+  // The hints cuStreamSetAttribute accepted (access-policy window, synchronization policy, memory
+  // sync domains), by CUstreamAttrID, answered back by cuStreamGetAttribute.
+  std::map<int, CUstreamAttrValue> attributes;
 };
 
 struct EventObject {

@@ -2,8 +2,10 @@
 // the server gets one flat parameter block, exactly as the kernel declares it.
 #include <algorithm>
 #include <cstring>
+#include <string>
 #include <vector>
 
+#include "client_log.h"
 #include "driver_export.h"
 #include "driver_state.h"
 #include "module_resolution.h"
@@ -106,18 +108,108 @@ CUresult launch(CUfunction h, unsigned gx, unsigned gy, unsigned gz, unsigned bx
   });
 }
 
+CUresult refuse(const char* why) {
+  if (logLevel() >= 1) logLine(std::string("cuLaunchKernelEx: ") + why);
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
+// An event that a launch attribute asks to be triggered: it must be this context's and, as the
+// driver requires, made without timing.
+CUresult launchEvent(CUevent h, ContextObject* ctx, EventObject** out) {
+  EventObject* e = asEvent(h);
+  if (!e) return refuse("the attribute's event is not a valid event");
+  if (e->context != ctx) return refuse("the attribute's event belongs to another context");
+  if (!(e->flags & CU_EVENT_DISABLE_TIMING)) {
+    return refuse("the attribute's event must be created with CU_EVENT_DISABLE_TIMING");
+  }
+  *out = e;
+  return CUDA_SUCCESS;
+}
+
+// cuLaunchKernelEx: each attribute is honoured or the launch is refused, never dropped.
+// - Hints that change speed, not results (priority, access-policy window, memory sync domains)
+//   are accepted; a 1x1x1 cluster is an ordinary launch.
+// - Programmatic stream serialization is served as full serialization, a stricter order than the
+//   one it allows.
+// - The programmatic and launch-completion events are recorded when the kernel has completed,
+//   which is after the point either one names: whatever waits for them waits at least as long.
+// - Cooperative launches and real clusters (grid sync, distributed shared memory) are refused:
+//   the pool does not offer them (the device reports COOPERATIVE_LAUNCH and CLUSTER_LAUNCH 0).
 CUresult launchEx(const CUlaunchConfig* config, CUfunction h, void** kernelParams, void** extra) {
-  if (!config) return CUDA_ERROR_INVALID_VALUE;
+  if (!config || (config->numAttrs && !config->attrs)) return CUDA_ERROR_INVALID_VALUE;
+  ContextObject* ctx = nullptr;
+  uint64_t s = 0;
+  if (CUresult r = resolveStream(config->hStream, &ctx, &s); r != CUDA_SUCCESS) return r;
+  std::vector<EventObject*> completionEvents;
   for (unsigned i = 0; i < config->numAttrs; ++i) {
     const CUlaunchAttribute& a = config->attrs[i];
-    // Grid-wide cooperation cannot be honoured; every other attribute is a scheduling hint.
-    if (a.id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE && a.value.cooperative) {
-      return CUDA_ERROR_NOT_SUPPORTED;
+    switch (a.id) {
+      case CU_LAUNCH_ATTRIBUTE_IGNORE:
+      case CU_LAUNCH_ATTRIBUTE_PRIORITY:
+      case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP:
+      case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION:
+        break;
+      case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN:
+        if (a.value.memSyncDomain != CU_LAUNCH_MEM_SYNC_DOMAIN_DEFAULT &&
+            a.value.memSyncDomain != CU_LAUNCH_MEM_SYNC_DOMAIN_REMOTE) {
+          return refuse("unknown memory sync domain");
+        }
+        break;
+      case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW: {
+        const CUaccessPolicyWindow& w = a.value.accessPolicyWindow;
+        if (!(w.hitRatio >= 0.0f && w.hitRatio <= 1.0f) ||
+            w.missProp == CU_ACCESS_PROPERTY_PERSISTING) {
+          return refuse("invalid access-policy window");
+        }
+        break;
+      }
+      case CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
+        if (a.value.cooperative) {
+          return refuse("cooperative launches (grid-wide sync) are not offered by the pool");
+        }
+        break;
+      case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
+        if (a.value.clusterDim.x > 1 || a.value.clusterDim.y > 1 || a.value.clusterDim.z > 1) {
+          return refuse("thread-block clusters larger than 1x1x1 are not offered by the pool");
+        }
+        break;
+      case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT: {
+        EventObject* e = nullptr;
+        if (CUresult r = launchEvent(a.value.programmaticEvent.event, ctx, &e); r != CUDA_SUCCESS) {
+          return r;
+        }
+        completionEvents.push_back(e);
+        break;
+      }
+      case CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT: {
+        EventObject* e = nullptr;
+        if (CUresult r = launchEvent(a.value.launchCompletionEvent.event, ctx, &e);
+            r != CUDA_SUCCESS) {
+          return r;
+        }
+        completionEvents.push_back(e);
+        break;
+      }
+      default:
+        return refuse(("launch attribute " + std::to_string(a.id) + " is not supported").c_str());
     }
   }
-  return launch(h, config->gridDimX, config->gridDimY, config->gridDimZ, config->blockDimX,
-                config->blockDimY, config->blockDimZ, config->sharedMemBytes, config->hStream,
-                kernelParams, extra);
+  if (CUresult r = launch(h, config->gridDimX, config->gridDimY, config->gridDimZ,
+                          config->blockDimX, config->blockDimY, config->blockDimZ,
+                          config->sharedMemBytes, config->hStream, kernelParams, extra);
+      r != CUDA_SUCCESS) {
+    return r;
+  }
+  for (EventObject* e : completionEvents) {
+    CUresult r = ctx->server->post("cuLaunchKernelEx", [&](wire::Request::Builder b) {
+      auto rec = b.initEventRecord();
+      rec.setContext(ctx->remote);
+      rec.setEvent(e->remote);
+      rec.setStream(s);
+    });
+    if (r != CUDA_SUCCESS) return r;
+  }
+  return CUDA_SUCCESS;
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "client_log.h"
 #include "driver_export.h"
 #include "driver_state.h"
+#include "host_function_fence.h"
 #include "transport/pinned_memory.h"
 
 using namespace gpupool::client;
@@ -68,6 +69,8 @@ CUresult release(CUdeviceptr dptr) {
     std::lock_guard lock(DriverState::get().mutex);
     DriverState::get().deviceAllocations.erase(dptr);
   }
+  HostFunctionFence::await(
+      HostFunctionFence::Work::kCall);  // the server's free waits for the device
   return server->post("cuMemFree", [&](wire::Request::Builder b) {
     auto m = b.initMemFree();
     m.setContext(context);

@@ -11,6 +11,7 @@
 #include "driver_export.h"
 #include "driver_state.h"
 #include "gpupool/image/image_kind.h"
+#include "host_function_fence.h"
 #include "module_resolution.h"
 
 using namespace gpupool::client;
@@ -100,6 +101,7 @@ CUresult unloadModule(ModuleObject* m) {
   CUresult r = CUDA_SUCCESS;
   if (m->context->remote) {
     uint64_t context = m->context->remote, module = m->remote;
+    HostFunctionFence::await(HostFunctionFence::Work::kCall);  // the unload waits for the device
     r = m->context->server->post("cuModuleUnload", [&](wire::Request::Builder b) {
       auto u = b.initModuleUnload();
       u.setContext(context);

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "client_log.h"
+#include "host_function_fence.h"
 #include "protocol/message_codec.h"
 #include "protocol/outgoing_message.h"
 #include "transport/transport_factory.h"
@@ -214,6 +215,9 @@ struct RemoteSession::PendingCall {
   bool claimed = false;              // a receiver is completing it: it must wait for done
   bool done = false;
   CUresult result = CUDA_ERROR_UNKNOWN;
+  // A host-function thread's call: an earlier post's failure it hears of goes on to the
+  // application's next call instead (that thread is not the application's).
+  bool handsOnDeferred = false;
 };
 
 CUresult RemoteSession::lost(const char* what, const std::string& why) {
@@ -266,12 +270,14 @@ CUresult RemoteSession::post(const char* what, const Build& build,
 CUresult RemoteSession::call(const char* what, const Build& build,
                              std::span<const transport::ConstBuffer> bulk, const OnReply& onReply,
                              transport::MutableBuffer replyInto) {
+  HostFunctionFence::await(HostFunctionFence::Work::kCall);
   std::unique_lock exclusive(exclusive_, std::defer_lock);
   if (serialized_) exclusive.lock();
   std::unique_lock lock(mutex_);
   if (broken_) return CUDA_ERROR_DEVICE_UNAVAILABLE;
   PendingCall mine;
   mine.what = what;
+  mine.handsOnDeferred = HostFunctionFence::onHostFunctionThread();
   mine.onReply = onReply ? &onReply : nullptr;
   uint64_t id = nextCallId_++;
   try {
@@ -372,7 +378,14 @@ CUresult RemoteSession::completeCall(const PendingCall& call, wire::Response::Re
       logLine("an earlier asynchronous call failed (" + std::to_string(deferred) +
               "): " + response.getDeferredMessage().cStr());
     }
-    if (result == CUDA_SUCCESS) result = deferred;
+    if (call.handsOnDeferred) {
+      handedOn_.store(deferred);
+    } else if (result == CUDA_SUCCESS) {
+      result = deferred;
+    }
+  }
+  if (result == CUDA_SUCCESS && !call.handsOnDeferred) {
+    result = handedOn_.exchange(CUDA_SUCCESS);
   }
   return result;
 }

@@ -20,6 +20,7 @@
 
 #include <cuda.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <map>
@@ -118,6 +119,8 @@ class RemoteSession {
   std::thread flusher_;
   std::unique_ptr<transport::Connection> connection_;
   bool broken_ = false;
+  // An earlier post's failure that a host-function thread's call heard of, for the next other call.
+  std::atomic<CUresult> handedOn_{CUDA_SUCCESS};
   std::string url_;
   std::vector<DeviceSnapshot> devices_;
   int driverVersion_ = 0;

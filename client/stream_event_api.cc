@@ -1,6 +1,8 @@
 // Streams and events: handles here, queues and timestamps on the server.
+#include "client_log.h"
 #include "driver_export.h"
 #include "driver_state.h"
+#include "host_function_fence.h"
 
 using namespace gpupool::client;
 
@@ -10,6 +12,8 @@ CUresult createStream(CUstream* out, unsigned flags, int priority) {
   if (!out) return CUDA_ERROR_INVALID_VALUE;
   ContextObject* ctx = nullptr;
   if (CUresult r = currentRemoteContext(&ctx); r != CUDA_SUCCESS) return r;
+  // As the driver does, a priority outside the range is clamped to it.
+  priority = clampStreamPriority(priority);
   uint64_t id = 0;
   if (CUresult r = createRemoteStream(ctx, flags, priority, &id); r != CUDA_SUCCESS) return r;
   auto* s = new StreamObject();
@@ -93,12 +97,119 @@ CUresult recordEvent(CUevent event, CUstream h) {
   });
 }
 
-CUresult hostFunction(CUstream h, CUhostFn fn, void* data) {
-  if (!fn) return CUDA_ERROR_INVALID_VALUE;
-  // Runs on the calling thread once everything before it on the stream is done: stream order
-  // holds, at the price of making this call synchronous.
-  if (CUresult r = synchronizeStream(h); r != CUDA_SUCCESS) return r;
-  fn(data);
+CUresult refuse(CUresult code, const std::string& why) {
+  if (logLevel() >= 1) logLine(why);
+  return code;
+}
+
+// The attribute table of stream `h` (its own, or its context's for the default streams) and the
+// stream's priority.
+CUresult streamAttributes(CUstream h, std::map<int, CUstreamAttrValue>** table, int* priority) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  if (StreamObject* s = asStream(h)) {
+    *table = &s->attributes;
+    *priority = s->priority;
+    return CUDA_SUCCESS;
+  }
+  if (h && h != CU_STREAM_LEGACY && h != CU_STREAM_PER_THREAD) return CUDA_ERROR_INVALID_HANDLE;
+  ContextObject* c = DriverState::get().current();
+  if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+  *table = &c->defaultStreamAttributes;
+  *priority = 0;
+  return CUDA_SUCCESS;
+}
+
+CUresult checkAccessPolicy(const CUaccessPolicyWindow& w) {
+  auto validProperty = [](CUaccessProperty p) {
+    return p == CU_ACCESS_PROPERTY_NORMAL || p == CU_ACCESS_PROPERTY_STREAMING ||
+           p == CU_ACCESS_PROPERTY_PERSISTING;
+  };
+  if (!(w.hitRatio >= 0.0f && w.hitRatio <= 1.0f) || !validProperty(w.hitProp) ||
+      !validProperty(w.missProp) || w.missProp == CU_ACCESS_PROPERTY_PERSISTING) {
+    return refuse(CUDA_ERROR_INVALID_VALUE, "cuStreamSetAttribute: invalid access-policy window");
+  }
+  return CUDA_SUCCESS;
+}
+
+// Stream attributes: the hints a stream may carry are kept and answered back (they change how fast
+// work runs, never what it computes: L2 residency, how a host thread waits, memory-fence domains).
+// The priority is the stream's creation priority, which cannot change afterwards here.
+CUresult setStreamAttribute(CUstream h, CUstreamAttrID id, const CUstreamAttrValue* value) {
+  if (!value) return CUDA_ERROR_INVALID_VALUE;
+  std::map<int, CUstreamAttrValue>* table = nullptr;
+  int priority = 0;
+  if (CUresult r = streamAttributes(h, &table, &priority); r != CUDA_SUCCESS) return r;
+  switch (id) {
+    case CU_STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW:
+      if (CUresult r = checkAccessPolicy(value->accessPolicyWindow); r != CUDA_SUCCESS) return r;
+      break;
+    case CU_STREAM_ATTRIBUTE_SYNCHRONIZATION_POLICY:
+      if (value->syncPolicy < CU_SYNC_POLICY_AUTO ||
+          value->syncPolicy > CU_SYNC_POLICY_BLOCKING_SYNC) {
+        return refuse(CUDA_ERROR_INVALID_VALUE,
+                      "cuStreamSetAttribute: unknown synchronization policy");
+      }
+      break;
+    case CU_STREAM_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP:
+      break;
+    case CU_STREAM_ATTRIBUTE_MEM_SYNC_DOMAIN:
+      if (value->memSyncDomain != CU_LAUNCH_MEM_SYNC_DOMAIN_DEFAULT &&
+          value->memSyncDomain != CU_LAUNCH_MEM_SYNC_DOMAIN_REMOTE) {
+        return refuse(CUDA_ERROR_INVALID_VALUE, "cuStreamSetAttribute: unknown memory sync domain");
+      }
+      break;
+    case CU_STREAM_ATTRIBUTE_PRIORITY:
+      if (clampStreamPriority(value->priority) == priority) return CUDA_SUCCESS;
+      return refuse(CUDA_ERROR_INVALID_VALUE,
+                    "cuStreamSetAttribute: a stream's priority is fixed when it is created here "
+                    "(use cuStreamCreateWithPriority)");
+    default:
+      return refuse(CUDA_ERROR_INVALID_VALUE,
+                    "cuStreamSetAttribute: attribute " + std::to_string(id) + " is not supported");
+  }
+  (*table)[id] = *value;
+  return CUDA_SUCCESS;
+}
+
+CUresult getStreamAttribute(CUstream h, CUstreamAttrID id, CUstreamAttrValue* value) {
+  if (!value) return CUDA_ERROR_INVALID_VALUE;
+  std::map<int, CUstreamAttrValue>* table = nullptr;
+  int priority = 0;
+  if (CUresult r = streamAttributes(h, &table, &priority); r != CUDA_SUCCESS) return r;
+  switch (id) {
+    case CU_STREAM_ATTRIBUTE_PRIORITY:
+      *value = CUstreamAttrValue{};
+      value->priority = priority;
+      return CUDA_SUCCESS;
+    case CU_STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW:
+    case CU_STREAM_ATTRIBUTE_SYNCHRONIZATION_POLICY:
+    case CU_STREAM_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP:
+    case CU_STREAM_ATTRIBUTE_MEM_SYNC_DOMAIN: {
+      auto it = table->find(id);
+      *value = CUstreamAttrValue{};
+      if (it != table->end()) {
+        *value = it->second;
+      } else if (id == CU_STREAM_ATTRIBUTE_SYNCHRONIZATION_POLICY) {
+        value->syncPolicy = CU_SYNC_POLICY_AUTO;
+      } else if (id == CU_STREAM_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP) {
+        value->memSyncDomainMap.default_ = 0;
+        value->memSyncDomainMap.remote = 1;
+      }
+      return CUDA_SUCCESS;
+    }
+    default:
+      return refuse(CUDA_ERROR_INVALID_VALUE,
+                    "cuStreamGetAttribute: attribute " + std::to_string(id) + " is not supported");
+  }
+}
+
+CUresult copyStreamAttributes(CUstream dst, CUstream src) {
+  std::map<int, CUstreamAttrValue>* to = nullptr;
+  std::map<int, CUstreamAttrValue>* from = nullptr;
+  int ignored = 0;
+  if (CUresult r = streamAttributes(dst, &to, &ignored); r != CUDA_SUCCESS) return r;
+  if (CUresult r = streamAttributes(src, &from, &ignored); r != CUDA_SUCCESS) return r;
+  *to = *from;
   return CUDA_SUCCESS;
 }
 
@@ -142,6 +253,7 @@ GPUPOOL_DRIVER_API CUresult cuStreamDestroy_v2(CUstream h) {
   CUresult r = CUDA_SUCCESS;
   if (s->context->remote) {
     uint64_t c = s->context->remote, id = s->remote;
+    HostFunctionFence::await(HostFunctionFence::Work::kCall);  // the server may drain the stream
     r = s->context->server->post("cuStreamDestroy", [&](wire::Request::Builder b) {
       auto d = b.initStreamDestroy();
       d.setContext(c);
@@ -259,25 +371,30 @@ GPUPOOL_DRIVER_API CUresult cuStreamGetId_ptsz(CUstream h, unsigned long long* i
   return cuStreamGetId(h, id);
 }
 
-GPUPOOL_DRIVER_API CUresult cuLaunchHostFunc(CUstream h, CUhostFn fn, void* data) {
-  return hostFunction(h, fn, data);
+GPUPOOL_DRIVER_API CUresult cuStreamSetAttribute(CUstream h, CUstreamAttrID id,
+                                                 const CUstreamAttrValue* value) {
+  return setStreamAttribute(h, id, value);
 }
-GPUPOOL_DRIVER_API CUresult cuLaunchHostFunc_ptsz(CUstream h, CUhostFn fn, void* data) {
+GPUPOOL_DRIVER_API CUresult cuStreamSetAttribute_ptsz(CUstream h, CUstreamAttrID id,
+                                                      const CUstreamAttrValue* value) {
   PerThreadDefaultStream perThread;
-  return hostFunction(h, fn, data);
+  return setStreamAttribute(h, id, value);
 }
-
-GPUPOOL_DRIVER_API CUresult cuStreamAddCallback(CUstream h, CUstreamCallback callback, void* data,
-                                                unsigned int flags) {
-  if (!callback || flags != 0) return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = synchronizeStream(h);
-  callback(h, r, data);
-  return CUDA_SUCCESS;
+GPUPOOL_DRIVER_API CUresult cuStreamGetAttribute(CUstream h, CUstreamAttrID id,
+                                                 CUstreamAttrValue* value) {
+  return getStreamAttribute(h, id, value);
 }
-GPUPOOL_DRIVER_API CUresult cuStreamAddCallback_ptsz(CUstream h, CUstreamCallback callback,
-                                                     void* data, unsigned int flags) {
+GPUPOOL_DRIVER_API CUresult cuStreamGetAttribute_ptsz(CUstream h, CUstreamAttrID id,
+                                                      CUstreamAttrValue* value) {
   PerThreadDefaultStream perThread;
-  return cuStreamAddCallback(h, callback, data, flags);
+  return getStreamAttribute(h, id, value);
+}
+GPUPOOL_DRIVER_API CUresult cuStreamCopyAttributes(CUstream dst, CUstream src) {
+  return copyStreamAttributes(dst, src);
+}
+GPUPOOL_DRIVER_API CUresult cuStreamCopyAttributes_ptsz(CUstream dst, CUstream src) {
+  PerThreadDefaultStream perThread;
+  return copyStreamAttributes(dst, src);
 }
 
 // Stream capture (graphs) is not offered: every stream reports "not capturing", which is what

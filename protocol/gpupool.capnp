@@ -192,6 +192,24 @@ struct Request {
     memPoolDestroy @40 :MemPoolRef;
     memPoolTrimTo @41 :MemPoolTrimTo;
     memPoolAttribute @42 :MemPoolAttribute;  # answered with value
+
+    # Ordinals 43-52 belong to the graphs branch (cap'n proto wants no gap); the merge replaces these.
+    reservedGraphs43 @43 :Void;
+    reservedGraphs44 @44 :Void;
+    reservedGraphs45 @45 :Void;
+    reservedGraphs46 @46 :Void;
+    reservedGraphs47 @47 :Void;
+    reservedGraphs48 @48 :Void;
+    reservedGraphs49 @49 :Void;
+    reservedGraphs50 @50 :Void;
+    reservedGraphs51 @51 :Void;
+    reservedGraphs52 @52 :Void;
+
+    # Host functions (cuLaunchHostFunc, cuStreamAddCallback): the stream stops at a gate until the
+    # client, told the gate was reached, has run the function and releases it.
+    hostGateOpen @53 :HostGate;     # posted: the gate takes its place in the stream's order
+    hostGateWait @54 :HostGate;     # answered once the stream reaches the gate (NOT_READY: ask again)
+    hostGateRelease @55 :HostGate;  # the stream goes on past the gate
   }
 
   # Fire-and-forget: the server sends no Response. A failure is kept and reported, once, by the next
@@ -236,6 +254,11 @@ struct Request {
     context @0 :UInt64;
     pool @1 :UInt64;
     minBytesToKeep @2 :UInt64;
+  }
+  struct HostGate {
+    context @0 :UInt64;
+    stream @1 :UInt64;              # hostGateOpen only
+    gate @2 :UInt64;                # minted by the client, unique in its session
   }
   struct MemPoolAttribute {
     context @0 :UInt64;

@@ -25,6 +25,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -158,6 +159,13 @@ class BackendContext {
   virtual Status eventSynchronize(uint64_t event) = 0;
   virtual Status eventQuery(uint64_t event) = 0;  // CUDA_SUCCESS or CUDA_ERROR_NOT_READY
   virtual Status eventElapsedTime(uint64_t start, uint64_t end, float* milliseconds) = 0;
+  // Queues `work` on `stream`: it runs on a thread of the backend's (never the caller's) once the
+  // stream's earlier work is done, and the stream's later work waits until it returns. It runs even
+  // when the context has failed or is cancelled, so whatever it releases is released
+  // (server/host_gates.h). CUDA_ERROR_NOT_SUPPORTED where the backend cannot.
+  virtual Status streamHostWork(uint64_t /*stream*/, std::function<void()> /*work*/) {
+    return Status::error(CUDA_ERROR_NOT_SUPPORTED, "this backend cannot run host work in a stream");
+  }
 
   // Waits for all work in the context; returns the context's sticky error if a kernel failed.
   virtual Status synchronize() = 0;

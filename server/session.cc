@@ -45,7 +45,11 @@ Session::Session(uint64_t id, std::unique_ptr<transport::Connection> connection,
       state_(id, *connection_, backend, modules, server, server.pinnedMemory()),
       waits_(kMaxDeviceWaitsPerSession) {}
 
-Session::~Session() { state_.contexts.takeAll(); }
+Session::~Session() {
+  // A stream stopped at a host gate would keep its context from draining.
+  state_.hostGates.releaseAll();
+  state_.contexts.takeAll();
+}
 
 void Session::stop() { connection_->shutdown(); }
 
@@ -60,6 +64,7 @@ bool Session::closeIfHandshakeLate(std::chrono::steady_clock::time_point now,
 
 void Session::cancelIfPeerGone() {
   if (!connection_->peerClosed()) return;
+  state_.hostGates.releaseAll();
   state_.contexts.forEach([](uint64_t, const SessionContexts::Entry& c) {
     if (c.backend) c.backend->cancel();
   });
@@ -272,6 +277,8 @@ bool Session::handshake() {
 }
 
 void Session::endDeviceWaits() {
+  // Nobody is left to run the host functions: their streams go on, their waits end.
+  state_.hostGates.releaseAll();
   if (waits_.busy()) {
     // Nobody is left to read their replies: stop the work they wait for.
     state_.contexts.forEach([](uint64_t, const SessionContexts::Entry& c) {

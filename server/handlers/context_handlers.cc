@@ -32,6 +32,8 @@ Status destroy(RequestContext& request, Request::Reader r) {
   session.modulesLoaded -= session.modulesPerContext[id];
   session.modulesPerContext.erase(id);
   if (session.tenant) session.tenant->contextDestroyed(id);
+  // A stream stopped at a host gate would keep the context from draining.
+  session.hostGates.releaseContext(id);
   // Releases its memory, modules, streams and events (once a wait still running on it is done).
   doomed.reset();
   return Status::success();

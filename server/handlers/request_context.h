@@ -20,6 +20,7 @@
 
 #include "protocol/gpupool.capnp.h"
 #include "server/backend.h"
+#include "server/host_gates.h"
 #include "server/module_cache.h"
 #include "server/scratch_buffer.h"
 #include "server/staged_copy.h"
@@ -80,6 +81,7 @@ struct SessionState {
   PoolServer& server;
 
   SessionContexts contexts;
+  HostGates hostGates;    // host functions' gates in this session's streams
   ScratchBuffer staging;  // bulk bytes in and out, reused across requests
   // A device→host copy whose bytes follow the reply as they are read (set by a handler).
   std::optional<StagedDeviceRead> stagedReply;

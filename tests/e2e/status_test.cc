@@ -106,5 +106,31 @@ TEST(StatusTest, MemoryIsReleasedWhenAProgramIsKilled) {
   EXPECT_TRUE(after.at("sessions").empty()) << after.dump(2);
 }
 
+// A client killed while one of its streams waits at a host function's gate: the session ends, its
+// memory is released, and the server goes on serving (teardown releases the gate).
+TEST(StatusTest, AStreamHeldByAHostFunctionIsReleasedWhenTheProgramIsKilled) {
+  GpupoolServer server;
+  ChildProcess program(
+      {e2eProgramPath("hold_host_func"), {}, clientEnvironment(server.endpoint()), {}});
+  ASSERT_TRUE(program.waitForStdout("READY", seconds(60))) << program.finish(seconds(1)).describe();
+  nlohmann::json busy = queryStatus(server);
+  ASSERT_FALSE(busy.empty());
+  EXPECT_GE(deviceMemoryUsed(busy), kHeldBytes) << busy.dump(2);
+
+  program.signal(SIGKILL);
+  program.finish(seconds(10));
+  nlohmann::json after;
+  auto deadline = steady_clock::now() + seconds(10);
+  do {
+    after = queryStatus(server);
+    if (after.empty()) break;
+    if (deviceMemoryUsed(after) == 0 && after.at("sessions").empty()) break;
+    std::this_thread::sleep_for(milliseconds(100));
+  } while (steady_clock::now() < deadline);
+  ASSERT_FALSE(after.empty()) << "the server stopped answering";
+  EXPECT_EQ(deviceMemoryUsed(after), 0u) << after.dump(2);
+  EXPECT_TRUE(after.at("sessions").empty()) << after.dump(2);
+}
+
 }  // namespace
 }  // namespace gpupool::e2e

@@ -24,7 +24,9 @@ inline const std::vector<std::string>& testProgramNames() {
                                                  "profiler_logs_driver",
                                                  "occupancy_matmul_driver",
                                                  "pointer_attributes_driver",
-                                                 "legacy_launch_driver"};
+                                                 "legacy_launch_driver",
+                                                 "host_func_order",
+                                                 "launch_attributes_driver"};
   return names;
 }
 

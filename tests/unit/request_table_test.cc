@@ -19,7 +19,10 @@ TEST(RequestTable, EveryRequestKindOfTheSchemaHasAHandler) {
   std::set<std::string> missing;
   for (auto field : fields) {
     auto kind = static_cast<wire::Request::Which>(field.getProto().getDiscriminantValue());
-    if (!table.find(kind)) missing.insert(field.getProto().getName().cStr());
+    std::string name = field.getProto().getName().cStr();
+    // Ordinals held for the graphs branch (protocol/gpupool.capnp); its merge replaces them.
+    if (name.rfind("reservedGraphs", 0) == 0) continue;
+    if (!table.find(kind)) missing.insert(name);
   }
   EXPECT_TRUE(missing.empty()) << "request kinds without a handler: " << [&] {
     std::string names;
@@ -45,7 +48,7 @@ TEST(RequestTable, TheCallsThatWaitForTheDeviceWaitOnWaiters) {
     if (row && row->waitFor) waits.insert(field.getProto().getName().cStr());
   }
   EXPECT_EQ(waits, (std::set<std::string>{"ctxSynchronize", "streamSynchronize", "eventSynchronize",
-                                          "memcpyDtoH"}));
+                                          "memcpyDtoH", "hostGateWait"}));
 }
 
 }  // namespace

@@ -675,6 +675,24 @@ Status CudaContext::streamWaitEvent(uint64_t stream, uint64_t event) {
   return driver_->call(driver_->streamWaitEvent, cuStream, cuEvent, 0u);
 }
 
+Status CudaContext::streamHostWork(uint64_t stream, std::function<void()> work) {
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  CUstream cuStream = nullptr;
+  if (Status s = findStream(stream, &cuStream); !s.ok()) return s;
+  // The driver runs it on its own callback thread, where blocking holds only this stream (and the
+  // driver's other host functions, which the gate's client releases without waiting on them).
+  auto* heap = new std::function<void()>(std::move(work));
+  Status s = driver_->call(
+      driver_->launchHostFunc, cuStream,
+      [](void* data) {
+        std::unique_ptr<std::function<void()>> run(static_cast<std::function<void()>*>(data));
+        (*run)();
+      },
+      static_cast<void*>(heap));
+  if (!s.ok()) delete heap;
+  return s;
+}
+
 Status CudaContext::eventCreate(unsigned flags, uint64_t* event) {
   if (Status s = makeCurrent(); !s.ok()) return s;
   CUevent handle = nullptr;

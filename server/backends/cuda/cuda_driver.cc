@@ -138,6 +138,7 @@ void CudaDriver::resolveAll() {
   resolve(streamSynchronize, 2000, "cuStreamSynchronize");
   resolve(streamQuery, 2000, "cuStreamQuery");
   resolve(streamWaitEvent, 3020, "cuStreamWaitEvent");
+  resolve(launchHostFunc, 10000, "cuLaunchHostFunc");
 
   resolve(eventCreate, 2000, "cuEventCreate");
   resolve(eventDestroy, 4000, "cuEventDestroy_v2");

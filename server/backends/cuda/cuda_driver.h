@@ -122,6 +122,7 @@ class CudaDriver {
   DriverEntryPoint<PFN_cuStreamSynchronize_v2000> streamSynchronize{"cuStreamSynchronize"};
   DriverEntryPoint<PFN_cuStreamQuery_v2000> streamQuery{"cuStreamQuery"};
   DriverEntryPoint<PFN_cuStreamWaitEvent_v3020> streamWaitEvent{"cuStreamWaitEvent"};
+  DriverEntryPoint<PFN_cuLaunchHostFunc_v10000> launchHostFunc{"cuLaunchHostFunc"};
 
   DriverEntryPoint<PFN_cuEventCreate_v2000> eventCreate{"cuEventCreate"};
   DriverEntryPoint<PFN_cuEventDestroy_v4000> eventDestroy{"cuEventDestroy"};

@@ -123,14 +123,27 @@ Status EmuContext::enqueue(uint64_t stream, std::function<void()> operation) {
   Stream s = findStream(stream);
   if (!s.queue) return invalidHandle("unknown stream " + hex(stream));
   if (Status st = sticky(); !st.ok()) return st;
+  waitForLegacyOrder(stream, s);
+  s.queue->enqueue([this, operation = std::move(operation)] {
+    if (sticky().ok()) operation();  // a broken context runs nothing more
+  });
+  return Status::success();
+}
+
+void EmuContext::waitForLegacyOrder(uint64_t stream, const Stream& s) {
   if (stream == 0) {
     drain(streamQueues(StreamSet::kOtherBlocking));
   } else if (!(s.flags & CU_STREAM_NON_BLOCKING)) {
     findStream(0).queue->drain();
   }
-  s.queue->enqueue([this, operation = std::move(operation)] {
-    if (sticky().ok()) operation();  // a broken context runs nothing more
-  });
+}
+
+Status EmuContext::streamHostWork(uint64_t stream, std::function<void()> work) {
+  Stream s = findStream(stream);
+  if (!s.queue) return invalidHandle("unknown stream " + hex(stream));
+  waitForLegacyOrder(stream, s);
+  // Not skipped on a broken context, unlike enqueue(): what it releases must be released.
+  s.queue->enqueue(std::move(work));
   return Status::success();
 }
 

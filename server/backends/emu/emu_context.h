@@ -79,6 +79,7 @@ class EmuContext final : public BackendContext {
   Status streamSynchronize(uint64_t stream) override;
   Status streamQuery(uint64_t stream) override;
   Status streamWaitEvent(uint64_t stream, uint64_t event) override;
+  Status streamHostWork(uint64_t stream, std::function<void()> work) override;
   Status eventCreate(unsigned flags, uint64_t* event) override;
   Status eventDestroy(uint64_t event) override;
   Status eventRecord(uint64_t event, uint64_t stream) override;
@@ -127,6 +128,8 @@ class EmuContext final : public BackendContext {
   static void drain(const std::vector<std::shared_ptr<StreamQueue>>& queues);
   // Puts `operation` on `stream` after what CUDA's legacy-stream rules say it must wait for.
   Status enqueue(uint64_t stream, std::function<void()> operation);
+  // Blocks until what `stream` must wait for under the legacy-stream rules is done.
+  void waitForLegacyOrder(uint64_t stream, const Stream& s);
   // Blocks until `stream` (and, for the legacy stream, every blocking stream) has drained.
   Status waitForStream(uint64_t stream);
   void drainAll();

@@ -1,0 +1,125 @@
+// Host functions in stream order (cuLaunchHostFunc, cuStreamAddCallback).
+//
+// The call places a gate in the stream on the server (a post, so the caller does not wait) and
+// hands the function to a thread of its own here. That thread asks the server to answer once the
+// stream reaches the gate, runs the function, and releases the gate, after which the stream's
+// later work runs. Work that could stop the server's session thread behind a pending gate waits
+// for the function first (client/host_function_fence.h). As with NVIDIA's driver, a host function
+// must not call CUDA: it would wait for itself.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "driver_export.h"
+#include "driver_state.h"
+#include "host_function_fence.h"
+
+using namespace gpupool::client;
+
+namespace {
+
+struct HostCall {
+  RemoteSession* server = nullptr;
+  uint64_t context = 0;  // remote
+  uint64_t gate = 0;
+  bool legacy = false;
+  CUhostFn fn = nullptr;                // cuLaunchHostFunc
+  CUstreamCallback callback = nullptr;  // cuStreamAddCallback
+  CUstream stream = nullptr;
+  void* data = nullptr;
+};
+
+CUresult gateCall(const HostCall& c, const char* what, bool release) {
+  return c.server->call(what, [&](wire::Request::Builder b) {
+    auto g = release ? b.initHostGateRelease() : b.initHostGateWait();
+    g.setContext(c.context);
+    g.setGate(c.gate);
+  });
+}
+
+void runHostCall(const HostCall& c) {
+  HostFunctionFence::enterHostFunctionThread();
+  const char* what = c.fn ? "cuLaunchHostFunc" : "cuStreamAddCallback";
+  // The server answers once the stream reaches the gate; NOT_READY when it had no thread free to
+  // wait for it, so ask again.
+  CUresult r = gateCall(c, what, false);
+  auto pause = std::chrono::microseconds(50);
+  while (r == CUDA_ERROR_NOT_READY) {
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(5000));
+    r = gateCall(c, what, false);
+  }
+  if (c.fn) {
+    // A broken connection means the stream never got here: the function does not run.
+    if (r == CUDA_SUCCESS) c.fn(c.data);
+  } else if (r != CUDA_ERROR_DEVICE_UNAVAILABLE) {
+    c.callback(c.stream, r, c.data);
+  }
+  if (r != CUDA_ERROR_DEVICE_UNAVAILABLE) (void)gateCall(c, what, true);
+  HostFunctionFence::closed(c.legacy);
+}
+
+CUresult place(CUstream h, HostCall call) {
+  ContextObject* ctx = nullptr;
+  uint64_t s = 0;
+  if (CUresult r = resolveStream(h, &ctx, &s); r != CUDA_SUCCESS) return r;
+  static std::atomic<uint64_t> nextGate{1};
+  call.server = ctx->server;
+  call.context = ctx->remote;
+  call.gate = nextGate++;
+  call.legacy = s == 0;
+  HostFunctionFence::opened(call.legacy);
+  CUresult r = ctx->server->post(call.fn ? "cuLaunchHostFunc" : "cuStreamAddCallback",
+                                 [&](wire::Request::Builder b) {
+                                   auto g = b.initHostGateOpen();
+                                   g.setContext(call.context);
+                                   g.setStream(s);
+                                   g.setGate(call.gate);
+                                 });
+  if (r != CUDA_SUCCESS) {
+    HostFunctionFence::closed(call.legacy);
+    return r;
+  }
+  // One thread per pending function: functions on different streams must not wait for each other
+  // (one stream may wait, through an event, for work after another's function).
+  std::thread([call] { runHostCall(call); }).detach();
+  return CUDA_SUCCESS;
+}
+
+CUresult hostFunction(CUstream h, CUhostFn fn, void* data) {
+  if (!fn) return CUDA_ERROR_INVALID_VALUE;
+  HostCall c;
+  c.fn = fn;
+  c.data = data;
+  return place(h, c);
+}
+
+CUresult streamCallback(CUstream h, CUstreamCallback callback, void* data, unsigned flags) {
+  if (!callback || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  HostCall c;
+  c.callback = callback;
+  c.stream = h;
+  c.data = data;
+  return place(h, c);
+}
+
+}  // namespace
+
+GPUPOOL_DRIVER_API CUresult cuLaunchHostFunc(CUstream h, CUhostFn fn, void* data) {
+  return hostFunction(h, fn, data);
+}
+GPUPOOL_DRIVER_API CUresult cuLaunchHostFunc_ptsz(CUstream h, CUhostFn fn, void* data) {
+  PerThreadDefaultStream perThread;
+  return hostFunction(h, fn, data);
+}
+
+GPUPOOL_DRIVER_API CUresult cuStreamAddCallback(CUstream h, CUstreamCallback callback, void* data,
+                                                unsigned int flags) {
+  return streamCallback(h, callback, data, flags);
+}
+GPUPOOL_DRIVER_API CUresult cuStreamAddCallback_ptsz(CUstream h, CUstreamCallback callback,
+                                                     void* data, unsigned int flags) {
+  PerThreadDefaultStream perThread;
+  return streamCallback(h, callback, data, flags);
+}

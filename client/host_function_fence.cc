@@ -1,0 +1,58 @@
+#include "client/host_function_fence.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+
+namespace gpupool::client {
+namespace {
+
+struct Pending {
+  std::mutex mutex;
+  std::condition_variable closed;
+  // Changed under the mutex; read without it first, so a process with no host function pending
+  // pays one atomic load per call.
+  std::atomic<unsigned> all{0};     // host functions placed and not yet returned
+  std::atomic<unsigned> legacy{0};  // of them, on the legacy stream
+};
+
+Pending& pending() {
+  static auto* p = new Pending();  // never destroyed: host-function threads may outlive statics
+  return *p;
+}
+
+thread_local bool hostFunctionThread = false;
+
+}  // namespace
+
+void HostFunctionFence::await(Work work) {
+  if (hostFunctionThread || work == Work::kNonBlockingStream) return;
+  Pending& p = pending();
+  auto clear = [&] { return (work == Work::kBlockingStream ? p.legacy : p.all).load() == 0; };
+  if (clear()) return;
+  std::unique_lock lock(p.mutex);
+  p.closed.wait(lock, clear);
+}
+
+void HostFunctionFence::opened(bool legacyStream) {
+  Pending& p = pending();
+  std::lock_guard lock(p.mutex);
+  ++p.all;
+  if (legacyStream) ++p.legacy;
+}
+
+void HostFunctionFence::closed(bool legacyStream) {
+  Pending& p = pending();
+  {
+    std::lock_guard lock(p.mutex);
+    --p.all;
+    if (legacyStream) --p.legacy;
+  }
+  p.closed.notify_all();
+}
+
+void HostFunctionFence::enterHostFunctionThread() { hostFunctionThread = true; }
+
+bool HostFunctionFence::onHostFunctionThread() { return hostFunctionThread; }
+
+}  // namespace gpupool::client

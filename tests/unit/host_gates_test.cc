@@ -1,0 +1,98 @@
+// A session's host-function gates (server/host_gates.h): the stream's host work stops at its gate
+// until the release, the wait ends once the gate is reached, and teardown (a context destroyed, the
+// session ending) lets every stopped stream and every wait go on.
+#include "server/host_gates.h"
+
+#include <cuda.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+namespace gpupool::server {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Runs a gate's host work on a thread of its own, as a stream's worker would.
+struct StreamThread {
+  explicit StreamThread(std::function<void()> work)
+      : thread([this, work = std::move(work)] {
+          work();
+          passed = true;
+        }) {}
+  ~StreamThread() {
+    if (thread.joinable()) thread.join();
+  }
+  std::atomic<bool> passed{false};
+  std::thread thread;
+};
+
+TEST(HostGates, TheStreamWaitsAtTheGateUntilReleased) {
+  HostGates gates;
+  std::function<void()> work;
+  ASSERT_TRUE(gates.open(1, 7, &work).ok());
+  EXPECT_EQ(gates.reached(1, 7).code, CUDA_ERROR_NOT_READY);
+  StreamThread stream(work);
+  EXPECT_TRUE(gates.wait(1, 7).ok());
+  EXPECT_TRUE(gates.reached(1, 7).ok());
+  std::this_thread::sleep_for(50ms);
+  EXPECT_FALSE(stream.passed) << "the stream went past a gate not yet released";
+  EXPECT_TRUE(gates.release(1, 7).ok());
+  stream.thread.join();
+  EXPECT_TRUE(stream.passed);
+  EXPECT_EQ(gates.openCount(), 0u);
+}
+
+TEST(HostGates, UnknownGatesAndOtherContextsAreRefused) {
+  HostGates gates;
+  std::function<void()> work;
+  ASSERT_TRUE(gates.open(1, 7, &work).ok());
+  EXPECT_EQ(gates.open(1, 7, &work).code, CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(gates.reached(2, 7).code, CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(gates.release(2, 7).code, CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(gates.wait(1, 8).code, CUDA_ERROR_INVALID_HANDLE);
+  gates.abandon(7);
+  EXPECT_EQ(gates.openCount(), 0u);
+}
+
+TEST(HostGates, TeardownReleasesStoppedStreamsAndWaits) {
+  HostGates gates;
+  std::function<void()> a, b, c;
+  ASSERT_TRUE(gates.open(1, 1, &a).ok());
+  ASSERT_TRUE(gates.open(1, 2, &b).ok());
+  ASSERT_TRUE(gates.open(2, 3, &c).ok());
+  StreamThread streamA(a);
+  // A wait for a gate the stream has not reached yet ends when teardown releases it.
+  // (A wait that comes after the release finds no gate: either way it must not hang.)
+  std::thread waiter([&] {
+    Status st = gates.wait(1, 2);
+    EXPECT_TRUE(st.ok() || st.code == CUDA_ERROR_INVALID_HANDLE);
+  });
+  ASSERT_TRUE(gates.wait(1, 1).ok());
+  std::this_thread::sleep_for(50ms);
+  gates.releaseContext(1);
+  waiter.join();
+  streamA.thread.join();
+  EXPECT_TRUE(streamA.passed) << "releasing the context left its stream stopped";
+  EXPECT_EQ(gates.openCount(), 1u);
+  // Work reaching a gate already released passes at once.
+  b();
+  StreamThread streamC(c);
+  ASSERT_TRUE(gates.wait(2, 3).ok());
+  gates.releaseAll();
+  EXPECT_EQ(gates.openCount(), 0u);
+}
+
+TEST(HostGates, WorkQueuedOutlivesTheGates) {
+  std::function<void()> work;
+  {
+    HostGates gates;
+    ASSERT_TRUE(gates.open(1, 1, &work).ok());
+  }
+  work();  // released by the destructor: returns at once
+}
+
+}  // namespace
+}  // namespace gpupool::server
