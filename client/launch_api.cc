@@ -109,8 +109,7 @@ CUresult launch(CUfunction h, unsigned gx, unsigned gy, unsigned gz, unsigned bx
 }
 
 CUresult refuse(const char* why) {
-  if (logLevel() >= 1) logLine(std::string("cuLaunchKernelEx: ") + why);
-  return CUDA_ERROR_INVALID_VALUE;
+  return refuseCall(CUDA_ERROR_INVALID_VALUE, std::string("cuLaunchKernelEx: ") + why);
 }
 
 // An event that a launch attribute asks to be triggered: it must be this context's and, as the

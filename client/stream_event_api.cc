@@ -97,11 +97,6 @@ CUresult recordEvent(CUevent event, CUstream h) {
   });
 }
 
-CUresult refuse(CUresult code, const std::string& why) {
-  if (logLevel() >= 1) logLine(why);
-  return code;
-}
-
 // The attribute table of stream `h` (its own, or its context's for the default streams) and the
 // stream's priority.
 CUresult streamAttributes(CUstream h, std::map<int, CUstreamAttrValue>** table, int* priority) {
@@ -126,7 +121,7 @@ CUresult checkAccessPolicy(const CUaccessPolicyWindow& w) {
   };
   if (!(w.hitRatio >= 0.0f && w.hitRatio <= 1.0f) || !validProperty(w.hitProp) ||
       !validProperty(w.missProp) || w.missProp == CU_ACCESS_PROPERTY_PERSISTING) {
-    return refuse(CUDA_ERROR_INVALID_VALUE, "cuStreamSetAttribute: invalid access-policy window");
+    return refuseCall(CUDA_ERROR_INVALID_VALUE, "cuStreamSetAttribute: invalid access-policy window");
   }
   return CUDA_SUCCESS;
 }
@@ -146,7 +141,7 @@ CUresult setStreamAttribute(CUstream h, CUstreamAttrID id, const CUstreamAttrVal
     case CU_STREAM_ATTRIBUTE_SYNCHRONIZATION_POLICY:
       if (value->syncPolicy < CU_SYNC_POLICY_AUTO ||
           value->syncPolicy > CU_SYNC_POLICY_BLOCKING_SYNC) {
-        return refuse(CUDA_ERROR_INVALID_VALUE,
+        return refuseCall(CUDA_ERROR_INVALID_VALUE,
                       "cuStreamSetAttribute: unknown synchronization policy");
       }
       break;
@@ -155,16 +150,16 @@ CUresult setStreamAttribute(CUstream h, CUstreamAttrID id, const CUstreamAttrVal
     case CU_STREAM_ATTRIBUTE_MEM_SYNC_DOMAIN:
       if (value->memSyncDomain != CU_LAUNCH_MEM_SYNC_DOMAIN_DEFAULT &&
           value->memSyncDomain != CU_LAUNCH_MEM_SYNC_DOMAIN_REMOTE) {
-        return refuse(CUDA_ERROR_INVALID_VALUE, "cuStreamSetAttribute: unknown memory sync domain");
+        return refuseCall(CUDA_ERROR_INVALID_VALUE, "cuStreamSetAttribute: unknown memory sync domain");
       }
       break;
     case CU_STREAM_ATTRIBUTE_PRIORITY:
       if (clampStreamPriority(value->priority) == priority) return CUDA_SUCCESS;
-      return refuse(CUDA_ERROR_INVALID_VALUE,
+      return refuseCall(CUDA_ERROR_INVALID_VALUE,
                     "cuStreamSetAttribute: a stream's priority is fixed when it is created here "
                     "(use cuStreamCreateWithPriority)");
     default:
-      return refuse(CUDA_ERROR_INVALID_VALUE,
+      return refuseCall(CUDA_ERROR_INVALID_VALUE,
                     "cuStreamSetAttribute: attribute " + std::to_string(id) + " is not supported");
   }
   (*table)[id] = *value;
@@ -198,7 +193,7 @@ CUresult getStreamAttribute(CUstream h, CUstreamAttrID id, CUstreamAttrValue* va
       return CUDA_SUCCESS;
     }
     default:
-      return refuse(CUDA_ERROR_INVALID_VALUE,
+      return refuseCall(CUDA_ERROR_INVALID_VALUE,
                     "cuStreamGetAttribute: attribute " + std::to_string(id) + " is not supported");
   }
 }
