@@ -9,6 +9,7 @@
 
 #include "client_log.h"
 #include "context_hooks.h"
+#include "stream_capture.h"
 
 namespace gpupool::client {
 namespace {
@@ -38,6 +39,11 @@ void registerObject(const void* object) {
 void unregisterObject(const void* object) {
   std::lock_guard lock(registryMutex);
   registry().erase(object);
+}
+
+bool isRegistered(const void* object) {
+  std::lock_guard lock(registryMutex);
+  return object && registry().count(object);
 }
 
 ContextObject* asContext(CUcontext h) { return lookup<ContextObject>(h, Tag::kContext); }
@@ -360,11 +366,13 @@ CUresult resolveStream(CUstream h, ContextObject** ctx, uint64_t* remote) {
   }
   if (h == nullptr || h == CU_STREAM_LEGACY) {
     *remote = 0;
-    return currentRemoteContext(ctx);
+    if (CUresult r = currentRemoteContext(ctx); r != CUDA_SUCCESS) return r;
+    return legacyStreamUse(*ctx);
   }
   if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
   StreamObject* s = asStream(h);
   if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult r = capturingStreamUse(s); r != CUDA_SUCCESS) return r;
   if (CUresult r = DriverState::get().ensureRemote(s->context); r != CUDA_SUCCESS) return r;
   *ctx = s->context;
   *remote = s->remote;

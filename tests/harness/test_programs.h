@@ -22,7 +22,9 @@ inline const std::vector<std::string>& testProgramNames() {
                                                  "mempool_driver",
                                                  "profiler_range",
                                                  "profiler_logs_driver",
-                                                 "occupancy_matmul_driver"};
+                                                 "occupancy_matmul_driver",
+                                                 "graph_capture",
+                                                 "graph_driver"};
   return names;
 }
 
