@@ -685,6 +685,66 @@ GPUPOOL_DRIVER_API CUresult cuGraphExecGetFlags(CUgraphExec h, cuuint64_t* flags
   return CUDA_SUCCESS;
 }
 
+namespace {
+
+// Sets the parameters of the kernel node the executable graph made from `node`, then uploads the
+// changed graph in place of the old one; launches already made keep the old parameters.
+template <typename Params>
+CUresult setExecKernel(CUgraphExec h, CUgraphNode node, const Params& p, CUkernel kernel,
+                       CUcontext ctx) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  GraphExecObject* exec = nullptr;
+  GraphObject* source = nullptr;
+  {
+    std::lock_guard lock(graphMutex());
+    exec = asGraphExec(h);
+    if (!exec) return CUDA_ERROR_INVALID_VALUE;
+    auto it = exec->nodeOf.find(reinterpret_cast<const GraphNodeObject*>(node));
+    if (it == exec->nodeOf.end() || it->second->type != CU_GRAPH_NODE_TYPE_KERNEL) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    GraphNodeObject next;
+    if (CUresult r = kernelFromParams(&next, p, kernel, ctx); r != CUDA_SUCCESS) return r;
+    if (next.context != it->second->context) {
+      return graphRefusal(CUDA_ERROR_INVALID_VALUE, "cuGraphExecKernelNodeSetParams",
+                          "a kernel node cannot move to another context");
+    }
+    setCapturedKernel(it->second, next.function, next.grid, next.block, next.sharedBytes,
+                      std::move(next.params));
+    source = exec->source.get();
+  }
+  GraphExecObject* fresh = nullptr;
+  if (CUresult r = instantiateGraph(source, exec->flags, &fresh); r != CUDA_SUCCESS) return r;
+  uint64_t old = exec->remote;
+  {
+    std::lock_guard lock(graphMutex());
+    exec->remote = fresh->remote;
+    unregisterObject(fresh);
+    fresh->tag = Tag::kDead;
+    destroyGraph(fresh->source.release());
+  }
+  delete fresh;
+  ContextObject* c = exec->context;
+  return c->server->post("cuGraphExecKernelNodeSetParams", [&](wire::Request::Builder b) {
+    auto d = b.initGraphDestroy();
+    d.setContext(c->remote);
+    d.setGraph(old);
+  });
+}
+
+}  // namespace
+
+GPUPOOL_DRIVER_API CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec h, CUgraphNode node,
+                                                              const CUDA_KERNEL_NODE_PARAMS* p) {
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  return setExecKernel(h, node, *p, p->kern, p->ctx);
+}
+GPUPOOL_DRIVER_API CUresult cuGraphExecKernelNodeSetParams(CUgraphExec h, CUgraphNode node,
+                                                           const CUDA_KERNEL_NODE_PARAMS_v1* p) {
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  return setExecKernel(h, node, *p, nullptr, nullptr);
+}
+
 GPUPOOL_DRIVER_API CUresult cuGraphExecDestroy(CUgraphExec h) {
   if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
   GraphExecObject* exec = nullptr;
@@ -694,6 +754,7 @@ GPUPOOL_DRIVER_API CUresult cuGraphExecDestroy(CUgraphExec h) {
     if (!exec) return CUDA_ERROR_INVALID_VALUE;
     unregisterObject(exec);
     exec->tag = Tag::kDead;
+    destroyGraph(exec->source.release());
   }
   ContextObject* ctx = exec->context;
   CUresult r = CUDA_SUCCESS;

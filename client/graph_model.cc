@@ -458,6 +458,10 @@ CUresult instantiateGraph(GraphObject* graph, unsigned long long flags, GraphExe
   exec->context = ctx;
   exec->remote = handle;
   exec->flags = flags;
+  {
+    std::lock_guard lock(graphMutex());
+    exec->source = cloneGraph(*graph, &exec->nodeOf);
+  }
   registerObject(exec);
   *out = exec;
   return CUDA_SUCCESS;

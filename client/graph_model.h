@@ -57,6 +57,11 @@ struct GraphExecObject {
   ContextObject* context = nullptr;
   uint64_t remote = 0;
   unsigned long long flags = 0;
+  // What was instantiated (a copy, since the graph may change or go after instantiation) and the
+  // copy's node for each node of the graph: the per-node exec setters change the copy and upload
+  // it again.
+  std::unique_ptr<GraphObject> source;
+  std::map<const GraphNodeObject*, GraphNodeObject*> nodeOf;
 };
 
 std::mutex& graphMutex();

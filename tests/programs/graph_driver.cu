@@ -214,6 +214,21 @@ int main() {
   }
   std::printf("cloned graph launched 4 times ok\n");
 
+  // The executable graph's own copy of the scale kernel gets k = 5: a = 10 + in + 10 + in.
+  int five = 5;
+  void* execScaleArgs[] = {&a, &in, &five, &n};
+  CUDA_KERNEL_NODE_PARAMS execScale = axpyParams(f, execScaleArgs);
+  CHECK_CU(cuGraphExecKernelNodeSetParams(exec, scaleInClone, &execScale));
+  CHECK_CU(cuGraphLaunch(exec, stream));
+  CHECK_CU(cuStreamSynchronize(stream));
+  CHECK_CU(cuMemcpyDtoH(result.data(), c, kBytes));
+  for (int i = 0; i < kCount; ++i) {
+    int expected = 20 + 2 * input[i];
+    CHECK(result[i] == expected, "after SetParams: c[%d] = %d, expected %d", i, result[i],
+          expected);
+  }
+  std::printf("cuGraphExecKernelNodeSetParams ok\n");
+
   CHECK_CU(cuGraphExecDestroy(exec));
   CHECK_CU(cuGraphDestroy(clone));
   CHECK_CU(cuEventDestroy(done));
