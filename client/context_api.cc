@@ -6,6 +6,7 @@
 #include "context_hooks.h"
 #include "driver_export.h"
 #include "driver_state.h"
+#include "stream_capture.h"
 
 using namespace gpupool::client;
 
@@ -20,6 +21,7 @@ CUresult contextOrCurrent(CUcontext h, ContextObject** out) {
 }
 
 CUresult synchronizeContext(ContextObject* c) {
+  if (CUresult r = checkUnsafeDuringCapture("cuCtxSynchronize"); r != CUDA_SUCCESS) return r;
   if (!c->remote) return CUDA_SUCCESS;  // nothing was ever queued there
   uint64_t remote = c->remote;
   return c->server->call("cuCtxSynchronize",

@@ -11,6 +11,7 @@
 #include "driver_export.h"
 #include "driver_state.h"
 #include "host_function_fence.h"
+#include "stream_capture.h"
 
 using namespace gpupool::client;
 using gpupool::transport::ConstBuffer;
@@ -41,6 +42,9 @@ CUresult route(CUstream stream, CUdeviceptr address, size_t bytes, ContextObject
 CUresult copyHostToDevice(const char* what, CUdeviceptr dst, const void* src, size_t bytes,
                           CUstream stream, bool async) {
   if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  if (!async) {
+    if (CUresult r = checkUnsafeDuringCapture(what); r != CUDA_SUCCESS) return r;
+  }
   if (bytes == 0) return CUDA_SUCCESS;
   if (!src) return CUDA_ERROR_INVALID_VALUE;
   ContextObject* ctx = nullptr;
@@ -68,6 +72,9 @@ CUresult copyHostToDevice(const char* what, CUdeviceptr dst, const void* src, si
 CUresult copyDeviceToHost(const char* what, void* dst, CUdeviceptr src, size_t bytes,
                           CUstream stream) {
   if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  if (!stream) {
+    if (CUresult r = checkUnsafeDuringCapture(what); r != CUDA_SUCCESS) return r;
+  }
   if (bytes == 0) return CUDA_SUCCESS;
   if (!dst) return CUDA_ERROR_INVALID_VALUE;
   ContextObject* ctx = nullptr;
@@ -97,6 +104,9 @@ CUresult copyDeviceToHost(const char* what, void* dst, CUdeviceptr src, size_t b
 CUresult copyDeviceToDevice(const char* what, CUdeviceptr dst, CUdeviceptr src, size_t bytes,
                             CUstream stream, bool async) {
   if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  if (!async) {
+    if (CUresult r = checkUnsafeDuringCapture(what); r != CUDA_SUCCESS) return r;
+  }
   if (bytes == 0) return CUDA_SUCCESS;
   auto& state = DriverState::get();
   DeviceAllocation dstInfo, srcInfo;
@@ -113,9 +123,11 @@ CUresult copyDeviceToDevice(const char* what, CUdeviceptr dst, CUdeviceptr src, 
     }
     return copyHostToDevice(what, dst, staging.data(), bytes, stream, false);
   }
+  CaptureScope capturing;  // a capturing stream takes the copy as a node
   ContextObject* ctx = nullptr;
   uint64_t s = 0;
   if (CUresult r = route(stream, dst, bytes, &ctx, &s); r != CUDA_SUCCESS) return r;
+  if (CUresult r = CUDA_SUCCESS; captureCopy(stream, dst, src, bytes, &r)) return r;
   if (!async)
     HostFunctionFence::await(HostFunctionFence::Work::kCall);  // the server waits for it in order
   return ctx->server->post(what, [&](wire::Request::Builder b) {
@@ -150,13 +162,21 @@ CUresult copyUnified(const char* what, CUdeviceptr dst, CUdeviceptr src, size_t 
 CUresult memset(const char* what, CUdeviceptr dst, uint32_t value, unsigned elementSize,
                 size_t width, size_t height, size_t pitch, CUstream stream, bool async) {
   if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  if (!async) {
+    if (CUresult r = checkUnsafeDuringCapture(what); r != CUDA_SUCCESS) return r;
+  }
   if (width == 0 || height == 0) return CUDA_SUCCESS;
   if (height == 1) pitch = width * elementSize;
   if (pitch < width * elementSize) return CUDA_ERROR_INVALID_VALUE;
+  CaptureScope capturing;  // a capturing stream takes the memset as a node
   ContextObject* ctx = nullptr;
   uint64_t s = 0;
   if (CUresult r = route(stream, dst, pitch * (height - 1) + width * elementSize, &ctx, &s);
       r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (CUresult r = CUDA_SUCCESS;
+      captureMemset(stream, dst, value, elementSize, width, height, pitch, &r)) {
     return r;
   }
   if (!async)

@@ -10,6 +10,7 @@
 #include "client_log.h"
 #include "context_hooks.h"
 #include "host_function_fence.h"
+#include "stream_capture.h"
 
 namespace gpupool::client {
 namespace {
@@ -39,6 +40,11 @@ void registerObject(const void* object) {
 void unregisterObject(const void* object) {
   std::lock_guard lock(registryMutex);
   registry().erase(object);
+}
+
+bool isRegistered(const void* object) {
+  std::lock_guard lock(registryMutex);
+  return object && registry().count(object);
 }
 
 ContextObject* asContext(CUcontext h) { return lookup<ContextObject>(h, Tag::kContext); }
@@ -362,12 +368,15 @@ CUresult resolveStream(CUstream h, ContextObject** ctx, uint64_t* remote) {
   }
   if (h == nullptr || h == CU_STREAM_LEGACY) {
     *remote = 0;
+    if (CUresult r = currentRemoteContext(ctx); r != CUDA_SUCCESS) return r;
+    if (CUresult r = legacyStreamUse(*ctx); r != CUDA_SUCCESS) return r;
     HostFunctionFence::await(HostFunctionFence::Work::kLegacyStream);
-    return currentRemoteContext(ctx);
+    return CUDA_SUCCESS;
   }
   if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
   StreamObject* s = asStream(h);
   if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult r = capturingStreamUse(s); r != CUDA_SUCCESS) return r;
   HostFunctionFence::await((s->flags & CU_STREAM_NON_BLOCKING)
                                ? HostFunctionFence::Work::kNonBlockingStream
                                : HostFunctionFence::Work::kBlockingStream);

@@ -33,7 +33,12 @@ enum class Tag : uint32_t {
   kLibrary = 0x676c6962,
   kKernel = 0x676b726e,
   kMemPool = 0x676d706c,
+  kGraph = 0x67677268,  // client/graph_model.h
+  kGraphNode = 0x67676e64,
+  kGraphExec = 0x67676578,
 };
+
+struct GraphNodeObject;
 
 struct ContextObject {
   Tag tag = Tag::kContext;
@@ -68,6 +73,11 @@ struct StreamObject {
   // The hints cuStreamSetAttribute accepted (access-policy window, synchronization policy, memory
   // sync domains), by CUstreamAttrID, answered back by cuStreamGetAttribute.
   std::map<int, CUstreamAttrValue> attributes;
+  // Stream capture (client/stream_capture.cc, under its lock): the capture sequence this stream
+  // takes part in (0: none) and the nodes its next captured operation will depend on.
+  uint64_t captureId = 0;
+  std::vector<GraphNodeObject*> captureDeps;
+  std::vector<CUgraphEdgeData> captureEdgeData;  // zeroed, as many as captureDeps (GetCaptureInfo)
 };
 
 struct EventObject {
@@ -75,6 +85,10 @@ struct EventObject {
   ContextObject* context = nullptr;
   uint64_t remote = 0;
   unsigned flags = 0;
+  // Last recorded in a capturing stream (client/stream_capture.cc): that capture sequence and the
+  // nodes a wait on the event depends on. 0 once recorded outside capture.
+  uint64_t captureId = 0;
+  std::vector<GraphNodeObject*> captureNodes;
 };
 
 struct FunctionObject;
@@ -210,6 +224,8 @@ class DriverState {
 // The registry of live objects.
 void registerObject(const void* object);
 void unregisterObject(const void* object);
+// Whether `object` is registered (for the validating casts of other files).
+bool isRegistered(const void* object);
 
 // Validating casts from handles; null when the handle is not a live object of that kind.
 ContextObject* asContext(CUcontext h);

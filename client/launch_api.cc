@@ -8,11 +8,13 @@
 #include "client_log.h"
 #include "driver_export.h"
 #include "driver_state.h"
+#include "launch_checks.h"
 #include "module_resolution.h"
+#include "stream_capture.h"
 
 using namespace gpupool::client;
 
-namespace {
+namespace gpupool::client {
 
 CUresult packParams(const FunctionObject& f, void** kernelParams, void** extra,
                     std::vector<uint8_t>* block) {
@@ -43,12 +45,12 @@ CUresult packParams(const FunctionObject& f, void** kernelParams, void** extra,
   return f.params.empty() ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
+namespace {
 // The driver's answer to an impossible launch shape (cudart turns it into
 // cudaErrorInvalidConfiguration); see server/backends/emu/emu_context.cc.
 constexpr CUresult kInvalidLaunchConfiguration = static_cast<CUresult>(9);
+}  // namespace
 
-// Checks the shape against the device and the function as the driver does, locally, so a launch
-// needs no answer from the server.
 CUresult checkShape(const FunctionObject& f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                     unsigned by, unsigned bz, unsigned sharedBytes) {
   const DeviceSnapshot* d = DriverState::get().device(f.module->context->device);
@@ -78,9 +80,14 @@ CUresult checkShape(const FunctionObject& f, unsigned gx, unsigned gy, unsigned 
   return CUDA_SUCCESS;
 }
 
+}  // namespace gpupool::client
+
+namespace {
+
 CUresult launch(CUfunction h, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                 unsigned bz, unsigned sharedBytes, CUstream stream, void** kernelParams,
                 void** extra) {
+  CaptureScope capturing;  // a capturing stream takes the launch as a node
   ContextObject* ctx = nullptr;
   uint64_t s = 0;
   if (CUresult r = resolveStream(stream, &ctx, &s); r != CUDA_SUCCESS) return r;
@@ -92,6 +99,10 @@ CUresult launch(CUfunction h, unsigned gx, unsigned gy, unsigned gz, unsigned bx
   }
   std::vector<uint8_t> params;
   if (CUresult r = packParams(*f, kernelParams, extra, &params); r != CUDA_SUCCESS) return r;
+  unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
+  if (CUresult r = CUDA_SUCCESS; captureKernel(stream, f, grid, block, sharedBytes, params, &r)) {
+    return r;
+  }
   return ctx->server->post("cuLaunchKernel", [&](wire::Request::Builder b) {
     auto k = b.initLaunchKernel();
     k.setContext(ctx->remote);

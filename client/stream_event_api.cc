@@ -3,6 +3,7 @@
 #include "driver_export.h"
 #include "driver_state.h"
 #include "host_function_fence.h"
+#include "stream_capture.h"
 
 using namespace gpupool::client;
 
@@ -58,9 +59,11 @@ CUresult queryStream(CUstream h) {
   });
 }
 
-CUresult waitEvent(CUstream h, CUevent event) {
+CUresult waitEvent(CUstream h, CUevent event, unsigned flags) {
   EventObject* e = nullptr;
   if (CUresult r = eventObject(event, &e); r != CUDA_SUCCESS) return r;
+  // A wait in a capture, or on captured work (a fork), is graph structure, not a server call.
+  if (CUresult r = CUDA_SUCCESS; captureEventWait(h, e, flags, &r)) return r;
   ContextObject* ctx = nullptr;
   uint64_t s = 0;
   if (CUresult r = resolveStream(h, &ctx, &s); r != CUDA_SUCCESS) return r;
@@ -82,13 +85,16 @@ CUresult waitEvent(CUstream h, CUevent event) {
   });
 }
 
-CUresult recordEvent(CUevent event, CUstream h) {
+CUresult recordEvent(CUevent event, CUstream h, unsigned flags) {
   EventObject* e = nullptr;
   if (CUresult r = eventObject(event, &e); r != CUDA_SUCCESS) return r;
+  CaptureScope capturing;  // a capturing stream notes the record instead
   ContextObject* ctx = nullptr;
   uint64_t s = 0;
   if (CUresult r = resolveStream(h, &ctx, &s); r != CUDA_SUCCESS) return r;
   if (e->context != ctx) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult r = CUDA_SUCCESS; captureEventRecord(h, e, flags, &r)) return r;
+  eventRecordedOutsideCapture(e);
   return ctx->server->post("cuEventRecord", [&](wire::Request::Builder b) {
     auto r = b.initEventRecord();
     r.setContext(ctx->remote);
@@ -121,7 +127,8 @@ CUresult checkAccessPolicy(const CUaccessPolicyWindow& w) {
   };
   if (!(w.hitRatio >= 0.0f && w.hitRatio <= 1.0f) || !validProperty(w.hitProp) ||
       !validProperty(w.missProp) || w.missProp == CU_ACCESS_PROPERTY_PERSISTING) {
-    return refuseCall(CUDA_ERROR_INVALID_VALUE, "cuStreamSetAttribute: invalid access-policy window");
+    return refuseCall(CUDA_ERROR_INVALID_VALUE,
+                      "cuStreamSetAttribute: invalid access-policy window");
   }
   return CUDA_SUCCESS;
 }
@@ -142,7 +149,7 @@ CUresult setStreamAttribute(CUstream h, CUstreamAttrID id, const CUstreamAttrVal
       if (value->syncPolicy < CU_SYNC_POLICY_AUTO ||
           value->syncPolicy > CU_SYNC_POLICY_BLOCKING_SYNC) {
         return refuseCall(CUDA_ERROR_INVALID_VALUE,
-                      "cuStreamSetAttribute: unknown synchronization policy");
+                          "cuStreamSetAttribute: unknown synchronization policy");
       }
       break;
     case CU_STREAM_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP:
@@ -150,17 +157,19 @@ CUresult setStreamAttribute(CUstream h, CUstreamAttrID id, const CUstreamAttrVal
     case CU_STREAM_ATTRIBUTE_MEM_SYNC_DOMAIN:
       if (value->memSyncDomain != CU_LAUNCH_MEM_SYNC_DOMAIN_DEFAULT &&
           value->memSyncDomain != CU_LAUNCH_MEM_SYNC_DOMAIN_REMOTE) {
-        return refuseCall(CUDA_ERROR_INVALID_VALUE, "cuStreamSetAttribute: unknown memory sync domain");
+        return refuseCall(CUDA_ERROR_INVALID_VALUE,
+                          "cuStreamSetAttribute: unknown memory sync domain");
       }
       break;
     case CU_STREAM_ATTRIBUTE_PRIORITY:
       if (clampStreamPriority(value->priority) == priority) return CUDA_SUCCESS;
-      return refuseCall(CUDA_ERROR_INVALID_VALUE,
-                    "cuStreamSetAttribute: a stream's priority is fixed when it is created here "
-                    "(use cuStreamCreateWithPriority)");
+      return refuseCall(
+          CUDA_ERROR_INVALID_VALUE,
+          "cuStreamSetAttribute: a stream's priority is fixed when it is created here "
+          "(use cuStreamCreateWithPriority)");
     default:
-      return refuseCall(CUDA_ERROR_INVALID_VALUE,
-                    "cuStreamSetAttribute: attribute " + std::to_string(id) + " is not supported");
+      return refuseCall(CUDA_ERROR_INVALID_VALUE, "cuStreamSetAttribute: attribute " +
+                                                      std::to_string(id) + " is not supported");
   }
   (*table)[id] = *value;
   return CUDA_SUCCESS;
@@ -193,8 +202,8 @@ CUresult getStreamAttribute(CUstream h, CUstreamAttrID id, CUstreamAttrValue* va
       return CUDA_SUCCESS;
     }
     default:
-      return refuseCall(CUDA_ERROR_INVALID_VALUE,
-                    "cuStreamGetAttribute: attribute " + std::to_string(id) + " is not supported");
+      return refuseCall(CUDA_ERROR_INVALID_VALUE, "cuStreamGetAttribute: attribute " +
+                                                      std::to_string(id) + " is not supported");
   }
 }
 
@@ -274,12 +283,12 @@ GPUPOOL_DRIVER_API CUresult cuStreamQuery_ptsz(CUstream h) {
   return queryStream(h);
 }
 
-GPUPOOL_DRIVER_API CUresult cuStreamWaitEvent(CUstream h, CUevent e, unsigned int) {
-  return waitEvent(h, e);
+GPUPOOL_DRIVER_API CUresult cuStreamWaitEvent(CUstream h, CUevent e, unsigned int flags) {
+  return waitEvent(h, e, flags);
 }
-GPUPOOL_DRIVER_API CUresult cuStreamWaitEvent_ptsz(CUstream h, CUevent e, unsigned int) {
+GPUPOOL_DRIVER_API CUresult cuStreamWaitEvent_ptsz(CUstream h, CUevent e, unsigned int flags) {
   PerThreadDefaultStream perThread;
-  return waitEvent(h, e);
+  return waitEvent(h, e, flags);
 }
 
 GPUPOOL_DRIVER_API CUresult cuStreamGetPriority(CUstream h, int* priority) {
@@ -392,66 +401,6 @@ GPUPOOL_DRIVER_API CUresult cuStreamCopyAttributes_ptsz(CUstream dst, CUstream s
   return copyStreamAttributes(dst, src);
 }
 
-// Stream capture (graphs) is not offered: every stream reports "not capturing", which is what
-// libraries such as cuBLAS ask before each call.
-GPUPOOL_DRIVER_API CUresult cuStreamIsCapturing(CUstream, CUstreamCaptureStatus* status) {
-  if (!status) return CUDA_ERROR_INVALID_VALUE;
-  *status = CU_STREAM_CAPTURE_STATUS_NONE;
-  return requireInit();
-}
-GPUPOOL_DRIVER_API CUresult cuStreamIsCapturing_ptsz(CUstream h, CUstreamCaptureStatus* status) {
-  PerThreadDefaultStream perThread;
-  return cuStreamIsCapturing(h, status);
-}
-GPUPOOL_DRIVER_API CUresult cuStreamGetCaptureInfo(CUstream, CUstreamCaptureStatus* status,
-                                                   cuuint64_t* id) {
-  if (!status) return CUDA_ERROR_INVALID_VALUE;
-  *status = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (id) *id = 0;
-  return requireInit();
-}
-GPUPOOL_DRIVER_API CUresult cuStreamGetCaptureInfo_ptsz(CUstream h, CUstreamCaptureStatus* status,
-                                                        cuuint64_t* id) {
-  PerThreadDefaultStream perThread;
-  return cuStreamGetCaptureInfo(h, status, id);
-}
-GPUPOOL_DRIVER_API CUresult cuStreamGetCaptureInfo_v2(CUstream h, CUstreamCaptureStatus* status,
-                                                      cuuint64_t* id, CUgraph* graph,
-                                                      const CUgraphNode** deps, size_t* numDeps) {
-  if (graph) *graph = nullptr;
-  if (deps) *deps = nullptr;
-  if (numDeps) *numDeps = 0;
-  return cuStreamGetCaptureInfo(h, status, id);
-}
-GPUPOOL_DRIVER_API CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream h,
-                                                           CUstreamCaptureStatus* status,
-                                                           cuuint64_t* id, CUgraph* graph,
-                                                           const CUgraphNode** deps,
-                                                           size_t* numDeps) {
-  PerThreadDefaultStream perThread;
-  return cuStreamGetCaptureInfo_v2(h, status, id, graph, deps, numDeps);
-}
-GPUPOOL_DRIVER_API CUresult cuStreamGetCaptureInfo_v3(CUstream h, CUstreamCaptureStatus* status,
-                                                      cuuint64_t* id, CUgraph* graph,
-                                                      const CUgraphNode** deps,
-                                                      const CUgraphEdgeData** edges,
-                                                      size_t* numDeps) {
-  if (edges) *edges = nullptr;
-  return cuStreamGetCaptureInfo_v2(h, status, id, graph, deps, numDeps);
-}
-GPUPOOL_DRIVER_API CUresult cuStreamGetCaptureInfo_v3_ptsz(
-    CUstream h, CUstreamCaptureStatus* status, cuuint64_t* id, CUgraph* graph,
-    const CUgraphNode** deps, const CUgraphEdgeData** edges, size_t* numDeps) {
-  PerThreadDefaultStream perThread;
-  return cuStreamGetCaptureInfo_v3(h, status, id, graph, deps, edges, numDeps);
-}
-GPUPOOL_DRIVER_API CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
-  if (!mode) return CUDA_ERROR_INVALID_VALUE;
-  thread_local CUstreamCaptureMode current = CU_STREAM_CAPTURE_MODE_GLOBAL;
-  std::swap(current, *mode);
-  return CUDA_SUCCESS;
-}
-
 // ---- Events ----
 
 GPUPOOL_DRIVER_API CUresult cuEventCreate(CUevent* out, unsigned int flags) {
@@ -502,17 +451,17 @@ GPUPOOL_DRIVER_API CUresult cuEventDestroy_v2(CUevent h) {
 
 GPUPOOL_DRIVER_API CUresult cuEventDestroy(CUevent h) { return cuEventDestroy_v2(h); }
 
-GPUPOOL_DRIVER_API CUresult cuEventRecord(CUevent e, CUstream s) { return recordEvent(e, s); }
+GPUPOOL_DRIVER_API CUresult cuEventRecord(CUevent e, CUstream s) { return recordEvent(e, s, 0); }
 GPUPOOL_DRIVER_API CUresult cuEventRecord_ptsz(CUevent e, CUstream s) {
   PerThreadDefaultStream perThread;
-  return recordEvent(e, s);
+  return recordEvent(e, s, 0);
 }
-GPUPOOL_DRIVER_API CUresult cuEventRecordWithFlags(CUevent e, CUstream s, unsigned int) {
-  return recordEvent(e, s);
+GPUPOOL_DRIVER_API CUresult cuEventRecordWithFlags(CUevent e, CUstream s, unsigned int flags) {
+  return recordEvent(e, s, flags);
 }
-GPUPOOL_DRIVER_API CUresult cuEventRecordWithFlags_ptsz(CUevent e, CUstream s, unsigned int) {
+GPUPOOL_DRIVER_API CUresult cuEventRecordWithFlags_ptsz(CUevent e, CUstream s, unsigned int flags) {
   PerThreadDefaultStream perThread;
-  return recordEvent(e, s);
+  return recordEvent(e, s, flags);
 }
 
 GPUPOOL_DRIVER_API CUresult cuEventSynchronize(CUevent h) {

@@ -193,23 +193,17 @@ struct Request {
     memPoolTrimTo @41 :MemPoolTrimTo;
     memPoolAttribute @42 :MemPoolAttribute;  # answered with value
 
-    # Ordinals 43-52 belong to the graphs branch (cap'n proto wants no gap); the merge replaces these.
-    reservedGraphs43 @43 :Void;
-    reservedGraphs44 @44 :Void;
-    reservedGraphs45 @45 :Void;
-    reservedGraphs46 @46 :Void;
-    reservedGraphs47 @47 :Void;
-    reservedGraphs48 @48 :Void;
-    reservedGraphs49 @49 :Void;
-    reservedGraphs50 @50 :Void;
-    reservedGraphs51 @51 :Void;
-    reservedGraphs52 @52 :Void;
+    # CUDA graphs: an executable graph is uploaded once (answered with handle) and then launched
+    # by one posted message, whatever its size; served by server/handlers/graph_handlers.cc.
+    graphCreate @43 :GraphCreate;
+    graphLaunch @44 :GraphLaunch;      # posted
+    graphDestroy @45 :GraphRef;        # posted
 
     # Host functions (cuLaunchHostFunc, cuStreamAddCallback): the stream stops at a gate until the
     # client, told the gate was reached, has run the function and releases it.
-    hostGateOpen @53 :HostGate;     # posted: the gate takes its place in the stream's order
-    hostGateWait @54 :HostGate;     # answered once the stream reaches the gate (NOT_READY: ask again)
-    hostGateRelease @55 :HostGate;  # the stream goes on past the gate
+    hostGateOpen @46 :HostGate;     # posted: the gate takes its place in the stream's order
+    hostGateWait @47 :HostGate;     # answered once the stream reaches the gate (NOT_READY: ask again)
+    hostGateRelease @48 :HostGate;  # the stream goes on past the gate
   }
 
   # Fire-and-forget: the server sends no Response. A failure is kept and reported, once, by the next
@@ -379,6 +373,59 @@ struct Request {
     context @0 :UInt64;
     start @1 :UInt64;
     end @2 :UInt64;
+  }
+  # An executable graph's nodes, each after the nodes it depends on (a topological order), child
+  # graphs already inlined. `dependencies` index earlier nodes of the list.
+  struct GraphCreate {
+    context @0 :UInt64;
+    nodes @1 :List(GraphNode);
+  }
+  struct GraphNode {
+    dependencies @0 :List(UInt32);
+    union {
+      empty @1 :Void;
+      kernel @2 :GraphKernel;
+      memset @3 :GraphMemset;
+      copy @4 :GraphCopy;
+      eventRecord @5 :UInt64;     # event
+      eventWait @6 :UInt64;       # event
+    }
+  }
+  struct GraphKernel {
+    function @0 :UInt64;
+    grid @1 :Dim3;
+    block @2 :Dim3;
+    sharedBytes @3 :UInt32;
+    params @4 :Data;
+  }
+  struct GraphMemset {
+    dst @0 :UInt64;
+    value @1 :UInt32;
+    elementSize @2 :UInt32;
+    width @3 :UInt64;
+    height @4 :UInt64;
+    pitch @5 :UInt64;
+  }
+  # A device-to-device copy of `depth` slices of `height` rows of `widthBytes`.
+  struct GraphCopy {
+    src @0 :UInt64;
+    srcPitch @1 :UInt64;
+    srcSlice @2 :UInt64;         # bytes between slices
+    dst @3 :UInt64;
+    dstPitch @4 :UInt64;
+    dstSlice @5 :UInt64;
+    widthBytes @6 :UInt64;
+    height @7 :UInt64;
+    depth @8 :UInt64;
+  }
+  struct GraphLaunch {
+    context @0 :UInt64;
+    graph @1 :UInt64;
+    stream @2 :UInt64;
+  }
+  struct GraphRef {
+    context @0 :UInt64;
+    graph @1 :UInt64;
   }
 }
 

@@ -30,6 +30,7 @@
 namespace gpupool::server {
 
 class PoolServer;
+struct ExecutableGraph;  // graph_handlers.cc
 
 // A session's contexts, by the handle the client knows them by. Guarded, since status snapshots
 // read it from other threads.
@@ -90,6 +91,10 @@ struct SessionState {
   // Modules loaded and not unloaded, in all contexts and per context (the module limit).
   unsigned modulesLoaded = 0;
   std::map<uint64_t, unsigned> modulesPerContext;
+  // Executable graphs (cuGraphInstantiate), by the handle the client knows them by; they go with
+  // the session.
+  std::map<uint64_t, std::shared_ptr<ExecutableGraph>> graphs;
+  uint64_t nextGraph = 1;
 };
 
 // One request being served.

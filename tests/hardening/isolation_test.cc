@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
 
 #include "gpupool_server.h"
 #include "wire_client.h"
@@ -135,6 +136,75 @@ TEST_F(IsolationTest, KernelCannotWriteForeignPointer) {
   CUresult seen = launch.result != CUDA_SUCCESS ? launch.result : sync.result;
   EXPECT_EQ(seen, CUDA_ERROR_ILLEGAL_ADDRESS) << launch.message << " / " << sync.message;
   expectAUntouched();
+}
+
+// Executable graphs belong to the session that uploaded them, and every index and range in one is
+// checked: on arrival (dependencies, element sizes) and when it runs (memory).
+TEST_F(IsolationTest, GraphsAreCheckedAndStayWithTheirSession) {
+  auto create = [](WireClient& c, uint64_t context,
+                   const std::function<void(wire::Request::GraphNode::Builder)>& fill) {
+    return c.call([&](wire::Request::Builder r) {
+      auto g = r.initGraphCreate();
+      g.setContext(context);
+      fill(g.initNodes(1)[0]);
+    });
+  };
+  auto launch = [](WireClient& c, uint64_t context, uint64_t graph) {
+    return c.call([&](wire::Request::Builder r) {
+      auto l = r.initGraphLaunch();
+      l.setContext(context);
+      l.setGraph(graph);
+    });
+  };
+  auto memsetOf = [](uint64_t address, unsigned elementSize) {
+    return [=](wire::Request::GraphNode::Builder n) {
+      auto m = n.initMemset();
+      m.setDst(address);
+      m.setValue(0xff);
+      m.setElementSize(elementSize);
+      m.setWidth(64);
+      m.setHeight(1);
+      m.setPitch(64);
+    };
+  };
+  auto own = a_->alloc(ctxA_, 256);
+  ASSERT_EQ(own.result, CUDA_SUCCESS);
+  auto graphA = create(*a_, ctxA_, memsetOf(own.handle, 1));
+  ASSERT_EQ(graphA.result, CUDA_SUCCESS) << graphA.message;
+
+  // B cannot launch or destroy A's graph, nor run a graph over A's memory.
+  EXPECT_EQ(launch(*b_, ctxB_, graphA.handle).result, CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(b_->call([&](wire::Request::Builder r) {
+                auto d = r.initGraphDestroy();
+                d.setContext(ctxB_);
+                d.setGraph(graphA.handle);
+              }).result,
+            CUDA_ERROR_INVALID_HANDLE);
+  auto foreign = create(*b_, ctxB_, memsetOf(memA_, 1));
+  ASSERT_EQ(foreign.result, CUDA_SUCCESS) << foreign.message;
+  auto ran = launch(*b_, ctxB_, foreign.handle);
+  EXPECT_EQ(ran.result, CUDA_ERROR_INVALID_VALUE) << ran.message;
+  // Malformed graphs are refused on arrival.
+  auto forward = create(*b_, ctxB_, [](wire::Request::GraphNode::Builder n) {
+    n.initDependencies(1).set(0, 0);  // a node depending on itself
+    n.setEmpty();
+  });
+  EXPECT_EQ(forward.result, CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(create(*b_, ctxB_, memsetOf(memA_, 3)).result, CUDA_ERROR_INVALID_VALUE);
+  expectAUntouched();
+
+  // A's graph works for A until A destroys it.
+  EXPECT_EQ(launch(*a_, ctxA_, graphA.handle).result, CUDA_SUCCESS);
+  auto set = a_->read(ctxA_, own.handle, 64);
+  ASSERT_EQ(set.result, CUDA_SUCCESS);
+  EXPECT_EQ(set.bulk, std::vector<uint8_t>(64, 0xff));
+  EXPECT_EQ(a_->call([&](wire::Request::Builder r) {
+                auto d = r.initGraphDestroy();
+                d.setContext(ctxA_);
+                d.setGraph(graphA.handle);
+              }).result,
+            CUDA_SUCCESS);
+  EXPECT_EQ(launch(*a_, ctxA_, graphA.handle).result, CUDA_ERROR_INVALID_HANDLE);
 }
 
 TEST_F(IsolationTest, ForeignModuleFunctionStreamEventAndContextIdsAreRefused) {

@@ -26,7 +26,9 @@ inline const std::vector<std::string>& testProgramNames() {
                                                  "pointer_attributes_driver",
                                                  "legacy_launch_driver",
                                                  "host_func_order",
-                                                 "launch_attributes_driver"};
+                                                 "launch_attributes_driver",
+                                                 "graph_capture",
+                                                 "graph_driver"};
   return names;
 }
 

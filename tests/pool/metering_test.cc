@@ -110,5 +110,33 @@ TEST(MeteringTest, MetricsAreScrapedInPrometheusFormat) {
   EXPECT_TRUE(holder.finish(seconds(30)).passed());
 }
 
+// A graph launch is one message whatever its size: launching a graph of 50 kernels 8 times adds
+// 8 calls (and one for the synchronize) to the tenant's count, and 400 kernels to its launches.
+TEST(MeteringTest, AGraphLaunchIsOneMessage) {
+  constexpr long long kNodes = 50, kLaunches = 8;
+  ScratchDirectory dir;
+  dir.write("pool.toml", poolConfig(dir.file("usage.db")));
+  GpupoolServer server(poolServerOptions({"--config", dir.file("pool.toml")}));
+  ChildProcess client({poolClientPath(),
+                       {"graph", std::to_string(kNodes), std::to_string(kLaunches)},
+                       tenantEnvironment(server.endpoint(), "a"),
+                       {}});
+  ASSERT_TRUE(client.waitForStdout("READY", seconds(60))) << client.finish(seconds(1)).describe();
+  nlohmann::json before = tenantIn(queryStatus(server.endpoint()), "alice");
+  client.writeStdin("go\n");
+  ASSERT_TRUE(client.waitForStdout("DONE", seconds(120))) << client.finish(seconds(1)).describe();
+  nlohmann::json after = tenantIn(queryStatus(server.endpoint()), "alice");
+  client.writeStdin("check\n");
+  ProgramResult done = client.finish(seconds(60));
+  ASSERT_TRUE(done.passed()) << done.describe();
+  // Every launch ran all its kernels: the capture's launches plus none from elsewhere.
+  EXPECT_EQ(valueAfter(done.out, "COUNT"), kNodes * kLaunches) << done.describe();
+  EXPECT_EQ(after.at("calls").get<long long>() - before.at("calls").get<long long>(), kLaunches + 1)
+      << "before " << before.dump() << " after " << after.dump();
+  EXPECT_EQ(after.at("launches").get<long long>() - before.at("launches").get<long long>(),
+            kNodes * kLaunches)
+      << "before " << before.dump() << " after " << after.dump();
+}
+
 }  // namespace
 }  // namespace gpupool::pooltest

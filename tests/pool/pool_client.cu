@@ -14,6 +14,11 @@
 //   pool_client recycle-async MIB
 //                               allocates and frees MIB MiB from the pool four times, then prints
 //                               "ALLOC <CUresult>" of a cudaMalloc of MIB MiB
+//   pool_client graph NODES LAUNCHES
+//                               captures a graph of NODES kernels, instantiates it and prints
+//                               READY; on a line from stdin launches it LAUNCHES times, waits for
+//                               the stream and prints DONE; on a second line checks the kernels'
+//                               count and prints "COUNT <n>"
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -31,6 +36,8 @@ __global__ void spin(int iterations, unsigned* sink) {
   if (x == 0xdeadbeefu) *sink = x;  // keeps the loop from being optimized away
 }
 
+__global__ void bump(unsigned* counter) { atomicAdd(counter, 1u); }
+
 static int fail(const char* what, cudaError_t e) {
   std::printf("ERROR %s %s\n", what, cudaGetErrorString(e));
   return 1;
@@ -41,6 +48,44 @@ int main(int argc, char** argv) {
   std::string mode = argv[1];
   if (mode == "init") {
     std::printf("CUINIT %d\n", static_cast<int>(cuInit(0)));
+    return 0;
+  }
+  if (mode == "graph" && argc == 4) {
+    int nodes = std::atoi(argv[2]), launches = std::atoi(argv[3]);
+    unsigned* counter = nullptr;
+    cudaStream_t stream;
+    if (cudaError_t e = cudaMalloc(&counter, sizeof(unsigned)); e != cudaSuccess)
+      return fail("malloc", e);
+    if (cudaError_t e = cudaMemset(counter, 0, sizeof(unsigned)); e != cudaSuccess)
+      return fail("memset", e);
+    if (cudaError_t e = cudaStreamCreate(&stream); e != cudaSuccess) return fail("stream", e);
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    if (cudaError_t e = cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal);
+        e != cudaSuccess)
+      return fail("capture", e);
+    for (int i = 0; i < nodes; ++i) bump<<<1, 1, 0, stream>>>(counter);
+    if (cudaError_t e = cudaStreamEndCapture(stream, &graph); e != cudaSuccess)
+      return fail("end capture", e);
+    if (cudaError_t e = cudaGraphInstantiate(&exec, graph, 0); e != cudaSuccess)
+      return fail("instantiate", e);
+    if (cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) return fail("sync", e);
+    std::printf("READY\n");
+    std::fflush(stdout);
+    std::string line;
+    std::getline(std::cin, line);
+    for (int i = 0; i < launches; ++i) {
+      if (cudaError_t e = cudaGraphLaunch(exec, stream); e != cudaSuccess) return fail("launch", e);
+    }
+    if (cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) return fail("sync", e);
+    std::printf("DONE\n");
+    std::fflush(stdout);
+    std::getline(std::cin, line);
+    unsigned count = 0;
+    if (cudaError_t e = cudaMemcpy(&count, counter, sizeof count, cudaMemcpyDeviceToHost);
+        e != cudaSuccess)
+      return fail("read", e);
+    std::printf("COUNT %u\n", count);
     return 0;
   }
   if (mode == "spin" && argc == 5) {

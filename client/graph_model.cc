@@ -1,0 +1,470 @@
+// CUDA graphs on the client: graph and node objects, and the flattening and upload that
+// cuGraphInstantiate does (see graph_model.h).
+#include "graph_model.h"
+
+#include <algorithm>
+#include <set>
+#include <string>
+
+#include "client_log.h"
+#include "launch_checks.h"
+#include "module_resolution.h"
+
+namespace gpupool::client {
+
+std::mutex& graphMutex() {
+  static auto* mutex = new std::mutex();  // never destroyed: atexit handlers may still use it
+  return *mutex;
+}
+
+namespace {
+
+template <typename T>
+T* lookup(const void* handle, Tag tag) {
+  if (!isRegistered(handle)) return nullptr;
+  T* object = static_cast<T*>(const_cast<void*>(handle));
+  return object->tag == tag ? object : nullptr;
+}
+
+void unregisterNodes(GraphObject& graph) {
+  for (auto& node : graph.nodes) {
+    if (node->child) unregisterNodes(*node->child);
+    if (node->child) unregisterObject(node->child.get());
+    unregisterObject(node.get());
+    node->tag = Tag::kDead;
+  }
+}
+
+// Points each of node->paramPointers at its parameter in node->params.
+void pointAtParams(GraphNodeObject* node) {
+  node->paramPointers.clear();
+  if (!node->function) return;
+  for (auto& [offset, size] : node->function->params) {
+    node->paramPointers.push_back(node->params.data() + offset);
+  }
+}
+
+}  // namespace
+
+CUresult graphRefusal(CUresult code, const char* call, const char* why) {
+  if (logLevel() >= 1) logLine(std::string(call) + ": " + why);
+  return code;
+}
+
+GraphObject* asGraph(CUgraph h) { return lookup<GraphObject>(h, Tag::kGraph); }
+GraphNodeObject* asGraphNode(CUgraphNode h) { return lookup<GraphNodeObject>(h, Tag::kGraphNode); }
+GraphExecObject* asGraphExec(CUgraphExec h) { return lookup<GraphExecObject>(h, Tag::kGraphExec); }
+
+GraphObject* newGraph() {
+  auto* graph = new GraphObject();
+  registerObject(graph);
+  return graph;
+}
+
+void destroyGraph(GraphObject* graph) {
+  unregisterNodes(*graph);
+  unregisterObject(graph);
+  graph->tag = Tag::kDead;
+  delete graph;
+}
+
+GraphNodeObject* addNode(GraphObject* graph, std::unique_ptr<GraphNodeObject> node,
+                         const CUgraphNode* deps, size_t count, CUresult* error) {
+  if (count && !deps) {
+    *error = CUDA_ERROR_INVALID_VALUE;
+    return nullptr;
+  }
+  std::vector<GraphNodeObject*> found;
+  for (size_t i = 0; i < count; ++i) {
+    GraphNodeObject* d = asGraphNode(deps[i]);
+    if (!d || d->graph != graph || std::count(found.begin(), found.end(), d)) {
+      *error = CUDA_ERROR_INVALID_VALUE;
+      return nullptr;
+    }
+    found.push_back(d);
+  }
+  return addNode(graph, std::move(node), found);
+}
+
+GraphNodeObject* addNode(GraphObject* graph, std::unique_ptr<GraphNodeObject> node,
+                         const std::vector<GraphNodeObject*>& deps) {
+  GraphNodeObject* n = node.get();
+  n->graph = graph;
+  n->dependencies = deps;
+  for (GraphNodeObject* d : deps) d->dependents.push_back(n);
+  graph->nodes.push_back(std::move(node));
+  registerObject(n);
+  return n;
+}
+
+void removeNode(GraphNodeObject* node) {
+  auto drop = [](std::vector<GraphNodeObject*>& list, GraphNodeObject* n) {
+    list.erase(std::remove(list.begin(), list.end(), n), list.end());
+  };
+  for (GraphNodeObject* d : node->dependencies) drop(d->dependents, node);
+  for (GraphNodeObject* d : node->dependents) drop(d->dependencies, node);
+  GraphObject* graph = node->graph;
+  if (node->child) {
+    unregisterNodes(*node->child);
+    unregisterObject(node->child.get());
+  }
+  unregisterObject(node);
+  node->tag = Tag::kDead;
+  auto it = std::find_if(graph->nodes.begin(), graph->nodes.end(),
+                         [&](const auto& n) { return n.get() == node; });
+  graph->nodes.erase(it);
+}
+
+std::unique_ptr<GraphObject> cloneGraph(
+    const GraphObject& graph, std::map<const GraphNodeObject*, GraphNodeObject*>* mapping) {
+  auto copy = std::make_unique<GraphObject>();
+  registerObject(copy.get());
+  std::map<const GraphNodeObject*, GraphNodeObject*> map;
+  for (const auto& node : graph.nodes) {
+    auto n = std::make_unique<GraphNodeObject>();
+    n->type = node->type;
+    n->function = node->function;
+    std::copy(std::begin(node->grid), std::end(node->grid), n->grid);
+    std::copy(std::begin(node->block), std::end(node->block), n->block);
+    n->sharedBytes = node->sharedBytes;
+    n->params = node->params;
+    pointAtParams(n.get());
+    n->context = node->context;
+    n->memset = node->memset;
+    n->copy = node->copy;
+    n->event = node->event;
+    if (node->child) n->child = cloneGraph(*node->child, nullptr);
+    map[node.get()] = addNode(copy.get(), std::move(n), {});
+  }
+  // Edges second: cuGraphAddDependencies may have made a node depend on a later one.
+  for (const auto& node : graph.nodes) {
+    GraphNodeObject* n = map.at(node.get());
+    for (GraphNodeObject* d : node->dependencies) {
+      n->dependencies.push_back(map.at(d));
+      map.at(d)->dependents.push_back(n);
+    }
+  }
+  if (mapping) *mapping = std::move(map);
+  return copy;
+}
+
+CUresult setKernelNode(GraphNodeObject* node, CUfunction h, CUkernel kernel, CUcontext ctxHandle,
+                       const unsigned grid[3], const unsigned block[3], unsigned sharedBytes,
+                       void** kernelParams, void** extra) {
+  ContextObject* ctx = nullptr;
+  if (!h) {
+    // A CUkernel runs in the context the parameters name, or the current one.
+    if (!kernel) return CUDA_ERROR_INVALID_VALUE;
+    h = reinterpret_cast<CUfunction>(kernel);
+    if (ctxHandle) {
+      ctx = asContext(ctxHandle);
+      if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
+      if (CUresult r = DriverState::get().ensureRemote(ctx); r != CUDA_SUCCESS) return r;
+    } else if (CUresult r = currentRemoteContext(&ctx); r != CUDA_SUCCESS) {
+      return r;
+    }
+  }
+  FunctionObject* f = nullptr;
+  if (CUresult r = resolveFunction(h, ctx, &f); r != CUDA_SUCCESS) return r;
+  if (CUresult r =
+          checkShape(*f, grid[0], grid[1], grid[2], block[0], block[1], block[2], sharedBytes);
+      r != CUDA_SUCCESS) {
+    return r;
+  }
+  std::vector<uint8_t> params;
+  if (CUresult r = packParams(*f, kernelParams, extra, &params); r != CUDA_SUCCESS) return r;
+  setCapturedKernel(node, f, grid, block, sharedBytes, std::move(params));
+  return CUDA_SUCCESS;
+}
+
+void setCapturedKernel(GraphNodeObject* node, FunctionObject* f, const unsigned grid[3],
+                       const unsigned block[3], unsigned sharedBytes, std::vector<uint8_t> params) {
+  node->type = CU_GRAPH_NODE_TYPE_KERNEL;
+  node->function = f;
+  node->context = f->module->context;
+  std::copy(grid, grid + 3, node->grid);
+  std::copy(block, block + 3, node->block);
+  node->sharedBytes = sharedBytes;
+  node->params = std::move(params);
+  pointAtParams(node);
+}
+
+CUresult setMemsetNode(GraphNodeObject* node, const CUDA_MEMSET_NODE_PARAMS& p, CUcontext ctx) {
+  if (p.elementSize != 1 && p.elementSize != 2 && p.elementSize != 4) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (p.width == 0 || p.height == 0) return CUDA_ERROR_INVALID_VALUE;
+  size_t row = p.width * p.elementSize;
+  size_t pitch = p.height == 1 ? row : p.pitch;
+  if (pitch < row) return CUDA_ERROR_INVALID_VALUE;
+  DeviceAllocation info;
+  if (!DriverState::get().findDevice(p.dst, pitch * (p.height - 1) + row, nullptr, &info)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (ctx && asContext(ctx) != info.context) {
+    return graphRefusal(CUDA_ERROR_INVALID_VALUE, "cuGraphAddMemsetNode",
+                        "the memory is not in the context the node names");
+  }
+  if (CUresult r = DriverState::get().ensureRemote(info.context); r != CUDA_SUCCESS) return r;
+  node->type = CU_GRAPH_NODE_TYPE_MEMSET;
+  node->memset = p;
+  node->memset.pitch = pitch;
+  node->context = info.context;
+  return CUDA_SUCCESS;
+}
+
+namespace {
+
+// The device address a CUDA_MEMCPY3D end starts at, or 0 when it is not device memory.
+CUdeviceptr deviceEnd(CUmemorytype type, CUdeviceptr device, const void* host) {
+  if (type == CU_MEMORYTYPE_DEVICE) return device;
+  if (type == CU_MEMORYTYPE_UNIFIED) {
+    auto address =
+        reinterpret_cast<CUdeviceptr>(host) ? reinterpret_cast<CUdeviceptr>(host) : device;
+    return DriverState::get().findDevice(address, 0) ? address : 0;
+  }
+  return 0;
+}
+
+}  // namespace
+
+CUresult setMemcpyNode(GraphNodeObject* node, const CUDA_MEMCPY3D& p, CUcontext ctx) {
+  CUdeviceptr src = deviceEnd(p.srcMemoryType, p.srcDevice, p.srcHost);
+  CUdeviceptr dst = deviceEnd(p.dstMemoryType, p.dstDevice, p.dstHost);
+  if (!src || !dst) {
+    return graphRefusal(CUDA_ERROR_NOT_SUPPORTED, "cuGraphAddMemcpyNode",
+                        "only device-to-device copies are served in graphs; copies with a host or "
+                        "array end are refused");
+  }
+  if (p.WidthInBytes == 0 || p.Height == 0 || p.Depth == 0) return CUDA_ERROR_INVALID_VALUE;
+  size_t srcPitch = p.srcPitch ? p.srcPitch : p.WidthInBytes;
+  size_t dstPitch = p.dstPitch ? p.dstPitch : p.WidthInBytes;
+  if ((p.Height > 1 || p.Depth > 1) && (srcPitch < p.WidthInBytes || dstPitch < p.WidthInBytes)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  auto& state = DriverState::get();
+  DeviceAllocation srcInfo, dstInfo;
+  if (!state.findDevice(src, 0, nullptr, &srcInfo) ||
+      !state.findDevice(dst, 0, nullptr, &dstInfo)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (srcInfo.context != dstInfo.context) {
+    return graphRefusal(CUDA_ERROR_NOT_SUPPORTED, "cuGraphAddMemcpyNode",
+                        "copies between devices are not served in graphs");
+  }
+  if (ctx && asContext(ctx) != dstInfo.context) {
+    return graphRefusal(CUDA_ERROR_INVALID_VALUE, "cuGraphAddMemcpyNode",
+                        "the memory is not in the context the node names");
+  }
+  if (CUresult r = state.ensureRemote(dstInfo.context); r != CUDA_SUCCESS) return r;
+  node->type = CU_GRAPH_NODE_TYPE_MEMCPY;
+  node->copy = p;
+  node->context = dstInfo.context;
+  return CUDA_SUCCESS;
+}
+
+namespace {
+
+// One node of the flattened graph, as sent to the server.
+struct FlatNode {
+  const GraphNodeObject* node = nullptr;  // null: an empty node standing for a child's edges
+  std::vector<uint32_t> deps;
+};
+
+class Flattener {
+ public:
+  // Appends `graph`'s nodes in a topological order; each root depends on `entry` (when given).
+  // Sets *exits to the indices the graph's sinks ended up at.
+  CUresult add(const GraphObject& graph, const std::vector<uint32_t>& entry,
+               std::vector<uint32_t>* exits) {
+    std::map<const GraphNodeObject*, size_t> waiting;
+    std::vector<const GraphNodeObject*> ready;
+    for (const auto& n : graph.nodes) {
+      waiting[n.get()] = n->dependencies.size();
+      if (n->dependencies.empty()) ready.push_back(n.get());
+    }
+    std::map<const GraphNodeObject*, uint32_t> at;
+    size_t done = 0;
+    while (!ready.empty()) {
+      const GraphNodeObject* n = ready.front();
+      ready.erase(ready.begin());
+      ++done;
+      std::vector<uint32_t> deps = n->dependencies.empty() ? entry : std::vector<uint32_t>{};
+      for (GraphNodeObject* d : n->dependencies) deps.push_back(at.at(d));
+      if (n->type == CU_GRAPH_NODE_TYPE_GRAPH) {
+        // The child's nodes go in its place: its roots after this node's dependencies, and this
+        // node's dependents after an empty node that follows all of its sinks.
+        std::vector<uint32_t> childExits;
+        if (CUresult r = add(*n->child, deps, &childExits); r != CUDA_SUCCESS) return r;
+        at[n] = push(nullptr, childExits.empty() ? deps : childExits);
+      } else {
+        at[n] = push(n, deps);
+      }
+      for (GraphNodeObject* d : n->dependents) {
+        if (--waiting[d] == 0) ready.push_back(d);
+      }
+    }
+    if (done != graph.nodes.size()) {
+      return graphRefusal(CUDA_ERROR_INVALID_VALUE, "cuGraphInstantiate", "the graph has a cycle");
+    }
+    exits->clear();
+    for (const auto& n : graph.nodes) {
+      if (n->dependents.empty()) exits->push_back(at.at(n.get()));
+    }
+    return CUDA_SUCCESS;
+  }
+
+  std::vector<FlatNode> nodes;
+
+ private:
+  uint32_t push(const GraphNodeObject* node, std::vector<uint32_t> deps) {
+    nodes.push_back({node, std::move(deps)});
+    return static_cast<uint32_t>(nodes.size() - 1);
+  }
+};
+
+// The context every node runs in; graphs spanning contexts are refused.
+CUresult graphContext(const std::vector<FlatNode>& nodes, ContextObject** ctx) {
+  for (const FlatNode& f : nodes) {
+    if (!f.node) continue;
+    ContextObject* c = f.node->context;
+    if (f.node->event) c = f.node->event->context;
+    if (!c) continue;
+    if (*ctx && *ctx != c) {
+      return graphRefusal(CUDA_ERROR_NOT_SUPPORTED, "cuGraphInstantiate",
+                          "graphs whose nodes run in more than one context are not served");
+    }
+    *ctx = c;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult checkNodeHandles(const std::vector<FlatNode>& nodes) {
+  for (const FlatNode& f : nodes) {
+    if (!f.node) continue;
+    if (f.node->event && !asEvent(reinterpret_cast<CUevent>(f.node->event))) {
+      return graphRefusal(CUDA_ERROR_INVALID_HANDLE, "cuGraphInstantiate",
+                          "an event node names a destroyed event");
+    }
+    if (f.node->function && !asFunction(reinterpret_cast<CUfunction>(f.node->function))) {
+      return graphRefusal(CUDA_ERROR_INVALID_HANDLE, "cuGraphInstantiate",
+                          "a kernel node names an unloaded function");
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
+void fillCopy(wire::Request::GraphCopy::Builder b, const CUDA_MEMCPY3D& p) {
+  CUdeviceptr src = deviceEnd(p.srcMemoryType, p.srcDevice, p.srcHost);
+  CUdeviceptr dst = deviceEnd(p.dstMemoryType, p.dstDevice, p.dstHost);
+  uint64_t srcPitch = p.srcPitch ? p.srcPitch : p.WidthInBytes;
+  uint64_t dstPitch = p.dstPitch ? p.dstPitch : p.WidthInBytes;
+  uint64_t srcSlice = srcPitch * (p.srcHeight ? p.srcHeight : p.Height);
+  uint64_t dstSlice = dstPitch * (p.dstHeight ? p.dstHeight : p.Height);
+  b.setSrc(src + p.srcZ * srcSlice + p.srcY * srcPitch + p.srcXInBytes);
+  b.setSrcPitch(srcPitch);
+  b.setSrcSlice(srcSlice);
+  b.setDst(dst + p.dstZ * dstSlice + p.dstY * dstPitch + p.dstXInBytes);
+  b.setDstPitch(dstPitch);
+  b.setDstSlice(dstSlice);
+  b.setWidthBytes(p.WidthInBytes);
+  b.setHeight(p.Height);
+  b.setDepth(p.Depth);
+}
+
+void fillNode(wire::Request::GraphNode::Builder b, const FlatNode& f) {
+  auto deps = b.initDependencies(static_cast<unsigned>(f.deps.size()));
+  for (size_t i = 0; i < f.deps.size(); ++i) deps.set(static_cast<unsigned>(i), f.deps[i]);
+  const GraphNodeObject* n = f.node;
+  if (!n) {
+    b.setEmpty();
+    return;
+  }
+  switch (n->type) {
+    case CU_GRAPH_NODE_TYPE_KERNEL: {
+      auto k = b.initKernel();
+      k.setFunction(n->function->remote);
+      k.getGrid().setX(n->grid[0]);
+      k.getGrid().setY(n->grid[1]);
+      k.getGrid().setZ(n->grid[2]);
+      k.getBlock().setX(n->block[0]);
+      k.getBlock().setY(n->block[1]);
+      k.getBlock().setZ(n->block[2]);
+      k.setSharedBytes(n->sharedBytes);
+      k.setParams(kj::arrayPtr(n->params.data(), n->params.size()));
+      return;
+    }
+    case CU_GRAPH_NODE_TYPE_MEMSET: {
+      auto m = b.initMemset();
+      m.setDst(n->memset.dst);
+      m.setValue(n->memset.value);
+      m.setElementSize(n->memset.elementSize);
+      m.setWidth(n->memset.width);
+      m.setHeight(n->memset.height);
+      m.setPitch(n->memset.pitch);
+      return;
+    }
+    case CU_GRAPH_NODE_TYPE_MEMCPY:
+      fillCopy(b.initCopy(), n->copy);
+      return;
+    case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+      b.setEventRecord(n->event->remote);
+      return;
+    case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+      b.setEventWait(n->event->remote);
+      return;
+    default:
+      b.setEmpty();
+      return;
+  }
+}
+
+}  // namespace
+
+CUresult instantiateGraph(GraphObject* graph, unsigned long long flags, GraphExecObject** out) {
+  Flattener flat;
+  ContextObject* ctx = nullptr;
+  {
+    std::lock_guard lock(graphMutex());
+    std::vector<uint32_t> exits;
+    if (CUresult r = flat.add(*graph, {}, &exits); r != CUDA_SUCCESS) return r;
+    if (CUresult r = checkNodeHandles(flat.nodes); r != CUDA_SUCCESS) return r;
+    if (CUresult r = graphContext(flat.nodes, &ctx); r != CUDA_SUCCESS) return r;
+  }
+  if (!ctx) {
+    if (CUresult r = currentRemoteContext(&ctx); r != CUDA_SUCCESS) return r;
+  } else if (CUresult r = DriverState::get().ensureRemote(ctx); r != CUDA_SUCCESS) {
+    return r;
+  }
+  uint64_t handle = 0;
+  CUresult r = ctx->server->call(
+      "cuGraphInstantiate",
+      [&](wire::Request::Builder b) {
+        std::lock_guard lock(graphMutex());
+        auto g = b.initGraphCreate();
+        g.setContext(ctx->remote);
+        auto nodes = g.initNodes(static_cast<unsigned>(flat.nodes.size()));
+        for (size_t i = 0; i < flat.nodes.size(); ++i) {
+          fillNode(nodes[static_cast<unsigned>(i)], flat.nodes[i]);
+        }
+      },
+      {},
+      [&](wire::Response::Reader reply, ReplyBulk&) {
+        handle = reply.getHandle();
+        return CUDA_SUCCESS;
+      });
+  if (r != CUDA_SUCCESS) return r;
+  auto* exec = new GraphExecObject();
+  exec->context = ctx;
+  exec->remote = handle;
+  exec->flags = flags;
+  {
+    std::lock_guard lock(graphMutex());
+    exec->source = cloneGraph(*graph, &exec->nodeOf);
+  }
+  registerObject(exec);
+  *out = exec;
+  return CUDA_SUCCESS;
+}
+
+}  // namespace gpupool::client

@@ -1,0 +1,113 @@
+// CUDA graphs on the client: the objects behind CUgraph, CUgraphNode and CUgraphExec, and the
+// operations the graph API (graph_api.cc) and stream capture (stream_capture.cc) share.
+//
+// A graph lives here until it is instantiated; cuGraphInstantiate flattens it (child graphs
+// inlined, nodes in a topological order) and uploads it to the server once, which then runs it
+// for each cuGraphLaunch from one posted message (server/handlers/graph_handlers.cc). Every graph
+// structure is guarded by graphMutex(): graphs are built by one thread at a time in practice, and
+// one lock keeps capture (which touches streams, events and graphs together) simple.
+#pragma once
+
+#include <cuda.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "driver_state.h"
+
+namespace gpupool::client {
+
+struct GraphObject;
+
+struct GraphNodeObject {
+  Tag tag = Tag::kGraphNode;
+  GraphObject* graph = nullptr;
+  CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
+  std::vector<GraphNodeObject*> dependencies;  // edges into this node, in the order added
+  std::vector<GraphNodeObject*> dependents;    // edges out of it
+
+  // Kernel: the function, its shape and its parameters, copied when the node was set (as the
+  // driver does), with pointers to each parameter for cuGraphKernelNodeGetParams.
+  FunctionObject* function = nullptr;
+  unsigned grid[3] = {1, 1, 1};
+  unsigned block[3] = {1, 1, 1};
+  unsigned sharedBytes = 0;
+  std::vector<uint8_t> params;
+  std::vector<void*> paramPointers;
+
+  ContextObject* context = nullptr;    // memset and memcpy nodes: the context they run in
+  CUDA_MEMSET_NODE_PARAMS memset{};    // memset
+  CUDA_MEMCPY3D copy{};                // memcpy (device to device only)
+  EventObject* event = nullptr;        // event record / wait
+  std::unique_ptr<GraphObject> child;  // child graph: the node's own copy
+};
+
+struct GraphObject {
+  Tag tag = Tag::kGraph;
+  std::vector<std::unique_ptr<GraphNodeObject>> nodes;  // in the order they were added
+  // A clone's nodes by the original's (cuGraphNodeFindInClone).
+  std::map<const GraphNodeObject*, GraphNodeObject*> clonedFrom;
+};
+
+// An instantiated graph: the server's handle for it, in the context it runs in.
+struct GraphExecObject {
+  Tag tag = Tag::kGraphExec;
+  ContextObject* context = nullptr;
+  uint64_t remote = 0;
+  unsigned long long flags = 0;
+  // What was instantiated (a copy, since the graph may change or go after instantiation) and the
+  // copy's node for each node of the graph: the per-node exec setters change the copy and upload
+  // it again.
+  std::unique_ptr<GraphObject> source;
+  std::map<const GraphNodeObject*, GraphNodeObject*> nodeOf;
+};
+
+std::mutex& graphMutex();
+
+// Validating casts (see driver_state.h); call under graphMutex().
+GraphObject* asGraph(CUgraph h);
+GraphNodeObject* asGraphNode(CUgraphNode h);
+GraphExecObject* asGraphExec(CUgraphExec h);
+
+// A new, registered, empty graph (released by destroyGraph).
+GraphObject* newGraph();
+// Unregisters and frees `graph`, its nodes and their child graphs.
+void destroyGraph(GraphObject* graph);
+
+// Adds `node` to `graph` after `deps` (which must be distinct nodes of `graph`), registers it and
+// returns it; null with *error set when a dependency is not acceptable.
+GraphNodeObject* addNode(GraphObject* graph, std::unique_ptr<GraphNodeObject> node,
+                         const CUgraphNode* deps, size_t count, CUresult* error);
+// The same, for dependencies already known to be nodes of `graph` (capture).
+GraphNodeObject* addNode(GraphObject* graph, std::unique_ptr<GraphNodeObject> node,
+                         const std::vector<GraphNodeObject*>& deps);
+// Removes `node` and its edges from its graph, and frees it.
+void removeNode(GraphNodeObject* node);
+
+// A deep copy of `graph`, registered; `mapping` (when given) receives original -> copy for every
+// node of `graph` itself.
+std::unique_ptr<GraphObject> cloneGraph(
+    const GraphObject& graph, std::map<const GraphNodeObject*, GraphNodeObject*>* mapping);
+
+// Fills a kernel node's function, shape and copied parameters from the driver's parameter
+// struct; checks the shape and parameters as cuLaunchKernel does.
+CUresult setKernelNode(GraphNodeObject* node, CUfunction f, CUkernel kernel, CUcontext ctx,
+                       const unsigned grid[3], const unsigned block[3], unsigned sharedBytes,
+                       void** kernelParams, void** extra);
+// Fills a kernel node from a launch already checked and packed (capture).
+void setCapturedKernel(GraphNodeObject* node, FunctionObject* f, const unsigned grid[3],
+                       const unsigned block[3], unsigned sharedBytes, std::vector<uint8_t> params);
+// Checks and fills a memset node (the context is the allocation's; `ctx`, when given, must be it).
+CUresult setMemsetNode(GraphNodeObject* node, const CUDA_MEMSET_NODE_PARAMS& p, CUcontext ctx);
+// Checks and fills a memcpy node: device-to-device copies only (a host end: NOT_SUPPORTED).
+CUresult setMemcpyNode(GraphNodeObject* node, const CUDA_MEMCPY3D& p, CUcontext ctx);
+
+// Creates the executable form of `graph` on the server. Call without graphMutex() held.
+CUresult instantiateGraph(GraphObject* graph, unsigned long long flags, GraphExecObject** out);
+
+// Logs (under GPU_POOL_LOG=1) why a graph call fails and returns `code`.
+CUresult graphRefusal(CUresult code, const char* call, const char* why);
+
+}  // namespace gpupool::client
