@@ -51,6 +51,16 @@ GraphNodeObject* nodeOf(CUgraphNode h, CUgraphNodeType type) {
   return n && n->type == type ? n : nullptr;
 }
 
+// Runs `use` on node `h`, which must be of kind `type`, under the graph lock.
+template <typename Use>
+CUresult withNode(CUgraphNode h, CUgraphNodeType type, Use use) {
+  Locked lock;
+  if (lock.init() != CUDA_SUCCESS) return lock.init();
+  GraphNodeObject* n = nodeOf(h, type);
+  if (!n) return CUDA_ERROR_INVALID_VALUE;
+  return use(n);
+}
+
 template <typename Params>
 CUresult kernelFromParams(GraphNodeObject* node, const Params& p, CUkernel kernel, CUcontext ctx) {
   unsigned grid[3] = {p.gridDimX, p.gridDimY, p.gridDimZ};
@@ -305,51 +315,43 @@ GPUPOOL_DRIVER_API CUresult cuGraphAddKernelNode(CUgraphNode* out, CUgraph h,
 GPUPOOL_DRIVER_API CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode h,
                                                           CUDA_KERNEL_NODE_PARAMS* p) {
   if (!p) return CUDA_ERROR_INVALID_VALUE;
-  Locked lock;
-  if (lock.init() != CUDA_SUCCESS) return lock.init();
-  GraphNodeObject* n = nodeOf(h, CU_GRAPH_NODE_TYPE_KERNEL);
-  if (!n) return CUDA_ERROR_INVALID_VALUE;
-  kernelToParams(n, p);
-  p->kern = nullptr;
-  p->ctx = reinterpret_cast<CUcontext>(n->context);
-  return CUDA_SUCCESS;
+  return withNode(h, CU_GRAPH_NODE_TYPE_KERNEL, [&](GraphNodeObject* n) {
+    kernelToParams(n, p);
+    p->kern = nullptr;
+    p->ctx = reinterpret_cast<CUcontext>(n->context);
+    return CUDA_SUCCESS;
+  });
 }
 GPUPOOL_DRIVER_API CUresult cuGraphKernelNodeGetParams(CUgraphNode h,
                                                        CUDA_KERNEL_NODE_PARAMS_v1* p) {
   if (!p) return CUDA_ERROR_INVALID_VALUE;
-  Locked lock;
-  if (lock.init() != CUDA_SUCCESS) return lock.init();
-  GraphNodeObject* n = nodeOf(h, CU_GRAPH_NODE_TYPE_KERNEL);
-  if (!n) return CUDA_ERROR_INVALID_VALUE;
-  kernelToParams(n, p);
-  return CUDA_SUCCESS;
+  return withNode(h, CU_GRAPH_NODE_TYPE_KERNEL, [&](GraphNodeObject* n) {
+    kernelToParams(n, p);
+    return CUDA_SUCCESS;
+  });
 }
 
 GPUPOOL_DRIVER_API CUresult cuGraphKernelNodeSetParams_v2(CUgraphNode h,
                                                           const CUDA_KERNEL_NODE_PARAMS* p) {
   if (!p) return CUDA_ERROR_INVALID_VALUE;
-  Locked lock;
-  if (lock.init() != CUDA_SUCCESS) return lock.init();
-  GraphNodeObject* n = nodeOf(h, CU_GRAPH_NODE_TYPE_KERNEL);
-  if (!n) return CUDA_ERROR_INVALID_VALUE;
-  GraphNodeObject next;  // checked whole before the node changes
-  if (CUresult r = kernelFromParams(&next, *p, p->kern, p->ctx); r != CUDA_SUCCESS) return r;
-  setCapturedKernel(n, next.function, next.grid, next.block, next.sharedBytes,
-                    std::move(next.params));
-  return CUDA_SUCCESS;
+  return withNode(h, CU_GRAPH_NODE_TYPE_KERNEL, [&](GraphNodeObject* n) {
+    GraphNodeObject next;  // checked whole before the node changes
+    if (CUresult r = kernelFromParams(&next, *p, p->kern, p->ctx); r != CUDA_SUCCESS) return r;
+    setCapturedKernel(n, next.function, next.grid, next.block, next.sharedBytes,
+                      std::move(next.params));
+    return CUDA_SUCCESS;
+  });
 }
 GPUPOOL_DRIVER_API CUresult cuGraphKernelNodeSetParams(CUgraphNode h,
                                                        const CUDA_KERNEL_NODE_PARAMS_v1* p) {
   if (!p) return CUDA_ERROR_INVALID_VALUE;
-  Locked lock;
-  if (lock.init() != CUDA_SUCCESS) return lock.init();
-  GraphNodeObject* n = nodeOf(h, CU_GRAPH_NODE_TYPE_KERNEL);
-  if (!n) return CUDA_ERROR_INVALID_VALUE;
-  GraphNodeObject next;
-  if (CUresult r = kernelFromParams(&next, *p, nullptr, nullptr); r != CUDA_SUCCESS) return r;
-  setCapturedKernel(n, next.function, next.grid, next.block, next.sharedBytes,
-                    std::move(next.params));
-  return CUDA_SUCCESS;
+  return withNode(h, CU_GRAPH_NODE_TYPE_KERNEL, [&](GraphNodeObject* n) {
+    GraphNodeObject next;
+    if (CUresult r = kernelFromParams(&next, *p, nullptr, nullptr); r != CUDA_SUCCESS) return r;
+    setCapturedKernel(n, next.function, next.grid, next.block, next.sharedBytes,
+                      std::move(next.params));
+    return CUDA_SUCCESS;
+  });
 }
 
 // ---- Memset and memcpy nodes ----
@@ -364,26 +366,22 @@ GPUPOOL_DRIVER_API CUresult cuGraphAddMemsetNode(CUgraphNode* out, CUgraph h,
 
 GPUPOOL_DRIVER_API CUresult cuGraphMemsetNodeGetParams(CUgraphNode h, CUDA_MEMSET_NODE_PARAMS* p) {
   if (!p) return CUDA_ERROR_INVALID_VALUE;
-  Locked lock;
-  if (lock.init() != CUDA_SUCCESS) return lock.init();
-  GraphNodeObject* n = nodeOf(h, CU_GRAPH_NODE_TYPE_MEMSET);
-  if (!n) return CUDA_ERROR_INVALID_VALUE;
-  *p = n->memset;
-  return CUDA_SUCCESS;
+  return withNode(h, CU_GRAPH_NODE_TYPE_MEMSET, [&](GraphNodeObject* n) {
+    *p = n->memset;
+    return CUDA_SUCCESS;
+  });
 }
 
 GPUPOOL_DRIVER_API CUresult cuGraphMemsetNodeSetParams(CUgraphNode h,
                                                        const CUDA_MEMSET_NODE_PARAMS* p) {
   if (!p) return CUDA_ERROR_INVALID_VALUE;
-  Locked lock;
-  if (lock.init() != CUDA_SUCCESS) return lock.init();
-  GraphNodeObject* n = nodeOf(h, CU_GRAPH_NODE_TYPE_MEMSET);
-  if (!n) return CUDA_ERROR_INVALID_VALUE;
-  GraphNodeObject next;
-  if (CUresult r = setMemsetNode(&next, *p, nullptr); r != CUDA_SUCCESS) return r;
-  n->memset = next.memset;
-  n->context = next.context;
-  return CUDA_SUCCESS;
+  return withNode(h, CU_GRAPH_NODE_TYPE_MEMSET, [&](GraphNodeObject* n) {
+    GraphNodeObject next;
+    if (CUresult r = setMemsetNode(&next, *p, nullptr); r != CUDA_SUCCESS) return r;
+    n->memset = next.memset;
+    n->context = next.context;
+    return CUDA_SUCCESS;
+  });
 }
 
 GPUPOOL_DRIVER_API CUresult cuGraphAddMemcpyNode(CUgraphNode* out, CUgraph h,
@@ -396,25 +394,21 @@ GPUPOOL_DRIVER_API CUresult cuGraphAddMemcpyNode(CUgraphNode* out, CUgraph h,
 
 GPUPOOL_DRIVER_API CUresult cuGraphMemcpyNodeGetParams(CUgraphNode h, CUDA_MEMCPY3D* p) {
   if (!p) return CUDA_ERROR_INVALID_VALUE;
-  Locked lock;
-  if (lock.init() != CUDA_SUCCESS) return lock.init();
-  GraphNodeObject* n = nodeOf(h, CU_GRAPH_NODE_TYPE_MEMCPY);
-  if (!n) return CUDA_ERROR_INVALID_VALUE;
-  *p = n->copy;
-  return CUDA_SUCCESS;
+  return withNode(h, CU_GRAPH_NODE_TYPE_MEMCPY, [&](GraphNodeObject* n) {
+    *p = n->copy;
+    return CUDA_SUCCESS;
+  });
 }
 
 GPUPOOL_DRIVER_API CUresult cuGraphMemcpyNodeSetParams(CUgraphNode h, const CUDA_MEMCPY3D* p) {
   if (!p) return CUDA_ERROR_INVALID_VALUE;
-  Locked lock;
-  if (lock.init() != CUDA_SUCCESS) return lock.init();
-  GraphNodeObject* n = nodeOf(h, CU_GRAPH_NODE_TYPE_MEMCPY);
-  if (!n) return CUDA_ERROR_INVALID_VALUE;
-  GraphNodeObject next;
-  if (CUresult r = setMemcpyNode(&next, *p, nullptr); r != CUDA_SUCCESS) return r;
-  n->copy = next.copy;
-  n->context = next.context;
-  return CUDA_SUCCESS;
+  return withNode(h, CU_GRAPH_NODE_TYPE_MEMCPY, [&](GraphNodeObject* n) {
+    GraphNodeObject next;
+    if (CUresult r = setMemcpyNode(&next, *p, nullptr); r != CUDA_SUCCESS) return r;
+    n->copy = next.copy;
+    n->context = next.context;
+    return CUDA_SUCCESS;
+  });
 }
 
 // ---- Empty, event and child graph nodes ----
@@ -440,12 +434,10 @@ CUresult addEventNode(CUgraphNode* out, CUgraph h, const CUgraphNode* deps, size
 
 CUresult eventOfNode(CUgraphNode h, CUgraphNodeType type, CUevent* out) {
   if (!out) return CUDA_ERROR_INVALID_VALUE;
-  Locked lock;
-  if (lock.init() != CUDA_SUCCESS) return lock.init();
-  GraphNodeObject* n = nodeOf(h, type);
-  if (!n) return CUDA_ERROR_INVALID_VALUE;
-  *out = reinterpret_cast<CUevent>(n->event);
-  return CUDA_SUCCESS;
+  return withNode(h, type, [&](GraphNodeObject* n) {
+    *out = reinterpret_cast<CUevent>(n->event);
+    return CUDA_SUCCESS;
+  });
 }
 
 CUresult setEventOfNode(CUgraphNode h, CUgraphNodeType type, CUevent event) {
@@ -498,12 +490,10 @@ GPUPOOL_DRIVER_API CUresult cuGraphAddChildGraphNode(CUgraphNode* out, CUgraph h
 
 GPUPOOL_DRIVER_API CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode h, CUgraph* out) {
   if (!out) return CUDA_ERROR_INVALID_VALUE;
-  Locked lock;
-  if (lock.init() != CUDA_SUCCESS) return lock.init();
-  GraphNodeObject* n = nodeOf(h, CU_GRAPH_NODE_TYPE_GRAPH);
-  if (!n) return CUDA_ERROR_INVALID_VALUE;
-  *out = reinterpret_cast<CUgraph>(n->child.get());
-  return CUDA_SUCCESS;
+  return withNode(h, CU_GRAPH_NODE_TYPE_GRAPH, [&](GraphNodeObject* n) {
+    *out = reinterpret_cast<CUgraph>(n->child.get());
+    return CUDA_SUCCESS;
+  });
 }
 
 // ---- Structure ----
