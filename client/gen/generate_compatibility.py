@@ -189,6 +189,9 @@ def main():
     parser.add_argument("--check", action="store_true")
     parser.add_argument("--library")
     args = parser.parse_args()
+    # The sanitizer stages run tests with a sanitizer runtime in LD_PRELOAD; the compiler and nm
+    # this script starts are not ours to check (LeakSanitizer would fail them).
+    os.environ.pop("LD_PRELOAD", None)
 
     declarations = surface.preprocess(args.cc, args.cuda_include, surface.DECLARATION_HEADERS)
     typedef_text = surface.preprocess(
