@@ -10,6 +10,7 @@
 #include "driver_state.h"
 #include "launch_checks.h"
 #include "module_resolution.h"
+#include "raw_enum.h"
 #include "stream_capture.h"
 
 using namespace gpupool::client;
@@ -153,7 +154,8 @@ CUresult launchEx(const CUlaunchConfig* config, CUfunction h, void** kernelParam
   std::vector<EventObject*> completionEvents;
   for (unsigned i = 0; i < config->numAttrs; ++i) {
     const CUlaunchAttribute& a = config->attrs[i];
-    switch (a.id) {
+    const int id = rawEnumValue(a.id);
+    switch (id) {
       case CU_LAUNCH_ATTRIBUTE_IGNORE:
       case CU_LAUNCH_ATTRIBUTE_PRIORITY:
       case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP:
@@ -201,7 +203,7 @@ CUresult launchEx(const CUlaunchConfig* config, CUfunction h, void** kernelParam
         break;
       }
       default:
-        return refuse(("launch attribute " + std::to_string(a.id) + " is not supported").c_str());
+        return refuse(("launch attribute " + std::to_string(id) + " is not supported").c_str());
     }
   }
   if (CUresult r = launch(h, config->gridDimX, config->gridDimY, config->gridDimZ,

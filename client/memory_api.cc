@@ -14,6 +14,7 @@
 #include "driver_export.h"
 #include "driver_state.h"
 #include "host_function_fence.h"
+#include "raw_enum.h"
 #include "transport/pinned_memory.h"
 
 using namespace gpupool::client;
@@ -239,7 +240,7 @@ GPUPOOL_DRIVER_API CUresult cuMemHostGetFlags(unsigned int* flags, void* p) {
 namespace {
 
 // The size of the value each attribute writes; 0 for an attribute this driver does not know.
-size_t pointerAttributeSize(CUpointer_attribute attribute) {
+size_t pointerAttributeSize(int attribute) {
   switch (attribute) {
     case CU_POINTER_ATTRIBUTE_CONTEXT:
       return sizeof(CUcontext);
@@ -277,8 +278,7 @@ size_t pointerAttributeSize(CUpointer_attribute attribute) {
 // Writes `attribute` of `ptr` into `data`. Every attribute it answers is written; an attribute
 // that does not apply to this kind of memory is CUDA_ERROR_INVALID_VALUE, as is an unknown pointer
 // unless `lenient` (cuPointerGetAttributes, which reads unknown pointers as plain host memory).
-CUresult pointerAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr,
-                          bool lenient) {
+CUresult pointerAttribute(void* data, int attribute, CUdeviceptr ptr, bool lenient) {
   auto& state = DriverState::get();
   DeviceAllocation dev;
   CUdeviceptr devBase = 0;
@@ -361,7 +361,7 @@ GPUPOOL_DRIVER_API CUresult cuPointerGetAttribute(void* data, CUpointer_attribut
                                                   CUdeviceptr ptr) {
   if (!data) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
-  return pointerAttribute(data, attribute, ptr, false);
+  return pointerAttribute(data, rawEnumValue(attribute), ptr, false);
 }
 
 GPUPOOL_DRIVER_API CUresult cuPointerGetAttributes(unsigned int numAttributes,
@@ -373,12 +373,13 @@ GPUPOOL_DRIVER_API CUresult cuPointerGetAttributes(unsigned int numAttributes,
   // unregistered host memory.
   for (unsigned i = 0; i < numAttributes; ++i) {
     if (!data[i]) continue;
-    size_t size = pointerAttributeSize(attributes[i]);
+    const int attribute = rawEnumValue(attributes[i]);
+    size_t size = pointerAttributeSize(attribute);
     if (size == 0) {
-      return refuseCall(CUDA_ERROR_INVALID_VALUE, "cuPointerGetAttributes: unknown attribute " +
-                                                      std::to_string(attributes[i]));
+      return refuseCall(CUDA_ERROR_INVALID_VALUE,
+                        "cuPointerGetAttributes: unknown attribute " + std::to_string(attribute));
     }
-    if (pointerAttribute(data[i], attributes[i], ptr, true) != CUDA_SUCCESS) {
+    if (pointerAttribute(data[i], attribute, ptr, true) != CUDA_SUCCESS) {
       // An attribute that does not apply to this kind of memory reads as its null value.
       std::memset(data[i], 0, size);
     }
