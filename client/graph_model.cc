@@ -2,6 +2,8 @@
 // cuGraphInstantiate does (see graph_model.h).
 #include "graph_model.h"
 
+#include <capnp/message.h>
+
 #include <algorithm>
 #include <set>
 #include <string>
@@ -436,17 +438,23 @@ CUresult instantiateGraph(GraphObject* graph, unsigned long long flags, GraphExe
   } else if (CUresult r = DriverState::get().ensureRemote(ctx); r != CUDA_SUCCESS) {
     return r;
   }
+  // The nodes are written out under the graph lock before the call, not in its builder: the call
+  // holds the session's lock, and capture takes the graph lock first and a session's later.
+  capnp::MallocMessageBuilder written;
+  auto graphCreate = written.initRoot<wire::Request::GraphCreate>();
+  {
+    std::lock_guard lock(graphMutex());
+    auto nodes = graphCreate.initNodes(static_cast<unsigned>(flat.nodes.size()));
+    for (size_t i = 0; i < flat.nodes.size(); ++i) {
+      fillNode(nodes[static_cast<unsigned>(i)], flat.nodes[i]);
+    }
+  }
   uint64_t handle = 0;
   CUresult r = ctx->server->call(
       "cuGraphInstantiate",
       [&](wire::Request::Builder b) {
-        std::lock_guard lock(graphMutex());
-        auto g = b.initGraphCreate();
-        g.setContext(ctx->remote);
-        auto nodes = g.initNodes(static_cast<unsigned>(flat.nodes.size()));
-        for (size_t i = 0; i < flat.nodes.size(); ++i) {
-          fillNode(nodes[static_cast<unsigned>(i)], flat.nodes[i]);
-        }
+        b.setGraphCreate(graphCreate.asReader());
+        b.getGraphCreate().setContext(ctx->remote);
       },
       {},
       [&](wire::Response::Reader reply, ReplyBulk&) {
