@@ -19,3 +19,9 @@ inline const char* cuErrorName(CUresult status) {
            static_cast<int>(check_cu_status_));                         \
     }                                                                   \
   } while (0)
+
+// Fails unless a driver API call returns exactly `expected`.
+inline void expectError(CUresult status, CUresult expected, const char* call) {
+  CHECK(status == expected, "%s returned %s, expected %s", call, cuErrorName(status),
+        cuErrorName(expected));
+}

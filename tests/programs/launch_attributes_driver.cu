@@ -48,10 +48,6 @@ CUfunction functionOf(const void* kernel) {
   return reinterpret_cast<CUfunction>(f);
 }
 
-void expectError(CUresult got, CUresult want, const char* what) {
-  CHECK(got == want, "%s returned %s, expected %s", what, cuErrorName(got), cuErrorName(want));
-}
-
 }  // namespace
 
 int main() {

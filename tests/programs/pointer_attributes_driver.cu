@@ -24,11 +24,6 @@ T pointerAttribute(CUpointer_attribute attribute, CUdeviceptr p) {
   return pointerAttribute<T>(attribute, reinterpret_cast<const void*>(p));
 }
 
-void expectError(CUresult status, CUresult expected, const char* call) {
-  CHECK(status == expected, "%s returned %s, expected %s", call, cuErrorName(status),
-        cuErrorName(expected));
-}
-
 void checkDeviceMemory(CUcontext context) {
   constexpr size_t kBytes = 1 << 20;
   CUdeviceptr a = 0;

@@ -16,12 +16,6 @@ namespace {
 
 void CUDA_CB onDriverLog(void*, CUlogLevel, char*, size_t) {}
 
-// Fails unless a driver API call returns exactly `expected`.
-void expectError(CUresult status, CUresult expected, const char* call) {
-  CHECK(status == expected, "%s returned %s, expected %s", call, cuErrorName(status),
-        cuErrorName(expected));
-}
-
 void checkLogs() {
   CUlogsCallbackHandle handle = nullptr;
   CHECK_CU(cuLogsRegisterCallback(onDriverLog, nullptr, &handle));
