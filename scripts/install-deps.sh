@@ -15,6 +15,7 @@ PACKAGES=(
   libsqlite3-dev libtomlplusplus-dev libssl-dev openssl
   clang-format
   libgl-dev libegl-dev libvdpau-dev # the graphics interop headers libcuda's surface is generated from
+  ccache # compiles the nvcc test programs once for the plain and sanitizer builds (cmake/NvccProgram.cmake)
   patchelf # scripts/gpu-bundle.sh --from-build (the ctest gpu_check_chained)
 )
 

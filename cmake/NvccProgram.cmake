@@ -1,0 +1,38 @@
+# gpupool_nvcc_program(OUTPUT <path> SOURCE <file.cu> [FLAGS ...] [LINK_FLAGS ...] [DEPENDS ...]
+#                      [COMMENT <text>])
+#
+# Builds one CUDA program with nvcc, as users build theirs, in two steps: compile to an object,
+# then link. The compile step goes through ccache when it is installed: the sanitizer builds
+# (scripts/sanitizers.sh) compile the very same programs with the very same flags (their
+# instrumentation is for our host code, not nvcc's output), and CI builds them three times, which
+# cost it about 600 s of its 90-minute budget. nvcc's one-step compile-and-link is not cacheable,
+# hence the split; CCACHE_BASEDIR is the source tree, so build trees inside it (build/,
+# build-asan/, build-tsan/) share entries.
+find_program(GPUPOOL_CCACHE ccache)
+option(GPUPOOL_NVCC_CCACHE "Compile the nvcc test programs through ccache when it is found" ON)
+
+function(gpupool_nvcc_program)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "OUTPUT;SOURCE;COMMENT" "FLAGS;LINK_FLAGS;DEPENDS")
+  if(NOT arg_OUTPUT OR NOT arg_SOURCE)
+    message(FATAL_ERROR "gpupool_nvcc_program: OUTPUT and SOURCE are required")
+  endif()
+  if(NOT arg_COMMENT)
+    get_filename_component(name ${arg_SOURCE} NAME)
+    set(arg_COMMENT "nvcc ${name}")
+  endif()
+  set(launcher)
+  if(GPUPOOL_CCACHE AND GPUPOOL_NVCC_CCACHE)
+    set(launcher ${CMAKE_COMMAND} -E env CCACHE_BASEDIR=${CMAKE_SOURCE_DIR} ${GPUPOOL_CCACHE})
+  endif()
+  get_filename_component(output_dir ${arg_OUTPUT} DIRECTORY)
+  set(object ${arg_OUTPUT}.o)
+  add_custom_command(
+    OUTPUT ${arg_OUTPUT}
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${output_dir}
+    COMMAND ${launcher} ${GPUPOOL_NVCC} ${arg_FLAGS} -c ${arg_SOURCE} -o ${object}
+    COMMAND ${GPUPOOL_NVCC} ${arg_FLAGS} ${object} -o ${arg_OUTPUT} ${arg_LINK_FLAGS}
+    COMMAND ${CMAKE_COMMAND} -E rm -f ${object}
+    DEPENDS ${arg_SOURCE} ${arg_DEPENDS}
+    COMMENT "${arg_COMMENT}"
+    VERBATIM)
+endfunction()
