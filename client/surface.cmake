@@ -47,6 +47,9 @@ target_link_libraries(gpupool_client_surface PUBLIC cuda_headers Threads::Thread
 # cuX names the symbol cuX itself (e.g. the legacy 32-bit cuMemAlloc), not a renamed macro.
 target_compile_definitions(gpupool_client_surface PRIVATE __CUDA_API_VERSION_INTERNAL=1)
 target_compile_options(gpupool_client_surface PRIVATE -Wno-deprecated-declarations)
+# driver_stubs.cc defines weak stubs of the entry points that proc_address.cc and export_tables.cc
+# define for real: one unity file cannot hold both.
+set_target_properties(gpupool_client_surface PROPERTIES UNITY_BUILD OFF)
 set_target_properties(gpupool_client_surface PROPERTIES
   CXX_VISIBILITY_PRESET hidden
   VISIBILITY_INLINES_HIDDEN ON

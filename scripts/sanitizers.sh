@@ -18,8 +18,9 @@ JOBS=${JOBS:-2}
 status=0
 # -O1 -g1 (line tables) keeps sanitizer builds quick while reports still name file:line; the emu
 # program suite is built in nvcc's default flavour only: the other flavours change nvcc's output,
-# which the normal build's suite covers, not our host code.
-SANITIZER_CMAKE_FLAGS=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+# which the normal build's suite covers, not our host code (and its objects come from ccache,
+# cmake/NvccProgram.cmake). Unity builds, as in scripts/test.sh.
+SANITIZER_CMAKE_FLAGS=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_UNITY_BUILD=ON
   "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG"
   -DGPUPOOL_EMU_FLAVOURS=default)
 

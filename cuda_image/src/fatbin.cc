@@ -16,7 +16,6 @@ using detail::inBounds;
 using detail::invalidImage;
 using detail::readLe;
 
-constexpr uint64_t kFatbinHeaderBytes = 16;
 constexpr uint64_t kMinEntryHeaderBytes = 0x40;
 // Decompressed payloads above this are treated as corrupt sizes (cuBLAS's largest is ~14 MB).
 constexpr uint64_t kMaxDecompressedBytes = uint64_t{1} << 30;

@@ -5,6 +5,7 @@
 
 #include "byte_reader.h"
 #include "elf64_view.h"
+#include "gpupool/image/fatbin.h"
 
 namespace gpupool::image {
 namespace {
@@ -15,8 +16,6 @@ using detail::readLe;
 // Leading comments of a PTX file (nvcc writes a few lines of them) are bounded by this; past it
 // the text is not treated as PTX, which keeps classify() from scanning arbitrary memory.
 constexpr size_t kMaxPtxPreamble = 64 * 1024;
-
-constexpr size_t kFatbinHeaderBytes = 16;
 
 bool isSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f'; }
 

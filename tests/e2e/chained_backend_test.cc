@@ -14,15 +14,6 @@ namespace {
 
 using std::chrono::seconds;
 
-std::vector<std::string> keyValueLines(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream lines(text);
-  for (std::string l; std::getline(lines, l);) {
-    if (l.find('=') != std::string::npos) out.push_back(l);
-  }
-  return out;
-}
-
 class ChainedProgramTest : public ::testing::TestWithParam<ProgramFlavour> {};
 
 TEST_P(ChainedProgramTest, Runs) {

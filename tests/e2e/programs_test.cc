@@ -22,15 +22,6 @@ bool hasLine(const std::string& text, const std::string& line) {
   return false;
 }
 
-std::vector<std::string> keyValueLines(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream lines(text);
-  for (std::string l; std::getline(lines, l);) {
-    if (l.find('=') != std::string::npos) out.push_back(l);
-  }
-  return out;
-}
-
 class ProgramTest : public ::testing::TestWithParam<ProgramFlavour> {};
 
 TEST_P(ProgramTest, Runs) {

@@ -117,16 +117,8 @@ TEST_P(ProgramSuite, RunsOnEmu) {
   EXPECT_TRUE(server.running()) << "the server died:\n" << server.log();
 }
 
-std::vector<std::tuple<std::string, std::string>> allRuns() {
-  std::vector<std::tuple<std::string, std::string>> runs;
-  for (const auto& program : suitePrograms()) {
-    for (const auto& flavour : flavours()) runs.emplace_back(program, flavour);
-  }
-  return runs;
-}
-
 INSTANTIATE_TEST_SUITE_P(
-    Emu, ProgramSuite, testing::ValuesIn(allRuns()),
+    Emu, ProgramSuite, testing::ValuesIn(inEveryFlavour(suitePrograms())),
     [](const testing::TestParamInfo<std::tuple<std::string, std::string>>& info) {
       return std::get<0>(info.param) + "_" + std::get<1>(info.param);
     });

@@ -4,6 +4,7 @@
 
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace gpupool::emu_programs {
@@ -23,6 +24,16 @@ inline std::vector<std::string> unsupportedPrograms() {
   return splitList(EMU_UNSUPPORTED_PROGRAMS);
 }
 inline std::vector<std::string> flavours() { return splitList(EMU_FLAVOURS); }
+
+// Every (program, flavour) pair of `programs`: the parameters of a suite run in every flavour.
+inline std::vector<std::tuple<std::string, std::string>> inEveryFlavour(
+    const std::vector<std::string>& programs) {
+  std::vector<std::tuple<std::string, std::string>> runs;
+  for (const auto& program : programs) {
+    for (const auto& flavour : flavours()) runs.emplace_back(program, flavour);
+  }
+  return runs;
+}
 
 // The compute capability the server must advertise for a flavour's PTX (compute_90 for sm90);
 // 0 keeps the server's default.

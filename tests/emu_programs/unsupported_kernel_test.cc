@@ -45,16 +45,8 @@ TEST_P(UnsupportedKernel, FailsAtLoadNamingTheInstruction) {
   EXPECT_TRUE(server.running());
 }
 
-std::vector<std::tuple<std::string, std::string>> allRuns() {
-  std::vector<std::tuple<std::string, std::string>> runs;
-  for (const auto& program : unsupportedPrograms()) {
-    for (const auto& flavour : flavours()) runs.emplace_back(program, flavour);
-  }
-  return runs;
-}
-
 INSTANTIATE_TEST_SUITE_P(
-    Emu, UnsupportedKernel, testing::ValuesIn(allRuns()),
+    Emu, UnsupportedKernel, testing::ValuesIn(inEveryFlavour(unsupportedPrograms())),
     [](const testing::TestParamInfo<std::tuple<std::string, std::string>>& info) {
       return std::get<0>(info.param) + "_" + std::get<1>(info.param);
     });

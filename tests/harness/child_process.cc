@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <sstream>
 #include <stdexcept>
 
 extern char** environ;
@@ -230,6 +231,15 @@ ProgramResult runProgram(const std::string& path, const std::vector<std::string>
   ChildProcess child({path, args, environment, std::nullopt});
   child.closeStdin();
   return child.finish(timeout);
+}
+
+std::vector<std::string> keyValueLines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream lines(text);
+  for (std::string l; std::getline(lines, l);) {
+    if (l.find('=') != std::string::npos) out.push_back(l);
+  }
+  return out;
 }
 
 }  // namespace gpupool::e2e

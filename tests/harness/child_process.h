@@ -31,6 +31,10 @@ struct ProgramResult {
   std::string describe() const;
 };
 
+// The `key=value` lines of a program's output, in order: what a self-checking program reports
+// about the device, compared between two runs of it.
+std::vector<std::string> keyValueLines(const std::string& text);
+
 class ChildProcess {
  public:
   struct Options {

@@ -12,35 +12,16 @@
 #include <thread>
 #include <vector>
 
+#include "loopback_pair.h"
 #include "protocol/message_codec.h"
 #include "transport/tcp_transport.h"
 
 namespace gpupool::protocol {
 namespace {
 
+using transport::connectedPair;
 using transport::ConstBuffer;
 using transport::Endpoint;
-
-struct LoopbackPair {
-  std::unique_ptr<transport::Listener> listener;
-  std::unique_ptr<transport::Connection> client;
-  std::unique_ptr<transport::Connection> server;
-  uint16_t port = 0;
-};
-
-LoopbackPair connectedPair() {
-  LoopbackPair pair;
-  pair.listener = transport::tcpListen(Endpoint{"tcp", "127.0.0.1", 0});
-  std::string error;
-  auto endpoint = transport::parseEndpoint(pair.listener->url(), &error);
-  if (!endpoint) throw std::runtime_error(error);
-  pair.port = endpoint->port;
-  pair.client = transport::tcpConnect(*endpoint, 5000);
-  pair.server = pair.listener->accept();
-  pair.server->setReceiveTimeoutMs(20000);
-  pair.client->setReceiveTimeoutMs(20000);
-  return pair;
-}
 
 // Writes one frame whose message bytes are exactly `words`: a valid frame around any content.
 void sendRawFrame(transport::Connection& connection, const std::vector<uint64_t>& words) {
@@ -56,7 +37,7 @@ void readRequestFully(transport::Connection& connection) {
 }
 
 TEST(CodecTest, RequestFieldsAndBulkRoundTrip) {
-  auto pair = connectedPair();
+  auto pair = connectedPair("tcp");
   capnp::MallocMessageBuilder builder;
   auto copy = builder.initRoot<wire::Request>().initMemcpyHtoD();
   copy.setContext(7);
@@ -85,7 +66,7 @@ TEST(CodecTest, RequestFieldsAndBulkRoundTrip) {
 }
 
 TEST(CodecTest, TextListsAndEnumsRoundTrip) {
-  auto pair = connectedPair();
+  auto pair = connectedPair("tcp");
   capnp::MallocMessageBuilder builder;
   auto response = builder.initRoot<wire::Response>();
   response.setResult(0);
@@ -133,7 +114,7 @@ TEST(CodecTest, TextListsAndEnumsRoundTrip) {
 }
 
 TEST(CodecTest, QueuedMessagesArriveBeforeTheNextSentOne) {
-  auto pair = connectedPair();
+  auto pair = connectedPair("tcp");
   for (uint64_t i = 1; i <= 3; ++i) {
     capnp::MallocMessageBuilder builder;
     auto memFree = builder.initRoot<wire::Request>().initMemFree();
@@ -156,7 +137,7 @@ TEST(CodecTest, QueuedMessagesArriveBeforeTheNextSentOne) {
 }
 
 TEST(CodecTest, MultiSegmentMessageRoundTrips) {
-  auto pair = connectedPair();
+  auto pair = connectedPair("tcp");
   // A tiny fixed first segment forces the large Data field into segments of its own.
   capnp::MallocMessageBuilder builder(16, capnp::AllocationStrategy::FIXED_SIZE);
   auto launch = builder.initRoot<wire::Request>().initLaunchKernel();
@@ -181,13 +162,13 @@ TEST(CodecTest, MultiSegmentMessageRoundTrips) {
 }
 
 TEST(CodecTest, SegmentTableClaimingTooManySegmentsThrows) {
-  auto pair = connectedPair();
+  auto pair = connectedPair("tcp");
   sendRawFrame(*pair.client, {0x00000000fffffffeull, 0, 0, 0});
   EXPECT_THROW(readRequestFully(*pair.server), kj::Exception);
 }
 
 TEST(CodecTest, OutOfBoundsRootPointerThrows) {
-  auto pair = connectedPair();
+  auto pair = connectedPair("tcp");
   // One segment of two words; the root is a struct pointer whose target lies 1000 words away.
   uint64_t rootPointer = (1000ull << 2) | (1ull << 32) | (0ull << 48);
   sendRawFrame(*pair.client, {0x0000000200000000ull, rootPointer, 0});
@@ -195,7 +176,7 @@ TEST(CodecTest, OutOfBoundsRootPointerThrows) {
 }
 
 TEST(CodecTest, ListWhereStructExpectedThrows) {
-  auto pair = connectedPair();
+  auto pair = connectedPair("tcp");
   // Root pointer of kind 1 (list) where a Request struct is expected.
   uint64_t listPointer = 1ull | (0ull << 2) | (2ull << 32) | (1ull << 35);
   sendRawFrame(*pair.client, {0x0000000300000000ull, listPointer, 0, 0});
@@ -203,7 +184,7 @@ TEST(CodecTest, ListWhereStructExpectedThrows) {
 }
 
 TEST(CodecTest, ConnectionStaysUsableAfterAGarbageMessage) {
-  auto pair = connectedPair();
+  auto pair = connectedPair("tcp");
   sendRawFrame(*pair.client, {0x00000000fffffffeull, 0});
   EXPECT_THROW(readRequestFully(*pair.server), kj::Exception);
   capnp::MallocMessageBuilder builder;
@@ -216,7 +197,7 @@ TEST(CodecTest, ConnectionStaysUsableAfterAGarbageMessage) {
 }
 
 TEST(CodecTest, RandomBytesNeverCrashTheReader) {
-  auto pair = connectedPair();
+  auto pair = connectedPair("tcp");
   int rejected = 0;
   constexpr int kMessages = 300;
   std::thread sender([&] {

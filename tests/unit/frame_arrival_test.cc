@@ -28,26 +28,6 @@ namespace {
 using std::chrono::milliseconds;
 
 // Waits (polling the readiness descriptor, as the event loop does) until a frame has arrived.
-void waitForFrame(Connection& connection) {
-  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (!connection.frameArrived()) {
-    ASSERT_LT(std::chrono::steady_clock::now(), until) << "no frame within 20 s";
-    pollfd p{connection.readinessDescriptor(), POLLIN, 0};
-    ::poll(&p, 1, 100);
-  }
-}
-
-std::vector<uint64_t> words(size_t n, uint64_t seed) {
-  std::vector<uint64_t> w(n);
-  std::iota(w.begin(), w.end(), seed);
-  return w;
-}
-
-std::vector<uint64_t> asWords(std::span<const std::byte> bytes) {
-  std::vector<uint64_t> w(bytes.size() / 8);
-  std::memcpy(w.data(), bytes.data(), w.size() * 8);
-  return w;
-}
 
 // The server side of a connection whose client is a bare socket, for bytes no Connection sends.
 struct RawClient {

@@ -5,12 +5,16 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
+#include <poll.h>
 #include <stdlib.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <future>
+#include <numeric>
 #include <stdexcept>
 
 #include "transport/transport_factory.h"
@@ -128,6 +132,27 @@ ConnectedPair connectedPair(const std::string& scheme) {
   pair.client = connecting.get();
   pair.client->setReceiveTimeoutMs(20000);
   return pair;
+}
+
+void waitForFrame(Connection& connection) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!connection.frameArrived()) {
+    ASSERT_LT(std::chrono::steady_clock::now(), until) << "no frame within 20 s";
+    pollfd p{connection.readinessDescriptor(), POLLIN, 0};
+    ::poll(&p, 1, 100);
+  }
+}
+
+std::vector<uint64_t> words(size_t n, uint64_t seed) {
+  std::vector<uint64_t> w(n);
+  std::iota(w.begin(), w.end(), seed);
+  return w;
+}
+
+std::vector<uint64_t> asWords(std::span<const std::byte> bytes) {
+  std::vector<uint64_t> w(bytes.size() / 8);
+  std::memcpy(w.data(), bytes.data(), w.size() * 8);
+  return w;
 }
 
 }  // namespace gpupool::transport

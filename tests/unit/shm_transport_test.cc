@@ -63,28 +63,6 @@ ShmPair shmPair(uint32_t ringBytes) {
   return pair;
 }
 
-std::vector<uint64_t> words(size_t n, uint64_t seed) {
-  std::vector<uint64_t> w(n);
-  std::iota(w.begin(), w.end(), seed);
-  return w;
-}
-
-std::vector<uint64_t> asWords(std::span<const std::byte> bytes) {
-  std::vector<uint64_t> w(bytes.size() / 8);
-  std::memcpy(w.data(), bytes.data(), w.size() * 8);
-  return w;
-}
-
-// Waits as gpupoold's event loop does: poll the readiness descriptor, then frameArrived().
-void waitForFrame(Connection& connection) {
-  auto until = steady_clock::now() + std::chrono::seconds(20);
-  while (!connection.frameArrived()) {
-    ASSERT_LT(steady_clock::now(), until) << "no frame within 20 s";
-    pollfd p{connection.readinessDescriptor(), POLLIN, 0};
-    ::poll(&p, 1, 100);
-  }
-}
-
 // Mappings of gpupool memory files in this process.
 int shmMappings() {
   std::ifstream maps("/proc/self/maps");

@@ -20,7 +20,7 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
-struct LoopbackPair {
+struct BareTcpPair {
   std::unique_ptr<Listener> listener;
   std::unique_ptr<Connection> client;
   std::unique_ptr<Connection> server;
@@ -33,10 +33,11 @@ Endpoint endpointOf(const Listener& listener) {
   return *endpoint;
 }
 
+// A TCP pair across which nothing has gone yet (loopback_pair.h's pairs exchange a hello frame).
 // Connecting before accept() works because the listener is already listening: the kernel
 // completes the handshake into the backlog.
-LoopbackPair connectedPair() {
-  LoopbackPair pair;
+BareTcpPair bareTcpPair() {
+  BareTcpPair pair;
   pair.listener = tcpListen(Endpoint{"tcp", "127.0.0.1", 0});
   pair.client = tcpConnect(endpointOf(*pair.listener), 5000);
   pair.server = pair.listener->accept();
@@ -111,13 +112,13 @@ TEST(TcpTransportTest, ListeningOnPortZeroReportsTheRealPort) {
 }
 
 TEST(TcpTransportTest, KindAndPeer) {
-  auto pair = connectedPair();
+  auto pair = bareTcpPair();
   EXPECT_EQ(pair.client->kind(), "tcp");
   EXPECT_NE(pair.server->peer().find("127.0.0.1:"), std::string::npos) << pair.server->peer();
 }
 
 TEST(TcpTransportTest, FrameWithoutBulkGathersMessageParts) {
-  auto pair = connectedPair();
+  auto pair = bareTcpPair();
   auto a = pattern(8, 1), b = pattern(24, 2);
   ConstBuffer parts[] = {{a.data(), a.size()}, {b.data(), b.size()}};
   pair.client->sendFrame(parts, {});
@@ -131,7 +132,7 @@ TEST(TcpTransportTest, FrameWithoutBulkGathersMessageParts) {
 }
 
 TEST(TcpTransportTest, BulkIsReadInPieces) {
-  auto pair = connectedPair();
+  auto pair = bareTcpPair();
   auto message = pattern(16, 3);
   auto bulk1 = pattern(1000, 4), bulk2 = pattern(7001, 5);
   ConstBuffer messageParts[] = {{message.data(), message.size()}};
@@ -156,7 +157,7 @@ TEST(TcpTransportTest, BulkIsReadInPieces) {
 }
 
 TEST(TcpTransportTest, DiscardBulkSkipsToTheNextFrame) {
-  auto pair = connectedPair();
+  auto pair = bareTcpPair();
   auto first = pattern(8, 6), second = pattern(32, 7), bulk = pattern(300000, 8);
   ConstBuffer firstParts[] = {{first.data(), first.size()}};
   ConstBuffer bulkParts[] = {{bulk.data(), bulk.size()}};
@@ -179,7 +180,7 @@ TEST(TcpTransportTest, DiscardBulkSkipsToTheNextFrame) {
 }
 
 TEST(TcpTransportTest, PendingBulkCountsDown) {
-  auto pair = connectedPair();
+  auto pair = bareTcpPair();
   auto message = pattern(8, 20), bulk = pattern(1000, 21);
   ConstBuffer messageParts[] = {{message.data(), message.size()}};
   ConstBuffer bulkParts[] = {{bulk.data(), bulk.size()}};
@@ -194,7 +195,7 @@ TEST(TcpTransportTest, PendingBulkCountsDown) {
 }
 
 TEST(TcpTransportTest, QueuedFramesLeaveInOrderWithTheNextSend) {
-  auto pair = connectedPair();
+  auto pair = bareTcpPair();
   auto first = pattern(8, 22), second = pattern(16, 23), third = pattern(24, 24);
   auto bulk = pattern(100, 25);
   ConstBuffer firstParts[] = {{first.data(), first.size()}};
@@ -218,7 +219,7 @@ TEST(TcpTransportTest, QueuedFramesLeaveInOrderWithTheNextSend) {
 }
 
 TEST(TcpTransportTest, QueuedFramesCopyTheirBytesAndLeaveOnFlush) {
-  auto pair = connectedPair();
+  auto pair = bareTcpPair();
   auto message = pattern(32, 26), bulk = pattern(500, 27);
   auto expectedMessage = message, expectedBulk = bulk;
   ConstBuffer messageParts[] = {{message.data(), message.size()}};
@@ -238,7 +239,7 @@ TEST(TcpTransportTest, QueuedFramesCopyTheirBytesAndLeaveOnFlush) {
 }
 
 TEST(TcpTransportTest, UnconsumedBulkIsAnError) {
-  auto pair = connectedPair();
+  auto pair = bareTcpPair();
   auto message = pattern(8, 9), bulk = pattern(64, 10);
   ConstBuffer messageParts[] = {{message.data(), message.size()}};
   ConstBuffer bulkParts[] = {{bulk.data(), bulk.size()}};
@@ -249,7 +250,7 @@ TEST(TcpTransportTest, UnconsumedBulkIsAnError) {
 }
 
 TEST(TcpTransportTest, ReadingPastTheBulkIsAnError) {
-  auto pair = connectedPair();
+  auto pair = bareTcpPair();
   auto message = pattern(8, 11), bulk = pattern(64, 12);
   ConstBuffer messageParts[] = {{message.data(), message.size()}};
   ConstBuffer bulkParts[] = {{bulk.data(), bulk.size()}};
@@ -261,7 +262,7 @@ TEST(TcpTransportTest, ReadingPastTheBulkIsAnError) {
 }
 
 TEST(TcpTransportTest, ManyFramesInARowArriveInOrder) {
-  auto pair = connectedPair();
+  auto pair = bareTcpPair();
   constexpr uint64_t kFrames = 5000;
   std::thread sender([&] {
     for (uint64_t i = 0; i < kFrames; ++i) {
@@ -291,7 +292,7 @@ TEST(TcpTransportTest, ManyFramesInARowArriveInOrder) {
 }
 
 TEST(TcpTransportTest, SixtyFourMiBBulkArrivesIntact) {
-  auto pair = connectedPair();
+  auto pair = bareTcpPair();
   constexpr size_t kBytes = 64u << 20;
   auto bulk = pattern(kBytes, 13);
   auto message = pattern(8, 14);
@@ -309,7 +310,7 @@ TEST(TcpTransportTest, SixtyFourMiBBulkArrivesIntact) {
 }
 
 TEST(TcpTransportTest, PeerCloseIsATransportErrorNotAHang) {
-  auto pair = connectedPair();
+  auto pair = bareTcpPair();
   auto start = steady_clock::now();
   pair.client.reset();
   try {
@@ -370,14 +371,14 @@ TEST(TcpTransportTest, OversizedMessageHeaderIsRefusedBeforeAllocating) {
 }
 
 TEST(TcpTransportTest, OversizedMessageIsRefusedBySender) {
-  auto pair = connectedPair();
+  auto pair = bareTcpPair();
   std::vector<std::byte> big(kMaxMessageBytes + 8);
   ConstBuffer parts[] = {{big.data(), big.size()}};
   EXPECT_THROW(pair.client->sendFrame(parts, {}), TransportError);
 }
 
 TEST(TcpTransportTest, ReceiveTimeout) {
-  auto pair = connectedPair();
+  auto pair = bareTcpPair();
   pair.server->setReceiveTimeoutMs(200);
   // If the timeout does not work, the watchdog unblocks the receive so the test fails, not hangs.
   std::atomic<bool> done{false}, watchdogFired{false};
@@ -405,7 +406,7 @@ TEST(TcpTransportTest, ReceiveTimeout) {
 }
 
 TEST(TcpTransportTest, ShutdownUnblocksAReceiveInAnotherThread) {
-  auto pair = connectedPair();
+  auto pair = bareTcpPair();
   std::thread stopper([&] {
     std::this_thread::sleep_for(milliseconds(100));
     pair.server->shutdown();

@@ -12,15 +12,8 @@ namespace gpupool::image {
 namespace {
 
 using testing::normalizePtx;
+using testing::parseOrFail;
 using testing::readImage;
-
-Fatbin parseOrFail(const std::vector<uint8_t>& bytes) {
-  auto fatbin = Fatbin::parse(bytes);
-  EXPECT_TRUE(fatbin) << fatbin.status().message;
-  return fatbin ? *fatbin : Fatbin{};
-}
-// Entries point into the parsed bytes, so they must outlive the Fatbin.
-Fatbin parseOrFail(std::vector<uint8_t>&&) = delete;
 
 const FatbinEntry* findEntry(const Fatbin& fatbin, EntryKind kind, uint32_t arch) {
   for (const auto& entry : fatbin.entries()) {

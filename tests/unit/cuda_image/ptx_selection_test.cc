@@ -7,15 +7,8 @@
 namespace gpupool::image {
 namespace {
 
+using testing::parseOrFail;
 using testing::readImage;
-
-Fatbin parseOrFail(const std::vector<uint8_t>& bytes) {
-  auto fatbin = Fatbin::parse(bytes);
-  EXPECT_TRUE(fatbin) << fatbin.status().message;
-  return fatbin ? *fatbin : Fatbin{};
-}
-// Entries point into the parsed bytes, so they must outlive the Fatbin.
-Fatbin parseOrFail(std::vector<uint8_t>&&) = delete;
 
 TEST(SelectPtx, HighestArchNotAboveDevice) {
   const auto bytes = readImage("multi.fatbin");  // compute_75, compute_86, sm_90

@@ -38,4 +38,10 @@ std::vector<std::string> normalizePtx(const std::string& ptx) {
   return lines;
 }
 
+Fatbin parseOrFail(const std::vector<uint8_t>& bytes) {
+  auto fatbin = Fatbin::parse(bytes);
+  EXPECT_TRUE(fatbin) << fatbin.status().message;
+  return fatbin ? *fatbin : Fatbin{};
+}
+
 }  // namespace gpupool::image::testing

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "gpupool/image/fatbin.h"
 
 namespace gpupool::image::testing {
 
@@ -29,6 +30,11 @@ std::string failureOf(const Result<T>& result) {
   EXPECT_FALSE(result.status().message.empty()) << "a failure must say why";
   return result.status().message;
 }
+
+// The fatbin parsed from `bytes`; fails the calling test (and returns an empty Fatbin) when it
+// does not parse. Entries point into the parsed bytes, so they must outlive the Fatbin.
+Fatbin parseOrFail(const std::vector<uint8_t>& bytes);
+Fatbin parseOrFail(std::vector<uint8_t>&&) = delete;
 
 // Mangled names of the kernels in kernels.cu.
 inline constexpr const char* kVecAdd = "_Z6vecAddPKfS0_Pfid";

@@ -22,6 +22,9 @@ enum class EntryKind : uint16_t {
   kLto = 8,  // LTO-IR / NVVM (-dlto)
 };
 
+// A fatbin starts with a header of this size: magic, version, header size, payload size.
+inline constexpr uint64_t kFatbinHeaderBytes = 16;
+
 // Entry flag bits that this library interprets.
 inline constexpr uint64_t kEntryFlag64Bit = 0x1;
 inline constexpr uint64_t kEntryFlagLz4 = 0x2000;
