@@ -2,7 +2,9 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <limits>
+#include <vector>
 
 #include "gpupool/image/image_kind.h"
 
@@ -691,6 +693,51 @@ Status CudaContext::streamHostWork(uint64_t stream, std::function<void()> work) 
       static_cast<void*>(heap));
   if (!s.ok()) delete heap;
   return s;
+}
+
+// The driver's own cuStreamBatchMemOp_v2, after the addresses are checked to be this context's.
+Status CudaContext::streamMemOps(uint64_t stream, std::span<const StreamMemOp> ops) {
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  CUstream cuStream = nullptr;
+  if (Status s = findStream(stream, &cuStream); !s.ok()) return s;
+  std::vector<CUstreamBatchMemOpParams> params(ops.size());
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const StreamMemOp& op = ops[i];
+    CUstreamBatchMemOpParams& p = params[i];
+    std::memset(&p, 0, sizeof p);
+    p.operation = op.kind;
+    switch (op.kind) {
+      case CU_STREAM_MEM_OP_BARRIER:
+        p.memoryBarrier.flags = op.flags;
+        continue;
+      case CU_STREAM_MEM_OP_WAIT_VALUE_32:
+      case CU_STREAM_MEM_OP_WAIT_VALUE_64:
+        p.waitValue.address = op.address;
+        p.waitValue.flags = op.flags;
+        if (op.kind == CU_STREAM_MEM_OP_WAIT_VALUE_64) {
+          p.waitValue.value64 = op.value;
+        } else {
+          p.waitValue.value = static_cast<cuuint32_t>(op.value);
+        }
+        break;
+      default:
+        p.writeValue.address = op.address;
+        p.writeValue.flags = op.flags;
+        if (op.kind == CU_STREAM_MEM_OP_WRITE_VALUE_64) {
+          p.writeValue.value64 = op.value;
+        } else {
+          p.writeValue.value = static_cast<cuuint32_t>(op.value);
+        }
+        break;
+    }
+    bool wide =
+        op.kind == CU_STREAM_MEM_OP_WAIT_VALUE_64 || op.kind == CU_STREAM_MEM_OP_WRITE_VALUE_64;
+    if (Status s = checkRange("stream memory operation", op.address, wide ? 8 : 4); !s.ok()) {
+      return s;
+    }
+  }
+  return driver_->call(driver_->streamBatchMemOp, cuStream, static_cast<unsigned>(params.size()),
+                       params.data(), 0u);
 }
 
 Status CudaContext::eventCreate(unsigned flags, uint64_t* event) {

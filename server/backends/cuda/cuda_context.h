@@ -86,6 +86,7 @@ class CudaContext final : public BackendContext {
   Status streamQuery(uint64_t stream) override;
   Status streamWaitEvent(uint64_t stream, uint64_t event) override;
   Status streamHostWork(uint64_t stream, std::function<void()> work) override;
+  Status streamMemOps(uint64_t stream, std::span<const StreamMemOp> ops) override;
   Status eventCreate(unsigned flags, uint64_t* event) override;
   Status eventDestroy(uint64_t event) override;
   Status eventRecord(uint64_t event, uint64_t stream) override;
