@@ -187,6 +187,22 @@ int main() {
   CHECK_CU(cuMemFree(words));
   CHECK_CU(cuStreamDestroy(a));
   CHECK_CU(cuStreamDestroy(b));
+
+  // A wait nothing meets does not hold its context's destruction (nor the server's teardown of it
+  // when a client leaves with one pending): cuCtxDestroy returns, here within the test's timeout.
+  CUcontext primary, own;
+  CHECK_CU(cuCtxGetCurrent(&primary));
+  CHECK_CU(cuCtxCreate(&own, nullptr, 0, device));
+  CUstream held;
+  CHECK_CU(cuStreamCreate(&held, CU_STREAM_NON_BLOCKING));
+  CUdeviceptr never;
+  CHECK_CU(cuMemAlloc(&never, 16));
+  CHECK_CU(cuMemsetD32(never, 0, 4));
+  CHECK_CU(cuStreamWaitValue32(held, never, 1, CU_STREAM_WAIT_VALUE_EQ));
+  CHECK_CU(cuStreamWaitValue64(held, never + 8, 1, CU_STREAM_WAIT_VALUE_GEQ));
+  expectHeld(held, "wait never met");
+  CHECK_CU(cuCtxDestroy(own));
+  CHECK_CU(cuCtxSetCurrent(primary));
   std::printf("stream memory operations: waits held across streams, kernels, host copies: ok\n");
   return pass();
 }
