@@ -66,7 +66,7 @@ CudaContext::~CudaContext() {
   // cuCtxDestroy releases whatever the explicit calls could not.
   (void)makeCurrent();
   releasePendingWaits();  // else a stream held by a wait could hold the frees below forever
-  staging_.reset();  // waits for its transfers, so no copy is left reading freed memory
+  staging_.reset();       // waits for its transfers, so no copy is left reading freed memory
   for (CUevent event : events_.takeAll()) (void)driver_->call(driver_->eventDestroy, event);
   for (CUstream stream : streams_.takeAll()) (void)driver_->call(driver_->streamDestroy, stream);
   for (auto& [id, module] : modules_) (void)driver_->call(driver_->moduleUnload, module);
