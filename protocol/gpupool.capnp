@@ -204,6 +204,16 @@ struct Request {
     hostGateOpen @46 :HostGate;     # posted: the gate takes its place in the stream's order
     hostGateWait @47 :HostGate;     # answered once the stream reaches the gate (NOT_READY: ask again)
     hostGateRelease @48 :HostGate;  # the stream goes on past the gate
+
+    # @49 and @50 belong to the graphs branch; these stand in for them until the branches merge
+    # (Cap'n Proto wants the ordinals without holes). No server serves them.
+    reservedGraphs49 @49 :Void;
+    reservedGraphs50 @50 :Void;
+
+    # Stream memory operations (cuStreamWaitValue*, cuStreamWriteValue*, cuStreamBatchMemOp): the
+    # operations, in order, take their place in the stream; served by
+    # server/handlers/memop_handlers.cc.
+    streamMemOps @51 :StreamMemOps;  # posted
   }
 
   # Fire-and-forget: the server sends no Response. A failure is kept and reported, once, by the next
@@ -426,6 +436,20 @@ struct Request {
   struct GraphRef {
     context @0 :UInt64;
     graph @1 :UInt64;
+  }
+  struct StreamMemOps {
+    context @0 :UInt64;
+    stream @1 :UInt64;
+    ops @2 :List(StreamMemOp);
+  }
+  # One operation, as CUstreamBatchMemOpParams has it: `kind` is the CUstreamBatchMemOpType (waits
+  # and writes of 32 or 64 bits, or a barrier), `flags` the operation's CUstreamWaitValue_flags,
+  # CUstreamWriteValue_flags or CUstreamMemoryBarrier_flags.
+  struct StreamMemOp {
+    kind @0 :UInt32;
+    address @1 :UInt64;
+    value @2 :UInt64;
+    flags @3 :UInt32;
   }
 }
 

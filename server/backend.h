@@ -72,6 +72,17 @@ struct Copy2D {
   uint64_t widthBytes = 0, height = 0;
 };
 
+// One stream memory operation (a CUstreamBatchMemOpParams the handler has checked): a wait holds
+// the stream until the 32- or 64-bit value at `address` meets the condition `flags` names
+// (CU_STREAM_WAIT_VALUE_GEQ/EQ/AND/NOR); a write stores `value` there after the stream's earlier
+// work; a barrier (`flags`: CUstreamMemoryBarrier_flags) orders the stream's memory accesses.
+struct StreamMemOp {
+  CUstreamBatchMemOpType kind = CU_STREAM_MEM_OP_WAIT_VALUE_32;
+  uint64_t address = 0;
+  uint64_t value = 0;
+  unsigned flags = 0;
+};
+
 // Decides when a context's kernels may start on their device (the pool's scheduler) and hears how
 // long each ran (metering). Called on whatever thread runs the kernel; enter() may block.
 class LaunchGate {
@@ -165,6 +176,13 @@ class BackendContext {
   // (server/host_gates.h). CUDA_ERROR_NOT_SUPPORTED where the backend cannot.
   virtual Status streamHostWork(uint64_t /*stream*/, std::function<void()> /*work*/) {
     return Status::error(CUDA_ERROR_NOT_SUPPORTED, "this backend cannot run host work in a stream");
+  }
+
+  // Queues `ops` on `stream`, in order (cuStreamBatchMemOp). A wait holds that stream only, never
+  // the caller, other streams or other contexts, and ends when the value is met or the context is
+  // cancelled. Addresses must lie in this context's memory (CUDA_ERROR_INVALID_VALUE otherwise).
+  virtual Status streamMemOps(uint64_t /*stream*/, std::span<const StreamMemOp> /*ops*/) {
+    return Status::error(CUDA_ERROR_NOT_SUPPORTED, "this backend has no stream memory operations");
   }
 
   // Waits for all work in the context; returns the context's sticky error if a kernel failed.

@@ -9,7 +9,6 @@ constexpr const char* kNoManaged = "managed memory is not served yet";
 constexpr const char* kHostIsRemote =
     "client host memory is on another machine: a pool GPU cannot address it";
 constexpr const char* kNoExport = "allocations and pools cannot be exported to other processes";
-constexpr const char* kNoMemOps = "stream memory operations are not served yet";
 constexpr const char* kServerLocal = "describes the GPU server's host, which the client cannot use";
 
 constexpr WithheldCapability kWithheld[] = {
@@ -39,11 +38,6 @@ constexpr WithheldCapability kWithheld[] = {
     {CU_DEVICE_ATTRIBUTE_HOST_NUMA_MULTINODE_IPC_SUPPORTED, 0, kNoExport},
     {CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED, 0, kHostIsRemote},
     {CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED, 0, kHostIsRemote},
-    {CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1, 0, kNoMemOps},
-    {CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS_V1, 0, kNoMemOps},
-    {CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR_V1, 0, kNoMemOps},
-    {CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, 0, kNoMemOps},
-    {CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR, 0, kNoMemOps},
     {CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, 0, "cooperative launch is not served yet"},
     {CU_DEVICE_ATTRIBUTE_COOPERATIVE_MULTI_DEVICE_LAUNCH, 0,
      "cooperative launch is not served yet"},

@@ -100,6 +100,45 @@ TEST_F(IsolationTest, ForeignPointerCannotBeReadWrittenSetOrFreed) {
   EXPECT_EQ(a_->free(ctxA_, memA_).result, CUDA_SUCCESS);
 }
 
+// Stream memory operations name addresses too: B can neither write A's memory through one nor wait
+// on it (which would tell B what A's memory holds); the server refuses what the client would.
+TEST_F(IsolationTest, StreamMemoryOperationsOnForeignPointersAreRefused) {
+  auto memOp = [&](uint32_t kind, uint64_t address, uint64_t value, uint32_t flags) {
+    return b_->call([&](wire::Request::Builder r) {
+      auto m = r.initStreamMemOps();
+      m.setContext(ctxB_);
+      auto op = m.initOps(1)[0];
+      op.setKind(kind);
+      op.setAddress(address);
+      op.setValue(value);
+      op.setFlags(flags);
+    });
+  };
+  auto write = memOp(CU_STREAM_MEM_OP_WRITE_VALUE_32, memA_, 0xdeadbeef, 0);
+  EXPECT_EQ(write.result, CUDA_ERROR_INVALID_VALUE) << write.message;
+  auto wide = memOp(CU_STREAM_MEM_OP_WRITE_VALUE_64, memA_ + 8, ~0ull, 0);
+  EXPECT_EQ(wide.result, CUDA_ERROR_INVALID_VALUE) << wide.message;
+  auto wait = memOp(CU_STREAM_MEM_OP_WAIT_VALUE_32, memA_, 0, CU_STREAM_WAIT_VALUE_EQ);
+  EXPECT_EQ(wait.result, CUDA_ERROR_INVALID_VALUE) << wait.message;
+  // What the client library refuses, the server refuses too.
+  auto own = b_->alloc(ctxB_, 64);
+  ASSERT_EQ(own.result, CUDA_SUCCESS);
+  EXPECT_EQ(memOp(99, own.handle, 0, 0).result, CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(memOp(CU_STREAM_MEM_OP_WRITE_VALUE_32, own.handle + 2, 0, 0).result,
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(memOp(CU_STREAM_MEM_OP_WAIT_VALUE_32, own.handle, 0, CU_STREAM_WAIT_VALUE_FLUSH).result,
+            CUDA_ERROR_INVALID_VALUE);
+  // B's own memory works, and B's session is still usable.
+  EXPECT_EQ(memOp(CU_STREAM_MEM_OP_WRITE_VALUE_32, own.handle, 0x1234, 0).result, CUDA_SUCCESS);
+  EXPECT_EQ(b_->synchronize(ctxB_).result, CUDA_SUCCESS);
+  auto back = b_->read(ctxB_, own.handle, 4);
+  ASSERT_EQ(back.result, CUDA_SUCCESS);
+  uint32_t word = 0;
+  std::memcpy(&word, back.bulk.data(), 4);
+  EXPECT_EQ(word, 0x1234u);
+  expectAUntouched();
+}
+
 TEST_F(IsolationTest, KernelGivenForeignPointerFaultsInsteadOfReading) {
   auto module = b_->loadPtx(ctxB_, kCopyWordPtx);
   ASSERT_EQ(module.result, CUDA_SUCCESS) << module.message;

@@ -28,7 +28,8 @@ inline const std::vector<std::string>& testProgramNames() {
                                                  "host_func_order",
                                                  "launch_attributes_driver",
                                                  "graph_capture",
-                                                 "graph_driver"};
+                                                 "graph_driver",
+                                                 "stream_memops_driver"};
   return names;
 }
 

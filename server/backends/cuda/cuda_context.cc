@@ -2,7 +2,10 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <limits>
+#include <thread>
+#include <vector>
 
 #include "gpupool/image/image_kind.h"
 
@@ -62,7 +65,8 @@ CudaContext::~CudaContext() {
   // Errors are ignored throughout: after a kernel fault every call returns the sticky error, and
   // cuCtxDestroy releases whatever the explicit calls could not.
   (void)makeCurrent();
-  staging_.reset();  // waits for its transfers, so no copy is left reading freed memory
+  releasePendingWaits();  // else a stream held by a wait could hold the frees below forever
+  staging_.reset();       // waits for its transfers, so no copy is left reading freed memory
   for (CUevent event : events_.takeAll()) (void)driver_->call(driver_->eventDestroy, event);
   for (CUstream stream : streams_.takeAll()) (void)driver_->call(driver_->streamDestroy, stream);
   for (auto& [id, module] : modules_) (void)driver_->call(driver_->moduleUnload, module);
@@ -691,6 +695,130 @@ Status CudaContext::streamHostWork(uint64_t stream, std::function<void()> work) 
       static_cast<void*>(heap));
   if (!s.ok()) delete heap;
   return s;
+}
+
+// The driver's own cuStreamBatchMemOp_v2, after the addresses are checked to be this context's.
+Status CudaContext::streamMemOps(uint64_t stream, std::span<const StreamMemOp> ops) {
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  CUstream cuStream = nullptr;
+  if (Status s = findStream(stream, &cuStream); !s.ok()) return s;
+  std::vector<CUstreamBatchMemOpParams> params(ops.size());
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const StreamMemOp& op = ops[i];
+    CUstreamBatchMemOpParams& p = params[i];
+    std::memset(&p, 0, sizeof p);
+    p.operation = op.kind;
+    switch (op.kind) {
+      case CU_STREAM_MEM_OP_BARRIER:
+        p.memoryBarrier.flags = op.flags;
+        continue;
+      case CU_STREAM_MEM_OP_WAIT_VALUE_32:
+      case CU_STREAM_MEM_OP_WAIT_VALUE_64:
+        p.waitValue.address = op.address;
+        p.waitValue.flags = op.flags;
+        if (op.kind == CU_STREAM_MEM_OP_WAIT_VALUE_64) {
+          p.waitValue.value64 = op.value;
+        } else {
+          p.waitValue.value = static_cast<cuuint32_t>(op.value);
+        }
+        break;
+      default:
+        p.writeValue.address = op.address;
+        p.writeValue.flags = op.flags;
+        if (op.kind == CU_STREAM_MEM_OP_WRITE_VALUE_64) {
+          p.writeValue.value64 = op.value;
+        } else {
+          p.writeValue.value = static_cast<cuuint32_t>(op.value);
+        }
+        break;
+    }
+    bool wide =
+        op.kind == CU_STREAM_MEM_OP_WAIT_VALUE_64 || op.kind == CU_STREAM_MEM_OP_WRITE_VALUE_64;
+    if (Status s = checkRange("stream memory operation", op.address, wide ? 8 : 4); !s.ok()) {
+      return s;
+    }
+  }
+  Status s = driver_->call(driver_->streamBatchMemOp, cuStream,
+                           static_cast<unsigned>(params.size()), params.data(), 0u);
+  if (!s.ok()) return s;
+  dropMetWaits();
+  PendingWaits pending;
+  for (const StreamMemOp& op : ops) {
+    if (op.kind == CU_STREAM_MEM_OP_WAIT_VALUE_32 || op.kind == CU_STREAM_MEM_OP_WAIT_VALUE_64) {
+      pending.waits.push_back(op);
+    }
+  }
+  if (pending.waits.empty()) return s;
+  // Without the event the wait cannot be released at teardown; the batch is queued already, so
+  // that is the only cost.
+  if (driver_->call(driver_->eventCreate, &pending.passed, CU_EVENT_DISABLE_TIMING).ok()) {
+    if (driver_->call(driver_->eventRecord, pending.passed, cuStream).ok()) {
+      pendingWaits_.push_back(std::move(pending));
+    } else {
+      (void)driver_->call(driver_->eventDestroy, pending.passed);
+    }
+  }
+  return s;
+}
+
+void CudaContext::dropMetWaits() {
+  std::erase_if(pendingWaits_, [&](const PendingWaits& p) {
+    if (driver_->call(driver_->eventQuery, p.passed).code == CUDA_ERROR_NOT_READY) return false;
+    (void)driver_->call(driver_->eventDestroy, p.passed);
+    return true;
+  });
+}
+
+// Writes, for each wait still pending, a value that meets it (the memory is about to be freed, and
+// nobody else can see it), in the order they were queued, giving each batch a moment to pass.
+void CudaContext::releasePendingWaits() {
+  dropMetWaits();
+  if (pendingWaits_.empty()) return;
+  CUstream helper = nullptr;
+  if (!driver_->call(driver_->streamCreate, &helper, CU_STREAM_NON_BLOCKING, 0).ok()) return;
+  for (PendingWaits& p : pendingWaits_) {
+    std::vector<CUstreamBatchMemOpParams> writes;
+    for (const StreamMemOp& w : p.waits) {
+      const bool wide = w.kind == CU_STREAM_MEM_OP_WAIT_VALUE_64;
+      const uint64_t mask = wide ? ~uint64_t{0} : 0xffffffffull;
+      uint64_t value = w.value & mask;
+      switch (w.flags) {
+        case CU_STREAM_WAIT_VALUE_AND:
+          if (value == 0) continue;  // nothing meets it
+          break;
+        case CU_STREAM_WAIT_VALUE_NOR:
+          if (value == mask) continue;  // nothing meets it
+          value = 0;
+          break;
+        default:  // GEQ and EQ: the value itself
+          break;
+      }
+      CUstreamBatchMemOpParams write;
+      std::memset(&write, 0, sizeof write);
+      write.writeValue.operation =
+          wide ? CU_STREAM_MEM_OP_WRITE_VALUE_64 : CU_STREAM_MEM_OP_WRITE_VALUE_32;
+      write.writeValue.address = w.address;
+      if (wide) {
+        write.writeValue.value64 = value;
+      } else {
+        write.writeValue.value = static_cast<cuuint32_t>(value);
+      }
+      writes.push_back(write);
+    }
+    if (!writes.empty()) {
+      (void)driver_->call(driver_->streamBatchMemOp, helper, static_cast<unsigned>(writes.size()),
+                          writes.data(), 0u);
+      (void)driver_->call(driver_->streamSynchronize, helper);
+    }
+    // Bounded: a wait nothing can meet must not hold the teardown either.
+    for (int i = 0; i < 200; ++i) {
+      if (driver_->call(driver_->eventQuery, p.passed).code != CUDA_ERROR_NOT_READY) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    (void)driver_->call(driver_->eventDestroy, p.passed);
+  }
+  pendingWaits_.clear();
+  (void)driver_->call(driver_->streamDestroy, helper);
 }
 
 Status CudaContext::eventCreate(unsigned flags, uint64_t* event) {

@@ -86,6 +86,7 @@ class CudaContext final : public BackendContext {
   Status streamQuery(uint64_t stream) override;
   Status streamWaitEvent(uint64_t stream, uint64_t event) override;
   Status streamHostWork(uint64_t stream, std::function<void()> work) override;
+  Status streamMemOps(uint64_t stream, std::span<const StreamMemOp> ops) override;
   Status eventCreate(unsigned flags, uint64_t* event) override;
   Status eventDestroy(uint64_t event) override;
   Status eventRecord(uint64_t event, uint64_t stream) override;
@@ -135,6 +136,15 @@ class CudaContext final : public BackendContext {
                            uint64_t height) const;
   Status describeFunction(CUfunction handle, FunctionDescription* function);
   uint64_t mintId() { return nextId_++; }
+  // Stream waits that may not be met yet, each batch with an event recorded after it. A wait never
+  // met would hold its stream, and so the teardown's frees, forever: the destructor meets what is
+  // left (releasePendingWaits). Met ones are dropped at each new batch.
+  struct PendingWaits {
+    CUevent passed = nullptr;
+    std::vector<StreamMemOp> waits;
+  };
+  void dropMetWaits();
+  void releasePendingWaits();
 
   std::shared_ptr<CudaDriver> driver_;
   CUcontext context_;
@@ -154,6 +164,7 @@ class CudaContext final : public BackendContext {
   DriverHandleTable<CUevent> events_{
       [this](CUevent event) { return driver_->call(driver_->eventDestroy, event); }};
   std::unique_ptr<CudaStaging> staging_;  // released before the context in the destructor
+  std::vector<PendingWaits> pendingWaits_;
 
   std::shared_ptr<LaunchGate> gate_;  // the pool's scheduler and meter; null when open
   // Recorded around each gated kernel; created at the first one, released by cuCtxDestroy.

@@ -139,6 +139,7 @@ void CudaDriver::resolveAll() {
   resolve(streamQuery, 2000, "cuStreamQuery");
   resolve(streamWaitEvent, 3020, "cuStreamWaitEvent");
   resolve(launchHostFunc, 10000, "cuLaunchHostFunc");
+  resolve(streamBatchMemOp, 11070, "cuStreamBatchMemOp_v2");
 
   resolve(eventCreate, 2000, "cuEventCreate");
   resolve(eventDestroy, 4000, "cuEventDestroy_v2");

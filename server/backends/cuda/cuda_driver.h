@@ -123,6 +123,7 @@ class CudaDriver {
   DriverEntryPoint<PFN_cuStreamQuery_v2000> streamQuery{"cuStreamQuery"};
   DriverEntryPoint<PFN_cuStreamWaitEvent_v3020> streamWaitEvent{"cuStreamWaitEvent"};
   DriverEntryPoint<PFN_cuLaunchHostFunc_v10000> launchHostFunc{"cuLaunchHostFunc"};
+  DriverEntryPoint<PFN_cuStreamBatchMemOp_v11070> streamBatchMemOp{"cuStreamBatchMemOp"};
 
   DriverEntryPoint<PFN_cuEventCreate_v2000> eventCreate{"cuEventCreate"};
   DriverEntryPoint<PFN_cuEventDestroy_v4000> eventDestroy{"cuEventDestroy"};

@@ -80,6 +80,7 @@ class EmuContext final : public BackendContext {
   Status streamQuery(uint64_t stream) override;
   Status streamWaitEvent(uint64_t stream, uint64_t event) override;
   Status streamHostWork(uint64_t stream, std::function<void()> work) override;
+  Status streamMemOps(uint64_t stream, std::span<const StreamMemOp> ops) override;
   Status eventCreate(unsigned flags, uint64_t* event) override;
   Status eventDestroy(uint64_t event) override;
   Status eventRecord(uint64_t event, uint64_t stream) override;
@@ -137,6 +138,9 @@ class EmuContext final : public BackendContext {
   void fail(CUresult code, const std::string& message);
   std::vector<int32_t> functionAttributes(const Function& f) const;
   Status findPool(uint64_t pool, std::shared_ptr<EmuMemPool>* found) const;
+  // On the stream's worker (emu_stream_mem_ops.cc): false when the context was cancelled or broke
+  // before a wait was met, so the stream's later operations do not run.
+  bool runMemOp(const StreamMemOp& op);
 
   EmuMemory& memory_;
   const DeviceDescription& device_;

@@ -73,6 +73,13 @@ DeviceDescription describeEmuDevice(unsigned index, const EmuDeviceOptions& opti
   set(CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK, 1024);
   set(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 1);
   set(CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES, 0);  // pools cannot be exported (IPC)
+  // Stream memory operations: waits and writes of 32 and 64 bits, every wait condition
+  // (emu_stream_mem_ops.cc).
+  set(CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1, 1);
+  set(CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS_V1, 1);
+  set(CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR_V1, 1);
+  set(CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, 1);
+  set(CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR, 1);
   set(CU_DEVICE_ATTRIBUTE_NUMA_ID, -1);
   set(CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, -1);
   return d;

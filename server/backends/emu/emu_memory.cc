@@ -117,6 +117,10 @@ uint64_t EmuMemory::releaseAll(uint64_t owner) {
 
 void* EmuMemory::translate(uint64_t address, uint64_t bytes, uint64_t owner) const {
   std::shared_lock lock(mutex_);
+  return translateLocked(address, bytes, owner);
+}
+
+void* EmuMemory::translateLocked(uint64_t address, uint64_t bytes, uint64_t owner) const {
   auto it = allocations_.upper_bound(address);
   if (it == allocations_.begin()) return nullptr;
   --it;

@@ -42,6 +42,17 @@ class EmuMemory {
 
   // Host pointer for [address, address+bytes) if it lies in one live allocation of `owner`.
   void* translate(uint64_t address, uint64_t bytes, uint64_t owner) const;
+  // Runs `access(pointer)` on [address, address+bytes) if it lies in one live allocation of
+  // `owner`, with the allocation kept alive meanwhile (a stream memory operation's load or store
+  // may race a free on another stream); false, without calling it, otherwise.
+  template <typename Access>
+  bool accessLive(uint64_t address, uint64_t bytes, uint64_t owner, Access access) const {
+    std::shared_lock lock(mutex_);
+    void* p = translateLocked(address, bytes, owner);
+    if (!p) return false;
+    access(p);
+    return true;
+  }
   // The allocation containing `address` (owner's only): base and size.
   bool findAllocation(uint64_t address, uint64_t owner, uint64_t* base, uint64_t* size) const;
 
@@ -76,6 +87,8 @@ class EmuMemory {
     uint64_t reserved;  // page-rounded
     uint64_t owner;
   };
+  void* translateLocked(uint64_t address, uint64_t bytes, uint64_t owner) const;
+
   uint64_t base_ = 0;
   uint64_t capacity_ = 0;
   uint64_t window_ = 0;

@@ -1,0 +1,89 @@
+// Stream memory operations (cuStreamWaitValue*, cuStreamWriteValue*, cuStreamBatchMemOp): the
+// operations are checked here, the same for every backend, and queued on the stream in order.
+// The client checks them too; this is what a client that skipped its checks meets.
+#include <string>
+#include <vector>
+
+#include "server/handlers/request_table.h"
+
+namespace gpupool::server {
+namespace {
+
+using wire::Request;
+
+// cuStreamBatchMemOp takes fewer than 256 operations.
+constexpr size_t kMaxOps = 255;
+
+Status refuse(const std::string& why) { return Status::error(CUDA_ERROR_INVALID_VALUE, why); }
+
+// Why `op` cannot be served, or empty.
+std::string problem(const StreamMemOp& op) {
+  switch (op.kind) {
+    case CU_STREAM_MEM_OP_WAIT_VALUE_32:
+    case CU_STREAM_MEM_OP_WAIT_VALUE_64: {
+      if (op.flags & CU_STREAM_WAIT_VALUE_FLUSH) {
+        return "CU_STREAM_WAIT_VALUE_FLUSH: the pool reports CAN_FLUSH_REMOTE_WRITES 0";
+      }
+      if (op.flags > CU_STREAM_WAIT_VALUE_NOR) return "unknown wait flags";
+      break;
+    }
+    case CU_STREAM_MEM_OP_WRITE_VALUE_32:
+    case CU_STREAM_MEM_OP_WRITE_VALUE_64:
+      if (op.flags != CU_STREAM_WRITE_VALUE_DEFAULT) return "unknown write flags";
+      break;
+    case CU_STREAM_MEM_OP_BARRIER:
+      if (op.flags != CU_STREAM_MEMORY_BARRIER_TYPE_SYS &&
+          op.flags != CU_STREAM_MEMORY_BARRIER_TYPE_GPU) {
+        return "unknown memory barrier type";
+      }
+      return {};
+    case CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES:
+      return "CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES: the pool reports CAN_FLUSH_REMOTE_WRITES 0";
+    default:
+      return "unknown operation " + std::to_string(static_cast<int>(op.kind));
+  }
+  const bool wide =
+      op.kind == CU_STREAM_MEM_OP_WAIT_VALUE_64 || op.kind == CU_STREAM_MEM_OP_WRITE_VALUE_64;
+  if (op.address % (wide ? 8 : 4) != 0) return "misaligned address";
+  return {};
+}
+
+Status memOps(RequestContext& request, Request::Reader r) {
+  auto m = r.getStreamMemOps();
+  return request.withContext(m.getContext(), [&](BackendContext& context) {
+    auto list = m.getOps();
+    if (list.size() == 0 || list.size() > kMaxOps) {
+      return refuse("a batch of stream memory operations holds 1 to 255 operations");
+    }
+    std::vector<StreamMemOp> ops;
+    ops.reserve(list.size());
+    for (auto op : list) {
+      // Read as an int first: a value outside the enum's range must not be loaded as one.
+      if (op.getKind() < CU_STREAM_MEM_OP_WAIT_VALUE_32 ||
+          op.getKind() > CU_STREAM_MEM_OP_BARRIER) {
+        return refuse("stream memory operation " + std::to_string(ops.size()) +
+                      ": unknown operation " + std::to_string(op.getKind()));
+      }
+      StreamMemOp o;
+      o.kind = static_cast<CUstreamBatchMemOpType>(op.getKind());
+      o.address = op.getAddress();
+      o.value = op.getValue();
+      o.flags = op.getFlags();
+      if (std::string why = problem(o); !why.empty()) {
+        return refuse("stream memory operation " + std::to_string(ops.size()) + ": " + why);
+      }
+      ops.push_back(o);
+    }
+    return context.streamMemOps(m.getStream(), ops);
+  });
+}
+
+constexpr RequestHandlerRow kRows[] = {
+    {Request::STREAM_MEM_OPS, memOps},
+};
+
+}  // namespace
+
+std::span<const RequestHandlerRow> memOpHandlers() { return kRows; }
+
+}  // namespace gpupool::server
