@@ -205,15 +205,10 @@ struct Request {
     hostGateWait @47 :HostGate;     # answered once the stream reaches the gate (NOT_READY: ask again)
     hostGateRelease @48 :HostGate;  # the stream goes on past the gate
 
-    # @49 and @50 belong to the graphs branch; these stand in for them until the branches merge
-    # (Cap'n Proto wants the ordinals without holes). No server serves them.
-    reservedGraphs49 @49 :Void;
-    reservedGraphs50 @50 :Void;
-
     # Stream memory operations (cuStreamWaitValue*, cuStreamWriteValue*, cuStreamBatchMemOp): the
     # operations, in order, take their place in the stream; served by
     # server/handlers/memop_handlers.cc.
-    streamMemOps @51 :StreamMemOps;  # posted
+    streamMemOps @49 :StreamMemOps;  # posted
   }
 
   # Fire-and-forget: the server sends no Response. A failure is kept and reported, once, by the next
