@@ -677,48 +677,26 @@ GPUPOOL_DRIVER_API CUresult cuGraphExecGetFlags(CUgraphExec h, cuuint64_t* flags
 
 namespace {
 
-// Sets the parameters of the kernel node the executable graph made from `node`, then uploads the
-// changed graph in place of the old one; launches already made keep the old parameters.
+// Sets the parameters of the kernel node the executable graph made from `node` (see
+// updateExecGraph: launches already made keep the old parameters).
 template <typename Params>
 CUresult setExecKernel(CUgraphExec h, CUgraphNode node, const Params& p, CUkernel kernel,
                        CUcontext ctx) {
-  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
-  GraphExecObject* exec = nullptr;
-  GraphObject* source = nullptr;
-  {
-    std::lock_guard lock(graphMutex());
-    exec = asGraphExec(h);
-    if (!exec) return CUDA_ERROR_INVALID_VALUE;
-    auto it = exec->nodeOf.find(reinterpret_cast<const GraphNodeObject*>(node));
-    if (it == exec->nodeOf.end() || it->second->type != CU_GRAPH_NODE_TYPE_KERNEL) {
+  constexpr const char* kCall = "cuGraphExecKernelNodeSetParams";
+  return updateExecGraph(h, kCall, [&](GraphObject&, NodeMap& nodes) {
+    auto it = nodes.find(reinterpret_cast<const GraphNodeObject*>(node));
+    if (it == nodes.end() || it->second->type != CU_GRAPH_NODE_TYPE_KERNEL) {
       return CUDA_ERROR_INVALID_VALUE;
     }
     GraphNodeObject next;
     if (CUresult r = kernelFromParams(&next, p, kernel, ctx); r != CUDA_SUCCESS) return r;
     if (next.context != it->second->context) {
-      return graphRefusal(CUDA_ERROR_INVALID_VALUE, "cuGraphExecKernelNodeSetParams",
+      return graphRefusal(CUDA_ERROR_INVALID_VALUE, kCall,
                           "a kernel node cannot move to another context");
     }
     setCapturedKernel(it->second, next.function, next.grid, next.block, next.sharedBytes,
                       std::move(next.params));
-    source = exec->source.get();
-  }
-  GraphExecObject* fresh = nullptr;
-  if (CUresult r = instantiateGraph(source, exec->flags, &fresh); r != CUDA_SUCCESS) return r;
-  uint64_t old = exec->remote;
-  {
-    std::lock_guard lock(graphMutex());
-    exec->remote = fresh->remote;
-    unregisterObject(fresh);
-    fresh->tag = Tag::kDead;
-    destroyGraph(fresh->source.release());
-  }
-  delete fresh;
-  ContextObject* c = exec->context;
-  return c->server->post("cuGraphExecKernelNodeSetParams", [&](wire::Request::Builder b) {
-    auto d = b.initGraphDestroy();
-    d.setContext(c->remote);
-    d.setGraph(old);
+    return CUDA_SUCCESS;
   });
 }
 

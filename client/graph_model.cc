@@ -135,6 +135,7 @@ std::unique_ptr<GraphObject> cloneGraph(
     n->memset = node->memset;
     n->copy = node->copy;
     n->event = node->event;
+    n->enabled = node->enabled;
     if (node->child) n->child = cloneGraph(*node->child, nullptr);
     map[node.get()] = addNode(copy.get(), std::move(n), {});
   }
@@ -378,7 +379,7 @@ void fillNode(wire::Request::GraphNode::Builder b, const FlatNode& f) {
   auto deps = b.initDependencies(static_cast<unsigned>(f.deps.size()));
   for (size_t i = 0; i < f.deps.size(); ++i) deps.set(static_cast<unsigned>(i), f.deps[i]);
   const GraphNodeObject* n = f.node;
-  if (!n) {
+  if (!n || !n->enabled) {
     b.setEmpty();
     return;
   }

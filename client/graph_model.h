@@ -10,6 +10,7 @@
 
 #include <cuda.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -42,6 +43,9 @@ struct GraphNodeObject {
   CUDA_MEMCPY3D copy{};                // memcpy (device to device only)
   EventObject* event = nullptr;        // event record / wait
   std::unique_ptr<GraphObject> child;  // child graph: the node's own copy
+  // An executable graph's kernel, memset or memcpy node switched off by cuGraphNodeSetEnabled:
+  // it runs as an empty node, its edges kept.
+  bool enabled = true;
 };
 
 struct GraphObject {
@@ -106,6 +110,15 @@ CUresult setMemcpyNode(GraphNodeObject* node, const CUDA_MEMCPY3D& p, CUcontext 
 
 // Creates the executable form of `graph` on the server. Call without graphMutex() held.
 CUresult instantiateGraph(GraphObject* graph, unsigned long long flags, GraphExecObject** out);
+
+using NodeMap = std::map<const GraphNodeObject*, GraphNodeObject*>;
+// Changes an executable graph: `change` runs under graphMutex() on a copy of its graph, with
+// `nodes` mapping every node handle the exec answers for to its node in the copy (it may add
+// more); the copy is then uploaded, and only when both succeed does it replace the exec's graph
+// (the old one leaves the server after the launches already posted). Launches made before keep
+// what they had; the next one runs the change. Call without graphMutex() held.
+CUresult updateExecGraph(CUgraphExec h, const char* call,
+                         const std::function<CUresult(GraphObject& copy, NodeMap& nodes)>& change);
 
 // Logs (under GPU_POOL_LOG=1) why a graph call fails and returns `code`.
 CUresult graphRefusal(CUresult code, const char* call, const char* why);

@@ -28,7 +28,9 @@ inline const std::vector<std::string>& testProgramNames() {
                                                  "host_func_order",
                                                  "launch_attributes_driver",
                                                  "graph_capture",
-                                                 "graph_driver"};
+                                                 "graph_driver",
+                                                 "graph_update",
+                                                 "graph_update_driver"};
   return names;
 }
 

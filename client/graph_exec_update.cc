@@ -1,0 +1,342 @@
+// Changing executable graphs: cuGraphExecUpdate and the per-node exec setters (memset, memcpy,
+// child graph, event record/wait, enable/disable). The exec keeps its own copy of the graph on the
+// client (graph_model.h); every change is made to a fresh copy of it, which is uploaded in place of
+// the old one (updateExecGraph), so a change that cannot be applied changes nothing.
+#include <algorithm>
+#include <set>
+#include <string>
+
+#include "driver_export.h"
+#include "graph_model.h"
+
+namespace gpupool::client {
+
+CUresult updateExecGraph(CUgraphExec h, const char* call,
+                         const std::function<CUresult(GraphObject& copy, NodeMap& nodes)>& change) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  GraphExecObject* exec = nullptr;
+  std::unique_ptr<GraphObject> copy;
+  NodeMap nodes;
+  {
+    std::lock_guard lock(graphMutex());
+    exec = asGraphExec(h);
+    if (!exec) return CUDA_ERROR_INVALID_VALUE;
+    NodeMap fromSource;
+    copy = cloneGraph(*exec->source, &fromSource);
+    for (auto& [key, node] : exec->nodeOf) nodes[key] = fromSource.at(node);
+    if (CUresult r = change(*copy, nodes); r != CUDA_SUCCESS) {
+      destroyGraph(copy.release());
+      return r;
+    }
+  }
+  GraphExecObject* fresh = nullptr;
+  if (CUresult r = instantiateGraph(copy.get(), exec->flags, &fresh); r != CUDA_SUCCESS) {
+    std::lock_guard lock(graphMutex());
+    destroyGraph(copy.release());
+    return r;
+  }
+  uint64_t discard = 0;
+  CUresult result = CUDA_SUCCESS;
+  {
+    std::lock_guard lock(graphMutex());
+    unregisterObject(fresh);
+    fresh->tag = Tag::kDead;
+    destroyGraph(fresh->source.release());
+    if (fresh->context != exec->context) {
+      // Every node moved to another context: the exec cannot follow.
+      discard = fresh->remote;
+      destroyGraph(copy.release());
+      result = graphRefusal(CUDA_ERROR_INVALID_VALUE, call,
+                            "the change would move the graph to another context");
+    } else {
+      discard = exec->remote;
+      exec->remote = fresh->remote;
+      destroyGraph(exec->source.release());
+      exec->source = std::move(copy);
+      exec->nodeOf = std::move(nodes);
+    }
+  }
+  ContextObject* ctx = fresh->context;
+  delete fresh;
+  CUresult posted = ctx->server->post(call, [&](wire::Request::Builder b) {
+    auto d = b.initGraphDestroy();
+    d.setContext(ctx->remote);
+    d.setGraph(discard);
+  });
+  return result != CUDA_SUCCESS ? result : posted;
+}
+
+}  // namespace gpupool::client
+
+using namespace gpupool::client;
+
+namespace {
+
+// The exec's node for `node`, of kind `type`; null when it has none.
+GraphNodeObject* execNode(NodeMap& nodes, CUgraphNode node, CUgraphNodeType type) {
+  auto it = nodes.find(reinterpret_cast<const GraphNodeObject*>(node));
+  return it != nodes.end() && it->second->type == type ? it->second : nullptr;
+}
+
+bool oneDimensional(const CUDA_MEMSET_NODE_PARAMS& p) { return p.height == 1; }
+bool oneDimensional(const CUDA_MEMCPY3D& p) { return p.Height <= 1 && p.Depth <= 1; }
+
+// Why a graph cannot replace another in an executable graph (cuGraphExecUpdate's rules): the
+// nodes pair up in the order they were added; the counts, the edges between paired nodes and
+// each pair's type must match, and each pair's parameters may change only as the driver allows.
+struct Mismatch {
+  CUgraphExecUpdateResult result = CU_GRAPH_EXEC_UPDATE_SUCCESS;
+  const GraphNodeObject* node = nullptr;  // in the new graph
+  const GraphNodeObject* from = nullptr;  // the other end of a mismatched edge
+};
+
+Mismatch compareGraphs(const GraphObject& now, const GraphObject& next);
+
+Mismatch compareNodes(const GraphNodeObject& a, const GraphNodeObject& b) {
+  auto fail = [&](CUgraphExecUpdateResult r) { return Mismatch{r, &b, nullptr}; };
+  if (a.type != b.type) return fail(CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED);
+  switch (a.type) {
+    case CU_GRAPH_NODE_TYPE_KERNEL:
+      // The function's owning context cannot change.
+      if (a.context != b.context) {
+        return fail(CU_GRAPH_EXEC_UPDATE_ERROR_UNSUPPORTED_FUNCTION_CHANGE);
+      }
+      break;
+    case CU_GRAPH_NODE_TYPE_MEMSET: {
+      // Same context; a 2D memset may change its address and value only.
+      const auto &p = a.memset, &q = b.memset;
+      bool shape = p.width == q.width && p.height == q.height && p.pitch == q.pitch &&
+                   p.elementSize == q.elementSize;
+      if (a.context != b.context || ((!oneDimensional(p) || !oneDimensional(q)) && !shape)) {
+        return fail(CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED);
+      }
+      break;
+    }
+    case CU_GRAPH_NODE_TYPE_MEMCPY:
+      // Same context and the same memory types at both ends.
+      if (a.context != b.context || a.copy.srcMemoryType != b.copy.srcMemoryType ||
+          a.copy.dstMemoryType != b.copy.dstMemoryType) {
+        return fail(CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED);
+      }
+      break;
+    case CU_GRAPH_NODE_TYPE_GRAPH:
+      if (Mismatch m = compareGraphs(*a.child, *b.child);
+          m.result != CU_GRAPH_EXEC_UPDATE_SUCCESS) {
+        return fail(m.result);  // reported against the child graph node itself
+      }
+      break;
+    default:  // empty and event nodes: any event may replace another
+      break;
+  }
+  return {};
+}
+
+Mismatch compareGraphs(const GraphObject& now, const GraphObject& next) {
+  if (now.nodes.size() != next.nodes.size()) return {CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED};
+  std::map<const GraphNodeObject*, size_t> indexNow, indexNext;
+  for (size_t i = 0; i < now.nodes.size(); ++i) {
+    indexNow[now.nodes[i].get()] = i;
+    indexNext[next.nodes[i].get()] = i;
+  }
+  for (size_t i = 0; i < now.nodes.size(); ++i) {
+    std::set<size_t> depsNow, depsNext;
+    for (const GraphNodeObject* d : now.nodes[i]->dependencies) depsNow.insert(indexNow.at(d));
+    for (const GraphNodeObject* d : next.nodes[i]->dependencies) depsNext.insert(indexNext.at(d));
+    if (depsNow != depsNext) {
+      // The first edge one graph has and the other lacks, named by its ends in the new graph.
+      std::vector<size_t> differ;
+      std::set_symmetric_difference(depsNow.begin(), depsNow.end(), depsNext.begin(),
+                                    depsNext.end(), std::back_inserter(differ));
+      return {CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED, next.nodes[i].get(),
+              next.nodes[differ.front()].get()};
+    }
+  }
+  for (size_t i = 0; i < now.nodes.size(); ++i) {
+    if (Mismatch m = compareNodes(*now.nodes[i], *next.nodes[i]);
+        m.result != CU_GRAPH_EXEC_UPDATE_SUCCESS) {
+      return m;
+    }
+  }
+  return {};
+}
+
+// Gives `to` the parameters of `from` (same kind, already compared); the enabled state is the
+// exec's own and stays.
+void copyParameters(GraphNodeObject* to, const GraphNodeObject& from) {
+  if (from.type == CU_GRAPH_NODE_TYPE_KERNEL) {
+    setCapturedKernel(to, from.function, from.grid, from.block, from.sharedBytes, from.params);
+  }
+  to->context = from.context;
+  to->memset = from.memset;
+  to->copy = from.copy;
+  to->event = from.event;
+  if (from.child) {
+    destroyGraph(to->child.release());
+    to->child = cloneGraph(*from.child, nullptr);
+  }
+}
+
+CUresult execUpdate(CUgraphExec h, CUgraph g, CUgraphExecUpdateResult* result,
+                    CUgraphNode* errorNode, CUgraphNode* errorFrom) {
+  Mismatch found;
+  bool checked = false;
+  CUresult r = updateExecGraph(h, "cuGraphExecUpdate", [&](GraphObject& copy, NodeMap& nodes) {
+    const GraphObject* next = asGraph(g);
+    if (!next) return CUDA_ERROR_INVALID_VALUE;
+    checked = true;
+    found = compareGraphs(copy, *next);
+    if (found.result != CU_GRAPH_EXEC_UPDATE_SUCCESS) {
+      return graphRefusal(CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE, "cuGraphExecUpdate",
+                          "the graph does not match the executable graph's (see the result)");
+    }
+    for (size_t i = 0; i < copy.nodes.size(); ++i) {
+      copyParameters(copy.nodes[i].get(), *next->nodes[i]);
+      // The new graph's nodes name the exec's nodes too, for the per-node setters.
+      nodes[next->nodes[i].get()] = copy.nodes[i].get();
+    }
+    return CUDA_SUCCESS;
+  });
+  if (!checked) return r;  // an invalid handle: nothing to report
+  if (r != CUDA_SUCCESS && found.result == CU_GRAPH_EXEC_UPDATE_SUCCESS) {
+    found.result = CU_GRAPH_EXEC_UPDATE_ERROR;  // the upload failed: nothing changed
+  }
+  *result = found.result;
+  *errorNode = reinterpret_cast<CUgraphNode>(const_cast<GraphNodeObject*>(found.node));
+  if (errorFrom)
+    *errorFrom = reinterpret_cast<CUgraphNode>(const_cast<GraphNodeObject*>(found.from));
+  return r;
+}
+
+CUresult setExecEvent(CUgraphExec h, CUgraphNode node, CUevent event, CUgraphNodeType type,
+                      const char* call) {
+  return updateExecGraph(h, call, [&](GraphObject&, NodeMap& nodes) {
+    GraphNodeObject* n = execNode(nodes, node, type);
+    EventObject* e = asEvent(event);
+    if (!n || !e) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult r = DriverState::get().ensureRemote(e->context); r != CUDA_SUCCESS) return r;
+    n->event = e;
+    return CUDA_SUCCESS;
+  });
+}
+
+}  // namespace
+
+GPUPOOL_DRIVER_API CUresult cuGraphExecUpdate_v2(CUgraphExec h, CUgraph g,
+                                                 CUgraphExecUpdateResultInfo* info) {
+  if (!info) return CUDA_ERROR_INVALID_VALUE;
+  return execUpdate(h, g, &info->result, &info->errorNode, &info->errorFromNode);
+}
+GPUPOOL_DRIVER_API CUresult cuGraphExecUpdate(CUgraphExec h, CUgraph g, CUgraphNode* errorNode,
+                                              CUgraphExecUpdateResult* result) {
+  if (!errorNode || !result) return CUDA_ERROR_INVALID_VALUE;
+  return execUpdate(h, g, result, errorNode, nullptr);
+}
+
+GPUPOOL_DRIVER_API CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec h, CUgraphNode node,
+                                                           const CUDA_MEMSET_NODE_PARAMS* p,
+                                                           CUcontext ctx) {
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  constexpr const char* kCall = "cuGraphExecMemsetNodeSetParams";
+  return updateExecGraph(h, kCall, [&](GraphObject&, NodeMap& nodes) {
+    GraphNodeObject* n = execNode(nodes, node, CU_GRAPH_NODE_TYPE_MEMSET);
+    if (!n) return CUDA_ERROR_INVALID_VALUE;
+    GraphNodeObject next;
+    if (CUresult r = setMemsetNode(&next, *p, ctx); r != CUDA_SUCCESS) return r;
+    if (next.context != n->context) {
+      return graphRefusal(CUDA_ERROR_INVALID_VALUE, kCall,
+                          "the memory is not in the context of the original memory");
+    }
+    if (!oneDimensional(n->memset) || !oneDimensional(next.memset)) {
+      return graphRefusal(CUDA_ERROR_INVALID_VALUE, kCall,
+                          "only one-dimensional memsets can be changed in an executable graph");
+    }
+    n->memset = next.memset;
+    return CUDA_SUCCESS;
+  });
+}
+
+GPUPOOL_DRIVER_API CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec h, CUgraphNode node,
+                                                           const CUDA_MEMCPY3D* p, CUcontext ctx) {
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  constexpr const char* kCall = "cuGraphExecMemcpyNodeSetParams";
+  return updateExecGraph(h, kCall, [&](GraphObject&, NodeMap& nodes) {
+    GraphNodeObject* n = execNode(nodes, node, CU_GRAPH_NODE_TYPE_MEMCPY);
+    if (!n) return CUDA_ERROR_INVALID_VALUE;
+    GraphNodeObject next;
+    if (CUresult r = setMemcpyNode(&next, *p, ctx); r != CUDA_SUCCESS) return r;
+    if (next.context != n->context) {
+      return graphRefusal(CUDA_ERROR_INVALID_VALUE, kCall,
+                          "the memory is not in the context of the original memory");
+    }
+    if (!oneDimensional(n->copy) || !oneDimensional(next.copy)) {
+      return graphRefusal(CUDA_ERROR_INVALID_VALUE, kCall,
+                          "only one-dimensional copies can be changed in an executable graph");
+    }
+    n->copy = next.copy;
+    return CUDA_SUCCESS;
+  });
+}
+
+GPUPOOL_DRIVER_API CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec h, CUgraphNode node,
+                                                               CUgraph child) {
+  constexpr const char* kCall = "cuGraphExecChildGraphNodeSetParams";
+  return updateExecGraph(h, kCall, [&](GraphObject&, NodeMap& nodes) {
+    GraphNodeObject* n = execNode(nodes, node, CU_GRAPH_NODE_TYPE_GRAPH);
+    const GraphObject* c = asGraph(child);
+    if (!n || !c) return CUDA_ERROR_INVALID_VALUE;
+    if (compareGraphs(*n->child, *c).result != CU_GRAPH_EXEC_UPDATE_SUCCESS) {
+      return graphRefusal(CUDA_ERROR_INVALID_VALUE, kCall,
+                          "the graph's topology, node order or node kinds differ from the "
+                          "child graph the node holds");
+    }
+    for (size_t i = 0; i < c->nodes.size(); ++i) {
+      copyParameters(n->child->nodes[i].get(), *c->nodes[i]);
+    }
+    return CUDA_SUCCESS;
+  });
+}
+
+GPUPOOL_DRIVER_API CUresult cuGraphExecEventRecordNodeSetEvent(CUgraphExec h, CUgraphNode node,
+                                                               CUevent event) {
+  return setExecEvent(h, node, event, CU_GRAPH_NODE_TYPE_EVENT_RECORD,
+                      "cuGraphExecEventRecordNodeSetEvent");
+}
+GPUPOOL_DRIVER_API CUresult cuGraphExecEventWaitNodeSetEvent(CUgraphExec h, CUgraphNode node,
+                                                             CUevent event) {
+  return setExecEvent(h, node, event, CU_GRAPH_NODE_TYPE_WAIT_EVENT,
+                      "cuGraphExecEventWaitNodeSetEvent");
+}
+
+GPUPOOL_DRIVER_API CUresult cuGraphNodeSetEnabled(CUgraphExec h, CUgraphNode node,
+                                                  unsigned int isEnabled) {
+  return updateExecGraph(h, "cuGraphNodeSetEnabled", [&](GraphObject&, NodeMap& nodes) {
+    auto it = nodes.find(reinterpret_cast<const GraphNodeObject*>(node));
+    if (it == nodes.end()) return CUDA_ERROR_INVALID_VALUE;
+    CUgraphNodeType t = it->second->type;
+    // The driver switches kernel, memset and memcpy nodes only.
+    if (t != CU_GRAPH_NODE_TYPE_KERNEL && t != CU_GRAPH_NODE_TYPE_MEMSET &&
+        t != CU_GRAPH_NODE_TYPE_MEMCPY) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    it->second->enabled = isEnabled != 0;
+    return CUDA_SUCCESS;
+  });
+}
+
+GPUPOOL_DRIVER_API CUresult cuGraphNodeGetEnabled(CUgraphExec h, CUgraphNode node,
+                                                  unsigned int* isEnabled) {
+  if (!isEnabled) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  std::lock_guard lock(graphMutex());
+  GraphExecObject* exec = asGraphExec(h);
+  if (!exec) return CUDA_ERROR_INVALID_VALUE;
+  auto it = exec->nodeOf.find(reinterpret_cast<const GraphNodeObject*>(node));
+  if (it == exec->nodeOf.end()) return CUDA_ERROR_INVALID_VALUE;
+  CUgraphNodeType t = it->second->type;
+  if (t != CU_GRAPH_NODE_TYPE_KERNEL && t != CU_GRAPH_NODE_TYPE_MEMSET &&
+      t != CU_GRAPH_NODE_TYPE_MEMCPY) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  *isEnabled = it->second->enabled ? 1 : 0;
+  return CUDA_SUCCESS;
+}
