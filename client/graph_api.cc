@@ -496,6 +496,47 @@ GPUPOOL_DRIVER_API CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode h, CUgraph
   });
 }
 
+// ---- Generic node parameters ----
+
+GPUPOOL_DRIVER_API CUresult cuGraphAddNode_v2(CUgraphNode* out, CUgraph h, const CUgraphNode* deps,
+                                              const CUgraphEdgeData* edges, size_t count,
+                                              CUgraphNodeParams* p) {
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = defaultEdges(edges, count, "cuGraphAddNode"); r != CUDA_SUCCESS) return r;
+  return addNode(out, h, deps, count, [&](GraphNodeObject* n) {
+    if (p->type == CU_GRAPH_NODE_TYPE_GRAPH && asGraph(p->graph.graph) == asGraph(h)) {
+      return CUDA_ERROR_INVALID_VALUE;  // a graph cannot hold itself
+    }
+    return nodeFromParams(n, *p, "cuGraphAddNode");
+  });
+}
+GPUPOOL_DRIVER_API CUresult cuGraphAddNode(CUgraphNode* out, CUgraph h, const CUgraphNode* deps,
+                                           size_t count, CUgraphNodeParams* p) {
+  return cuGraphAddNode_v2(out, h, deps, nullptr, count, p);
+}
+
+GPUPOOL_DRIVER_API CUresult cuGraphNodeSetParams(CUgraphNode h, CUgraphNodeParams* p) {
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  constexpr const char* kCall = "cuGraphNodeSetParams";
+  return withNode(h, p->type, [&](GraphNodeObject* n) {
+    if (n->type == CU_GRAPH_NODE_TYPE_GRAPH) {
+      return graphRefusal(CUDA_ERROR_NOT_SUPPORTED, kCall,
+                          "replacing a child graph node's graph in a graph is not served");
+    }
+    GraphNodeObject next;  // checked whole before the node changes
+    if (CUresult r = nodeFromParams(&next, *p, kCall); r != CUDA_SUCCESS) return r;
+    if (n->type == CU_GRAPH_NODE_TYPE_KERNEL) {
+      setCapturedKernel(n, next.function, next.grid, next.block, next.sharedBytes,
+                        std::move(next.params));
+    }
+    n->context = next.context;
+    n->memset = next.memset;
+    n->copy = next.copy;
+    n->event = next.event;
+    return CUDA_SUCCESS;
+  });
+}
+
 // ---- Structure ----
 
 GPUPOOL_DRIVER_API CUresult cuGraphNodeGetType(CUgraphNode h, CUgraphNodeType* type) {

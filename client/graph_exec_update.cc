@@ -207,15 +207,82 @@ CUresult execUpdate(CUgraphExec h, CUgraph g, CUgraphExecUpdateResult* result,
   return r;
 }
 
-CUresult setExecEvent(CUgraphExec h, CUgraphNode node, CUevent event, CUgraphNodeType type,
-                      const char* call) {
+// Gives the exec's node `n` the parameters of `next` (a node of the same kind, already checked as
+// a new node), under the rules the driver's exec setters keep.
+CUresult applyToExec(GraphNodeObject* n, GraphNodeObject& next, const char* call) {
+  if (n->type != next.type) return CUDA_ERROR_INVALID_VALUE;
+  switch (n->type) {
+    case CU_GRAPH_NODE_TYPE_KERNEL:
+      if (next.context != n->context) {
+        return graphRefusal(CUDA_ERROR_INVALID_VALUE, call,
+                            "a kernel node cannot move to another context");
+      }
+      setCapturedKernel(n, next.function, next.grid, next.block, next.sharedBytes,
+                        std::move(next.params));
+      return CUDA_SUCCESS;
+    case CU_GRAPH_NODE_TYPE_MEMSET:
+    case CU_GRAPH_NODE_TYPE_MEMCPY: {
+      bool memset = n->type == CU_GRAPH_NODE_TYPE_MEMSET;
+      if (next.context != n->context) {
+        return graphRefusal(CUDA_ERROR_INVALID_VALUE, call,
+                            "the memory is not in the context of the original memory");
+      }
+      bool flat = memset ? oneDimensional(n->memset) && oneDimensional(next.memset)
+                         : oneDimensional(n->copy) && oneDimensional(next.copy);
+      if (!flat) {
+        return graphRefusal(CUDA_ERROR_INVALID_VALUE, call,
+                            "only one-dimensional memsets and copies can be changed in an "
+                            "executable graph");
+      }
+      if (memset) {
+        n->memset = next.memset;
+      } else {
+        n->copy = next.copy;
+      }
+      return CUDA_SUCCESS;
+    }
+    case CU_GRAPH_NODE_TYPE_GRAPH:
+      if (compareGraphs(*n->child, *next.child).result != CU_GRAPH_EXEC_UPDATE_SUCCESS) {
+        return graphRefusal(CUDA_ERROR_INVALID_VALUE, call,
+                            "the graph's topology, node order or node kinds differ from the "
+                            "child graph the node holds");
+      }
+      for (size_t i = 0; i < next.child->nodes.size(); ++i) {
+        copyParameters(n->child->nodes[i].get(), *next.child->nodes[i]);
+      }
+      return CUDA_SUCCESS;
+    case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+    case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+      n->event = next.event;
+      return CUDA_SUCCESS;
+    default:
+      return CUDA_SUCCESS;  // an empty node has nothing to set
+  }
+}
+
+// Builds a node with `fill` and gives its parameters to the exec's node for `node`, of kind `type`.
+template <typename Fill>
+CUresult setExecNode(CUgraphExec h, CUgraphNode node, CUgraphNodeType type, const char* call,
+                     Fill fill) {
   return updateExecGraph(h, call, [&](GraphObject&, NodeMap& nodes) {
     GraphNodeObject* n = execNode(nodes, node, type);
+    if (!n) return CUDA_ERROR_INVALID_VALUE;
+    GraphNodeObject next;
+    next.type = type;
+    if (CUresult r = fill(&next); r != CUDA_SUCCESS) return r;
+    CUresult r = applyToExec(n, next, call);
+    if (next.child) destroyGraph(next.child.release());
+    return r;
+  });
+}
+
+CUresult setExecEvent(CUgraphExec h, CUgraphNode node, CUevent event, CUgraphNodeType type,
+                      const char* call) {
+  return setExecNode(h, node, type, call, [&](GraphNodeObject* next) {
     EventObject* e = asEvent(event);
-    if (!n || !e) return CUDA_ERROR_INVALID_VALUE;
-    if (CUresult r = DriverState::get().ensureRemote(e->context); r != CUDA_SUCCESS) return r;
-    n->event = e;
-    return CUDA_SUCCESS;
+    if (!e) return CUDA_ERROR_INVALID_VALUE;
+    next->event = e;
+    return DriverState::get().ensureRemote(e->context);
   });
 }
 
@@ -236,64 +303,34 @@ GPUPOOL_DRIVER_API CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec h, CUgrap
                                                            const CUDA_MEMSET_NODE_PARAMS* p,
                                                            CUcontext ctx) {
   if (!p) return CUDA_ERROR_INVALID_VALUE;
-  constexpr const char* kCall = "cuGraphExecMemsetNodeSetParams";
-  return updateExecGraph(h, kCall, [&](GraphObject&, NodeMap& nodes) {
-    GraphNodeObject* n = execNode(nodes, node, CU_GRAPH_NODE_TYPE_MEMSET);
-    if (!n) return CUDA_ERROR_INVALID_VALUE;
-    GraphNodeObject next;
-    if (CUresult r = setMemsetNode(&next, *p, ctx); r != CUDA_SUCCESS) return r;
-    if (next.context != n->context) {
-      return graphRefusal(CUDA_ERROR_INVALID_VALUE, kCall,
-                          "the memory is not in the context of the original memory");
-    }
-    if (!oneDimensional(n->memset) || !oneDimensional(next.memset)) {
-      return graphRefusal(CUDA_ERROR_INVALID_VALUE, kCall,
-                          "only one-dimensional memsets can be changed in an executable graph");
-    }
-    n->memset = next.memset;
-    return CUDA_SUCCESS;
-  });
+  return setExecNode(h, node, CU_GRAPH_NODE_TYPE_MEMSET, "cuGraphExecMemsetNodeSetParams",
+                     [&](GraphNodeObject* next) { return setMemsetNode(next, *p, ctx); });
 }
 
 GPUPOOL_DRIVER_API CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec h, CUgraphNode node,
                                                            const CUDA_MEMCPY3D* p, CUcontext ctx) {
   if (!p) return CUDA_ERROR_INVALID_VALUE;
-  constexpr const char* kCall = "cuGraphExecMemcpyNodeSetParams";
-  return updateExecGraph(h, kCall, [&](GraphObject&, NodeMap& nodes) {
-    GraphNodeObject* n = execNode(nodes, node, CU_GRAPH_NODE_TYPE_MEMCPY);
-    if (!n) return CUDA_ERROR_INVALID_VALUE;
-    GraphNodeObject next;
-    if (CUresult r = setMemcpyNode(&next, *p, ctx); r != CUDA_SUCCESS) return r;
-    if (next.context != n->context) {
-      return graphRefusal(CUDA_ERROR_INVALID_VALUE, kCall,
-                          "the memory is not in the context of the original memory");
-    }
-    if (!oneDimensional(n->copy) || !oneDimensional(next.copy)) {
-      return graphRefusal(CUDA_ERROR_INVALID_VALUE, kCall,
-                          "only one-dimensional copies can be changed in an executable graph");
-    }
-    n->copy = next.copy;
-    return CUDA_SUCCESS;
-  });
+  return setExecNode(h, node, CU_GRAPH_NODE_TYPE_MEMCPY, "cuGraphExecMemcpyNodeSetParams",
+                     [&](GraphNodeObject* next) { return setMemcpyNode(next, *p, ctx); });
 }
 
 GPUPOOL_DRIVER_API CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec h, CUgraphNode node,
                                                                CUgraph child) {
-  constexpr const char* kCall = "cuGraphExecChildGraphNodeSetParams";
-  return updateExecGraph(h, kCall, [&](GraphObject&, NodeMap& nodes) {
-    GraphNodeObject* n = execNode(nodes, node, CU_GRAPH_NODE_TYPE_GRAPH);
-    const GraphObject* c = asGraph(child);
-    if (!n || !c) return CUDA_ERROR_INVALID_VALUE;
-    if (compareGraphs(*n->child, *c).result != CU_GRAPH_EXEC_UPDATE_SUCCESS) {
-      return graphRefusal(CUDA_ERROR_INVALID_VALUE, kCall,
-                          "the graph's topology, node order or node kinds differ from the "
-                          "child graph the node holds");
-    }
-    for (size_t i = 0; i < c->nodes.size(); ++i) {
-      copyParameters(n->child->nodes[i].get(), *c->nodes[i]);
-    }
-    return CUDA_SUCCESS;
-  });
+  return setExecNode(h, node, CU_GRAPH_NODE_TYPE_GRAPH, "cuGraphExecChildGraphNodeSetParams",
+                     [&](GraphNodeObject* next) {
+                       GraphObject* c = asGraph(child);
+                       if (!c) return CUDA_ERROR_INVALID_VALUE;
+                       next->child = cloneGraph(*c, nullptr);
+                       return CUDA_SUCCESS;
+                     });
+}
+
+GPUPOOL_DRIVER_API CUresult cuGraphExecNodeSetParams(CUgraphExec h, CUgraphNode node,
+                                                     CUgraphNodeParams* p) {
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  constexpr const char* kCall = "cuGraphExecNodeSetParams";
+  return setExecNode(h, node, p->type, kCall,
+                     [&](GraphNodeObject* next) { return nodeFromParams(next, *p, kCall); });
 }
 
 GPUPOOL_DRIVER_API CUresult cuGraphExecEventRecordNodeSetEvent(CUgraphExec h, CUgraphNode node,

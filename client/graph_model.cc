@@ -266,6 +266,64 @@ CUresult setMemcpyNode(GraphNodeObject* node, const CUDA_MEMCPY3D& p, CUcontext 
   return CUDA_SUCCESS;
 }
 
+CUresult nodeFromParams(GraphNodeObject* node, const CUgraphNodeParams& p, const char* call) {
+  if (p.reserved0[0] || p.reserved0[1] || p.reserved0[2] || p.reserved2) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  switch (p.type) {
+    case CU_GRAPH_NODE_TYPE_KERNEL: {
+      const auto& k = p.kernel;
+      unsigned grid[3] = {k.gridDimX, k.gridDimY, k.gridDimZ};
+      unsigned block[3] = {k.blockDimX, k.blockDimY, k.blockDimZ};
+      return setKernelNode(node, k.func, k.kern, k.ctx, grid, block, k.sharedMemBytes,
+                           k.kernelParams, k.extra);
+    }
+    case CU_GRAPH_NODE_TYPE_MEMCPY:
+      if (p.memcpy.flags || p.memcpy.reserved) return CUDA_ERROR_INVALID_VALUE;
+      return setMemcpyNode(node, p.memcpy.copyParams, p.memcpy.copyCtx);
+    case CU_GRAPH_NODE_TYPE_MEMSET: {
+      const auto& m = p.memset;
+      CUDA_MEMSET_NODE_PARAMS v1{};
+      v1.dst = m.dst;
+      v1.pitch = m.pitch;
+      v1.value = m.value;
+      v1.elementSize = m.elementSize;
+      v1.width = m.width;
+      v1.height = m.height;
+      return setMemsetNode(node, v1, m.ctx);
+    }
+    case CU_GRAPH_NODE_TYPE_GRAPH: {
+      if (p.graph.ownership != CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE) {
+        return graphRefusal(CUDA_ERROR_NOT_SUPPORTED, call,
+                            "child graph nodes that take over the graph (ownership MOVE) are "
+                            "not served; clone it");
+      }
+      GraphObject* child = asGraph(p.graph.graph);
+      if (!child) return CUDA_ERROR_INVALID_VALUE;
+      node->type = CU_GRAPH_NODE_TYPE_GRAPH;
+      node->child = cloneGraph(*child, nullptr);
+      return CUDA_SUCCESS;
+    }
+    case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+    case CU_GRAPH_NODE_TYPE_WAIT_EVENT: {
+      EventObject* e = asEvent(p.type == CU_GRAPH_NODE_TYPE_EVENT_RECORD ? p.eventRecord.event
+                                                                         : p.eventWait.event);
+      if (!e) return CUDA_ERROR_INVALID_VALUE;
+      if (CUresult r = DriverState::get().ensureRemote(e->context); r != CUDA_SUCCESS) return r;
+      node->type = p.type;
+      node->event = e;
+      return CUDA_SUCCESS;
+    }
+    case CU_GRAPH_NODE_TYPE_EMPTY:
+      node->type = CU_GRAPH_NODE_TYPE_EMPTY;
+      return CUDA_SUCCESS;
+    default:
+      return graphRefusal(CUDA_ERROR_NOT_SUPPORTED, call,
+                          "this node kind (host, memory alloc/free, external semaphore, batch "
+                          "memory operation or conditional) is not served yet");
+  }
+}
+
 namespace {
 
 // One node of the flattened graph, as sent to the server.

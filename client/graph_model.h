@@ -108,6 +108,11 @@ CUresult setMemsetNode(GraphNodeObject* node, const CUDA_MEMSET_NODE_PARAMS& p, 
 // Checks and fills a memcpy node: device-to-device copies only (a host end: NOT_SUPPORTED).
 CUresult setMemcpyNode(GraphNodeObject* node, const CUDA_MEMCPY3D& p, CUcontext ctx);
 
+// Fills `node` (a fresh one) from the generic parameters of cuGraphAddNode and the generic
+// setters: kernel, memcpy, memset, child graph (cloned), event record/wait and empty nodes; other
+// kinds are refused (CUDA_ERROR_NOT_SUPPORTED, named under GPU_POOL_LOG=1 as `call`).
+CUresult nodeFromParams(GraphNodeObject* node, const CUgraphNodeParams& p, const char* call);
+
 // Creates the executable form of `graph` on the server. Call without graphMutex() held.
 CUresult instantiateGraph(GraphObject* graph, unsigned long long flags, GraphExecObject** out);
 

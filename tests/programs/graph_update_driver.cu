@@ -1,7 +1,8 @@
 // Changing executable graphs through the driver API, each change checked by what the next launch
 // computes: cuGraphExecMemsetNodeSetParams, cuGraphExecMemcpyNodeSetParams, cuGraphNodeSetEnabled
 // (a disabled kernel node runs as an empty one), cuGraphExecChildGraphNodeSetParams, the event
-// setters, and cuGraphExecUpdate (v2 and the legacy form): a graph of the same shape replaces the
+// setters, the generic cuGraphAddNode / cuGraphNodeSetParams / cuGraphExecNodeSetParams, and
+// cuGraphExecUpdate (v2 and the legacy form): a graph of the same shape replaces the
 // parameters; a different node count, other edges or another node kind are refused with the
 // driver's result code and error node, and the executable graph keeps running what it had.
 #include <cuda.h>
@@ -255,6 +256,52 @@ int main() {
   CHECK(ms >= 0, "elapsed %f ms", ms);
   expectError(cuGraphNodeSetEnabled(parentExec, record, 0), CUDA_ERROR_INVALID_VALUE,
               "cuGraphNodeSetEnabled on an event record node");
+
+  // The generic forms: cuGraphAddNode, cuGraphNodeSetParams, cuGraphExecNodeSetParams.
+  CUgraph generic;
+  CHECK_CU(cuGraphCreate(&generic, 0));
+  CUgraphNodeParams memsetNode;
+  std::memset(&memsetNode, 0, sizeof memsetNode);
+  memsetNode.type = CU_GRAPH_NODE_TYPE_MEMSET;
+  memsetNode.memset.dst = a;
+  memsetNode.memset.value = 2;
+  memsetNode.memset.elementSize = 4;
+  memsetNode.memset.width = kCount;
+  memsetNode.memset.height = 1;
+  memsetNode.memset.ctx = ctx;
+  CUgraphNode genericFill, genericKernel;
+  CHECK_CU(cuGraphAddNode(&genericFill, generic, nullptr, nullptr, 0, &memsetNode));
+  auto kernelNode = [&](void** args) {
+    CUgraphNodeParams p;
+    std::memset(&p, 0, sizeof p);
+    p.type = CU_GRAPH_NODE_TYPE_KERNEL;
+    p.kernel.func = f;
+    p.kernel.gridDimX = kBlocks;
+    p.kernel.gridDimY = p.kernel.gridDimZ = 1;
+    p.kernel.blockDimX = kThreads;
+    p.kernel.blockDimY = p.kernel.blockDimZ = 1;
+    p.kernel.kernelParams = args;
+    return p;
+  };
+  CUgraphNodeParams byThree = kernelNode(args3);
+  CHECK_CU(cuGraphAddNode(&genericKernel, generic, &genericFill, nullptr, 1, &byThree));
+  CUgraphExec genericExec;
+  CHECK_CU(cuGraphInstantiateWithFlags(&genericExec, generic, 0));
+  launchAndCheck(genericExec, stream, a, input, 6, true, "cuGraphAddNode");
+  int four = 4;
+  void* args4[] = {&a, &in, &four, &n};
+  CUgraphNodeParams byFour = kernelNode(args4);
+  CHECK_CU(cuGraphNodeSetParams(genericKernel, &byFour));  // the graph only
+  CUgraphNodeParams byFive = kernelNode(args5);
+  CHECK_CU(cuGraphExecNodeSetParams(genericExec, genericKernel, &byFive));
+  launchAndCheck(genericExec, stream, a, input, 10, true, "cuGraphExecNodeSetParams");
+  expectError(cuGraphExecNodeSetParams(genericExec, genericKernel, &memsetNode),
+              CUDA_ERROR_INVALID_VALUE, "cuGraphExecNodeSetParams with another node kind");
+  CHECK_CU(cuGraphExecDestroy(genericExec));
+  CHECK_CU(cuGraphInstantiateWithFlags(&genericExec, generic, 0));
+  launchAndCheck(genericExec, stream, a, input, 8, true, "cuGraphNodeSetParams");
+  CHECK_CU(cuGraphExecDestroy(genericExec));
+  CHECK_CU(cuGraphDestroy(generic));
 
   CHECK_CU(cuGraphExecDestroy(parentExec));
   CHECK_CU(cuGraphExecDestroy(exec));
