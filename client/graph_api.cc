@@ -1,8 +1,8 @@
 // The CUDA graph API: building graphs node by node, reading them back, cloning, instantiating and
 // launching. Graphs are built on the client (graph_model.h); an executable graph lives on the
-// server and each launch is one posted message. Node kinds not listed here (host, memory
-// alloc/free, external semaphores, batch memory operations, conditional) stay generated stubs
-// that return CUDA_ERROR_NOT_SUPPORTED.
+// server and each launch is one posted message (one per run between host nodes, which run on the
+// client). Node kinds not listed here (memory alloc/free, external semaphores, batch memory
+// operations, conditional) stay generated stubs that return CUDA_ERROR_NOT_SUPPORTED.
 #include <algorithm>
 #include <cstdio>
 #include <set>
@@ -10,6 +10,7 @@
 
 #include "driver_export.h"
 #include "graph_model.h"
+#include "host_func_api.h"
 #include "stream_capture.h"
 
 using namespace gpupool::client;
@@ -223,13 +224,28 @@ CUresult launchGraph(CUgraphExec h, CUstream stream) {
   uint64_t s = 0;
   if (CUresult r = execAndStream(h, stream, &exec, &s); r != CUDA_SUCCESS) return r;
   ContextObject* ctx = exec->context;
-  // One posted message, however many nodes the graph has.
-  return ctx->server->post("cuGraphLaunch", [&](wire::Request::Builder b) {
-    auto l = b.initGraphLaunch();
-    l.setContext(ctx->remote);
-    l.setGraph(exec->remote);
-    l.setStream(s);
-  });
+  std::vector<ExecPiece> pieces;
+  {
+    std::lock_guard lock(graphMutex());  // an update may replace them
+    pieces = exec->pieces;
+  }
+  // One posted message per piece: a graph without host nodes is one, however many nodes it has;
+  // a host node is a host function placed in the stream, run by a client thread of its own.
+  for (const ExecPiece& piece : pieces) {
+    CUresult r = CUDA_SUCCESS;
+    if (piece.fn) {
+      r = enqueueHostFunction(stream, piece.fn, piece.data);
+    } else {
+      r = ctx->server->post("cuGraphLaunch", [&](wire::Request::Builder b) {
+        auto l = b.initGraphLaunch();
+        l.setContext(ctx->remote);
+        l.setGraph(piece.remote);
+        l.setStream(s);
+      });
+    }
+    if (r != CUDA_SUCCESS) return r;
+  }
+  return CUDA_SUCCESS;
 }
 
 // The graph is on the server from cuGraphInstantiate on, so an upload only checks its arguments.
@@ -253,6 +269,8 @@ const char* typeName(CUgraphNodeType t) {
       return "EVENT_RECORD";
     case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
       return "WAIT_EVENT";
+    case CU_GRAPH_NODE_TYPE_HOST:
+      return "HOST";
     default:
       return "EMPTY";
   }
@@ -496,6 +514,35 @@ GPUPOOL_DRIVER_API CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode h, CUgraph
   });
 }
 
+// ---- Host nodes ----
+
+GPUPOOL_DRIVER_API CUresult cuGraphAddHostNode(CUgraphNode* out, CUgraph h, const CUgraphNode* deps,
+                                               size_t count, const CUDA_HOST_NODE_PARAMS* p) {
+  if (!p || !p->fn) return CUDA_ERROR_INVALID_VALUE;
+  return addNode(out, h, deps, count, [&](GraphNodeObject* n) {
+    n->type = CU_GRAPH_NODE_TYPE_HOST;
+    n->host = *p;
+    return CUDA_SUCCESS;
+  });
+}
+
+GPUPOOL_DRIVER_API CUresult cuGraphHostNodeGetParams(CUgraphNode h, CUDA_HOST_NODE_PARAMS* p) {
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  return withNode(h, CU_GRAPH_NODE_TYPE_HOST, [&](GraphNodeObject* n) {
+    *p = n->host;
+    return CUDA_SUCCESS;
+  });
+}
+
+GPUPOOL_DRIVER_API CUresult cuGraphHostNodeSetParams(CUgraphNode h,
+                                                     const CUDA_HOST_NODE_PARAMS* p) {
+  if (!p || !p->fn) return CUDA_ERROR_INVALID_VALUE;
+  return withNode(h, CU_GRAPH_NODE_TYPE_HOST, [&](GraphNodeObject* n) {
+    n->host = *p;
+    return CUDA_SUCCESS;
+  });
+}
+
 // ---- Generic node parameters ----
 
 GPUPOOL_DRIVER_API CUresult cuGraphAddNode_v2(CUgraphNode* out, CUgraph h, const CUgraphNode* deps,
@@ -533,6 +580,7 @@ GPUPOOL_DRIVER_API CUresult cuGraphNodeSetParams(CUgraphNode h, CUgraphNodeParam
     n->memset = next.memset;
     n->copy = next.copy;
     n->event = next.event;
+    n->host = next.host;
     return CUDA_SUCCESS;
   });
 }
@@ -767,13 +815,7 @@ GPUPOOL_DRIVER_API CUresult cuGraphExecDestroy(CUgraphExec h) {
   }
   ContextObject* ctx = exec->context;
   CUresult r = CUDA_SUCCESS;
-  if (ctx->remote) {
-    r = ctx->server->post("cuGraphExecDestroy", [&](wire::Request::Builder b) {
-      auto d = b.initGraphDestroy();
-      d.setContext(ctx->remote);
-      d.setGraph(exec->remote);
-    });
-  }
+  if (ctx->remote) r = discardPieces(ctx, exec->pieces, "cuGraphExecDestroy");
   delete exec;
   return r;
 }

@@ -35,7 +35,7 @@ CUresult updateExecGraph(CUgraphExec h, const char* call,
     destroyGraph(copy.release());
     return r;
   }
-  uint64_t discard = 0;
+  std::vector<ExecPiece> discard;
   CUresult result = CUDA_SUCCESS;
   {
     std::lock_guard lock(graphMutex());
@@ -44,13 +44,13 @@ CUresult updateExecGraph(CUgraphExec h, const char* call,
     destroyGraph(fresh->source.release());
     if (fresh->context != exec->context) {
       // Every node moved to another context: the exec cannot follow.
-      discard = fresh->remote;
+      discard = fresh->pieces;
       destroyGraph(copy.release());
       result = graphRefusal(CUDA_ERROR_INVALID_VALUE, call,
                             "the change would move the graph to another context");
     } else {
-      discard = exec->remote;
-      exec->remote = fresh->remote;
+      discard = std::move(exec->pieces);
+      exec->pieces = fresh->pieces;
       destroyGraph(exec->source.release());
       exec->source = std::move(copy);
       exec->nodeOf = std::move(nodes);
@@ -58,11 +58,7 @@ CUresult updateExecGraph(CUgraphExec h, const char* call,
   }
   ContextObject* ctx = fresh->context;
   delete fresh;
-  CUresult posted = ctx->server->post(call, [&](wire::Request::Builder b) {
-    auto d = b.initGraphDestroy();
-    d.setContext(ctx->remote);
-    d.setGraph(discard);
-  });
+  CUresult posted = discardPieces(ctx, discard, call);
   return result != CUDA_SUCCESS ? result : posted;
 }
 
@@ -170,6 +166,7 @@ void copyParameters(GraphNodeObject* to, const GraphNodeObject& from) {
   to->memset = from.memset;
   to->copy = from.copy;
   to->event = from.event;
+  to->host = from.host;
   if (from.child) {
     destroyGraph(to->child.release());
     to->child = cloneGraph(*from.child, nullptr);
@@ -255,6 +252,9 @@ CUresult applyToExec(GraphNodeObject* n, GraphNodeObject& next, const char* call
     case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
       n->event = next.event;
       return CUDA_SUCCESS;
+    case CU_GRAPH_NODE_TYPE_HOST:
+      n->host = next.host;
+      return CUDA_SUCCESS;
     default:
       return CUDA_SUCCESS;  // an empty node has nothing to set
   }
@@ -331,6 +331,16 @@ GPUPOOL_DRIVER_API CUresult cuGraphExecNodeSetParams(CUgraphExec h, CUgraphNode 
   constexpr const char* kCall = "cuGraphExecNodeSetParams";
   return setExecNode(h, node, p->type, kCall,
                      [&](GraphNodeObject* next) { return nodeFromParams(next, *p, kCall); });
+}
+
+GPUPOOL_DRIVER_API CUresult cuGraphExecHostNodeSetParams(CUgraphExec h, CUgraphNode node,
+                                                         const CUDA_HOST_NODE_PARAMS* p) {
+  if (!p || !p->fn) return CUDA_ERROR_INVALID_VALUE;
+  return setExecNode(h, node, CU_GRAPH_NODE_TYPE_HOST, "cuGraphExecHostNodeSetParams",
+                     [&](GraphNodeObject* next) {
+                       next->host = *p;
+                       return CUDA_SUCCESS;
+                     });
 }
 
 GPUPOOL_DRIVER_API CUresult cuGraphExecEventRecordNodeSetEvent(CUgraphExec h, CUgraphNode node,

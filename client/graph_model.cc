@@ -135,6 +135,7 @@ std::unique_ptr<GraphObject> cloneGraph(
     n->memset = node->memset;
     n->copy = node->copy;
     n->event = node->event;
+    n->host = node->host;
     n->enabled = node->enabled;
     if (node->child) n->child = cloneGraph(*node->child, nullptr);
     map[node.get()] = addNode(copy.get(), std::move(n), {});
@@ -317,10 +318,16 @@ CUresult nodeFromParams(GraphNodeObject* node, const CUgraphNodeParams& p, const
     case CU_GRAPH_NODE_TYPE_EMPTY:
       node->type = CU_GRAPH_NODE_TYPE_EMPTY;
       return CUDA_SUCCESS;
+    case CU_GRAPH_NODE_TYPE_HOST:
+      if (!p.host.fn) return CUDA_ERROR_INVALID_VALUE;
+      node->type = CU_GRAPH_NODE_TYPE_HOST;
+      node->host.fn = p.host.fn;
+      node->host.userData = p.host.userData;
+      return CUDA_SUCCESS;
     default:
       return graphRefusal(CUDA_ERROR_NOT_SUPPORTED, call,
-                          "this node kind (host, memory alloc/free, external semaphore, batch "
-                          "memory operation or conditional) is not served yet");
+                          "this node kind (memory alloc/free, external semaphore, batch memory "
+                          "operation or conditional) is not served yet");
   }
 }
 
@@ -497,33 +504,64 @@ CUresult instantiateGraph(GraphObject* graph, unsigned long long flags, GraphExe
   } else if (CUresult r = DriverState::get().ensureRemote(ctx); r != CUDA_SUCCESS) {
     return r;
   }
-  // The nodes are written out under the graph lock before the call, not in its builder: the call
-  // holds the session's lock, and capture takes the graph lock first and a session's later.
-  capnp::MallocMessageBuilder written;
-  auto graphCreate = written.initRoot<wire::Request::GraphCreate>();
+  // Host nodes run on the client: the flattened nodes go up in runs between them, each run a graph
+  // of its own (edges from earlier runs are kept by the stream's order, as the server replays
+  // serially). The nodes are written out under the graph lock before the call, not in its
+  // builder: the call holds the session's lock, and capture takes the graph lock first and a
+  // session's later.
+  std::vector<ExecPiece> pieces;
+  std::vector<std::unique_ptr<capnp::MallocMessageBuilder>> runs;
   {
     std::lock_guard lock(graphMutex());
-    auto nodes = graphCreate.initNodes(static_cast<unsigned>(flat.nodes.size()));
+    size_t start = 0;
+    auto writeRun = [&](size_t end) {
+      if (end == start && !(pieces.empty() && end == flat.nodes.size())) return;
+      auto message = std::make_unique<capnp::MallocMessageBuilder>();
+      auto create = message->initRoot<wire::Request::GraphCreate>();
+      auto nodes = create.initNodes(static_cast<unsigned>(end - start));
+      for (size_t i = start; i < end; ++i) {
+        FlatNode local = flat.nodes[i];
+        local.deps.clear();
+        for (uint32_t d : flat.nodes[i].deps) {
+          if (d >= start) local.deps.push_back(static_cast<uint32_t>(d - start));
+        }
+        fillNode(nodes[static_cast<unsigned>(i - start)], local);
+      }
+      runs.push_back(std::move(message));
+      pieces.push_back({});
+    };
     for (size_t i = 0; i < flat.nodes.size(); ++i) {
-      fillNode(nodes[static_cast<unsigned>(i)], flat.nodes[i]);
+      const GraphNodeObject* n = flat.nodes[i].node;
+      if (!n || n->type != CU_GRAPH_NODE_TYPE_HOST) continue;
+      writeRun(i);
+      pieces.push_back({0, n->host.fn, n->host.userData});
+      start = i + 1;
+    }
+    writeRun(flat.nodes.size());
+  }
+  size_t run = 0;
+  for (ExecPiece& piece : pieces) {
+    if (piece.fn) continue;
+    auto graphCreate = runs[run++]->getRoot<wire::Request::GraphCreate>();
+    CUresult r = ctx->server->call(
+        "cuGraphInstantiate",
+        [&](wire::Request::Builder b) {
+          b.setGraphCreate(graphCreate.asReader());
+          b.getGraphCreate().setContext(ctx->remote);
+        },
+        {},
+        [&](wire::Response::Reader reply, ReplyBulk&) {
+          piece.remote = reply.getHandle();
+          return CUDA_SUCCESS;
+        });
+    if (r != CUDA_SUCCESS) {
+      (void)discardPieces(ctx, pieces, "cuGraphInstantiate");
+      return r;
     }
   }
-  uint64_t handle = 0;
-  CUresult r = ctx->server->call(
-      "cuGraphInstantiate",
-      [&](wire::Request::Builder b) {
-        b.setGraphCreate(graphCreate.asReader());
-        b.getGraphCreate().setContext(ctx->remote);
-      },
-      {},
-      [&](wire::Response::Reader reply, ReplyBulk&) {
-        handle = reply.getHandle();
-        return CUDA_SUCCESS;
-      });
-  if (r != CUDA_SUCCESS) return r;
   auto* exec = new GraphExecObject();
   exec->context = ctx;
-  exec->remote = handle;
+  exec->pieces = std::move(pieces);
   exec->flags = flags;
   {
     std::lock_guard lock(graphMutex());
@@ -532,6 +570,20 @@ CUresult instantiateGraph(GraphObject* graph, unsigned long long flags, GraphExe
   registerObject(exec);
   *out = exec;
   return CUDA_SUCCESS;
+}
+
+CUresult discardPieces(ContextObject* ctx, const std::vector<ExecPiece>& pieces, const char* call) {
+  CUresult result = CUDA_SUCCESS;
+  for (const ExecPiece& piece : pieces) {
+    if (!piece.remote) continue;
+    CUresult r = ctx->server->post(call, [&](wire::Request::Builder b) {
+      auto d = b.initGraphDestroy();
+      d.setContext(ctx->remote);
+      d.setGraph(piece.remote);
+    });
+    if (result == CUDA_SUCCESS) result = r;
+  }
+  return result;
 }
 
 }  // namespace gpupool::client

@@ -3,9 +3,10 @@
 //
 // A graph lives here until it is instantiated; cuGraphInstantiate flattens it (child graphs
 // inlined, nodes in a topological order) and uploads it to the server once, which then runs it
-// for each cuGraphLaunch from one posted message (server/handlers/graph_handlers.cc). Every graph
-// structure is guarded by graphMutex(): graphs are built by one thread at a time in practice, and
-// one lock keeps capture (which touches streams, events and graphs together) simple.
+// for each cuGraphLaunch from one posted message (server/handlers/graph_handlers.cc); host nodes
+// cut it into runs uploaded separately, the host functions running on the client between them.
+// Every graph structure is guarded by graphMutex(): graphs are built by one thread at a time in
+// practice, and one lock keeps capture (which touches streams, events and graphs together) simple.
 #pragma once
 
 #include <cuda.h>
@@ -42,6 +43,7 @@ struct GraphNodeObject {
   CUDA_MEMSET_NODE_PARAMS memset{};    // memset
   CUDA_MEMCPY3D copy{};                // memcpy (device to device only)
   EventObject* event = nullptr;        // event record / wait
+  CUDA_HOST_NODE_PARAMS host{};        // host: run on the client (host_func_api.h)
   std::unique_ptr<GraphObject> child;  // child graph: the node's own copy
   // An executable graph's kernel, memset or memcpy node switched off by cuGraphNodeSetEnabled:
   // it runs as an empty node, its edges kept.
@@ -55,11 +57,20 @@ struct GraphObject {
   std::map<const GraphNodeObject*, GraphNodeObject*> clonedFrom;
 };
 
-// An instantiated graph: the server's handle for it, in the context it runs in.
+// One run of an executable graph's nodes between host nodes (a graph on the server, by its
+// handle), or one host node (`fn`, run on the client at that place in the stream).
+struct ExecPiece {
+  uint64_t remote = 0;
+  CUhostFn fn = nullptr;
+  void* data = nullptr;
+};
+
+// An instantiated graph, in the context it runs in. A launch runs its pieces in order on the
+// stream: a graph without host nodes is one piece, so one posted message.
 struct GraphExecObject {
   Tag tag = Tag::kGraphExec;
   ContextObject* context = nullptr;
-  uint64_t remote = 0;
+  std::vector<ExecPiece> pieces;
   unsigned long long flags = 0;
   // What was instantiated (a copy, since the graph may change or go after instantiation) and the
   // copy's node for each node of the graph: the per-node exec setters change the copy and upload
@@ -115,6 +126,8 @@ CUresult nodeFromParams(GraphNodeObject* node, const CUgraphNodeParams& p, const
 
 // Creates the executable form of `graph` on the server. Call without graphMutex() held.
 CUresult instantiateGraph(GraphObject* graph, unsigned long long flags, GraphExecObject** out);
+// Posts the destruction of the server's graphs among `pieces` (after the launches already posted).
+CUresult discardPieces(ContextObject* ctx, const std::vector<ExecPiece>& pieces, const char* call);
 
 using NodeMap = std::map<const GraphNodeObject*, GraphNodeObject*>;
 // Changes an executable graph: `change` runs under graphMutex() on a copy of its graph, with
