@@ -228,6 +228,7 @@ CUresult launchGraph(CUgraphExec h, CUstream stream) {
   {
     std::lock_guard lock(graphMutex());  // an update may replace them
     pieces = exec->pieces;
+    exec->launchedOn.insert(stream);
   }
   // One posted message per piece: a graph without host nodes is one, however many nodes it has;
   // a host node is a host function placed in the stream, run by a client thread of its own.
@@ -805,17 +806,20 @@ GPUPOOL_DRIVER_API CUresult cuGraphExecKernelNodeSetParams(CUgraphExec h, CUgrap
 GPUPOOL_DRIVER_API CUresult cuGraphExecDestroy(CUgraphExec h) {
   if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
   GraphExecObject* exec = nullptr;
+  std::map<UserObject*, unsigned> refs;  // dropped once the launches' work has run
   {
     std::lock_guard lock(graphMutex());
     exec = asGraphExec(h);
     if (!exec) return CUDA_ERROR_INVALID_VALUE;
     unregisterObject(exec);
     exec->tag = Tag::kDead;
+    refs.swap(exec->source->userRefs);
     destroyGraph(exec->source.release());
   }
   ContextObject* ctx = exec->context;
   CUresult r = CUDA_SUCCESS;
   if (ctx->remote) r = discardPieces(ctx, exec->pieces, "cuGraphExecDestroy");
+  releaseUserObjectsAfter(exec->launchedOn, std::move(refs));
   delete exec;
   return r;
 }

@@ -57,6 +57,10 @@ GraphObject* asGraph(CUgraph h) { return lookup<GraphObject>(h, Tag::kGraph); }
 GraphNodeObject* asGraphNode(CUgraphNode h) { return lookup<GraphNodeObject>(h, Tag::kGraphNode); }
 GraphExecObject* asGraphExec(CUgraphExec h) { return lookup<GraphExecObject>(h, Tag::kGraphExec); }
 
+GraphObject::~GraphObject() {
+  for (auto [object, count] : userRefs) releaseUserObject(object, count);
+}
+
 GraphObject* newGraph() {
   auto* graph = new GraphObject();
   registerObject(graph);
@@ -121,6 +125,8 @@ std::unique_ptr<GraphObject> cloneGraph(
     const GraphObject& graph, std::map<const GraphNodeObject*, GraphNodeObject*>* mapping) {
   auto copy = std::make_unique<GraphObject>();
   registerObject(copy.get());
+  for (auto [object, count] : graph.userRefs) retainUserObject(object, count);
+  copy->userRefs = graph.userRefs;
   std::map<const GraphNodeObject*, GraphNodeObject*> map;
   for (const auto& node : graph.nodes) {
     auto n = std::make_unique<GraphNodeObject>();

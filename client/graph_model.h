@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <vector>
 
 #include "driver_state.h"
@@ -50,8 +51,26 @@ struct GraphNodeObject {
   bool enabled = true;
 };
 
+struct UserObject;  // client/user_object_api.cc
+
+// Takes `count` more references to `object`.
+void retainUserObject(UserObject* object, unsigned count);
+// Drops `count` references to `object`; the last one runs its destructor and frees it.
+void releaseUserObject(UserObject* object, unsigned count);
+// Drops `refs` once the work already queued on every stream of `streams` has run (at once when
+// there is none), so a destructor never runs under a launch that still uses what it frees.
+void releaseUserObjectsAfter(const std::set<CUstream>& streams,
+                             std::map<UserObject*, unsigned> refs);
+
 struct GraphObject {
+  GraphObject() = default;
+  GraphObject(const GraphObject&) = delete;
+  GraphObject& operator=(const GraphObject&) = delete;
+  ~GraphObject();  // drops its user object references
   Tag tag = Tag::kGraph;
+  // The references the graph holds to user objects (cuGraphRetainUserObject); clones and
+  // instantiations take references of their own.
+  std::map<UserObject*, unsigned> userRefs;
   std::vector<std::unique_ptr<GraphNodeObject>> nodes;  // in the order they were added
   // A clone's nodes by the original's (cuGraphNodeFindInClone).
   std::map<const GraphNodeObject*, GraphNodeObject*> clonedFrom;
@@ -77,6 +96,7 @@ struct GraphExecObject {
   // it again.
   std::unique_ptr<GraphObject> source;
   std::map<const GraphNodeObject*, GraphNodeObject*> nodeOf;
+  std::set<CUstream> launchedOn;  // for releasing user objects after the launches' work
 };
 
 std::mutex& graphMutex();

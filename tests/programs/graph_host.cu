@@ -2,7 +2,8 @@
 // from cudaLaunchHostFunc, they run in graph order across repeated launches, between the kernels
 // around them; cudaGraphLaunch returns before the first host function runs (that function waits
 // for the launch to have returned); cudaGraphExecHostNodeSetParams changes the executable graph's
-// node only.
+// node only. User objects: their destructor runs when the last reference goes, and an executable
+// graph that was launched keeps its references until the launch's work has run.
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -74,6 +75,46 @@ void expectValue(const int* y, int expected, const char* what) {
   }
 }
 
+std::atomic<int> destroyed{0};
+void destroyCounter(void* counter) { static_cast<std::atomic<int>*>(counter)->fetch_add(1); }
+
+// Holds the stream for a while, so a launch is still running when its exec is destroyed.
+void slowHostFunction(void*) { std::this_thread::sleep_for(std::chrono::milliseconds(200)); }
+
+void checkUserObjects(cudaStream_t s) {
+  // References counted by hand: two, then one, then none.
+  cudaUserObject_t counted;
+  CHECK_CUDA(cudaUserObjectCreate(&counted, &destroyed, destroyCounter, 2,
+                                  cudaUserObjectNoDestructorSync));
+  CHECK_CUDA(cudaUserObjectRelease(counted, 1));
+  CHECK(destroyed == 0, "destroyed with a reference left");
+  CHECK_CUDA(cudaUserObjectRetain(counted, 2));
+  CHECK_CUDA(cudaUserObjectRelease(counted, 3));
+  CHECK(destroyed == 1, "not destroyed when the last reference went (%d)", destroyed.load());
+
+  // A graph takes the caller's reference (move); the executable graph takes its own; the
+  // object outlives the graph, and a launched executable graph until its work has run.
+  cudaUserObject_t held;
+  CHECK_CUDA(
+      cudaUserObjectCreate(&held, &destroyed, destroyCounter, 1, cudaUserObjectNoDestructorSync));
+  cudaGraph_t g;
+  CHECK_CUDA(cudaGraphCreate(&g, 0));
+  cudaGraphNode_t slow;
+  cudaHostNodeParams slowParams{slowHostFunction, nullptr};
+  CHECK_CUDA(cudaGraphAddHostNode(&slow, g, nullptr, 0, &slowParams));
+  CHECK_CUDA(cudaGraphRetainUserObject(g, held, 1, cudaGraphUserObjectMove));
+  cudaGraphExec_t exec;
+  CHECK_CUDA(cudaGraphInstantiate(&exec, g, 0));
+  CHECK_CUDA(cudaGraphDestroy(g));
+  CHECK(destroyed == 1, "destroyed while an executable graph holds it");
+  CHECK_CUDA(cudaGraphLaunch(exec, s));
+  CHECK_CUDA(cudaGraphExecDestroy(exec));
+  CHECK(destroyed == 1, "destroyed while the launch still runs");
+  CHECK_CUDA(cudaStreamSynchronize(s));
+  CHECK(destroyed == 2, "not destroyed once the launch's work ran (%d)", destroyed.load());
+  std::printf("user objects ok\n");
+}
+
 }  // namespace
 
 int main() {
@@ -143,6 +184,8 @@ int main() {
   CHECK_CUDA(cudaStreamSynchronize(s));
   expectOrder({7, 8, 7, 8}, "captured host functions");
   expectValue(y, 5 + 4, "captured kernels");
+
+  checkUserObjects(s);
 
   CHECK_CUDA(cudaGraphExecDestroy(capturedExec));
   CHECK_CUDA(cudaGraphExecDestroy(exec));
