@@ -36,6 +36,7 @@ enum class Tag : uint32_t {
   kGraph = 0x67677268,  // client/graph_model.h
   kGraphNode = 0x67676e64,
   kGraphExec = 0x67676578,
+  kUserObject = 0x67756f62,  // client/user_object_api.cc
 };
 
 struct GraphNodeObject;

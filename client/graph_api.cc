@@ -1,8 +1,8 @@
 // The CUDA graph API: building graphs node by node, reading them back, cloning, instantiating and
 // launching. Graphs are built on the client (graph_model.h); an executable graph lives on the
-// server and each launch is one posted message. Node kinds not listed here (host, memory
-// alloc/free, external semaphores, batch memory operations, conditional) stay generated stubs
-// that return CUDA_ERROR_NOT_SUPPORTED.
+// server and each launch is one posted message (one per run between host nodes, which run on the
+// client). Node kinds not listed here (memory alloc/free, external semaphores, batch memory
+// operations, conditional) stay generated stubs that return CUDA_ERROR_NOT_SUPPORTED.
 #include <algorithm>
 #include <cstdio>
 #include <set>
@@ -10,6 +10,7 @@
 
 #include "driver_export.h"
 #include "graph_model.h"
+#include "host_func_api.h"
 #include "stream_capture.h"
 
 using namespace gpupool::client;
@@ -223,13 +224,29 @@ CUresult launchGraph(CUgraphExec h, CUstream stream) {
   uint64_t s = 0;
   if (CUresult r = execAndStream(h, stream, &exec, &s); r != CUDA_SUCCESS) return r;
   ContextObject* ctx = exec->context;
-  // One posted message, however many nodes the graph has.
-  return ctx->server->post("cuGraphLaunch", [&](wire::Request::Builder b) {
-    auto l = b.initGraphLaunch();
-    l.setContext(ctx->remote);
-    l.setGraph(exec->remote);
-    l.setStream(s);
-  });
+  std::vector<ExecPiece> pieces;
+  {
+    std::lock_guard lock(graphMutex());  // an update may replace them
+    pieces = exec->pieces;
+    exec->launchedOn.insert(stream);
+  }
+  // One posted message per piece: a graph without host nodes is one, however many nodes it has;
+  // a host node is a host function placed in the stream, run by a client thread of its own.
+  for (const ExecPiece& piece : pieces) {
+    CUresult r = CUDA_SUCCESS;
+    if (piece.fn) {
+      r = enqueueHostFunction(stream, piece.fn, piece.data);
+    } else {
+      r = ctx->server->post("cuGraphLaunch", [&](wire::Request::Builder b) {
+        auto l = b.initGraphLaunch();
+        l.setContext(ctx->remote);
+        l.setGraph(piece.remote);
+        l.setStream(s);
+      });
+    }
+    if (r != CUDA_SUCCESS) return r;
+  }
+  return CUDA_SUCCESS;
 }
 
 // The graph is on the server from cuGraphInstantiate on, so an upload only checks its arguments.
@@ -253,6 +270,8 @@ const char* typeName(CUgraphNodeType t) {
       return "EVENT_RECORD";
     case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
       return "WAIT_EVENT";
+    case CU_GRAPH_NODE_TYPE_HOST:
+      return "HOST";
     default:
       return "EMPTY";
   }
@@ -496,6 +515,77 @@ GPUPOOL_DRIVER_API CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode h, CUgraph
   });
 }
 
+// ---- Host nodes ----
+
+GPUPOOL_DRIVER_API CUresult cuGraphAddHostNode(CUgraphNode* out, CUgraph h, const CUgraphNode* deps,
+                                               size_t count, const CUDA_HOST_NODE_PARAMS* p) {
+  if (!p || !p->fn) return CUDA_ERROR_INVALID_VALUE;
+  return addNode(out, h, deps, count, [&](GraphNodeObject* n) {
+    n->type = CU_GRAPH_NODE_TYPE_HOST;
+    n->host = *p;
+    return CUDA_SUCCESS;
+  });
+}
+
+GPUPOOL_DRIVER_API CUresult cuGraphHostNodeGetParams(CUgraphNode h, CUDA_HOST_NODE_PARAMS* p) {
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  return withNode(h, CU_GRAPH_NODE_TYPE_HOST, [&](GraphNodeObject* n) {
+    *p = n->host;
+    return CUDA_SUCCESS;
+  });
+}
+
+GPUPOOL_DRIVER_API CUresult cuGraphHostNodeSetParams(CUgraphNode h,
+                                                     const CUDA_HOST_NODE_PARAMS* p) {
+  if (!p || !p->fn) return CUDA_ERROR_INVALID_VALUE;
+  return withNode(h, CU_GRAPH_NODE_TYPE_HOST, [&](GraphNodeObject* n) {
+    n->host = *p;
+    return CUDA_SUCCESS;
+  });
+}
+
+// ---- Generic node parameters ----
+
+GPUPOOL_DRIVER_API CUresult cuGraphAddNode_v2(CUgraphNode* out, CUgraph h, const CUgraphNode* deps,
+                                              const CUgraphEdgeData* edges, size_t count,
+                                              CUgraphNodeParams* p) {
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = defaultEdges(edges, count, "cuGraphAddNode"); r != CUDA_SUCCESS) return r;
+  return addNode(out, h, deps, count, [&](GraphNodeObject* n) {
+    if (p->type == CU_GRAPH_NODE_TYPE_GRAPH && asGraph(p->graph.graph) == asGraph(h)) {
+      return CUDA_ERROR_INVALID_VALUE;  // a graph cannot hold itself
+    }
+    return nodeFromParams(n, *p, "cuGraphAddNode");
+  });
+}
+GPUPOOL_DRIVER_API CUresult cuGraphAddNode(CUgraphNode* out, CUgraph h, const CUgraphNode* deps,
+                                           size_t count, CUgraphNodeParams* p) {
+  return cuGraphAddNode_v2(out, h, deps, nullptr, count, p);
+}
+
+GPUPOOL_DRIVER_API CUresult cuGraphNodeSetParams(CUgraphNode h, CUgraphNodeParams* p) {
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  constexpr const char* kCall = "cuGraphNodeSetParams";
+  return withNode(h, p->type, [&](GraphNodeObject* n) {
+    if (n->type == CU_GRAPH_NODE_TYPE_GRAPH) {
+      return graphRefusal(CUDA_ERROR_NOT_SUPPORTED, kCall,
+                          "replacing a child graph node's graph in a graph is not served");
+    }
+    GraphNodeObject next;  // checked whole before the node changes
+    if (CUresult r = nodeFromParams(&next, *p, kCall); r != CUDA_SUCCESS) return r;
+    if (n->type == CU_GRAPH_NODE_TYPE_KERNEL) {
+      setCapturedKernel(n, next.function, next.grid, next.block, next.sharedBytes,
+                        std::move(next.params));
+    }
+    n->context = next.context;
+    n->memset = next.memset;
+    n->copy = next.copy;
+    n->event = next.event;
+    n->host = next.host;
+    return CUDA_SUCCESS;
+  });
+}
+
 // ---- Structure ----
 
 GPUPOOL_DRIVER_API CUresult cuGraphNodeGetType(CUgraphNode h, CUgraphNodeType* type) {
@@ -677,48 +767,26 @@ GPUPOOL_DRIVER_API CUresult cuGraphExecGetFlags(CUgraphExec h, cuuint64_t* flags
 
 namespace {
 
-// Sets the parameters of the kernel node the executable graph made from `node`, then uploads the
-// changed graph in place of the old one; launches already made keep the old parameters.
+// Sets the parameters of the kernel node the executable graph made from `node` (see
+// updateExecGraph: launches already made keep the old parameters).
 template <typename Params>
 CUresult setExecKernel(CUgraphExec h, CUgraphNode node, const Params& p, CUkernel kernel,
                        CUcontext ctx) {
-  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
-  GraphExecObject* exec = nullptr;
-  GraphObject* source = nullptr;
-  {
-    std::lock_guard lock(graphMutex());
-    exec = asGraphExec(h);
-    if (!exec) return CUDA_ERROR_INVALID_VALUE;
-    auto it = exec->nodeOf.find(reinterpret_cast<const GraphNodeObject*>(node));
-    if (it == exec->nodeOf.end() || it->second->type != CU_GRAPH_NODE_TYPE_KERNEL) {
+  constexpr const char* kCall = "cuGraphExecKernelNodeSetParams";
+  return updateExecGraph(h, kCall, [&](GraphObject&, NodeMap& nodes) {
+    auto it = nodes.find(reinterpret_cast<const GraphNodeObject*>(node));
+    if (it == nodes.end() || it->second->type != CU_GRAPH_NODE_TYPE_KERNEL) {
       return CUDA_ERROR_INVALID_VALUE;
     }
     GraphNodeObject next;
     if (CUresult r = kernelFromParams(&next, p, kernel, ctx); r != CUDA_SUCCESS) return r;
     if (next.context != it->second->context) {
-      return graphRefusal(CUDA_ERROR_INVALID_VALUE, "cuGraphExecKernelNodeSetParams",
+      return graphRefusal(CUDA_ERROR_INVALID_VALUE, kCall,
                           "a kernel node cannot move to another context");
     }
     setCapturedKernel(it->second, next.function, next.grid, next.block, next.sharedBytes,
                       std::move(next.params));
-    source = exec->source.get();
-  }
-  GraphExecObject* fresh = nullptr;
-  if (CUresult r = instantiateGraph(source, exec->flags, &fresh); r != CUDA_SUCCESS) return r;
-  uint64_t old = exec->remote;
-  {
-    std::lock_guard lock(graphMutex());
-    exec->remote = fresh->remote;
-    unregisterObject(fresh);
-    fresh->tag = Tag::kDead;
-    destroyGraph(fresh->source.release());
-  }
-  delete fresh;
-  ContextObject* c = exec->context;
-  return c->server->post("cuGraphExecKernelNodeSetParams", [&](wire::Request::Builder b) {
-    auto d = b.initGraphDestroy();
-    d.setContext(c->remote);
-    d.setGraph(old);
+    return CUDA_SUCCESS;
   });
 }
 
@@ -738,23 +806,20 @@ GPUPOOL_DRIVER_API CUresult cuGraphExecKernelNodeSetParams(CUgraphExec h, CUgrap
 GPUPOOL_DRIVER_API CUresult cuGraphExecDestroy(CUgraphExec h) {
   if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
   GraphExecObject* exec = nullptr;
+  std::map<UserObject*, unsigned> refs;  // dropped once the launches' work has run
   {
     std::lock_guard lock(graphMutex());
     exec = asGraphExec(h);
     if (!exec) return CUDA_ERROR_INVALID_VALUE;
     unregisterObject(exec);
     exec->tag = Tag::kDead;
+    refs.swap(exec->source->userRefs);
     destroyGraph(exec->source.release());
   }
   ContextObject* ctx = exec->context;
   CUresult r = CUDA_SUCCESS;
-  if (ctx->remote) {
-    r = ctx->server->post("cuGraphExecDestroy", [&](wire::Request::Builder b) {
-      auto d = b.initGraphDestroy();
-      d.setContext(ctx->remote);
-      d.setGraph(exec->remote);
-    });
-  }
+  if (ctx->remote) r = discardPieces(ctx, exec->pieces, "cuGraphExecDestroy");
+  releaseUserObjectsAfter(exec->launchedOn, std::move(refs));
   delete exec;
   return r;
 }

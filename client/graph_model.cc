@@ -57,6 +57,10 @@ GraphObject* asGraph(CUgraph h) { return lookup<GraphObject>(h, Tag::kGraph); }
 GraphNodeObject* asGraphNode(CUgraphNode h) { return lookup<GraphNodeObject>(h, Tag::kGraphNode); }
 GraphExecObject* asGraphExec(CUgraphExec h) { return lookup<GraphExecObject>(h, Tag::kGraphExec); }
 
+GraphObject::~GraphObject() {
+  for (auto [object, count] : userRefs) releaseUserObject(object, count);
+}
+
 GraphObject* newGraph() {
   auto* graph = new GraphObject();
   registerObject(graph);
@@ -121,6 +125,8 @@ std::unique_ptr<GraphObject> cloneGraph(
     const GraphObject& graph, std::map<const GraphNodeObject*, GraphNodeObject*>* mapping) {
   auto copy = std::make_unique<GraphObject>();
   registerObject(copy.get());
+  for (auto [object, count] : graph.userRefs) retainUserObject(object, count);
+  copy->userRefs = graph.userRefs;
   std::map<const GraphNodeObject*, GraphNodeObject*> map;
   for (const auto& node : graph.nodes) {
     auto n = std::make_unique<GraphNodeObject>();
@@ -135,6 +141,8 @@ std::unique_ptr<GraphObject> cloneGraph(
     n->memset = node->memset;
     n->copy = node->copy;
     n->event = node->event;
+    n->host = node->host;
+    n->enabled = node->enabled;
     if (node->child) n->child = cloneGraph(*node->child, nullptr);
     map[node.get()] = addNode(copy.get(), std::move(n), {});
   }
@@ -265,6 +273,70 @@ CUresult setMemcpyNode(GraphNodeObject* node, const CUDA_MEMCPY3D& p, CUcontext 
   return CUDA_SUCCESS;
 }
 
+CUresult nodeFromParams(GraphNodeObject* node, const CUgraphNodeParams& p, const char* call) {
+  if (p.reserved0[0] || p.reserved0[1] || p.reserved0[2] || p.reserved2) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  switch (p.type) {
+    case CU_GRAPH_NODE_TYPE_KERNEL: {
+      const auto& k = p.kernel;
+      unsigned grid[3] = {k.gridDimX, k.gridDimY, k.gridDimZ};
+      unsigned block[3] = {k.blockDimX, k.blockDimY, k.blockDimZ};
+      return setKernelNode(node, k.func, k.kern, k.ctx, grid, block, k.sharedMemBytes,
+                           k.kernelParams, k.extra);
+    }
+    case CU_GRAPH_NODE_TYPE_MEMCPY:
+      if (p.memcpy.flags || p.memcpy.reserved) return CUDA_ERROR_INVALID_VALUE;
+      return setMemcpyNode(node, p.memcpy.copyParams, p.memcpy.copyCtx);
+    case CU_GRAPH_NODE_TYPE_MEMSET: {
+      const auto& m = p.memset;
+      CUDA_MEMSET_NODE_PARAMS v1{};
+      v1.dst = m.dst;
+      v1.pitch = m.pitch;
+      v1.value = m.value;
+      v1.elementSize = m.elementSize;
+      v1.width = m.width;
+      v1.height = m.height;
+      return setMemsetNode(node, v1, m.ctx);
+    }
+    case CU_GRAPH_NODE_TYPE_GRAPH: {
+      if (p.graph.ownership != CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE) {
+        return graphRefusal(CUDA_ERROR_NOT_SUPPORTED, call,
+                            "child graph nodes that take over the graph (ownership MOVE) are "
+                            "not served; clone it");
+      }
+      GraphObject* child = asGraph(p.graph.graph);
+      if (!child) return CUDA_ERROR_INVALID_VALUE;
+      node->type = CU_GRAPH_NODE_TYPE_GRAPH;
+      node->child = cloneGraph(*child, nullptr);
+      return CUDA_SUCCESS;
+    }
+    case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+    case CU_GRAPH_NODE_TYPE_WAIT_EVENT: {
+      EventObject* e = asEvent(p.type == CU_GRAPH_NODE_TYPE_EVENT_RECORD ? p.eventRecord.event
+                                                                         : p.eventWait.event);
+      if (!e) return CUDA_ERROR_INVALID_VALUE;
+      if (CUresult r = DriverState::get().ensureRemote(e->context); r != CUDA_SUCCESS) return r;
+      node->type = p.type;
+      node->event = e;
+      return CUDA_SUCCESS;
+    }
+    case CU_GRAPH_NODE_TYPE_EMPTY:
+      node->type = CU_GRAPH_NODE_TYPE_EMPTY;
+      return CUDA_SUCCESS;
+    case CU_GRAPH_NODE_TYPE_HOST:
+      if (!p.host.fn) return CUDA_ERROR_INVALID_VALUE;
+      node->type = CU_GRAPH_NODE_TYPE_HOST;
+      node->host.fn = p.host.fn;
+      node->host.userData = p.host.userData;
+      return CUDA_SUCCESS;
+    default:
+      return graphRefusal(CUDA_ERROR_NOT_SUPPORTED, call,
+                          "this node kind (memory alloc/free, external semaphore, batch memory "
+                          "operation or conditional) is not served yet");
+  }
+}
+
 namespace {
 
 // One node of the flattened graph, as sent to the server.
@@ -378,7 +450,7 @@ void fillNode(wire::Request::GraphNode::Builder b, const FlatNode& f) {
   auto deps = b.initDependencies(static_cast<unsigned>(f.deps.size()));
   for (size_t i = 0; i < f.deps.size(); ++i) deps.set(static_cast<unsigned>(i), f.deps[i]);
   const GraphNodeObject* n = f.node;
-  if (!n) {
+  if (!n || !n->enabled) {
     b.setEmpty();
     return;
   }
@@ -438,33 +510,64 @@ CUresult instantiateGraph(GraphObject* graph, unsigned long long flags, GraphExe
   } else if (CUresult r = DriverState::get().ensureRemote(ctx); r != CUDA_SUCCESS) {
     return r;
   }
-  // The nodes are written out under the graph lock before the call, not in its builder: the call
-  // holds the session's lock, and capture takes the graph lock first and a session's later.
-  capnp::MallocMessageBuilder written;
-  auto graphCreate = written.initRoot<wire::Request::GraphCreate>();
+  // Host nodes run on the client: the flattened nodes go up in runs between them, each run a graph
+  // of its own (edges from earlier runs are kept by the stream's order, as the server replays
+  // serially). The nodes are written out under the graph lock before the call, not in its
+  // builder: the call holds the session's lock, and capture takes the graph lock first and a
+  // session's later.
+  std::vector<ExecPiece> pieces;
+  std::vector<std::unique_ptr<capnp::MallocMessageBuilder>> runs;
   {
     std::lock_guard lock(graphMutex());
-    auto nodes = graphCreate.initNodes(static_cast<unsigned>(flat.nodes.size()));
+    size_t start = 0;
+    auto writeRun = [&](size_t end) {
+      if (end == start && !(pieces.empty() && end == flat.nodes.size())) return;
+      auto message = std::make_unique<capnp::MallocMessageBuilder>();
+      auto create = message->initRoot<wire::Request::GraphCreate>();
+      auto nodes = create.initNodes(static_cast<unsigned>(end - start));
+      for (size_t i = start; i < end; ++i) {
+        FlatNode local = flat.nodes[i];
+        local.deps.clear();
+        for (uint32_t d : flat.nodes[i].deps) {
+          if (d >= start) local.deps.push_back(static_cast<uint32_t>(d - start));
+        }
+        fillNode(nodes[static_cast<unsigned>(i - start)], local);
+      }
+      runs.push_back(std::move(message));
+      pieces.push_back({});
+    };
     for (size_t i = 0; i < flat.nodes.size(); ++i) {
-      fillNode(nodes[static_cast<unsigned>(i)], flat.nodes[i]);
+      const GraphNodeObject* n = flat.nodes[i].node;
+      if (!n || n->type != CU_GRAPH_NODE_TYPE_HOST) continue;
+      writeRun(i);
+      pieces.push_back({0, n->host.fn, n->host.userData});
+      start = i + 1;
+    }
+    writeRun(flat.nodes.size());
+  }
+  size_t run = 0;
+  for (ExecPiece& piece : pieces) {
+    if (piece.fn) continue;
+    auto graphCreate = runs[run++]->getRoot<wire::Request::GraphCreate>();
+    CUresult r = ctx->server->call(
+        "cuGraphInstantiate",
+        [&](wire::Request::Builder b) {
+          b.setGraphCreate(graphCreate.asReader());
+          b.getGraphCreate().setContext(ctx->remote);
+        },
+        {},
+        [&](wire::Response::Reader reply, ReplyBulk&) {
+          piece.remote = reply.getHandle();
+          return CUDA_SUCCESS;
+        });
+    if (r != CUDA_SUCCESS) {
+      (void)discardPieces(ctx, pieces, "cuGraphInstantiate");
+      return r;
     }
   }
-  uint64_t handle = 0;
-  CUresult r = ctx->server->call(
-      "cuGraphInstantiate",
-      [&](wire::Request::Builder b) {
-        b.setGraphCreate(graphCreate.asReader());
-        b.getGraphCreate().setContext(ctx->remote);
-      },
-      {},
-      [&](wire::Response::Reader reply, ReplyBulk&) {
-        handle = reply.getHandle();
-        return CUDA_SUCCESS;
-      });
-  if (r != CUDA_SUCCESS) return r;
   auto* exec = new GraphExecObject();
   exec->context = ctx;
-  exec->remote = handle;
+  exec->pieces = std::move(pieces);
   exec->flags = flags;
   {
     std::lock_guard lock(graphMutex());
@@ -473,6 +576,20 @@ CUresult instantiateGraph(GraphObject* graph, unsigned long long flags, GraphExe
   registerObject(exec);
   *out = exec;
   return CUDA_SUCCESS;
+}
+
+CUresult discardPieces(ContextObject* ctx, const std::vector<ExecPiece>& pieces, const char* call) {
+  CUresult result = CUDA_SUCCESS;
+  for (const ExecPiece& piece : pieces) {
+    if (!piece.remote) continue;
+    CUresult r = ctx->server->post(call, [&](wire::Request::Builder b) {
+      auto d = b.initGraphDestroy();
+      d.setContext(ctx->remote);
+      d.setGraph(piece.remote);
+    });
+    if (result == CUDA_SUCCESS) result = r;
+  }
+  return result;
 }
 
 }  // namespace gpupool::client

@@ -3,16 +3,19 @@
 //
 // A graph lives here until it is instantiated; cuGraphInstantiate flattens it (child graphs
 // inlined, nodes in a topological order) and uploads it to the server once, which then runs it
-// for each cuGraphLaunch from one posted message (server/handlers/graph_handlers.cc). Every graph
-// structure is guarded by graphMutex(): graphs are built by one thread at a time in practice, and
-// one lock keeps capture (which touches streams, events and graphs together) simple.
+// for each cuGraphLaunch from one posted message (server/handlers/graph_handlers.cc); host nodes
+// cut it into runs uploaded separately, the host functions running on the client between them.
+// Every graph structure is guarded by graphMutex(): graphs are built by one thread at a time in
+// practice, and one lock keeps capture (which touches streams, events and graphs together) simple.
 #pragma once
 
 #include <cuda.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <vector>
 
 #include "driver_state.h"
@@ -41,27 +44,59 @@ struct GraphNodeObject {
   CUDA_MEMSET_NODE_PARAMS memset{};    // memset
   CUDA_MEMCPY3D copy{};                // memcpy (device to device only)
   EventObject* event = nullptr;        // event record / wait
+  CUDA_HOST_NODE_PARAMS host{};        // host: run on the client (host_func_api.h)
   std::unique_ptr<GraphObject> child;  // child graph: the node's own copy
+  // An executable graph's kernel, memset or memcpy node switched off by cuGraphNodeSetEnabled:
+  // it runs as an empty node, its edges kept.
+  bool enabled = true;
 };
 
+struct UserObject;  // client/user_object_api.cc
+
+// Takes `count` more references to `object`.
+void retainUserObject(UserObject* object, unsigned count);
+// Drops `count` references to `object`; the last one runs its destructor and frees it.
+void releaseUserObject(UserObject* object, unsigned count);
+// Drops `refs` once the work already queued on every stream of `streams` has run (at once when
+// there is none), so a destructor never runs under a launch that still uses what it frees.
+void releaseUserObjectsAfter(const std::set<CUstream>& streams,
+                             std::map<UserObject*, unsigned> refs);
+
 struct GraphObject {
+  GraphObject() = default;
+  GraphObject(const GraphObject&) = delete;
+  GraphObject& operator=(const GraphObject&) = delete;
+  ~GraphObject();  // drops its user object references
   Tag tag = Tag::kGraph;
+  // The references the graph holds to user objects (cuGraphRetainUserObject); clones and
+  // instantiations take references of their own.
+  std::map<UserObject*, unsigned> userRefs;
   std::vector<std::unique_ptr<GraphNodeObject>> nodes;  // in the order they were added
   // A clone's nodes by the original's (cuGraphNodeFindInClone).
   std::map<const GraphNodeObject*, GraphNodeObject*> clonedFrom;
 };
 
-// An instantiated graph: the server's handle for it, in the context it runs in.
+// One run of an executable graph's nodes between host nodes (a graph on the server, by its
+// handle), or one host node (`fn`, run on the client at that place in the stream).
+struct ExecPiece {
+  uint64_t remote = 0;
+  CUhostFn fn = nullptr;
+  void* data = nullptr;
+};
+
+// An instantiated graph, in the context it runs in. A launch runs its pieces in order on the
+// stream: a graph without host nodes is one piece, so one posted message.
 struct GraphExecObject {
   Tag tag = Tag::kGraphExec;
   ContextObject* context = nullptr;
-  uint64_t remote = 0;
+  std::vector<ExecPiece> pieces;
   unsigned long long flags = 0;
   // What was instantiated (a copy, since the graph may change or go after instantiation) and the
   // copy's node for each node of the graph: the per-node exec setters change the copy and upload
   // it again.
   std::unique_ptr<GraphObject> source;
   std::map<const GraphNodeObject*, GraphNodeObject*> nodeOf;
+  std::set<CUstream> launchedOn;  // for releasing user objects after the launches' work
 };
 
 std::mutex& graphMutex();
@@ -104,8 +139,24 @@ CUresult setMemsetNode(GraphNodeObject* node, const CUDA_MEMSET_NODE_PARAMS& p, 
 // Checks and fills a memcpy node: device-to-device copies only (a host end: NOT_SUPPORTED).
 CUresult setMemcpyNode(GraphNodeObject* node, const CUDA_MEMCPY3D& p, CUcontext ctx);
 
+// Fills `node` (a fresh one) from the generic parameters of cuGraphAddNode and the generic
+// setters: kernel, memcpy, memset, child graph (cloned), event record/wait and empty nodes; other
+// kinds are refused (CUDA_ERROR_NOT_SUPPORTED, named under GPU_POOL_LOG=1 as `call`).
+CUresult nodeFromParams(GraphNodeObject* node, const CUgraphNodeParams& p, const char* call);
+
 // Creates the executable form of `graph` on the server. Call without graphMutex() held.
 CUresult instantiateGraph(GraphObject* graph, unsigned long long flags, GraphExecObject** out);
+// Posts the destruction of the server's graphs among `pieces` (after the launches already posted).
+CUresult discardPieces(ContextObject* ctx, const std::vector<ExecPiece>& pieces, const char* call);
+
+using NodeMap = std::map<const GraphNodeObject*, GraphNodeObject*>;
+// Changes an executable graph: `change` runs under graphMutex() on a copy of its graph, with
+// `nodes` mapping every node handle the exec answers for to its node in the copy (it may add
+// more); the copy is then uploaded, and only when both succeed does it replace the exec's graph
+// (the old one leaves the server after the launches already posted). Launches made before keep
+// what they had; the next one runs the change. Call without graphMutex() held.
+CUresult updateExecGraph(CUgraphExec h, const char* call,
+                         const std::function<CUresult(GraphObject& copy, NodeMap& nodes)>& change);
 
 // Logs (under GPU_POOL_LOG=1) why a graph call fails and returns `code`.
 CUresult graphRefusal(CUresult code, const char* call, const char* why);

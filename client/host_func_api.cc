@@ -6,6 +6,8 @@
 // later work runs. Work that could stop the server's session thread behind a pending gate waits
 // for the function first (client/host_function_fence.h). As with NVIDIA's driver, a host function
 // must not call CUDA: it would wait for itself.
+#include "host_func_api.h"
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -14,6 +16,7 @@
 #include "driver_export.h"
 #include "driver_state.h"
 #include "host_function_fence.h"
+#include "stream_capture.h"
 
 using namespace gpupool::client;
 
@@ -89,10 +92,14 @@ CUresult place(CUstream h, HostCall call) {
 
 CUresult hostFunction(CUstream h, CUhostFn fn, void* data) {
   if (!fn) return CUDA_ERROR_INVALID_VALUE;
-  HostCall c;
-  c.fn = fn;
-  c.data = data;
-  return place(h, c);
+  {
+    CaptureScope capturing;  // a capturing stream takes the function as a host node
+    ContextObject* ctx = nullptr;
+    uint64_t s = 0;
+    if (CUresult r = resolveStream(h, &ctx, &s); r != CUDA_SUCCESS) return r;
+    if (CUresult r = CUDA_SUCCESS; captureHostFunction(h, fn, data, &r)) return r;
+  }
+  return enqueueHostFunction(h, fn, data);
 }
 
 CUresult streamCallback(CUstream h, CUstreamCallback callback, void* data, unsigned flags) {
@@ -105,6 +112,17 @@ CUresult streamCallback(CUstream h, CUstreamCallback callback, void* data, unsig
 }
 
 }  // namespace
+
+namespace gpupool::client {
+
+CUresult enqueueHostFunction(CUstream stream, CUhostFn fn, void* data) {
+  HostCall c;
+  c.fn = fn;
+  c.data = data;
+  return place(stream, c);
+}
+
+}  // namespace gpupool::client
 
 GPUPOOL_DRIVER_API CUresult cuLaunchHostFunc(CUstream h, CUhostFn fn, void* data) {
   return hostFunction(h, fn, data);

@@ -290,6 +290,18 @@ bool captureKernel(CUstream stream, FunctionObject* f, const unsigned grid[3],
   return addCaptured(s, c, std::move(node), result);
 }
 
+bool captureHostFunction(CUstream stream, CUhostFn fn, void* data, CUresult* result) {
+  std::lock_guard lock(graphMutex());
+  StreamObject* s = nullptr;
+  CaptureSequence* c = capturing(stream, &s);
+  if (!c) return false;
+  auto node = std::make_unique<GraphNodeObject>();
+  node->type = CU_GRAPH_NODE_TYPE_HOST;
+  node->host.fn = fn;
+  node->host.userData = data;
+  return addCaptured(s, c, std::move(node), result);
+}
+
 bool captureMemset(CUstream stream, CUdeviceptr dst, uint32_t value, unsigned elementSize,
                    size_t width, size_t height, size_t pitch, CUresult* result) {
   std::lock_guard lock(graphMutex());

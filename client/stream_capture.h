@@ -1,11 +1,12 @@
 // Stream capture (cuStreamBeginCapture .. cuStreamEndCapture), on the client: while a stream
 // captures, the calls that can be captured (kernel launches, memsets, device-to-device copies,
-// event records and waits) become graph nodes instead of being sent, and every other call that
-// names the stream fails as a real driver fails it, invalidating the capture.
+// event records and waits, host functions) become graph nodes instead of being sent, and every
+// other call that names the stream fails as a real driver fails it, invalidating the capture.
 //
 // The hooks below are called by the files that own those calls (launch_api.cc, copy_api.cc,
-// stream_event_api.cc, driver_state.cc); each capture hook returns true when it took the call (its
-// result in *result), false when the stream does not capture and the call goes on as usual.
+// stream_event_api.cc, host_func_api.cc, driver_state.cc); each capture hook returns true when it
+// took the call (its result in *result), false when the stream does not capture and the call goes
+// on as usual.
 #pragma once
 
 #include <cuda.h>
@@ -48,6 +49,7 @@ bool captureMemset(CUstream stream, CUdeviceptr dst, uint32_t value, unsigned el
 bool captureCopy(CUstream stream, CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUresult* result);
 bool captureEventRecord(CUstream stream, EventObject* event, unsigned flags, CUresult* result);
 bool captureEventWait(CUstream stream, EventObject* event, unsigned flags, CUresult* result);
+bool captureHostFunction(CUstream stream, CUhostFn fn, void* data, CUresult* result);
 // An event recorded outside capture no longer stands for captured work.
 void eventRecordedOutsideCapture(EventObject* event);
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "tools/bench_driver.h"
+#include "tools/bench_graphs.h"
 #include "tools/bench_idle_clients.h"
 #include "tools/bench_plot.h"
 #include "tools/bench_raw_verbs.h"
@@ -96,6 +97,7 @@ json measureDriver(BenchDriver& d, bool quick) {
   out["async_launch"] = {{"launches", launches},
                          {"per_second", static_cast<double>(launches) / issue},
                          {"completed_per_second", static_cast<double>(launches) / total}};
+  out["graphs"] = measureGraphs(d, context, quick);
 
   progress("bandwidth");
   json bw;
@@ -225,6 +227,7 @@ void printText(const json& r) {
               r["ratios"]["null_call_rtt_vs_raw"].get<double>(),
               r["ratios"]["h2d_bandwidth_vs_raw"].get<double>(),
               r["ratios"]["d2h_bandwidth_vs_raw"].get<double>());
+  printGraphs(r["graphs"]);
   printThreadSeries(r["threads"]);
   if (r.contains("idle_clients")) printIdleClients(r["idle_clients"]);
   if (r.contains("raw_verbs")) printRawVerbs(r);
@@ -582,7 +585,9 @@ int benchCommand(const BenchOptions& options) {
     }
     json g = measureDriver(*driver, options.quick);
     result["async_launch"] = g["async_launch"];
+    result["graphs"] = g["graphs"];
     g.erase("async_launch");
+    g.erase("graphs");
     result["gpupool"] = g;
     // The library's session is still open: the server says which transport it really used.
     std::string used = wire->sessionTransport("(pid " + std::to_string(getpid()) + ")");

@@ -52,6 +52,13 @@ std::unique_ptr<BenchDriver> BenchDriver::load(const std::string& path, std::str
   bind(d->cuStreamDestroy, "cuStreamDestroy_v2");
   bind(d->cuStreamSynchronize, "cuStreamSynchronize");
   bind(d->cuGetErrorName, "cuGetErrorName");
+  // The versioned names: CUDA_KERNEL_NODE_PARAMS is the _v2 layout in CUDA 12's header.
+  bind(d->cuGraphCreate, "cuGraphCreate");
+  bind(d->cuGraphAddKernelNode, "cuGraphAddKernelNode_v2");
+  bind(d->cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags");
+  bind(d->cuGraphLaunch, "cuGraphLaunch");
+  bind(d->cuGraphExecDestroy, "cuGraphExecDestroy");
+  bind(d->cuGraphDestroy, "cuGraphDestroy");
   if (!ok) return nullptr;
   return d;
 }

@@ -33,6 +33,13 @@ struct BenchDriver {
   CUresult (*cuStreamDestroy)(CUstream);
   CUresult (*cuStreamSynchronize)(CUstream);
   CUresult (*cuGetErrorName)(CUresult, const char**);
+  CUresult (*cuGraphCreate)(CUgraph*, unsigned);
+  CUresult (*cuGraphAddKernelNode)(CUgraphNode*, CUgraph, const CUgraphNode*, size_t,
+                                   const CUDA_KERNEL_NODE_PARAMS*);
+  CUresult (*cuGraphInstantiateWithFlags)(CUgraphExec*, CUgraph, unsigned long long);
+  CUresult (*cuGraphLaunch)(CUgraphExec, CUstream);
+  CUresult (*cuGraphExecDestroy)(CUgraphExec);
+  CUresult (*cuGraphDestroy)(CUgraph);
 
   std::string errorName(CUresult r) const;
 

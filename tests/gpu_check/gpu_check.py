@@ -708,6 +708,10 @@ def bench_summary(bench):
         bw = bench["gpupool"]["bandwidth"]
         parts.append("H2D %.2f GB/s" % bw["h2d_pinned"][-1]["gb_per_s"])
         parts.append("D2H %.2f GB/s" % bw["d2h_pinned"][-1]["gb_per_s"])
+        for point in bench.get("graphs", []):
+            if point["nodes"] == 100:
+                parts.append("100-kernel graph %.1f us vs %.1f us one by one" %
+                             (point["graph_launch_us"], point["separate_launches_us"]))
         if "local" in bench:
             local = bench["local"]
             parts.append("local null call %.1f us" % local["null_call"]["median_us"])

@@ -29,6 +29,9 @@ inline const std::vector<std::string>& testProgramNames() {
                                                  "launch_attributes_driver",
                                                  "graph_capture",
                                                  "graph_driver",
+                                                 "graph_host",
+                                                 "graph_update",
+                                                 "graph_update_driver",
                                                  "stream_memops_driver"};
   return names;
 }

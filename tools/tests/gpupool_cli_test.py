@@ -252,6 +252,22 @@ class Bench(unittest.TestCase):
         self.assertGreater(result["memcpy"]["gb_per_s"], 0)
         self.assertIn("h2d_bandwidth_vs_memcpy", result["ratios"])
 
+    def test_graphs_series_on_emu(self):
+        stderr, result = self.quick_run()
+        graphs = result["graphs"]
+        self.assertEqual([point["nodes"] for point in graphs], [1, 10, 100])
+        for point in graphs:
+            self.assertEqual(set(point), {"nodes", "graph_launch_us", "separate_launches_us"})
+            self.assertGreater(point["graph_launch_us"], 0)
+            self.assertGreater(point["separate_launches_us"], 0)
+            # Timed to completion against a local emu server: above zero, well below seconds.
+            self.assertLess(point["graph_launch_us"], 5e6)
+            self.assertLess(point["separate_launches_us"], 5e6)
+        # 100 kernels one by one run 100 kernels plus a synchronize; they cannot take less than
+        # the one kernel of the 1-node point.
+        self.assertGreater(graphs[2]["separate_launches_us"], graphs[0]["separate_launches_us"])
+        self.assertIn("graph of 100 kernels against separate launches", stderr)
+
     def test_threads_series_on_emu(self):
         stderr, result = self.quick_run()
         # Both runs of the series went through the library: serialized first, then concurrent.
