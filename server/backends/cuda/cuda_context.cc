@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/hex.h"
 #include "gpupool/image/image_kind.h"
 
 namespace gpupool::server {
@@ -15,12 +16,6 @@ namespace {
 // Kernel parameters are limited to 32764 bytes, so no kernel has more parameters than this; it
 // bounds the cuFuncGetParamInfo loop against a driver that never says "no more".
 constexpr size_t kMaxKernelParams = 32768;
-
-std::string hex(uint64_t value) {
-  char text[24];
-  std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(value));
-  return text;
-}
 
 // The driver reads and writes the REUSE_* pool policies as int, the other attributes as
 // cuuint64_t.

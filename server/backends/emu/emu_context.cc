@@ -5,6 +5,7 @@
 #include <cstring>
 #include <iostream>
 
+#include "common/hex.h"
 #include "gpupool/image/ptx_selection.h"
 #include "server/backends/emu/emu_occupancy.h"
 
@@ -37,12 +38,6 @@ Status invalidConfiguration(const std::string& what) {
 }
 Status invalidHandle(const std::string& what) {
   return Status::error(CUDA_ERROR_INVALID_HANDLE, what);
-}
-
-std::string hex(uint64_t v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
 }
 
 // Extent in bytes of `height` rows of `widthBytes`, `pitch` apart; 0 on overflow.

@@ -12,6 +12,7 @@
 #include <string>
 #include <thread>
 
+#include "common/hex.h"
 #include "server/backends/emu/emu_context.h"
 
 namespace gpupool::server::emu {
@@ -39,12 +40,6 @@ bool met(uint64_t current, uint64_t value, unsigned flags, bool wide) {
     default:
       return false;  // the handler refused other conditions
   }
-}
-
-std::string hex(uint64_t v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
 }
 
 }  // namespace
