@@ -57,7 +57,7 @@ run_tsan() {
   (
     cd "$build"
     export LD_PRELOAD="$(gcc -print-file-name=libtsan.so) $(gcc -print-file-name=libstdc++.so.6)"
-    export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
+    export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$ROOT/scripts/tsan.supp"
     export GPUPOOL_LOAD_ROUNDS=40
     # The tests labelled `tsan`: transport and codec unit tests; the backends' waits on threads of
     # their own; the server (both backends) under concurrent, killed and chained clients; the

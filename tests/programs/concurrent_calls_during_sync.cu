@@ -3,8 +3,9 @@
 // both ways, a small kernel, cudaEventRecord/cudaEventQuery, cudaStreamSynchronize of B's own
 // non-blocking stream) once with the device idle, and once while thread A is blocked in
 // cudaStreamSynchronize on a kernel that spins on another non-blocking stream for up to
-// kSpinLimitMs. The busy batch must take less than twice the idle one (plus kSlackMs), and end
-// while A's kernel still runs. cudaFree is left out of the batches: it synchronizes the device.
+// kSpinLimitMs. The busy batch must end while A's kernel still runs (the proof that it did not
+// wait for A), and take less than kMaxSlowdown times the idle one (plus kSlackMs). cudaFree is left
+// out of the batches: it synchronizes the device.
 #include <atomic>
 #include <thread>
 #include <vector>
@@ -19,6 +20,10 @@ constexpr size_t kBytes = kElements * sizeof(int);
 // A's kernel gives up after this; B releases it as soon as its busy batch is done.
 constexpr unsigned long long kSpinLimitMs = 3000;
 constexpr double kSlackMs = 50;
+// A's spinning kernel holds one of the emu's CPU threads while B's batch runs, so the batch runs
+// slower without waiting for anyone: 1.2x on the plain build, 2.3x once under ASan on the 2-core
+// CI machine beside another test. Calls that waited for A's synchronize measured 136x.
+constexpr double kMaxSlowdown = 4;
 
 __global__ void addRound(int* data, int n, int round) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -129,10 +134,10 @@ int main() {
       "synchronize: warm-up %.1f ms, idle %.1f ms, during another thread's "
       "cudaStreamSynchronize %.1f ms (%.2fx); that synchronize took %.1f ms\n",
       kRounds, warmupMs, idleMs, busyMs, idleMs > 0 ? busyMs / idleMs : 0.0, syncMs);
-  CHECK(busyMs < 2 * idleMs + kSlackMs,
-        "the batch took %.1f ms during another thread's cudaStreamSynchronize, over twice the "
+  CHECK(busyMs < kMaxSlowdown * idleMs + kSlackMs,
+        "the batch took %.1f ms during another thread's cudaStreamSynchronize, over %.0f times the "
         "%.1f ms it takes alone (+%.0f ms): calls waited for the other thread",
-        busyMs, idleMs, kSlackMs);
+        busyMs, kMaxSlowdown, idleMs, kSlackMs);
   CHECK(spinState == cudaErrorNotReady,
         "cudaStreamQuery of A's stream after the busy batch returned %s, expected "
         "cudaErrorNotReady: the batch ended only after A's kernel did",
