@@ -303,13 +303,6 @@ CUresult copy2D(const char* what, const CUDA_MEMCPY2D* c, CUstream stream, bool 
 
 // ---- Copies (each also as its per-thread-default-stream twin) ----
 
-#define GPUPOOL_TWIN(ret, name, twin, params, args) \
-  GPUPOOL_DRIVER_API ret name params;               \
-  GPUPOOL_DRIVER_API ret twin params {              \
-    PerThreadDefaultStream perThread;               \
-    return name args;                               \
-  }
-
 GPUPOOL_DRIVER_API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t bytes) {
   return copyHostToDevice("cuMemcpyHtoD", dst, src, bytes, nullptr, false);
 }

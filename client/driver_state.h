@@ -265,3 +265,14 @@ class PerThreadDefaultStream {
 CUresult requireInit();
 
 }  // namespace gpupool::client
+
+// Defines `twin`, the per-thread-default-stream form (_ptsz/_ptds) of the entry point `name`:
+// `name` itself, called with stream 0 meaning the thread's default stream. `params` is the
+// parenthesized parameter list, `args` the parenthesized argument names.
+// client/gen/generate_compatibility.py counts the twins it defines.
+#define GPUPOOL_TWIN(ret, name, twin, params, args)      \
+  GPUPOOL_DRIVER_API ret name params;                    \
+  GPUPOOL_DRIVER_API ret twin params {                   \
+    ::gpupool::client::PerThreadDefaultStream perThread; \
+    return name args;                                    \
+  }

@@ -162,112 +162,84 @@ GPUPOOL_DRIVER_API CUresult cuStreamWaitValue32(CUstream stream, CUdeviceptr add
   return single("cuStreamWaitValue32", stream, CU_STREAM_MEM_OP_WAIT_VALUE_32, address, value,
                 flags, false);
 }
-GPUPOOL_DRIVER_API CUresult cuStreamWaitValue32_ptsz(CUstream stream, CUdeviceptr address,
-                                                     cuuint32_t value, unsigned int flags) {
-  PerThreadDefaultStream perThread;
-  return single("cuStreamWaitValue32", stream, CU_STREAM_MEM_OP_WAIT_VALUE_32, address, value,
-                flags, false);
-}
+GPUPOOL_TWIN(CUresult, cuStreamWaitValue32, cuStreamWaitValue32_ptsz,
+             (CUstream stream, CUdeviceptr address, cuuint32_t value, unsigned int flags),
+             (stream, address, value, flags))
 GPUPOOL_DRIVER_API CUresult cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr address,
                                                    cuuint32_t value, unsigned int flags) {
   return single("cuStreamWaitValue32", stream, CU_STREAM_MEM_OP_WAIT_VALUE_32, address, value,
                 flags, true);
 }
-GPUPOOL_DRIVER_API CUresult cuStreamWaitValue32_v2_ptsz(CUstream stream, CUdeviceptr address,
-                                                        cuuint32_t value, unsigned int flags) {
-  PerThreadDefaultStream perThread;
-  return single("cuStreamWaitValue32", stream, CU_STREAM_MEM_OP_WAIT_VALUE_32, address, value,
-                flags, true);
-}
+GPUPOOL_TWIN(CUresult, cuStreamWaitValue32_v2, cuStreamWaitValue32_v2_ptsz,
+             (CUstream stream, CUdeviceptr address, cuuint32_t value, unsigned int flags),
+             (stream, address, value, flags))
 
 GPUPOOL_DRIVER_API CUresult cuStreamWaitValue64(CUstream stream, CUdeviceptr address,
                                                 cuuint64_t value, unsigned int flags) {
   return single("cuStreamWaitValue64", stream, CU_STREAM_MEM_OP_WAIT_VALUE_64, address, value,
                 flags, false);
 }
-GPUPOOL_DRIVER_API CUresult cuStreamWaitValue64_ptsz(CUstream stream, CUdeviceptr address,
-                                                     cuuint64_t value, unsigned int flags) {
-  PerThreadDefaultStream perThread;
-  return single("cuStreamWaitValue64", stream, CU_STREAM_MEM_OP_WAIT_VALUE_64, address, value,
-                flags, false);
-}
+GPUPOOL_TWIN(CUresult, cuStreamWaitValue64, cuStreamWaitValue64_ptsz,
+             (CUstream stream, CUdeviceptr address, cuuint64_t value, unsigned int flags),
+             (stream, address, value, flags))
 GPUPOOL_DRIVER_API CUresult cuStreamWaitValue64_v2(CUstream stream, CUdeviceptr address,
                                                    cuuint64_t value, unsigned int flags) {
   return single("cuStreamWaitValue64", stream, CU_STREAM_MEM_OP_WAIT_VALUE_64, address, value,
                 flags, true);
 }
-GPUPOOL_DRIVER_API CUresult cuStreamWaitValue64_v2_ptsz(CUstream stream, CUdeviceptr address,
-                                                        cuuint64_t value, unsigned int flags) {
-  PerThreadDefaultStream perThread;
-  return single("cuStreamWaitValue64", stream, CU_STREAM_MEM_OP_WAIT_VALUE_64, address, value,
-                flags, true);
-}
+GPUPOOL_TWIN(CUresult, cuStreamWaitValue64_v2, cuStreamWaitValue64_v2_ptsz,
+             (CUstream stream, CUdeviceptr address, cuuint64_t value, unsigned int flags),
+             (stream, address, value, flags))
 
 GPUPOOL_DRIVER_API CUresult cuStreamWriteValue32(CUstream stream, CUdeviceptr address,
                                                  cuuint32_t value, unsigned int flags) {
   return single("cuStreamWriteValue32", stream, CU_STREAM_MEM_OP_WRITE_VALUE_32, address, value,
                 flags, false);
 }
-GPUPOOL_DRIVER_API CUresult cuStreamWriteValue32_ptsz(CUstream stream, CUdeviceptr address,
-                                                      cuuint32_t value, unsigned int flags) {
-  PerThreadDefaultStream perThread;
-  return single("cuStreamWriteValue32", stream, CU_STREAM_MEM_OP_WRITE_VALUE_32, address, value,
-                flags, false);
-}
+GPUPOOL_TWIN(CUresult, cuStreamWriteValue32, cuStreamWriteValue32_ptsz,
+             (CUstream stream, CUdeviceptr address, cuuint32_t value, unsigned int flags),
+             (stream, address, value, flags))
 GPUPOOL_DRIVER_API CUresult cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr address,
                                                     cuuint32_t value, unsigned int flags) {
   return single("cuStreamWriteValue32", stream, CU_STREAM_MEM_OP_WRITE_VALUE_32, address, value,
                 flags, true);
 }
-GPUPOOL_DRIVER_API CUresult cuStreamWriteValue32_v2_ptsz(CUstream stream, CUdeviceptr address,
-                                                         cuuint32_t value, unsigned int flags) {
-  PerThreadDefaultStream perThread;
-  return single("cuStreamWriteValue32", stream, CU_STREAM_MEM_OP_WRITE_VALUE_32, address, value,
-                flags, true);
-}
+GPUPOOL_TWIN(CUresult, cuStreamWriteValue32_v2, cuStreamWriteValue32_v2_ptsz,
+             (CUstream stream, CUdeviceptr address, cuuint32_t value, unsigned int flags),
+             (stream, address, value, flags))
 
 GPUPOOL_DRIVER_API CUresult cuStreamWriteValue64(CUstream stream, CUdeviceptr address,
                                                  cuuint64_t value, unsigned int flags) {
   return single("cuStreamWriteValue64", stream, CU_STREAM_MEM_OP_WRITE_VALUE_64, address, value,
                 flags, false);
 }
-GPUPOOL_DRIVER_API CUresult cuStreamWriteValue64_ptsz(CUstream stream, CUdeviceptr address,
-                                                      cuuint64_t value, unsigned int flags) {
-  PerThreadDefaultStream perThread;
-  return single("cuStreamWriteValue64", stream, CU_STREAM_MEM_OP_WRITE_VALUE_64, address, value,
-                flags, false);
-}
+GPUPOOL_TWIN(CUresult, cuStreamWriteValue64, cuStreamWriteValue64_ptsz,
+             (CUstream stream, CUdeviceptr address, cuuint64_t value, unsigned int flags),
+             (stream, address, value, flags))
 GPUPOOL_DRIVER_API CUresult cuStreamWriteValue64_v2(CUstream stream, CUdeviceptr address,
                                                     cuuint64_t value, unsigned int flags) {
   return single("cuStreamWriteValue64", stream, CU_STREAM_MEM_OP_WRITE_VALUE_64, address, value,
                 flags, true);
 }
-GPUPOOL_DRIVER_API CUresult cuStreamWriteValue64_v2_ptsz(CUstream stream, CUdeviceptr address,
-                                                         cuuint64_t value, unsigned int flags) {
-  PerThreadDefaultStream perThread;
-  return single("cuStreamWriteValue64", stream, CU_STREAM_MEM_OP_WRITE_VALUE_64, address, value,
-                flags, true);
-}
+GPUPOOL_TWIN(CUresult, cuStreamWriteValue64_v2, cuStreamWriteValue64_v2_ptsz,
+             (CUstream stream, CUdeviceptr address, cuuint64_t value, unsigned int flags),
+             (stream, address, value, flags))
 
 GPUPOOL_DRIVER_API CUresult cuStreamBatchMemOp(CUstream stream, unsigned int count,
                                                CUstreamBatchMemOpParams* params,
                                                unsigned int flags) {
   return memOps("cuStreamBatchMemOp", stream, count, params, flags, false);
 }
-GPUPOOL_DRIVER_API CUresult cuStreamBatchMemOp_ptsz(CUstream stream, unsigned int count,
-                                                    CUstreamBatchMemOpParams* params,
-                                                    unsigned int flags) {
-  PerThreadDefaultStream perThread;
-  return memOps("cuStreamBatchMemOp", stream, count, params, flags, false);
-}
+GPUPOOL_TWIN(CUresult, cuStreamBatchMemOp, cuStreamBatchMemOp_ptsz,
+             (CUstream stream, unsigned int count, CUstreamBatchMemOpParams* params,
+              unsigned int flags),
+             (stream, count, params, flags))
 GPUPOOL_DRIVER_API CUresult cuStreamBatchMemOp_v2(CUstream stream, unsigned int count,
                                                   CUstreamBatchMemOpParams* params,
                                                   unsigned int flags) {
   return memOps("cuStreamBatchMemOp", stream, count, params, flags, true);
 }
-GPUPOOL_DRIVER_API CUresult cuStreamBatchMemOp_v2_ptsz(CUstream stream, unsigned int count,
-                                                       CUstreamBatchMemOpParams* params,
-                                                       unsigned int flags) {
-  PerThreadDefaultStream perThread;
-  return memOps("cuStreamBatchMemOp", stream, count, params, flags, true);
-}
+GPUPOOL_TWIN(CUresult, cuStreamBatchMemOp_v2, cuStreamBatchMemOp_v2_ptsz,
+             (CUstream stream, unsigned int count, CUstreamBatchMemOpParams* params,
+              unsigned int flags),
+             (stream, count, params, flags))
