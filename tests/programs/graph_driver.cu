@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "driver_check.h"
+#include "graph_node_params.h"
 
 namespace {
 
@@ -33,26 +34,11 @@ CUfunction axpyFunction() {
 
 // Kernel node parameters for axpy; `args` must outlive the call that reads them.
 CUDA_KERNEL_NODE_PARAMS axpyParams(CUfunction f, void** args) {
-  CUDA_KERNEL_NODE_PARAMS p;
-  std::memset(&p, 0, sizeof p);
-  p.func = f;
-  p.gridDimX = kBlocks;
-  p.gridDimY = p.gridDimZ = 1;
-  p.blockDimX = kThreads;
-  p.blockDimY = p.blockDimZ = 1;
-  p.kernelParams = args;
-  return p;
+  return kernelNodeParams(f, args, kBlocks, kThreads);
 }
 
 CUDA_MEMSET_NODE_PARAMS fill(CUdeviceptr dst, unsigned value) {
-  CUDA_MEMSET_NODE_PARAMS p;
-  std::memset(&p, 0, sizeof p);
-  p.dst = dst;
-  p.value = value;
-  p.elementSize = 4;
-  p.width = kCount;
-  p.height = 1;
-  return p;
+  return fill32NodeParams(dst, value, kCount);
 }
 
 size_t count(CUresult (*get)(CUgraph, CUgraphNode*, size_t*), CUgraph g) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "driver_check.h"
+#include "graph_node_params.h"
 
 namespace {
 
@@ -28,26 +29,11 @@ __global__ void axpy(int* y, const int* x, int k, int n) {
 }
 
 CUDA_KERNEL_NODE_PARAMS axpyParams(CUfunction f, void** args) {
-  CUDA_KERNEL_NODE_PARAMS p;
-  std::memset(&p, 0, sizeof p);
-  p.func = f;
-  p.gridDimX = kBlocks;
-  p.gridDimY = p.gridDimZ = 1;
-  p.blockDimX = kThreads;
-  p.blockDimY = p.blockDimZ = 1;
-  p.kernelParams = args;
-  return p;
+  return kernelNodeParams(f, args, kBlocks, kThreads);
 }
 
 CUDA_MEMSET_NODE_PARAMS fill(CUdeviceptr dst, unsigned value) {
-  CUDA_MEMSET_NODE_PARAMS p;
-  std::memset(&p, 0, sizeof p);
-  p.dst = dst;
-  p.value = value;
-  p.elementSize = 4;
-  p.width = kCount;
-  p.height = 1;
-  return p;
+  return fill32NodeParams(dst, value, kCount);
 }
 
 CUDA_MEMCPY3D copyOf(CUdeviceptr from, CUdeviceptr to) {
