@@ -43,6 +43,34 @@ else
   echo "install-deps: all system packages present"
 fi
 
+# nvml.h: the CUDA toolkit's runfile ships it, the apt toolkit does not. Debian's non-free
+# libnvidia-ml-dev (CUDA 11.8's header) has it; its dependency is NVIDIA's real NVML library,
+# which must not sit on this host's library path beside ours, so only the header is unpacked.
+NVML_HEADER_DIR=${NVML_HEADER_DIR:-/usr/local/include}
+if [[ ! -f "$NVML_HEADER_DIR/nvml.h" ]]; then
+  echo "install-deps: fetching nvml.h from Debian's libnvidia-ml-dev (non-free)"
+  if [[ $(id -u) -eq 0 ]]; then SUDO=(); else SUDO=(sudo); fi
+  apt_dir=$(mktemp -d)
+  chmod 0755 "$apt_dir" # apt downloads as its own _apt user
+  cat >"$apt_dir/non-free.sources" <<'SOURCES'
+Types: deb
+URIs: http://deb.debian.org/debian
+Suites: bookworm
+Components: non-free
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SOURCES
+  # A private apt state: the host's own sources stay as they are.
+  apt_options=(-o "Dir::Etc::sourcelist=$apt_dir/non-free.sources" -o "Dir::Etc::sourceparts=-"
+    -o "Dir::State::lists=$apt_dir/lists" -o "Dir::Cache::archives=$apt_dir/archives")
+  mkdir -p "$apt_dir/lists/partial" "$apt_dir/archives/partial"
+  apt-get "${apt_options[@]}" update -q >/dev/null
+  (cd "$apt_dir" && apt-get "${apt_options[@]}" download libnvidia-ml-dev >/dev/null)
+  dpkg-deb -x "$apt_dir"/libnvidia-ml-dev_*.deb "$apt_dir/root"
+  "${SUDO[@]}" install -D -m 0644 "$apt_dir/root/usr/include/nvml.h" "$NVML_HEADER_DIR/nvml.h"
+  rm -rf "$apt_dir"
+fi
+echo "install-deps: nvml.h at $NVML_HEADER_DIR/nvml.h"
+
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 if [[ ! -x "$CUDA_HOME/bin/nvcc" ]]; then
   cat >&2 <<MESSAGE
