@@ -67,6 +67,42 @@ void sendHello(transport::Connection& connection) {
   protocol::sendMessage(connection, message);
 }
 
+// A server reached over TCP or TLS that advertises shm:// gets a second session there when this
+// process can reach the socket and finds the same server behind it (a path can name another
+// server's socket in another mount namespace); the first session is then dropped. Any failure
+// keeps the first (noted at GPU_POOL_LOG >= 1).
+std::unique_ptr<transport::Connection> upgradeToShm(const std::string& shmUrl,
+                                                    uint64_t serverInstance) {
+  if (shmUrl.empty() || tcpForced()) return nullptr;
+  std::string error, why;
+  auto endpoint = transport::parseEndpoint(shmUrl, &error);
+  if (!endpoint) why = error;
+  if (why.empty() && endpoint->scheme != "shm") why = "not an shm endpoint: " + endpoint->url();
+  if (why.empty()) {
+    try {
+      auto connection =
+          transport::connectEndpoint(*endpoint, envMs("GPU_POOL_CONNECT_TIMEOUT_MS", 5000));
+      sendHello(*connection);
+      connection->setReceiveTimeoutMs(envMs("GPU_POOL_CONNECT_TIMEOUT_MS", 5000));
+      protocol::IncomingMessage in(*connection);
+      auto response = in.root<wire::Response>();
+      if (response.getResult() != CUDA_SUCCESS || !response.isWelcome()) {
+        why = "server refused the shm session: " + std::string(response.getMessage().cStr());
+      } else if (response.getWelcome().getServerInstance() != serverInstance) {
+        why = "another server answers there";
+      } else {
+        return connection;
+      }
+    } catch (const transport::TransportError& e) {
+      why = e.what();
+    } catch (const kj::Exception& e) {
+      why = "malformed reply: " + std::string(e.getDescription().cStr());
+    }
+  }
+  if (logLevel() >= 1) logLine("note: staying on TCP instead of " + shmUrl + ": " + why);
+  return nullptr;
+}
+
 // A server reached over TCP that advertises RDMA gets a second session over RDMA when verbs work
 // here; the TCP one is then dropped. Any failure keeps TCP (noted at GPU_POOL_LOG >= 1).
 std::unique_ptr<transport::Connection> upgradeToRdma(const std::string& rdmaUrl) {
@@ -144,10 +180,18 @@ std::unique_ptr<RemoteSession> RemoteSession::connect(const transport::Endpoint&
         logLine("note: could not reserve the device address window locally");
       }
     }
-    if (session->connection_->kind() == "tcp") {
+    std::string kind = session->connection_->kind();
+    if (kind == "tcp" || kind == "tls") {
+      // `welcome` points into the first connection's buffer: done with it before replacing it.
+      std::string shmUrl = welcome.getShmEndpoint();
       std::string rdmaUrl = welcome.getRdmaEndpoint();
-      // `welcome` points into the TCP connection's buffer: done with it before replacing it.
-      if (auto rdma = upgradeToRdma(rdmaUrl)) session->connection_ = std::move(rdma);
+      uint64_t instance = welcome.getServerInstance();
+      // On the server's own host shared memory beats RDMA; RDMA is for the others.
+      if (auto shm = upgradeToShm(shmUrl, instance)) {
+        session->connection_ = std::move(shm);
+      } else if (kind == "tcp") {
+        if (auto rdma = upgradeToRdma(rdmaUrl)) session->connection_ = std::move(rdma);
+      }
     }
     // A live server answers every call; a silent one for this long is treated as lost.
     session->connection_->setReceiveTimeoutMs(envMs("GPU_POOL_CALL_TIMEOUT_MS", 0));

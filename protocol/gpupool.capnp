@@ -57,6 +57,11 @@ struct Welcome {
   # rdma://HOST:PORT where this server also accepts RDMA sessions; empty when it does not. A client
   # that reached it over TCP and has usable verbs reconnects there (unless GPU_POOL_TRANSPORT=tcp).
   rdmaEndpoint @9 :Text;
+  # shm:///PATH where this server also accepts shared-memory sessions; empty when it does not. A
+  # client that reached it over TCP or TLS moves there when it can connect to PATH and finds the
+  # same server behind it (serverInstance), unless GPU_POOL_TRANSPORT=tcp.
+  shmEndpoint @10 :Text;
+  serverInstance @11 :UInt64;     # random per gpupoold process: tells two servers apart
 }
 
 struct Dim3 {

@@ -402,6 +402,7 @@ int main(int argc, char** argv) {
     if (shmEndpoint) {
       auto shm = transport::listenEndpoint(*shmEndpoint, listenOptions);
       std::cout << "listening on " << shm->url() << std::endl;
+      pool.setShmEndpoint(shm->url());
       listener = transport::listenOnBoth(std::move(listener), std::move(shm));
     }
   } catch (const transport::TransportError& e) {

@@ -9,6 +9,7 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -39,6 +40,10 @@ class PoolServer {
   // The RDMA endpoint Welcome advertises (set before serve(); empty = TCP only).
   void setRdmaEndpoint(std::string url) { rdmaEndpoint_ = std::move(url); }
   const std::string& rdmaEndpoint() const { return rdmaEndpoint_; }
+  void setShmEndpoint(std::string url) { shmEndpoint_ = std::move(url); }
+  const std::string& shmEndpoint() const { return shmEndpoint_; }
+  // Random per process, in every Welcome: a client upgrading to shm checks it found this server.
+  uint64_t instance() const { return instance_; }
   // Where sessions note their long-lived buffers for the transport (none: not noted). Must outlive
   // the server.
   void setPinnedMemory(transport::PinnedMemory* pinned) { pinnedMemory_ = pinned; }
@@ -110,6 +115,8 @@ class PoolServer {
   std::chrono::steady_clock::time_point started_;
   std::string listenUrl_;
   std::string rdmaEndpoint_;
+  std::string shmEndpoint_;
+  const uint64_t instance_ = (uint64_t{std::random_device{}()} << 32) | std::random_device{}();
   transport::PinnedMemory* pinnedMemory_ = nullptr;
   std::shared_ptr<TenantPool> tenantPool_;
   std::vector<DeviceIdentity> identities_;

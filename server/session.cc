@@ -253,6 +253,8 @@ bool Session::handshake() {
   w.setDriverVersion(state_.backend.driverVersion());
   w.setSessionId(state_.id);
   w.setRdmaEndpoint(state_.server.rdmaEndpoint());
+  w.setShmEndpoint(state_.server.shmEndpoint());
+  w.setServerInstance(state_.server.instance());
   auto [base, size] = state_.backend.deviceAddressWindow();
   w.setDeviceAddressBase(base);
   w.setDeviceAddressSize(size);

@@ -8,6 +8,7 @@
 #include "tools/bench_command.h"
 #include "tools/bench_idle_clients.h"
 #include "tools/run_command.h"
+#include "tools/smi_command.h"
 #include "tools/status_command.h"
 #include "tools/top_command.h"
 #include "tools/usage_command.h"
@@ -90,6 +91,36 @@ int main(int argc, char** argv) {
       "Ratios compare gpupool with the raw wire measured in the same run on the same connection\n"
       "type. Progress goes to stderr; results to stdout.");
 
+  SmiOptions smi;
+  bool smiList = false, smiHelpQuery = false;
+  CLI::App* smiCommandLine = app.add_subcommand(
+      "smi", "Show the GPUs this client sees, like nvidia-smi (through gpupool's NVML library)");
+  smiCommandLine->add_option("--endpoint", smi.endpoint,
+                             "Server(s), tcp://HOST:PORT[,...] (default: $GPU_POOL_ENDPOINT)");
+  smiCommandLine->add_flag("-L,--list-gpus", smiList, "List the GPUs with their UUIDs");
+  smiCommandLine->add_option("--query-gpu", smi.queryGpu,
+                             "Print these fields, comma-separated (see --help-query-gpu)");
+  smiCommandLine->add_option("--format", smi.format,
+                             "With --query-gpu: csv, optionally ,noheader and ,nounits");
+  smiCommandLine->add_flag("--help-query-gpu", smiHelpQuery, "List the fields --query-gpu knows");
+  smiCommandLine->add_option("-i,--id", smi.ids,
+                             "Only these GPUs: indices or UUIDs, comma-separated");
+  CLI::App* dmonCommandLine = smiCommandLine->add_subcommand(
+      "dmon", "One line per GPU and interval: power, temperature, utilization, memory, clocks");
+  CLI::App* pmonCommandLine = smiCommandLine->add_subcommand(
+      "pmon", "One line per process and interval: which process holds which GPU, and how much");
+  for (CLI::App* monitor : {dmonCommandLine, pmonCommandLine}) {
+    monitor->add_option("-c,--count", smi.count, "Stop after this many intervals (default: never)");
+    monitor->add_option("-d,--delay", smi.delaySeconds, "Seconds between intervals")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    monitor->add_option("-i,--id", smi.ids, "Only these GPUs: indices or UUIDs, comma-separated");
+  }
+  smiCommandLine->footer(
+      "Examples: gpupool smi    gpupool smi -L    gpupool smi dmon -c 5\n"
+      "  gpupool smi --query-gpu=index,name,memory.used,memory.total --format=csv,noheader\n"
+      "Exit codes: 0 ok, 1 server or NVML error, 2 usage error or no server.");
+
   UsageOptions usage;
   CLI::App* usageCommandLine = app.add_subcommand(
       "usage", "Report usage per tenant and device from gpupoold's metering database (billing)");
@@ -115,5 +146,21 @@ int main(int argc, char** argv) {
   if (topCommandLine->parsed()) return topCommand(top);
   if (benchCommandLine->parsed()) return benchCommand(bench);
   if (usageCommandLine->parsed()) return usageCommand(usage);
+  if (smiCommandLine->parsed()) {
+    if (smiHelpQuery) {
+      printSmiQueryFields();
+      return 0;
+    }
+    if (dmonCommandLine->parsed()) {
+      smi.view = SmiOptions::View::kDeviceMonitor;
+    } else if (pmonCommandLine->parsed()) {
+      smi.view = SmiOptions::View::kProcessMonitor;
+    } else if (smiList) {
+      smi.view = SmiOptions::View::kList;
+    } else if (!smi.queryGpu.empty() || !smi.format.empty()) {
+      smi.view = SmiOptions::View::kQuery;
+    }
+    return smiCommand(smi);
+  }
   return kUsageError;  // unreachable: a subcommand is required
 }

@@ -4,7 +4,9 @@
 // while it holds a session leaves none of its shared memory mapped in gpupoold.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <chrono>
 #include <fstream>
 #include <sstream>
@@ -67,8 +69,10 @@ TEST_P(ShmProgramTest, RunsOverShmWithTheSameOutputAsOverTcp) {
   ASSERT_TRUE(overShm.passed()) << overShm.describe() << shm.server->log();
   EXPECT_TRUE(shm.sawShmSession()) << shm.server->log();
 
-  ProgramResult overTcp = runProgram(programPath(GetParam()), {},
-                                     clientEnvironment(shm.server->endpoint()), kProgramTimeout);
+  EnvironmentChanges tcpEnvironment = clientEnvironment(shm.server->endpoint());
+  tcpEnvironment["GPU_POOL_TRANSPORT"] = "tcp";  // else it moves to shm on its own
+  ProgramResult overTcp =
+      runProgram(programPath(GetParam()), {}, tcpEnvironment, kProgramTimeout);
   ASSERT_TRUE(overTcp.passed()) << overTcp.describe();
   EXPECT_EQ(withoutTimings(overShm.out), withoutTimings(overTcp.out));
 }
@@ -119,6 +123,47 @@ TEST(ShmSessionTest, KilledClientLeavesNothingMappedInTheServer) {
   ProgramResult next =
       runProgram(programPath("vector_add"), {}, clientEnvironment(shm.url), kProgramTimeout);
   EXPECT_TRUE(next.passed()) << next.describe() << shm.server->log();
+}
+
+// A client given the server's tcp:// endpoint on the server's own host moves to shm by itself.
+TEST(ShmUpgradeTest, TcpClientOnTheServersHostMovesToShm) {
+  ShmServer shm;
+  ProgramResult result = runProgram(programPath("vector_add"), {},
+                                    clientEnvironment(shm.server->endpoint()), kProgramTimeout);
+  ASSERT_TRUE(result.passed()) << result.describe() << shm.server->log();
+  EXPECT_TRUE(shm.sawShmSession()) << shm.server->log();
+}
+
+TEST(ShmUpgradeTest, GpuPoolTransportTcpKeepsTcp) {
+  ShmServer shm;
+  EnvironmentChanges environment = clientEnvironment(shm.server->endpoint());
+  environment["GPU_POOL_TRANSPORT"] = "tcp";
+  ProgramResult result =
+      runProgram(programPath("vector_add"), {}, environment, kProgramTimeout);
+  ASSERT_TRUE(result.passed()) << result.describe() << shm.server->log();
+  EXPECT_FALSE(shm.sawShmSession()) << shm.server->log();
+}
+
+// The advertised path leads to another gpupoold (here: a link to its socket, as a path can in
+// another mount namespace): the client sees a different server there and stays on TCP.
+TEST(ShmUpgradeTest, AnotherServerBehindThePathIsNotUsed) {
+  ShmServer advertising;
+  ShmServer other;
+  std::string advertisedPath = advertising.url.substr(std::string("shm://").size());
+  std::string otherPath = other.url.substr(std::string("shm://").size());
+  ASSERT_EQ(std::remove(advertisedPath.c_str()), 0);
+  ASSERT_EQ(symlink(otherPath.c_str(), advertisedPath.c_str()), 0);
+
+  EnvironmentChanges environment = clientEnvironment(advertising.server->endpoint());
+  environment["GPU_POOL_LOG"] = "1";
+  ProgramResult result =
+      runProgram(programPath("vector_add"), {}, environment, kProgramTimeout);
+  ASSERT_TRUE(result.passed()) << result.describe() << advertising.server->log();
+  EXPECT_FALSE(advertising.sawShmSession()) << advertising.server->log();
+  EXPECT_NE(result.err.find("staying on TCP instead of " + advertising.url +
+                            ": another server answers there"),
+            std::string::npos)
+      << result.describe();
 }
 
 }  // namespace

@@ -178,6 +178,94 @@ class Status(unittest.TestCase):
         self.assertIn("[1] ", r.stdout)
 
 
+class Smi(unittest.TestCase):
+    """`gpupool smi` through the NVML library, answers checked against `gpupool status --json`."""
+
+    def setUp(self):
+        libdir = os.path.join(os.path.dirname(os.path.dirname(GPUPOOL)), "lib")
+        if not os.path.exists(os.path.join(libdir, "libnvidia-ml.so.1")):
+            self.skipTest(f"no libnvidia-ml.so.1 in {libdir} (build the NVML library)")
+
+    def live(self):
+        _, url = start_emu_server(self, "--devices", "2", "--memory", "64MiB")
+        r = gpupool("status", "--json", env=clean_env(GPU_POOL_ENDPOINT=url))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return clean_env(GPU_POOL_ENDPOINT=url), json.loads(r.stdout)["devices"]
+
+    def test_no_endpoint(self):
+        r = gpupool("smi")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("no endpoint: pass --endpoint or set GPU_POOL_ENDPOINT", r.stderr)
+
+    def test_help_query_gpu_lists_fields(self):
+        r = gpupool("smi", "--help-query-gpu")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for field in ("memory.total", "utilization.gpu", "pci.bus_id", "temperature.gpu"):
+            self.assertIn(field, r.stdout)
+
+    def test_list_gpus(self):
+        env, devices = self.live()
+        r = gpupool("smi", "-L", env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        expected = [f"GPU {d['index']}: {d['name']} (UUID: {d['uuid']})" for d in devices]
+        self.assertEqual(r.stdout.splitlines(), expected)
+
+    def test_query_gpu_csv(self):
+        env, devices = self.live()
+        fields = "index,name,uuid,memory.total,memory.used,temperature.gpu"
+        r = gpupool("smi", f"--query-gpu={fields}", "--format=csv,nounits", env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.splitlines()
+        self.assertEqual(lines[0], "index, name, uuid, memory.total [MiB], memory.used [MiB], "
+                                   "temperature.gpu")
+        rows = [line.split(", ") for line in lines[1:]]
+        # The emu device has no thermal sensor: NVML says NOT_SUPPORTED, shown as nvidia-smi does.
+        self.assertEqual(rows, [[str(d["index"]), d["name"], d["uuid"],
+                                 str(d["memory_total"] >> 20), str(d["memory_used"] >> 20), "[N/A]"]
+                                for d in devices])
+        r = gpupool("smi", "--query-gpu=memory.total", "--format=csv,noheader", "-i", "1", env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, f"{devices[1]['memory_total'] >> 20} MiB\n")
+
+    def test_query_gpu_errors(self):
+        env, _ = self.live()
+        r = gpupool("smi", "--query-gpu=name,bogus.field", "--format=csv", env=env)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn('field "bogus.field" is not a valid field to query', r.stderr)
+        r = gpupool("smi", "--query-gpu=name", env=env)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--query-gpu needs --format=csv", r.stderr)
+        r = gpupool("smi", "-L", "-i", "7", env=env)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("no device 7 (there are 2", r.stderr)
+
+    def test_table(self):
+        env, devices = self.live()
+        r = gpupool("smi", env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("Driver Version:", r.stdout)
+        for d in devices:
+            self.assertRegex(r.stdout, rf"\|\s+{d['index']}\s+{re.escape(d['name'][:24])}")
+            self.assertIn(f"0MiB / {d['memory_total'] >> 20}MiB", r.stdout)
+        self.assertIn("No running processes found", r.stdout)
+
+    def test_dmon_and_pmon(self):
+        env, devices = self.live()
+        r = gpupool("smi", "dmon", "-c", "2", "-d", "0.1", env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.splitlines()
+        self.assertTrue(lines[0].startswith("# gpu"), lines)
+        data = [line.split() for line in lines if not line.startswith("#")]
+        self.assertEqual([row[0] for row in data], ["0", "1", "0", "1"])
+        for row in data:
+            self.assertEqual(row[2], "-")  # no temperature on the emu
+            self.assertEqual(row[5], "0")  # fb: nothing allocated
+        r = gpupool("smi", "pmon", "-c", "1", "-i", "0", env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        data = [line.split() for line in r.stdout.splitlines() if not line.startswith("#")]
+        self.assertEqual(data, [["0", "-", "-", "-", "-"]])
+
+
 class Bench(unittest.TestCase):
     THREAD_FIELDS = {"threads", "null_calls_per_second", "launches_per_second",
                      "serialized_null_calls_per_second", "serialized_launches_per_second"}
