@@ -6,8 +6,8 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -71,8 +71,7 @@ TEST_P(ShmProgramTest, RunsOverShmWithTheSameOutputAsOverTcp) {
 
   EnvironmentChanges tcpEnvironment = clientEnvironment(shm.server->endpoint());
   tcpEnvironment["GPU_POOL_TRANSPORT"] = "tcp";  // else it moves to shm on its own
-  ProgramResult overTcp =
-      runProgram(programPath(GetParam()), {}, tcpEnvironment, kProgramTimeout);
+  ProgramResult overTcp = runProgram(programPath(GetParam()), {}, tcpEnvironment, kProgramTimeout);
   ASSERT_TRUE(overTcp.passed()) << overTcp.describe();
   EXPECT_EQ(withoutTimings(overShm.out), withoutTimings(overTcp.out));
 }
@@ -138,8 +137,7 @@ TEST(ShmUpgradeTest, GpuPoolTransportTcpKeepsTcp) {
   ShmServer shm;
   EnvironmentChanges environment = clientEnvironment(shm.server->endpoint());
   environment["GPU_POOL_TRANSPORT"] = "tcp";
-  ProgramResult result =
-      runProgram(programPath("vector_add"), {}, environment, kProgramTimeout);
+  ProgramResult result = runProgram(programPath("vector_add"), {}, environment, kProgramTimeout);
   ASSERT_TRUE(result.passed()) << result.describe() << shm.server->log();
   EXPECT_FALSE(shm.sawShmSession()) << shm.server->log();
 }
@@ -156,8 +154,7 @@ TEST(ShmUpgradeTest, AnotherServerBehindThePathIsNotUsed) {
 
   EnvironmentChanges environment = clientEnvironment(advertising.server->endpoint());
   environment["GPU_POOL_LOG"] = "1";
-  ProgramResult result =
-      runProgram(programPath("vector_add"), {}, environment, kProgramTimeout);
+  ProgramResult result = runProgram(programPath("vector_add"), {}, environment, kProgramTimeout);
   ASSERT_TRUE(result.passed()) << result.describe() << advertising.server->log();
   EXPECT_FALSE(advertising.sawShmSession()) << advertising.server->log();
   EXPECT_NE(result.err.find("staying on TCP instead of " + advertising.url +
