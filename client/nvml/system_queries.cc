@@ -91,6 +91,7 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlSystemGetDriverVersion(
 // "<NVML API version>.<gpupoold version>": NVIDIA's is "<API>.<driver version>".
 __attribute__((visibility("default"))) nvmlReturn_t nvmlSystemGetNVMLVersion(char* version,
                                                                              unsigned int length) {
+  if (nvmlReturn_t r = checkInitialized(); r != NVML_SUCCESS) return r;
   return copyText(std::string(NVML_API_VERSION_STR) + "." + serverVersion(), version, length);
 }
 

@@ -96,6 +96,16 @@ TEST(NvmlTest, TenantQuotaIsTheMemoryTotal) {
   EXPECT_EQ(nvml.at("devices").at(0).at("memory_free"), 64u << 20);
 }
 
+// The caller's own sessions are its running processes, with their memory; cudaMemGetInfo and
+// nvmlDeviceGetMemoryInfo agree on the total (tests/nvml/nvml_processes.cu checks both).
+TEST(NvmlTest, ListsTheCallersOwnSession) {
+  GpupoolServer server;
+  ProgramResult result =
+      runProgram(NVML_PROCESSES_PATH, {}, clientEnvironment(server.endpoint()), seconds(60));
+  EXPECT_TRUE(result.passed()) << result.describe();
+  EXPECT_NE(result.out.find("PASS"), std::string::npos) << result.describe();
+}
+
 TEST(NvmlTest, ChainedCudaBackendAnswersMatchStatus) {
   ChainedServers servers = startChainedServers();
   nlohmann::json nvml = nvmlAnswers(servers.cuda->endpoint(), /*emu=*/false);
