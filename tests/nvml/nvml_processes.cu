@@ -9,12 +9,12 @@
 
 #include <cstdio>
 
-#define CHECK(cond)                                                     \
-  do {                                                                  \
-    if (!(cond)) {                                                      \
+#define CHECK(cond)                                                            \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
       std::fprintf(stderr, "nvml_processes:%d: %s failed\n", __LINE__, #cond); \
-      return 1;                                                         \
-    }                                                                   \
+      return 1;                                                                \
+    }                                                                          \
   } while (0)
 
 int main() {
