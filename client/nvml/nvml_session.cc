@@ -129,6 +129,9 @@ nvmlReturn_t askLocked(LibraryState& s, const char* what, Build&& build, Read&& 
     if (!s.connection) {
       if (nvmlReturn_t r = connectLocked(s); r != NVML_SUCCESS) return r;
     }
+    // At GPU_POOL_LOG=2 each request to the server is logged, as libcuda logs each remote call:
+    // how a monitoring loop's cost shows (the cache keeps it to one per kLiveTtl).
+    if (client::logLevel() >= 2) client::logLine(std::string("NVML: request ") + what);
     try {
       capnp::MallocMessageBuilder message;
       build(message.initRoot<wire::Request>());

@@ -4,9 +4,12 @@
 // tests/e2e/nvml_test.cc compares with `gpupool status --json`. Exit code 0 when every check held.
 #include <nvml.h>
 
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 
 namespace {
 
@@ -32,8 +35,15 @@ int failures = 0;
 
 }  // namespace
 
+// --poll N: after the checks, asks device 0's utilization and memory N times, 10 ms apart (a
+// 100 Hz monitoring loop), for the test that counts what reaches the server.
 int main(int argc, char** argv) {
-  bool expectEmu = argc > 1 && std::strcmp(argv[1], "--emu") == 0;
+  bool expectEmu = false;
+  int polls = 0;
+  for (int a = 1; a < argc; ++a) {
+    if (std::strcmp(argv[a], "--emu") == 0) expectEmu = true;
+    if (std::strcmp(argv[a], "--poll") == 0 && a + 1 < argc) polls = std::atoi(argv[++a]);
+  }
   unsigned count = 0;
   CHECK(nvmlDeviceGetCount_v2(&count) == NVML_ERROR_UNINITIALIZED);
   CHECK_OK(nvmlInit_v2());
@@ -132,6 +142,16 @@ int main(int argc, char** argv) {
         i ? ", " : "", i, name, uuid, memory.total, memory.free, major, minor, pci.busId);
   }
   std::printf("]}\n");
+
+  for (int p = 0; p < polls && count > 0; ++p) {
+    nvmlDevice_t device = nullptr;
+    CHECK_OK(nvmlDeviceGetHandleByIndex_v2(0, &device));
+    nvmlUtilization_t utilization;
+    CHECK_OK(nvmlDeviceGetUtilizationRates(device, &utilization));
+    nvmlMemory_t memory;
+    CHECK_OK(nvmlDeviceGetMemoryInfo(device, &memory));
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
 
   nvmlDevice_t none = nullptr;
   CHECK(nvmlDeviceGetHandleByIndex_v2(count, &none) == NVML_ERROR_INVALID_ARGUMENT);

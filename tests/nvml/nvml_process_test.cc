@@ -96,6 +96,31 @@ TEST(NvmlTest, TenantQuotaIsTheMemoryTotal) {
   EXPECT_EQ(nvml.at("devices").at(0).at("memory_free"), 64u << 20);
 }
 
+size_t occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// A monitoring loop at 100 Hz for one second costs the server about one status and one memory
+// request per second (the 1 s cache), not two hundred. GPU_POOL_LOG=2 logs each request.
+TEST(NvmlTest, MonitoringLoopIsCached) {
+  GpupoolServer server;
+  EnvironmentChanges environment = clientEnvironment(server.endpoint());
+  environment["GPU_POOL_LOG"] = "2";
+  ProgramResult result =
+      runProgram(NVML_CHECK_PATH, {"--emu", "--poll", "100"}, environment, seconds(60));
+  ASSERT_TRUE(result.passed()) << result.describe();
+  size_t statuses = occurrences(result.err, "NVML: request status");
+  size_t memories = occurrences(result.err, "NVML: request nvmlMemoryInfo");
+  EXPECT_GE(statuses, 1u) << result.err;
+  EXPECT_GE(memories, 1u) << result.err;
+  // 100 polls over >= 1 s: the init's status, then at most one per started second (slow machines
+  // stretch the loop; 10 allows 9 s).
+  EXPECT_LE(statuses, 10u) << result.err;
+  EXPECT_LE(memories, 10u) << result.err;
+}
+
 // The caller's own sessions are its running processes, with their memory; cudaMemGetInfo and
 // nvmlDeviceGetMemoryInfo agree on the total (tests/nvml/nvml_processes.cu checks both).
 TEST(NvmlTest, ListsTheCallersOwnSession) {
