@@ -28,7 +28,8 @@ struct LibraryState {
   std::optional<transport::Endpoint> endpoint;
   std::unique_ptr<transport::Connection> connection;
   std::vector<VisibleDevice> devices;  // filled by the first successful nvmlInit, then kept
-  bool described = false;
+  bool described = false;              // devices filled from the Welcome
+  bool identified = false;  // their UUID text and MIG identity filled from the first status
   int cudaVersion = 0;
   std::string serverVersion, backendKind;
   std::shared_ptr<const LiveStatus> live;
@@ -156,8 +157,8 @@ nvmlReturn_t askLocked(LibraryState& s, const char* what, Build&& build, Read&& 
   return NVML_ERROR_UNKNOWN;
 }
 
-// Identity from the first status reply: the UUID text `gpupool status` shows (MIG-… for MIG
-// instances) and the MIG parent and profile.
+// The live figures from a status reply; the first one also gives the devices' identity: the UUID
+// text `gpupool status` shows (MIG-… for MIG instances) and the MIG parent and profile.
 nvmlReturn_t refreshLiveLocked(LibraryState& s) {
   auto ownPid = static_cast<unsigned>(::getpid());
   std::string pidTag = "(pid " + std::to_string(ownPid) + ")";
@@ -176,9 +177,12 @@ nvmlReturn_t refreshLiveLocked(LibraryState& s) {
             d.memoryTotal = from.getMemoryTotal();
             d.utilization = from.getUtilization();
             d.sessions = from.getSessions();
-            if (from.getUuid().size()) v.uuidText = from.getUuid();
-            v.parentUuid = from.getParent();
-            v.profile = from.getProfile();
+            // Identity once, before nvmlInit returns: other threads read it without the lock.
+            if (!s.identified) {
+              if (from.getUuid().size()) v.uuidText = from.getUuid();
+              v.parentUuid = from.getParent();
+              v.profile = from.getProfile();
+            }
           }
           live->devices.push_back(d);
         }
@@ -191,6 +195,7 @@ nvmlReturn_t refreshLiveLocked(LibraryState& s) {
             live->ownSessions.push_back(std::move(own));
           }
         }
+        s.identified = true;
         s.live = std::move(live);
         s.liveAt = std::chrono::steady_clock::now();
         return NVML_SUCCESS;

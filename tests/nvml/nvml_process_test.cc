@@ -96,6 +96,39 @@ TEST(NvmlTest, TenantQuotaIsTheMemoryTotal) {
   EXPECT_EQ(nvml.at("devices").at(0).at("memory_free"), 64u << 20);
 }
 
+// tls:// as libcuda speaks it (GPU_POOL_TLS_CA), with the token's tenant: a client that trusts the
+// server's certificate sees its quota; one that does not gets no answers, and says why.
+TEST(NvmlTest, SpeaksTlsAsTheTokensTenant) {
+  ScratchDirectory dir;
+  ASSERT_TRUE(makeSelfSignedCertificate(dir, "server"));
+  ASSERT_TRUE(makeSelfSignedCertificate(dir, "stranger"));
+  dir.write("pool.toml",
+            "[[device]]\nmemory = \"256MiB\"\n[[tenant]]\nname = \"alice\"\ntoken = \"a\"\n"
+            "memory_quota = \"32MiB\"\n");
+  ServerOptions options;
+  options.backend = "";
+  options.listen = "tls://127.0.0.1:0";
+  options.extraArgs = {"--tls-cert", dir.file("server.pem"), "--tls-key", dir.file("server.key"),
+                       "--config",   dir.file("pool.toml")};
+  GpupoolServer server(options);
+  ASSERT_EQ(server.endpoint().rfind("tls://", 0), 0u) << server.endpoint();
+
+  nlohmann::json nvml =
+      nvmlAnswers(server.endpoint(), true,
+                  {{"GPU_POOL_TOKEN", "a"}, {"GPU_POOL_TLS_CA", dir.file("server.pem")}});
+  ASSERT_EQ(nvml.at("devices").size(), 1u) << nvml.dump(2);
+  EXPECT_EQ(nvml.at("devices").at(0).at("memory_total"), 32u << 20);
+
+  EnvironmentChanges untrusted = clientEnvironment(server.endpoint());
+  untrusted["GPU_POOL_TOKEN"] = "a";
+  untrusted["GPU_POOL_TLS_CA"] = dir.file("stranger.pem");
+  untrusted["GPU_POOL_LOG"] = "1";
+  ProgramResult refused = runProgram(NVML_CHECK_PATH, {}, untrusted, seconds(60));
+  EXPECT_FALSE(refused.passed()) << refused.describe();
+  EXPECT_NE(refused.err.find("nvmlInit_v2() returned 9"), std::string::npos) << refused.describe();
+  EXPECT_NE(refused.err.find("certificate"), std::string::npos) << refused.describe();
+}
+
 size_t occurrences(const std::string& text, const std::string& what) {
   size_t n = 0;
   for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
