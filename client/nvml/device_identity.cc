@@ -1,5 +1,5 @@
-// Identity queries: name, brand, UUID, serial, PCI info, index, minor number, architecture and
-// compute capability, all from the Welcome's DeviceInfo.
+// Identity queries: name, brand, UUID, serial, PCI info, index, minor number, architecture,
+// compute capability, multi-GPU board and memory bus width, all from the Welcome's DeviceInfo.
 #include "client/nvml/device_identity.h"
 
 #include <cuda.h>
@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "client/nvml/nvml_not_supported.h"
 #include "client/nvml/visible_devices.h"
 
 namespace gpupool::nvml {
@@ -170,6 +171,28 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetArchitecture(
   if (!arch) return NVML_ERROR_INVALID_ARGUMENT;
   *arch = architectureOf(d->attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
                          d->attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR));
+  return NVML_SUCCESS;
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetMultiGpuBoard(
+    nvmlDevice_t device, unsigned int* multiGpuBool) {
+  nvmlReturn_t r;
+  const VisibleDevice* d = deviceOf(device, &r);
+  if (!d) return r;
+  if (!multiGpuBool) return NVML_ERROR_INVALID_ARGUMENT;
+  *multiGpuBool = d->attribute(CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD) ? 1 : 0;
+  return NVML_SUCCESS;
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetMemoryBusWidth(
+    nvmlDevice_t device, unsigned int* busWidth) {
+  nvmlReturn_t r;
+  const VisibleDevice* d = deviceOf(device, &r);
+  if (!d) return r;
+  if (!busWidth) return NVML_ERROR_INVALID_ARGUMENT;
+  int bits = d->attribute(CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH);
+  if (bits <= 0) return reportNotSupported("nvmlDeviceGetMemoryBusWidth");
+  *busWidth = static_cast<unsigned>(bits);
   return NVML_SUCCESS;
 }
 

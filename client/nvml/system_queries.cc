@@ -1,5 +1,7 @@
 // Library lifetime, error strings and the system-wide versions.
+#include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <string>
 
 #include "client/nvml/nvml_session.h"
@@ -106,6 +108,30 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlSystemGetCudaDriverVersi
 __attribute__((visibility("default"))) nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(
     int* version) {
   return nvmlSystemGetCudaDriverVersion(version);
+}
+
+// The processes NVML names (GetComputeRunningProcesses) run on this host: their name is local.
+__attribute__((visibility("default"))) nvmlReturn_t nvmlSystemGetProcessName(unsigned int pid,
+                                                                             char* name,
+                                                                             unsigned int length) {
+  if (nvmlReturn_t r = checkInitialized(); r != NVML_SUCCESS) return r;
+  if (!name || length == 0) return NVML_ERROR_INVALID_ARGUMENT;
+  std::ifstream cmdline("/proc/" + std::to_string(pid) + "/cmdline");
+  std::string program;
+  if (!cmdline || !std::getline(cmdline, program, '\0') || program.empty()) {
+    return NVML_ERROR_NOT_FOUND;
+  }
+  // Truncated to fit, as NVIDIA's library does.
+  program.resize(std::min<size_t>(program.size(), length - 1));
+  return copyText(program, name, length);
+}
+
+// S-class units (the Quadro Plex and Tesla S enclosures): a pool has none.
+__attribute__((visibility("default"))) nvmlReturn_t nvmlUnitGetCount(unsigned int* unitCount) {
+  if (!unitCount) return NVML_ERROR_INVALID_ARGUMENT;
+  if (nvmlReturn_t r = checkInitialized(); r != NVML_SUCCESS) return r;
+  *unitCount = 0;
+  return NVML_SUCCESS;
 }
 
 }  // extern "C"

@@ -3,6 +3,7 @@
 // temperature refused on the emu) and prints its answers as one JSON object on stdout, which
 // tests/e2e/nvml_test.cc compares with `gpupool status --json`. Exit code 0 when every check held.
 #include <nvml.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -117,6 +118,11 @@ int main(int argc, char** argv) {
     nvmlEnableState_t persistence, eccNow, eccPending;
     CHECK_OK(nvmlDeviceGetPersistenceMode(device, &persistence));
     CHECK_OK(nvmlDeviceGetEccMode(device, &eccNow, &eccPending));
+    unsigned busWidth = 0, multiGpu = 2;
+    CHECK_OK(nvmlDeviceGetMemoryBusWidth(device, &busWidth));
+    CHECK(busWidth > 0);
+    CHECK_OK(nvmlDeviceGetMultiGpuBoard(device, &multiGpu));
+    CHECK(multiGpu <= 1);
     unsigned isMig = 2;
     CHECK_OK(nvmlDeviceIsMigDeviceHandle(device, &isMig));
     CHECK(isMig <= 1);
@@ -152,6 +158,13 @@ int main(int argc, char** argv) {
     CHECK_OK(nvmlDeviceGetMemoryInfo(device, &memory));
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+
+  unsigned units = 9;
+  CHECK_OK(nvmlUnitGetCount(&units));
+  CHECK(units == 0);
+  char self[64] = {};
+  CHECK_OK(nvmlSystemGetProcessName(static_cast<unsigned>(getpid()), self, sizeof self));
+  CHECK(std::strstr(self, "nvml_check") != nullptr);
 
   nvmlDevice_t none = nullptr;
   CHECK(nvmlDeviceGetHandleByIndex_v2(count, &none) == NVML_ERROR_INVALID_ARGUMENT);
