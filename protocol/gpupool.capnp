@@ -95,6 +95,7 @@ struct SessionStatus {
   contexts @4 :UInt32;
   tenant @5 :Text;                # empty when the server runs without a configuration
   rdma @6 :RdmaCounters;          # RDMA sessions only (hasRdma)
+  devices @7 :List(UInt32);       # the server's device ordinals the session has contexts on
 }
 
 # How an RDMA session's bulk bytes moved so far, as the server's connection counts them
@@ -214,6 +215,11 @@ struct Request {
     # operations, in order, take their place in the stream; served by
     # server/handlers/memop_handlers.cc.
     streamMemOps @49 :StreamMemOps;  # posted
+
+    # NVML (client/nvml, libnvidia-ml.so.1): a device's memory as cuMemGetInfo shows it to this
+    # session's tenant (its quota caps total and free), without a context; answered with memInfo
+    # by server/handlers/nvml_handlers.cc. The value is the server's device ordinal.
+    nvmlMemoryInfo @50 :UInt32;
   }
 
   # Fire-and-forget: the server sends no Response. A failure is kept and reported, once, by the next

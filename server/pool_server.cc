@@ -239,6 +239,10 @@ void PoolServer::fillStatus(wire::Response::StatusReply::Builder status) {
     ss[i].setTransport(snapshots[i].transport);
     ss[i].setContexts(snapshots[i].contexts);
     ss[i].setTenant(snapshots[i].tenant);
+    auto used = ss[i].initDevices(static_cast<unsigned>(snapshots[i].devices.size()));
+    for (unsigned d = 0; d < snapshots[i].devices.size(); ++d) {
+      used.set(d, static_cast<uint32_t>(snapshots[i].devices[d]));
+    }
     if (const auto& rdma = snapshots[i].rdma) {
       auto r = ss[i].initRdma();
       r.setReceivedZeroCopy(rdma->bulkBytesReceivedZeroCopy);

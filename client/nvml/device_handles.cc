@@ -1,0 +1,93 @@
+// Device count and handles: by index, UUID, serial and PCI bus id.
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "client/nvml/device_identity.h"
+#include "client/nvml/nvml_session.h"
+
+using namespace gpupool::nvml;
+
+namespace {
+
+template <typename Matches>
+nvmlReturn_t findHandle(nvmlDevice_t* device, Matches&& matches) {
+  if (!device) return NVML_ERROR_INVALID_ARGUMENT;
+  if (nvmlReturn_t r = checkInitialized(); r != NVML_SUCCESS) return r;
+  const auto& devices = visibleDevices();
+  for (unsigned i = 0; i < devices.size(); ++i) {
+    if (matches(devices[i])) {
+      *device = handleOf(i);
+      return NVML_SUCCESS;
+    }
+  }
+  return NVML_ERROR_NOT_FOUND;
+}
+
+// "domain:bus:device.function" or "bus:device.function", hex, any case.
+bool parseBusId(const char* text, unsigned* domain, unsigned* bus, unsigned* device) {
+  unsigned function = 0;
+  if (std::sscanf(text, "%x:%x:%x.%x", domain, bus, device, &function) == 4) return true;
+  *domain = 0;
+  return std::sscanf(text, "%x:%x.%x", bus, device, &function) == 3;
+}
+
+}  // namespace
+
+extern "C" {
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* count) {
+  if (!count) return NVML_ERROR_INVALID_ARGUMENT;
+  if (nvmlReturn_t r = checkInitialized(); r != NVML_SUCCESS) return r;
+  *count = static_cast<unsigned>(visibleDevices().size());
+  return NVML_SUCCESS;
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetCount(unsigned int* count) {
+  return nvmlDeviceGetCount_v2(count);
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(
+    unsigned int index, nvmlDevice_t* device) {
+  if (!device) return NVML_ERROR_INVALID_ARGUMENT;
+  if (nvmlReturn_t r = checkInitialized(); r != NVML_SUCCESS) return r;
+  if (index >= visibleDevices().size()) return NVML_ERROR_INVALID_ARGUMENT;
+  *device = handleOf(index);
+  return NVML_SUCCESS;
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetHandleByIndex(
+    unsigned int index, nvmlDevice_t* device) {
+  return nvmlDeviceGetHandleByIndex_v2(index, device);
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetHandleByUUID(
+    const char* uuid, nvmlDevice_t* device) {
+  if (!uuid) return NVML_ERROR_INVALID_ARGUMENT;
+  return findHandle(device, [&](const VisibleDevice& d) {
+    return d.uuidText == uuid || formatGpuUuidOf(d) == uuid;
+  });
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetHandleBySerial(
+    const char* serial, nvmlDevice_t* device) {
+  if (!serial) return NVML_ERROR_INVALID_ARGUMENT;
+  return findHandle(device, [&](const VisibleDevice& d) { return serialOf(d) == serial; });
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(
+    const char* pciBusId, nvmlDevice_t* device) {
+  unsigned domain = 0, bus = 0, slot = 0;
+  if (!pciBusId || !parseBusId(pciBusId, &domain, &bus, &slot)) return NVML_ERROR_INVALID_ARGUMENT;
+  return findHandle(device, [&](const VisibleDevice& d) {
+    PciAddress a = pciAddressOf(d);
+    return a.domain == domain && a.bus == bus && a.device == slot;
+  });
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetHandleByPciBusId(
+    const char* pciBusId, nvmlDevice_t* device) {
+  return nvmlDeviceGetHandleByPciBusId_v2(pciBusId, device);
+}
+
+}  // extern "C"

@@ -1,0 +1,225 @@
+// A device's state: memory (as the tenant sees it), utilization, running processes (this
+// process's own sessions), clocks, modes, performance state and MIG mode. Live figures come from
+// the session's cached status and memory answers (nvml_session.h).
+#include <cuda.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "client/nvml/nvml_not_supported.h"
+#include "client/nvml/nvml_session.h"
+
+using namespace gpupool::nvml;
+
+namespace {
+
+nvmlReturn_t liveDevice(nvmlDevice_t device, LiveStatus::Device* out,
+                        std::shared_ptr<const LiveStatus>* keep = nullptr) {
+  std::shared_ptr<const LiveStatus> live;
+  if (nvmlReturn_t r = liveStatus(&live); r != NVML_SUCCESS) return r;
+  if (device->index >= live->devices.size()) return NVML_ERROR_GPU_IS_LOST;
+  *out = live->devices[device->index];
+  if (keep) *keep = std::move(live);
+  return NVML_SUCCESS;
+}
+
+// The caller's own sessions on `device` (NVML lists processes; the pool knows sessions, and this
+// process's are the ones it can name). `memoryUsed` is the whole session's device memory.
+template <typename Info>
+nvmlReturn_t ownProcesses(nvmlDevice_t device, unsigned int* infoCount, Info* infos) {
+  nvmlReturn_t r;
+  const VisibleDevice* d = deviceOf(device, &r);
+  if (!d) return r;
+  if (!infoCount) return NVML_ERROR_INVALID_ARGUMENT;
+  LiveStatus::Device unused;
+  std::shared_ptr<const LiveStatus> live;
+  if ((r = liveDevice(device, &unused, &live)) != NVML_SUCCESS) return r;
+  std::vector<const OwnSession*> found;
+  for (const auto& s : live->ownSessions) {
+    if (std::find(s.serverDevices.begin(), s.serverDevices.end(), d->serverIndex) !=
+        s.serverDevices.end()) {
+      found.push_back(&s);
+    }
+  }
+  unsigned room = *infoCount;
+  *infoCount = static_cast<unsigned>(found.size());
+  if (room < found.size()) return NVML_ERROR_INSUFFICIENT_SIZE;
+  if (!found.empty() && !infos) return NVML_ERROR_INVALID_ARGUMENT;
+  for (size_t i = 0; i < found.size(); ++i) {
+    std::memset(&infos[i], 0, sizeof infos[i]);
+    infos[i].pid = found[i]->pid;
+    infos[i].usedGpuMemory = found[i]->memoryUsed;
+    if constexpr (sizeof(Info) > sizeof(nvmlProcessInfo_v1_t)) {
+      infos[i].gpuInstanceId = 0xFFFFFFFF;
+      infos[i].computeInstanceId = 0xFFFFFFFF;
+    }
+  }
+  return NVML_SUCCESS;
+}
+
+}  // namespace
+
+extern "C" {
+
+// Total and free as cuMemGetInfo shows them to this tenant (a quota caps both).
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device,
+                                                                            nvmlMemory_t* memory) {
+  nvmlReturn_t r;
+  if (!deviceOf(device, &r)) return r;
+  if (!memory) return NVML_ERROR_INVALID_ARGUMENT;
+  MemoryView view;
+  if ((r = memoryView(device->index, &view)) != NVML_SUCCESS) return r;
+  memory->total = view.total;
+  memory->free = view.free;
+  memory->used = view.total - std::min(view.free, view.total);
+  return NVML_SUCCESS;
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(
+    nvmlDevice_t device, nvmlMemory_v2_t* memory) {
+  if (!memory) return NVML_ERROR_INVALID_ARGUMENT;
+  if (memory->version != nvmlMemory_v2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+  nvmlMemory_t v1;
+  nvmlReturn_t r = nvmlDeviceGetMemoryInfo(device, &v1);
+  if (r != NVML_SUCCESS) return r;
+  memory->total = v1.total;
+  memory->free = v1.free;
+  memory->used = v1.used;
+  memory->reserved = 0;  // the pool reserves none of the memory it offers
+  return NVML_SUCCESS;
+}
+
+// The pool's busy fraction of the device over its last metering interval, for both figures: the
+// pool does not measure memory-bus activity apart from the work that causes it.
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetUtilizationRates(
+    nvmlDevice_t device, nvmlUtilization_t* utilization) {
+  nvmlReturn_t r;
+  if (!deviceOf(device, &r)) return r;
+  if (!utilization) return NVML_ERROR_INVALID_ARGUMENT;
+  LiveStatus::Device live;
+  if ((r = liveDevice(device, &live)) != NVML_SUCCESS) return r;
+  auto percent = static_cast<unsigned>(std::lround(std::clamp(live.utilization, 0.0, 1.0) * 100));
+  utilization->gpu = percent;
+  utilization->memory = percent;
+  return NVML_SUCCESS;
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(
+    nvmlDevice_t device, unsigned int* infoCount, nvmlProcessInfo_t* infos) {
+  return ownProcesses(device, infoCount, infos);
+}
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(
+    nvmlDevice_t device, unsigned int* infoCount, nvmlProcessInfo_v2_t* infos) {
+  return ownProcesses(device, infoCount, infos);
+}
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(
+    nvmlDevice_t device, unsigned int* infoCount, nvmlProcessInfo_v1_t* infos) {
+  return ownProcesses(device, infoCount, infos);
+}
+
+// The compute mode CU_DEVICE_ATTRIBUTE_COMPUTE_MODE reports (CUcomputemode and
+// nvmlComputeMode_t share their values).
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetComputeMode(
+    nvmlDevice_t device, nvmlComputeMode_t* mode) {
+  nvmlReturn_t r;
+  const VisibleDevice* d = deviceOf(device, &r);
+  if (!d) return r;
+  if (!mode) return NVML_ERROR_INVALID_ARGUMENT;
+  *mode = static_cast<nvmlComputeMode_t>(d->attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_MODE));
+  return NVML_SUCCESS;
+}
+
+// gpupoold keeps its devices initialized while it runs, which is what persistence mode does.
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetPersistenceMode(
+    nvmlDevice_t device, nvmlEnableState_t* mode) {
+  nvmlReturn_t r;
+  if (!deviceOf(device, &r)) return r;
+  if (!mode) return NVML_ERROR_INVALID_ARGUMENT;
+  *mode = NVML_FEATURE_ENABLED;
+  return NVML_SUCCESS;
+}
+
+// CU_DEVICE_ATTRIBUTE_ECC_ENABLED; a mode change is never pending (none can be requested).
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetEccMode(
+    nvmlDevice_t device, nvmlEnableState_t* current, nvmlEnableState_t* pending) {
+  nvmlReturn_t r;
+  const VisibleDevice* d = deviceOf(device, &r);
+  if (!d) return r;
+  if (!current || !pending) return NVML_ERROR_INVALID_ARGUMENT;
+  *current =
+      d->attribute(CU_DEVICE_ATTRIBUTE_ECC_ENABLED) ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+  *pending = *current;
+  return NVML_SUCCESS;
+}
+
+// From the clock-rate attributes (kHz): the SM and graphics clocks share CLOCK_RATE, the memory
+// clock is MEMORY_CLOCK_RATE; the video clock is not known.
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t device,
+                                                                              nvmlClockType_t type,
+                                                                              unsigned int* clock) {
+  nvmlReturn_t r;
+  const VisibleDevice* d = deviceOf(device, &r);
+  if (!d) return r;
+  if (!clock) return NVML_ERROR_INVALID_ARGUMENT;
+  int kHz = 0;
+  switch (type) {
+    case NVML_CLOCK_GRAPHICS:
+    case NVML_CLOCK_SM:
+      kHz = d->attribute(CU_DEVICE_ATTRIBUTE_CLOCK_RATE);
+      break;
+    case NVML_CLOCK_MEM:
+      kHz = d->attribute(CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE);
+      break;
+    case NVML_CLOCK_VIDEO:
+      return reportNotSupported("nvmlDeviceGetMaxClockInfo(NVML_CLOCK_VIDEO)");
+    default:
+      return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  if (kHz <= 0) return reportNotSupported("nvmlDeviceGetMaxClockInfo");
+  *clock = static_cast<unsigned>(kHz / 1000);
+  return NVML_SUCCESS;
+}
+
+// The pool does not throttle or boost: the current clock is the one the attributes give.
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device,
+                                                                           nvmlClockType_t type,
+                                                                           unsigned int* clock) {
+  return nvmlDeviceGetMaxClockInfo(device, type, clock);
+}
+
+// Always P0 (maximum performance): the pool never lowers a device's performance state.
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetPerformanceState(
+    nvmlDevice_t device, nvmlPstates_t* pState) {
+  nvmlReturn_t r;
+  if (!deviceOf(device, &r)) return r;
+  if (!pState) return NVML_ERROR_INVALID_ARGUMENT;
+  *pState = NVML_PSTATE_0;
+  return NVML_SUCCESS;
+}
+
+// Each pool device is one NVML device. A whole GPU reports MIG disabled (its instances, if any,
+// are not in this pool); a MIG instance the pool serves answers nvmlDeviceIsMigDeviceHandle.
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetMigMode(
+    nvmlDevice_t device, unsigned int* currentMode, unsigned int* pendingMode) {
+  nvmlReturn_t r;
+  const VisibleDevice* d = deviceOf(device, &r);
+  if (!d) return r;
+  if (!currentMode || !pendingMode) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!d->parentUuid.empty()) return reportNotSupported("nvmlDeviceGetMigMode (of a MIG device)");
+  *currentMode = NVML_DEVICE_MIG_DISABLE;
+  *pendingMode = NVML_DEVICE_MIG_DISABLE;
+  return NVML_SUCCESS;
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceIsMigDeviceHandle(
+    nvmlDevice_t device, unsigned int* isMigDevice) {
+  nvmlReturn_t r;
+  const VisibleDevice* d = deviceOf(device, &r);
+  if (!d) return r;
+  if (!isMigDevice) return NVML_ERROR_INVALID_ARGUMENT;
+  *isMigDevice = d->parentUuid.empty() ? 0 : 1;
+  return NVML_SUCCESS;
+}
+
+}  // extern "C"

@@ -1,0 +1,322 @@
+#include "client/nvml/nvml_session.h"
+
+#include <capnp/message.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <optional>
+
+#include "client/client_log.h"
+#include "client/nvml/visible_devices.h"
+#include "protocol/gpupool.capnp.h"
+#include "protocol/message_codec.h"
+#include "transport/transport_factory.h"
+
+namespace gpupool::nvml {
+namespace {
+
+constexpr unsigned kNvmlConnectTimeoutMs = 5000;
+constexpr unsigned kNvmlReplyTimeoutMs = 10000;
+
+struct LibraryState {
+  std::mutex mutex;
+  unsigned initCount = 0;
+  std::optional<transport::Endpoint> endpoint;
+  std::unique_ptr<transport::Connection> connection;
+  std::vector<VisibleDevice> devices;  // filled by the first successful nvmlInit, then kept
+  bool described = false;              // devices filled from the Welcome
+  bool identified = false;  // their UUID text and MIG identity filled from the first status
+  int cudaVersion = 0;
+  std::string serverVersion, backendKind;
+  std::shared_ptr<const LiveStatus> live;
+  std::chrono::steady_clock::time_point liveAt;
+  std::map<unsigned, std::pair<MemoryView, std::chrono::steady_clock::time_point>> memory;
+};
+
+LibraryState& state() {
+  static LibraryState* s = new LibraryState();  // never destroyed: callers may outlive statics
+  return *s;
+}
+
+std::vector<nvmlDevice_st>& handleSlots() {
+  static auto* slots = new std::vector<nvmlDevice_st>();
+  return *slots;
+}
+
+nvmlReturn_t failed(nvmlReturn_t code, const std::string& why) {
+  if (client::logLevel() >= 1) client::logLine("NVML: " + why);
+  return code;
+}
+
+// One request, one reply, on the status connection (under the state's mutex).
+std::unique_ptr<protocol::IncomingMessage> nvmlExchange(transport::Connection& connection,
+                                                        capnp::MallocMessageBuilder& request) {
+  protocol::sendMessage(connection, request);
+  auto reply = std::make_unique<protocol::IncomingMessage>(connection);
+  if (reply->bulkBytes() != 0) connection.discardBulk(reply->bulkBytes());
+  return reply;
+}
+
+std::string programLabel() {
+  char path[256] = {};
+  ssize_t n = ::readlink("/proc/self/exe", path, sizeof path - 1);
+  std::string name = n > 0 ? std::string(path, static_cast<size_t>(n)) : "unknown";
+  if (auto slash = name.rfind('/'); slash != std::string::npos) name = name.substr(slash + 1);
+  return name + " (pid " + std::to_string(::getpid()) + ", nvml)";
+}
+
+// Connects and says Hello as a status client (no driver session is admitted or charged), with the
+// token, so the server knows the tenant whose quota the memory answers show.
+nvmlReturn_t connectLocked(LibraryState& s) {
+  s.connection.reset();
+  try {
+    auto connection = transport::connectEndpoint(*s.endpoint, kNvmlConnectTimeoutMs);
+    connection->setReceiveTimeoutMs(kNvmlReplyTimeoutMs);
+    capnp::MallocMessageBuilder message;
+    auto hello = message.initRoot<wire::Request>().initHello();
+    hello.setProtocolVersion(wire::PROTOCOL_VERSION);
+    if (const char* token = std::getenv("GPU_POOL_TOKEN")) hello.setAuthToken(token);
+    hello.setClientName(programLabel());
+    hello.setPurpose(wire::Hello::Purpose::STATUS);
+    auto reply = nvmlExchange(*connection, message);
+    auto response = reply->root<wire::Response>();
+    if (response.getResult() != 0 || !response.isWelcome()) {
+      return failed(NVML_ERROR_NO_PERMISSION, s.endpoint->url() + " refused the NVML connection: " +
+                                                  std::string(response.getMessage().cStr()));
+    }
+    auto welcome = response.getWelcome();
+    if (!s.described) {
+      s.cudaVersion = welcome.getDriverVersion();
+      s.serverVersion = welcome.getServerVersion();
+      s.backendKind = welcome.getBackendKind();
+      std::vector<VisibleDevice> all;
+      for (auto d : welcome.getDevices()) {
+        VisibleDevice v;
+        v.serverIndex = static_cast<unsigned>(all.size());
+        v.name = d.getName();
+        auto uuid = d.getUuid();
+        if (uuid.size() == sizeof v.uuid) std::memcpy(v.uuid, uuid.begin(), sizeof v.uuid);
+        v.pciDomain = d.getPciDomain();
+        v.pciBus = d.getPciBus();
+        v.pciDevice = d.getPciDevice();
+        v.totalMemory = d.getTotalMemory();
+        for (int32_t a : d.getAttributes()) v.attributes.push_back(a);
+        v.uuidText = formatGpuUuid(v.uuid);
+        all.push_back(std::move(v));
+      }
+      s.devices = selectVisibleDevices(all, std::getenv("CUDA_VISIBLE_DEVICES"));
+      s.described = true;
+    }
+    s.connection = std::move(connection);
+    return NVML_SUCCESS;
+  } catch (const transport::TransportError& e) {
+    return failed(NVML_ERROR_DRIVER_NOT_LOADED,
+                  "cannot reach " + s.endpoint->url() + ": " + std::string(e.what()));
+  } catch (const kj::Exception& e) {
+    return failed(NVML_ERROR_UNKNOWN, s.endpoint->url() + ": malformed reply: " +
+                                          std::string(e.getDescription().cStr()));
+  }
+}
+
+// Sends one request built by `build` and hands its Response to `read`; reconnects once when the
+// connection was lost (the server may have closed an idle status connection).
+template <typename Build, typename Read>
+nvmlReturn_t askLocked(LibraryState& s, const char* what, Build&& build, Read&& read) {
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (!s.connection) {
+      if (nvmlReturn_t r = connectLocked(s); r != NVML_SUCCESS) return r;
+    }
+    // At GPU_POOL_LOG=2 each request to the server is logged, as libcuda logs each remote call:
+    // how a monitoring loop's cost shows (the cache keeps it to one per kLiveTtl).
+    if (client::logLevel() >= 2) client::logLine(std::string("NVML: request ") + what);
+    try {
+      capnp::MallocMessageBuilder message;
+      build(message.initRoot<wire::Request>());
+      auto reply = nvmlExchange(*s.connection, message);
+      auto response = reply->root<wire::Response>();
+      if (response.getResult() != 0) {
+        return failed(NVML_ERROR_UNKNOWN, std::string(what) + " refused by the server: " +
+                                              std::string(response.getMessage().cStr()));
+      }
+      return read(response);
+    } catch (const transport::TransportError& e) {
+      s.connection.reset();
+      if (attempt == 1) {
+        return failed(NVML_ERROR_GPU_IS_LOST, std::string(what) + ": " + e.what());
+      }
+    } catch (const kj::Exception& e) {
+      s.connection.reset();
+      return failed(NVML_ERROR_UNKNOWN,
+                    std::string(what) + ": malformed reply: " + e.getDescription().cStr());
+    }
+  }
+  return NVML_ERROR_UNKNOWN;
+}
+
+// The live figures from a status reply; the first one also gives the devices' identity: the UUID
+// text `gpupool status` shows (MIG-… for MIG instances) and the MIG parent and profile.
+nvmlReturn_t refreshLiveLocked(LibraryState& s) {
+  auto ownPid = static_cast<unsigned>(::getpid());
+  std::string pidTag = "(pid " + std::to_string(ownPid) + ")";
+  return askLocked(
+      s, "status", [](wire::Request::Builder r) { r.setStatus(); },
+      [&](wire::Response::Reader response) {
+        if (!response.isStatus()) return failed(NVML_ERROR_UNKNOWN, "status: unexpected reply");
+        auto status = response.getStatus();
+        auto live = std::make_shared<LiveStatus>();
+        auto devices = status.getDevices();
+        for (auto& v : s.devices) {
+          LiveStatus::Device d;
+          if (v.serverIndex < devices.size()) {
+            auto from = devices[v.serverIndex];
+            d.memoryUsed = from.getMemoryUsed();
+            d.memoryTotal = from.getMemoryTotal();
+            d.utilization = from.getUtilization();
+            d.sessions = from.getSessions();
+            // Identity once, before nvmlInit returns: other threads read it without the lock.
+            if (!s.identified) {
+              if (from.getUuid().size()) v.uuidText = from.getUuid();
+              v.parentUuid = from.getParent();
+              v.profile = from.getProfile();
+            }
+          }
+          live->devices.push_back(d);
+        }
+        for (auto session : status.getSessions()) {
+          std::string name = session.getClientName();
+          if (name.size() >= pidTag.size() &&
+              name.compare(name.size() - pidTag.size(), pidTag.size(), pidTag) == 0) {
+            OwnSession own{ownPid, session.getMemoryUsed(), {}};
+            for (uint32_t d : session.getDevices()) own.serverDevices.push_back(d);
+            live->ownSessions.push_back(std::move(own));
+          }
+        }
+        s.identified = true;
+        s.live = std::move(live);
+        s.liveAt = std::chrono::steady_clock::now();
+        return NVML_SUCCESS;
+      });
+}
+
+}  // namespace
+
+nvmlReturn_t initLibrary() {
+  LibraryState& s = state();
+  std::lock_guard lock(s.mutex);
+  if (s.initCount > 0) {
+    ++s.initCount;
+    return NVML_SUCCESS;
+  }
+  if (!s.endpoint) {
+    const char* text = std::getenv("GPU_POOL_ENDPOINT");
+    if (!text || !*text) {
+      return failed(NVML_ERROR_DRIVER_NOT_LOADED, "GPU_POOL_ENDPOINT is not set: no pool to ask");
+    }
+    std::string error;
+    auto endpoints = transport::parseEndpointList(text, &error);
+    if (!endpoints) return failed(NVML_ERROR_DRIVER_NOT_LOADED, "GPU_POOL_ENDPOINT: " + error);
+    // NVML asks the first server of the list (as `gpupool status` does).
+    transport::Endpoint first = endpoints->front();
+    if (first.scheme == "rdma") first.scheme = "tcp";  // status travels over TCP beside RDMA
+    if (first.scheme != "tcp" && first.scheme != "tls") {
+      return failed(NVML_ERROR_DRIVER_NOT_LOADED,
+                    "NVML speaks tcp:// and tls:// only, not " + first.url());
+    }
+    s.endpoint = first;
+  }
+  if (nvmlReturn_t r = connectLocked(s); r != NVML_SUCCESS) return r;
+  if (nvmlReturn_t r = refreshLiveLocked(s); r != NVML_SUCCESS) return r;
+  auto& slots = handleSlots();
+  for (unsigned i = static_cast<unsigned>(slots.size()); i < s.devices.size(); ++i) {
+    slots.reserve(s.devices.size());
+    slots.push_back({i});
+  }
+  s.initCount = 1;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t shutdownLibrary() {
+  LibraryState& s = state();
+  std::lock_guard lock(s.mutex);
+  if (s.initCount == 0) return NVML_ERROR_UNINITIALIZED;
+  if (--s.initCount == 0) {
+    s.connection.reset();
+    s.live.reset();
+    s.memory.clear();
+  }
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t checkInitialized() {
+  LibraryState& s = state();
+  std::lock_guard lock(s.mutex);
+  return s.initCount ? NVML_SUCCESS : NVML_ERROR_UNINITIALIZED;
+}
+
+// The device list is fixed once described, so it is read without the lock.
+const std::vector<VisibleDevice>& visibleDevices() { return state().devices; }
+
+const VisibleDevice* deviceOf(nvmlDevice_t handle, nvmlReturn_t* result) {
+  if ((*result = checkInitialized()) != NVML_SUCCESS) return nullptr;
+  const auto& slots = handleSlots();
+  if (!handle || slots.empty() || handle < &slots.front() || handle > &slots.back()) {
+    *result = NVML_ERROR_INVALID_ARGUMENT;
+    return nullptr;
+  }
+  return &state().devices[handle->index];
+}
+
+nvmlDevice_t handleOf(unsigned visibleIndex) { return &handleSlots().at(visibleIndex); }
+int cudaDriverVersion() { return state().cudaVersion; }
+const std::string& serverVersion() { return state().serverVersion; }
+const std::string& backendKind() { return state().backendKind; }
+
+nvmlReturn_t liveStatus(std::shared_ptr<const LiveStatus>* out) {
+  LibraryState& s = state();
+  std::lock_guard lock(s.mutex);
+  if (!s.initCount) return NVML_ERROR_UNINITIALIZED;
+  if (!s.live || std::chrono::steady_clock::now() - s.liveAt >= kLiveTtl) {
+    if (nvmlReturn_t r = refreshLiveLocked(s); r != NVML_SUCCESS) return r;
+  }
+  *out = s.live;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t memoryView(unsigned visibleIndex, MemoryView* out) {
+  LibraryState& s = state();
+  std::lock_guard lock(s.mutex);
+  if (!s.initCount) return NVML_ERROR_UNINITIALIZED;
+  auto now = std::chrono::steady_clock::now();
+  auto cached = s.memory.find(visibleIndex);
+  if (cached != s.memory.end() && now - cached->second.second < kLiveTtl) {
+    *out = cached->second.first;
+    return NVML_SUCCESS;
+  }
+  unsigned serverIndex = s.devices.at(visibleIndex).serverIndex;
+  MemoryView view;
+  nvmlReturn_t r = askLocked(
+      s, "nvmlMemoryInfo", [&](wire::Request::Builder b) { b.setNvmlMemoryInfo(serverIndex); },
+      [&](wire::Response::Reader response) {
+        if (!response.isMemInfo()) return failed(NVML_ERROR_UNKNOWN, "memory: unexpected reply");
+        view.free = response.getMemInfo().getFree();
+        view.total = response.getMemInfo().getTotal();
+        return NVML_SUCCESS;
+      });
+  if (r != NVML_SUCCESS) return r;
+  s.memory[visibleIndex] = {view, now};
+  *out = view;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t copyText(const std::string& text, char* buffer, unsigned length) {
+  if (!buffer) return NVML_ERROR_INVALID_ARGUMENT;
+  if (text.size() + 1 > length) return NVML_ERROR_INSUFFICIENT_SIZE;
+  std::memcpy(buffer, text.c_str(), text.size() + 1);
+  return NVML_SUCCESS;
+}
+
+}  // namespace gpupool::nvml

@@ -1,0 +1,87 @@
+// libnvidia-ml.so.1's view of the pool: one status connection to the first server of
+// GPU_POOL_ENDPOINT (token and TLS as libcuda's), the devices its Welcome describes as
+// CUDA_VISIBLE_DEVICES selects them, and the live figures (status reply, memory as the tenant
+// sees it), each cached for kLiveTtl so a monitoring loop asking many times a second costs the
+// server at most one status and one memory request per device per second.
+#pragma once
+
+#include <nvml.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+// What an nvmlDevice_t points to: a slot of the visible device list (stable for the library's
+// life, so handles stay valid across nvmlShutdown/nvmlInit as NVIDIA's do).
+struct nvmlDevice_st {
+  unsigned index;
+};
+
+namespace gpupool::nvml {
+
+constexpr std::chrono::milliseconds kLiveTtl{1000};
+
+// One device this process sees, as the Welcome (and the first status reply) describe it.
+struct VisibleDevice {
+  unsigned serverIndex = 0;  // the server's device ordinal
+  std::string name;
+  unsigned char uuid[16] = {};
+  std::string uuidText;    // "GPU-…" or "MIG-…", as `gpupool status` shows it
+  std::string parentUuid;  // MIG: the parent GPU's UUID; empty otherwise
+  std::string profile;     // MIG: the instance profile ("1g.10gb")
+  int pciDomain = 0, pciBus = 0, pciDevice = 0;
+  uint64_t totalMemory = 0;
+  std::vector<int32_t> attributes;  // by CUdevice_attribute value
+  int attribute(int a) const {
+    return a >= 0 && static_cast<size_t>(a) < attributes.size() ? attributes[a] : 0;
+  }
+};
+
+// A session of this process on the server (what GetComputeRunningProcesses lists).
+struct OwnSession {
+  unsigned pid = 0;
+  uint64_t memoryUsed = 0;              // all the session's device memory
+  std::vector<unsigned> serverDevices;  // the server's ordinals it has contexts on
+};
+
+// The live part of a status reply, per visible device.
+struct LiveStatus {
+  struct Device {
+    uint64_t memoryUsed = 0;
+    uint64_t memoryTotal = 0;
+    double utilization = 0;  // busy fraction, 0..1
+    unsigned sessions = 0;
+  };
+  std::vector<Device> devices;
+  std::vector<OwnSession> ownSessions;
+};
+
+struct MemoryView {
+  uint64_t free = 0, total = 0;
+};
+
+// nvmlInit*: the first call connects, later ones count (each nvmlShutdown undoes one).
+nvmlReturn_t initLibrary();
+nvmlReturn_t shutdownLibrary();
+
+// NVML_ERROR_UNINITIALIZED before nvmlInit; otherwise NVML_SUCCESS.
+nvmlReturn_t checkInitialized();
+const std::vector<VisibleDevice>& visibleDevices();
+// The device `handle` names, or null (and *result the error) when it names none.
+const VisibleDevice* deviceOf(nvmlDevice_t handle, nvmlReturn_t* result);
+nvmlDevice_t handleOf(unsigned visibleIndex);
+int cudaDriverVersion();
+const std::string& serverVersion();
+const std::string& backendKind();
+
+// Cached for kLiveTtl; the error when the server cannot be asked.
+nvmlReturn_t liveStatus(std::shared_ptr<const LiveStatus>* out);
+nvmlReturn_t memoryView(unsigned visibleIndex, MemoryView* out);
+
+// Copies `text` into the caller's buffer of `length` bytes: NVML_ERROR_INSUFFICIENT_SIZE when it
+// does not fit with its terminator, as NVIDIA's library answers.
+nvmlReturn_t copyText(const std::string& text, char* buffer, unsigned length);
+
+}  // namespace gpupool::nvml

@@ -1,0 +1,177 @@
+// A program written against nvml.h, linked against our libnvidia-ml.so.1: checks what must hold
+// of any NVML (init counting, handle lookups that lead back to the same device, buffer sizes,
+// temperature refused on the emu) and prints its answers as one JSON object on stdout, which
+// tests/e2e/nvml_test.cc compares with `gpupool status --json`. Exit code 0 when every check held.
+#include <nvml.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+
+namespace {
+
+int failures = 0;
+
+#define CHECK(cond)                                                               \
+  do {                                                                            \
+    if (!(cond)) {                                                                \
+      std::fprintf(stderr, "nvml_check:%d: check failed: %s\n", __LINE__, #cond); \
+      ++failures;                                                                 \
+    }                                                                             \
+  } while (0)
+
+#define CHECK_OK(call)                                                                  \
+  do {                                                                                  \
+    nvmlReturn_t r_ = (call);                                                           \
+    if (r_ != NVML_SUCCESS) {                                                           \
+      std::fprintf(stderr, "nvml_check:%d: %s returned %d (%s)\n", __LINE__, #call, r_, \
+                   nvmlErrorString(r_));                                                \
+      ++failures;                                                                       \
+    }                                                                                   \
+  } while (0)
+
+}  // namespace
+
+// --poll N: after the checks, asks device 0's utilization and memory N times, 10 ms apart (a
+// 100 Hz monitoring loop), for the test that counts what reaches the server.
+int main(int argc, char** argv) {
+  bool expectEmu = false;
+  int polls = 0;
+  for (int a = 1; a < argc; ++a) {
+    if (std::strcmp(argv[a], "--emu") == 0) expectEmu = true;
+    if (std::strcmp(argv[a], "--poll") == 0 && a + 1 < argc) polls = std::atoi(argv[++a]);
+  }
+  unsigned count = 0;
+  CHECK(nvmlDeviceGetCount_v2(&count) == NVML_ERROR_UNINITIALIZED);
+  CHECK_OK(nvmlInit_v2());
+  CHECK_OK(nvmlInitWithFlags(0));  // counted: one shutdown leaves the library initialized
+  CHECK_OK(nvmlShutdown());
+  CHECK_OK(nvmlDeviceGetCount_v2(&count));
+  CHECK(count > 0);
+
+  char text[256];
+  CHECK_OK(nvmlSystemGetDriverVersion(text, sizeof text));
+  CHECK(nvmlSystemGetDriverVersion(text, 1) == NVML_ERROR_INSUFFICIENT_SIZE);
+  int cudaVersion = 0;
+  CHECK_OK(nvmlSystemGetCudaDriverVersion_v2(&cudaVersion));
+  CHECK(cudaVersion >= 11000);
+  CHECK(std::strcmp(nvmlErrorString(NVML_ERROR_NOT_SUPPORTED), "Not Supported") == 0);
+
+  std::printf("{\"cuda_driver_version\": %d, \"devices\": [", cudaVersion);
+  for (unsigned i = 0; i < count; ++i) {
+    nvmlDevice_t device = nullptr;
+    CHECK_OK(nvmlDeviceGetHandleByIndex_v2(i, &device));
+    char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE] = {}, uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
+    char serial[NVML_DEVICE_SERIAL_BUFFER_SIZE] = {};
+    CHECK_OK(nvmlDeviceGetName(device, name, sizeof name));
+    CHECK_OK(nvmlDeviceGetUUID(device, uuid, sizeof uuid));
+    CHECK_OK(nvmlDeviceGetSerial(device, serial, sizeof serial));
+    unsigned index = 99;
+    CHECK_OK(nvmlDeviceGetIndex(device, &index));
+    CHECK(index == i);
+
+    // Every lookup leads back to the same handle.
+    nvmlDevice_t again = nullptr;
+    CHECK_OK(nvmlDeviceGetHandleByUUID(uuid, &again));
+    CHECK(again == device);
+    again = nullptr;
+    CHECK_OK(nvmlDeviceGetHandleBySerial(serial, &again));
+    CHECK(again == device);
+    nvmlPciInfo_t pci;
+    CHECK_OK(nvmlDeviceGetPciInfo_v3(device, &pci));
+    again = nullptr;
+    CHECK_OK(nvmlDeviceGetHandleByPciBusId_v2(pci.busId, &again));
+    CHECK(again == device);
+    CHECK((pci.pciDeviceId & 0xffff) == 0x10de);
+
+    int major = 0, minor = 0;
+    CHECK_OK(nvmlDeviceGetCudaComputeCapability(device, &major, &minor));
+    CHECK(major >= 3);
+    nvmlDeviceArchitecture_t arch = 0;
+    CHECK_OK(nvmlDeviceGetArchitecture(device, &arch));
+
+    nvmlMemory_t memory;
+    CHECK_OK(nvmlDeviceGetMemoryInfo(device, &memory));
+    CHECK(memory.total > 0 && memory.free <= memory.total);
+    CHECK(memory.used + memory.free == memory.total);
+    nvmlMemory_v2_t memory2;
+    memory2.version = nvmlMemory_v2;
+    CHECK_OK(nvmlDeviceGetMemoryInfo_v2(device, &memory2));
+    CHECK(memory2.total == memory.total);
+
+    nvmlUtilization_t utilization;
+    CHECK_OK(nvmlDeviceGetUtilizationRates(device, &utilization));
+    CHECK(utilization.gpu <= 100 && utilization.memory <= 100);
+
+    unsigned sm = 0, maxSm = 0;
+    CHECK_OK(nvmlDeviceGetClockInfo(device, NVML_CLOCK_SM, &sm));
+    CHECK_OK(nvmlDeviceGetMaxClockInfo(device, NVML_CLOCK_SM, &maxSm));
+    CHECK(sm > 0 && sm <= maxSm);
+    nvmlPstates_t pstate;
+    CHECK_OK(nvmlDeviceGetPerformanceState(device, &pstate));
+    nvmlComputeMode_t computeMode;
+    CHECK_OK(nvmlDeviceGetComputeMode(device, &computeMode));
+    nvmlEnableState_t persistence, eccNow, eccPending;
+    CHECK_OK(nvmlDeviceGetPersistenceMode(device, &persistence));
+    CHECK_OK(nvmlDeviceGetEccMode(device, &eccNow, &eccPending));
+    unsigned busWidth = 0, multiGpu = 2;
+    CHECK_OK(nvmlDeviceGetMemoryBusWidth(device, &busWidth));
+    CHECK(busWidth > 0);
+    CHECK_OK(nvmlDeviceGetMultiGpuBoard(device, &multiGpu));
+    CHECK(multiGpu <= 1);
+    unsigned isMig = 2;
+    CHECK_OK(nvmlDeviceIsMigDeviceHandle(device, &isMig));
+    CHECK(isMig <= 1);
+
+    // This program holds no CUDA session: no process of its own is listed.
+    unsigned processes = 0;
+    CHECK_OK(nvmlDeviceGetComputeRunningProcesses_v3(device, &processes, nullptr));
+    CHECK(processes == 0);
+
+    if (expectEmu) {
+      unsigned temperature = 0;
+      CHECK(nvmlDeviceGetTemperature(device, NVML_TEMPERATURE_GPU, &temperature) ==
+            NVML_ERROR_NOT_SUPPORTED);
+      unsigned milliwatts = 0;
+      CHECK(nvmlDeviceGetPowerUsage(device, &milliwatts) == NVML_ERROR_NOT_SUPPORTED);
+      unsigned fan = 0;
+      CHECK(nvmlDeviceGetFanSpeed(device, &fan) == NVML_ERROR_NOT_SUPPORTED);
+    }
+
+    std::printf(
+        "%s{\"index\": %u, \"name\": \"%s\", \"uuid\": \"%s\", \"memory_total\": %llu, "
+        "\"memory_free\": %llu, \"compute_capability\": \"%d.%d\", \"busid\": \"%s\"}",
+        i ? ", " : "", i, name, uuid, memory.total, memory.free, major, minor, pci.busId);
+  }
+  std::printf("]}\n");
+
+  for (int p = 0; p < polls && count > 0; ++p) {
+    nvmlDevice_t device = nullptr;
+    CHECK_OK(nvmlDeviceGetHandleByIndex_v2(0, &device));
+    nvmlUtilization_t utilization;
+    CHECK_OK(nvmlDeviceGetUtilizationRates(device, &utilization));
+    nvmlMemory_t memory;
+    CHECK_OK(nvmlDeviceGetMemoryInfo(device, &memory));
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+
+  unsigned units = 9;
+  CHECK_OK(nvmlUnitGetCount(&units));
+  CHECK(units == 0);
+  char self[64] = {};
+  CHECK_OK(nvmlSystemGetProcessName(static_cast<unsigned>(getpid()), self, sizeof self));
+  CHECK(std::strstr(self, "nvml_check") != nullptr);
+
+  nvmlDevice_t none = nullptr;
+  CHECK(nvmlDeviceGetHandleByIndex_v2(count, &none) == NVML_ERROR_INVALID_ARGUMENT);
+  CHECK(nvmlDeviceGetHandleByUUID("GPU-00000000-0000-0000-0000-000000000000", &none) ==
+        NVML_ERROR_NOT_FOUND);
+  CHECK_OK(nvmlShutdown());
+  CHECK(nvmlShutdown() == NVML_ERROR_UNINITIALIZED);
+  if (failures) std::fprintf(stderr, "nvml_check: %d checks failed\n", failures);
+  return failures ? 1 : 0;
+}

@@ -1,0 +1,174 @@
+// libnvidia-ml.so.1 against real servers: nvml_check (a program written against nvml.h) answers
+// what `gpupool status --json` shows (device count, names, UUIDs, memory totals), refuses the
+// sensors an emu does not have, shows a tenant's quota as its memory total (as cuMemGetInfo does),
+// follows CUDA_VISIBLE_DEVICES, and answers on the chained cuda backend too.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "child_process.h"
+#include "gpupool_server.h"
+#include "harness_paths.h"
+#include "scratch_directory.h"
+
+namespace gpupool::e2e {
+namespace {
+
+using std::chrono::seconds;
+
+nlohmann::json parseJson(const std::string& text, const std::string& what) {
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    ADD_FAILURE() << what << " printed invalid JSON (" << e.what() << "):\n" << text;
+    return nlohmann::json::object();
+  }
+}
+
+nlohmann::json statusOf(const std::string& endpoint) {
+  ProgramResult result = runProgram(gpupoolCliPath(), {"status", "--json", "--endpoint", endpoint},
+                                    {{"GPU_POOL_ENDPOINT", std::nullopt}}, seconds(30));
+  EXPECT_TRUE(result.passed()) << result.describe();
+  return parseJson(result.out, "gpupool status");
+}
+
+// Runs nvml_check against `endpoint`; the program's own checks must hold.
+nlohmann::json nvmlAnswers(const std::string& endpoint, bool emu, EnvironmentChanges extra = {}) {
+  EnvironmentChanges environment = clientEnvironment(endpoint);
+  for (auto& [name, value] : extra) environment[name] = value;
+  ProgramResult result = runProgram(
+      NVML_CHECK_PATH, emu ? std::vector<std::string>{"--emu"} : std::vector<std::string>{},
+      environment, seconds(60));
+  EXPECT_TRUE(result.passed()) << result.describe();
+  return parseJson(result.out, "nvml_check");
+}
+
+void expectSameDevices(const nlohmann::json& nvml, const nlohmann::json& status) {
+  ASSERT_TRUE(nvml.contains("devices")) << nvml.dump(2);
+  ASSERT_EQ(nvml.at("devices").size(), status.at("devices").size())
+      << nvml.dump(2) << status.dump(2);
+  for (size_t i = 0; i < nvml.at("devices").size(); ++i) {
+    const auto& mine = nvml.at("devices").at(i);
+    const auto& theirs = status.at("devices").at(i);
+    EXPECT_EQ(mine.at("name"), theirs.at("name"));
+    EXPECT_EQ(mine.at("uuid"), theirs.at("uuid"));
+    EXPECT_EQ(mine.at("memory_total"), theirs.at("memory_total"));
+    EXPECT_EQ(mine.at("memory_total").get<uint64_t>() - mine.at("memory_free").get<uint64_t>(),
+              theirs.at("memory_used").get<uint64_t>());
+  }
+}
+
+TEST(NvmlTest, EmuAnswersMatchStatus) {
+  GpupoolServer server;
+  nlohmann::json nvml = nvmlAnswers(server.endpoint(), /*emu=*/true);
+  expectSameDevices(nvml, statusOf(server.endpoint()));
+}
+
+TEST(NvmlTest, FollowsCudaVisibleDevices) {
+  ScratchDirectory dir;
+  dir.write("pool.toml", "[[device]]\nmemory = \"256MiB\"\n[[device]]\nmemory = \"256MiB\"\n");
+  ServerOptions options;
+  options.backend = "";
+  options.extraArgs = {"--config", dir.file("pool.toml")};
+  GpupoolServer server(options);
+  nlohmann::json status = statusOf(server.endpoint());
+  ASSERT_EQ(status.at("devices").size(), 2u) << status.dump(2);
+  expectSameDevices(nvmlAnswers(server.endpoint(), true), status);
+
+  nlohmann::json second = nvmlAnswers(server.endpoint(), true, {{"CUDA_VISIBLE_DEVICES", "1"}});
+  ASSERT_EQ(second.at("devices").size(), 1u) << second.dump(2);
+  EXPECT_EQ(second.at("devices").at(0).at("uuid"), status.at("devices").at(1).at("uuid"));
+  EXPECT_NE(second.at("devices").at(0).at("uuid"), status.at("devices").at(0).at("uuid"));
+}
+
+TEST(NvmlTest, TenantQuotaIsTheMemoryTotal) {
+  ScratchDirectory dir;
+  dir.write("pool.toml",
+            "[[device]]\nmemory = \"256MiB\"\n[[tenant]]\nname = \"alice\"\ntoken = \"a\"\n"
+            "memory_quota = \"64MiB\"\n");
+  ServerOptions options;
+  options.backend = "";
+  options.extraArgs = {"--config", dir.file("pool.toml")};
+  GpupoolServer server(options);
+  nlohmann::json nvml = nvmlAnswers(server.endpoint(), true, {{"GPU_POOL_TOKEN", "a"}});
+  ASSERT_EQ(nvml.at("devices").size(), 1u) << nvml.dump(2);
+  EXPECT_EQ(nvml.at("devices").at(0).at("memory_total"), 64u << 20);
+  EXPECT_EQ(nvml.at("devices").at(0).at("memory_free"), 64u << 20);
+}
+
+// tls:// as libcuda speaks it (GPU_POOL_TLS_CA), with the token's tenant: a client that trusts the
+// server's certificate sees its quota; one that does not gets no answers, and says why.
+TEST(NvmlTest, SpeaksTlsAsTheTokensTenant) {
+  ScratchDirectory dir;
+  ASSERT_TRUE(makeSelfSignedCertificate(dir, "server"));
+  ASSERT_TRUE(makeSelfSignedCertificate(dir, "stranger"));
+  dir.write("pool.toml",
+            "[[device]]\nmemory = \"256MiB\"\n[[tenant]]\nname = \"alice\"\ntoken = \"a\"\n"
+            "memory_quota = \"32MiB\"\n");
+  ServerOptions options;
+  options.backend = "";
+  options.listen = "tls://127.0.0.1:0";
+  options.extraArgs = {"--tls-cert", dir.file("server.pem"), "--tls-key", dir.file("server.key"),
+                       "--config",   dir.file("pool.toml")};
+  GpupoolServer server(options);
+  ASSERT_EQ(server.endpoint().rfind("tls://", 0), 0u) << server.endpoint();
+
+  nlohmann::json nvml =
+      nvmlAnswers(server.endpoint(), true,
+                  {{"GPU_POOL_TOKEN", "a"}, {"GPU_POOL_TLS_CA", dir.file("server.pem")}});
+  ASSERT_EQ(nvml.at("devices").size(), 1u) << nvml.dump(2);
+  EXPECT_EQ(nvml.at("devices").at(0).at("memory_total"), 32u << 20);
+
+  EnvironmentChanges untrusted = clientEnvironment(server.endpoint());
+  untrusted["GPU_POOL_TOKEN"] = "a";
+  untrusted["GPU_POOL_TLS_CA"] = dir.file("stranger.pem");
+  untrusted["GPU_POOL_LOG"] = "1";
+  ProgramResult refused = runProgram(NVML_CHECK_PATH, {}, untrusted, seconds(60));
+  EXPECT_FALSE(refused.passed()) << refused.describe();
+  EXPECT_NE(refused.err.find("nvmlInit_v2() returned 9"), std::string::npos) << refused.describe();
+  EXPECT_NE(refused.err.find("certificate"), std::string::npos) << refused.describe();
+}
+
+size_t occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// A monitoring loop at 100 Hz for one second costs the server about one status and one memory
+// request per second (the 1 s cache), not two hundred. GPU_POOL_LOG=2 logs each request.
+TEST(NvmlTest, MonitoringLoopIsCached) {
+  GpupoolServer server;
+  EnvironmentChanges environment = clientEnvironment(server.endpoint());
+  environment["GPU_POOL_LOG"] = "2";
+  ProgramResult result =
+      runProgram(NVML_CHECK_PATH, {"--emu", "--poll", "100"}, environment, seconds(60));
+  ASSERT_TRUE(result.passed()) << result.describe();
+  size_t statuses = occurrences(result.err, "NVML: request status");
+  size_t memories = occurrences(result.err, "NVML: request nvmlMemoryInfo");
+  EXPECT_GE(statuses, 1u) << result.err;
+  EXPECT_GE(memories, 1u) << result.err;
+  // 100 polls over >= 1 s: the init's status, then at most one per started second (slow machines
+  // stretch the loop; 10 allows 9 s).
+  EXPECT_LE(statuses, 10u) << result.err;
+  EXPECT_LE(memories, 10u) << result.err;
+}
+
+// The caller's own sessions are its running processes, with their memory; cudaMemGetInfo and
+// nvmlDeviceGetMemoryInfo agree on the total (tests/nvml/nvml_processes.cu checks both).
+TEST(NvmlTest, ListsTheCallersOwnSession) {
+  GpupoolServer server;
+  ProgramResult result =
+      runProgram(NVML_PROCESSES_PATH, {}, clientEnvironment(server.endpoint()), seconds(60));
+  EXPECT_TRUE(result.passed()) << result.describe();
+  EXPECT_NE(result.out.find("PASS"), std::string::npos) << result.describe();
+}
+
+TEST(NvmlTest, ChainedCudaBackendAnswersMatchStatus) {
+  ChainedServers servers = startChainedServers();
+  nlohmann::json nvml = nvmlAnswers(servers.cuda->endpoint(), /*emu=*/false);
+  expectSameDevices(nvml, statusOf(servers.cuda->endpoint()));
+}
+
+}  // namespace
+}  // namespace gpupool::e2e
