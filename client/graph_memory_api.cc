@@ -145,12 +145,14 @@ GraphAllocation::~GraphAllocation() {
       allocationsByAddress().erase(it);
     }
   }
-  if (!asContext(reinterpret_cast<CUcontext>(context)) || context->remote != contextRemote) {
-    return;  // the context went, and the block with it
-  }
   {
     std::lock_guard lock(DriverState::get().mutex);
-    DriverState::get().deviceAllocations.erase(address);
+    auto& allocations = DriverState::get().deviceAllocations;
+    auto it = allocations.find(address);
+    if (it != allocations.end() && it->second.context == context) allocations.erase(it);
+  }
+  if (!asContext(reinterpret_cast<CUcontext>(context)) || context->remote != contextRemote) {
+    return;  // the context went, and the block with it
   }
   // In order after the launches and frees that used it, on the stream they were on (the null
   // stream when that stream is gone).
