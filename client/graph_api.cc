@@ -1,14 +1,15 @@
 // The CUDA graph API: building graphs node by node, reading them back, cloning, instantiating and
 // launching. Graphs are built on the client (graph_model.h); an executable graph lives on the
 // server and each launch is one posted message (one per run between host nodes, which run on the
-// client). Node kinds not listed here (memory alloc/free, external semaphores, batch memory
-// operations, conditional) stay generated stubs that return CUDA_ERROR_NOT_SUPPORTED.
+// client). Memory alloc and free nodes are in graph_memory_api.cc; node kinds not served (external
+// semaphores, batch memory operations, conditional) return CUDA_ERROR_NOT_SUPPORTED.
 #include <algorithm>
 #include <cstdio>
 #include <set>
 #include <string>
 
 #include "driver_export.h"
+#include "graph_memory.h"
 #include "graph_model.h"
 #include "host_func_api.h"
 #include "stream_capture.h"
@@ -106,6 +107,10 @@ CUresult changeDependencies(CUgraph h, const CUgraphNode* from, const CUgraphNod
   GraphObject* graph = asGraph(h);
   if (!graph) return CUDA_ERROR_INVALID_VALUE;
   if (count && (!from || !to)) return CUDA_ERROR_INVALID_VALUE;
+  if (!add && hasMemoryNodes(*graph)) {
+    return graphRefusal(CUDA_ERROR_INVALID_VALUE, "cuGraphRemoveDependencies",
+                        "edges of a graph with memory alloc or free nodes cannot be removed");
+  }
   // All checked before any changes, so a bad entry changes nothing.
   std::set<std::pair<GraphNodeObject*, GraphNodeObject*>> pairs;
   for (size_t i = 0; i < count; ++i) {
@@ -227,6 +232,7 @@ CUresult launchGraph(CUgraphExec h, CUstream stream) {
   std::vector<ExecPiece> pieces;
   {
     std::lock_guard lock(graphMutex());  // an update may replace them
+    if (CUresult r = launchGraphMemory(exec, stream, s); r != CUDA_SUCCESS) return r;
     pieces = exec->pieces;
     exec->launchedOn.insert(stream);
   }
@@ -272,6 +278,10 @@ const char* typeName(CUgraphNodeType t) {
       return "WAIT_EVENT";
     case CU_GRAPH_NODE_TYPE_HOST:
       return "HOST";
+    case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
+      return "MEM_ALLOC";
+    case CU_GRAPH_NODE_TYPE_MEM_FREE:
+      return "MEM_FREE";
     default:
       return "EMPTY";
   }
@@ -501,6 +511,11 @@ GPUPOOL_DRIVER_API CUresult cuGraphAddChildGraphNode(CUgraphNode* out, CUgraph h
   return addNode(out, h, deps, count, [&](GraphNodeObject* n) {
     GraphObject* c = asGraph(child);
     if (!c || c == asGraph(h)) return CUDA_ERROR_INVALID_VALUE;
+    if (hasMemoryNodes(*c)) {
+      return graphRefusal(CUDA_ERROR_INVALID_VALUE, "cuGraphAddChildGraphNode",
+                          "a graph with memory alloc or free nodes can be a child graph only "
+                          "when moved into it (ownership MOVE, not served)");
+    }
     n->type = CU_GRAPH_NODE_TYPE_GRAPH;
     n->child = cloneGraph(*c, nullptr);  // the node embeds a copy, as the driver's does
     return CUDA_SUCCESS;
@@ -554,6 +569,19 @@ GPUPOOL_DRIVER_API CUresult cuGraphAddNode_v2(CUgraphNode* out, CUgraph h, const
   return addNode(out, h, deps, count, [&](GraphNodeObject* n) {
     if (p->type == CU_GRAPH_NODE_TYPE_GRAPH && asGraph(p->graph.graph) == asGraph(h)) {
       return CUDA_ERROR_INVALID_VALUE;  // a graph cannot hold itself
+    }
+    if (p->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC) {
+      CUDA_MEM_ALLOC_NODE_PARAMS v1{};  // the same fields as the _v2 struct
+      v1.poolProps = p->alloc.poolProps;
+      v1.accessDescs = p->alloc.accessDescs;
+      v1.accessDescCount = p->alloc.accessDescCount;
+      v1.bytesize = p->alloc.bytesize;
+      CUresult r = setAllocNode(n, asGraph(h), &v1, nullptr, "cuGraphAddNode");
+      p->alloc.dptr = v1.dptr;
+      return r;
+    }
+    if (p->type == CU_GRAPH_NODE_TYPE_MEM_FREE) {
+      return setFreeNode(n, asGraph(h), p->free.dptr, "cuGraphAddNode");
     }
     return nodeFromParams(n, *p, "cuGraphAddNode");
   });
@@ -671,6 +699,10 @@ GPUPOOL_DRIVER_API CUresult cuGraphDestroyNode(CUgraphNode h) {
   if (lock.init() != CUDA_SUCCESS) return lock.init();
   GraphNodeObject* n = asGraphNode(h);
   if (!n) return CUDA_ERROR_INVALID_VALUE;
+  if (hasMemoryNodes(*n->graph)) {
+    return graphRefusal(CUDA_ERROR_INVALID_VALUE, "cuGraphDestroyNode",
+                        "nodes of a graph with memory alloc or free nodes cannot be deleted");
+  }
   removeNode(n);
   return CUDA_SUCCESS;
 }
@@ -681,6 +713,10 @@ GPUPOOL_DRIVER_API CUresult cuGraphClone(CUgraph* out, CUgraph h) {
   if (lock.init() != CUDA_SUCCESS) return lock.init();
   GraphObject* graph = asGraph(h);
   if (!graph) return CUDA_ERROR_INVALID_VALUE;
+  if (hasMemoryNodes(*graph)) {
+    return graphRefusal(CUDA_ERROR_INVALID_VALUE, "cuGraphClone",
+                        "a graph with memory alloc or free nodes cannot be cloned");
+  }
   std::map<const GraphNodeObject*, GraphNodeObject*> mapping;
   GraphObject* copy = cloneGraph(*graph, &mapping).release();
   copy->clonedFrom = std::move(mapping);
@@ -813,6 +849,7 @@ GPUPOOL_DRIVER_API CUresult cuGraphExecDestroy(CUgraphExec h) {
     if (!exec) return CUDA_ERROR_INVALID_VALUE;
     unregisterObject(exec);
     exec->tag = Tag::kDead;
+    forgetMemoryExec(exec);
     refs.swap(exec->source->userRefs);
     destroyGraph(exec->source.release());
   }

@@ -121,6 +121,11 @@ Mismatch compareNodes(const GraphNodeObject& a, const GraphNodeObject& b) {
         return fail(m.result);  // reported against the child graph node itself
       }
       break;
+    case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
+    case CU_GRAPH_NODE_TYPE_MEM_FREE:
+      // Memory nodes cannot change: an allocation's address is fixed.
+      if (a.memory != b.memory) return fail(CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED);
+      break;
     default:  // empty and event nodes: any event may replace another
       break;
   }

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "client_log.h"
+#include "graph_memory.h"
 #include "launch_checks.h"
 #include "module_resolution.h"
 
@@ -68,6 +69,7 @@ GraphObject* newGraph() {
 }
 
 void destroyGraph(GraphObject* graph) {
+  forgetMemoryGraph(graph);
   unregisterNodes(*graph);
   unregisterObject(graph);
   graph->tag = Tag::kDead;
@@ -143,6 +145,10 @@ std::unique_ptr<GraphObject> cloneGraph(
     n->event = node->event;
     n->host = node->host;
     n->enabled = node->enabled;
+    n->memory = node->memory;
+    n->alloc = node->alloc;
+    n->accessDescs = node->accessDescs;
+    n->alloc.accessDescs = n->accessDescs.data();
     if (node->child) n->child = cloneGraph(*node->child, nullptr);
     map[node.get()] = addNode(copy.get(), std::move(n), {});
   }
@@ -307,6 +313,11 @@ CUresult nodeFromParams(GraphNodeObject* node, const CUgraphNodeParams& p, const
       }
       GraphObject* child = asGraph(p.graph.graph);
       if (!child) return CUDA_ERROR_INVALID_VALUE;
+      if (hasMemoryNodes(*child)) {
+        return graphRefusal(CUDA_ERROR_INVALID_VALUE, call,
+                            "a graph with memory alloc or free nodes can be a child graph only "
+                            "when moved into it (ownership MOVE, not served)");
+      }
       node->type = CU_GRAPH_NODE_TYPE_GRAPH;
       node->child = cloneGraph(*child, nullptr);
       return CUDA_SUCCESS;
@@ -330,10 +341,15 @@ CUresult nodeFromParams(GraphNodeObject* node, const CUgraphNodeParams& p, const
       node->host.fn = p.host.fn;
       node->host.userData = p.host.userData;
       return CUDA_SUCCESS;
+    case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
+    case CU_GRAPH_NODE_TYPE_MEM_FREE:
+      // cuGraphAddNode makes them (graph_api.cc); once made they do not change.
+      return graphRefusal(CUDA_ERROR_INVALID_VALUE, call,
+                          "memory alloc and free nodes cannot change their parameters");
     default:
       return graphRefusal(CUDA_ERROR_NOT_SUPPORTED, call,
-                          "this node kind (memory alloc/free, external semaphore, batch memory "
-                          "operation or conditional) is not served yet");
+                          "this node kind (external semaphore, batch memory operation or "
+                          "conditional) is not served yet");
   }
 }
 
@@ -504,6 +520,7 @@ CUresult instantiateGraph(GraphObject* graph, unsigned long long flags, GraphExe
     if (CUresult r = flat.add(*graph, {}, &exits); r != CUDA_SUCCESS) return r;
     if (CUresult r = checkNodeHandles(flat.nodes); r != CUDA_SUCCESS) return r;
     if (CUresult r = graphContext(flat.nodes, &ctx); r != CUDA_SUCCESS) return r;
+    if (CUresult r = checkOneMemoryExec(*graph); r != CUDA_SUCCESS) return r;
   }
   if (!ctx) {
     if (CUresult r = currentRemoteContext(&ctx); r != CUDA_SUCCESS) return r;
@@ -572,6 +589,7 @@ CUresult instantiateGraph(GraphObject* graph, unsigned long long flags, GraphExe
   {
     std::lock_guard lock(graphMutex());
     exec->source = cloneGraph(*graph, &exec->nodeOf);
+    noteMemoryExec(*graph, exec);
   }
   registerObject(exec);
   *out = exec;

@@ -23,6 +23,7 @@
 namespace gpupool::client {
 
 struct GraphObject;
+struct GraphAllocation;  // client/graph_memory.h
 
 struct GraphNodeObject {
   Tag tag = Tag::kGraphNode;
@@ -46,6 +47,11 @@ struct GraphNodeObject {
   EventObject* event = nullptr;        // event record / wait
   CUDA_HOST_NODE_PARAMS host{};        // host: run on the client (host_func_api.h)
   std::unique_ptr<GraphObject> child;  // child graph: the node's own copy
+  // Memory alloc and free nodes: the allocation (shared by the exec's copies of the node), and an
+  // alloc node's parameters as given, with its own copy of the access descriptors.
+  std::shared_ptr<GraphAllocation> memory;
+  CUDA_MEM_ALLOC_NODE_PARAMS alloc{};
+  std::vector<CUmemAccessDesc> accessDescs;
   // An executable graph's kernel, memset or memcpy node switched off by cuGraphNodeSetEnabled:
   // it runs as an empty node, its edges kept.
   bool enabled = true;

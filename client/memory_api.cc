@@ -13,6 +13,7 @@
 #include "client_log.h"
 #include "driver_export.h"
 #include "driver_state.h"
+#include "graph_memory.h"
 #include "host_function_fence.h"
 #include "raw_enum.h"
 #include "transport/pinned_memory.h"
@@ -63,6 +64,10 @@ CUresult release(CUdeviceptr dptr) {
   if (!DriverState::get().findDevice(dptr, 0, &base, &info) || base != dptr ||
       !info.context->remote) {
     return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (CUresult r = CUDA_SUCCESS;
+      freeGraphAllocation(dptr, info.context, nullptr, 0, "cuMemFree", &r)) {
+    return r;
   }
   uint64_t context = info.context->remote;
   RemoteSession* server = info.context->server;

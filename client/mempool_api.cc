@@ -17,6 +17,8 @@
 #include "client_log.h"
 #include "driver_export.h"
 #include "driver_state.h"
+#include "graph_memory.h"
+#include "stream_capture.h"
 
 using namespace gpupool::client;
 
@@ -84,6 +86,7 @@ CUresult poolContext(MemPoolObject* pool, ContextObject** ctx) {
 CUresult allocateFromPool(CUdeviceptr* dptr, size_t bytes, MemPoolObject* pool, CUstream stream) {
   if (!dptr || !pool) return CUDA_ERROR_INVALID_VALUE;
   if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  CaptureScope capturing;  // a capturing stream takes the allocation as an alloc node
   ContextObject* ctx = nullptr;
   uint64_t remoteStream = 0;
   if (CUresult r = resolveStream(stream, &ctx, &remoteStream); r != CUDA_SUCCESS) return r;
@@ -92,6 +95,7 @@ CUresult allocateFromPool(CUdeviceptr* dptr, size_t bytes, MemPoolObject* pool, 
                       "cuMemAllocFromPoolAsync: the pool and the stream belong to different "
                       "contexts (a created pool serves the context it was created in)");
   }
+  if (CUresult r = CUDA_SUCCESS; captureMemAlloc(stream, bytes, dptr, &r)) return r;
   uint64_t address = 0;
   CUresult r = ctx->server->call(
       "cuMemAllocAsync",
@@ -118,6 +122,7 @@ CUresult allocateFromPool(CUdeviceptr* dptr, size_t bytes, MemPoolObject* pool, 
 }
 
 CUresult allocateAsync(CUdeviceptr* dptr, size_t bytes, CUstream stream) {
+  CaptureScope capturing;
   ContextObject* ctx = nullptr;
   uint64_t remoteStream = 0;
   if (CUresult r = resolveStream(stream, &ctx, &remoteStream); r != CUDA_SUCCESS) return r;
@@ -127,9 +132,15 @@ CUresult allocateAsync(CUdeviceptr* dptr, size_t bytes, CUstream stream) {
 CUresult freeAsync(CUdeviceptr dptr, CUstream stream) {
   if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
   if (dptr == 0) return CUDA_SUCCESS;
+  CaptureScope capturing;  // a capturing stream takes the free as a free node
   ContextObject* ctx = nullptr;
   uint64_t remoteStream = 0;
   if (CUresult r = resolveStream(stream, &ctx, &remoteStream); r != CUDA_SUCCESS) return r;
+  if (CUresult r = CUDA_SUCCESS; captureMemFree(stream, dptr, &r)) return r;
+  if (CUresult r = CUDA_SUCCESS;
+      freeGraphAllocation(dptr, ctx, stream, remoteStream, "cuMemFreeAsync", &r)) {
+    return r;
+  }
   DeviceAllocation info;
   CUdeviceptr base = 0;
   if (!DriverState::get().findDevice(dptr, 0, &base, &info) || base != dptr) {

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "driver_export.h"
+#include "graph_memory.h"
 #include "graph_model.h"
 
 using namespace gpupool::client;
@@ -24,6 +25,7 @@ thread_local CUstreamCaptureMode threadMode = CU_STREAM_CAPTURE_MODE_GLOBAL;
 struct CaptureSequence {
   uint64_t id = 0;
   GraphObject* graph = nullptr;  // owned until cuStreamEndCapture hands it over
+  bool ownsGraph = true;         // false: the caller's graph (cuStreamBeginCaptureToGraph)
   StreamObject* origin = nullptr;
   CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
   std::thread::id thread;
@@ -109,7 +111,11 @@ bool allJoined(const CaptureSequence& c) {
   return true;
 }
 
-CUresult beginCapture(CUstream h, CUstreamCaptureMode mode) {
+// Begins capture on `h`, into a new graph, or into `into` (cuStreamBeginCaptureToGraph) after its
+// nodes `deps`.
+CUresult beginCapture(CUstream h, CUstreamCaptureMode mode, CUgraph into = nullptr,
+                      const CUgraphNode* deps = nullptr, const CUgraphEdgeData* edges = nullptr,
+                      size_t numDeps = 0) {
   if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
   if (mode != CU_STREAM_CAPTURE_MODE_GLOBAL && mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
       mode != CU_STREAM_CAPTURE_MODE_RELAXED) {
@@ -128,15 +134,39 @@ CUresult beginCapture(CUstream h, CUstreamCaptureMode mode) {
   StreamObject* s = asStream(h);
   if (!s) return CUDA_ERROR_INVALID_HANDLE;
   if (findSequence(s->captureId)) return CUDA_ERROR_ILLEGAL_STATE;
+  std::vector<GraphNodeObject*> start;
+  GraphObject* target = nullptr;
+  if (into) {
+    target = asGraph(into);
+    if (!target || (numDeps && !deps)) return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < numDeps; ++i) {
+      GraphNodeObject* d = asGraphNode(deps[i]);
+      if (!d || d->graph != target || std::count(start.begin(), start.end(), d)) {
+        return CUDA_ERROR_INVALID_VALUE;
+      }
+      if (edges && (edges[i].from_port || edges[i].to_port || edges[i].type)) {
+        return graphRefusal(CUDA_ERROR_NOT_SUPPORTED, "cuStreamBeginCaptureToGraph",
+                            "edges other than default ones (programmatic launches) are not served");
+      }
+      start.push_back(d);
+    }
+    for (const auto& [id, other] : captures()) {
+      if (other->graph == target) {
+        return graphRefusal(CUDA_ERROR_INVALID_VALUE, "cuStreamBeginCaptureToGraph",
+                            "another capture is already capturing into the graph");
+      }
+    }
+  }
   auto c = std::make_unique<CaptureSequence>();
   c->id = nextCaptureId++;
-  c->graph = newGraph();
+  c->graph = target ? target : newGraph();
+  c->ownsGraph = !target;
   c->origin = s;
   c->mode = mode;
   c->thread = std::this_thread::get_id();
   c->streams.push_back(s);
   s->captureId = c->id;
-  setDeps(s, {});
+  setDeps(s, std::move(start));
   captures()[c->id] = std::move(c);
   return CUDA_SUCCESS;
 }
@@ -163,9 +193,16 @@ CUresult endCapture(CUstream h, CUgraph* out) {
                           "a stream forked from the capture was not joined back into its origin");
   }
   GraphObject* graph = c->graph;
+  bool owned = c->ownsGraph;
   endSequence(c);
+  if (!owned && !asGraph(reinterpret_cast<CUgraph>(graph))) {
+    result = graphRefusal(CUDA_ERROR_INVALID_VALUE, "cuStreamEndCapture",
+                          "the graph captured into was destroyed during the capture");
+    owned = false;
+  }
   if (result != CUDA_SUCCESS) {
-    destroyGraph(graph);
+    // A graph the caller gave keeps what was captured into it, and stays the caller's.
+    if (owned) destroyGraph(graph);
     *out = nullptr;
     return result;
   }
@@ -299,6 +336,46 @@ bool captureHostFunction(CUstream stream, CUhostFn fn, void* data, CUresult* res
   node->type = CU_GRAPH_NODE_TYPE_HOST;
   node->host.fn = fn;
   node->host.userData = data;
+  return addCaptured(s, c, std::move(node), result);
+}
+
+bool captureMemAlloc(CUstream stream, size_t bytes, CUdeviceptr* dptr, CUresult* result) {
+  std::lock_guard lock(graphMutex());
+  StreamObject* s = nullptr;
+  CaptureSequence* c = capturing(stream, &s);
+  if (!c) return false;
+  if (c->invalidated) {
+    *result = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    return true;
+  }
+  CUDA_MEM_ALLOC_NODE_PARAMS p{};
+  p.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  p.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  p.poolProps.location.id = s->context->device;
+  p.bytesize = bytes;
+  auto node = std::make_unique<GraphNodeObject>();
+  if (CUresult r = setAllocNode(node.get(), c->graph, &p, s->context, "cuMemAllocAsync");
+      r != CUDA_SUCCESS) {
+    return refuseInCapture(c, r, "cuMemAllocAsync", "the allocation could not be made", result);
+  }
+  *dptr = p.dptr;
+  return addCaptured(s, c, std::move(node), result);
+}
+
+bool captureMemFree(CUstream stream, CUdeviceptr dptr, CUresult* result) {
+  std::lock_guard lock(graphMutex());
+  StreamObject* s = nullptr;
+  CaptureSequence* c = capturing(stream, &s);
+  if (!c) return false;
+  if (c->invalidated) {
+    *result = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    return true;
+  }
+  auto node = std::make_unique<GraphNodeObject>();
+  if (CUresult r = setFreeNode(node.get(), c->graph, dptr, "cuMemFreeAsync"); r != CUDA_SUCCESS) {
+    return refuseInCapture(c, r, "cuMemFreeAsync",
+                           "only memory allocated in a graph can be freed during capture", result);
+  }
   return addCaptured(s, c, std::move(node), result);
 }
 
@@ -454,6 +531,21 @@ GPUPOOL_DRIVER_API CUresult cuStreamBeginCapture_v2(CUstream h, CUstreamCaptureM
 }
 GPUPOOL_DRIVER_API CUresult cuStreamBeginCapture_v2_ptsz(CUstream h, CUstreamCaptureMode mode) {
   return beginCapture(h ? h : CU_STREAM_PER_THREAD, mode);
+}
+GPUPOOL_DRIVER_API CUresult cuStreamBeginCaptureToGraph(CUstream h, CUgraph graph,
+                                                        const CUgraphNode* deps,
+                                                        const CUgraphEdgeData* edges,
+                                                        size_t numDeps, CUstreamCaptureMode mode) {
+  if (!graph) return CUDA_ERROR_INVALID_VALUE;
+  return beginCapture(h, mode, graph, deps, edges, numDeps);
+}
+GPUPOOL_DRIVER_API CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream h, CUgraph graph,
+                                                             const CUgraphNode* deps,
+                                                             const CUgraphEdgeData* edges,
+                                                             size_t numDeps,
+                                                             CUstreamCaptureMode mode) {
+  if (!graph) return CUDA_ERROR_INVALID_VALUE;
+  return beginCapture(h ? h : CU_STREAM_PER_THREAD, mode, graph, deps, edges, numDeps);
 }
 GPUPOOL_DRIVER_API CUresult cuStreamEndCapture(CUstream h, CUgraph* graph) {
   return endCapture(h, graph);

@@ -1,7 +1,8 @@
 // Stream capture (cuStreamBeginCapture .. cuStreamEndCapture), on the client: while a stream
 // captures, the calls that can be captured (kernel launches, memsets, device-to-device copies,
-// event records and waits, host functions) become graph nodes instead of being sent, and every
-// other call that names the stream fails as a real driver fails it, invalidating the capture.
+// event records and waits, host functions, stream-ordered allocations and frees) become graph nodes
+// instead of being sent, and every other call that names the stream fails as a real driver fails
+// it, invalidating the capture.
 //
 // The hooks below are called by the files that own those calls (launch_api.cc, copy_api.cc,
 // stream_event_api.cc, host_func_api.cc, driver_state.cc); each capture hook returns true when it
@@ -50,6 +51,10 @@ bool captureCopy(CUstream stream, CUdeviceptr dst, CUdeviceptr src, size_t bytes
 bool captureEventRecord(CUstream stream, EventObject* event, unsigned flags, CUresult* result);
 bool captureEventWait(CUstream stream, EventObject* event, unsigned flags, CUresult* result);
 bool captureHostFunction(CUstream stream, CUhostFn fn, void* data, CUresult* result);
+// cuMemAllocAsync / cuMemAllocFromPoolAsync and cuMemFreeAsync: a memory alloc node (its address
+// in *dptr) and a memory free node (client/graph_memory.h).
+bool captureMemAlloc(CUstream stream, size_t bytes, CUdeviceptr* dptr, CUresult* result);
+bool captureMemFree(CUstream stream, CUdeviceptr dptr, CUresult* result);
 // An event recorded outside capture no longer stands for captured work.
 void eventRecordedOutsideCapture(EventObject* event);
 

@@ -30,6 +30,8 @@ inline const std::vector<std::string>& testProgramNames() {
                                                  "graph_capture",
                                                  "graph_driver",
                                                  "graph_host",
+                                                 "graph_memory",
+                                                 "graph_memory_driver",
                                                  "graph_update",
                                                  "graph_update_driver",
                                                  "stream_memops_driver"};

@@ -14,6 +14,11 @@
 //   pool_client recycle-async MIB
 //                               allocates and frees MIB MiB from the pool four times, then prints
 //                               "ALLOC <CUresult>" of a cudaMalloc of MIB MiB
+//   pool_client graph-alloc MIB
+//                               adds a memory alloc node of MIB MiB to a graph ("ALLOC
+//                               <CUresult>"), tries a cudaMalloc of 32 MiB ("PLAIN <CUresult>"),
+//                               destroys the graph and trims graph memory, and tries again
+//                               ("TRIMMED <CUresult>")
 //   pool_client graph NODES LAUNCHES
 //                               captures a graph of NODES kernels, instantiates it and prints
 //                               READY; on a line from stdin launches it LAUNCHES times, waits for
@@ -147,6 +152,30 @@ int main(int argc, char** argv) {
       while (std::getline(std::cin, line)) {
       }
     }
+    return 0;
+  }
+  // graph-alloc N MiB: graph memory is pool memory, charged while a node holds it and while the
+  // graph pool keeps it, until trimmed.
+  if (mode == "graph-alloc" && argc == 3) {
+    cudaGraph_t graph;
+    if (cudaError_t e = cudaGraphCreate(&graph, 0); e != cudaSuccess) return fail("graph", e);
+    cudaMemAllocNodeParams params;
+    std::memset(&params, 0, sizeof params);
+    params.poolProps.allocType = cudaMemAllocationTypePinned;
+    params.poolProps.location.type = cudaMemLocationTypeDevice;
+    params.poolProps.location.id = 0;
+    params.bytesize = std::strtoull(argv[2], nullptr, 10) << 20;
+    cudaGraphNode_t node;
+    std::printf("ALLOC %d\n",
+                static_cast<int>(cudaGraphAddMemAllocNode(&node, graph, nullptr, 0, &params)));
+    void* p = nullptr;
+    cudaError_t plain = cudaMalloc(&p, 32 << 20);
+    std::printf("PLAIN %d\n", static_cast<int>(plain));
+    if (plain == cudaSuccess) cudaFree(p);
+    if (cudaError_t e = cudaGraphDestroy(graph); e != cudaSuccess) return fail("destroy", e);
+    if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) return fail("sync", e);
+    if (cudaError_t e = cudaDeviceGraphMemTrim(0); e != cudaSuccess) return fail("trim", e);
+    std::printf("TRIMMED %d\n", static_cast<int>(cudaMalloc(&p, 32 << 20)));
     return 0;
   }
   // recycle-async N MiB: allocates and frees N MiB from the default pool (in stream order) four

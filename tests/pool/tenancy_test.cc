@@ -114,6 +114,22 @@ TEST(TenancyTest, PoolAllocationsCountAgainstTheQuota) {
   EXPECT_EQ(valueAfter(recycled.out, "ALLOC"), kCudaSuccess) << recycled.describe();
 }
 
+TEST(TenancyTest, GraphMemoryCountsAgainstTheQuotaUntilTrimmed) {
+  ScratchDirectory dir;
+  dir.write("pool.toml", "[[device]]\nmemory = \"512MiB\"\n" +
+                             tenant("alice", "a", "memory_quota = \"64MiB\"\n"));
+  GpupoolServer server(poolServerOptions({"--config", dir.file("pool.toml")}));
+
+  // An alloc node holds its memory from its creation (its address is fixed): 48 + 32 > 64 MiB.
+  // Destroyed, its block stays in the graph pool, charged, until cuDeviceGraphMemTrim.
+  ProgramResult held = runClient(server.endpoint(), "a", {"graph-alloc", "48"});
+  EXPECT_EQ(valueAfter(held.out, "ALLOC"), kCudaSuccess) << held.describe();
+  EXPECT_EQ(valueAfter(held.out, "PLAIN"), kCudartOutOfMemory) << held.describe();
+  EXPECT_EQ(valueAfter(held.out, "TRIMMED"), kCudaSuccess) << held.describe();
+  ProgramResult tooBig = runClient(server.endpoint(), "a", {"graph-alloc", "80"});
+  EXPECT_EQ(valueAfter(tooBig.out, "ALLOC"), kCudartOutOfMemory) << tooBig.describe();
+}
+
 TEST(TenancyTest, OvercommitFailsOnlyTheAllocationThatDoesNotFit) {
   ScratchDirectory dir;
   dir.write("pool.toml", "overcommit = 2.0\n[[device]]\nmemory = \"256MiB\"\n" +
