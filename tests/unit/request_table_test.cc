@@ -20,6 +20,8 @@ TEST(RequestTable, EveryRequestKindOfTheSchemaHasAHandler) {
   for (auto field : fields) {
     auto kind = static_cast<wire::Request::Which>(field.getProto().getDiscriminantValue());
     std::string name = field.getProto().getName().cStr();
+    // Ordinals held for another branch's kinds until it merges (protocol/gpupool.capnp).
+    if (name.rfind("unassigned", 0) == 0) continue;
     if (!table.find(kind)) missing.insert(name);
   }
   EXPECT_TRUE(missing.empty()) << "request kinds without a handler: " << [&] {
