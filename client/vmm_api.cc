@@ -10,7 +10,8 @@
 // cross chunk boundaries, as on a GPU.
 //
 // Allocations cannot be exported (no shareable handles: a file descriptor of this host means
-// nothing to the GPU's), so cuMemCreate refuses requested handle types, and the export and import
+// nothing to the GPU's server). cuMemCreate accepts requested handle types, as NCCL asks for them
+// on every allocation and exports only to share with other processes, and the export and import
 // calls are refused (client/refused_calls.def), as is cuMemMapArrayAsync (no CUDA arrays).
 #include <map>
 #include <mutex>
@@ -198,11 +199,13 @@ GPUPOOL_DRIVER_API CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, si
     return refuseCall(CUDA_ERROR_INVALID_VALUE,
                       "cuMemCreate: the size is not a multiple of the granularity (2 MiB)");
   }
-  if (prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE) {
-    return refuseCall(
-        CUDA_ERROR_NOT_SUPPORTED,
-        "cuMemCreate: allocations cannot be exported (a shareable handle of this host "
-        "cannot name memory of the pool's GPU server); request no handle types");
+  if (prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE && logLevel() > 0) {
+    // NCCL asks for POSIX file descriptors on every allocation and exports only to share memory
+    // with other processes on the GPU's host; the allocation itself is served, and the export is
+    // what is refused (cuMemExportToShareableHandle, with the reason).
+    logLine(
+        "cuMemCreate: requested handle types noted; exports will be refused (a shareable "
+        "handle of this host cannot name memory on the pool's GPU server)");
   }
   if (prop->allocFlags.compressionType != 0 || prop->allocFlags.gpuDirectRDMACapable != 0 ||
       prop->allocFlags.usage != 0) {

@@ -131,6 +131,16 @@ int main() {
             got.location.type == CU_MEM_LOCATION_TYPE_DEVICE && got.location.id == device,
         "allocation properties");
 
+  // Requested handle types do not stop the allocation (NCCL asks for them on every one).
+  CUmemAllocationProp exportable = prop;
+  exportable.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  CUmemGenericAllocationHandle noted = 0;
+  CHECK_CU(cuMemCreate(&noted, chunk, &exportable, 0));
+  CHECK_CU(cuMemGetAllocationPropertiesFromHandle(&got, noted));
+  CHECK(got.requestedHandleTypes == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+        "requested handle types read back");
+  CHECK_CU(cuMemRelease(noted));
+
   // Errors.
   CUmemGenericAllocationHandle third = 0;
   expectError(cuMemCreate(&third, chunk + 4096, &prop, 0), CUDA_ERROR_INVALID_VALUE,
