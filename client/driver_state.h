@@ -162,6 +162,7 @@ struct DeviceAllocation {
   ContextObject* context = nullptr;
   CUmemoryPool pool = nullptr;  // the pool it came from (cuMemAllocAsync), if any
   unsigned long long id = nextAllocationId();
+  bool vmm = false;  // adjacent cuMemMap mappings (vmm_api.cc): cuMemUnmap's, never cuMemFree's
 };
 
 struct HostAllocation {

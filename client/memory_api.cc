@@ -62,7 +62,7 @@ CUresult release(CUdeviceptr dptr) {
   DeviceAllocation info;
   CUdeviceptr base = 0;
   if (!DriverState::get().findDevice(dptr, 0, &base, &info) || base != dptr ||
-      !info.context->remote) {
+      !info.context->remote || info.vmm) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   if (CUresult r = CUDA_SUCCESS;

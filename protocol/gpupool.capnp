@@ -220,6 +220,12 @@ struct Request {
     # session's tenant (its quota caps total and free), without a context; answered with memInfo
     # by server/handlers/nvml_handlers.cc. The value is the server's device ordinal.
     nvmlMemoryInfo @50 :UInt32;
+
+    # Virtual memory management (cuMemCreate, cuMemAddressReserve, cuMemMap, cuMemSetAccess, ...);
+    # served by server/handlers/vmm_handlers.cc.
+    vmmHandle @51 :VmmHandle;    # create and retain answered with handle
+    vmmAddress @52 :VmmAddress;  # reserve answered with handle (the address)
+    vmmMap @53 :VmmMap;          # getAccess answered with value (1: read-write, 0: none)
   }
 
   # Fire-and-forget: the server sends no Response. A failure is kept and reported, once, by the next
@@ -442,6 +448,40 @@ struct Request {
   struct GraphRef {
     context @0 :UInt64;
     graph @1 :UInt64;
+  }
+  enum VmmHandleOp {
+    create @0;     # a physical allocation of `bytes`
+    retain @1;     # the allocation mapped at `address`, one more reference
+    release @2;    # one reference less to `handle`
+  }
+  struct VmmHandle {
+    context @0 :UInt64;
+    op @1 :VmmHandleOp;
+    bytes @2 :UInt64;
+    address @3 :UInt64;
+    handle @4 :UInt64;
+  }
+  struct VmmAddress {
+    context @0 :UInt64;
+    free @1 :Bool;                # else reserve
+    address @2 :UInt64;           # the range to free, or the reservation's hint (0: none)
+    bytes @3 :UInt64;
+    alignment @4 :UInt64;
+  }
+  enum VmmMapOp {
+    map @0;
+    unmap @1;
+    setAccess @2;
+    getAccess @3;
+  }
+  struct VmmMap {
+    context @0 :UInt64;
+    op @1 :VmmMapOp;
+    address @2 :UInt64;
+    bytes @3 :UInt64;
+    handle @4 :UInt64;            # map
+    offset @5 :UInt64;            # map: where in the allocation
+    readWrite @6 :Bool;           # setAccess: read-write, else no access
   }
   struct StreamMemOps {
     context @0 :UInt64;

@@ -129,6 +129,32 @@ class BackendContext {
   // Bytes this context's pools hold idle (reserved, not in use), which the tenant is charged for.
   virtual uint64_t memPoolIdleBytes() { return 0; }
 
+  // Virtual memory management (cuMemCreate, cuMemAddressReserve, cuMemMap, cuMemSetAccess...),
+  // on the context's device. Handles and reservations belong to this context. Sizes, offsets and
+  // addresses are multiples of the granularity (2 MiB). A physical allocation is freed once it is
+  // released and unmapped everywhere: vmmRelease and vmmUnmap add the bytes so freed to `freed`
+  // (the tenant's quota gets them back). A mapping is unreachable until vmmSetAccess makes it
+  // readable and writable. Backends without it answer CUDA_ERROR_NOT_SUPPORTED.
+  virtual Status vmmCreate(uint64_t /*bytes*/, uint64_t* /*handle*/) { return noVmm(); }
+  virtual Status vmmRetain(uint64_t /*address*/, uint64_t* /*handle*/) { return noVmm(); }
+  virtual Status vmmRelease(uint64_t /*handle*/, uint64_t* /*freed*/) { return noVmm(); }
+  virtual Status vmmReserve(uint64_t /*bytes*/, uint64_t /*alignment*/, uint64_t /*hint*/,
+                            uint64_t* /*address*/) {
+    return noVmm();
+  }
+  virtual Status vmmFree(uint64_t /*address*/, uint64_t /*bytes*/) { return noVmm(); }
+  virtual Status vmmMap(uint64_t /*address*/, uint64_t /*bytes*/, uint64_t /*handle*/,
+                        uint64_t /*offset*/) {
+    return noVmm();
+  }
+  virtual Status vmmUnmap(uint64_t /*address*/, uint64_t /*bytes*/, uint64_t* /*freed*/) {
+    return noVmm();
+  }
+  virtual Status vmmSetAccess(uint64_t /*address*/, uint64_t /*bytes*/, bool /*readWrite*/) {
+    return noVmm();
+  }
+  virtual Status vmmGetAccess(uint64_t /*address*/, bool* /*readWrite*/) { return noVmm(); }
+
   // Copies. Synchronous ones (async=false, and every device→host copy) are complete, in stream
   // order, when they return. An async host→device copy has consumed `src` when it returns.
   virtual Status copyHostToDevice(uint64_t dst, const void* src, uint64_t bytes, uint64_t stream,
@@ -236,6 +262,9 @@ class BackendContext {
   virtual void setLaunchGate(std::shared_ptr<LaunchGate> /*gate*/) {}
 
  private:
+  static Status noVmm() {
+    return Status::error(CUDA_ERROR_NOT_SUPPORTED, "this backend has no virtual memory management");
+  }
   static Status noPools() {
     return Status::error(CUDA_ERROR_NOT_SUPPORTED, "this backend has no memory pools");
   }

@@ -4,7 +4,9 @@ namespace gpupool::server {
 
 namespace {
 
-constexpr const char* kNoVmm = "virtual memory management (cuMemCreate/cuMemMap) is not served yet";
+constexpr const char* kNoVmm =
+    "virtual memory management serves device memory only: no host or NUMA locations, compression "
+    "or GPUDirect RDMA";
 constexpr const char* kNoManaged = "managed memory is not served yet";
 constexpr const char* kHostIsRemote =
     "client host memory is on another machine: a pool GPU cannot address it";
@@ -22,7 +24,6 @@ constexpr WithheldCapability kWithheld[] = {
     {CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, 0, kNoManaged},
     {CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, 0, kNoManaged},
     {CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST, 0, kNoManaged},
-    {CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 0, kNoVmm},
     {CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 0, kNoVmm},
     {CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 0, kNoVmm},
     {CU_DEVICE_ATTRIBUTE_GENERIC_COMPRESSION_SUPPORTED, 0, kNoVmm},

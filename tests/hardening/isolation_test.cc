@@ -309,5 +309,106 @@ TEST_F(IsolationTest, ForeignModuleFunctionStreamEventAndContextIdsAreRefused) {
   expectAUntouched();
 }
 
+// Virtual memory management: A's physical allocation, reservation and mapping are A's. B can
+// neither reach the mapped bytes (copies, memsets, a kernel) nor map, unmap, change access to,
+// retain, release or free any of them; A's data stays A's.
+TEST_F(IsolationTest, MappedVirtualMemoryStaysWithItsSession) {
+  constexpr uint64_t kChunk = 2ull << 20;
+  auto vmmHandle = [](WireClient& c, uint64_t ctx, wire::Request::VmmHandleOp op, uint64_t bytes,
+                      uint64_t address, uint64_t handle) {
+    return c.call([&](wire::Request::Builder r) {
+      auto m = r.initVmmHandle();
+      m.setContext(ctx);
+      m.setOp(op);
+      m.setBytes(bytes);
+      m.setAddress(address);
+      m.setHandle(handle);
+    });
+  };
+  auto vmmAddress = [](WireClient& c, uint64_t ctx, bool free, uint64_t address, uint64_t bytes) {
+    return c.call([&](wire::Request::Builder r) {
+      auto m = r.initVmmAddress();
+      m.setContext(ctx);
+      m.setFree(free);
+      m.setAddress(address);
+      m.setBytes(bytes);
+    });
+  };
+  auto vmmMap = [](WireClient& c, uint64_t ctx, wire::Request::VmmMapOp op, uint64_t address,
+                   uint64_t bytes, uint64_t handle, bool readWrite) {
+    return c.call([&](wire::Request::Builder r) {
+      auto m = r.initVmmMap();
+      m.setContext(ctx);
+      m.setOp(op);
+      m.setAddress(address);
+      m.setBytes(bytes);
+      m.setHandle(handle);
+      m.setReadWrite(readWrite);
+    });
+  };
+  using HandleOp = wire::Request::VmmHandleOp;
+  using MapOp = wire::Request::VmmMapOp;
+
+  // A: two chunks reserved, the first mapped and written.
+  auto physA = vmmHandle(*a_, ctxA_, HandleOp::CREATE, kChunk, 0, 0);
+  ASSERT_EQ(physA.result, CUDA_SUCCESS) << physA.message;
+  auto rangeA = vmmAddress(*a_, ctxA_, false, 0, 2 * kChunk);
+  ASSERT_EQ(rangeA.result, CUDA_SUCCESS) << rangeA.message;
+  uint64_t mappedA = rangeA.handle;
+  ASSERT_EQ(vmmMap(*a_, ctxA_, MapOp::MAP, mappedA, kChunk, physA.handle, false).result,
+            CUDA_SUCCESS);
+  ASSERT_EQ(vmmMap(*a_, ctxA_, MapOp::SET_ACCESS, mappedA, kChunk, 0, true).result, CUDA_SUCCESS);
+  std::vector<uint8_t> secret = pattern(4096, 0x33);
+  ASSERT_EQ(a_->write(ctxA_, mappedA, secret).result, CUDA_SUCCESS);
+
+  // B's copies and memsets of A's mapping are refused.
+  auto read = b_->read(ctxB_, mappedA, 64);
+  EXPECT_NE(read.result, CUDA_SUCCESS);
+  EXPECT_TRUE(read.bulk.empty()) << "B received bytes of A's mapping";
+  EXPECT_NE(b_->write(ctxB_, mappedA, pattern(64, 1)).result, CUDA_SUCCESS);
+  EXPECT_NE(b_->memset(ctxB_, mappedA, 0xff, 64).result, CUDA_SUCCESS);
+  EXPECT_NE(b_->free(ctxB_, mappedA).result, CUDA_SUCCESS);
+
+  // B's own allocation cannot go into A's reservation, nor A's allocation into B's.
+  auto physB = vmmHandle(*b_, ctxB_, HandleOp::CREATE, kChunk, 0, 0);
+  ASSERT_EQ(physB.result, CUDA_SUCCESS) << physB.message;
+  auto rangeB = vmmAddress(*b_, ctxB_, false, 0, kChunk);
+  ASSERT_EQ(rangeB.result, CUDA_SUCCESS) << rangeB.message;
+  EXPECT_NE(vmmMap(*b_, ctxB_, MapOp::MAP, mappedA + kChunk, kChunk, physB.handle, false).result,
+            CUDA_SUCCESS);
+  EXPECT_NE(vmmMap(*b_, ctxB_, MapOp::MAP, rangeB.handle, kChunk, physA.handle, false).result,
+            CUDA_SUCCESS);
+  // Nor can B change, query, unmap, retain, release or free what is A's.
+  EXPECT_NE(vmmMap(*b_, ctxB_, MapOp::SET_ACCESS, mappedA, kChunk, 0, true).result, CUDA_SUCCESS);
+  EXPECT_NE(vmmMap(*b_, ctxB_, MapOp::SET_ACCESS, mappedA, kChunk, 0, false).result, CUDA_SUCCESS);
+  EXPECT_NE(vmmMap(*b_, ctxB_, MapOp::GET_ACCESS, mappedA, 0, 0, false).result, CUDA_SUCCESS);
+  EXPECT_NE(vmmMap(*b_, ctxB_, MapOp::UNMAP, mappedA, kChunk, 0, false).result, CUDA_SUCCESS);
+  EXPECT_NE(vmmHandle(*b_, ctxB_, HandleOp::RETAIN, 0, mappedA, 0).result, CUDA_SUCCESS);
+  EXPECT_NE(vmmHandle(*b_, ctxB_, HandleOp::RELEASE, 0, 0, physA.handle).result, CUDA_SUCCESS);
+  EXPECT_NE(vmmAddress(*b_, ctxB_, true, mappedA, 2 * kChunk).result, CUDA_SUCCESS);
+
+  // A kernel of B's given A's mapped address faults instead of reading it.
+  auto module = b_->loadPtx(ctxB_, kCopyWordPtx);
+  ASSERT_EQ(module.result, CUDA_SUCCESS) << module.message;
+  auto fn = b_->function(ctxB_, module.handle, "copy_word");
+  ASSERT_EQ(fn.result, CUDA_SUCCESS) << fn.message;
+  auto own = b_->alloc(ctxB_, 64);
+  ASSERT_EQ(own.result, CUDA_SUCCESS);
+  ASSERT_EQ(b_->memset(ctxB_, own.handle, 0, 64).result, CUDA_SUCCESS);
+  auto launch = b_->launch(ctxB_, fn.handle, twoPointers(mappedA, own.handle));
+  auto sync = b_->synchronize(ctxB_);
+  CUresult seen = launch.result != CUDA_SUCCESS ? launch.result : sync.result;
+  EXPECT_EQ(seen, CUDA_ERROR_ILLEGAL_ADDRESS) << launch.message << " / " << sync.message;
+
+  // A's mapping still holds A's bytes, and is still A's to take down.
+  auto back = a_->read(ctxA_, mappedA, secret.size());
+  ASSERT_EQ(back.result, CUDA_SUCCESS) << back.message;
+  EXPECT_EQ(back.bulk, secret);
+  EXPECT_EQ(vmmMap(*a_, ctxA_, MapOp::UNMAP, mappedA, kChunk, 0, false).result, CUDA_SUCCESS);
+  EXPECT_EQ(vmmHandle(*a_, ctxA_, HandleOp::RELEASE, 0, 0, physA.handle).result, CUDA_SUCCESS);
+  EXPECT_EQ(vmmAddress(*a_, ctxA_, true, mappedA, 2 * kChunk).result, CUDA_SUCCESS);
+  expectAUntouched();
+}
+
 }  // namespace
 }  // namespace gpupool::hardening

@@ -34,7 +34,8 @@ inline const std::vector<std::string>& testProgramNames() {
                                                  "graph_memory_driver",
                                                  "graph_update",
                                                  "graph_update_driver",
-                                                 "stream_memops_driver"};
+                                                 "stream_memops_driver",
+                                                 "vmm_driver"};
   return names;
 }
 

@@ -19,6 +19,10 @@
 //                               <CUresult>"), tries a cudaMalloc of 32 MiB ("PLAIN <CUresult>"),
 //                               destroys the graph and trims graph memory, and tries again
 //                               ("TRIMMED <CUresult>")
+//   pool_client vmm MIB         cuMemCreate of MIB MiB (a multiple of 2), printing "CREATE
+//                               <CUresult>"; maps it and releases its handle, then prints
+//                               "WHILE_MAPPED <CUresult>" of a second cuMemCreate of MIB MiB, and
+//                               after cuMemUnmap "AFTER_UNMAP <CUresult>" of a third
 //   pool_client graph NODES LAUNCHES
 //                               captures a graph of NODES kernels, instantiates it and prints
 //                               READY; on a line from stdin launches it LAUNCHES times, waits for
@@ -190,6 +194,40 @@ int main(int argc, char** argv) {
     }
     void* p = nullptr;
     std::printf("ALLOC %d\n", static_cast<int>(cudaMalloc(&p, bytes)));
+    return 0;
+  }
+  // vmm MIB: physical memory is charged at cuMemCreate and given back only once it is released
+  // and unmapped.
+  if (mode == "vmm" && argc == 3) {
+    size_t bytes = std::strtoull(argv[2], nullptr, 10) << 20;
+    if (cudaError_t e = cudaFree(nullptr); e != cudaSuccess) return fail("init", e);
+    CUdevice device = 0;
+    CUmemAllocationProp prop{};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = device;
+    CUmemGenericAllocationHandle first = 0, second = 0, third = 0;
+    CUresult created = cuMemCreate(&first, bytes, &prop, 0);
+    std::printf("CREATE %d\n", static_cast<int>(created));
+    if (created != CUDA_SUCCESS) return 0;
+    CUdeviceptr range = 0;
+    if (cuMemAddressReserve(&range, bytes, 0, 0, 0) != CUDA_SUCCESS ||
+        cuMemMap(range, bytes, 0, first, 0) != CUDA_SUCCESS ||
+        cuMemRelease(first) != CUDA_SUCCESS) {
+      std::printf("ERROR map\n");
+      return 1;
+    }
+    CUresult whileMapped = cuMemCreate(&second, bytes, &prop, 0);
+    std::printf("WHILE_MAPPED %d\n", static_cast<int>(whileMapped));
+    if (whileMapped == CUDA_SUCCESS) cuMemRelease(second);
+    if (cuMemUnmap(range, bytes) != CUDA_SUCCESS) {
+      std::printf("ERROR unmap\n");
+      return 1;
+    }
+    CUresult afterUnmap = cuMemCreate(&third, bytes, &prop, 0);
+    std::printf("AFTER_UNMAP %d\n", static_cast<int>(afterUnmap));
+    if (afterUnmap == CUDA_SUCCESS) cuMemRelease(third);
+    cuMemAddressFree(range, bytes);
     return 0;
   }
   return 2;

@@ -16,6 +16,7 @@ using std::chrono::seconds;
 constexpr int kNotPermitted = 800;  // CUDA_ERROR_NOT_PERMITTED
 constexpr int kCudaSuccess = 0;
 constexpr int kCudartOutOfMemory = 2;  // cudaErrorMemoryAllocation
+constexpr int kOutOfMemory = 2;        // CUDA_ERROR_OUT_OF_MEMORY
 constexpr long long kMiB = 1 << 20;
 
 std::string tenant(const std::string& name, const std::string& token,
@@ -128,6 +129,24 @@ TEST(TenancyTest, GraphMemoryCountsAgainstTheQuotaUntilTrimmed) {
   EXPECT_EQ(valueAfter(held.out, "TRIMMED"), kCudaSuccess) << held.describe();
   ProgramResult tooBig = runClient(server.endpoint(), "a", {"graph-alloc", "80"});
   EXPECT_EQ(valueAfter(tooBig.out, "ALLOC"), kCudartOutOfMemory) << tooBig.describe();
+}
+
+TEST(TenancyTest, VirtualMemoryCountsAgainstTheQuotaUntilFreed) {
+  ScratchDirectory dir;
+  dir.write("pool.toml", "[[device]]\nmemory = \"512MiB\"\n" +
+                             tenant("alice", "a", "memory_quota = \"64MiB\"\n"));
+  GpupoolServer server(poolServerOptions({"--config", dir.file("pool.toml")}));
+
+  // 48 MiB created fit; while they stay mapped (their handle released), 48 MiB more do not; once
+  // unmapped they are freed and 48 MiB fit again.
+  ProgramResult vmm = runClient(server.endpoint(), "a", {"vmm", "48"});
+  EXPECT_EQ(valueAfter(vmm.out, "CREATE"), kCudaSuccess) << vmm.describe();
+  EXPECT_EQ(valueAfter(vmm.out, "WHILE_MAPPED"), kOutOfMemory) << vmm.describe();
+  EXPECT_EQ(valueAfter(vmm.out, "AFTER_UNMAP"), kCudaSuccess) << vmm.describe();
+  ProgramResult tooBig = runClient(server.endpoint(), "a", {"vmm", "80"});
+  EXPECT_EQ(valueAfter(tooBig.out, "CREATE"), kOutOfMemory) << tooBig.describe();
+  nlohmann::json status = queryStatus(server.endpoint());
+  EXPECT_EQ(tenantIn(status, "alice").at("memory_used").get<long long>(), 0) << status.dump(2);
 }
 
 TEST(TenancyTest, OvercommitFailsOnlyTheAllocationThatDoesNotFit) {

@@ -45,6 +45,16 @@ class CudaContext final : public BackendContext {
   Status memGetAddressRange(uint64_t address, uint64_t* base, uint64_t* bytes) override;
   uint64_t memoryUsed() const override { return memoryUsed_; }
 
+  Status vmmCreate(uint64_t bytes, uint64_t* handle) override;
+  Status vmmRetain(uint64_t address, uint64_t* handle) override;
+  Status vmmRelease(uint64_t handle, uint64_t* freed) override;
+  Status vmmReserve(uint64_t bytes, uint64_t alignment, uint64_t hint, uint64_t* address) override;
+  Status vmmFree(uint64_t address, uint64_t bytes) override;
+  Status vmmMap(uint64_t address, uint64_t bytes, uint64_t handle, uint64_t offset) override;
+  Status vmmUnmap(uint64_t address, uint64_t bytes, uint64_t* freed) override;
+  Status vmmSetAccess(uint64_t address, uint64_t bytes, bool readWrite) override;
+  Status vmmGetAccess(uint64_t address, bool* readWrite) override;
+
   Status memPoolCreate(uint64_t* pool) override;
   Status memPoolDestroy(uint64_t pool) override;
   Status memAllocAsync(uint64_t pool, uint64_t bytes, uint64_t stream, uint64_t* address) override;
@@ -143,6 +153,31 @@ class CudaContext final : public BackendContext {
     CUevent passed = nullptr;
     std::vector<StreamMemOp> waits;
   };
+  // Virtual memory management (cuda_vmm.cc): the driver's handles, reservations and mappings this
+  // context made. The driver checks none of them against the calling context, so these do.
+  struct VmmAllocation {
+    CUmemGenericAllocationHandle handle = 0;
+    uint64_t bytes = 0;
+    unsigned refs = 1;  // cuMemCreate and each retain, less releases (each one the driver's too)
+    unsigned mappings = 0;
+  };
+  struct VmmMapping {
+    uint64_t bytes = 0;
+    uint64_t allocation = 0;
+    bool readWrite = false;
+  };
+  std::map<uint64_t, VmmAllocation> vmmAllocations_;  // by the id the client knows
+  std::map<uint64_t, uint64_t> vmmReservations_;      // base -> bytes
+  std::map<uint64_t, VmmMapping> vmmMappings_;        // base -> mapping
+  // The reservation containing [address, address+bytes), or end().
+  std::map<uint64_t, uint64_t>::const_iterator vmmReservationOf(uint64_t address,
+                                                                uint64_t bytes) const;
+  // Re-enters the runs of adjacent read-write mappings in addresses_, where copies and kernels
+  // are checked.
+  void vmmPublish();
+  // Frees allocation `id` once released and unmapped, adding its bytes to *freed.
+  void vmmDropIfUnused(uint64_t id, uint64_t* freed);
+  void vmmReleaseAll();
   void dropMetWaits();
   void releasePendingWaits();
 

@@ -101,6 +101,16 @@ void CudaDriver::resolveAll() {
   resolve(memPoolSetAttribute, 11020, "cuMemPoolSetAttribute");
   resolve(memPoolGetAttribute, 11020, "cuMemPoolGetAttribute");
 
+  resolve(memCreate, 10020, "cuMemCreate");
+  resolve(memRelease, 10020, "cuMemRelease");
+  resolve(memRetainAllocationHandle, 11000, "cuMemRetainAllocationHandle");
+  resolve(memAddressReserve, 10020, "cuMemAddressReserve");
+  resolve(memAddressFree, 10020, "cuMemAddressFree");
+  resolve(memMap, 10020, "cuMemMap");
+  resolve(memUnmap, 10020, "cuMemUnmap");
+  resolve(memSetAccess, 10020, "cuMemSetAccess");
+  resolve(memGetAccess, 10020, "cuMemGetAccess");
+
   resolve(memcpyHtoD, 3020, "cuMemcpyHtoD_v2");
   resolve(memcpyHtoDAsync, 3020, "cuMemcpyHtoDAsync_v2");
   resolve(memcpyDtoH, 3020, "cuMemcpyDtoH_v2");

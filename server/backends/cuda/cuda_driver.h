@@ -84,6 +84,17 @@ class CudaDriver {
   DriverEntryPoint<PFN_cuMemPoolSetAttribute_v11020> memPoolSetAttribute{"cuMemPoolSetAttribute"};
   DriverEntryPoint<PFN_cuMemPoolGetAttribute_v11020> memPoolGetAttribute{"cuMemPoolGetAttribute"};
 
+  DriverEntryPoint<PFN_cuMemCreate_v10020> memCreate{"cuMemCreate"};
+  DriverEntryPoint<PFN_cuMemRelease_v10020> memRelease{"cuMemRelease"};
+  DriverEntryPoint<PFN_cuMemRetainAllocationHandle_v11000> memRetainAllocationHandle{
+      "cuMemRetainAllocationHandle"};
+  DriverEntryPoint<PFN_cuMemAddressReserve_v10020> memAddressReserve{"cuMemAddressReserve"};
+  DriverEntryPoint<PFN_cuMemAddressFree_v10020> memAddressFree{"cuMemAddressFree"};
+  DriverEntryPoint<PFN_cuMemMap_v10020> memMap{"cuMemMap"};
+  DriverEntryPoint<PFN_cuMemUnmap_v10020> memUnmap{"cuMemUnmap"};
+  DriverEntryPoint<PFN_cuMemSetAccess_v10020> memSetAccess{"cuMemSetAccess"};
+  DriverEntryPoint<PFN_cuMemGetAccess_v10020> memGetAccess{"cuMemGetAccess"};
+
   DriverEntryPoint<PFN_cuMemcpyHtoD_v3020> memcpyHtoD{"cuMemcpyHtoD"};
   DriverEntryPoint<PFN_cuMemcpyHtoDAsync_v3020> memcpyHtoDAsync{"cuMemcpyHtoDAsync"};
   DriverEntryPoint<PFN_cuMemcpyDtoH_v3020> memcpyDtoH{"cuMemcpyDtoH"};

@@ -15,6 +15,8 @@ class DeviceAddressMap {
   // Who a range belongs to: kAllocation for memAlloc, otherwise the id of the module that owns a
   // global.
   static constexpr uint64_t kAllocation = 0;
+  // Runs of adjacent read-write cuMemMap mappings (cuda_vmm.cc).
+  static constexpr uint64_t kVmmMapping = ~uint64_t{0};
 
   struct Range {
     uint64_t base = 0;

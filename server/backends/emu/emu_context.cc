@@ -196,6 +196,67 @@ Status EmuContext::memGetAddressRange(uint64_t address, uint64_t* base, uint64_t
 
 uint64_t EmuContext::memoryUsed() const { return memory_.usedBy(owner_); }
 
+// ---- Virtual memory management (EmuMemory keeps the state; emu_memory_vmm.cc) ----
+
+namespace {
+Status vmmStatus(CUresult code, const std::string& what) {
+  return code == CUDA_SUCCESS ? Status::success() : Status::error(code, what);
+}
+}  // namespace
+
+Status EmuContext::vmmCreate(uint64_t bytes, uint64_t* handle) {
+  return vmmStatus(memory_.vmmCreate(bytes, owner_, handle),
+                   "cannot create a physical allocation of " + std::to_string(bytes) +
+                       " bytes (a multiple of 2 MiB, within free device memory)");
+}
+
+Status EmuContext::vmmRetain(uint64_t address, uint64_t* handle) {
+  return vmmStatus(memory_.vmmRetain(address, owner_, handle),
+                   "nothing of this context is mapped at " + hex(address));
+}
+
+Status EmuContext::vmmRelease(uint64_t handle, uint64_t* freed) {
+  return vmmStatus(memory_.vmmRelease(handle, owner_, freed),
+                   "not a live allocation handle of this context");
+}
+
+Status EmuContext::vmmReserve(uint64_t bytes, uint64_t alignment, uint64_t hint,
+                              uint64_t* address) {
+  return vmmStatus(
+      memory_.vmmReserve(bytes, alignment, hint, owner_, address),
+      "cannot reserve " + std::to_string(bytes) + " bytes aligned to " + std::to_string(alignment));
+}
+
+Status EmuContext::vmmFree(uint64_t address, uint64_t bytes) {
+  return vmmStatus(memory_.vmmFree(address, bytes, owner_),
+                   "not a whole reservation of this context with nothing mapped: " + hex(address));
+}
+
+Status EmuContext::vmmMap(uint64_t address, uint64_t bytes, uint64_t handle, uint64_t offset) {
+  return vmmStatus(memory_.vmmMap(address, bytes, handle, offset, owner_),
+                   "cannot map " + std::to_string(bytes) + " bytes at " + hex(address) +
+                       ": unaligned, outside a reservation or the allocation, or already mapped");
+}
+
+Status EmuContext::vmmUnmap(uint64_t address, uint64_t bytes, uint64_t* freed) {
+  // Nothing queued may still use the range once it is gone (the driver leaves that to the caller;
+  // here a kernel reaching it would fault the server).
+  drainAll();
+  return vmmStatus(memory_.vmmUnmap(address, bytes, owner_, freed),
+                   "not whole mappings of this context: " + hex(address));
+}
+
+Status EmuContext::vmmSetAccess(uint64_t address, uint64_t bytes, bool readWrite) {
+  if (!readWrite) drainAll();  // as for an unmap
+  return vmmStatus(memory_.vmmSetAccess(address, bytes, readWrite, owner_),
+                   "not mapped throughout by this context: " + hex(address));
+}
+
+Status EmuContext::vmmGetAccess(uint64_t address, bool* readWrite) {
+  return vmmStatus(memory_.vmmGetAccess(address, owner_, readWrite),
+                   "nothing of this context is mapped at " + hex(address));
+}
+
 Status EmuContext::findPool(uint64_t pool, std::shared_ptr<EmuMemPool>* found) const {
   auto it = pools_.find(pool);
   if (it == pools_.end()) return invalidValue("unknown memory pool " + hex(pool));

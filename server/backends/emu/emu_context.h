@@ -52,6 +52,16 @@ class EmuContext final : public BackendContext {
   Status memPoolSetAttribute(uint64_t pool, int attribute, uint64_t value) override;
   uint64_t memPoolIdleBytes() override;
 
+  Status vmmCreate(uint64_t bytes, uint64_t* handle) override;
+  Status vmmRetain(uint64_t address, uint64_t* handle) override;
+  Status vmmRelease(uint64_t handle, uint64_t* freed) override;
+  Status vmmReserve(uint64_t bytes, uint64_t alignment, uint64_t hint, uint64_t* address) override;
+  Status vmmFree(uint64_t address, uint64_t bytes) override;
+  Status vmmMap(uint64_t address, uint64_t bytes, uint64_t handle, uint64_t offset) override;
+  Status vmmUnmap(uint64_t address, uint64_t bytes, uint64_t* freed) override;
+  Status vmmSetAccess(uint64_t address, uint64_t bytes, bool readWrite) override;
+  Status vmmGetAccess(uint64_t address, bool* readWrite) override;
+
   Status copyHostToDevice(uint64_t dst, const void* src, uint64_t bytes, uint64_t stream,
                           bool async) override;
   Status copyDeviceToHost(void* dst, uint64_t src, uint64_t bytes, uint64_t stream) override;

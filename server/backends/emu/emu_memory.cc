@@ -37,7 +37,9 @@ EmuMemory::EmuMemory(unsigned slot, unsigned deviceIndex, uint64_t capacity,
 EmuMemory::~EmuMemory() {
   if (pinned_) {
     for (auto& [address, a] : allocations_) pinned_->forget(reinterpret_cast<void*>(address));
+    for (auto& [address, m] : mappings_) pinned_->forget(reinterpret_cast<void*>(address));
   }
+  for (auto& [handle, p] : physical_) close(p.fd);
   munmap(reinterpret_cast<void*>(base_), window_);
 }
 
@@ -50,11 +52,9 @@ uint64_t EmuMemory::allocate(uint64_t bytes, uint64_t owner) {
   for (auto it = free_.begin(); it != free_.end(); ++it) {
     if (it->second < reserved) continue;
     uint64_t address = it->first;
-    uint64_t remaining = it->second - reserved;
-    free_.erase(it);
-    if (remaining) free_[address + reserved] = remaining;
+    takeFreeLocked(it, address, reserved);
     if (mprotect(reinterpret_cast<void*>(address), reserved, PROT_READ | PROT_WRITE) != 0) {
-      free_[address] = reserved;  // give it back; coalescing happens on the next release
+      giveFreeLocked(address, reserved);
       return 0;
     }
     allocations_[address] = {bytes, reserved, owner};
@@ -82,7 +82,20 @@ bool EmuMemory::release(uint64_t address, uint64_t owner) {
   // Drop the pages and make the range unreachable again.
   madvise(reinterpret_cast<void*>(address), reserved, MADV_DONTNEED);
   mprotect(reinterpret_cast<void*>(address), reserved, PROT_NONE);
-  auto [pos, inserted] = free_.emplace(address, reserved);
+  giveFreeLocked(address, reserved);
+  return true;
+}
+
+void EmuMemory::takeFreeLocked(std::map<uint64_t, uint64_t>::iterator block, uint64_t address,
+                               uint64_t bytes) {
+  uint64_t start = block->first, size = block->second;
+  free_.erase(block);
+  if (address > start) free_[start] = address - start;
+  if (address + bytes < start + size) free_[address + bytes] = start + size - address - bytes;
+}
+
+void EmuMemory::giveFreeLocked(uint64_t address, uint64_t bytes) {
+  auto [pos, inserted] = free_.emplace(address, bytes);
   (void)inserted;
   auto next = std::next(pos);
   if (next != free_.end() && pos->first + pos->second == next->first) {
@@ -96,7 +109,6 @@ bool EmuMemory::release(uint64_t address, uint64_t owner) {
       free_.erase(pos);
     }
   }
-  return true;
 }
 
 uint64_t EmuMemory::releaseAll(uint64_t owner) {
@@ -112,6 +124,11 @@ uint64_t EmuMemory::releaseAll(uint64_t owner) {
     }
   }
   for (uint64_t b : bases) release(b, owner);
+  std::unique_lock lock(mutex_);
+  for (auto& [handle, p] : physical_) {
+    if (p.owner == owner) bytes += p.size;
+  }
+  releaseVmmLocked(owner);
   return bytes;
 }
 
@@ -122,25 +139,48 @@ void* EmuMemory::translate(uint64_t address, uint64_t bytes, uint64_t owner) con
 
 void* EmuMemory::translateLocked(uint64_t address, uint64_t bytes, uint64_t owner) const {
   auto it = allocations_.upper_bound(address);
-  if (it == allocations_.begin()) return nullptr;
-  --it;
-  const Allocation& a = it->second;
-  if (a.owner != owner) return nullptr;
-  uint64_t offset = address - it->first;
-  if (offset > a.size || bytes > a.size - offset) return nullptr;
-  return reinterpret_cast<void*>(address);
+  if (it != allocations_.begin()) {
+    --it;
+    const Allocation& a = it->second;
+    uint64_t offset = address - it->first;
+    if (offset < a.reserved || (offset == a.size && bytes == 0)) {
+      if (a.owner != owner || offset > a.size || bytes > a.size - offset) return nullptr;
+      return reinterpret_cast<void*>(address);
+    }
+  }
+  if (mappings_.empty()) return nullptr;
+  // Mapped memory: accessible mappings of the owner's, one after another, from `address` on.
+  auto m = mappings_.upper_bound(address);
+  if (m == mappings_.begin()) return nullptr;
+  --m;
+  uint64_t at = address;
+  for (; m != mappings_.end(); ++m) {
+    const VmmMapping& mapping = m->second;
+    if (m->first > at || at - m->first >= mapping.size || mapping.owner != owner ||
+        !mapping.accessible) {
+      return nullptr;
+    }
+    uint64_t end = m->first + mapping.size;
+    if (bytes <= end - address) return reinterpret_cast<void*>(address);
+    at = end;
+  }
+  return nullptr;
 }
 
 bool EmuMemory::findAllocation(uint64_t address, uint64_t owner, uint64_t* base,
                                uint64_t* size) const {
   std::shared_lock lock(mutex_);
   auto it = allocations_.upper_bound(address);
-  if (it == allocations_.begin()) return false;
-  --it;
-  if (it->second.owner != owner || address - it->first >= it->second.size) return false;
-  *base = it->first;
-  *size = it->second.size;
-  return true;
+  if (it != allocations_.begin()) {
+    --it;
+    if (address - it->first < it->second.reserved) {
+      if (it->second.owner != owner || address - it->first >= it->second.size) return false;
+      *base = it->first;
+      *size = it->second.size;
+      return true;
+    }
+  }
+  return mappedRunLocked(address, owner, base, size);
 }
 
 uint64_t EmuMemory::used() const {
@@ -153,6 +193,9 @@ uint64_t EmuMemory::usedBy(uint64_t owner) const {
   uint64_t total = 0;
   for (auto& [base, a] : allocations_) {
     if (a.owner == owner) total += a.reserved;
+  }
+  for (auto& [handle, p] : physical_) {
+    if (p.owner == owner) total += p.size;
   }
   return total;
 }

@@ -11,7 +11,16 @@
 // Every allocation records its owner (a context id). translate() only resolves ranges inside one
 // live allocation of the asking owner: a bogus or foreign pointer resolves to nullptr, never to
 // memory.
+//
+// Virtual memory management (cuMemCreate/cuMemMap, emu_memory_vmm.cc): a physical allocation is a
+// memfd of its own, counted in used() from creation; a reservation takes address space out of the
+// window and stays PROT_NONE; a mapping maps part of a memfd MAP_SHARED|MAP_FIXED over part of a
+// reservation, so two mappings of one allocation really alias. A mapping resolves (translate,
+// accessLive, findAllocation) only for its owner and only once access is set; adjacent accessible
+// mappings of one owner resolve as one range, as a kernel or copy across a chunk boundary needs.
 #pragma once
+
+#include <cuda.h>
 
 #include <cstdint>
 #include <map>
@@ -20,6 +29,15 @@
 #include "transport/pinned_memory.h"
 
 namespace gpupool::server::emu {
+
+// One cuMemMap: `size` bytes of physical allocation `handle` from `offset`.
+struct VmmMapping {
+  uint64_t size;
+  uint64_t handle;
+  uint64_t offset;
+  uint64_t owner;
+  bool accessible;
+};
 
 class EmuMemory {
  public:
@@ -56,6 +74,25 @@ class EmuMemory {
   // The allocation containing `address` (owner's only): base and size.
   bool findAllocation(uint64_t address, uint64_t owner, uint64_t* base, uint64_t* size) const;
 
+  // Virtual memory management. Sizes, offsets and addresses are multiples of kVmmGranularity
+  // (the callers check; these check again). Results are CUresults; `freed` gets the bytes of
+  // physical memory given back (an allocation is freed once released and unmapped everywhere).
+  static constexpr uint64_t kVmmGranularity = 2ull << 20;
+  CUresult vmmCreate(uint64_t bytes, uint64_t owner, uint64_t* handle);
+  CUresult vmmRetain(uint64_t address, uint64_t owner, uint64_t* handle);
+  CUresult vmmRelease(uint64_t handle, uint64_t owner, uint64_t* freed);
+  // Address space only: `hint` is taken when that range is free, else any range aligned to
+  // `alignment` (a power of two, or 0 for the granularity).
+  CUresult vmmReserve(uint64_t bytes, uint64_t alignment, uint64_t hint, uint64_t owner,
+                      uint64_t* address);
+  CUresult vmmFree(uint64_t address, uint64_t bytes, uint64_t owner);
+  CUresult vmmMap(uint64_t address, uint64_t bytes, uint64_t handle, uint64_t offset,
+                  uint64_t owner);
+  CUresult vmmUnmap(uint64_t address, uint64_t bytes, uint64_t owner, uint64_t* freed);
+  // `readWrite` false: no access (the mapping stays, unreachable).
+  CUresult vmmSetAccess(uint64_t address, uint64_t bytes, bool readWrite, uint64_t owner);
+  CUresult vmmGetAccess(uint64_t address, uint64_t owner, bool* readWrite) const;
+
   uint64_t capacity() const { return capacity_; }
   uint64_t used() const;
   uint64_t usedBy(uint64_t owner) const;
@@ -88,6 +125,16 @@ class EmuMemory {
     uint64_t owner;
   };
   void* translateLocked(uint64_t address, uint64_t bytes, uint64_t owner) const;
+  // The run of adjacent accessible mappings of `owner` containing `address`: false if none.
+  bool mappedRunLocked(uint64_t address, uint64_t owner, uint64_t* base, uint64_t* size) const;
+  // Address-space bookkeeping shared by allocations and reservations.
+  void takeFreeLocked(std::map<uint64_t, uint64_t>::iterator block, uint64_t address,
+                      uint64_t bytes);
+  void giveFreeLocked(uint64_t address, uint64_t bytes);
+  // Unmaps mappings_ entry `it` (its range back to PROT_NONE); adds freed physical bytes.
+  void unmapLocked(std::map<uint64_t, VmmMapping>::iterator it, uint64_t* freed);
+  void dropPhysicalIfUnusedLocked(uint64_t handle, uint64_t* freed);
+  void releaseVmmLocked(uint64_t owner);
 
   uint64_t base_ = 0;
   uint64_t capacity_ = 0;
@@ -97,6 +144,22 @@ class EmuMemory {
   std::map<uint64_t, Allocation> allocations_;  // base -> allocation
   std::map<uint64_t, uint64_t> free_;           // base -> size of free address ranges
   uint64_t used_ = 0;
+
+  struct VmmPhysical {
+    int fd;
+    uint64_t size;
+    uint64_t owner;
+    unsigned handleRefs;  // cuMemCreate and each cuMemRetainAllocationHandle, less releases
+    unsigned mappings;
+  };
+  struct VmmReservation {
+    uint64_t size;
+    uint64_t owner;
+  };
+  std::map<uint64_t, VmmPhysical> physical_;         // handle -> allocation
+  std::map<uint64_t, VmmReservation> reservations_;  // base -> reservation
+  std::map<uint64_t, VmmMapping> mappings_;          // base -> mapping
+  uint64_t nextHandle_ = 1;
 };
 
 }  // namespace gpupool::server::emu

@@ -1,0 +1,240 @@
+// Virtual memory management on the real driver: cuMemCreate, cuMemAddressReserve, cuMemMap and
+// the rest, forwarded once the handle, reservation or mapping is known to be this context's (the
+// driver would take any tenant's). Read-write mappings enter the context's address map, so copies
+// and launches may use them, across chunk boundaries too.
+#include "common/hex.h"
+#include "server/backends/cuda/cuda_context.h"
+
+namespace gpupool::server {
+namespace {
+Status notThisContexts(const std::string& what) {
+  return Status::error(CUDA_ERROR_INVALID_VALUE, what + " is not this context's");
+}
+}  // namespace
+
+std::map<uint64_t, uint64_t>::const_iterator CudaContext::vmmReservationOf(uint64_t address,
+                                                                           uint64_t bytes) const {
+  auto it = vmmReservations_.upper_bound(address);
+  if (it == vmmReservations_.begin()) return vmmReservations_.end();
+  --it;
+  if (address - it->first >= it->second || bytes > it->second - (address - it->first)) {
+    return vmmReservations_.end();
+  }
+  return it;
+}
+
+void CudaContext::vmmPublish() {
+  addresses_.removeOwnedBy(DeviceAddressMap::kVmmMapping);
+  uint64_t start = 0, end = 0;
+  auto flush = [&] {
+    if (end > start) addresses_.add(start, end - start, DeviceAddressMap::kVmmMapping);
+    start = end = 0;
+  };
+  for (auto& [base, m] : vmmMappings_) {
+    if (!m.readWrite || base != end) flush();
+    if (!m.readWrite) continue;
+    if (end == 0) start = base;
+    end = base + m.bytes;
+  }
+  flush();
+}
+
+void CudaContext::vmmDropIfUnused(uint64_t id, uint64_t* freed) {
+  auto it = vmmAllocations_.find(id);
+  if (it == vmmAllocations_.end() || it->second.refs || it->second.mappings) return;
+  memoryUsed_ -= it->second.bytes;
+  *deviceMemoryUsed_ -= it->second.bytes;
+  if (freed) *freed += it->second.bytes;
+  vmmAllocations_.erase(it);
+}
+
+Status CudaContext::vmmCreate(uint64_t bytes, uint64_t* handle) {
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = device_;
+  CUmemGenericAllocationHandle real = 0;
+  if (Status s = driver_->call(driver_->memCreate, &real, bytes, &prop, 0ull); !s.ok()) return s;
+  *handle = mintId();
+  vmmAllocations_[*handle] = VmmAllocation{real, bytes, 1, 0};
+  memoryUsed_ += bytes;
+  *deviceMemoryUsed_ += bytes;
+  return Status::success();
+}
+
+Status CudaContext::vmmRetain(uint64_t address, uint64_t* handle) {
+  auto m = vmmMappings_.upper_bound(address);
+  if (m == vmmMappings_.begin()) return notThisContexts("a mapping at " + hex(address));
+  --m;
+  if (address - m->first >= m->second.bytes) {
+    return notThisContexts("a mapping at " + hex(address));
+  }
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  CUmemGenericAllocationHandle real = 0;
+  if (Status s = driver_->call(driver_->memRetainAllocationHandle, &real,
+                               reinterpret_cast<void*>(address));
+      !s.ok()) {
+    return s;
+  }
+  vmmAllocations_.at(m->second.allocation).refs++;
+  *handle = m->second.allocation;
+  return Status::success();
+}
+
+Status CudaContext::vmmRelease(uint64_t handle, uint64_t* freed) {
+  auto it = vmmAllocations_.find(handle);
+  if (it == vmmAllocations_.end() || it->second.refs == 0) {
+    return notThisContexts("allocation handle " + std::to_string(handle));
+  }
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  if (Status s = driver_->call(driver_->memRelease, it->second.handle); !s.ok()) return s;
+  it->second.refs--;
+  vmmDropIfUnused(handle, freed);
+  return Status::success();
+}
+
+Status CudaContext::vmmReserve(uint64_t bytes, uint64_t alignment, uint64_t hint,
+                               uint64_t* address) {
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  CUdeviceptr pointer = 0;
+  if (Status s = driver_->call(driver_->memAddressReserve, &pointer, bytes, alignment,
+                               static_cast<CUdeviceptr>(hint), 0ull);
+      !s.ok()) {
+    return s;
+  }
+  vmmReservations_[pointer] = bytes;
+  *address = pointer;
+  return Status::success();
+}
+
+Status CudaContext::vmmFree(uint64_t address, uint64_t bytes) {
+  auto it = vmmReservations_.find(address);
+  if (it == vmmReservations_.end() || it->second != bytes) {
+    return notThisContexts("the reservation " + hex(address));
+  }
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  if (Status s = driver_->call(driver_->memAddressFree, static_cast<CUdeviceptr>(address), bytes);
+      !s.ok()) {
+    return s;
+  }
+  vmmReservations_.erase(it);
+  return Status::success();
+}
+
+Status CudaContext::vmmMap(uint64_t address, uint64_t bytes, uint64_t handle, uint64_t offset) {
+  auto a = vmmAllocations_.find(handle);
+  if (a == vmmAllocations_.end() || a->second.refs == 0) {
+    return Status::error(CUDA_ERROR_INVALID_HANDLE, "not an allocation handle of this context");
+  }
+  if (vmmReservationOf(address, bytes) == vmmReservations_.end()) {
+    return notThisContexts("[" + hex(address) + ", +" + std::to_string(bytes) + ")");
+  }
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  if (Status s = driver_->call(driver_->memMap, static_cast<CUdeviceptr>(address), bytes, offset,
+                               a->second.handle, 0ull);
+      !s.ok()) {
+    return s;
+  }
+  vmmMappings_[address] = VmmMapping{bytes, handle, false};
+  a->second.mappings++;
+  return Status::success();
+}
+
+Status CudaContext::vmmUnmap(uint64_t address, uint64_t bytes, uint64_t* freed) {
+  // Only whole mappings of this context's, one after another.
+  uint64_t at = address;
+  for (auto it = vmmMappings_.find(address); at < address + bytes; ++it) {
+    if (it == vmmMappings_.end() || it->first != at || it->second.bytes > address + bytes - at) {
+      return notThisContexts("a mapping at " + hex(at));
+    }
+    at += it->second.bytes;
+  }
+  if (bytes == 0) return Status::error(CUDA_ERROR_INVALID_VALUE, "an empty range");
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  if (Status s = driver_->call(driver_->memUnmap, static_cast<CUdeviceptr>(address), bytes);
+      !s.ok()) {
+    return s;
+  }
+  for (auto it = vmmMappings_.find(address);
+       it != vmmMappings_.end() && it->first < address + bytes;) {
+    uint64_t id = it->second.allocation;
+    it = vmmMappings_.erase(it);
+    vmmAllocations_.at(id).mappings--;
+    vmmDropIfUnused(id, freed);
+  }
+  vmmPublish();
+  return Status::success();
+}
+
+Status CudaContext::vmmSetAccess(uint64_t address, uint64_t bytes, bool readWrite) {
+  // Mapped throughout by mappings of this context's.
+  auto first = vmmMappings_.upper_bound(address);
+  if (first == vmmMappings_.begin() || bytes == 0) {
+    return notThisContexts("a mapping at " + hex(address));
+  }
+  --first;
+  uint64_t at = address;
+  for (auto it = first; at < address + bytes; ++it) {
+    if (it == vmmMappings_.end() || it->first > at || it->first + it->second.bytes <= at) {
+      return notThisContexts("a mapping at " + hex(at));
+    }
+    at = it->first + it->second.bytes;
+  }
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  CUmemAccessDesc desc{};
+  desc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  desc.location.id = device_;
+  desc.flags = readWrite ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE : CU_MEM_ACCESS_FLAGS_PROT_NONE;
+  if (Status s = driver_->call(driver_->memSetAccess, static_cast<CUdeviceptr>(address), bytes,
+                               &desc, size_t{1});
+      !s.ok()) {
+    return s;
+  }
+  for (auto it = first; it != vmmMappings_.end() && it->first < address + bytes; ++it) {
+    it->second.readWrite = readWrite;
+  }
+  vmmPublish();
+  return Status::success();
+}
+
+Status CudaContext::vmmGetAccess(uint64_t address, bool* readWrite) {
+  auto m = vmmMappings_.upper_bound(address);
+  if (m == vmmMappings_.begin()) return notThisContexts("a mapping at " + hex(address));
+  --m;
+  if (address - m->first >= m->second.bytes) {
+    return notThisContexts("a mapping at " + hex(address));
+  }
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  CUmemLocation location{};
+  location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  location.id = device_;
+  unsigned long long flags = 0;
+  if (Status s = driver_->call(driver_->memGetAccess, &flags, &location,
+                               static_cast<CUdeviceptr>(address));
+      !s.ok()) {
+    return s;
+  }
+  *readWrite = flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  return Status::success();
+}
+
+void CudaContext::vmmReleaseAll() {
+  for (auto& [base, m] : vmmMappings_) {
+    (void)driver_->call(driver_->memUnmap, static_cast<CUdeviceptr>(base), m.bytes);
+  }
+  vmmMappings_.clear();
+  for (auto& [id, a] : vmmAllocations_) {
+    for (unsigned i = 0; i < a.refs; ++i) (void)driver_->call(driver_->memRelease, a.handle);
+    memoryUsed_ -= a.bytes;
+    *deviceMemoryUsed_ -= a.bytes;
+  }
+  vmmAllocations_.clear();
+  for (auto& [base, bytes] : vmmReservations_) {
+    (void)driver_->call(driver_->memAddressFree, static_cast<CUdeviceptr>(base), bytes);
+  }
+  vmmReservations_.clear();
+  addresses_.removeOwnedBy(DeviceAddressMap::kVmmMapping);
+}
+
+}  // namespace gpupool::server
