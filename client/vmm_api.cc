@@ -199,13 +199,14 @@ GPUPOOL_DRIVER_API CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, si
     return refuseCall(CUDA_ERROR_INVALID_VALUE,
                       "cuMemCreate: the size is not a multiple of the granularity (2 MiB)");
   }
-  if (prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE && logLevel() > 0) {
-    // NCCL asks for POSIX file descriptors on every allocation and exports only to share memory
-    // with other processes on the GPU's host; the allocation itself is served, and the export is
-    // what is refused (cuMemExportToShareableHandle, with the reason).
-    logLine(
-        "cuMemCreate: requested handle types noted; exports will be refused (a shareable "
-        "handle of this host cannot name memory on the pool's GPU server)");
+  if (prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE) {
+    // The devices report every HANDLE_TYPE_*_SUPPORTED attribute 0, as NVIDIA's driver does on a
+    // device without that handle type, and refuses the allocation: an allocation that says it is
+    // exportable and then is not would be a lie. NCCL reads the attribute first and asks for none.
+    return refuseCall(CUDA_ERROR_NOT_SUPPORTED,
+                      "cuMemCreate: shareable handle types are not served (a file descriptor or "
+                      "fabric handle of this host cannot name memory on the pool's GPU server); "
+                      "request CU_MEM_HANDLE_TYPE_NONE");
   }
   if (prop->allocFlags.compressionType != 0 || prop->allocFlags.gpuDirectRDMACapable != 0 ||
       prop->allocFlags.usage != 0) {

@@ -131,15 +131,17 @@ int main() {
             got.location.type == CU_MEM_LOCATION_TYPE_DEVICE && got.location.id == device,
         "allocation properties");
 
-  // Requested handle types do not stop the allocation (NCCL asks for them on every one).
+  // The device says it has no POSIX file-descriptor handles, and an allocation asking for them
+  // is refused as on such a device (NCCL reads the attribute and then asks for none).
+  int posixHandles = -1;
+  CHECK_CU(cuDeviceGetAttribute(
+      &posixHandles, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, device));
+  CHECK(posixHandles == 0, "POSIX file-descriptor handles reported");
   CUmemAllocationProp exportable = prop;
   exportable.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-  CUmemGenericAllocationHandle noted = 0;
-  CHECK_CU(cuMemCreate(&noted, chunk, &exportable, 0));
-  CHECK_CU(cuMemGetAllocationPropertiesFromHandle(&got, noted));
-  CHECK(got.requestedHandleTypes == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
-        "requested handle types read back");
-  CHECK_CU(cuMemRelease(noted));
+  CUmemGenericAllocationHandle refused = 0;
+  expectError(cuMemCreate(&refused, chunk, &exportable, 0), CUDA_ERROR_NOT_SUPPORTED,
+              "cuMemCreate asking for a shareable handle");
 
   // Errors.
   CUmemGenericAllocationHandle third = 0;
