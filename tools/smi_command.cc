@@ -199,7 +199,7 @@ std::string now() {
 
 // nvidia-smi's layout, 89 columns wide, with the columns the pool can fill.
 int printTable(const NvmlLibrary& nvml, const std::vector<Device>& devices) {
-  const std::string rule(87, '-');
+  const std::string rule(89, '-');
   char driver[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE] = "N/A";
   nvml.nvmlSystemGetDriverVersion(driver, sizeof driver);
   int cuda = 0;
@@ -208,11 +208,11 @@ int printTable(const NvmlLibrary& nvml, const std::vector<Device>& devices) {
                              : "N/A";
   std::cout << now() << "\n";
   std::cout << "+" << rule << "+\n";
-  std::cout << format("| %-85s |\n", format("gpupool smi   Driver Version: %s   CUDA Version: %s",
+  std::cout << format("| %-87s |\n", format("gpupool smi   Driver Version: %s   CUDA Version: %s",
                                             driver, cudaText.c_str())
                                          .c_str());
   std::cout << "|-----------------------------------------+------------------------+"
-               "----------------------+\n";
+               "----------------------|\n";
   std::cout << "| GPU  Name                 Persistence-M | Bus-Id          Disp.A |"
                " Volatile Uncorr. ECC |\n";
   std::cout << "| Fan  Temp   Perf          Pwr:Usage/Cap |           Memory-Usage |"
@@ -237,11 +237,11 @@ int printTable(const NvmlLibrary& nvml, const std::vector<Device>& devices) {
     std::string fan = orNa(cell(nvml, "fan.speed", d, false));
     std::string temperature = orNa(cell(nvml, "temperature.gpu", d, false));
     if (temperature != "N/A") temperature += "C";
-    std::cout << format("| %3u  %-24.24s %10s | %-16.16s %5s | %20s |\n", device.index,
+    std::cout << format("| %3u  %-23.23s %10s | %-16.16s %5s | %20s |\n", device.index,
                         cell(nvml, "name", d).c_str(),
                         orNa(persistence) == "Enabled" ? "On" : "Off",
                         orNa(cell(nvml, "pci.bus_id", d)).c_str(), "Off", ecc.c_str());
-    std::cout << format("| %4s  %4s   %4s  %22s | %22s | %7s %12s |\n",
+    std::cout << format("| %4s  %4s  %4s  %21s | %22s | %7s %12s |\n",
                         fan == "N/A" ? "N/A" : (fan + "%").c_str(), temperature.c_str(),
                         orNa(cell(nvml, "pstate", d)).c_str(), powerText.c_str(), usage.c_str(),
                         orNa(cell(nvml, "utilization.gpu", d, false) + "%").c_str(),
@@ -252,28 +252,28 @@ int printTable(const NvmlLibrary& nvml, const std::vector<Device>& devices) {
                  "----------------------+\n";
   }
   std::cout << "\n+" << rule << "+\n";
-  std::cout << format("| %-85s |\n", "Processes:");
-  std::cout << format("| %-85s |\n",
+  std::cout << format("| %-87s |\n", "Processes:");
+  std::cout << format("| %-87s |\n",
                       " GPU   PID   Type   Process name                          "
-                      "                GPU Memory");
-  std::cout << "|" << std::string(87, '=') << "|\n";
+                      "                  GPU Memory");
+  std::cout << "|" << std::string(89, '=') << "|\n";
   bool any = false;
   for (const Device& device : devices) {
     std::vector<Process> running;
     nvmlReturn_t result = processes(nvml, device.handle, &running);
     if (result != NVML_SUCCESS) {
-      std::cout << format("| %4u  %-80s |\n", device.index,
+      std::cout << format("| %4u  %-81s |\n", device.index,
                           (std::string("processes: ") + nvml.errorString(result)).c_str());
       any = true;
       continue;
     }
     for (const Process& process : running) {
-      std::cout << format("| %4u %7u %6s   %-50.50s %13s |\n", device.index, process.pid, "C",
+      std::cout << format("| %4u %7u %6s   %-51.51s %13s |\n", device.index, process.pid, "C",
                           process.name.c_str(), mebibytes(process.usedBytes).c_str());
       any = true;
     }
   }
-  if (!any) std::cout << format("| %-85s |\n", " No running processes found");
+  if (!any) std::cout << format("| %-87s |\n", " No running processes found");
   std::cout << "+" << rule << "+\n";
   return 0;
 }
