@@ -213,7 +213,7 @@ int printTable(const NvmlLibrary& nvml, const std::vector<Device>& devices) {
                                          .c_str());
   std::cout << "|-----------------------------------------+------------------------+"
                "----------------------|\n";
-  std::cout << "| GPU  Name                 Persistence-M | Bus-Id          Disp.A |"
+  std::cout << "| GPU  Name                 Persistence-M | Bus-Id            Disp |"
                " Volatile Uncorr. ECC |\n";
   std::cout << "| Fan  Temp   Perf          Pwr:Usage/Cap |           Memory-Usage |"
                " GPU-Util  Compute M. |\n";
