@@ -67,17 +67,20 @@ void sendHello(transport::Connection& connection) {
   protocol::sendMessage(connection, message);
 }
 
-// A server reached over TCP or TLS that advertises shm:// gets a second session there when this
-// process can reach the socket and finds the same server behind it (a path can name another
-// server's socket in another mount namespace); the first session is then dropped. Any failure
-// keeps the first (noted at GPU_POOL_LOG >= 1).
-std::unique_ptr<transport::Connection> upgradeToShm(const std::string& shmUrl,
-                                                    uint64_t serverInstance) {
-  if (shmUrl.empty() || tcpForced()) return nullptr;
-  std::string error, why;
-  auto endpoint = transport::parseEndpoint(shmUrl, &error);
-  if (!endpoint) why = error;
-  if (why.empty() && endpoint->scheme != "shm") why = "not an shm endpoint: " + endpoint->url();
+// A second session for an upgrade: the server at `url` (which must be a `scheme` endpoint) welcomed
+// it and `sameServer` accepts its Welcome. Any failure keeps the session the client has, saying why
+// at GPU_POOL_LOG >= 1.
+template <typename SameServer>
+std::unique_ptr<transport::Connection> upgradeSession(const std::string& url, const char* scheme,
+                                                      SameServer sameServer) {
+  if (url.empty() || tcpForced()) return nullptr;
+  std::string why = transport::transportUnavailableReason(scheme);
+  std::string error;
+  auto endpoint = transport::parseEndpoint(url, &error);
+  if (why.empty() && !endpoint) why = error;
+  if (why.empty() && endpoint->scheme != scheme) {
+    why = "not an " + std::string(scheme) + " endpoint: " + endpoint->url();
+  }
   if (why.empty()) {
     try {
       auto connection =
@@ -87,8 +90,9 @@ std::unique_ptr<transport::Connection> upgradeToShm(const std::string& shmUrl,
       protocol::IncomingMessage in(*connection);
       auto response = in.root<wire::Response>();
       if (response.getResult() != CUDA_SUCCESS || !response.isWelcome()) {
-        why = "server refused the shm session: " + std::string(response.getMessage().cStr());
-      } else if (response.getWelcome().getServerInstance() != serverInstance) {
+        why = "server refused the " + std::string(scheme) +
+              " session: " + std::string(response.getMessage().cStr());
+      } else if (!sameServer(response.getWelcome())) {
         why = "another server answers there";
       } else {
         return connection;
@@ -99,37 +103,24 @@ std::unique_ptr<transport::Connection> upgradeToShm(const std::string& shmUrl,
       why = "malformed reply: " + std::string(e.getDescription().cStr());
     }
   }
-  if (logLevel() >= 1) logLine("note: staying on TCP instead of " + shmUrl + ": " + why);
+  if (logLevel() >= 1) logLine("note: staying on TCP instead of " + url + ": " + why);
   return nullptr;
 }
 
+// A server reached over TCP or TLS that advertises shm:// gets a second session there when this
+// process can reach the socket and finds the same server behind it (a path can name another
+// server's socket in another mount namespace); the first session is then dropped.
+std::unique_ptr<transport::Connection> upgradeToShm(const std::string& shmUrl,
+                                                    uint64_t serverInstance) {
+  return upgradeSession(shmUrl, "shm", [&](wire::Welcome::Reader welcome) {
+    return welcome.getServerInstance() == serverInstance;
+  });
+}
+
 // A server reached over TCP that advertises RDMA gets a second session over RDMA when verbs work
-// here; the TCP one is then dropped. Any failure keeps TCP (noted at GPU_POOL_LOG >= 1).
+// here; the TCP one is then dropped.
 std::unique_ptr<transport::Connection> upgradeToRdma(const std::string& rdmaUrl) {
-  if (rdmaUrl.empty() || tcpForced()) return nullptr;
-  std::string why = transport::transportUnavailableReason("rdma");
-  std::string error;
-  auto endpoint = transport::parseEndpoint(rdmaUrl, &error);
-  if (why.empty() && !endpoint) why = error;
-  if (why.empty() && endpoint->scheme != "rdma") why = "not an rdma endpoint: " + endpoint->url();
-  if (why.empty()) {
-    try {
-      auto connection =
-          transport::connectEndpoint(*endpoint, envMs("GPU_POOL_CONNECT_TIMEOUT_MS", 5000));
-      sendHello(*connection);
-      connection->setReceiveTimeoutMs(envMs("GPU_POOL_CONNECT_TIMEOUT_MS", 5000));
-      protocol::IncomingMessage in(*connection);
-      auto response = in.root<wire::Response>();
-      if (response.getResult() == CUDA_SUCCESS && response.isWelcome()) return connection;
-      why = "server refused the RDMA session: " + std::string(response.getMessage().cStr());
-    } catch (const transport::TransportError& e) {
-      why = e.what();
-    } catch (const kj::Exception& e) {
-      why = "malformed reply: " + std::string(e.getDescription().cStr());
-    }
-  }
-  if (logLevel() >= 1) logLine("note: staying on TCP instead of " + rdmaUrl + ": " + why);
-  return nullptr;
+  return upgradeSession(rdmaUrl, "rdma", [](wire::Welcome::Reader) { return true; });
 }
 
 }  // namespace
