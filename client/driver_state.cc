@@ -2,7 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <optional>
+#include <cstring>
 #include <set>
 #include <tuple>
 #include <unordered_set>
@@ -11,6 +11,7 @@
 #include "context_hooks.h"
 #include "host_function_fence.h"
 #include "stream_capture.h"
+#include "visible_devices.h"
 
 namespace gpupool::client {
 namespace {
@@ -143,36 +144,14 @@ CUresult DriverState::initialize() {
     // CUDA_VISIBLE_DEVICES selects and orders pool ordinals (or device UUIDs, "GPU-<hex>"); like
     // CUDA, the list ends at the first entry that names no device.
     if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) {
-      std::vector<DeviceRoute> chosen;
-      std::string list = visible;
-      size_t start = 0;
-      while (start <= list.size()) {
-        size_t comma = list.find(',', start);
-        std::string item =
-            list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-        std::optional<size_t> index;
-        if (item.rfind("GPU-", 0) == 0) {
-          std::string prefix = item.substr(4);
-          std::erase(prefix, '-');
-          for (size_t i = 0; i < all.size(); ++i) {
-            const CUuuid& u = all[i].server->devices()[all[i].serverDevice].uuid;
-            std::string hex;
-            for (char c : u.bytes) {
-              char b[3];
-              std::snprintf(b, sizeof b, "%02x", static_cast<unsigned char>(c));
-              hex += b;
-            }
-            if (!prefix.empty() && hex.rfind(prefix, 0) == 0) index = i;
-          }
-        } else if (!item.empty() && item.find_first_not_of("0123456789") == std::string::npos &&
-                   item.size() < 6 && std::stoul(item) < all.size()) {
-          index = std::stoul(item);
-        }
-        if (!index) break;
-        chosen.push_back(all[*index]);
-        if (comma == std::string::npos) break;
-        start = comma + 1;
+      std::vector<DeviceUuid> uuids;
+      for (const auto& route : all) {
+        const CUuuid& u = route.server->devices()[route.serverDevice].uuid;
+        DeviceUuid& uuid = uuids.emplace_back();
+        std::memcpy(uuid.data(), u.bytes, uuid.size());
       }
+      std::vector<DeviceRoute> chosen;
+      for (size_t index : visibleDeviceIndices(visible, uuids)) chosen.push_back(all[index]);
       all = chosen;
     }
     routes_ = all;

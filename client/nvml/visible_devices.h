@@ -1,5 +1,5 @@
-// CUDA_VISIBLE_DEVICES as libcuda reads it (client/driver_state.cc): pool ordinals or "GPU-<hex>"
-// UUID prefixes, in the order given; the list ends at the first entry that names no device.
+// NVML's devices as CUDA_VISIBLE_DEVICES selects them, read as libcuda reads it
+// (client/visible_devices.h).
 #pragma once
 
 #include <string>
