@@ -181,19 +181,27 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetMaxClockInfo(nv
   return NVML_SUCCESS;
 }
 
-// The pool does not throttle or boost: the current clock is the one the attributes give.
+// The emu device runs at its profile's clock, never throttled or boosted. A real GPU's current
+// clock and performance state move with load and heat, and the server's NVML does not forward
+// them yet: those are refused rather than guessed.
 __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device,
                                                                            nvmlClockType_t type,
                                                                            unsigned int* clock) {
+  if (backendKind() != "emu") {
+    return reportNotSupported("nvmlDeviceGetClockInfo (a real GPU's current clock)");
+  }
   return nvmlDeviceGetMaxClockInfo(device, type, clock);
 }
 
-// Always P0 (maximum performance): the pool never lowers a device's performance state.
+// P0 (maximum performance) on the emu, which has no other state; refused on a real GPU, as above.
 __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetPerformanceState(
     nvmlDevice_t device, nvmlPstates_t* pState) {
   nvmlReturn_t r;
   if (!deviceOf(device, &r)) return r;
   if (!pState) return NVML_ERROR_INVALID_ARGUMENT;
+  if (backendKind() != "emu") {
+    return reportNotSupported("nvmlDeviceGetPerformanceState (of a real GPU)");
+  }
   *pState = NVML_PSTATE_0;
   return NVML_SUCCESS;
 }

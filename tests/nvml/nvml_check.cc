@@ -108,11 +108,17 @@ int main(int argc, char** argv) {
     CHECK(utilization.gpu <= 100 && utilization.memory <= 100);
 
     unsigned sm = 0, maxSm = 0;
-    CHECK_OK(nvmlDeviceGetClockInfo(device, NVML_CLOCK_SM, &sm));
     CHECK_OK(nvmlDeviceGetMaxClockInfo(device, NVML_CLOCK_SM, &maxSm));
-    CHECK(sm > 0 && sm <= maxSm);
-    nvmlPstates_t pstate;
-    CHECK_OK(nvmlDeviceGetPerformanceState(device, &pstate));
+    nvmlPstates_t pstate = NVML_PSTATE_UNKNOWN;
+    if (expectEmu) {  // the emu's clock is its profile's; a real GPU's is not forwarded yet
+      CHECK_OK(nvmlDeviceGetClockInfo(device, NVML_CLOCK_SM, &sm));
+      CHECK(sm > 0 && sm <= maxSm);
+      CHECK_OK(nvmlDeviceGetPerformanceState(device, &pstate));
+      CHECK(pstate == NVML_PSTATE_0);
+    } else {
+      CHECK(nvmlDeviceGetClockInfo(device, NVML_CLOCK_SM, &sm) == NVML_ERROR_NOT_SUPPORTED);
+      CHECK(nvmlDeviceGetPerformanceState(device, &pstate) == NVML_ERROR_NOT_SUPPORTED);
+    }
     nvmlComputeMode_t computeMode;
     CHECK_OK(nvmlDeviceGetComputeMode(device, &computeMode));
     nvmlEnableState_t persistence, eccNow, eccPending;
