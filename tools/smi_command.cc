@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tools/nvml_library.h"
+#include "tools/printf_text.h"
 #include "tools/smi_fields.h"
 
 namespace gpupool::tools {
@@ -17,12 +18,6 @@ namespace {
 
 constexpr int kServerError = 1;
 constexpr int kUsageError = 2;
-
-std::string format(const char* pattern, auto... values) {
-  char text[512];
-  std::snprintf(text, sizeof text, pattern, values...);
-  return text;
-}
 
 std::vector<std::string> splitCommas(const std::string& list) {
   std::vector<std::string> parts;
@@ -115,7 +110,7 @@ constexpr unsigned long long kBytesNotAvailable =
     static_cast<unsigned long long>(NVML_VALUE_NOT_AVAILABLE);
 
 std::string mebibytes(unsigned long long bytes) {
-  return bytes == kBytesNotAvailable ? "N/A" : format("%lluMiB", bytes / (1024 * 1024));
+  return bytes == kBytesNotAvailable ? "N/A" : printfText("%lluMiB", bytes / (1024 * 1024));
 }
 
 int listDevices(const NvmlLibrary& nvml, const std::vector<Device>& devices) {
@@ -204,13 +199,14 @@ int printTable(const NvmlLibrary& nvml, const std::vector<Device>& devices) {
   nvml.nvmlSystemGetDriverVersion(driver, sizeof driver);
   int cuda = 0;
   std::string cudaText = nvml.nvmlSystemGetCudaDriverVersion_v2(&cuda) == NVML_SUCCESS
-                             ? format("%d.%d", cuda / 1000, cuda % 1000 / 10)
+                             ? printfText("%d.%d", cuda / 1000, cuda % 1000 / 10)
                              : "N/A";
   std::cout << now() << "\n";
   std::cout << "+" << rule << "+\n";
-  std::cout << format("| %-87s |\n", format("gpupool smi   Driver Version: %s   CUDA Version: %s",
-                                            driver, cudaText.c_str())
-                                         .c_str());
+  std::cout << printfText(
+      "| %-87s |\n",
+      printfText("gpupool smi   Driver Version: %s   CUDA Version: %s", driver, cudaText.c_str())
+          .c_str());
   std::cout << "|-----------------------------------------+------------------------+"
                "----------------------|\n";
   std::cout << "| GPU  Name                 Persistence-M | Bus-Id            Disp |"
@@ -237,43 +233,43 @@ int printTable(const NvmlLibrary& nvml, const std::vector<Device>& devices) {
     std::string fan = orNa(cell(nvml, "fan.speed", d, false));
     std::string temperature = orNa(cell(nvml, "temperature.gpu", d, false));
     if (temperature != "N/A") temperature += "C";
-    std::cout << format("| %3u  %-23.23s %10s | %-16.16s %5s | %20s |\n", device.index,
-                        cell(nvml, "name", d).c_str(),
-                        orNa(persistence) == "Enabled" ? "On" : "Off",
-                        orNa(cell(nvml, "pci.bus_id", d)).c_str(), "Off", ecc.c_str());
-    std::cout << format("| %4s  %4s  %4s  %21s | %22s | %7s %12s |\n",
-                        fan == "N/A" ? "N/A" : (fan + "%").c_str(), temperature.c_str(),
-                        orNa(cell(nvml, "pstate", d)).c_str(), powerText.c_str(), usage.c_str(),
-                        orNa(cell(nvml, "utilization.gpu", d, false) + "%").c_str(),
-                        orNa(cell(nvml, "compute_mode", d)).c_str());
-    std::cout << format("| %39s | %22s | %20s |\n", "", "",
-                        orNa(cell(nvml, "mig.mode.current", d)).c_str());
+    std::cout << printfText("| %3u  %-23.23s %10s | %-16.16s %5s | %20s |\n", device.index,
+                            cell(nvml, "name", d).c_str(),
+                            orNa(persistence) == "Enabled" ? "On" : "Off",
+                            orNa(cell(nvml, "pci.bus_id", d)).c_str(), "Off", ecc.c_str());
+    std::cout << printfText("| %4s  %4s  %4s  %21s | %22s | %7s %12s |\n",
+                            fan == "N/A" ? "N/A" : (fan + "%").c_str(), temperature.c_str(),
+                            orNa(cell(nvml, "pstate", d)).c_str(), powerText.c_str(), usage.c_str(),
+                            orNa(cell(nvml, "utilization.gpu", d, false) + "%").c_str(),
+                            orNa(cell(nvml, "compute_mode", d)).c_str());
+    std::cout << printfText("| %39s | %22s | %20s |\n", "", "",
+                            orNa(cell(nvml, "mig.mode.current", d)).c_str());
     std::cout << "+-----------------------------------------+------------------------+"
                  "----------------------+\n";
   }
   std::cout << "\n+" << rule << "+\n";
-  std::cout << format("| %-87s |\n", "Processes:");
-  std::cout << format("| %-87s |\n",
-                      " GPU   PID   Type   Process name                          "
-                      "                  GPU Memory");
+  std::cout << printfText("| %-87s |\n", "Processes:");
+  std::cout << printfText("| %-87s |\n",
+                          " GPU   PID   Type   Process name                          "
+                          "                  GPU Memory");
   std::cout << "|" << std::string(89, '=') << "|\n";
   bool any = false;
   for (const Device& device : devices) {
     std::vector<Process> running;
     nvmlReturn_t result = processes(nvml, device.handle, &running);
     if (result != NVML_SUCCESS) {
-      std::cout << format("| %4u  %-81s |\n", device.index,
-                          (std::string("processes: ") + nvml.errorString(result)).c_str());
+      std::cout << printfText("| %4u  %-81s |\n", device.index,
+                              (std::string("processes: ") + nvml.errorString(result)).c_str());
       any = true;
       continue;
     }
     for (const Process& process : running) {
-      std::cout << format("| %4u %7u %6s   %-51.51s %13s |\n", device.index, process.pid, "C",
-                          process.name.c_str(), mebibytes(process.usedBytes).c_str());
+      std::cout << printfText("| %4u %7u %6s   %-51.51s %13s |\n", device.index, process.pid, "C",
+                              process.name.c_str(), mebibytes(process.usedBytes).c_str());
       any = true;
     }
   }
-  if (!any) std::cout << format("| %-87s |\n", " No running processes found");
+  if (!any) std::cout << printfText("| %-87s |\n", " No running processes found");
   std::cout << "+" << rule << "+\n";
   return 0;
 }
@@ -302,13 +298,13 @@ int deviceMonitor(const NvmlLibrary& nvml, const std::vector<Device>& devices,
       nvmlDevice_t d = device.handle;
       std::string power = dash(cell(nvml, "power.draw", d, false));
       if (power != "-") power = power.substr(0, power.find('.'));
-      std::cout << format("%5u %6s %6s %6s %6s %6s %6s %6s\n", device.index, power.c_str(),
-                          dash(cell(nvml, "temperature.gpu", d, false)).c_str(),
-                          dash(cell(nvml, "utilization.gpu", d, false)).c_str(),
-                          dash(cell(nvml, "utilization.memory", d, false)).c_str(),
-                          dash(cell(nvml, "memory.used", d, false)).c_str(),
-                          dash(cell(nvml, "clocks.current.memory", d, false)).c_str(),
-                          dash(cell(nvml, "clocks.current.sm", d, false)).c_str());
+      std::cout << printfText("%5u %6s %6s %6s %6s %6s %6s %6s\n", device.index, power.c_str(),
+                              dash(cell(nvml, "temperature.gpu", d, false)).c_str(),
+                              dash(cell(nvml, "utilization.gpu", d, false)).c_str(),
+                              dash(cell(nvml, "utilization.memory", d, false)).c_str(),
+                              dash(cell(nvml, "memory.used", d, false)).c_str(),
+                              dash(cell(nvml, "clocks.current.memory", d, false)).c_str(),
+                              dash(cell(nvml, "clocks.current.sm", d, false)).c_str());
     }
   });
   return 0;
@@ -332,14 +328,14 @@ int processMonitor(const NvmlLibrary& nvml, const std::vector<Device>& devices,
         continue;
       }
       if (running.empty()) {
-        std::cout << format("%5u %11s %6s %6s   %s\n", device.index, "-", "-", "-", "-");
+        std::cout << printfText("%5u %11s %6s %6s   %s\n", device.index, "-", "-", "-", "-");
       }
       for (const Process& process : running) {
         std::string megabytes = process.usedBytes == kBytesNotAvailable
                                     ? "-"
-                                    : format("%llu", process.usedBytes / (1024 * 1024));
-        std::cout << format("%5u %11u %6s %6s   %s\n", device.index, process.pid, "C",
-                            megabytes.c_str(), process.name.c_str());
+                                    : printfText("%llu", process.usedBytes / (1024 * 1024));
+        std::cout << printfText("%5u %11u %6s %6s   %s\n", device.index, process.pid, "C",
+                                megabytes.c_str(), process.name.c_str());
       }
     }
   });
@@ -356,8 +352,8 @@ void printSmiQueryFields() {
     std::string names = field.name;
     if (field.alias && std::string(field.alias) != field.name)
       names += " or " + std::string(field.alias);
-    std::cout << format("  %-40s %s%s%s\n", names.c_str(), field.description,
-                        *field.unit ? ", in " : "", field.unit);
+    std::cout << printfText("  %-40s %s%s%s\n", names.c_str(), field.description,
+                            *field.unit ? ", in " : "", field.unit);
   }
 }
 

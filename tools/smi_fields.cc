@@ -2,14 +2,10 @@
 
 #include <cstdio>
 
+#include "tools/printf_text.h"
+
 namespace gpupool::tools {
 namespace {
-
-std::string format(const char* pattern, auto... values) {
-  char text[256];
-  std::snprintf(text, sizeof text, pattern, values...);
-  return text;
-}
 
 SmiValue failed(nvmlReturn_t result) { return SmiValue{result, {}, {}}; }
 SmiValue plain(std::string text) { return SmiValue{NVML_SUCCESS, text, text}; }
@@ -32,7 +28,7 @@ SmiValue memory(const NvmlLibrary& nvml, nvmlDevice_t device,
   nvmlMemory_t info{};
   nvmlReturn_t result = nvml.nvmlDeviceGetMemoryInfo(device, &info);
   if (result != NVML_SUCCESS) return failed(result);
-  return measured(format("%llu", info.*part / (1024 * 1024)), "MiB");
+  return measured(printfText("%llu", info.*part / (1024 * 1024)), "MiB");
 }
 
 SmiValue utilization(const NvmlLibrary& nvml, nvmlDevice_t device,
@@ -40,18 +36,18 @@ SmiValue utilization(const NvmlLibrary& nvml, nvmlDevice_t device,
   nvmlUtilization_t rates{};
   nvmlReturn_t result = nvml.nvmlDeviceGetUtilizationRates(device, &rates);
   if (result != NVML_SUCCESS) return failed(result);
-  return measured(format("%u", rates.*part), "%");
+  return measured(printfText("%u", rates.*part), "%");
 }
 
 SmiValue clock(const NvmlLibrary& nvml, nvmlDevice_t device, nvmlClockType_t type, bool maximum) {
   unsigned int mhz = 0;
   nvmlReturn_t result = maximum ? nvml.nvmlDeviceGetMaxClockInfo(device, type, &mhz)
                                 : nvml.nvmlDeviceGetClockInfo(device, type, &mhz);
-  return result == NVML_SUCCESS ? measured(format("%u", mhz), "MHz") : failed(result);
+  return result == NVML_SUCCESS ? measured(printfText("%u", mhz), "MHz") : failed(result);
 }
 
 SmiValue watts(nvmlReturn_t result, unsigned int milliwatts) {
-  return result == NVML_SUCCESS ? measured(format("%.2f", milliwatts / 1000.0), "W")
+  return result == NVML_SUCCESS ? measured(printfText("%.2f", milliwatts / 1000.0), "W")
                                 : failed(result);
 }
 
@@ -81,13 +77,13 @@ const std::vector<SmiField> kFields = {
      [](const NvmlLibrary& nvml, nvmlDevice_t device) {
        unsigned int index = 0;
        nvmlReturn_t result = nvml.nvmlDeviceGetIndex(device, &index);
-       return result == NVML_SUCCESS ? plain(format("%u", index)) : failed(result);
+       return result == NVML_SUCCESS ? plain(printfText("%u", index)) : failed(result);
      }},
     {"count", nullptr, "", "how many devices this client sees",
      [](const NvmlLibrary& nvml, nvmlDevice_t) {
        unsigned int count = 0;
        nvmlReturn_t result = nvml.nvmlDeviceGetCount_v2(&count);
-       return result == NVML_SUCCESS ? plain(format("%u", count)) : failed(result);
+       return result == NVML_SUCCESS ? plain(printfText("%u", count)) : failed(result);
      }},
     {"name", "gpu_name", "", "the device's product name",
      [](const NvmlLibrary& nvml, nvmlDevice_t device) {
@@ -119,7 +115,7 @@ const std::vector<SmiField> kFields = {
      [](const NvmlLibrary& nvml, nvmlDevice_t device) {
        int major = 0, minor = 0;
        nvmlReturn_t result = nvml.nvmlDeviceGetCudaComputeCapability(device, &major, &minor);
-       return result == NVML_SUCCESS ? plain(format("%d.%d", major, minor)) : failed(result);
+       return result == NVML_SUCCESS ? plain(printfText("%d.%d", major, minor)) : failed(result);
      }},
     {"memory.total", nullptr, "MiB", "memory this client may use on the device (its quota)",
      [](const NvmlLibrary& nvml, nvmlDevice_t device) {
@@ -145,7 +141,7 @@ const std::vector<SmiField> kFields = {
      [](const NvmlLibrary& nvml, nvmlDevice_t device) {
        unsigned int celsius = 0;
        nvmlReturn_t result = nvml.nvmlDeviceGetTemperature(device, NVML_TEMPERATURE_GPU, &celsius);
-       return result == NVML_SUCCESS ? plain(format("%u", celsius)) : failed(result);
+       return result == NVML_SUCCESS ? plain(printfText("%u", celsius)) : failed(result);
      }},
     {"power.draw", nullptr, "W", "power drawn by the board",
      [](const NvmlLibrary& nvml, nvmlDevice_t device) {
@@ -161,7 +157,7 @@ const std::vector<SmiField> kFields = {
      [](const NvmlLibrary& nvml, nvmlDevice_t device) {
        unsigned int percent = 0;
        nvmlReturn_t result = nvml.nvmlDeviceGetFanSpeed(device, &percent);
-       return result == NVML_SUCCESS ? measured(format("%u", percent), "%") : failed(result);
+       return result == NVML_SUCCESS ? measured(printfText("%u", percent), "%") : failed(result);
      }},
     {"clocks.current.sm", "clocks.sm", "MHz", "current SM clock",
      [](const NvmlLibrary& nvml, nvmlDevice_t device) {
@@ -183,7 +179,7 @@ const std::vector<SmiField> kFields = {
      [](const NvmlLibrary& nvml, nvmlDevice_t device) {
        nvmlPstates_t state{};
        nvmlReturn_t result = nvml.nvmlDeviceGetPerformanceState(device, &state);
-       return result == NVML_SUCCESS ? plain(format("P%d", static_cast<int>(state)))
+       return result == NVML_SUCCESS ? plain(printfText("P%d", static_cast<int>(state)))
                                      : failed(result);
      }},
     {"compute_mode", nullptr, "", "Default, Exclusive_Process or Prohibited",

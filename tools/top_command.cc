@@ -15,6 +15,7 @@
 #include <sstream>
 #include <thread>
 
+#include "tools/printf_text.h"
 #include "tools/status_query.h"
 
 namespace gpupool::tools {
@@ -32,13 +33,7 @@ struct Sample {
   std::map<std::string, TenantSample> tenants;
 };
 
-std::string format(const char* pattern, auto... values) {
-  char text[512];
-  std::snprintf(text, sizeof text, pattern, values...);
-  return text;
-}
-
-std::string percent(double fraction) { return format("%.0f%%", fraction * 100); }
+std::string percent(double fraction) { return printfText("%.0f%%", fraction * 100); }
 
 std::string wallClock() {
   std::time_t now = std::time(nullptr);
@@ -57,15 +52,16 @@ std::string renderFrame(wire::Response::StatusReply::Reader status, const std::s
       << status.getBackendKind().cStr() << ", up "
       << static_cast<uint64_t>(status.getUptimeSeconds()) << " s  " << wallClock() << "\n\n";
 
-  out << format("%-4s %-24s %5s %5s %5s  %s\n", "DEV", "MEMORY USED / TOTAL", "USED", "SESS",
-                "BUSY", "NAME");
+  out << printfText("%-4s %-24s %5s %5s %5s  %s\n", "DEV", "MEMORY USED / TOTAL", "USED", "SESS",
+                    "BUSY", "NAME");
   for (auto d : status.getDevices()) {
     double used = d.getMemoryTotal() ? static_cast<double>(d.getMemoryUsed()) /
                                            static_cast<double>(d.getMemoryTotal())
                                      : 0;
     std::string memory = humanBytes(d.getMemoryUsed()) + " / " + humanBytes(d.getMemoryTotal());
-    out << format("%-4u %-24s %5s %5u %5s  %s", d.getIndex(), memory.c_str(), percent(used).c_str(),
-                  d.getSessions(), percent(d.getUtilization()).c_str(), d.getName().cStr());
+    out << printfText("%-4u %-24s %5s %5u %5s  %s", d.getIndex(), memory.c_str(),
+                      percent(used).c_str(), d.getSessions(), percent(d.getUtilization()).c_str(),
+                      d.getName().cStr());
     if (d.getParent().size()) {
       out << "  MIG " << d.getProfile().cStr() << " on " << d.getParent().cStr();
     }
@@ -75,8 +71,8 @@ std::string renderFrame(wire::Response::StatusReply::Reader status, const std::s
   double elapsed = previous ? std::chrono::duration<double>(current->at - previous->at).count() : 0;
   if (status.getTenants().size()) {
     out << "\n"
-        << format("%-16s %-28s %-6s %6s %5s %10s %5s %10s %10s\n", "TENANT", "MEMORY / QUOTA",
-                  "PRIO", "WEIGHT", "SESS", "GPU-S", "GPU", "QUEUE-S", "WAIT/KERN");
+        << printfText("%-16s %-28s %-6s %6s %5s %10s %5s %10s %10s\n", "TENANT", "MEMORY / QUOTA",
+                      "PRIO", "WEIGHT", "SESS", "GPU-S", "GPU", "QUEUE-S", "WAIT/KERN");
   }
   for (auto t : status.getTenants()) {
     std::string name = t.getName().cStr();
@@ -91,23 +87,23 @@ std::string renderFrame(wire::Response::StatusReply::Reader status, const std::s
       const TenantSample& before = previous->tenants.at(name);
       share = percent((t.getGpuSeconds() - before.gpuSeconds) / elapsed);
       if (t.getLaunches() > before.launches) {
-        wait = format("%.2f ms", (t.getQueueSeconds() - before.queueSeconds) * 1000 /
-                                     static_cast<double>(t.getLaunches() - before.launches));
+        wait = printfText("%.2f ms", (t.getQueueSeconds() - before.queueSeconds) * 1000 /
+                                         static_cast<double>(t.getLaunches() - before.launches));
       }
     }
-    out << format("%-16s %-28s %-6s %6g %5u %10.3f %5s %10.3f %10s\n", name.c_str(), memory.c_str(),
-                  t.getPriority().cStr(), t.getWeight(), t.getSessions(), t.getGpuSeconds(),
-                  share.c_str(), t.getQueueSeconds(), wait.c_str());
+    out << printfText("%-16s %-28s %-6s %6g %5u %10.3f %5s %10.3f %10s\n", name.c_str(),
+                      memory.c_str(), t.getPriority().cStr(), t.getWeight(), t.getSessions(),
+                      t.getGpuSeconds(), share.c_str(), t.getQueueSeconds(), wait.c_str());
   }
 
   out << "\n"
-      << format("%-8s %-24s %-16s %-12s %s\n", "SESSION", "CLIENT", "TENANT", "MEMORY",
-                "TRANSPORT");
+      << printfText("%-8s %-24s %-16s %-12s %s\n", "SESSION", "CLIENT", "TENANT", "MEMORY",
+                    "TRANSPORT");
   for (auto s : status.getSessions()) {
-    out << format("%-8llu %-24s %-16s %-12s %s\n",
-                  static_cast<unsigned long long>(s.getSessionId()), s.getClientName().cStr(),
-                  s.getTenant().size() ? s.getTenant().cStr() : "-",
-                  humanBytes(s.getMemoryUsed()).c_str(), s.getTransport().cStr());
+    out << printfText("%-8llu %-24s %-16s %-12s %s\n",
+                      static_cast<unsigned long long>(s.getSessionId()), s.getClientName().cStr(),
+                      s.getTenant().size() ? s.getTenant().cStr() : "-",
+                      humanBytes(s.getMemoryUsed()).c_str(), s.getTransport().cStr());
   }
   if (status.getSessions().size() == 0) out << "(none)\n";
   return out.str();
