@@ -35,9 +35,10 @@ std::unique_ptr<NvmlLibrary> NvmlLibrary::open(std::string* error) {
   return library;
 }
 
+// The library stays loaded: NVML keeps its per-process state in globals until the process exits
+// (NVIDIA's as ours), and unloading it would leave that state unreachable (LeakSanitizer says so).
 NvmlLibrary::~NvmlLibrary() {
   if (initialized_) nvmlShutdown();
-  if (handle_) dlclose(handle_);
 }
 
 const char* NvmlLibrary::errorString(nvmlReturn_t result) const {

@@ -16,7 +16,7 @@ class NvmlLibrary {
   // Loads libnvidia-ml.so.1 from gpupool's library directory and initializes NVML; nothing, with
   // *error saying why and what to do, when either fails.
   static std::unique_ptr<NvmlLibrary> open(std::string* error);
-  ~NvmlLibrary();  // nvmlShutdown, then unload
+  ~NvmlLibrary();  // nvmlShutdown; the library stays loaded
   NvmlLibrary(const NvmlLibrary&) = delete;
   NvmlLibrary& operator=(const NvmlLibrary&) = delete;
 
