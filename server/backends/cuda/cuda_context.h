@@ -172,6 +172,8 @@ class CudaContext final : public BackendContext {
   // The reservation containing [address, address+bytes), or end().
   std::map<uint64_t, uint64_t>::const_iterator vmmReservationOf(uint64_t address,
                                                                 uint64_t bytes) const;
+  // The mapping containing `address`, or vmmMappings_.end().
+  std::map<uint64_t, VmmMapping>::const_iterator vmmMappingOf(uint64_t address) const;
   // Re-enters the runs of adjacent read-write mappings in addresses_, where copies and kernels
   // are checked.
   void vmmPublish();

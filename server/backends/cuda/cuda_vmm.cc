@@ -23,6 +23,14 @@ std::map<uint64_t, uint64_t>::const_iterator CudaContext::vmmReservationOf(uint6
   return it;
 }
 
+std::map<uint64_t, CudaContext::VmmMapping>::const_iterator CudaContext::vmmMappingOf(
+    uint64_t address) const {
+  auto it = vmmMappings_.upper_bound(address);
+  if (it == vmmMappings_.begin()) return vmmMappings_.end();
+  --it;
+  return address - it->first < it->second.bytes ? it : vmmMappings_.end();
+}
+
 void CudaContext::vmmPublish() {
   addresses_.removeOwnedBy(DeviceAddressMap::kVmmMapping);
   uint64_t start = 0, end = 0;
@@ -64,12 +72,8 @@ Status CudaContext::vmmCreate(uint64_t bytes, uint64_t* handle) {
 }
 
 Status CudaContext::vmmRetain(uint64_t address, uint64_t* handle) {
-  auto m = vmmMappings_.upper_bound(address);
-  if (m == vmmMappings_.begin()) return notThisContexts("a mapping at " + hex(address));
-  --m;
-  if (address - m->first >= m->second.bytes) {
-    return notThisContexts("a mapping at " + hex(address));
-  }
+  auto m = vmmMappingOf(address);
+  if (m == vmmMappings_.end()) return notThisContexts("a mapping at " + hex(address));
   if (Status s = makeCurrent(); !s.ok()) return s;
   CUmemGenericAllocationHandle real = 0;
   if (Status s = driver_->call(driver_->memRetainAllocationHandle, &real,
@@ -199,12 +203,8 @@ Status CudaContext::vmmSetAccess(uint64_t address, uint64_t bytes, bool readWrit
 }
 
 Status CudaContext::vmmGetAccess(uint64_t address, bool* readWrite) {
-  auto m = vmmMappings_.upper_bound(address);
-  if (m == vmmMappings_.begin()) return notThisContexts("a mapping at " + hex(address));
-  --m;
-  if (address - m->first >= m->second.bytes) {
-    return notThisContexts("a mapping at " + hex(address));
-  }
+  auto m = vmmMappingOf(address);
+  if (m == vmmMappings_.end()) return notThisContexts("a mapping at " + hex(address));
   if (Status s = makeCurrent(); !s.ok()) return s;
   CUmemLocation location{};
   location.type = CU_MEM_LOCATION_TYPE_DEVICE;
