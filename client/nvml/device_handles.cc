@@ -1,4 +1,5 @@
-// Device count and handles: by index, UUID, serial and PCI bus id.
+// Device count and handles: by index, UUID and PCI bus id. (A pool device's board serial is not
+// known: nvmlDeviceGetSerial and GetHandleBySerial are the generated NOT_SUPPORTED stubs.)
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -67,12 +68,6 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetHandleByUUID(
   return findHandle(device, [&](const VisibleDevice& d) {
     return d.uuidText == uuid || formatGpuUuidOf(d) == uuid;
   });
-}
-
-__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetHandleBySerial(
-    const char* serial, nvmlDevice_t* device) {
-  if (!serial) return NVML_ERROR_INVALID_ARGUMENT;
-  return findHandle(device, [&](const VisibleDevice& d) { return serialOf(d) == serial; });
 }
 
 __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(

@@ -1,4 +1,4 @@
-// Identity queries: name, brand, UUID, serial, PCI info, index, minor number, architecture,
+// Identity queries: name, brand, UUID, PCI info, index, minor number, architecture,
 // compute capability, multi-GPU board and memory bus width, all from the Welcome's DeviceInfo.
 #include "client/nvml/device_identity.h"
 
@@ -16,16 +16,6 @@ PciAddress pciAddressOf(const VisibleDevice& d) {
   return {static_cast<unsigned>(d.attribute(CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID)),
           static_cast<unsigned>(d.attribute(CU_DEVICE_ATTRIBUTE_PCI_BUS_ID)),
           static_cast<unsigned>(d.attribute(CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID))};
-}
-
-std::string serialOf(const VisibleDevice& d) {
-  std::string hex;
-  for (int i = 4; i < 16; ++i) {
-    char b[3];
-    std::snprintf(b, sizeof b, "%02x", d.uuid[i]);
-    hex += b;
-  }
-  return hex;
 }
 
 std::string formatGpuUuidOf(const VisibleDevice& d) { return formatGpuUuid(d.uuid); }
@@ -95,14 +85,6 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice
   nvmlReturn_t r;
   const VisibleDevice* d = deviceOf(device, &r);
   return d ? copyText(d->uuidText, uuid, length) : r;
-}
-
-__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetSerial(nvmlDevice_t device,
-                                                                        char* serial,
-                                                                        unsigned int length) {
-  nvmlReturn_t r;
-  const VisibleDevice* d = deviceOf(device, &r);
-  return d ? copyText(serialOf(*d), serial, length) : r;
 }
 
 __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device,

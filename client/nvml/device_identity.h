@@ -14,9 +14,6 @@ struct PciAddress {
 
 // From the PCI attributes, as cuDeviceGetPCIBusId answers.
 PciAddress pciAddressOf(const VisibleDevice& device);
-// The board serial is not known: the last 24 hex digits of the device UUID (its last 12 bytes)
-// stand for it, stable and distinct per device (documented in docs/nvml.md).
-std::string serialOf(const VisibleDevice& device);
 // "GPU-…" from the UUID bytes (also for a MIG instance, whose uuidText is "MIG-…").
 std::string formatGpuUuidOf(const VisibleDevice& device);
 
