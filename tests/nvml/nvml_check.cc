@@ -37,13 +37,16 @@ int failures = 0;
 }  // namespace
 
 // --poll N: after the checks, asks device 0's utilization and memory N times, 10 ms apart (a
-// 100 Hz monitoring loop), for the test that counts what reaches the server.
+// 100 Hz monitoring loop), for the tests that count what reaches the server; --interval-ms M
+// spaces them M ms apart instead.
 int main(int argc, char** argv) {
   bool expectEmu = false;
-  int polls = 0;
+  int polls = 0, intervalMs = 10;
   for (int a = 1; a < argc; ++a) {
     if (std::strcmp(argv[a], "--emu") == 0) expectEmu = true;
     if (std::strcmp(argv[a], "--poll") == 0 && a + 1 < argc) polls = std::atoi(argv[++a]);
+    if (std::strcmp(argv[a], "--interval-ms") == 0 && a + 1 < argc)
+      intervalMs = std::atoi(argv[++a]);
   }
   unsigned count = 0;
   CHECK(nvmlDeviceGetCount_v2(&count) == NVML_ERROR_UNINITIALIZED);
@@ -161,7 +164,7 @@ int main(int argc, char** argv) {
     CHECK_OK(nvmlDeviceGetUtilizationRates(device, &utilization));
     nvmlMemory_t memory;
     CHECK_OK(nvmlDeviceGetMemoryInfo(device, &memory));
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::this_thread::sleep_for(std::chrono::milliseconds(intervalMs));
   }
 
   unsigned units = 9;
