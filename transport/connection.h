@@ -130,6 +130,12 @@ class Connection {
   // receiving side, only where readinessDescriptor() is not -1. Throws TransportError as a
   // receive would (peer gone, malformed frame header).
   virtual bool frameArrived() { return false; }
+  // After frameArrived() answered false at the end of a served frame: waits briefly, spinning,
+  // for the next frame's bytes where that costs less than a trip through the event loop (shm,
+  // whose client usually sends its next call within microseconds). Returns false where the
+  // transport does not wait (nothing changed); true once it waited, whether or not bytes came:
+  // then call frameArrived() again (it takes them in, or asks again to be woken).
+  virtual bool awaitFrameBriefly() { return false; }
   // Gives back the receive memory an idle connection holds between frames.
   virtual void releaseIdleMemory() {}
   // For a turn that ended with frames still waiting (perhaps already taken in, so the descriptor

@@ -84,6 +84,25 @@ void ShmRingEnd::wakePeer(ShmRingCount& count, ShmWaitHooks& hooks) {
   }
 }
 
+bool ShmRingEnd::pollReadable() {
+  std::atomic_ref<uint32_t> waiting(control_->head.waiting);
+  if (waiting.load() == kShmDoorbell) waiting.store(kShmAwake);
+  const auto start = steady_clock::now();
+  nanoseconds took{0};
+  do {
+    for (int i = 0; i < 64; ++i) {
+      if (readable() != 0) {
+        took = std::chrono::duration_cast<nanoseconds>(steady_clock::now() - start);
+        pollSpin_ = std::clamp(std::max(pollSpin_, took * 2), kMinSpin, kMaxSpin);
+        return true;
+      }
+      cpuRelax();
+    }
+  } while (steady_clock::now() - start < pollSpin_);
+  pollSpin_ = std::max(kMinSpin, pollSpin_ / 2);
+  return false;
+}
+
 void ShmRingEnd::wakeAll() {
   futexWake(&control_->head.value);
   futexWake(&control_->tail.value);

@@ -83,6 +83,11 @@ class ShmRingEnd {
   size_t read(void* dst, size_t max, bool wait, ShmWaitHooks& hooks, bool doorbellWhenEmpty);
   // Bytes the consumer could read now (validated).
   uint32_t readable();
+  // Consumer, between frames: spins for a short adaptive while until bytes are readable, with the
+  // producer's doorbell taken back meanwhile (a producer that writes now rings nothing). Returns
+  // whether bytes came. The caller must read (read(..., doorbellWhenEmpty = true)) afterwards
+  // either way, which asks for the doorbell again when nothing came.
+  bool pollReadable();
   // Wakes this side's own sleeper on this ring (shutdown from another thread).
   void wakeAll();
 
@@ -100,6 +105,8 @@ class ShmRingEnd {
   // Adaptive spin before sleeping: longer while spins keep ending in data, shorter when they end in
   // sleep anyway.
   std::chrono::nanoseconds spin_{std::chrono::microseconds(20)};
+  // pollReadable's own spin: grows to cover the gaps it catches, halves on each miss.
+  std::chrono::nanoseconds pollSpin_{std::chrono::microseconds(20)};
 };
 
 }  // namespace gpupool::transport

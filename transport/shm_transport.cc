@@ -137,6 +137,12 @@ class ShmConnection final : public FramedConnection {
   int readinessDescriptor() const override { return socket_.get(); }
   void setReceiveTimeoutMs(unsigned ms) override { receiveTimeoutMs_ = ms; }
 
+  bool awaitFrameBriefly() override {
+    if (!ready_.load(std::memory_order_acquire)) return false;
+    in_->pollReadable();
+    return true;
+  }
+
   bool peerClosed() const override {
     pollfd p{socket_.get(), POLLRDHUP, 0};
     return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
