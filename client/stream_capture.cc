@@ -261,6 +261,45 @@ CUresult captureInfo(CUstream h, CUstreamCaptureStatus* status, cuuint64_t* id, 
   return CUDA_SUCCESS;
 }
 
+// cuStreamUpdateCaptureDependencies(_v2): adds `deps` to the capturing stream's dependency set
+// (flags 0, CU_STREAM_ADD_CAPTURE_DEPENDENCIES) or replaces the set with them
+// (CU_STREAM_SET_CAPTURE_DEPENDENCIES). Nodes dropped from a set no longer count for
+// cuStreamEndCapture's join check, which looks at current sets only.
+CUresult updateCaptureDependencies(CUstream h, CUgraphNode* deps, const CUgraphEdgeData* edges,
+                                   size_t numDeps, unsigned flags) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  if (flags != CU_STREAM_ADD_CAPTURE_DEPENDENCIES && flags != CU_STREAM_SET_CAPTURE_DEPENDENCIES) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (numDeps && !deps) return CUDA_ERROR_INVALID_VALUE;
+  // The default streams never capture here (cuStreamBeginCapture refuses them).
+  if (!h || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD) return CUDA_ERROR_ILLEGAL_STATE;
+  std::lock_guard lock(graphMutex());
+  StreamObject* s = nullptr;
+  CaptureSequence* c = capturing(h, &s);
+  if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  if (!c) return CUDA_ERROR_ILLEGAL_STATE;
+  if (c->invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  std::vector<GraphNodeObject*> chosen;
+  for (size_t i = 0; i < numDeps; ++i) {
+    GraphNodeObject* d = asGraphNode(deps[i]);
+    if (!d || d->graph != c->graph) return CUDA_ERROR_INVALID_VALUE;
+    if (edges && (edges[i].from_port || edges[i].to_port || edges[i].type)) {
+      return graphRefusal(CUDA_ERROR_NOT_SUPPORTED, "cuStreamUpdateCaptureDependencies_v2",
+                          "edges other than default ones (programmatic launches) are not served");
+    }
+    chosen.push_back(d);
+  }
+  std::vector<GraphNodeObject*> next = flags == CU_STREAM_SET_CAPTURE_DEPENDENCIES
+                                           ? std::vector<GraphNodeObject*>{}
+                                           : s->captureDeps;
+  for (GraphNodeObject* d : chosen) {
+    if (!std::count(next.begin(), next.end(), d)) next.push_back(d);
+  }
+  setDeps(s, std::move(next));
+  return CUDA_SUCCESS;
+}
+
 }  // namespace
 
 CaptureScope::CaptureScope() : outer_(inCaptureScope) { inCaptureScope = true; }
@@ -603,4 +642,24 @@ GPUPOOL_DRIVER_API CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMod
   }
   std::swap(threadMode, *mode);
   return CUDA_SUCCESS;
+}
+
+GPUPOOL_DRIVER_API CUresult cuStreamUpdateCaptureDependencies(CUstream h, CUgraphNode* deps,
+                                                              size_t numDeps, unsigned flags) {
+  return updateCaptureDependencies(h, deps, nullptr, numDeps, flags);
+}
+GPUPOOL_DRIVER_API CUresult cuStreamUpdateCaptureDependencies_ptsz(CUstream h, CUgraphNode* deps,
+                                                                   size_t numDeps, unsigned flags) {
+  return updateCaptureDependencies(h ? h : CU_STREAM_PER_THREAD, deps, nullptr, numDeps, flags);
+}
+GPUPOOL_DRIVER_API CUresult cuStreamUpdateCaptureDependencies_v2(CUstream h, CUgraphNode* deps,
+                                                                 const CUgraphEdgeData* edges,
+                                                                 size_t numDeps, unsigned flags) {
+  return updateCaptureDependencies(h, deps, edges, numDeps, flags);
+}
+GPUPOOL_DRIVER_API CUresult cuStreamUpdateCaptureDependencies_v2_ptsz(CUstream h, CUgraphNode* deps,
+                                                                      const CUgraphEdgeData* edges,
+                                                                      size_t numDeps,
+                                                                      unsigned flags) {
+  return updateCaptureDependencies(h ? h : CU_STREAM_PER_THREAD, deps, edges, numDeps, flags);
 }

@@ -2,7 +2,8 @@
 // back through events, with kernels, memsets and a device-to-device copy; the captured graph's
 // structure; instantiated once and launched several times with new inputs in between; and the
 // capture rules: cudaStreamIsCapturing tells the truth, and a cudaStreamSynchronize of a capturing
-// stream fails and invalidates the capture.
+// stream fails and invalidates the capture; the dependency set edited during a capture
+// (cudaStreamUpdateCaptureDependencies, set and add).
 #include <cuda_runtime.h>
 
 #include <vector>
@@ -129,6 +130,72 @@ int main() {
   CHECK_CUDA(cudaMemcpy(result.data(), c, kBytes, cudaMemcpyDeviceToHost));
   CHECK(result[0] == 51 && result[kCount - 1] == 51, "after three launches c = %d", result[0]);
   std::printf("graph launched 7 times ok\n");
+
+  // The dependency set can be edited during capture (cudaStreamUpdateCaptureDependencies):
+  // after x1 and x2 (in order), setting the set to {x1} makes x3 depend on x1 only, and adding x2
+  // back makes x4 depend on both; the graph has exactly those edges and computes accordingly.
+  EXPECT_CUDA_ERROR(cudaStreamUpdateCaptureDependencies(s1, nullptr, nullptr, 0, 0),
+                    cudaErrorIllegalState);
+  (void)cudaGetLastError();
+  CHECK_CUDA(cudaStreamBeginCapture(s1, cudaStreamCaptureModeGlobal));
+  addConstant<<<kBlocks, kThreads, 0, s1>>>(a, 1, kCount);  // x1
+  cudaStreamCaptureStatus st;
+  const cudaGraphNode_t* deps = nullptr;
+  size_t numDeps = 0;
+  CHECK_CUDA(cudaStreamGetCaptureInfo(s1, &st, nullptr, nullptr, &deps, nullptr, &numDeps));
+  CHECK(numDeps == 1, "%zu dependencies after x1", numDeps);
+  cudaGraphNode_t x1 = deps[0];
+  addConstant<<<kBlocks, kThreads, 0, s1>>>(b, 2, kCount);  // x2, after x1
+  CHECK_CUDA(cudaStreamGetCaptureInfo(s1, &st, nullptr, nullptr, &deps, nullptr, &numDeps));
+  cudaGraphNode_t x2 = deps[0];
+  CHECK_CUDA(
+      cudaStreamUpdateCaptureDependencies(s1, &x1, nullptr, 1, cudaStreamSetCaptureDependencies));
+  CHECK_CUDA(cudaStreamGetCaptureInfo(s1, &st, nullptr, nullptr, &deps, nullptr, &numDeps));
+  CHECK(numDeps == 1 && deps[0] == x1, "set: %zu dependencies", numDeps);
+  addConstant<<<kBlocks, kThreads, 0, s1>>>(c, 3, kCount);  // x3, after x1 only
+  CHECK_CUDA(cudaStreamGetCaptureInfo(s1, &st, nullptr, nullptr, &deps, nullptr, &numDeps));
+  cudaGraphNode_t x3 = deps[0];
+  CHECK_CUDA(
+      cudaStreamUpdateCaptureDependencies(s1, &x2, nullptr, 1, cudaStreamAddCaptureDependencies));
+  CHECK_CUDA(cudaStreamUpdateCaptureDependencies(s1, &x2, nullptr, 1, 0));  // already there
+  CHECK_CUDA(cudaStreamGetCaptureInfo(s1, &st, nullptr, nullptr, &deps, nullptr, &numDeps));
+  CHECK(numDeps == 2, "add: %zu dependencies, expected x3 and x2", numDeps);
+  axpy<<<kBlocks, kThreads, 0, s1>>>(c, b, 1, kCount);  // x4: c += b, after x3 and x2
+  // A node of another graph is refused, and leaves the capture as it was.
+  cudaGraphNode_t foreign = all[0];
+  EXPECT_CUDA_ERROR(cudaStreamUpdateCaptureDependencies(s1, &foreign, nullptr, 1, 0),
+                    cudaErrorInvalidValue);
+  EXPECT_CUDA_ERROR(cudaStreamUpdateCaptureDependencies(s1, &x1, nullptr, 1, 7),
+                    cudaErrorInvalidValue);
+  (void)cudaGetLastError();
+  cudaGraph_t edited = nullptr;
+  CHECK_CUDA(cudaStreamEndCapture(s1, &edited));
+  size_t editedEdges = 0;
+  CHECK_CUDA(cudaGraphGetEdges(edited, nullptr, nullptr, nullptr, &editedEdges));
+  // x1->x2, x1->x3, x3->x4, x2->x4
+  CHECK(editedEdges == 4, "the edited capture has %zu edges, expected 4", editedEdges);
+  cudaGraphNode_t x3Dep = nullptr;
+  size_t x3DepCount = 1;
+  CHECK_CUDA(cudaGraphNodeGetDependencies(x3, &x3Dep, nullptr, &x3DepCount));
+  CHECK(x3DepCount == 1 && x3Dep == x1, "x3 depends on %zu nodes, expected x1 only", x3DepCount);
+  cudaGraphExec_t editedExec = nullptr;
+  CHECK_CUDA(cudaGraphInstantiate(&editedExec, edited, 0));
+  CHECK_CUDA(cudaMemset(a, 0, kBytes));
+  CHECK_CUDA(cudaMemset(b, 0, kBytes));
+  CHECK_CUDA(cudaMemset(c, 0, kBytes));
+  CHECK_CUDA(cudaGraphLaunch(editedExec, s1));
+  CHECK_CUDA(cudaStreamSynchronize(s1));
+  CHECK_CUDA(cudaMemcpy(result.data(), c, kBytes, cudaMemcpyDeviceToHost));
+  CHECK(result[0] == 5 && result[kCount - 1] == 5, "c = %d after the edited graph, expected 5",
+        result[0]);
+  CHECK_CUDA(cudaMemcpy(result.data(), a, kBytes, cudaMemcpyDeviceToHost));
+  CHECK(result[0] == 1, "a = %d after the edited graph, expected 1", result[0]);
+  // Restore a = 7 for the checks below.
+  addConstant<<<kBlocks, kThreads, 0, s1>>>(a, 6, kCount);
+  CHECK_CUDA(cudaStreamSynchronize(s1));
+  CHECK_CUDA(cudaGraphExecDestroy(editedExec));
+  CHECK_CUDA(cudaGraphDestroy(edited));
+  std::printf("capture dependencies set and added ok\n");
 
   // A synchronize of a capturing stream is refused and invalidates the capture.
   CHECK_CUDA(cudaStreamBeginCapture(s1, cudaStreamCaptureModeGlobal));
