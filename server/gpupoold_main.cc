@@ -204,6 +204,13 @@ int main(int argc, char** argv) {
   transport::PinnedMemory pinnedMemory;
   transport::ListenOptions listenOptions;
   listenOptions.pinnedMemory = &pinnedMemory;
+  unsigned shmPollUs = static_cast<unsigned>(listenOptions.shmPollMax.count());
+  app.add_option("--shm-poll-us", shmPollUs,
+                 "Longest a worker that just served an shm session spins for its next call "
+                 "before returning it to the event loop (adaptive below this; 0 never spins: "
+                 "saves CPU on a busy host, costs latency)")
+      ->check(CLI::Range(0u, 1000u))
+      ->capture_default_str();
   app.add_option("--tls-cert", listenOptions.tlsCertificateChain,
                  "TLS certificate chain (PEM) for a tls://HOST:PORT --listen endpoint");
   app.add_option("--tls-key", listenOptions.tlsPrivateKey, "TLS private key (PEM) for --tls-cert");
@@ -218,6 +225,7 @@ int main(int argc, char** argv) {
                "Print the devices this machine could pool (GPUs and MIG instances, from NVML: "
                "uuid, name, memory, parent, profile) and exit");
   CLI11_PARSE(app, argc, argv);
+  listenOptions.shmPollMax = std::chrono::microseconds(shmPollUs);
   if (listDevices) return listPoolDevices();
 
   std::optional<server::PoolConfig> poolConfig;

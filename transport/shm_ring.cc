@@ -84,7 +84,7 @@ void ShmRingEnd::wakePeer(ShmRingCount& count, ShmWaitHooks& hooks) {
   }
 }
 
-bool ShmRingEnd::pollReadable() {
+bool ShmRingEnd::pollReadable(nanoseconds max) {
   std::atomic_ref<uint32_t> waiting(control_->head.waiting);
   if (waiting.load() == kShmDoorbell) waiting.store(kShmAwake);
   const auto start = steady_clock::now();
@@ -93,12 +93,12 @@ bool ShmRingEnd::pollReadable() {
     for (int i = 0; i < 64; ++i) {
       if (readable() != 0) {
         took = std::chrono::duration_cast<nanoseconds>(steady_clock::now() - start);
-        pollSpin_ = std::clamp(std::max(pollSpin_, took * 2), kMinSpin, kMaxSpin);
+        pollSpin_ = std::clamp(std::max(pollSpin_, took * 2), kMinSpin, std::max(kMinSpin, max));
         return true;
       }
       cpuRelax();
     }
-  } while (steady_clock::now() - start < pollSpin_);
+  } while (steady_clock::now() - start < std::min(pollSpin_, max));
   pollSpin_ = std::max(kMinSpin, pollSpin_ / 2);
   return false;
 }

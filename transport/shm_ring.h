@@ -83,11 +83,12 @@ class ShmRingEnd {
   size_t read(void* dst, size_t max, bool wait, ShmWaitHooks& hooks, bool doorbellWhenEmpty);
   // Bytes the consumer could read now (validated).
   uint32_t readable();
-  // Consumer, between frames: spins for a short adaptive while until bytes are readable, with the
+  // Consumer, between frames: spins for a short adaptive while (at most `max`) until bytes are
+  // readable, with the
   // producer's doorbell taken back meanwhile (a producer that writes now rings nothing). Returns
   // whether bytes came. The caller must read (read(..., doorbellWhenEmpty = true)) afterwards
   // either way, which asks for the doorbell again when nothing came.
-  bool pollReadable();
+  bool pollReadable(std::chrono::nanoseconds max);
   // Wakes this side's own sleeper on this ring (shutdown from another thread).
   void wakeAll();
 

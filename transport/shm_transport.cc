@@ -138,10 +138,11 @@ class ShmConnection final : public FramedConnection {
   void setReceiveTimeoutMs(unsigned ms) override { receiveTimeoutMs_ = ms; }
 
   bool awaitFrameBriefly() override {
-    if (!ready_.load(std::memory_order_acquire)) return false;
-    in_->pollReadable();
+    if (pollMax_.count() == 0 || !ready_.load(std::memory_order_acquire)) return false;
+    in_->pollReadable(pollMax_);
     return true;
   }
+  void setPollMax(std::chrono::nanoseconds max) { pollMax_ = max; }
 
   bool peerClosed() const override {
     pollfd p{socket_.get(), POLLRDHUP, 0};
@@ -296,6 +297,7 @@ class ShmConnection final : public FramedConnection {
   std::mutex setupMutex_;
   std::atomic<bool> shutdown_{false};
   std::atomic<unsigned> receiveTimeoutMs_{0};
+  std::chrono::nanoseconds pollMax_{0};  // server side: set by the listener
   Hooks receiveHooks_{*this, true};
   Hooks sendHooks_{*this, false};
 };
@@ -305,8 +307,9 @@ void Hooks::ringDoorbell() { connection_.ringDoorbell(); }
 
 class ShmListener final : public Listener {
  public:
-  explicit ShmListener(const Endpoint& endpoint)
+  ShmListener(const Endpoint& endpoint, std::chrono::microseconds pollMax)
       : path_(endpoint.host),
+        pollMax_(pollMax),
         socket_(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0)),
         wake_(::eventfd(0, EFD_CLOEXEC)) {
     if (socket_.get() < 0 || wake_.get() < 0)
@@ -334,7 +337,11 @@ class ShmListener final : public Listener {
       if (p[1].revents) fail(TransportError::Kind::kDisconnected, "listener shut down");
       if (!(p[0].revents & POLLIN)) continue;
       int fd = ::accept4(socket_.get(), nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd >= 0) return std::make_unique<ShmConnection>(fd, true);
+      if (fd >= 0) {
+        auto connection = std::make_unique<ShmConnection>(fd, true);
+        connection->setPollMax(pollMax_);
+        return connection;
+      }
       if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
         fail(TransportError::Kind::kUnavailable, "accept failed: " + errnoText());
     }
@@ -349,6 +356,7 @@ class ShmListener final : public Listener {
 
  private:
   std::string path_;
+  std::chrono::microseconds pollMax_;
   FileDescriptor socket_;
   FileDescriptor wake_;  // readable once shut down: wakes accept()
 };
@@ -397,10 +405,10 @@ std::unique_ptr<Connection> shmConnect(const Endpoint& endpoint, uint32_t ringBy
   return std::make_unique<ShmConnection>(socket.release(), false, std::move(mapping), ringBytes);
 }
 
-std::unique_ptr<Listener> shmListen(const Endpoint& endpoint) {
+std::unique_ptr<Listener> shmListen(const Endpoint& endpoint, std::chrono::microseconds pollMax) {
   if (endpoint.scheme != "shm")
     fail(TransportError::Kind::kUnavailable, "not an shm endpoint: " + endpoint.url());
-  return std::make_unique<ShmListener>(endpoint);
+  return std::make_unique<ShmListener>(endpoint, pollMax);
 }
 
 }  // namespace gpupool::transport

@@ -11,6 +11,7 @@
 // client that connects and says nothing holds no accepting thread.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 
@@ -30,7 +31,9 @@ std::unique_ptr<Connection> shmConnect(const Endpoint& endpoint,
                                        uint32_t ringBytes = kShmDefaultRingBytes);
 
 // Listens on the Unix socket of `endpoint`, replacing a stale socket file left there (not any
-// other kind of file); the file is removed when the listener goes.
-std::unique_ptr<Listener> shmListen(const Endpoint& endpoint);
+// other kind of file); the file is removed when the listener goes. `pollMax`: the longest an
+// accepted connection's awaitFrameBriefly() spins (0: it never does).
+std::unique_ptr<Listener> shmListen(
+    const Endpoint& endpoint, std::chrono::microseconds pollMax = std::chrono::microseconds(50));
 
 }  // namespace gpupool::transport

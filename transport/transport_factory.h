@@ -3,6 +3,7 @@
 // know which transports exist.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -35,6 +36,9 @@ struct ListenOptions {
   // The pinned ranges accepted RDMA connections cache registrations of; null =
   // processPinnedMemory().
   PinnedMemory* pinnedMemory = nullptr;
+  // shm:// only: the longest a worker that just served a frame spins for the session's next one
+  // before returning it to the event loop (ShmRingEnd::pollReadable); 0 never spins.
+  std::chrono::microseconds shmPollMax{50};
 };
 
 // Empty when `scheme`'s transport can be used in this process; otherwise why not (e.g. no RDMA

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "build_paths.h"
 #include "child_process.h"
@@ -33,9 +34,10 @@ struct ShmServer {
   std::string url = "shm://" + scratch.file("gpupool.sock");
   std::unique_ptr<GpupoolServer> server;
 
-  ShmServer() {
+  explicit ShmServer(std::vector<std::string> moreArgs = {}) {
     ServerOptions options;
     options.extraArgs = {"--shm-listen", url};
+    options.extraArgs.insert(options.extraArgs.end(), moreArgs.begin(), moreArgs.end());
     server = std::make_unique<GpupoolServer>(options);
   }
   // Sessions that came in over shm: their peer is named by the client's user and pid.
@@ -122,6 +124,18 @@ TEST(ShmSessionTest, KilledClientLeavesNothingMappedInTheServer) {
   ProgramResult next =
       runProgram(programPath("vector_add"), {}, clientEnvironment(shm.url), kProgramTimeout);
   EXPECT_TRUE(next.passed()) << next.describe() << shm.server->log();
+}
+
+// With --shm-poll-us 0 no worker spins after a call: every request comes through the doorbell
+// and the event loop, and programs run as they do with polling (the suite above).
+TEST(ShmSessionTest, ServesWithoutPolling) {
+  ShmServer shm({"--shm-poll-us", "0"});
+  for (const char* name : {"vector_add", "graph_capture"}) {
+    ProgramResult result =
+        runProgram(programPath(name), {}, clientEnvironment(shm.url), kProgramTimeout);
+    EXPECT_TRUE(result.passed()) << name << ": " << result.describe() << shm.server->log();
+  }
+  EXPECT_TRUE(shm.sawShmSession()) << shm.server->log();
 }
 
 // A client given the server's tcp:// endpoint on the server's own host moves to shm by itself.
