@@ -245,6 +245,67 @@ class Manifests(unittest.TestCase):
                                          group["coveredResources"])
 
 
+class Slurm(unittest.TestCase):
+    """The GRES recipe's TaskProlog and job script, with stand-ins for scontrol and srun."""
+
+    def setUp(self):
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.dir = tmp.name
+        self.bin = os.path.join(self.dir, "bin")
+        os.mkdir(self.bin)
+        self.write("endpoints", "# the pool\ntls://a:7000\ntls://b:7000\n")
+        self.write("devices", "0\n1\nGPU-0123abcd\n")
+        # srun and gpupool run: print what the program would see.
+        self.write("bin/srun", '#!/bin/sh\necho "ENDPOINT=$GPU_POOL_ENDPOINT"\n'
+                               'echo "VISIBLE=$CUDA_VISIBLE_DEVICES"\necho "ARGS=$*"\n', 0o755)
+
+    def write(self, name, text, mode=0o644):
+        path = os.path.join(self.dir, name)
+        with open(path, "w") as f:
+            f.write(text)
+        os.chmod(path, mode)
+
+    def run_script(self, script, job_id, tres, *args):
+        self.write("bin/scontrol", f"#!/bin/sh\necho 'JobId={job_id} JobName=x'\n"
+                                   f"echo '   TresPerNode={tres} TresPerTask=cpu=8'\n", 0o755)
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("GPU_POOL_") and k != "CUDA_VISIBLE_DEVICES"}
+        env.update(PATH=self.bin + ":" + os.environ["PATH"], SLURM_JOB_ID=str(job_id),
+                   GPUPOOL_ENDPOINTS_FILE=os.path.join(self.dir, "endpoints"),
+                   GPUPOOL_DEVICES_FILE=os.path.join(self.dir, "devices"),
+                   GPUPOOL_TASK_PROLOG=os.path.join(DEPLOY, "slurm", "gpupool-task-prolog.sh"))
+        return subprocess.run([os.path.join(DEPLOY, "slurm", script), *args], env=env,
+                              capture_output=True, text=True, timeout=30)
+
+    def test_scripts_are_valid_bash(self):
+        for path in deploy_files("*.sh"):
+            with self.subTest(path=os.path.relpath(path, DEPLOY)):
+                r = subprocess.run(["bash", "-n", path], capture_output=True, text=True)
+                self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_task_prolog_maps_the_count_to_devices(self):
+        r = self.run_script("gpupool-task-prolog.sh", 43, "gres/gpu:1,gres/gpupool:2")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.splitlines(), [
+            "export GPU_POOL_ENDPOINT=tls://a:7000,tls://b:7000",
+            "export CUDA_VISIBLE_DEVICES=1,GPU-0123abcd"])
+        # From job 44 on the devices wrap around; an older Slurm's spelling of the count.
+        r = self.run_script("gpupool-task-prolog.sh", 44, "gpupool:3")
+        self.assertIn("export CUDA_VISIBLE_DEVICES=GPU-0123abcd,0,1", r.stdout.splitlines())
+
+    def test_task_prolog_sets_nothing_without_gpupool(self):
+        r = self.run_script("gpupool-task-prolog.sh", 43, "gres/gpu:1")
+        self.assertEqual((r.returncode, r.stdout), (0, ""), r.stderr)
+
+    def test_job_script_runs_the_program_on_its_devices(self):
+        r = self.run_script("gpupool-gres-job.sh", 42, "gres/gpupool:2", "./train", "--epochs=1")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("ENDPOINT=tls://a:7000,tls://b:7000", r.stdout)
+        self.assertIn("VISIBLE=0,1", r.stdout)
+        self.assertIn("ARGS=gpupool run -- ./train --epochs=1", r.stdout)
+
+
 class Dashboards(unittest.TestCase):
     """Every metric the dashboard and the alerts query exists in a live gpupoold's /metrics."""
 
