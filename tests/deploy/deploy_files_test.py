@@ -245,6 +245,14 @@ class Manifests(unittest.TestCase):
                                          group["coveredResources"])
 
 
+def shell_environment():
+    """The environment for the Slurm scripts: none of the pool's variables, and no sanitizer
+    runtime (scripts/sanitizers.sh preloads it into every process; bash and coreutils are not ours
+    to leak-check)."""
+    return {k: v for k, v in os.environ.items()
+            if not k.startswith("GPU_POOL_") and k not in ("CUDA_VISIBLE_DEVICES", "LD_PRELOAD")}
+
+
 class Slurm(unittest.TestCase):
     """The GRES recipe's TaskProlog and job script, with stand-ins for scontrol and srun."""
 
@@ -269,8 +277,7 @@ class Slurm(unittest.TestCase):
     def run_script(self, script, job_id, tres, *args):
         self.write("bin/scontrol", f"#!/bin/sh\necho 'JobId={job_id} JobName=x'\n"
                                    f"echo '   TresPerNode={tres} TresPerTask=cpu=8'\n", 0o755)
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith("GPU_POOL_") and k != "CUDA_VISIBLE_DEVICES"}
+        env = shell_environment()
         env.update(PATH=self.bin + ":" + os.environ["PATH"], SLURM_JOB_ID=str(job_id),
                    GPUPOOL_ENDPOINTS_FILE=os.path.join(self.dir, "endpoints"),
                    GPUPOOL_DEVICES_FILE=os.path.join(self.dir, "devices"),
@@ -281,7 +288,8 @@ class Slurm(unittest.TestCase):
     def test_scripts_are_valid_bash(self):
         for path in deploy_files("*.sh"):
             with self.subTest(path=os.path.relpath(path, DEPLOY)):
-                r = subprocess.run(["bash", "-n", path], capture_output=True, text=True)
+                r = subprocess.run(["bash", "-n", path], env=shell_environment(),
+                                   capture_output=True, text=True)
                 self.assertEqual(r.returncode, 0, r.stderr)
 
     def test_task_prolog_maps_the_count_to_devices(self):
