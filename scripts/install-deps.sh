@@ -5,6 +5,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake ninja-build pkg-config python3
+  python3-yaml # tests/deploy: the manifests, queues and alert rules under deploy/ are parsed
   capnproto libcapnp-dev
   libboost1.81-dev
   liburing-dev

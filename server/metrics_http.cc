@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "server/pool_server.h"
+#include "server/tenant_pool.h"
 
 namespace gpupool::server {
 namespace {
@@ -121,6 +122,13 @@ std::string renderMetrics(PoolServer& server) {
   Family(out, "gpupool_handshake_deadline_closed_total", "counter",
          "Connections closed for not completing their handshake in time")
       .sample("", strangers.closedByDeadline);
+  // Failures are counted on the tenant's account, not metered, so they are not in the status reply.
+  if (TenantPool* tenants = server.tenantPool()) {
+    Family failed(out, "gpupool_tenant_failed_calls_total", "counter",
+                  "Requests answered with an error (CUDA_ERROR_NOT_READY excluded)");
+    for (const auto& account : tenants->tenants().accounts())
+      failed.sample("tenant=" + label(account->name()), account->failedCalls());
+  }
   return out.str();
 }
 

@@ -430,7 +430,8 @@ void Session::finishReply(RequestContext& call, Request::Reader request, const S
   setStatus(call.reply, st);
   call.reply.setCallId(request.getCallId());
   if (state_.tenant) {
-    state_.tenant->recordCall(call.namedContextId(), call.bulkBytes(), call.replyBulkBytes());
+    state_.tenant->recordCall(call.namedContextId(), call.bulkBytes(), call.replyBulkBytes(),
+                              st.code);
   }
   // Device printf output waits for a request that is answered, so none is lost to noReply ones.
   if (BackendContext* context = call.namedContext(); context && !noReply) {

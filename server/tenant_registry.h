@@ -10,6 +10,7 @@
 //   nothing. All methods are thread-safe.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -47,6 +48,11 @@ class TenantAccount {
   bool openSession(std::string* why);
   void closeSession();
 
+  // Requests answered with an error (not CUDA_ERROR_NOT_READY, which is a poll's normal answer),
+  // for /metrics; counted since the server started, not metered.
+  void countFailedCall() { failedCalls_.fetch_add(1, std::memory_order_relaxed); }
+  uint64_t failedCalls() const { return failedCalls_.load(std::memory_order_relaxed); }
+
  private:
   const std::string name_;
   mutable std::mutex mutex_;
@@ -54,6 +60,7 @@ class TenantAccount {
   std::map<int, uint64_t> used_;
   uint64_t total_ = 0;
   uint32_t sessions_ = 0;
+  std::atomic<uint64_t> failedCalls_{0};
 };
 
 class TenantRegistry {

@@ -138,7 +138,9 @@ void TenantSession::memoryView(uint64_t* freeBytes, uint64_t* totalBytes) const 
   *freeBytes = std::min(*freeBytes, quota > used ? quota - used : 0);
 }
 
-void TenantSession::recordCall(uint64_t context, uint64_t bytesIn, uint64_t bytesOut) {
+void TenantSession::recordCall(uint64_t context, uint64_t bytesIn, uint64_t bytesOut,
+                               CUresult result) {
+  if (result != CUDA_SUCCESS && result != CUDA_ERROR_NOT_READY) account_->countFailedCall();
   auto it = contexts_.find(context);
   pool_.usage().addCall(tenant(), it == contexts_.end() ? -1 : it->second.device, bytesIn,
                         bytesOut);

@@ -47,8 +47,8 @@ class TenantSession {
   // Narrows the device's answer to what the tenant may still take.
   void memoryView(uint64_t* freeBytes, uint64_t* totalBytes) const;
 
-  // One request served: bytes each way, on the context's device (-1 when none).
-  void recordCall(uint64_t context, uint64_t bytesIn, uint64_t bytesOut);
+  // One request served: bytes each way, on the context's device (-1 when none), and its result.
+  void recordCall(uint64_t context, uint64_t bytesIn, uint64_t bytesOut, CUresult result);
 
  private:
   struct Held {

@@ -110,6 +110,36 @@ TEST(MeteringTest, MetricsAreScrapedInPrometheusFormat) {
   EXPECT_TRUE(holder.finish(seconds(30)).passed());
 }
 
+// A request answered with an error counts against its tenant: alice's allocation past her 64 MiB
+// quota fails (CUDA_ERROR_OUT_OF_MEMORY), bob's that fits does not.
+TEST(MeteringTest, FailedCallsAreCountedPerTenant) {
+  ScratchDirectory dir;
+  dir.write("pool.toml", poolConfig(dir.file("usage.db")));
+  GpupoolServer server(
+      poolServerOptions({"--config", dir.file("pool.toml"), "--metrics-listen", "127.0.0.1:0"}));
+  ASSERT_FALSE(server.metricsUrl().empty()) << server.log();
+  std::string before = httpGet(server.metricsUrl());
+  EXPECT_NE(before.find("# TYPE gpupool_tenant_failed_calls_total counter"), std::string::npos)
+      << before;
+  EXPECT_NE(before.find("gpupool_tenant_failed_calls_total{tenant=\"alice\"} 0\n"),
+            std::string::npos)
+      << before;
+  ProgramResult refused = runClient(server.endpoint(), "a", {"try", "100"});
+  ASSERT_TRUE(refused.passed()) << refused.describe();
+  EXPECT_NE(refused.out.find("ALLOC 2\n"), std::string::npos) << refused.describe();  // OOM
+  ProgramResult fits = runClient(server.endpoint(), "b", {"try", "16"});
+  ASSERT_TRUE(fits.passed()) << fits.describe();
+  EXPECT_NE(fits.out.find("ALLOC 0\n"), std::string::npos) << fits.describe();
+  std::string after = httpGet(server.metricsUrl());
+  std::smatch alice;
+  ASSERT_TRUE(std::regex_search(
+      after, alice, std::regex("gpupool_tenant_failed_calls_total\\{tenant=\"alice\"\\} (\\d+)\n")))
+      << after;
+  EXPECT_GE(std::stoll(alice[1]), 1) << after;
+  EXPECT_NE(after.find("gpupool_tenant_failed_calls_total{tenant=\"bob\"} 0\n"), std::string::npos)
+      << after;
+}
+
 // A graph launch is one message whatever its size: launching a graph of 50 kernels 8 times adds
 // 8 calls (and one for the synchronize) to the tenant's count, and 400 kernels to its launches.
 TEST(MeteringTest, AGraphLaunchIsOneMessage) {
