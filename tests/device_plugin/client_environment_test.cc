@@ -4,11 +4,11 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "client/pool_token.h"
 #include "client/visible_devices.h"
-#include "scratch_directory.h"
 
 namespace gpupool::client {
 namespace {
@@ -33,6 +33,23 @@ TEST(VisibleDevicesTest, GpuAndMigUuidsSelectDevicesOfEveryServer) {
   EXPECT_TRUE(visibleDeviceIndices("", pool).empty());
 }
 
+// A temporary directory of token files (no process harness: this is a unit test).
+class TokenDirectory {
+ public:
+  TokenDirectory() {
+    char name[] = "/tmp/gpupool-token-XXXXXX";
+    path_ = ::mkdtemp(name) ? name : "";
+  }
+  ~TokenDirectory() { std::filesystem::remove_all(path_); }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+  void write(const std::string& name, const std::string& text) const {
+    std::ofstream(file(name)) << text;
+  }
+
+ private:
+  std::string path_;
+};
+
 class PoolTokenTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -40,7 +57,7 @@ class PoolTokenTest : public ::testing::Test {
     ::unsetenv("GPU_POOL_TOKEN_FILE");
   }
   void TearDown() override { SetUp(); }
-  e2e::ScratchDirectory dir_;
+  TokenDirectory dir_;
 };
 
 TEST_F(PoolTokenTest, TheFileIsReadWhenGpuPoolTokenIsUnset) {
