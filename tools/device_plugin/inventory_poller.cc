@@ -36,12 +36,14 @@ uint64_t Inventory::generation() const {
 
 uint64_t Inventory::waitForChange(uint64_t seen, std::chrono::milliseconds timeout) {
   std::unique_lock lock(mutex_);
-  changed_.wait_for(lock, timeout);
-  return generation_ == seen ? seen : generation_;
+  changed_.wait_for(lock, timeout, [&] { return generation_ != seen || woken_; });
+  woken_ = false;
+  return generation_;
 }
 
 void Inventory::wake() {
   std::lock_guard lock(mutex_);
+  woken_ = true;
   changed_.notify_all();
 }
 

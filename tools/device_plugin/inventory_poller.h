@@ -32,6 +32,7 @@ class Inventory {
   std::condition_variable changed_;
   ResourceMap resources_;
   uint64_t generation_ = 0;
+  bool woken_ = false;
 };
 
 // Reads a token file: its content without surrounding white space (a Secret's value often ends
