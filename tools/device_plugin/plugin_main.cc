@@ -65,7 +65,9 @@ int main(int argc, char** argv) {
   AllocationBook allocations(config);
   std::map<std::string, std::unique_ptr<ResourceServer>> servers;
   std::map<std::string, bool> registered;
+  std::map<std::string, std::string> lastError;
   unsigned long kubeletInode = 0;
+  bool firstLoop = true;
   while (!stopRequested) {
     unsigned long inode = kubeletSocketInode(config.kubeletDir);
     bool kubeletRestarted = inode != 0 && inode != kubeletInode;
@@ -73,9 +75,12 @@ int main(int argc, char** argv) {
       std::cerr << "gpupool-device-plugin: kubelet.sock was re-created (kubelet restart): "
                    "registering every resource again\n";
     }
-    if (inode == 0 && kubeletInode != 0) {
-      std::cerr << "gpupool-device-plugin: kubelet.sock is gone; waiting for the kubelet\n";
+    if (inode == 0 && (kubeletInode != 0 || firstLoop)) {
+      std::cerr << "gpupool-device-plugin: no " << config.kubeletDir
+                << "/kubelet.sock; waiting for the kubelet (is kubelet_dir the kubelet's "
+                   "device-plugins directory, mounted from the host?)\n";
     }
+    firstLoop = false;
     kubeletInode = inode;
     // A resource seen once is served from then on (a MIG profile whose devices are gone lists
     // none).
@@ -95,7 +100,11 @@ int main(int argc, char** argv) {
       if (inode != 0 && (!registered[resource] || kubeletRestarted || lost)) {
         std::string error;
         registered[resource] = server->start(&error);
-        if (!registered[resource]) std::cerr << "gpupool-device-plugin: " << error << "\n";
+        // Retried every second; said once until it changes or succeeds.
+        if (!registered[resource] && error != lastError[resource]) {
+          std::cerr << "gpupool-device-plugin: " << error << "\n";
+        }
+        lastError[resource] = error;
       }
     }
     for (int i = 0; i < 10 && !stopRequested; ++i) {
