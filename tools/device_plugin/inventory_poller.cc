@@ -109,9 +109,12 @@ void InventoryPoller::pollOnce() {
                   << " answers: " << server.devices.size() << " device(s) Healthy\n";
       } else {
         std::cerr << "gpupool-device-plugin: " << server.endpoint << " does not answer (" << why
-                  << "): its " << server.devices.size()
-                  << " device(s) are Unhealthy until it does; check that gpupoold runs there and "
-                     "that this node can reach it\n";
+                  << "): "
+                  << (server.devices.empty() ? std::string("none of its devices is listed")
+                                             : "its " + std::to_string(server.devices.size()) +
+                                                   " device(s) are Unhealthy")
+                  << " until it does; check that gpupoold runs there and that this node can reach "
+                     "it\n";
       }
     }
     if (server.reachable && polled_[i] && wasReachable) {
