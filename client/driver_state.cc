@@ -10,6 +10,7 @@
 #include "client_log.h"
 #include "context_hooks.h"
 #include "host_function_fence.h"
+#include "pool_token.h"
 #include "stream_capture.h"
 #include "visible_devices.h"
 
@@ -77,6 +78,13 @@ CUresult DriverState::initialize() {
     if (!endpoints) {
       logLine("cannot reach GPU_POOL_ENDPOINT=" + shown + ": " + error);
       initResult_ = CUDA_ERROR_NO_DEVICE;
+      return;
+    }
+    // A token file that cannot be read fails here, saying so, rather than as a refused token.
+    poolToken(&error);
+    if (!error.empty()) {
+      logLine(error);
+      initResult_ = CUDA_ERROR_NOT_PERMITTED;
       return;
     }
     // Every server of the list contributes its devices, in list order; one that cannot be reached

@@ -11,6 +11,7 @@
 
 #include "client_log.h"
 #include "host_function_fence.h"
+#include "pool_token.h"
 #include "protocol/message_codec.h"
 #include "protocol/outgoing_message.h"
 #include "transport/transport_factory.h"
@@ -61,7 +62,8 @@ void sendHello(transport::Connection& connection) {
   auto hello = message.initRoot<wire::Request>().initHello();
   hello.setProtocolVersion(wire::PROTOCOL_VERSION);
   hello.setClientCudaVersion(CUDA_VERSION);
-  if (const char* token = std::getenv("GPU_POOL_TOKEN")) hello.setAuthToken(token);
+  std::string unreadable;  // checked at cuInit (DriverState::initialize), before connecting
+  if (auto token = poolToken(&unreadable)) hello.setAuthToken(*token);
   hello.setClientName(programName());
   hello.setPurpose(wire::Hello::Purpose::DRIVER);
   protocol::sendMessage(connection, message);

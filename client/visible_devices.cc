@@ -29,7 +29,9 @@ std::vector<size_t> visibleDeviceIndices(const char* visible,
     std::string item =
         list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     std::optional<size_t> index;
-    if (item.rfind("GPU-", 0) == 0) {
+    // A MIG instance is named by its own UUID ("MIG-…", as nvidia-smi -L and the pool's status
+    // show it); its bytes are what the server reports for the instance.
+    if (item.rfind("GPU-", 0) == 0 || item.rfind("MIG-", 0) == 0) {
       std::string prefix = item.substr(4);
       std::erase(prefix, '-');
       for (size_t i = 0; i < uuids.size(); ++i) {

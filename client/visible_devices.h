@@ -1,6 +1,7 @@
 // CUDA_VISIBLE_DEVICES as CUDA reads it, for libcuda.so.1 and libnvidia-ml.so.1 alike: pool
-// ordinals or "GPU-<hex>" UUID prefixes, in the order given; the list ends at the first entry that
-// names no device.
+// ordinals or "GPU-<hex>" / "MIG-<hex>" UUID prefixes, in the order given; the list ends at the
+// first entry that names no device. The pool is every device of every server of GPU_POOL_ENDPOINT,
+// in list order, so one UUID list names devices across several servers.
 #pragma once
 
 #include <array>

@@ -18,6 +18,7 @@ PACKAGES=(
   libgl-dev libegl-dev libvdpau-dev # the graphics interop headers libcuda's surface is generated from
   ccache # compiles the nvcc test programs once for the plain and sanitizer builds (cmake/NvccProgram.cmake)
   patchelf # scripts/gpu-bundle.sh --from-build (the ctest gpu_check_chained)
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc # gpupool-device-plugin (the kubelet's gRPC API)
 )
 
 missing=()

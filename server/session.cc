@@ -213,8 +213,10 @@ bool Session::handshake() {
         setStatus(r,
                   Status::error(CUDA_ERROR_NOT_PERMITTED,
                                 hello.getAuthToken().size()
-                                    ? "token refused: GPU_POOL_TOKEN is not a token of this pool"
-                                    : "token required: set GPU_POOL_TOKEN to your tenant's token"));
+                                    ? "token refused: GPU_POOL_TOKEN (or the content of "
+                                      "GPU_POOL_TOKEN_FILE) is not a token of this pool"
+                                    : "token required: set GPU_POOL_TOKEN to your tenant's token "
+                                      "(or GPU_POOL_TOKEN_FILE to a file holding it)"));
         protocol::sendMessage(*connection_, reply);
         return false;
       }

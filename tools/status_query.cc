@@ -68,7 +68,8 @@ std::optional<transport::Endpoint> statusEndpoint(const std::optional<std::strin
 }
 
 std::unique_ptr<ServerStatus> fetchStatus(const transport::Endpoint& endpoint,
-                                          const std::string& clientName, StatusFailure* failure) {
+                                          const std::string& clientName, StatusFailure* failure,
+                                          const std::string* token) {
   try {
     auto connection = transport::connectEndpoint(endpoint, kConnectTimeoutMs);
     connection->setReceiveTimeoutMs(kReplyTimeoutMs);
@@ -78,7 +79,11 @@ std::unique_ptr<ServerStatus> fetchStatus(const transport::Endpoint& endpoint,
     hello.setProtocolVersion(wire::PROTOCOL_VERSION);
     hello.setClientName(clientName);
     hello.setPurpose(wire::Hello::Purpose::STATUS);
-    if (const char* token = std::getenv("GPU_POOL_TOKEN")) hello.setAuthToken(token);
+    if (token) {
+      hello.setAuthToken(*token);
+    } else if (const char* fromEnvironment = std::getenv("GPU_POOL_TOKEN")) {
+      hello.setAuthToken(fromEnvironment);
+    }
     auto welcome = exchange(*connection, helloMessage);
     checkReply(welcome->root<wire::Response>(), wire::Response::WELCOME, "hello");
 

@@ -45,10 +45,11 @@ class ServerStatus {
   wire::Response::StatusReply::Reader status_;
 };
 
-// Connects to `endpoint` (sending GPU_POOL_TOKEN when set), asks for the status and disconnects.
-// nullptr and *failure when the server cannot be reached or refuses.
+// Connects to `endpoint` (sending `*token`, else GPU_POOL_TOKEN when set), asks for the status and
+// disconnects. nullptr and *failure when the server cannot be reached or refuses.
 std::unique_ptr<ServerStatus> fetchStatus(const transport::Endpoint& endpoint,
-                                          const std::string& clientName, StatusFailure* failure);
+                                          const std::string& clientName, StatusFailure* failure,
+                                          const std::string* token = nullptr);
 
 // "512 B", "1.5 GiB".
 std::string humanBytes(uint64_t bytes);

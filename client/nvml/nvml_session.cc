@@ -12,6 +12,7 @@
 
 #include "client/client_log.h"
 #include "client/nvml/visible_devices.h"
+#include "client/pool_token.h"
 #include "protocol/gpupool.capnp.h"
 #include "protocol/message_codec.h"
 #include "transport/transport_factory.h"
@@ -79,7 +80,13 @@ nvmlReturn_t connectLocked(LibraryState& s) {
     capnp::MallocMessageBuilder message;
     auto hello = message.initRoot<wire::Request>().initHello();
     hello.setProtocolVersion(wire::PROTOCOL_VERSION);
-    if (const char* token = std::getenv("GPU_POOL_TOKEN")) hello.setAuthToken(token);
+    std::string unreadable;
+    auto token = client::poolToken(&unreadable);
+    if (!unreadable.empty()) {
+      client::logLine("NVML: " + unreadable);  // a setup mistake: said whatever GPU_POOL_LOG is
+      return NVML_ERROR_NO_PERMISSION;
+    }
+    if (token) hello.setAuthToken(*token);
     hello.setClientName(programLabel());
     hello.setPurpose(wire::Hello::Purpose::STATUS);
     auto reply = nvmlExchange(*connection, message);
