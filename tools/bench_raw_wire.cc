@@ -1,8 +1,10 @@
 #include "tools/bench_raw_wire.h"
 
 #include <cstdlib>
+#include <optional>
 #include <stdexcept>
 
+#include "client/pool_token.h"
 #include "protocol/message_codec.h"
 #include "transport/transport_factory.h"
 
@@ -28,7 +30,12 @@ RawWire::RawWire(const transport::Endpoint& endpoint, wire::Hello::Purpose purpo
   hello.setProtocolVersion(wire::PROTOCOL_VERSION);
   hello.setClientName("gpupool bench");
   hello.setPurpose(purpose);
-  if (const char* token = std::getenv("GPU_POOL_TOKEN")) hello.setAuthToken(token);
+  std::string tokenError;
+  if (std::optional<std::string> token = client::poolToken(&tokenError)) {
+    hello.setAuthToken(*token);
+  } else if (!tokenError.empty()) {
+    throw std::runtime_error(tokenError);
+  }
   protocol::sendMessage(*connection_, message);
   protocol::IncomingMessage in(*connection_);
   expectOk(in, "Hello");

@@ -4,7 +4,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 
+#include "client/pool_token.h"
 #include "transport/transport_factory.h"
 
 namespace gpupool::tools {
@@ -81,8 +83,14 @@ std::unique_ptr<ServerStatus> fetchStatus(const transport::Endpoint& endpoint,
     hello.setPurpose(wire::Hello::Purpose::STATUS);
     if (token) {
       hello.setAuthToken(*token);
-    } else if (const char* fromEnvironment = std::getenv("GPU_POOL_TOKEN")) {
-      hello.setAuthToken(fromEnvironment);
+    } else {
+      std::string tokenError;
+      if (std::optional<std::string> fromEnvironment = client::poolToken(&tokenError)) {
+        hello.setAuthToken(*fromEnvironment);
+      } else if (!tokenError.empty()) {
+        *failure = {2, "gpupool: " + tokenError};
+        return nullptr;
+      }
     }
     auto welcome = exchange(*connection, helloMessage);
     checkReply(welcome->root<wire::Response>(), wire::Response::WELCOME, "hello");

@@ -330,6 +330,22 @@ TEST_F(DevicePluginTest, TokenFileAloneAdmitsATenantAndAWrongFileFailsClearly) {
       std::string::npos)
       << noFile.describe();
 
+  // So does the CLI (gpupool status, top, usage, bench): a missing file is a usage error (2).
+  auto status = [&](const std::string& tokenFile) {
+    EnvironmentChanges env = e2e::clientEnvironment(pool_->endpoint());
+    env["GPU_POOL_TOKEN_FILE"] = tokenFile;
+    return e2e::runProgram(e2e::gpupoolCliPath(),
+                           {"status", "--json", "--endpoint", pool_->endpoint()}, env, seconds(60));
+  };
+  ProgramResult statusAsTeamA = status(dir_.file("tokens/team-a"));
+  EXPECT_TRUE(statusAsTeamA.passed()) << statusAsTeamA.describe();
+  ProgramResult statusNoFile = status(dir_.file("tokens/nobody"));
+  EXPECT_TRUE(statusNoFile.exited && statusNoFile.exitCode == 2) << statusNoFile.describe();
+  EXPECT_NE(statusNoFile.err.find("GPU_POOL_TOKEN_FILE=" + dir_.file("tokens/nobody") +
+                                  " cannot be read"),
+            std::string::npos)
+      << statusNoFile.describe();
+
   dir_.write("wrong-token", "guess\n");
   environment["GPU_POOL_TOKEN_FILE"] = dir_.file("wrong-token");
   ProgramResult wrong =
