@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -238,7 +239,10 @@ TEST_F(DevicePluginTest, AllocatedContainerRunsACudaProgramAsItsNamespacesTenant
   EXPECT_EQ(readFile(tokenPath), "team-a-secret");
   struct stat st {};
   ASSERT_EQ(::stat(tokenPath.c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 0777, 0400u);
+  EXPECT_EQ(st.st_mode & 0777, 0444u);  // any user of the container reads it
+  // On the host, only root gets through the allocation directory to it.
+  ASSERT_EQ(::stat(std::filesystem::path(hostOf["/run/gpupool"]).parent_path().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
 
   // The container: exactly the returned environment, the mounts' container paths replaced by their
   // host paths as a container runtime's bind mounts would make them.

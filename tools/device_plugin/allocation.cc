@@ -151,6 +151,9 @@ bool AllocationBook::allocate(const std::string& resource, const std::vector<std
                " (allocation_dir must be a writable host directory)";
       return false;
     }
+    // The parent keeps other host users out (they could otherwise read every pod's token); inside
+    // the container only this directory is visible, and any of its users may read the token.
+    ::chmod(config_.allocationDir.c_str(), 0700);
     ::chmod(directory.c_str(), 0755);
     directories_[key] = directory;
   }
@@ -195,7 +198,7 @@ bool AllocationBook::preStart(const std::string& resource, const std::vector<std
   }
   std::string path = directory + "/token";
   std::string temporary = path + ".new";
-  int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0400);
+  int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0444);
   bool written =
       fd >= 0 && ::write(fd, token.data(), token.size()) == static_cast<ssize_t>(token.size());
   if (fd >= 0) written = ::close(fd) == 0 && written;
