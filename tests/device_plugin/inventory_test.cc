@@ -3,6 +3,12 @@
 // lists as a server with MIG reports them), memory shares, the preferred allocation, and the
 // configuration file.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "tools/device_plugin/allocation.h"
 #include "tools/device_plugin/plugin_config.h"
@@ -124,9 +130,49 @@ TEST(DevicePluginPreferredAllocationTest, WholeDevicesComeFromOneServer) {
   EXPECT_EQ(preferredAllocation(available, {"GPU-1"}, 1), std::vector<std::string>{"GPU-1"});
 }
 
+// With tls_ca set, each allocation directory holds a copy of the CA bundle (any user of the
+// container reads it) and GPU_POOL_TLS_CA names it in the container; a tls_ca that cannot be read
+// fails Allocate, saying what to fix.
+TEST(DevicePluginAllocationTest, TlsCaIsCopiedIntoTheAllocationAndNamed) {
+  char scratch[] = "/tmp/gpupool-plugin-XXXXXX";
+  ASSERT_NE(::mkdtemp(scratch), nullptr);
+  const std::filesystem::path dir = scratch;
+  std::ofstream(dir / "ca.pem") << "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+  PluginConfig config = parsePluginConfig("allocation_dir = \"" + (dir / "allocations").string() +
+                                              "\"\ntls_ca = \"" + (dir / "ca.pem").string() +
+                                              "\"\n[[server]]\nendpoint = \"tls://a:7740\"\n",
+                                          "plugin.toml");
+  AllocationBook book(config);
+  const std::vector<AdvertisedDevice> known = {{kWhole, true, "tls://a:7740", kWhole}};
+  ContainerGrant grant;
+  std::string error;
+  ASSERT_TRUE(book.allocate("gpupool.io/gpu", {kWhole}, known, &grant, &error)) << error;
+  EXPECT_EQ(grant.envs["GPU_POOL_TLS_CA"], "/run/gpupool/ca.pem");
+  EXPECT_EQ(grant.envs["GPU_POOL_ENDPOINT"], "tls://a:7740");
+  std::string hostRun;
+  for (const GrantMount& m : grant.mounts) {
+    if (m.containerPath == "/run/gpupool") hostRun = m.hostPath;
+  }
+  ASSERT_FALSE(hostRun.empty());
+  std::ifstream copy(hostRun + "/ca.pem");
+  std::stringstream text;
+  text << copy.rdbuf();
+  EXPECT_NE(text.str().find("BEGIN CERTIFICATE"), std::string::npos);
+  struct stat st {};
+  ASSERT_EQ(::stat((hostRun + "/ca.pem").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0444u);
+
+  std::filesystem::remove(dir / "ca.pem");
+  ContainerGrant again;
+  EXPECT_FALSE(book.allocate("gpupool.io/gpu", {kWhole}, known, &again, &error));
+  EXPECT_NE(error.find("tls_ca"), std::string::npos) << error;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(DevicePluginConfigTest, ReadsEveryKeyAndRefusesMistakes) {
   PluginConfig c = parsePluginConfig(
       "kubelet_dir = \"/k/\"\nmig_strategy = \"mixed\"\npoll_seconds = 2\nmemory_shares = false\n"
+      "tls_ca = \"/etc/gpupool/ca.pem\"\n"
       "[[server]]\nendpoint = \"tcp://gpu-node-1:7740\"\ntoken_file = \"/t\"\n"
       "[[server]]\nendpoint = \"tls://gpu-node-2:7740\"\n",
       "plugin.toml");
@@ -135,6 +181,7 @@ TEST(DevicePluginConfigTest, ReadsEveryKeyAndRefusesMistakes) {
   EXPECT_EQ(c.migStrategy, MigStrategy::kMixed);
   EXPECT_EQ(c.pollSeconds, 2);
   EXPECT_FALSE(c.memoryShares);
+  EXPECT_EQ(c.tlsCa, "/etc/gpupool/ca.pem");
   ASSERT_EQ(c.servers.size(), 2u);
   EXPECT_EQ(c.servers[0].tokenFile, "/t");
   EXPECT_EQ(c.servers[1].endpoint, "tls://gpu-node-2:7740");

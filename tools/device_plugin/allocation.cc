@@ -162,6 +162,19 @@ bool AllocationBook::allocate(const std::string& resource, const std::vector<std
   grant->envs["CUDA_VISIBLE_DEVICES"] = join(uuids);
   grant->envs["LD_LIBRARY_PATH"] = config_.containerLibraryDir;
   grant->envs["GPU_POOL_TOKEN_FILE"] = kContainerTokenFile;
+  if (!config_.tlsCa.empty()) {
+    std::error_code ec;
+    const std::filesystem::path copy = std::filesystem::path(directory) / "ca.pem";
+    std::filesystem::copy_file(config_.tlsCa, copy,
+                               std::filesystem::copy_options::overwrite_existing, ec);
+    if (ec) {
+      *error = "cannot copy tls_ca " + config_.tlsCa + " into " + directory + ": " + ec.message() +
+               " (tls_ca must name a readable PEM file on the host)";
+      return false;
+    }
+    ::chmod(copy.c_str(), 0444);
+    grant->envs["GPU_POOL_TLS_CA"] = kContainerTlsCaFile;
+  }
   grant->mounts.push_back({config_.containerLibraryDir, config_.libraryDir, true});
   grant->mounts.push_back({kContainerRunDir, directory, true});
   return true;

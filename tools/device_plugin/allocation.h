@@ -17,6 +17,7 @@ namespace gpupool::device_plugin {
 // Where the allocation directory appears in the container, and the token in it.
 inline constexpr const char* kContainerRunDir = "/run/gpupool";
 inline constexpr const char* kContainerTokenFile = "/run/gpupool/token";
+inline constexpr const char* kContainerTlsCaFile = "/run/gpupool/ca.pem";
 
 struct GrantMount {
   std::string containerPath;

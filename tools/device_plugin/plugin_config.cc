@@ -73,13 +73,14 @@ PluginConfig parsePluginConfig(std::string_view text, const std::string& path) {
   checkPluginKeys(path, root, "",
                   {"kubelet_dir", "pod_resources_socket", "mig_strategy", "library_dir",
                    "container_library_dir", "token_dir", "allocation_dir", "poll_seconds",
-                   "memory_shares", "server"});
+                   "memory_shares", "tls_ca", "server"});
   readPath(path, root, "kubelet_dir", &config.kubeletDir);
   readPath(path, root, "pod_resources_socket", &config.podResourcesSocket);
   readPath(path, root, "library_dir", &config.libraryDir);
   readPath(path, root, "container_library_dir", &config.containerLibraryDir);
   readPath(path, root, "token_dir", &config.tokenDir);
   readPath(path, root, "allocation_dir", &config.allocationDir);
+  readPath(path, root, "tls_ca", &config.tlsCa);
   std::string strategy;
   readString(path, root, "", "mig_strategy", &strategy);
   if (strategy == "single") {

@@ -29,6 +29,9 @@ struct PluginConfig {
   std::string containerLibraryDir = "/usr/local/gpupool/lib";
   std::string tokenDir = "/etc/gpupool/tenant-tokens";
   std::string allocationDir = "/var/lib/gpupool/allocations";
+  // The CA bundle (PEM) that verifies tls:// servers; copied into each allocation directory and
+  // named by GPU_POOL_TLS_CA. Empty: containers are given none.
+  std::string tlsCa;
   int pollSeconds = 5;
   bool memoryShares = true;
   std::vector<PoolServerConfig> servers;
