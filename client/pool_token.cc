@@ -8,16 +8,12 @@
 
 namespace gpupool::client {
 
-std::optional<std::string> poolToken(std::string* error) {
+std::string tokenFromFile(const std::string& path, std::string* error) {
   error->clear();
-  if (const char* token = std::getenv("GPU_POOL_TOKEN")) return std::string(token);
-  const char* path = std::getenv("GPU_POOL_TOKEN_FILE");
-  if (!path || !*path) return std::nullopt;
   std::ifstream in(path);
   if (!in) {
-    *error = "GPU_POOL_TOKEN_FILE=" + std::string(path) + " cannot be read (" +
-             std::strerror(errno) + "); point it at a file holding your tenant's token";
-    return std::nullopt;
+    *error = "cannot be read (" + std::string(std::strerror(errno)) + ")";
+    return {};
   }
   std::stringstream text;
   text << in.rdbuf();
@@ -26,9 +22,21 @@ std::optional<std::string> poolToken(std::string* error) {
   token.erase(0, token.find_first_not_of(space));
   auto last = token.find_last_not_of(space);
   token.erase(last == std::string::npos ? 0 : last + 1);
-  if (token.empty()) {
-    *error =
-        "GPU_POOL_TOKEN_FILE=" + std::string(path) + " is empty; it must hold your tenant's token";
+  if (token.empty()) *error = "is empty";
+  return token;
+}
+
+std::optional<std::string> poolToken(std::string* error) {
+  error->clear();
+  if (const char* token = std::getenv("GPU_POOL_TOKEN")) return std::string(token);
+  const char* path = std::getenv("GPU_POOL_TOKEN_FILE");
+  if (!path || !*path) return std::nullopt;
+  std::string why;
+  std::string token = tokenFromFile(path, &why);
+  if (!why.empty()) {
+    *error = "GPU_POOL_TOKEN_FILE=" + std::string(path) + " " + why +
+             (why == "is empty" ? "; it must hold your tenant's token"
+                                : "; point it at a file holding your tenant's token");
     return std::nullopt;
   }
   return token;

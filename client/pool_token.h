@@ -13,4 +13,8 @@ namespace gpupool::client {
 // file's content (a trailing newline) is not part of the token.
 std::optional<std::string> poolToken(std::string* error);
 
+// A token file's content without the white space around it (a Secret's value often ends with a
+// newline). Empty, with *error saying why ("cannot be read (...)", "is empty"), when there is none.
+std::string tokenFromFile(const std::string& path, std::string* error);
+
 }  // namespace gpupool::client

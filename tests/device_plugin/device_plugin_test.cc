@@ -300,60 +300,48 @@ TEST_F(DevicePluginTest, AllocatedContainerRunsACudaProgramAsItsNamespacesTenant
 
 TEST_F(DevicePluginTest, TokenFileAloneAdmitsATenantAndAWrongFileFailsClearly) {
   expectRegistered();
-  EnvironmentChanges environment = e2e::clientEnvironment(pool_->endpoint());
-  environment["GPU_POOL_TOKEN_FILE"] = dir_.file("tokens/team-a");
-  ProgramResult run =
-      e2e::runProgram(e2e::programPath("vector_add"), {}, environment, seconds(120));
+  // `path args...` with GPU_POOL_TOKEN_FILE (and no GPU_POOL_TOKEN) as the container has it.
+  auto withTokenFile = [&](const std::string& tokenFile, const std::string& path,
+                           const std::vector<std::string>& args) {
+    EnvironmentChanges environment = e2e::clientEnvironment(pool_->endpoint());
+    environment["GPU_POOL_TOKEN_FILE"] = tokenFile;
+    return e2e::runProgram(path, args, environment, seconds(120));
+  };
+  const std::string teamA = dir_.file("tokens/team-a"), nobody = dir_.file("tokens/nobody");
+  auto expectMissingFileNamed = [&](const ProgramResult& result) {
+    EXPECT_FALSE(result.passed());
+    EXPECT_NE(result.err.find("GPU_POOL_TOKEN_FILE=" + nobody + " cannot be read"),
+              std::string::npos)
+        << result.describe();
+  };
+  const std::string vectorAdd = e2e::programPath("vector_add");
+  ProgramResult run = withTokenFile(teamA, vectorAdd, {});
   EXPECT_TRUE(run.passed()) << run.describe();
-
-  environment["GPU_POOL_TOKEN_FILE"] = dir_.file("tokens/nobody");
-  ProgramResult missing =
-      e2e::runProgram(e2e::programPath("vector_add"), {}, environment, seconds(120));
-  EXPECT_FALSE(missing.passed());
-  EXPECT_NE(
-      missing.err.find("GPU_POOL_TOKEN_FILE=" + dir_.file("tokens/nobody") + " cannot be read"),
-      std::string::npos)
-      << missing.describe();
+  expectMissingFileNamed(withTokenFile(nobody, vectorAdd, {}));
 
   // NVML reads the same file: the memory it reports is team-a's quota, not the device's 2 GiB.
-  auto smi = [&](const std::string& tokenFile) {
-    EnvironmentChanges env = e2e::clientEnvironment(pool_->endpoint());
-    env["GPU_POOL_TOKEN_FILE"] = tokenFile;
-    return e2e::runProgram(e2e::gpupoolCliPath(),
-                           {"smi", "--endpoint", pool_->endpoint(), "-i", "0",
-                            "--query-gpu=memory.total", "--format=csv,noheader,nounits"},
-                           env, seconds(60));
-  };
-  ProgramResult quota = smi(dir_.file("tokens/team-a"));
+  const std::vector<std::string> smi = {"smi",
+                                        "--endpoint",
+                                        pool_->endpoint(),
+                                        "-i",
+                                        "0",
+                                        "--query-gpu=memory.total",
+                                        "--format=csv,noheader,nounits"};
+  ProgramResult quota = withTokenFile(teamA, e2e::gpupoolCliPath(), smi);
   EXPECT_TRUE(quota.passed()) << quota.describe();
   EXPECT_EQ(quota.out, "1024\n") << quota.describe();
-  ProgramResult noFile = smi(dir_.file("tokens/nobody"));
-  EXPECT_FALSE(noFile.passed());
-  EXPECT_NE(
-      noFile.err.find("GPU_POOL_TOKEN_FILE=" + dir_.file("tokens/nobody") + " cannot be read"),
-      std::string::npos)
-      << noFile.describe();
+  expectMissingFileNamed(withTokenFile(nobody, e2e::gpupoolCliPath(), smi));
 
   // So does the CLI (gpupool status, top, usage, bench): a missing file is a usage error (2).
-  auto status = [&](const std::string& tokenFile) {
-    EnvironmentChanges env = e2e::clientEnvironment(pool_->endpoint());
-    env["GPU_POOL_TOKEN_FILE"] = tokenFile;
-    return e2e::runProgram(e2e::gpupoolCliPath(),
-                           {"status", "--json", "--endpoint", pool_->endpoint()}, env, seconds(60));
-  };
-  ProgramResult statusAsTeamA = status(dir_.file("tokens/team-a"));
+  const std::vector<std::string> status = {"status", "--json", "--endpoint", pool_->endpoint()};
+  ProgramResult statusAsTeamA = withTokenFile(teamA, e2e::gpupoolCliPath(), status);
   EXPECT_TRUE(statusAsTeamA.passed()) << statusAsTeamA.describe();
-  ProgramResult statusNoFile = status(dir_.file("tokens/nobody"));
+  ProgramResult statusNoFile = withTokenFile(nobody, e2e::gpupoolCliPath(), status);
   EXPECT_TRUE(statusNoFile.exited && statusNoFile.exitCode == 2) << statusNoFile.describe();
-  EXPECT_NE(statusNoFile.err.find("GPU_POOL_TOKEN_FILE=" + dir_.file("tokens/nobody") +
-                                  " cannot be read"),
-            std::string::npos)
-      << statusNoFile.describe();
+  expectMissingFileNamed(statusNoFile);
 
   dir_.write("wrong-token", "guess\n");
-  environment["GPU_POOL_TOKEN_FILE"] = dir_.file("wrong-token");
-  ProgramResult wrong =
-      e2e::runProgram(e2e::programPath("vector_add"), {}, environment, seconds(120));
+  ProgramResult wrong = withTokenFile(dir_.file("wrong-token"), vectorAdd, {});
   EXPECT_FALSE(wrong.passed());
   EXPECT_NE(wrong.err.find("token refused"), std::string::npos) << wrong.describe();
 }

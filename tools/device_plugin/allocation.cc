@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <set>
 
+#include "client/pool_token.h"
 #include "tools/device_plugin/inventory_poller.h"
 
 namespace gpupool::device_plugin {
@@ -202,7 +203,8 @@ bool AllocationBook::preStart(const std::string& resource, const std::vector<std
   }
   std::string tokenPath = config_.tokenDir + "/" + *ns;
   std::string why;
-  std::string token = readTokenFile(tokenPath, &why);
+  std::string token = client::tokenFromFile(tokenPath, &why);
+  if (!why.empty()) why = tokenPath + " " + why;
   if (token.empty()) {
     *error = "no token for namespace " + *ns + " (" + why +
              "): add the namespace's tenant token to the Secret mounted at " + config_.tokenDir +

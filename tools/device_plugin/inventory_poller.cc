@@ -6,6 +6,7 @@
 #include <sstream>
 #include <thread>
 
+#include "client/pool_token.h"
 #include "tools/status_query.h"
 
 namespace gpupool::device_plugin {
@@ -47,23 +48,6 @@ void Inventory::wake() {
   changed_.notify_all();
 }
 
-std::string readTokenFile(const std::string& path, std::string* error) {
-  std::ifstream in(path);
-  if (!in) {
-    *error = "cannot read " + path;
-    return {};
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  std::string token = text.str();
-  const char* space = " \t\r\n";
-  token.erase(0, token.find_first_not_of(space));
-  auto last = token.find_last_not_of(space);
-  token.erase(last == std::string::npos ? 0 : last + 1);
-  if (token.empty()) *error = path + " is empty";
-  return token;
-}
-
 InventoryPoller::InventoryPoller(const PluginConfig& config, Inventory& inventory)
     : config_(config), inventory_(inventory), polled_(config.servers.size(), false) {
   for (const PoolServerConfig& server : config.servers) {
@@ -77,7 +61,10 @@ void InventoryPoller::pollOnce() {
     const PoolServerConfig& configured = config_.servers[i];
     std::string why;
     std::string token;
-    if (!configured.tokenFile.empty()) token = readTokenFile(configured.tokenFile, &why);
+    if (!configured.tokenFile.empty()) {
+      token = client::tokenFromFile(configured.tokenFile, &why);
+      if (!why.empty()) why = configured.tokenFile + " " + why;
+    }
     std::unique_ptr<tools::ServerStatus> status;
     if (why.empty()) {
       std::string error;

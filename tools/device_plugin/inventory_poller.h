@@ -35,10 +35,6 @@ class Inventory {
   bool woken_ = false;
 };
 
-// Reads a token file: its content without surrounding white space (a Secret's value often ends
-// with a newline). Empty and *error when it cannot be read.
-std::string readTokenFile(const std::string& path, std::string* error);
-
 class InventoryPoller {
  public:
   InventoryPoller(const PluginConfig& config, Inventory& inventory);
