@@ -207,8 +207,8 @@ int main(int argc, char** argv) {
   unsigned shmPollUs = static_cast<unsigned>(listenOptions.shmPollMax.count());
   app.add_option("--shm-poll-us", shmPollUs,
                  "Longest a worker that just served an shm session spins for its next call "
-                 "before returning it to the event loop (adaptive below this; 0 never spins: "
-                 "saves CPU on a busy host, costs latency)")
+                 "before returning it to the event loop (adaptive below this; 0, the default, "
+                 "never spins; docs/shm.md)")
       ->check(CLI::Range(0u, 1000u))
       ->capture_default_str();
   app.add_option("--tls-cert", listenOptions.tlsCertificateChain,

@@ -34,6 +34,6 @@ std::unique_ptr<Connection> shmConnect(const Endpoint& endpoint,
 // other kind of file); the file is removed when the listener goes. `pollMax`: the longest an
 // accepted connection's awaitFrameBriefly() spins (0: it never does).
 std::unique_ptr<Listener> shmListen(
-    const Endpoint& endpoint, std::chrono::microseconds pollMax = std::chrono::microseconds(50));
+    const Endpoint& endpoint, std::chrono::microseconds pollMax = std::chrono::microseconds(0));
 
 }  // namespace gpupool::transport

@@ -37,8 +37,9 @@ struct ListenOptions {
   // processPinnedMemory().
   PinnedMemory* pinnedMemory = nullptr;
   // shm:// only: the longest a worker that just served a frame spins for the session's next one
-  // before returning it to the event loop (ShmRingEnd::pollReadable); 0 never spins.
-  std::chrono::microseconds shmPollMax{50};
+  // before returning it to the event loop (ShmRingEnd::pollReadable); 0 never spins (the default:
+  // docs/shm.md has why).
+  std::chrono::microseconds shmPollMax{0};
 };
 
 // Empty when `scheme`'s transport can be used in this process; otherwise why not (e.g. no RDMA
