@@ -105,7 +105,9 @@ TEST(Loader, UnsupportedInstructionsFailWithTheirName) {
       {".reg .b64 %t; .reg .f32 %f<4>; .reg .b32 %c;",
        "tex.2d.v4.f32.s32 {%f0,%f1,%f2,%f3}, [%t, {%c, %c}];", "tex"},
       {".reg .b32 %a;", "wgmma.fence.sync.aligned;", "wgmma"},
-      {".reg .b32 %a;", "bar.arrive 1, 64;", "bar.arrive"},
+      {".reg .b64 %a;", "mbarrier.arrive.shared.b64 %a, [%a];", "mbarrier"},
+      {".reg .b64 %a; .reg .b32 %v;", "multimem.ld_reduce.relaxed.sys.global.add.u32 %v, [%a];",
+       "multimem"},
   };
   for (const auto& c : cases) {
     Status e = loadError(snippetModule(c.decls, c.body));

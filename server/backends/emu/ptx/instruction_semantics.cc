@@ -593,6 +593,35 @@ void BlockRunner::executeSimple(const Instr& in, uint32_t exec, uint32_t group) 
       });
       return;
     }
+    case Op::kLop3:
+      forLanes(exec, [&](int l) {
+        set(d, l,
+            logicOp3(static_cast<uint32_t>(value(in.ops[1], l)),
+                     static_cast<uint32_t>(value(in.ops[2], l)),
+                     static_cast<uint32_t>(value(in.ops[3], l)),
+                     static_cast<uint32_t>(value(in.ops[4], l))));
+      });
+      return;
+    case Op::kDp4a:
+    case Op::kDp2a:
+      forLanes(exec, [&](int l) {
+        const auto a = static_cast<uint32_t>(value(in.ops[1], l));
+        const auto b = static_cast<uint32_t>(value(in.ops[2], l));
+        const auto c = static_cast<uint32_t>(value(in.ops[3], l));
+        const bool aSigned = isSigned(in.type), bSigned = isSigned(in.type2);
+        set(d, l,
+            in.op == Op::kDp4a ? dotProduct4(a, aSigned, b, bSigned, c)
+                               : dotProduct2(a, aSigned, b, bSigned, in.flags & kHi, c));
+      });
+      return;
+    case Op::kFns:
+      forLanes(exec, [&](int l) {
+        set(d, l,
+            findNthSet(static_cast<uint32_t>(value(in.ops[1], l)),
+                       static_cast<uint32_t>(value(in.ops[2], l)),
+                       static_cast<int32_t>(static_cast<uint32_t>(value(in.ops[3], l)))));
+      });
+      return;
     case Op::kCopysign:
       forLanes(exec, [&](int l) {
         uint64_t a = value(in.ops[1], l), b = value(in.ops[2], l);

@@ -141,6 +141,11 @@ enum class Op : uint8_t {
   kMad24,
   kSad,
   kBmsk,
+  kElect,
+  kLop3,
+  kDp4a,
+  kDp2a,
+  kFns,
 };
 
 enum class Space : uint8_t { kGeneric, kGlobal, kShared, kLocal, kParam, kConst };
@@ -190,6 +195,8 @@ enum class BoolOp : uint8_t { kNone, kAnd, kOr, kXor };
 enum class AtomOp : uint8_t { kAdd, kMin, kMax, kInc, kDec, kAnd, kOr, kXor, kExch, kCas };
 enum class ShflMode : uint8_t { kUp, kDown, kBfly, kIdx };
 enum class VoteMode : uint8_t { kAll, kAny, kUni, kBallot };
+// bar / barrier: wait, arrive without waiting, or wait and reduce a predicate over the arrivals.
+enum class BarMode : uint8_t { kSync, kArrive, kRedPopc, kRedAnd, kRedOr };
 enum class ReduxOp : uint8_t { kAdd, kMin, kMax, kAnd, kOr, kXor };
 enum class TestpOp : uint8_t { kFinite, kInfinite, kNumber, kNotANumber, kNormal, kSubnormal };
 
@@ -228,6 +235,8 @@ enum class Special : uint8_t {
   kReservedSmemCap,
   kReservedSmem0,
   kReservedSmem1,
+  kGridWorkspaceLo,  // %envreg1: cooperative groups' grid workspace address, low word
+  kGridWorkspaceHi,  // %envreg2: high word
 };
 
 enum class SymbolKind : uint8_t {

@@ -94,7 +94,12 @@ std::optional<Special> parseSpecial(std::string_view n) {
       {"%reserved_smem_offset_end", Special::kReservedSmemEnd},
       {"%reserved_smem_offset_cap", Special::kReservedSmemCap},
       {"%reserved_smem_offset_0", Special::kReservedSmem0},
-      {"%reserved_smem_offset_1", Special::kReservedSmem1}};
+      {"%reserved_smem_offset_1", Special::kReservedSmem1},
+      // Cooperative groups read the grid workspace of a cooperative launch from these; the pool
+      // refuses cooperative launches, so it is always null (grid.sync() then traps, as CUDA's
+      // does in a non-cooperative launch).
+      {"%envreg1", Special::kGridWorkspaceLo},
+      {"%envreg2", Special::kGridWorkspaceHi}};
   for (auto& [name, s] : kSpecials)
     if (n == name) return s;
   return std::nullopt;
@@ -701,9 +706,9 @@ class Builder {
 
 bool isIgnorableQualifier(std::string_view p) {
   static constexpr std::string_view kIgnored[] = {
-      "nc",   "volatile", "relaxed", "acquire", "release", "acq_rel", "sc",
-      "weak", "mmio",     "cta",     "gpu",     "sys",     "aligned", "ca",
-      "cg",   "cs",       "lu",      "cv",      "wb",      "wt",      "uni"};
+      "nc",   "volatile", "relaxed", "acquire", "release", "acq_rel", "sc", "weak",
+      "mmio", "cta",      "gpu",     "sys",     "aligned", "ca",      "cg", "cs",
+      "lu",   "cv",       "wb",      "wt",      "uni",     "cluster"};
   for (auto i : kIgnored)
     if (p == i) return true;
   // Cache and eviction hints such as L1::no_allocate, L2::128B, level::eviction_priority.
@@ -957,13 +962,28 @@ void Builder::decode(const AstInstruction& a, Instr* in) {
     } else {
       int kind = take({"sync", "arrive", "red"});
       if (kind < 0 && base == "bar") kind = 0;  // plain `bar 0` is bar.sync
-      if (kind != 0) failUnsupported("unsupported barrier form " + a.opcode);
+      if (kind < 0) failUnsupported("unsupported barrier form " + a.opcode);
       in->op = Op::kBar;
-      ops(1, 2);
-      if (a.operands.size() == 2)
-        setOps({src(0, Type::kU32), src(1, Type::kU32)});
-      else
-        setOps({src(0, Type::kU32)});
+      // ops: [0] destination (red only, else none), [1] barrier id, [2] thread count (or none),
+      // [3] predicate (red only).
+      Operand none;
+      if (kind == 2) {
+        int r = take({"popc", "and", "or"});
+        if (r < 0) failInvalid("bar.red needs .popc, .and or .or");
+        in->mode = static_cast<uint8_t>(static_cast<int>(BarMode::kRedPopc) + r);
+        in->type = type0();
+        if ((r == 0) != (in->type == Type::kU32) || (r != 0 && in->type != Type::kPred))
+          failInvalid("bar.red.popc needs .u32 and bar.red.and/.or need .pred");
+        ops(3, 4);
+        const size_t last = a.operands.size() - 1;
+        setOps({dst(0, in->type), src(1, Type::kU32), last == 3 ? src(2, Type::kU32) : none,
+                src(last, Type::kPred)});
+      } else {
+        in->mode = static_cast<uint8_t>(kind == 0 ? BarMode::kSync : BarMode::kArrive);
+        // bar.arrive needs the thread count: the ISA leaves an arrive on a full barrier undefined.
+        ops(kind == 1 ? 2 : 1, 2);
+        setOps({none, src(0, Type::kU32), a.operands.size() == 2 ? src(1, Type::kU32) : none});
+      }
     }
   } else if (base == "atom" || base == "red") {
     int op = take({"add", "min", "max", "inc", "dec", "and", "or", "xor", "exch", "cas"});
@@ -1031,6 +1051,54 @@ void Builder::decode(const AstInstruction& a, Instr* in) {
     in->type = type0();
     ops(3, 3);
     setOps({dst(0, Type::kB32), src(1, in->type), src(2, Type::kU32)});
+  } else if (base == "elect") {
+    if (take({"sync"}) < 0) failInvalid("elect needs .sync");
+    in->op = Op::kElect;
+    in->type = Type::kB32;
+    ops(2, 2);
+    if (a.operands[0].kind != AstOperand::Kind::kDual) failInvalid("elect needs d|p");
+    setOps({dst(0, Type::kB32), src(1, Type::kU32)});
+  } else if (base == "lop3") {
+    in->op = Op::kLop3;
+    in->type = type0();
+    if (in->type != Type::kB32) failInvalid("lop3 needs .b32");
+    ops(5, 5);  // the PTX 8.2 form with a predicate output and input has six
+    Operand lut = src(4, Type::kU32);
+    if (lut.kind != OperandKind::kImm || lut.imm > 0xff) failInvalid("lop3 needs an 8-bit immLut");
+    setOps({dst(0, in->type), src(1, in->type), src(2, in->type), src(3, in->type), lut});
+  } else if (base == "dp4a" || base == "dp2a") {
+    in->op = base == "dp4a" ? Op::kDp4a : Op::kDp2a;
+    if (types.size() != 2) failInvalid(std::string(base) + " needs two types");
+    for (Type t : types)
+      if (t != Type::kU32 && t != Type::kS32) failInvalid(std::string(base) + " needs .u32/.s32");
+    in->type = types[0];
+    in->type2 = types[1];
+    if (in->op == Op::kDp2a) {
+      int half = take({"lo", "hi"});
+      if (half < 0) failInvalid("dp2a needs .lo or .hi");
+      if (half == 1) in->flags |= kHi;
+    }
+    ops(4, 4);
+    const Type acc = isSigned(in->type) || isSigned(in->type2) ? Type::kS32 : Type::kU32;
+    setOps({dst(0, acc), src(1, in->type), src(2, in->type2), src(3, acc)});
+  } else if (base == "fns") {
+    in->op = Op::kFns;
+    in->type = type0();
+    ops(4, 4);
+    setOps({dst(0, Type::kB32), src(1, Type::kB32), src(2, Type::kU32), src(3, Type::kS32)});
+  } else if (base == "griddepcontrol" || base == "setmaxnreg") {
+    // griddepcontrol: the pool runs no grid before the one it depends on has completed, so the
+    // wait is satisfied and launch_dependents has nothing to release. setmaxnreg: a register
+    // allocation hint; the interpreter has no register file to resize.
+    in->op = Op::kNop;
+    if (base == "griddepcontrol" && take({"wait", "launch_dependents"}) < 0)
+      failInvalid("griddepcontrol needs .wait or .launch_dependents");
+    if (base == "setmaxnreg") {
+      if (take({"inc", "dec"}) < 0 || take({"sync"}) < 0)
+        failInvalid("setmaxnreg needs .inc or .dec and .sync");
+      ops(1, 1);
+      src(0, Type::kU32);
+    }
   } else if (base == "bfe") {
     in->op = Op::kBfe;
     in->type = type0();

@@ -1,0 +1,237 @@
+// Instructions the toolkit's header libraries (Thrust, CUB, cooperative groups, libcu++) emit,
+// one tiny PTX snippet each, with the PTX ISA's edge cases: block-wide predicate reductions
+// (bar.red / barrier.cta.red), split arrive/wait barriers, the barrier.cta spellings, elect.sync,
+// lop3, dp4a/dp2a, fns, the no-op griddepcontrol/setmaxnreg, and the cooperative-groups grid
+// workspace registers (%envreg1/2).
+#include <gtest/gtest.h>
+
+#include "ptx_snippet.h"
+
+namespace gpupool::ptx::testing {
+namespace {
+
+SnippetResult runLibrarySnippet(const std::string& decls, const std::string& body,
+                                std::vector<uint64_t> in = {}, uint32_t threads = 1) {
+  SnippetResult r = runSnippet(decls, body, std::move(in), threads);
+  EXPECT_EQ(r.loadCode, CUDA_SUCCESS) << r.loadMessage;
+  EXPECT_EQ(r.launch.status.code, CUDA_SUCCESS) << r.launch.status.message;
+  return r;
+}
+
+// Each of 64 threads stores one u64 per reduction at out[reduction * ... ]: here only thread
+// t == 63 (the last warp's last lane) stores, so the slots hold what every thread should see.
+TEST(LibraryInstruction, BarRedPopcAndOr) {
+  auto r = runLibrarySnippet(
+      ".reg .b32 %d, %m; .reg .pred %p, %q, %last;",
+      "setp.eq.u32 %last, %tid, 63;"
+      "rem.u32 %m, %tid, 3; setp.eq.u32 %p, %m, 0;"  // 22 of 64
+      "bar.red.popc.u32 %d, 0, %p; @%last st.global.u32 [%out], %d;"
+      "bar.red.popc.u32 %d, 0, !%p; @%last st.global.u32 [%out+8], %d;"
+      "bar.red.and.pred %q, 0, %p; selp.u32 %d, 1, 0, %q; @%last st.global.u32 [%out+16], %d;"
+      "bar.red.or.pred %q, 0, %p; selp.u32 %d, 1, 0, %q; @%last st.global.u32 [%out+24], %d;"
+      "setp.lt.u32 %p, %tid, 64;"  // all true
+      "bar.red.and.pred %q, 0, %p; selp.u32 %d, 1, 0, %q; @%last st.global.u32 [%out+32], %d;"
+      "barrier.cta.red.or.aligned.pred %q, 1, !%p; selp.u32 %d, 1, 0, %q;"  // all false
+      "@%last st.global.u32 [%out+40], %d;"
+      "barrier.cta.red.popc.aligned.u32 %d, 2, %p; @%last st.global.u32 [%out+48], %d;",
+      {}, 64);
+  EXPECT_EQ(r.out[0], 22u);
+  EXPECT_EQ(r.out[1], 42u);
+  EXPECT_EQ(r.out[2], 0u);
+  EXPECT_EQ(r.out[3], 1u);
+  EXPECT_EQ(r.out[4], 1u);
+  EXPECT_EQ(r.out[5], 0u);
+  EXPECT_EQ(r.out[6], 64u);
+}
+
+// Every thread sees the same reduction, whichever warp it is in: each stores its own slot.
+TEST(LibraryInstruction, BarRedResultReachesEveryThread) {
+  auto r = runLibrarySnippet(
+      ".reg .b32 %d; .reg .pred %p; .reg .b64 %a, %q;",
+      "mul.wide.u32 %a, %tid, 8; add.s64 %q, %out, %a;"
+      "setp.eq.u32 %p, %tid, 47;"  // only one thread, in the second warp
+      "bar.red.popc.u32 %d, 3, %p; st.global.u32 [%q], %d;"
+      "bar.red.or.pred %p, 3, %p; selp.u32 %d, 1, 0, %p; st.global.u32 [%q+4], %d;",
+      {}, 50);
+  for (uint32_t t = 0; t < 50; ++t) EXPECT_EQ(r.out[t], (uint64_t{1} << 32) | 1) << t;
+}
+
+// A barrier with a thread count: only the first two warps take part; the third is elsewhere.
+TEST(LibraryInstruction, BarRedWithThreadCount) {
+  auto r = runLibrarySnippet(".reg .b32 %d; .reg .pred %p, %in;",
+                             "setp.lt.u32 %in, %tid, 64; @!%in bra DONE;"
+                             "setp.lt.u32 %p, %tid, 40;"
+                             "bar.red.popc.u32 %d, 1, 64, %p;"
+                             "setp.eq.u32 %p, %tid, 0; @%p st.global.u32 [%out], %d;"
+                             "DONE: ret;",
+                             {}, 96);
+  EXPECT_EQ(r.out[0], 40u);
+}
+
+// Producer warp: writes shared, bar.arrive; consumer warp: bar.sync on the same barrier, then
+// reads what the producer wrote. The producers wait elsewhere (barrier 3) meanwhile, so only
+// their arrivals can release barrier 1; a second round checks the arrivals were consumed.
+TEST(LibraryInstruction, BarArriveReleasesWaitingConsumers) {
+  std::string text = snippetModule(
+      ".reg .b32 %v, %w, %a32; .reg .pred %producer; .reg .b64 %a, %q;",
+      "setp.lt.u32 %producer, %tid, 32; @!%producer bra CONSUME;"
+      "mul.lo.u32 %v, %tid, 7; mul.wide.u32 %a, %tid, 4; mov.u64 %q, buf; add.s64 %q, %q, %a;"
+      "st.shared.u32 [%q], %v; bar.arrive 1, 64; barrier.cta.sync.aligned 3; "
+      "mul.lo.u32 %v, %tid, 9; st.shared.u32 [%q], %v; barrier.cta.arrive.aligned 2, 64;"
+      "bar.sync 4; ret;"
+      // The producers wait at barrier 3 while the consumers pass barrier 1.
+      "CONSUME: bar.sync 1, 64; sub.u32 %w, %tid, 32; mul.wide.u32 %a, %w, 4; mov.u64 %q, buf;"
+      "add.s64 %q, %q, %a; ld.shared.u32 %v, [%q]; barrier.sync 3;"
+      "barrier.cta.sync.aligned 2, 64; ld.shared.u32 %w, [%q]; bar.sync 4;"
+      "sub.u32 %a32, %tid, 32; mul.wide.u32 %a, %a32, 8; add.s64 %q, %out, %a;"
+      "st.global.v2.u32 [%q], {%v, %w};");
+  text.insert(text.find(".visible"), ".shared .align 4 .b8 buf[128];\n");
+  auto m = loadOrFail(text);
+  ASSERT_TRUE(m);
+  HostDeviceMemory memory;
+  uint64_t out = memory.allocate(64 * 8), in = memory.allocate(64 * 8);
+  const KernelInfo& k = m->kernels()[0];
+  LaunchConfig c;
+  c.block[0] = 64;
+  auto res =
+      launch(*m, k, c, ParamBlock(k).set(0, out).set(1, in).data(), memory, LaunchServices{});
+  ASSERT_EQ(res.status.code, CUDA_SUCCESS) << res.status.message;
+  auto o = memory.download<uint64_t>(out, 32);
+  for (uint64_t l = 0; l < 32; ++l) EXPECT_EQ(o[l], (l * 9) << 32 | l * 7) << l;
+}
+
+TEST(LibraryInstruction, BarRedRefusesMismatchedTypes) {
+  SnippetResult r = runSnippet(".reg .b32 %d; .reg .pred %p;",
+                               "setp.eq.u32 %p, %tid, 0; bar.red.popc.pred %p, 0, %p;");
+  EXPECT_EQ(r.loadCode, CUDA_ERROR_INVALID_PTX) << r.loadMessage;
+  r = runSnippet(".reg .b32 %d; .reg .pred %p;", "bar.red.xor.pred %p, 0, %p;");
+  EXPECT_NE(r.loadCode, CUDA_SUCCESS);
+}
+
+// elect.sync picks the lowest lane of the member mask that is still running.
+TEST(LibraryInstruction, ElectSyncPicksLowestMemberLane) {
+  auto r = runLibrarySnippet(
+      ".reg .b32 %d, %v; .reg .pred %p, %gone; .reg .b64 %a, %q;",
+      "setp.lt.u32 %gone, %tid, 3; @%gone exit;"  // lanes 0-2 have exited
+      "mul.wide.u32 %a, %tid, 8; add.s64 %q, %out, %a;"
+      "elect.sync %d|%p, 0xffffffff; selp.u32 %v, 1, 0, %p; shl.b32 %v, %v, 8; or.b32 %d, %d, %v;"
+      "st.global.u32 [%q], %d;"
+      "setp.ge.u32 %p, %tid, 16; @%p bra DONE;"  // lanes 3-15, mask of lanes 8-15
+      "setp.lt.u32 %p, %tid, 8; @%p bra DONE;"
+      "elect.sync %d|%p, 0xff00; selp.u32 %v, 1, 0, %p; shl.b32 %v, %v, 8; or.b32 %d, %d, %v;"
+      "st.global.u32 [%q+4], %d;"
+      "DONE: ret;",
+      {}, 32);
+  for (uint32_t l = 3; l < 32; ++l) {
+    EXPECT_EQ(static_cast<uint32_t>(r.out[l]), l == 3 ? 0x103u : 3u) << l;
+    if (l >= 8 && l < 16) {
+      EXPECT_EQ(r.out[l] >> 32, l == 8 ? 0x108u : 8u) << l;
+    }
+  }
+}
+
+TEST(LibraryInstruction, Lop3TruthTables) {
+  // a = 0xF0F0F0F0, b = 0xCCCCCCCC, c = 0xAAAAAAAA: lop3 with immLut = f(a, b, c) gives immLut
+  // in every byte.
+  auto r = runLibrarySnippet(
+      ".reg .b32 %a, %b, %c, %d;",
+      "mov.b32 %a, 0xF0F0F0F0; mov.b32 %b, 0xCCCCCCCC; mov.b32 %c, 0xAAAAAAAA;"
+      "lop3.b32 %d, %a, %b, %c, 0x96; st.global.u32 [%out], %d;"    // a ^ b ^ c
+      "lop3.b32 %d, %a, %b, %c, 0xE8; st.global.u32 [%out+8], %d;"  // majority
+      "lop3.b32 %d, %a, %b, %c, 0x00; st.global.u32 [%out+16], %d;"
+      "lop3.b32 %d, %a, %b, %c, 0xFF; st.global.u32 [%out+24], %d;"
+      "mov.b32 %a, 0x12345678; mov.b32 %b, 0xFFFF0000; mov.b32 %c, 0x0F0F0F0F;"
+      "lop3.b32 %d, %a, %b, %c, 0xCA; st.global.u32 [%out+32], %d;");  // a ? b : c, bitwise
+  EXPECT_EQ(r.out[0], 0x96969696u);
+  EXPECT_EQ(r.out[1], 0xE8E8E8E8u);
+  EXPECT_EQ(r.out[2], 0u);
+  EXPECT_EQ(r.out[3], 0xFFFFFFFFu);
+  EXPECT_EQ(r.out[4], 0x12340000u | (0xEDCBA987u & 0x0F0F0F0Fu));
+}
+
+TEST(LibraryInstruction, Dp4aAndDp2aSignednessAndWrap) {
+  auto r =
+      runLibrarySnippet(".reg .b32 %a, %b, %c, %d;",
+                        "mov.b32 %a, 0x80FF0102; mov.b32 %b, 0x7F020304; mov.b32 %c, 10;"
+                        "dp4a.u32.u32 %d, %a, %b, %c; st.global.u32 [%out], %d;"
+                        "dp4a.s32.s32 %d, %a, %b, %c; st.global.u32 [%out+8], %d;"
+                        "dp4a.s32.u32 %d, %a, %b, %c; st.global.u32 [%out+16], %d;"
+                        "mov.b32 %a, 0xFFFFFFFF; mov.b32 %b, 0xFFFFFFFF; mov.b32 %c, 0xFFFFFFFF;"
+                        "dp4a.u32.u32 %d, %a, %b, %c; st.global.u32 [%out+24], %d;"  // wraps
+                        "mov.b32 %a, 0x8000FFFF; mov.b32 %b, 0x02FF7F01; mov.b32 %c, 0;"
+                        "dp2a.lo.u32.u32 %d, %a, %b, %c; st.global.u32 [%out+32], %d;"
+                        "dp2a.hi.s32.s32 %d, %a, %b, %c; st.global.u32 [%out+40], %d;"
+                        "dp2a.lo.s32.u32 %d, %a, %b, %c; st.global.u32 [%out+48], %d;");
+  // bytes of a (low first): 02 01 FF 80; of b: 04 03 02 7F.
+  EXPECT_EQ(r.out[0], 10u + 2 * 4 + 1 * 3 + 255 * 2 + 128 * 127);
+  EXPECT_EQ(static_cast<int32_t>(r.out[1]), 10 + 2 * 4 + 1 * 3 + (-1) * 2 + (-128) * 127);
+  EXPECT_EQ(static_cast<int32_t>(r.out[2]), 10 + 2 * 4 + 1 * 3 + (-1) * 2 + (-128) * 127);
+  EXPECT_EQ(r.out[3], static_cast<uint32_t>(0xFFFFFFFFu + 4u * 255u * 255u));
+  // halves of a: FFFF, 8000; bytes of b: 01 7F FF 02.
+  EXPECT_EQ(r.out[4], 0xFFFFu * 1 + 0x8000u * 0x7F);
+  EXPECT_EQ(static_cast<int32_t>(r.out[5]), (-1) * (-1) + (-32768) * 2);
+  EXPECT_EQ(static_cast<int32_t>(r.out[6]), (-1) * 1 + (-32768) * 127);
+}
+
+TEST(LibraryInstruction, FnsFindsNthSetBit) {
+  auto r =
+      runLibrarySnippet(".reg .b32 %m, %d;",
+                        "mov.b32 %m, 0x80000451;"  // bits 0, 4, 6, 10, 31
+                        "fns.b32 %d, %m, 0, 1; st.global.u32 [%out], %d;"
+                        "fns.b32 %d, %m, 0, 3; st.global.u32 [%out+8], %d;"
+                        "fns.b32 %d, %m, 5, 1; st.global.u32 [%out+16], %d;"
+                        "fns.b32 %d, %m, 10, -2; st.global.u32 [%out+24], %d;"
+                        "fns.b32 %d, %m, 4, 0; st.global.u32 [%out+32], %d;"
+                        "fns.b32 %d, %m, 5, 0; st.global.u32 [%out+40], %d;"
+                        "fns.b32 %d, %m, 0, 6; st.global.u32 [%out+48], %d;"  // only five set bits
+                        "fns.b32 %d, %m, 3, -2; st.global.u32 [%out+56], %d;"
+                        "fns.b32 %d, %m, 31, -5; st.global.u32 [%out+64], %d;");
+  EXPECT_EQ(r.out[0], 0u);
+  EXPECT_EQ(r.out[1], 6u);
+  EXPECT_EQ(r.out[2], 6u);
+  EXPECT_EQ(r.out[3], 6u);
+  EXPECT_EQ(r.out[4], 4u);
+  EXPECT_EQ(r.out[5], 0xFFFFFFFFu);
+  EXPECT_EQ(r.out[6], 0xFFFFFFFFu);
+  EXPECT_EQ(r.out[7], 0xFFFFFFFFu);
+  EXPECT_EQ(r.out[8], 0u);
+}
+
+TEST(LibraryInstruction, GridDependencyControlAndSetmaxnregAreNoOps) {
+  auto r =
+      runLibrarySnippet(".reg .b32 %v;",
+                        "griddepcontrol.wait; griddepcontrol.launch_dependents;"
+                        "setmaxnreg.inc.sync.aligned.u32 232; setmaxnreg.dec.sync.aligned.u32 40;"
+                        "mov.b32 %v, 7; st.global.u32 [%out], %v;");
+  EXPECT_EQ(r.out[0], 7u);
+}
+
+// Cooperative groups find a cooperative launch's grid workspace in %envreg1/2 and trap on a null
+// one; the pool offers no cooperative launch, so the workspace is always null.
+TEST(LibraryInstruction, GridWorkspaceRegistersAreNull) {
+  auto r = runLibrarySnippet(".reg .b32 %lo, %hi;",
+                             "mov.u32 %lo, %envreg1; mov.u32 %hi, %envreg2;"
+                             "st.global.v2.u32 [%out], {%lo, %hi};",
+                             {}, 1);
+  EXPECT_EQ(r.out[0], 0u);
+  SnippetResult other = runSnippet(".reg .b32 %v;", "mov.u32 %v, %envreg3;");
+  EXPECT_EQ(other.loadCode, CUDA_ERROR_NOT_SUPPORTED);
+  EXPECT_NE(other.loadMessage.find("%envreg3"), std::string::npos) << other.loadMessage;
+}
+
+TEST(LibraryInstruction, ScopeAndCacheQualifiersAreAccepted) {
+  auto r = runLibrarySnippet(
+      ".reg .b32 %v; .reg .b64 %w;",
+      "ld.relaxed.cluster.global.u32 %v, [%in]; st.release.cluster.global.u32 [%out], %v;"
+      "ld.acquire.gpu.global.L1::no_allocate.u64 %w, [%in+8]; st.relaxed.sys.global.u64 "
+      "[%out+8], %w;"
+      "ld.global.nc.L1::no_allocate.L2::256B.u32 %v, [%in+16]; st.global.cs.u32 [%out+16], %v;"
+      "fence.acq_rel.cluster; fence.sc.gpu; membar.sys; fence.proxy.async;",
+      {5, 6, 7});
+  EXPECT_EQ(r.out[0], 5u);
+  EXPECT_EQ(r.out[1], 6u);
+  EXPECT_EQ(r.out[2], 7u);
+}
+
+}  // namespace
+}  // namespace gpupool::ptx::testing
