@@ -1,9 +1,12 @@
 // Instructions the toolkit's header libraries (Thrust, CUB, cooperative groups, libcu++) emit,
 // one tiny PTX snippet each, with the PTX ISA's edge cases: block-wide predicate reductions
 // (bar.red / barrier.cta.red), split arrive/wait barriers, the barrier.cta spellings, elect.sync,
-// lop3, dp4a/dp2a, fns, the no-op griddepcontrol/setmaxnreg, and the cooperative-groups grid
-// workspace registers (%envreg1/2).
+// lop3, dp4a/dp2a, fns, mbarrier, fp8 conversions, the no-op griddepcontrol/setmaxnreg, and the
+// cooperative-groups grid workspace registers (%envreg1/2).
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
 
 #include "ptx_snippet.h"
 
@@ -231,6 +234,132 @@ TEST(LibraryInstruction, ScopeAndCacheQualifiersAreAccepted) {
   EXPECT_EQ(r.out[0], 5u);
   EXPECT_EQ(r.out[1], 6u);
   EXPECT_EQ(r.out[2], 7u);
+}
+
+// cuda::barrier on sm_90: an mbarrier in shared memory for two warps. Thread 0 initializes it;
+// every thread writes its slot, arrives and polls try_wait with its token, then reads another
+// warp's slot. The second round uses the phase parity, arrive with a count and arrive_drop.
+TEST(LibraryInstruction, MbarrierPhasesTokensAndParity) {
+  std::string text = snippetModule(
+      ".reg .b32 %v, %w, %slot, %bar, %count; .reg .b64 %token, %a, %q; .reg .pred %p, %first, "
+      "%low;",
+      "mov.u32 %bar, mbar; setp.eq.u32 %first, %tid, 0; mov.u32 %count, 64;"
+      "@%first mbarrier.init.shared.b64 [%bar], %count; bar.sync 0;"
+      "shl.b32 %slot, %tid, 2; mov.u32 %w, buf; add.u32 %slot, %slot, %w;"
+      "mul.lo.u32 %v, %tid, 5; st.shared.u32 [%slot], %v;"
+      "mbarrier.arrive.release.cta.shared::cta.b64 %token, [%bar];"
+      "WAIT1: mbarrier.try_wait.shared.b64 %p, [%bar], %token; @!%p bra WAIT1;"
+      "mbarrier.test_wait.shared.b64 %p, [%bar], %token; selp.u32 %w, 1, 0, %p;"
+      "xor.b32 %v, %tid, 32; shl.b32 %v, %v, 2; mov.u32 %count, buf; add.u32 %v, %v, %count;"
+      "ld.shared.u32 %v, [%v];"  // the other warp's slot
+      "mul.wide.u32 %a, %tid, 8; add.s64 %q, %out, %a; st.global.v2.u32 [%q], {%v, %w};"
+      // Round two (phase 1): the first warp arrives for two threads each and drops out of later
+      // phases; the second warp does not arrive at all, so the phase completes with 32 * 2.
+      "setp.lt.u32 %p, %tid, 32; @!%p bra SECOND;"
+      "mov.u32 %count, 2; mbarrier.arrive_drop.shared.b64 %token, [%bar], %count;"
+      "add.s64 %q, %in, %a;"  // round two's results go to the input buffer
+      "mbarrier.pending_count.b64 %v, %token; st.global.u32 [%q], %v;"
+      "SECOND: mov.u32 %v, 1;"
+      "WAIT2: mbarrier.try_wait.parity.shared.b64 %p, [%bar], %v; @!%p bra WAIT2;"
+      // Phase 2 expects 64 - 64 = 0 arrivals: only phase parity 0 (phase 2) is now pending.
+      "mov.u32 %v, 0; mbarrier.test_wait.parity.shared.b64 %p, [%bar], %v; selp.u32 %w, 1, 0, %p;"
+      "setp.lt.u32 %low, %tid, 32; @%low st.global.u32 [%q+4], %w; bar.sync 0; @%first "
+      "mbarrier.inval.shared.b64 [%bar];");
+  text.insert(text.find(".visible"),
+              ".shared .align 8 .b8 mbar[8];\n.shared .align 4 .b8 buf[256];\n");
+  auto m = loadOrFail(text);
+  ASSERT_TRUE(m);
+  HostDeviceMemory memory;
+  uint64_t out = memory.allocate(64 * 8), in = memory.allocate(64 * 8);
+  const KernelInfo& k = m->kernels()[0];
+  LaunchConfig c;
+  c.block[0] = 64;
+  auto res =
+      launch(*m, k, c, ParamBlock(k).set(0, out).set(1, in).data(), memory, LaunchServices{});
+  ASSERT_EQ(res.status.code, CUDA_SUCCESS) << res.status.message;
+  auto o = memory.download<uint64_t>(out, 64);
+  auto second = memory.download<uint64_t>(in, 64);
+  for (uint64_t t = 0; t < 64; ++t) {
+    EXPECT_EQ(o[t], (uint64_t{1} << 32) | ((t ^ 32) * 5)) << t;
+    if (t < 32) {
+      // pending after this thread's arrival: 64 - 2 * (arrivals so far including this one).
+      EXPECT_EQ(static_cast<uint32_t>(second[t]), 64 - 2 * (t + 1)) << t;
+      EXPECT_EQ(second[t] >> 32, 0u) << t;  // phase 2 (parity 0) is incomplete
+    }
+  }
+}
+
+TEST(LibraryInstruction, MbarrierRefusesTransactionCountsAndClusters) {
+  for (const char* body : {"mbarrier.arrive.expect_tx.shared.b64 %s, [%a], 16;",
+                           "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%a];"}) {
+    SnippetResult r = runSnippet(".reg .b64 %s; .reg .b32 %a;", body);
+    EXPECT_EQ(r.loadCode, CUDA_ERROR_NOT_SUPPORTED) << body << ": " << r.loadMessage;
+    EXPECT_NE(r.loadMessage.find("mbarrier"), std::string::npos) << r.loadMessage;
+  }
+}
+
+uint64_t floatBits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+// f32 pairs to fp8 pairs: round to nearest even (ties at 1.0625 and 1.1875, subnormal ties),
+// saturation of large values and infinities to the largest finite, NaN, signed zero, .relu.
+TEST(LibraryInstruction, CvtToFp8RoundsAndSaturates) {
+  const float inputs[] = {1.0f,     448.0f,   500.0f,   INFINITY, -INFINITY,   NAN,      -0.0f,
+                          0x1p-9f,  0x1p-10f, 0x3p-10f, 1.0625f,  1.1875f,     464.0f,   -2.0f,
+                          57344.0f, 1e6f,     0x1p-16f, 0x1p-17f, -0x1.8p-15f, 0x1.4p+0f};
+  std::vector<uint64_t> in;
+  for (float f : inputs) in.push_back(floatBits(f));
+  std::string body;
+  // Slot i: e4m3x2 of (input i, 1.0) in bits 0-15, e5m2x2 of (1.0, input i) in bits 16-31,
+  // e4m3x2 with .relu of (input i, input i) in bits 32-47.
+  for (size_t i = 0; i < std::size(inputs); ++i) {
+    const std::string at = std::to_string(i * 8);
+    body += "ld.global.f32 %f, [%in+" + at + "];" +
+            "cvt.rn.satfinite.e4m3x2.f32 %h, %f, %one; cvt.u32.u16 %x, %h;" +
+            "cvt.rn.satfinite.e5m2x2.f32 %h, %one, %f; cvt.u32.u16 %y, %h; shl.b32 %y, %y, 16;" +
+            "or.b32 %x, %x, %y; st.global.u32 [%out+" + at + "], %x;" +
+            "cvt.rn.satfinite.relu.e4m3x2.f32 %h, %f, %f; st.global.u16 [%out+" +
+            std::to_string(i * 8 + 4) + "], %h;";
+  }
+  auto r = runLibrarySnippet(".reg .f32 %f, %one; .reg .b16 %h; .reg .b32 %x, %y;",
+                             "mov.f32 %one, 0f3F800000;" + body, in);
+  // {e4m3 of input, e5m2 of input, e4m3 .relu of input}
+  const uint8_t expected[][3] = {
+      {0x38, 0x3c, 0x38}, {0x7e, 0x5f, 0x7e}, {0x7e, 0x60, 0x7e}, {0x7e, 0x7b, 0x7e},
+      {0xfe, 0xfb, 0x00}, {0x7f, 0x7f, 0x7f}, {0x80, 0x80, 0x00}, {0x01, 0x18, 0x01},
+      {0x00, 0x14, 0x00}, {0x02, 0x1a, 0x02}, {0x38, 0x3c, 0x38}, {0x3a, 0x3d, 0x3a},
+      {0x7e, 0x5f, 0x7e}, {0xc0, 0xc0, 0x00}, {0x7e, 0x7b, 0x7e}, {0x7e, 0x7b, 0x7e},
+      {0x00, 0x01, 0x00}, {0x00, 0x00, 0x00}, {0x80, 0x83, 0x00}, {0x3a, 0x3d, 0x3a}};
+  for (size_t i = 0; i < std::size(inputs); ++i) {
+    const uint64_t v = r.out[i];
+    EXPECT_EQ((v >> 8) & 0xff, expected[i][0]) << "e4m3 of " << inputs[i];
+    EXPECT_EQ(v & 0xff, 0x38u) << i;  // 1.0
+    EXPECT_EQ((v >> 16) & 0xff, expected[i][1]) << "e5m2 of " << inputs[i];
+    EXPECT_EQ((v >> 24) & 0xff, 0x3cu) << i;  // 1.0
+    EXPECT_EQ((v >> 32) & 0xff, expected[i][2]) << "e4m3 relu of " << inputs[i];
+  }
+}
+
+TEST(LibraryInstruction, CvtBetweenFp8AndHalfPairs) {
+  auto r = runLibrarySnippet(
+      ".reg .b16 %h; .reg .b32 %x;",
+      "mov.b16 %h, 0x7F01; cvt.rn.f16x2.e4m3x2 %x, %h; st.global.u32 [%out], %x;"
+      "mov.b16 %h, 0xC0B8; cvt.rn.f16x2.e4m3x2 %x, %h; st.global.u32 [%out+8], %x;"
+      "mov.b16 %h, 0x7C83; cvt.rn.f16x2.e5m2x2 %x, %h; st.global.u32 [%out+16], %x;"
+      "mov.b16 %h, 0xC0B8; cvt.rn.relu.f16x2.e4m3x2 %x, %h; st.global.u32 [%out+24], %x;"
+      "mov.b32 %x, 0x3C00C000; cvt.rn.satfinite.e4m3x2.f16x2 %h, %x; st.global.u16 [%out+32], "
+      "%h;"
+      "mov.b32 %x, 0x7C00FC00; cvt.rn.satfinite.e5m2x2.f16x2 %h, %x; st.global.u16 [%out+40], "
+      "%h;");
+  EXPECT_EQ(r.out[0], 0x7FFF1800u);  // NaN, 2^-9
+  EXPECT_EQ(r.out[1], 0xC000BC00u);  // -2, -1
+  EXPECT_EQ(r.out[2], 0x7C008300u);  // +inf, -3 * 2^-16 (an f16 subnormal)
+  EXPECT_EQ(r.out[3], 0u);           // .relu: both negative
+  EXPECT_EQ(r.out[4], 0x38C0u);      // 1, -2
+  EXPECT_EQ(r.out[5], 0x7BFBu);      // +-inf saturate
 }
 
 }  // namespace

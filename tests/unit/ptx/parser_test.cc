@@ -105,7 +105,12 @@ TEST(Loader, UnsupportedInstructionsFailWithTheirName) {
       {".reg .b64 %t; .reg .f32 %f<4>; .reg .b32 %c;",
        "tex.2d.v4.f32.s32 {%f0,%f1,%f2,%f3}, [%t, {%c, %c}];", "tex"},
       {".reg .b32 %a;", "wgmma.fence.sync.aligned;", "wgmma"},
-      {".reg .b64 %a;", "mbarrier.arrive.shared.b64 %a, [%a];", "mbarrier"},
+      {".reg .b64 %a;", "mbarrier.arrive.expect_tx.shared.b64 %a, [%a], 16;", "mbarrier"},
+      {".reg .b64 %a;",
+       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%a], [%a], 16, [%a];",
+       "cp.async.bulk"},
+      {".reg .b16 %h; .reg .f32 %f;", "cvt.rn.satfinite.e2m1x2.f32 %h, %f, %f;", "e2m1x2"},
+      {".reg .b32 %a;", "add.u16x2 %a, %a, %a;", "u16x2"},
       {".reg .b64 %a; .reg .b32 %v;", "multimem.ld_reduce.relaxed.sys.global.add.u32 %v, [%a];",
        "multimem"},
   };

@@ -176,6 +176,10 @@ class BlockRunner {
       ++localWarpSteps_;
       localThreadSteps_ += static_cast<uint64_t>(std::popcount(group));
       if ((localWarpSteps_ & 0xfff) == 0) flushSteps();
+      if (yieldWarp_) {
+        yieldWarp_ = false;
+        return true;
+      }
     }
   }
 
@@ -873,6 +877,8 @@ class BlockRunner {
   template <class Fn>
   void floatUnary(const Instr& in, uint32_t exec, Fn fn);
   void atomic(const Instr& in, uint32_t exec);
+  void mbarrier(const Instr& in, uint32_t exec);
+  void fp8Convert(const Instr& in, uint32_t exec);
   void integerOp(const Instr& in, uint32_t exec);
   uint64_t halfResult(double r, Type t, uint32_t flags) {
     if (flags & kSat) r = std::isnan(r) ? 0.0 : r < 0 ? 0.0 : r > 1 ? 1.0 : r;
@@ -892,6 +898,7 @@ class BlockRunner {
   uint64_t* R_ = nullptr;
   uint32_t curPc_ = 0;
   uint64_t localWarpSteps_ = 0, localThreadSteps_ = 0;
+  bool yieldWarp_ = false;          // the warp polls something only another warp can change
   uint32_t arrivals_[16] = {};      // bar.arrive arrivals not yet consumed by a release
   uint32_t arrivalCount_[16] = {};  // the thread count those arrivals named
 };

@@ -175,6 +175,112 @@ void BlockRunner::atomic(const Instr& in, uint32_t exec) {
   });
 }
 
+// The 64-bit mbarrier object (opaque to programs): pending arrivals of the current phase in bits
+// 0-20, the expected count in bits 21-41, the phase number in bits 42-62. A state token is the
+// phase number (high word) and the pending count right after the arrival (low word).
+namespace {
+constexpr uint64_t kMbarrierField = (uint64_t{1} << 21) - 1;
+uint64_t mbarrierPending(uint64_t w) { return w & kMbarrierField; }
+uint64_t mbarrierExpected(uint64_t w) { return (w >> 21) & kMbarrierField; }
+uint64_t mbarrierPhase(uint64_t w) { return (w >> 42) & kMbarrierField; }
+uint64_t mbarrierWord(uint64_t pending, uint64_t expected, uint64_t phase) {
+  return (pending & kMbarrierField) | ((expected & kMbarrierField) << 21) |
+         ((phase & kMbarrierField) << 42);
+}
+}  // namespace
+
+void BlockRunner::fp8Convert(const Instr& in, uint32_t exec) {
+  const auto kind = static_cast<Fp8Cvt>(in.mode);
+  const bool e4m3 = kind == Fp8Cvt::kToE4m3 || kind == Fp8Cvt::kFromE4m3;
+  const bool relu = in.flags & kRelu;
+  forLanes(exec, [&](int l) {
+    const uint64_t a = value(in.ops[1], l);
+    uint64_t result;
+    if (kind == Fp8Cvt::kFromE4m3 || kind == Fp8Cvt::kFromE5m2) {
+      // Every fp8 value is exact in f16; .relu clamps negatives (not NaN) to zero.
+      auto half = [&](unsigned k) -> uint64_t {
+        const double v = fromFp8(static_cast<uint8_t>(a >> (8 * k)), e4m3);
+        if (std::isnan(v)) return 0x7fff;
+        return doubleToHalf(relu && v < 0 ? 0.0 : v);
+      };
+      result = (half(1) << 16) | half(0);
+    } else if (in.type2 == Type::kF32) {  // a to the high byte, b to the low one
+      const double hi = std::bit_cast<float>(static_cast<uint32_t>(a));
+      const double lo = std::bit_cast<float>(static_cast<uint32_t>(value(in.ops[2], l)));
+      result = (uint64_t{toFp8(hi, e4m3, relu)} << 8) | toFp8(lo, e4m3, relu);
+    } else {  // f16x2: each half to the byte in its place
+      result = (uint64_t{toFp8(halfToDouble(static_cast<uint16_t>(a >> 16)), e4m3, relu)} << 8) |
+               toFp8(halfToDouble(static_cast<uint16_t>(a)), e4m3, relu);
+    }
+    set(in.ops[0], l, result);
+  });
+}
+
+void BlockRunner::mbarrier(const Instr& in, uint32_t exec) {
+  const auto op = static_cast<MbarrierOp>(in.mode);
+  bool anyWaiting = false;
+  forLanes(exec, [&](int l) {
+    if (op == MbarrierOp::kPendingCount) {
+      set(in.ops[0], l, value(in.ops[2], l) & 0xffffffffu);
+      return;
+    }
+    const uint64_t addr = address(in.ops[1], l);
+    if (addr % 8) fault(CUDA_ERROR_MISALIGNED_ADDRESS, l, curPc_, "misaligned mbarrier address");
+    uint8_t* p = access(in.space, addr, 8, l);
+    uint64_t word;
+    std::memcpy(&word, p, 8);
+    switch (op) {
+      case MbarrierOp::kInit: {
+        const uint64_t count = value(in.ops[2], l) & 0xffffffffu;
+        if (count == 0 || count > kMbarrierField)
+          fault(CUDA_ERROR_LAUNCH_FAILED, l, curPc_, "mbarrier.init count out of range");
+        word = mbarrierWord(count, count, 0);
+        break;
+      }
+      case MbarrierOp::kInval:
+        word = 0;
+        break;
+      case MbarrierOp::kArrive:
+      case MbarrierOp::kArriveDrop: {
+        const uint64_t count =
+            in.ops[2].kind == OperandKind::kNone ? 1 : value(in.ops[2], l) & 0xffffffffu;
+        uint64_t pending = mbarrierPending(word), expected = mbarrierExpected(word);
+        uint64_t phase = mbarrierPhase(word);
+        if (expected == 0 || count == 0 || count > pending)
+          fault(CUDA_ERROR_LAUNCH_FAILED, l, curPc_,
+                "mbarrier arrival on an uninitialized barrier or beyond its pending count");
+        if (op == MbarrierOp::kArriveDrop) expected -= count;
+        pending -= count;
+        set(in.ops[0], l, (phase << 32) | pending);
+        if (pending == 0) {  // the phase completes; the next one expects the (new) count
+          ++phase;
+          pending = expected;
+        }
+        word = mbarrierWord(pending, expected, phase);
+        break;
+      }
+      case MbarrierOp::kTestWait:
+      case MbarrierOp::kTryWait: {
+        const uint64_t phase = mbarrierPhase(word);
+        const uint64_t operandValue = value(in.ops[2], l);
+        // A token names the phase it arrived in; a parity names the current phase (parity equal
+        // to the current phase's: not complete) or the preceding one (complete).
+        const bool complete = (in.flags & kParity)
+                                  ? (phase & 1) != (operandValue & 1)
+                                  : phase != ((operandValue >> 32) & kMbarrierField);
+        set(in.ops[0], l, complete ? 1 : 0);
+        anyWaiting |= !complete;
+        return;
+      }
+      case MbarrierOp::kPendingCount:
+        return;
+    }
+    std::memcpy(p, &word, 8);
+  });
+  // A thread polling an incomplete phase waits for other warps: let them run.
+  if (anyWaiting) yieldWarp_ = true;
+}
+
 void BlockRunner::integerOp(const Instr& in, uint32_t exec) {
   const Operand &d = in.ops[0], &A = in.ops[1], &B = in.ops[2], &C = in.ops[3];
   const bool cc = in.flags & kCC;
@@ -447,7 +553,9 @@ void BlockRunner::executeSimple(const Instr& in, uint32_t exec, uint32_t group) 
       return;
     }
     case Op::kCvt:
-      if (in.type == Type::kF16x2 || in.type == Type::kBF16x2) {
+      if (in.mode != static_cast<uint8_t>(Fp8Cvt::kNone)) {
+        fp8Convert(in, exec);
+      } else if (in.type == Type::kF16x2 || in.type == Type::kBF16x2) {
         Type h = in.type == Type::kF16x2 ? Type::kF16 : Type::kBF16;
         forLanes(exec, [&](int l) {
           uint64_t hi = convert(value(in.ops[1], l), h, in.type2, in.round, in.flags);
@@ -593,6 +701,9 @@ void BlockRunner::executeSimple(const Instr& in, uint32_t exec, uint32_t group) 
       });
       return;
     }
+    case Op::kMbarrier:
+      mbarrier(in, exec);
+      return;
     case Op::kLop3:
       forLanes(exec, [&](int l) {
         set(d, l,

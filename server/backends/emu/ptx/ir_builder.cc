@@ -592,6 +592,10 @@ class Builder {
 
   void decode(const AstInstruction& a, Instr* in);
   void decodeCall(const AstInstruction& a, Instr* in);
+  template <class Take>
+  void decodeFp8Cvt(const AstInstruction& a, Instr* in, Take& take, const std::vector<Type>& types);
+  template <class Take>
+  void decodeMbarrier(const AstInstruction& a, Instr* in, Take& take, bool hasSpace);
 
   // ---- initializers, kernels --------------------------------------------------------------
   void buildInitializer(const AstVariable* v, uint32_t gi) {
@@ -777,8 +781,18 @@ void Builder::decode(const AstInstruction& a, Instr* in) {
         }
     return -1;
   };
+  // A qualifier that is not a type the emu knows (fp8 pairs, packed integers): refused by name,
+  // since the PTX is valid.
+  auto refuseUnknownType = [&](const std::string& otherwise) {
+    for (auto w : words)
+      if (w.find("x2") != std::string_view::npos || w.find("x4") != std::string_view::npos ||
+          w.rfind("e4m3", 0) == 0 || w.rfind("e5m2", 0) == 0 || w.rfind("e2m", 0) == 0 ||
+          w.rfind("e3m", 0) == 0 || w == "tf32" || w == "ue8m0x2")
+        failUnsupported("unsupported type ." + std::string(w) + " in " + a.opcode);
+    failInvalid(otherwise);
+  };
   auto type0 = [&]() {
-    if (types.empty()) failInvalid("missing type");
+    if (types.empty()) refuseUnknownType("missing type");
     return types[0];
   };
   auto ops = [&](size_t lo, size_t hi) { requireOperands(a, lo, hi); };
@@ -910,9 +924,12 @@ void Builder::decode(const AstInstruction& a, Instr* in) {
     in->type = type0();
     ops(4, 4);
     setOps({dst(0, in->type), src(1, in->type), src(2, in->type), src(3, Type::kPred)});
+  } else if (base == "cvt" && (a.opcode.find(".e4m3x2") != std::string::npos ||
+                               a.opcode.find(".e5m2x2") != std::string::npos)) {
+    decodeFp8Cvt(a, in, take, types);
   } else if (base == "cvt") {
     in->op = Op::kCvt;
-    if (types.size() != 2) failInvalid("cvt needs two types");
+    if (types.size() != 2) refuseUnknownType("cvt needs two types");
     in->type = types[0];
     in->type2 = types[1];
     if (in->type == Type::kF16x2 || in->type == Type::kBF16x2) {
@@ -949,8 +966,6 @@ void Builder::decode(const AstInstruction& a, Instr* in) {
              base == "prefetchu" || base == "membar" || base == "fence") {
     in->op = base == "membar" || base == "fence" ? Op::kMembar : Op::kNop;
     std::fill(used.begin(), used.end(), true);  // levels (gl/cta/sys), proxy kinds: no effect here
-    if (a.opcode.find("mbarrier") != std::string::npos)
-      failUnsupported("unsupported instruction " + a.opcode);
   } else if (base == "call") {
     decodeCall(a, in);
   } else if (base == "bar" || base == "barrier") {
@@ -1099,6 +1114,9 @@ void Builder::decode(const AstInstruction& a, Instr* in) {
       ops(1, 1);
       src(0, Type::kU32);
     }
+  } else if (base == "mbarrier") {
+    decodeMbarrier(a, in, take, hasSpace);
+    std::fill(used.begin(), used.end(), true);
   } else if (base == "bfe") {
     in->op = Op::kBfe;
     in->type = type0();
@@ -1168,7 +1186,8 @@ void Builder::decode(const AstInstruction& a, Instr* in) {
   for (int i = 0; i < in->numOps; ++i) {
     const Operand& o = in->ops[i];
     if (o.kind == OperandKind::kAddress && in->op != Op::kLd && in->op != Op::kSt &&
-        in->op != Op::kAtom && in->op != Op::kRed && in->op != Op::kCpAsync)
+        in->op != Op::kAtom && in->op != Op::kRed && in->op != Op::kCpAsync &&
+        in->op != Op::kMbarrier)
       failInvalid("unexpected address operand");
     if (o.kind == OperandKind::kVector && in->op != Op::kMov && in->op != Op::kLd &&
         in->op != Op::kSt)
@@ -1200,6 +1219,111 @@ void Builder::decode(const AstInstruction& a, Instr* in) {
       default:
         failUnsupported("unsupported half-precision instruction " + a.opcode);
     }
+  }
+}
+
+// cvt between an fp8 pair (e4m3x2, e5m2x2) and f32 / f16x2: the forms sm_89+ have. To fp8 they
+// round to nearest even and saturate to the largest finite value (.satfinite, required); .relu
+// clamps negatives to zero.
+template <class Take>
+void Builder::decodeFp8Cvt(const AstInstruction& a, Instr* in, Take& take,
+                           const std::vector<Type>& types) {
+  const int fp8 = take({"e4m3x2", "e5m2x2"});
+  const size_t fp8At = a.opcode.find(fp8 == 0 ? ".e4m3x2" : ".e5m2x2");
+  if (types.size() != 1 || in->round != Round::kRN)
+    failUnsupported("unsupported fp8 conversion " + a.opcode);
+  const Type other = types[0];
+  const bool toFp8 = fp8At < a.opcode.rfind(other == Type::kF32 ? ".f32" : ".f16x2");
+  in->op = Op::kCvt;
+  if (toFp8) {
+    if (take({"satfinite"}) < 0) failInvalid("cvt to an fp8 pair needs .satfinite");
+    if (other != Type::kF32 && other != Type::kF16x2)
+      failUnsupported("unsupported fp8 conversion " + a.opcode);
+    in->mode = static_cast<uint8_t>(fp8 == 0 ? Fp8Cvt::kToE4m3 : Fp8Cvt::kToE5m2);
+    in->type = Type::kB16;
+    in->type2 = other;
+    if (other == Type::kF32) {
+      requireOperands(a, 3, 3);
+      in->numOps = 3;
+      in->ops[0] = destination(a, 0, in, Type::kB16);
+      in->ops[1] = operand(a.operands[1], Type::kF32);
+      in->ops[2] = operand(a.operands[2], Type::kF32);
+    } else {
+      requireOperands(a, 2, 2);
+      in->numOps = 2;
+      in->ops[0] = destination(a, 0, in, Type::kB16);
+      in->ops[1] = operand(a.operands[1], Type::kB32);
+    }
+  } else {
+    if (other != Type::kF16x2) failUnsupported("unsupported fp8 conversion " + a.opcode);
+    in->mode = static_cast<uint8_t>(fp8 == 0 ? Fp8Cvt::kFromE4m3 : Fp8Cvt::kFromE5m2);
+    in->type = Type::kB32;
+    in->type2 = Type::kB16;
+    requireOperands(a, 2, 2);
+    in->numOps = 2;
+    in->ops[0] = destination(a, 0, in, Type::kB32);
+    in->ops[1] = operand(a.operands[1], Type::kB16);
+  }
+}
+
+// mbarrier on a CTA's shared memory. ops: [0] destination or none, [1] the barrier's address,
+// [2] the count, state or phase parity. The transaction-count forms (expect_tx, complete_tx) only
+// pair with cp.async.bulk, which is refused; so are remote (cluster) barriers.
+template <class Take>
+void Builder::decodeMbarrier(const AstInstruction& a, Instr* in, Take& take, bool hasSpace) {
+  if (a.opcode.find("expect_tx") != std::string::npos ||
+      a.opcode.find("complete_tx") != std::string::npos ||
+      a.opcode.find("shared::cluster") != std::string::npos)
+    failUnsupported("unsupported instruction " + a.opcode);
+  const int kind =
+      take({"init", "arrive", "arrive_drop", "test_wait", "try_wait", "inval", "pending_count"});
+  if (kind < 0) failUnsupported("unsupported instruction " + a.opcode);
+  take({"noComplete"});
+  if (take({"parity"}) >= 0) in->flags |= kParity;
+  in->op = Op::kMbarrier;
+  in->mode = static_cast<uint8_t>(kind);
+  in->type = Type::kB64;
+  if (!hasSpace) in->space = Space::kGeneric;
+  if (in->space != Space::kShared && in->space != Space::kGeneric)
+    failInvalid("mbarrier needs a shared or generic address");
+  auto address = [&](size_t i) {
+    Operand o = operand(a.operands[i], Type::kU64);
+    if (o.kind != OperandKind::kAddress) failInvalid("mbarrier needs an address operand");
+    return o;
+  };
+  Operand none;
+  in->numOps = 3;
+  switch (static_cast<MbarrierOp>(kind)) {
+    case MbarrierOp::kInit:
+      requireOperands(a, 2, 2);
+      in->ops[1] = address(0);
+      in->ops[2] = operand(a.operands[1], Type::kU32);
+      break;
+    case MbarrierOp::kInval:
+      requireOperands(a, 1, 1);
+      in->ops[1] = address(0);
+      in->ops[2] = none;
+      break;
+    case MbarrierOp::kArrive:
+    case MbarrierOp::kArriveDrop:
+      requireOperands(a, 2, 3);
+      in->ops[0] = destination(a, 0, in, Type::kB64);
+      in->ops[1] = address(1);
+      in->ops[2] = a.operands.size() == 3 ? operand(a.operands[2], Type::kU32) : none;
+      break;
+    case MbarrierOp::kTestWait:
+    case MbarrierOp::kTryWait:
+      requireOperands(a, 3, 4);  // try_wait's optional suspend-time hint is only a hint
+      in->ops[0] = destination(a, 0, in, Type::kPred);
+      in->ops[1] = address(1);
+      in->ops[2] = operand(a.operands[2], (in->flags & kParity) ? Type::kU32 : Type::kB64);
+      break;
+    case MbarrierOp::kPendingCount:
+      requireOperands(a, 2, 2);
+      in->ops[0] = destination(a, 0, in, Type::kU32);
+      in->ops[1] = none;
+      in->ops[2] = operand(a.operands[1], Type::kB64);
+      break;
   }
 }
 

@@ -514,4 +514,41 @@ inline uint32_t findNthSet(uint32_t mask, uint32_t base, int32_t offset) {
   return 0xffffffffu;
 }
 
+// fp8 (e4m3: bias 7, no infinities, NaN 0x7f, largest 448; e5m2: bias 15, IEEE-like, largest
+// 57344), rounded to nearest even and saturated to the largest finite magnitude. NaN gives 0x7f.
+inline uint8_t toFp8(double x, bool e4m3, bool relu) {
+  if (std::isnan(x)) return 0x7f;
+  const uint8_t sign = std::signbit(x) ? 0x80 : 0;
+  if (relu && sign) return 0;
+  const int manBits = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15;
+  const double largest = e4m3 ? 448.0 : 57344.0;
+  double m = std::fabs(x);
+  if (m == 0) return sign;
+  const int minExp = 1 - bias;
+  int e;
+  std::frexp(m, &e);  // m = f * 2^e, f in [0.5, 1): the leading bit is 2^(e-1)
+  const int exp = std::max(e - 1, minExp);
+  const double quantum = std::ldexp(1.0, exp - manBits);
+  double rounded = std::nearbyint(m / quantum) * quantum;  // ties to even (default mode)
+  if (rounded > largest) rounded = largest;
+  std::frexp(rounded, &e);
+  if (rounded < std::ldexp(1.0, minExp))  // subnormal (or zero)
+    return sign | static_cast<uint8_t>(rounded / std::ldexp(1.0, minExp - manBits));
+  const int field = e - 1 + bias;
+  const auto mantissa =
+      static_cast<uint8_t>(rounded / std::ldexp(1.0, e - 1 - manBits) - (1 << manBits));
+  return sign | static_cast<uint8_t>(field << manBits) | mantissa;
+}
+
+inline double fromFp8(uint8_t v, bool e4m3) {
+  const int manBits = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15, expBits = e4m3 ? 4 : 5;
+  const double sign = (v & 0x80) ? -1.0 : 1.0;
+  const int field = (v >> manBits) & ((1 << expBits) - 1);
+  const int mantissa = v & ((1 << manBits) - 1);
+  if (e4m3 && field == 15 && mantissa == 7) return std::nan("");
+  if (!e4m3 && field == 31) return mantissa ? std::nan("") : sign * INFINITY;
+  if (field == 0) return sign * std::ldexp(mantissa, 1 - bias - manBits);
+  return sign * std::ldexp(mantissa + (1 << manBits), field - bias - manBits);
+}
+
 }  // namespace gpupool::ptx::scalar
