@@ -362,5 +362,33 @@ TEST(LibraryInstruction, CvtBetweenFp8AndHalfPairs) {
   EXPECT_EQ(r.out[5], 0x7BFBu);      // +-inf saturate
 }
 
+// A warp spinning on a shared flag that another warp sets (libcu++'s pre-sm_90 barrier, spin
+// locks) lets that warp run: with nanosleep in the loop, and without.
+TEST(LibraryInstruction, SpinningWarpLetsTheWriterRun) {
+  for (const char* backoff : {"nanosleep.u32 100;", ""}) {
+    std::string text = snippetModule(
+        ".reg .b32 %v, %f; .reg .pred %p, %waiter;",
+        std::string("setp.lt.u32 %waiter, %tid, 32; @!%waiter bra WRITE;"
+                    "SPIN: ld.volatile.shared.u32 %f, [flag]; setp.eq.u32 %p, %f, 0;") +
+            backoff +
+            "@%p bra SPIN; ld.shared.u32 %v, [flag+4]; st.global.u32 [%out], %v; ret;"
+            "WRITE: setp.eq.u32 %p, %tid, 32; @!%p ret; mov.u32 %v, 77;"
+            "st.shared.u32 [flag+4], %v; membar.cta; mov.u32 %v, 1; st.volatile.shared.u32 "
+            "[flag], %v;");
+    text.insert(text.find(".visible"), ".shared .align 4 .b8 flag[8];\n");
+    auto m = loadOrFail(text);
+    ASSERT_TRUE(m);
+    HostDeviceMemory memory;
+    uint64_t out = memory.allocate(64 * 8), in = memory.allocate(64 * 8);
+    const KernelInfo& k = m->kernels()[0];
+    LaunchConfig c;
+    c.block[0] = 64;
+    auto res =
+        launch(*m, k, c, ParamBlock(k).set(0, out).set(1, in).data(), memory, LaunchServices{});
+    ASSERT_EQ(res.status.code, CUDA_SUCCESS) << res.status.message;
+    EXPECT_EQ(memory.download<uint64_t>(out, 1)[0], 77u) << backoff;
+  }
+}
+
 }  // namespace
 }  // namespace gpupool::ptx::testing

@@ -149,7 +149,11 @@ class BlockRunner {
   // ---- scheduling ---------------------------------------------------------------------------
   bool runWarp(Warp& w) {
     bool any = false;
-    while (true) {
+    // A warp spinning on memory another warp of the block writes (a flag, a lock) must let that
+    // warp run: after this many steps in a row the warp yields.
+    constexpr uint32_t kStepsPerTurn = 1u << 16;
+    for (uint32_t steps = 0;; ++steps) {
+      if (steps == kStepsPerTurn) return true;
       uint32_t group = 0, pc = 0;
       int bestDepth = -1;
       for (int l = 0; l < 32; ++l) {

@@ -673,6 +673,7 @@ void BlockRunner::executeSimple(const Instr& in, uint32_t exec, uint32_t group) 
       std::atomic_thread_fence(std::memory_order_seq_cst);
       return;
     case Op::kNop:
+      if (in.mode == kNopYields) yieldWarp_ = true;
       return;
     case Op::kCpAsync:
       forLanes(exec, [&](int l) {

@@ -211,6 +211,8 @@ enum class MbarrierOp : uint8_t {
 // cvt with an fp8 pair (Instr::mode; 0 for every other cvt): to e4m3x2/e5m2x2 from f32 or f16x2
 // (Instr::type), or from them to f16x2.
 enum class Fp8Cvt : uint8_t { kNone, kToE4m3, kToE5m2, kFromE4m3, kFromE5m2 };
+// Op::kNop's mode for nanosleep: the thread backs off, so its warp lets the block's others run.
+inline constexpr uint8_t kNopYields = 1;
 enum class ReduxOp : uint8_t { kAdd, kMin, kMax, kAnd, kOr, kXor };
 enum class TestpOp : uint8_t { kFinite, kInfinite, kNumber, kNotANumber, kNormal, kSubnormal };
 

@@ -965,6 +965,7 @@ void Builder::decode(const AstInstruction& a, Instr* in) {
   } else if (base == "brkpt" || base == "nanosleep" || base == "pmevent" || base == "prefetch" ||
              base == "prefetchu" || base == "membar" || base == "fence") {
     in->op = base == "membar" || base == "fence" ? Op::kMembar : Op::kNop;
+    if (base == "nanosleep") in->mode = kNopYields;
     std::fill(used.begin(), used.end(), true);  // levels (gl/cta/sys), proxy kinds: no effect here
   } else if (base == "call") {
     decodeCall(a, in);
