@@ -122,6 +122,24 @@ TEST(Loader, UnsupportedInstructionsFailWithTheirName) {
   }
 }
 
+// nvcc -G declares a kernel's __shared__ variables inside its .entry and makes indirect calls; an
+// indirect call reaches .func functions only, so each kernel counts just its own variables.
+TEST(Loader, IndirectCallsDoNotPullInOtherKernelsShared) {
+  const std::string text =
+      ".version 9.0\n.target sm_90\n.address_size 64\n"
+      ".func helper(.param .b64 p) { ret; }\n"
+      ".visible .entry first() { .shared .align 16 .b8 mine[40000]; .reg .b64 %f; .reg .b32 %v;"
+      " mov.u32 %v, mine;"
+      " mov.u64 %f, helper; { .param .b64 a; st.param.b64 [a], 0;"
+      " proto : .callprototype ()_ (.param .b64 _); call %f, (a), proto; } ret; }\n"
+      ".visible .entry second() { .shared .align 16 .b8 theirs[30000]; .reg .b32 %v;"
+      " mov.u32 %v, theirs; ret; }\n";
+  auto m = Module::load(text);
+  ASSERT_TRUE(m.ok()) << m.status().message;
+  for (const KernelInfo& k : m.value()->kernels())
+    EXPECT_EQ(k.staticSharedBytes, k.name == "first" ? 40000u : 30000u) << k.name;
+}
+
 TEST(Loader, UnknownExternFunctionIsNotSupported) {
   std::string text =
       ".version 9.0\n.target sm_90\n.address_size 64\n"

@@ -652,8 +652,11 @@ class Builder {
         work.pop_back();
         const FunctionImage& cf = img_.functions[c];
         std::vector<uint32_t> next = cf.callees;
+        // An indirect call reaches any .func, never an .entry: a kernel's own .shared variables
+        // (nvcc -G declares them inside the entry) are not another kernel's.
         if (cf.indirectCalls)
-          for (uint32_t j = 0; j < img_.functions.size(); ++j) next.push_back(j);
+          for (uint32_t j = 0; j < img_.functions.size(); ++j)
+            if (!img_.functions[j].isEntry) next.push_back(j);
         for (uint32_t n : next)
           if (reach.insert(n).second) work.push_back(n);
       }
