@@ -1,7 +1,10 @@
 // libcu++ and the toolkit's number headers as users write them: a block-scope cuda::barrier
-// (mbarrier on sm_90) over two phases, cuda::atomic_ref at device scope (fetch_add, fetch_max,
-// compare_exchange, float add), and fp8 conversions (cuda_fp8.h: e4m3 and e5m2 pairs to and from
-// float) checked bit for bit against the same header's host conversion.
+// (mbarrier on sm_90) over two phases, cuda::memcpy_async completing on a barrier and
+// cooperative groups' memcpy_async / wait (cp.async on sm_80+), cuda::atomic_ref at device scope
+// (fetch_add, fetch_max, compare_exchange, float add), and fp8 conversions (cuda_fp8.h: e4m3 and
+// e5m2 pairs to and from float) checked bit for bit against the same header's host conversion.
+#include <cooperative_groups.h>
+#include <cooperative_groups/memcpy_async.h>
 #include <cuda_fp8.h>
 
 #include <cmath>
@@ -28,6 +31,23 @@ __global__ void barrierPhases(int* out) {
   Barrier::arrival_token token = barrier.arrive();
   barrier.wait(cuda::std::move(token));
   out[blockIdx.x * kThreads + t] = first + slots[(t + 5) % kThreads];
+}
+
+// Each block copies its slice of `in` into shared memory twice (libcu++ on a barrier, then
+// cooperative groups), and writes it back reversed.
+__global__ void asyncCopies(const int* in, int* out) {
+  __shared__ int first[kThreads], second[kThreads];
+  __shared__ cuda::barrier<cuda::thread_scope_block> barrier;
+  auto block = cooperative_groups::this_thread_block();
+  if (threadIdx.x == 0) init(&barrier, blockDim.x);
+  __syncthreads();
+  const int* slice = in + blockIdx.x * kThreads;
+  cuda::memcpy_async(block, first, slice, sizeof(int) * kThreads, barrier);
+  barrier.arrive_and_wait();
+  cooperative_groups::memcpy_async(block, second, slice, sizeof(int) * kThreads);
+  cooperative_groups::wait(block);
+  const int t = threadIdx.x;
+  out[blockIdx.x * kThreads + t] = first[kThreads - 1 - t] * 1000 + second[t];
 }
 
 __global__ void atomics(int* counter, int* maximum, int* claimed, float* sum) {
@@ -67,6 +87,25 @@ int main() {
             t, out[b * kThreads + t], expected);
     }
   std::printf("cuda::barrier ok\n");
+
+  int* din0;
+  CHECK_CUDA(cudaMalloc(&din0, blocks * kThreads * sizeof(int)));
+  std::vector<int> source(blocks * kThreads);
+  for (int i = 0; i < blocks * kThreads; ++i) source[i] = (i * 13) % 997;
+  CHECK_CUDA(cudaMemcpy(din0, source.data(), source.size() * sizeof(int), cudaMemcpyHostToDevice));
+  asyncCopies<<<blocks, kThreads>>>(din0, dout);
+  CHECK_CUDA(cudaGetLastError());
+  CHECK_CUDA(cudaMemcpy(out.data(), dout, out.size() * sizeof(int), cudaMemcpyDeviceToHost));
+  for (int b = 0; b < blocks; ++b)
+    for (int t = 0; t < kThreads; ++t) {
+      const int expected =
+          source[b * kThreads + kThreads - 1 - t] * 1000 + source[b * kThreads + t];
+      CHECK(out[b * kThreads + t] == expected,
+            "memcpy_async: block %d thread %d got %d, expected %d", b, t, out[b * kThreads + t],
+            expected);
+    }
+  CHECK_CUDA(cudaFree(din0));
+  std::printf("memcpy_async ok\n");
 
   int* dints;
   float* dsum;

@@ -390,5 +390,41 @@ TEST(LibraryInstruction, SpinningWarpLetsTheWriterRun) {
   }
 }
 
+// cuda::memcpy_async with a barrier on sm_80+: cp.async, then cp.async.mbarrier.arrive. With
+// .noinc it is one arrival of the barrier's count; without, the count is raised first, so no net
+// arrival.
+TEST(LibraryInstruction, CpAsyncMbarrierArrive) {
+  std::string text = snippetModule(
+      ".reg .b32 %bar, %dst, %v, %count; .reg .b64 %a, %src, %token; .reg .pred %p, %first;",
+      "mov.u32 %bar, mbar; setp.eq.u32 %first, %tid, 0; mov.u32 %count, 32;"
+      "@%first mbarrier.init.shared.b64 [%bar], %count; bar.sync 0;"
+      "mul.wide.u32 %a, %tid, 8; add.s64 %src, %in, %a; shl.b32 %dst, %tid, 2; mov.u32 %v, buf;"
+      "add.u32 %dst, %dst, %v; cp.async.ca.shared.global [%dst], [%src], 4;"
+      "cp.async.mbarrier.arrive.shared.b64 [%bar];"  // no net arrival
+      "cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%bar];"
+      "mov.u32 %v, 0; WAIT: mbarrier.try_wait.parity.shared.b64 %p, [%bar], %v; @!%p bra WAIT;"
+      "xor.b32 %v, %tid, 31; shl.b32 %v, %v, 2; mov.u32 %count, buf; add.u32 %v, %v, %count;"
+      "ld.shared.u32 %v, [%v]; add.s64 %a, %out, %a; st.global.u32 [%a], %v;"
+      // The phase completed exactly once: phase 1 (parity 1) is still pending.
+      "mov.u32 %v, 1; mbarrier.test_wait.parity.shared.b64 %p, [%bar], %v; selp.u32 %v, 1, 0, %p;"
+      "st.global.u32 [%a+4], %v;");
+  text.insert(text.find(".visible"),
+              ".shared .align 8 .b8 mbar[8];\n.shared .align 4 .b8 buf[128];\n");
+  auto m = loadOrFail(text);
+  ASSERT_TRUE(m);
+  HostDeviceMemory memory;
+  std::vector<uint64_t> input(64);
+  for (uint64_t i = 0; i < 64; ++i) input[i] = 1000 + i;
+  uint64_t out = memory.allocate(64 * 8), in = memory.upload(input);
+  const KernelInfo& k = m->kernels()[0];
+  LaunchConfig c;
+  c.block[0] = 32;
+  auto res =
+      launch(*m, k, c, ParamBlock(k).set(0, out).set(1, in).data(), memory, LaunchServices{});
+  ASSERT_EQ(res.status.code, CUDA_SUCCESS) << res.status.message;
+  auto o = memory.download<uint64_t>(out, 32);
+  for (uint64_t t = 0; t < 32; ++t) EXPECT_EQ(o[t], 1000 + (t ^ 31)) << t;  // high word 0
+}
+
 }  // namespace
 }  // namespace gpupool::ptx::testing

@@ -1164,7 +1164,25 @@ void Builder::decode(const AstInstruction& a, Instr* in) {
   } else if (base == "cp") {
     if (take({"async"}) < 0 || a.opcode.find("bulk") != std::string::npos)
       failUnsupported("unsupported instruction " + a.opcode);
-    if (take({"commit_group", "wait_group", "wait_all"}) >= 0) {
+    if (a.opcode.find(".mbarrier.arrive") != std::string::npos) {
+      // The barrier sees one arrival when the thread's earlier copies complete, which they
+      // already have. Without .noinc the pending count is first raised by one, so the net
+      // effect is none; with .noinc it is an ordinary arrival.
+      requireOperands(a, 1, 1);
+      Operand barrier = operand(a.operands[0], Type::kU64);
+      if (barrier.kind != OperandKind::kAddress) failInvalid("cp.async.mbarrier needs an address");
+      if (a.opcode.find(".noinc") != std::string::npos) {
+        in->op = Op::kMbarrier;
+        in->mode = static_cast<uint8_t>(MbarrierOp::kArrive);
+        in->type = Type::kB64;
+        in->numOps = 3;
+        in->ops[1] = barrier;
+      } else {
+        in->op = Op::kNop;
+      }
+      if (a.opcode.find("shared::cluster") != std::string::npos)
+        failUnsupported("unsupported instruction " + a.opcode);
+    } else if (take({"commit_group", "wait_group", "wait_all"}) >= 0) {
       in->op = Op::kNop;  // copies complete synchronously, so groups are always done
     } else {
       in->op = Op::kCpAsync;
