@@ -426,5 +426,48 @@ TEST(LibraryInstruction, CpAsyncMbarrierArrive) {
   for (uint64_t t = 0; t < 32; ++t) EXPECT_EQ(o[t], 1000 + (t ^ 31)) << t;  // high word 0
 }
 
+// sm_90's packed halfword forms (__vadd2, __vmins2, ...): each half wraps on its own.
+TEST(LibraryInstruction, PackedHalfwordIntegers) {
+  auto r =
+      runLibrarySnippet(".reg .b32 %a, %b, %d;",
+                        "mov.b32 %a, 0xFFFF0001; mov.b32 %b, 0x00010002; add.u16x2 %d, %a, %b;"
+                        "st.global.u32 [%out], %d;"
+                        "mov.b32 %a, 0x80000005; mov.b32 %b, 0x00010007; sub.s16x2 %d, %a, %b;"
+                        "st.global.u32 [%out+8], %d;"
+                        "mov.b32 %b, 0x7FFFFFFF; min.s16x2 %d, %a, %b; st.global.u32 [%out+16], %d;"
+                        "min.u16x2 %d, %a, %b; st.global.u32 [%out+24], %d;"
+                        "max.s16x2 %d, %a, %b; st.global.u32 [%out+32], %d;"
+                        "max.u16x2 %d, %a, %b; st.global.u32 [%out+40], %d;"
+                        "add.s16x2 %d, %a, %b; st.global.u32 [%out+48], %d;");
+  EXPECT_EQ(r.out[0], 0x00000003u);  // the high half wraps without carrying into nothing
+  EXPECT_EQ(r.out[1], 0x7FFFFFFEu);
+  EXPECT_EQ(r.out[2], 0x8000FFFFu);
+  EXPECT_EQ(r.out[3], 0x7FFF0005u);
+  EXPECT_EQ(r.out[4], 0x7FFF0005u);
+  EXPECT_EQ(r.out[5], 0x8000FFFFu);
+  EXPECT_EQ(r.out[6], 0xFFFF0004u);  // 0x8000 + 0x7FFF, 5 + (-1)
+}
+
+// vabsdiff4 (__vabsdiffu4, __vsads2 on sm_75): byte-wise absolute differences, signed or
+// unsigned, saturated per byte, or summed into c with .add (and saturated to 32 bits).
+TEST(LibraryInstruction, Vabsdiff4) {
+  auto r = runLibrarySnippet(
+      ".reg .b32 %a, %b, %c, %d;",
+      "mov.b32 %a, 0x00FF1080; mov.b32 %b, 0xFF001001; mov.b32 %c, 0x12345678;"
+      "vabsdiff4.u32.u32.u32 %d, %a, %b, %c; st.global.u32 [%out], %d;"
+      "vabsdiff4.s32.s32.s32 %d, %a, %b, %c; st.global.u32 [%out+8], %d;"
+      "vabsdiff4.s32.s32.s32.sat %d, %a, %b, %c; st.global.u32 [%out+16], %d;"
+      "mov.b32 %c, 10; vabsdiff4.u32.u32.u32.add %d, %a, %b, %c; st.global.u32 [%out+24], %d;"
+      "mov.b32 %c, 0xFFFFFF00; vabsdiff4.u32.u32.u32.sat.add %d, %a, %b, %c;"
+      "st.global.u32 [%out+32], %d;"
+      "mov.b32 %c, -1000; vabsdiff4.s32.s32.s32.add %d, %a, %b, %c; st.global.u32 [%out+40], %d;");
+  EXPECT_EQ(r.out[0], 0xFFFF007Fu);
+  EXPECT_EQ(r.out[1], 0x01010081u);
+  EXPECT_EQ(r.out[2], 0x0101007Fu);
+  EXPECT_EQ(r.out[3], 10u + 127 + 255 + 255);
+  EXPECT_EQ(r.out[4], 0xFFFFFFFFu);
+  EXPECT_EQ(static_cast<int32_t>(r.out[5]), 129 + 1 + 1 - 1000);
+}
+
 }  // namespace
 }  // namespace gpupool::ptx::testing

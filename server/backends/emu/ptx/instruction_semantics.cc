@@ -705,6 +705,63 @@ void BlockRunner::executeSimple(const Instr& in, uint32_t exec, uint32_t group) 
     case Op::kMbarrier:
       mbarrier(in, exec);
       return;
+    case Op::kPacked16:
+      forLanes(exec, [&](int l) {
+        const auto a = static_cast<uint32_t>(value(in.ops[1], l));
+        const auto b = static_cast<uint32_t>(value(in.ops[2], l));
+        uint32_t r = 0;
+        for (unsigned k = 0; k < 2; ++k) {
+          const int64_t x = packedPart(a, k, 16, isSigned(in.type));
+          const int64_t y = packedPart(b, k, 16, isSigned(in.type));
+          int64_t v = 0;
+          switch (static_cast<Packed16Op>(in.mode)) {
+            case Packed16Op::kAdd:
+              v = x + y;
+              break;
+            case Packed16Op::kSub:
+              v = x - y;
+              break;
+            case Packed16Op::kMin:
+              v = std::min(x, y);
+              break;
+            case Packed16Op::kMax:
+              v = std::max(x, y);
+              break;
+          }
+          r |= (static_cast<uint32_t>(v) & 0xffffu) << (16 * k);
+        }
+        set(d, l, r);
+      });
+      return;
+    case Op::kVabsdiff4:
+      forLanes(exec, [&](int l) {
+        const auto a = static_cast<uint32_t>(value(in.ops[1], l));
+        const auto b = static_cast<uint32_t>(value(in.ops[2], l));
+        const bool sat = in.flags & kSat, signedResult = isSigned(in.type);
+        int64_t sum = 0;
+        uint32_t bytes = 0;
+        for (unsigned k = 0; k < 4; ++k) {
+          int64_t v =
+              packedPart(a, k, 8, isSigned(in.type2)) - packedPart(b, k, 8, isSigned(in.type2));
+          if (v < 0) v = -v;  // 0..255
+          sum += v;
+          if (sat) v = std::min<int64_t>(v, signedResult ? 127 : 255);
+          bytes |= (static_cast<uint32_t>(v) & 0xffu) << (8 * k);
+        }
+        if (in.mode == 0) {
+          set(d, l, bytes);
+          return;
+        }
+        int64_t total =
+            sum + (signedResult ? static_cast<int64_t>(static_cast<int32_t>(
+                                      static_cast<uint32_t>(value(in.ops[3], l))))
+                                : static_cast<int64_t>(static_cast<uint32_t>(value(in.ops[3], l))));
+        if (sat)
+          total = signedResult ? std::clamp<int64_t>(total, INT32_MIN, INT32_MAX)
+                               : std::clamp<int64_t>(total, 0, UINT32_MAX);
+        set(d, l, static_cast<uint32_t>(total));
+      });
+      return;
     case Op::kLop3:
       forLanes(exec, [&](int l) {
         set(d, l,

@@ -147,6 +147,8 @@ enum class Op : uint8_t {
   kDp2a,
   kFns,
   kMbarrier,
+  kPacked16,  // add/sub/min/max on .u16x2/.s16x2: two halfwords at once
+  kVabsdiff4,
 };
 
 enum class Space : uint8_t { kGeneric, kGlobal, kShared, kLocal, kParam, kConst };
@@ -213,6 +215,7 @@ enum class MbarrierOp : uint8_t {
 enum class Fp8Cvt : uint8_t { kNone, kToE4m3, kToE5m2, kFromE4m3, kFromE5m2 };
 // Op::kNop's mode for nanosleep: the thread backs off, so its warp lets the block's others run.
 inline constexpr uint8_t kNopYields = 1;
+enum class Packed16Op : uint8_t { kAdd, kSub, kMin, kMax };
 enum class ReduxOp : uint8_t { kAdd, kMin, kMax, kAnd, kOr, kXor };
 enum class TestpOp : uint8_t { kFinite, kInfinite, kNumber, kNotANumber, kNormal, kSubnormal };
 
