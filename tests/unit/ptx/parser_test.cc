@@ -111,6 +111,7 @@ TEST(Loader, UnsupportedInstructionsFailWithTheirName) {
        "cp.async.bulk"},
       {".reg .b16 %h; .reg .f32 %f;", "cvt.rn.satfinite.e2m1x2.f32 %h, %f, %f;", "e2m1x2"},
       {".reg .b32 %a;", "mul.lo.u16x2 %a, %a, %a;", "u16x2"},
+      {".reg .b64 %a;", "atom.global.cas.b128 %a, [%a], %a, %a;", "b128"},
       {".reg .b64 %a; .reg .b32 %v;", "multimem.ld_reduce.relaxed.sys.global.add.u32 %v, [%a];",
        "multimem"},
   };

@@ -790,7 +790,7 @@ void Builder::decode(const AstInstruction& a, Instr* in) {
     for (auto w : words)
       if (w.find("x2") != std::string_view::npos || w.find("x4") != std::string_view::npos ||
           w.rfind("e4m3", 0) == 0 || w.rfind("e5m2", 0) == 0 || w.rfind("e2m", 0) == 0 ||
-          w.rfind("e3m", 0) == 0 || w == "tf32" || w == "ue8m0x2")
+          w.rfind("e3m", 0) == 0 || w == "tf32" || w == "ue8m0x2" || w == "b128")
         failUnsupported("unsupported type ." + std::string(w) + " in " + a.opcode);
     failInvalid(otherwise);
   };
