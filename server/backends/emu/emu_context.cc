@@ -495,7 +495,9 @@ std::vector<int32_t> EmuContext::functionAttributes(const Function& f) const {
   a[CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES] = static_cast<int32_t>(constBytes);
   a[CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES] = static_cast<int32_t>(k.localBytesPerThread);
   a[CU_FUNC_ATTRIBUTE_NUM_REGS] = static_cast<int32_t>(k.allocatedRegs);
-  a[CU_FUNC_ATTRIBUTE_PTX_VERSION] = static_cast<int32_t>(f.program->ptxVersion());
+  // The virtual architecture the PTX targets (75 for compute_75), not the PTX ISA version: CUB
+  // picks its tuning policy (and so which of its kernels exist) from this value.
+  a[CU_FUNC_ATTRIBUTE_PTX_VERSION] = static_cast<int32_t>(f.program->targetSm());
   a[CU_FUNC_ATTRIBUTE_BINARY_VERSION] = cc;
   a[CU_FUNC_ATTRIBUTE_CACHE_MODE_CA] = 0;
   a[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES] =

@@ -39,6 +39,11 @@ int main() {
   CHECK(attrs.maxThreadsPerBlock > 0 && attrs.maxThreadsPerBlock <= prop.maxThreadsPerBlock,
         "plain: maxThreadsPerBlock %d", attrs.maxThreadsPerBlock);
   CHECK(attrs.numRegs >= 0 && attrs.numRegs <= 255, "plain: numRegs %d", attrs.numRegs);
+  // ptxVersion is the virtual architecture the kernel's PTX targets (75 for compute_75), never
+  // above the device's: CUB selects its tuning policies, and so which kernels exist, from it.
+  const int deviceArch = prop.major * 10 + prop.minor;
+  CHECK(attrs.ptxVersion >= 75 && attrs.ptxVersion <= deviceArch,
+        "plain: ptxVersion %d for a compute capability %d device", attrs.ptxVersion, deviceArch);
   std::printf("plain: regs %d, shared %zu, local %zu, max threads %d, ptx %d, binary %d\n",
               attrs.numRegs, attrs.sharedSizeBytes, attrs.localSizeBytes, attrs.maxThreadsPerBlock,
               attrs.ptxVersion, attrs.binaryVersion);

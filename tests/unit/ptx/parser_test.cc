@@ -105,7 +105,15 @@ TEST(Loader, UnsupportedInstructionsFailWithTheirName) {
       {".reg .b64 %t; .reg .f32 %f<4>; .reg .b32 %c;",
        "tex.2d.v4.f32.s32 {%f0,%f1,%f2,%f3}, [%t, {%c, %c}];", "tex"},
       {".reg .b32 %a;", "wgmma.fence.sync.aligned;", "wgmma"},
-      {".reg .b32 %a;", "bar.arrive 1, 64;", "bar.arrive"},
+      {".reg .b64 %a;", "mbarrier.arrive.expect_tx.shared.b64 %a, [%a], 16;", "mbarrier"},
+      {".reg .b64 %a;",
+       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%a], [%a], 16, [%a];",
+       "cp.async.bulk"},
+      {".reg .b16 %h; .reg .f32 %f;", "cvt.rn.satfinite.e2m1x2.f32 %h, %f, %f;", "e2m1x2"},
+      {".reg .b32 %a;", "mul.lo.u16x2 %a, %a, %a;", "u16x2"},
+      {".reg .b64 %a;", "atom.global.cas.b128 %a, [%a], %a, %a;", "b128"},
+      {".reg .b64 %a; .reg .b32 %v;", "multimem.ld_reduce.relaxed.sys.global.add.u32 %v, [%a];",
+       "multimem"},
   };
   for (const auto& c : cases) {
     Status e = loadError(snippetModule(c.decls, c.body));
@@ -113,6 +121,24 @@ TEST(Loader, UnsupportedInstructionsFailWithTheirName) {
     EXPECT_NE(e.message.find(c.name), std::string::npos) << e.message;
     EXPECT_NE(e.message.find("line"), std::string::npos) << e.message;
   }
+}
+
+// nvcc -G declares a kernel's __shared__ variables inside its .entry and makes indirect calls; an
+// indirect call reaches .func functions only, so each kernel counts just its own variables.
+TEST(Loader, IndirectCallsDoNotPullInOtherKernelsShared) {
+  const std::string text =
+      ".version 9.0\n.target sm_90\n.address_size 64\n"
+      ".func helper(.param .b64 p) { ret; }\n"
+      ".visible .entry first() { .shared .align 16 .b8 mine[40000]; .reg .b64 %f; .reg .b32 %v;"
+      " mov.u32 %v, mine;"
+      " mov.u64 %f, helper; { .param .b64 a; st.param.b64 [a], 0;"
+      " proto : .callprototype ()_ (.param .b64 _); call %f, (a), proto; } ret; }\n"
+      ".visible .entry second() { .shared .align 16 .b8 theirs[30000]; .reg .b32 %v;"
+      " mov.u32 %v, theirs; ret; }\n";
+  auto m = Module::load(text);
+  ASSERT_TRUE(m.ok()) << m.status().message;
+  for (const KernelInfo& k : m.value()->kernels())
+    EXPECT_EQ(k.staticSharedBytes, k.name == "first" ? 40000u : 30000u) << k.name;
 }
 
 TEST(Loader, UnknownExternFunctionIsNotSupported) {

@@ -44,6 +44,7 @@ struct Warp {
   uint32_t syncMask[32] = {};
   uint32_t barrierId[32] = {};
   uint32_t barrierCount[32] = {};
+  bool barrierPred[32] = {};                // bar.red: this lane's predicate
   std::vector<std::vector<uint64_t>> regs;  // [depth][reg * 32 + lane]
   std::vector<Frame> frames[32];
   std::vector<uint8_t> local[32];
@@ -148,7 +149,11 @@ class BlockRunner {
   // ---- scheduling ---------------------------------------------------------------------------
   bool runWarp(Warp& w) {
     bool any = false;
-    while (true) {
+    // A warp spinning on memory another warp of the block writes (a flag, a lock) must let that
+    // warp run: after this many steps in a row the warp yields.
+    constexpr uint32_t kStepsPerTurn = 1u << 16;
+    for (uint32_t steps = 0;; ++steps) {
+      if (steps == kStepsPerTurn) return true;
       uint32_t group = 0, pc = 0;
       int bestDepth = -1;
       for (int l = 0; l < 32; ++l) {
@@ -175,6 +180,10 @@ class BlockRunner {
       ++localWarpSteps_;
       localThreadSteps_ += static_cast<uint64_t>(std::popcount(group));
       if ((localWarpSteps_ & 0xfff) == 0) flushSteps();
+      if (yieldWarp_) {
+        yieldWarp_ = false;
+        return true;
+      }
     }
   }
 
@@ -208,15 +217,35 @@ class BlockRunner {
     bool released = false;
     for (uint32_t id = 0; id < 16; ++id) {
       if (!waiting[id]) continue;
+      if (!counts[id]) counts[id] = arrivalCount_[id];
       uint32_t expected = counts[id] ? std::min(counts[id], liveThreads) : liveThreads;
-      if (waiting[id] < expected) continue;
+      if (waiting[id] + arrivals_[id] < expected) continue;
       released = true;
+      // Arrivals beyond this release's count belong to the barrier's next use.
+      const uint32_t named = counts[id] ? counts[id] : liveThreads;
+      arrivals_[id] -= std::min(arrivals_[id], named - std::min(named, waiting[id]));
+      if (!arrivals_[id]) arrivalCount_[id] = 0;
+      // bar.red: the reduction covers the predicates of the waiting threads.
+      uint32_t trueCount = 0;
       for (Warp& w : warps_)
         forLanes(w.live, [&](int l) {
-          if (w.state[l] == LaneState::kBarrier && (w.barrierId[l] & 15) == id) {
-            w.state[l] = LaneState::kRun;
-            ++w.pc[l];
-          }
+          if (w.state[l] == LaneState::kBarrier && (w.barrierId[l] & 15) == id)
+            trueCount += w.barrierPred[l] ? 1 : 0;
+        });
+      for (Warp& w : warps_)
+        forLanes(w.live, [&](int l) {
+          if (w.state[l] != LaneState::kBarrier || (w.barrierId[l] & 15) != id) return;
+          const Instr& in = code_[w.pc[l]];
+          uint64_t* result = in.ops[0].kind == OperandKind::kReg
+                                 ? &w.regs[w.depth[l]][in.ops[0].index * 32 + l]
+                                 : nullptr;
+          if (result && in.mode == static_cast<uint8_t>(BarMode::kRedPopc)) *result = trueCount;
+          if (result && in.mode == static_cast<uint8_t>(BarMode::kRedAnd))
+            *result = trueCount == waiting[id] ? 1 : 0;
+          if (result && in.mode == static_cast<uint8_t>(BarMode::kRedOr))
+            *result = trueCount != 0 ? 1 : 0;
+          w.state[l] = LaneState::kRun;
+          ++w.pc[l];
         });
     }
     return released;
@@ -343,6 +372,9 @@ class BlockRunner {
         return 32;
       case Special::kGridId:
         return 1;
+      case Special::kGridWorkspaceLo:
+      case Special::kGridWorkspaceHi:
+        return 0;
       case Special::kReservedSmemBegin:
       case Special::kReservedSmem0:
         return 0;
@@ -498,10 +530,22 @@ class BlockRunner {
         if (exec) fault(CUDA_ERROR_LAUNCH_FAILED, std::countr_zero(exec), pc, "trap");
         break;
       case Op::kBar:
+        if (static_cast<BarMode>(in.mode) == BarMode::kArrive) {
+          // An arrival counts toward the barrier's next release; the thread does not wait.
+          forLanes(exec, [&](int l) {
+            const uint32_t id = static_cast<uint32_t>(value(in.ops[1], l)) & 15;
+            ++arrivals_[id];
+            arrivalCount_[id] = static_cast<uint32_t>(value(in.ops[2], l));
+          });
+          break;
+        }
         forLanes(exec, [&](int l) {
           w.state[l] = LaneState::kBarrier;
-          w.barrierId[l] = static_cast<uint32_t>(value(in.ops[0], l));
-          w.barrierCount[l] = in.numOps > 1 ? static_cast<uint32_t>(value(in.ops[1], l)) : 0;
+          w.barrierId[l] = static_cast<uint32_t>(value(in.ops[1], l));
+          w.barrierCount[l] =
+              in.ops[2].kind != OperandKind::kNone ? static_cast<uint32_t>(value(in.ops[2], l)) : 0;
+          w.barrierPred[l] =
+              in.mode >= static_cast<uint8_t>(BarMode::kRedPopc) && (value(in.ops[3], l) & 1) != 0;
         });
         advance(group & ~exec, pc + 1);
         return;
@@ -509,10 +553,14 @@ class BlockRunner {
       case Op::kVote:
       case Op::kRedux:
       case Op::kMatch:
+      case Op::kElect:
       case Op::kBarWarpSync: {
         uint64_t key =
             static_cast<uint64_t>(in.op) | (uint64_t{in.mode} << 8) | (uint64_t(in.type) << 16);
-        const Operand& maskOp = in.ops[in.op == Op::kShfl ? 4 : in.op == Op::kBarWarpSync ? 0 : 2];
+        const Operand& maskOp = in.ops[in.op == Op::kShfl          ? 4
+                                       : in.op == Op::kBarWarpSync ? 0
+                                       : in.op == Op::kElect       ? 1
+                                                                   : 2];
         forLanes(exec, [&](int l) {
           w.state[l] = LaneState::kWarpSync;
           w.syncKey[l] = key;
@@ -803,6 +851,15 @@ class BlockRunner {
         });
         break;
       }
+      case Op::kElect: {
+        // The leader is the lowest lane of the member mask that takes part.
+        const int leader = std::countr_zero(lanes);
+        forLanes(lanes, [&](int l) {
+          result[l] = static_cast<uint64_t>(leader);
+          pred[l] = l == leader;
+        });
+        break;
+      }
       default:
         break;  // bar.warp.sync: synchronization only
     }
@@ -824,6 +881,8 @@ class BlockRunner {
   template <class Fn>
   void floatUnary(const Instr& in, uint32_t exec, Fn fn);
   void atomic(const Instr& in, uint32_t exec);
+  void mbarrier(const Instr& in, uint32_t exec);
+  void fp8Convert(const Instr& in, uint32_t exec);
   void integerOp(const Instr& in, uint32_t exec);
   uint64_t halfResult(double r, Type t, uint32_t flags) {
     if (flags & kSat) r = std::isnan(r) ? 0.0 : r < 0 ? 0.0 : r > 1 ? 1.0 : r;
@@ -843,6 +902,9 @@ class BlockRunner {
   uint64_t* R_ = nullptr;
   uint32_t curPc_ = 0;
   uint64_t localWarpSteps_ = 0, localThreadSteps_ = 0;
+  bool yieldWarp_ = false;          // the warp polls something only another warp can change
+  uint32_t arrivals_[16] = {};      // bar.arrive arrivals not yet consumed by a release
+  uint32_t arrivalCount_[16] = {};  // the thread count those arrivals named
 };
 
 }  // namespace gpupool::ptx::execution

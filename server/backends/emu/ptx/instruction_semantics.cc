@@ -175,6 +175,112 @@ void BlockRunner::atomic(const Instr& in, uint32_t exec) {
   });
 }
 
+// The 64-bit mbarrier object (opaque to programs): pending arrivals of the current phase in bits
+// 0-20, the expected count in bits 21-41, the phase number in bits 42-62. A state token is the
+// phase number (high word) and the pending count right after the arrival (low word).
+namespace {
+constexpr uint64_t kMbarrierField = (uint64_t{1} << 21) - 1;
+uint64_t mbarrierPending(uint64_t w) { return w & kMbarrierField; }
+uint64_t mbarrierExpected(uint64_t w) { return (w >> 21) & kMbarrierField; }
+uint64_t mbarrierPhase(uint64_t w) { return (w >> 42) & kMbarrierField; }
+uint64_t mbarrierWord(uint64_t pending, uint64_t expected, uint64_t phase) {
+  return (pending & kMbarrierField) | ((expected & kMbarrierField) << 21) |
+         ((phase & kMbarrierField) << 42);
+}
+}  // namespace
+
+void BlockRunner::fp8Convert(const Instr& in, uint32_t exec) {
+  const auto kind = static_cast<Fp8Cvt>(in.mode);
+  const bool e4m3 = kind == Fp8Cvt::kToE4m3 || kind == Fp8Cvt::kFromE4m3;
+  const bool relu = in.flags & kRelu;
+  forLanes(exec, [&](int l) {
+    const uint64_t a = value(in.ops[1], l);
+    uint64_t result;
+    if (kind == Fp8Cvt::kFromE4m3 || kind == Fp8Cvt::kFromE5m2) {
+      // Every fp8 value is exact in f16; .relu clamps negatives (not NaN) to zero.
+      auto half = [&](unsigned k) -> uint64_t {
+        const double v = fromFp8(static_cast<uint8_t>(a >> (8 * k)), e4m3);
+        if (std::isnan(v)) return 0x7fff;
+        return doubleToHalf(relu && v < 0 ? 0.0 : v);
+      };
+      result = (half(1) << 16) | half(0);
+    } else if (in.type2 == Type::kF32) {  // a to the high byte, b to the low one
+      const double hi = std::bit_cast<float>(static_cast<uint32_t>(a));
+      const double lo = std::bit_cast<float>(static_cast<uint32_t>(value(in.ops[2], l)));
+      result = (uint64_t{toFp8(hi, e4m3, relu)} << 8) | toFp8(lo, e4m3, relu);
+    } else {  // f16x2: each half to the byte in its place
+      result = (uint64_t{toFp8(halfToDouble(static_cast<uint16_t>(a >> 16)), e4m3, relu)} << 8) |
+               toFp8(halfToDouble(static_cast<uint16_t>(a)), e4m3, relu);
+    }
+    set(in.ops[0], l, result);
+  });
+}
+
+void BlockRunner::mbarrier(const Instr& in, uint32_t exec) {
+  const auto op = static_cast<MbarrierOp>(in.mode);
+  bool anyWaiting = false;
+  forLanes(exec, [&](int l) {
+    if (op == MbarrierOp::kPendingCount) {
+      set(in.ops[0], l, value(in.ops[2], l) & 0xffffffffu);
+      return;
+    }
+    const uint64_t addr = address(in.ops[1], l);
+    if (addr % 8) fault(CUDA_ERROR_MISALIGNED_ADDRESS, l, curPc_, "misaligned mbarrier address");
+    uint8_t* p = access(in.space, addr, 8, l);
+    uint64_t word;
+    std::memcpy(&word, p, 8);
+    switch (op) {
+      case MbarrierOp::kInit: {
+        const uint64_t count = value(in.ops[2], l) & 0xffffffffu;
+        if (count == 0 || count > kMbarrierField)
+          fault(CUDA_ERROR_LAUNCH_FAILED, l, curPc_, "mbarrier.init count out of range");
+        word = mbarrierWord(count, count, 0);
+        break;
+      }
+      case MbarrierOp::kInval:
+        word = 0;
+        break;
+      case MbarrierOp::kArrive:
+      case MbarrierOp::kArriveDrop: {
+        const uint64_t count =
+            in.ops[2].kind == OperandKind::kNone ? 1 : value(in.ops[2], l) & 0xffffffffu;
+        uint64_t pending = mbarrierPending(word), expected = mbarrierExpected(word);
+        uint64_t phase = mbarrierPhase(word);
+        if (expected == 0 || count == 0 || count > pending)
+          fault(CUDA_ERROR_LAUNCH_FAILED, l, curPc_,
+                "mbarrier arrival on an uninitialized barrier or beyond its pending count");
+        if (op == MbarrierOp::kArriveDrop) expected -= count;
+        pending -= count;
+        set(in.ops[0], l, (phase << 32) | pending);
+        if (pending == 0) {  // the phase completes; the next one expects the (new) count
+          ++phase;
+          pending = expected;
+        }
+        word = mbarrierWord(pending, expected, phase);
+        break;
+      }
+      case MbarrierOp::kTestWait:
+      case MbarrierOp::kTryWait: {
+        const uint64_t phase = mbarrierPhase(word);
+        const uint64_t operandValue = value(in.ops[2], l);
+        // A token names the phase it arrived in; a parity names the current phase (parity equal
+        // to the current phase's: not complete) or the preceding one (complete).
+        const bool complete = (in.flags & kParity)
+                                  ? (phase & 1) != (operandValue & 1)
+                                  : phase != ((operandValue >> 32) & kMbarrierField);
+        set(in.ops[0], l, complete ? 1 : 0);
+        anyWaiting |= !complete;
+        return;
+      }
+      case MbarrierOp::kPendingCount:
+        return;
+    }
+    std::memcpy(p, &word, 8);
+  });
+  // A thread polling an incomplete phase waits for other warps: let them run.
+  if (anyWaiting) yieldWarp_ = true;
+}
+
 void BlockRunner::integerOp(const Instr& in, uint32_t exec) {
   const Operand &d = in.ops[0], &A = in.ops[1], &B = in.ops[2], &C = in.ops[3];
   const bool cc = in.flags & kCC;
@@ -447,7 +553,9 @@ void BlockRunner::executeSimple(const Instr& in, uint32_t exec, uint32_t group) 
       return;
     }
     case Op::kCvt:
-      if (in.type == Type::kF16x2 || in.type == Type::kBF16x2) {
+      if (in.mode != static_cast<uint8_t>(Fp8Cvt::kNone)) {
+        fp8Convert(in, exec);
+      } else if (in.type == Type::kF16x2 || in.type == Type::kBF16x2) {
         Type h = in.type == Type::kF16x2 ? Type::kF16 : Type::kBF16;
         forLanes(exec, [&](int l) {
           uint64_t hi = convert(value(in.ops[1], l), h, in.type2, in.round, in.flags);
@@ -565,6 +673,7 @@ void BlockRunner::executeSimple(const Instr& in, uint32_t exec, uint32_t group) 
       std::atomic_thread_fence(std::memory_order_seq_cst);
       return;
     case Op::kNop:
+      if (in.mode == kNopYields) yieldWarp_ = true;
       return;
     case Op::kCpAsync:
       forLanes(exec, [&](int l) {
@@ -593,6 +702,95 @@ void BlockRunner::executeSimple(const Instr& in, uint32_t exec, uint32_t group) 
       });
       return;
     }
+    case Op::kMbarrier:
+      mbarrier(in, exec);
+      return;
+    case Op::kPacked16:
+      forLanes(exec, [&](int l) {
+        const auto a = static_cast<uint32_t>(value(in.ops[1], l));
+        const auto b = static_cast<uint32_t>(value(in.ops[2], l));
+        uint32_t r = 0;
+        for (unsigned k = 0; k < 2; ++k) {
+          const int64_t x = packedPart(a, k, 16, isSigned(in.type));
+          const int64_t y = packedPart(b, k, 16, isSigned(in.type));
+          int64_t v = 0;
+          switch (static_cast<Packed16Op>(in.mode)) {
+            case Packed16Op::kAdd:
+              v = x + y;
+              break;
+            case Packed16Op::kSub:
+              v = x - y;
+              break;
+            case Packed16Op::kMin:
+              v = std::min(x, y);
+              break;
+            case Packed16Op::kMax:
+              v = std::max(x, y);
+              break;
+          }
+          r |= (static_cast<uint32_t>(v) & 0xffffu) << (16 * k);
+        }
+        set(d, l, r);
+      });
+      return;
+    case Op::kVabsdiff4:
+      forLanes(exec, [&](int l) {
+        const auto a = static_cast<uint32_t>(value(in.ops[1], l));
+        const auto b = static_cast<uint32_t>(value(in.ops[2], l));
+        const bool sat = in.flags & kSat, signedResult = isSigned(in.type);
+        int64_t sum = 0;
+        uint32_t bytes = 0;
+        for (unsigned k = 0; k < 4; ++k) {
+          int64_t v =
+              packedPart(a, k, 8, isSigned(in.type2)) - packedPart(b, k, 8, isSigned(in.type2));
+          if (v < 0) v = -v;  // 0..255
+          sum += v;
+          if (sat) v = std::min<int64_t>(v, signedResult ? 127 : 255);
+          bytes |= (static_cast<uint32_t>(v) & 0xffu) << (8 * k);
+        }
+        if (in.mode == 0) {
+          set(d, l, bytes);
+          return;
+        }
+        int64_t total =
+            sum + (signedResult ? static_cast<int64_t>(static_cast<int32_t>(
+                                      static_cast<uint32_t>(value(in.ops[3], l))))
+                                : static_cast<int64_t>(static_cast<uint32_t>(value(in.ops[3], l))));
+        if (sat)
+          total = signedResult ? std::clamp<int64_t>(total, INT32_MIN, INT32_MAX)
+                               : std::clamp<int64_t>(total, 0, UINT32_MAX);
+        set(d, l, static_cast<uint32_t>(total));
+      });
+      return;
+    case Op::kLop3:
+      forLanes(exec, [&](int l) {
+        set(d, l,
+            logicOp3(static_cast<uint32_t>(value(in.ops[1], l)),
+                     static_cast<uint32_t>(value(in.ops[2], l)),
+                     static_cast<uint32_t>(value(in.ops[3], l)),
+                     static_cast<uint32_t>(value(in.ops[4], l))));
+      });
+      return;
+    case Op::kDp4a:
+    case Op::kDp2a:
+      forLanes(exec, [&](int l) {
+        const auto a = static_cast<uint32_t>(value(in.ops[1], l));
+        const auto b = static_cast<uint32_t>(value(in.ops[2], l));
+        const auto c = static_cast<uint32_t>(value(in.ops[3], l));
+        const bool aSigned = isSigned(in.type), bSigned = isSigned(in.type2);
+        set(d, l,
+            in.op == Op::kDp4a ? dotProduct4(a, aSigned, b, bSigned, c)
+                               : dotProduct2(a, aSigned, b, bSigned, in.flags & kHi, c));
+      });
+      return;
+    case Op::kFns:
+      forLanes(exec, [&](int l) {
+        set(d, l,
+            findNthSet(static_cast<uint32_t>(value(in.ops[1], l)),
+                       static_cast<uint32_t>(value(in.ops[2], l)),
+                       static_cast<int32_t>(static_cast<uint32_t>(value(in.ops[3], l)))));
+      });
+      return;
     case Op::kCopysign:
       forLanes(exec, [&](int l) {
         uint64_t a = value(in.ops[1], l), b = value(in.ops[2], l);

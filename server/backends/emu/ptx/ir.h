@@ -141,6 +141,14 @@ enum class Op : uint8_t {
   kMad24,
   kSad,
   kBmsk,
+  kElect,
+  kLop3,
+  kDp4a,
+  kDp2a,
+  kFns,
+  kMbarrier,
+  kPacked16,  // add/sub/min/max on .u16x2/.s16x2: two halfwords at once
+  kVabsdiff4,
 };
 
 enum class Space : uint8_t { kGeneric, kGlobal, kShared, kLocal, kParam, kConst };
@@ -164,6 +172,7 @@ enum Flag : uint32_t {
   kNoFtz = 1u << 13,
   kArrive = 1u << 14,
   kRelu = 1u << 15,
+  kParity = 1u << 16,  // mbarrier.test_wait/try_wait.parity
 };
 
 enum class CmpOp : uint8_t {
@@ -190,6 +199,23 @@ enum class BoolOp : uint8_t { kNone, kAnd, kOr, kXor };
 enum class AtomOp : uint8_t { kAdd, kMin, kMax, kInc, kDec, kAnd, kOr, kXor, kExch, kCas };
 enum class ShflMode : uint8_t { kUp, kDown, kBfly, kIdx };
 enum class VoteMode : uint8_t { kAll, kAny, kUni, kBallot };
+// bar / barrier: wait, arrive without waiting, or wait and reduce a predicate over the arrivals.
+enum class BarMode : uint8_t { kSync, kArrive, kRedPopc, kRedAnd, kRedOr };
+enum class MbarrierOp : uint8_t {
+  kInit,
+  kArrive,
+  kArriveDrop,
+  kTestWait,
+  kTryWait,
+  kInval,
+  kPendingCount
+};
+// cvt with an fp8 pair (Instr::mode; 0 for every other cvt): to e4m3x2/e5m2x2 from f32 or f16x2
+// (Instr::type), or from them to f16x2.
+enum class Fp8Cvt : uint8_t { kNone, kToE4m3, kToE5m2, kFromE4m3, kFromE5m2 };
+// Op::kNop's mode for nanosleep: the thread backs off, so its warp lets the block's others run.
+inline constexpr uint8_t kNopYields = 1;
+enum class Packed16Op : uint8_t { kAdd, kSub, kMin, kMax };
 enum class ReduxOp : uint8_t { kAdd, kMin, kMax, kAnd, kOr, kXor };
 enum class TestpOp : uint8_t { kFinite, kInfinite, kNumber, kNotANumber, kNormal, kSubnormal };
 
@@ -228,6 +254,8 @@ enum class Special : uint8_t {
   kReservedSmemCap,
   kReservedSmem0,
   kReservedSmem1,
+  kGridWorkspaceLo,  // %envreg1: cooperative groups' grid workspace address, low word
+  kGridWorkspaceHi,  // %envreg2: high word
 };
 
 enum class SymbolKind : uint8_t {

@@ -11,6 +11,7 @@ namespace {
 // compute at load time; such a function is assumed to need every register it declares.
 constexpr uint64_t kMaxLivenessBits = uint64_t{1} << 26;
 
+// bar's ops[0] is bar.red's destination, or none for the other forms.
 bool hasDestination(Op op) {
   switch (op) {
     case Op::kSt:
@@ -19,7 +20,6 @@ bool hasDestination(Op op) {
     case Op::kRet:
     case Op::kExit:
     case Op::kCall:
-    case Op::kBar:
     case Op::kBarWarpSync:
     case Op::kMembar:
     case Op::kTrap:

@@ -467,4 +467,88 @@ inline uint32_t funnelShift(uint32_t a, uint32_t b, uint32_t c, bool left, bool 
   return static_cast<uint32_t>(both >> n);
 }
 
+// lop3: bit i of the result is bit (a_i << 2 | b_i << 1 | c_i) of the lookup table.
+inline uint32_t logicOp3(uint32_t a, uint32_t b, uint32_t c, uint32_t lut) {
+  uint32_t r = 0;
+  for (uint32_t i = 0; i < 8; ++i)
+    if ((lut >> i) & 1) r |= ((i & 4) ? a : ~a) & ((i & 2) ? b : ~b) & ((i & 1) ? c : ~c);
+  return r;
+}
+
+// Byte k (or halfword k) of a 32-bit word, sign- or zero-extended.
+inline int64_t packedPart(uint32_t word, unsigned k, unsigned bits, bool isSigned) {
+  const uint32_t part = (word >> (k * bits)) & ((1u << bits) - 1);
+  if (!isSigned) return part;
+  return static_cast<int64_t>(part) - ((part >> (bits - 1)) ? (int64_t{1} << bits) : 0);
+}
+
+// dp4a: c plus the four byte products; dp2a: c plus two halfword-by-byte products, taking
+// b's low (bytes 0, 1) or high (bytes 2, 3) pair. The sum wraps to 32 bits.
+inline uint32_t dotProduct4(uint32_t a, bool aSigned, uint32_t b, bool bSigned, uint32_t c) {
+  int64_t sum = 0;
+  for (unsigned k = 0; k < 4; ++k)
+    sum += packedPart(a, k, 8, aSigned) * packedPart(b, k, 8, bSigned);
+  return c + static_cast<uint32_t>(sum);
+}
+inline uint32_t dotProduct2(uint32_t a, bool aSigned, uint32_t b, bool bSigned, bool high,
+                            uint32_t c) {
+  const unsigned first = high ? 2 : 0;
+  int64_t sum = packedPart(a, 0, 16, aSigned) * packedPart(b, first, 8, bSigned) +
+                packedPart(a, 1, 16, aSigned) * packedPart(b, first + 1, 8, bSigned);
+  return c + static_cast<uint32_t>(sum);
+}
+
+// fns: the position of the |offset|-th set bit of mask counting from base toward the MSB
+// (offset > 0) or the LSB (offset < 0); offset 0 asks whether bit base is set. 0xffffffff when
+// there is no such bit.
+inline uint32_t findNthSet(uint32_t mask, uint32_t base, int32_t offset) {
+  if (offset == 0) return base < 32 && ((mask >> base) & 1) ? base : 0xffffffffu;
+  int64_t count = offset > 0 ? int64_t{offset} - 1 : -int64_t{offset} - 1;
+  const int inc = offset > 0 ? 1 : -1;
+  for (int64_t pos = base; pos >= 0 && pos < 32; pos += inc) {
+    if ((mask >> pos) & 1) {
+      if (count == 0) return static_cast<uint32_t>(pos);
+      --count;
+    }
+  }
+  return 0xffffffffu;
+}
+
+// fp8 (e4m3: bias 7, no infinities, NaN 0x7f, largest 448; e5m2: bias 15, IEEE-like, largest
+// 57344), rounded to nearest even and saturated to the largest finite magnitude. NaN gives 0x7f.
+inline uint8_t toFp8(double x, bool e4m3, bool relu) {
+  if (std::isnan(x)) return 0x7f;
+  const uint8_t sign = std::signbit(x) ? 0x80 : 0;
+  if (relu && sign) return 0;
+  const int manBits = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15;
+  const double largest = e4m3 ? 448.0 : 57344.0;
+  double m = std::fabs(x);
+  if (m == 0) return sign;
+  const int minExp = 1 - bias;
+  int e;
+  std::frexp(m, &e);  // m = f * 2^e, f in [0.5, 1): the leading bit is 2^(e-1)
+  const int exp = std::max(e - 1, minExp);
+  const double quantum = std::ldexp(1.0, exp - manBits);
+  double rounded = std::nearbyint(m / quantum) * quantum;  // ties to even (default mode)
+  if (rounded > largest) rounded = largest;
+  std::frexp(rounded, &e);
+  if (rounded < std::ldexp(1.0, minExp))  // subnormal (or zero)
+    return sign | static_cast<uint8_t>(rounded / std::ldexp(1.0, minExp - manBits));
+  const int field = e - 1 + bias;
+  const auto mantissa =
+      static_cast<uint8_t>(rounded / std::ldexp(1.0, e - 1 - manBits) - (1 << manBits));
+  return sign | static_cast<uint8_t>(field << manBits) | mantissa;
+}
+
+inline double fromFp8(uint8_t v, bool e4m3) {
+  const int manBits = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15, expBits = e4m3 ? 4 : 5;
+  const double sign = (v & 0x80) ? -1.0 : 1.0;
+  const int field = (v >> manBits) & ((1 << expBits) - 1);
+  const int mantissa = v & ((1 << manBits) - 1);
+  if (e4m3 && field == 15 && mantissa == 7) return std::nan("");
+  if (!e4m3 && field == 31) return mantissa ? std::nan("") : sign * INFINITY;
+  if (field == 0) return sign * std::ldexp(mantissa, 1 - bias - manBits);
+  return sign * std::ldexp(mantissa + (1 << manBits), field - bias - manBits);
+}
+
 }  // namespace gpupool::ptx::scalar
