@@ -18,9 +18,12 @@
 #   lib/libcuda.so.1              our driver: the only file pooled programs put on LD_LIBRARY_PATH
 #   lib/deps/                     every shared library the three need except glibc's own
 #                                 (libstdc++, libgcc_s, capnp, kj, ssl, crypto, zstd, lz4, ...)
-#   programs/basic, programs/emu  tests/programs and tests/emu_programs, nvcc, static cudart
-#   programs/toolkit              tests/gpu_check/programs: cuBLAS/cuBLASLt/cuFFT/cuRAND/cuSPARSE/
-#                                 cuSOLVER, linked against the machine's shared toolkit libraries
+#   programs.tar.xz               programs/, packed (xz): they share most of their bytes (static
+#                                 cudart), so 56 MiB of programs pack into about 3; gpu_check.py
+#                                 unpacks it when it starts
+#     programs/basic, programs/emu  tests/programs and tests/emu_programs, nvcc, static cudart
+#     programs/toolkit              tests/gpu_check/programs: cuBLAS/cuBLASLt/cuFFT/cuRAND/cuSPARSE/
+#                                   cuSOLVER, linked against the machine's shared toolkit libraries
 #   python/                       tests/gpu_check/python: PyTorch, CuPy, JAX, numba-cuda checks
 #   BUNDLE                        what was built, from which commit, and the size
 set -euo pipefail
@@ -186,6 +189,10 @@ for name in "${toolkit[@]}"; do
   echo "$name $(readelf -d "$DIR/programs/toolkit/$name" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' |
     grep -Ev "$GLIBC_LIBS|^libstdc\+\+|^libgcc_s" | tr '\n' ' ')"
 done >"$DIR/programs/toolkit/NEEDS"
+
+# Packed: xz's 64 MiB window keeps one copy of what the programs share.
+tar -C "$DIR" -cf - programs | xz -9 -T "$JOBS" >"$DIR/programs.tar.xz"
+rm -rf "$DIR/programs"
 
 # 4. The Python checks and the check itself.
 cp "$ROOT"/tests/gpu_check/python/*.py "$DIR/python/"

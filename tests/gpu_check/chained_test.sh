@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# ctest gpu_check_chained: builds the GPU validation bundle, checks that it is self-contained (its
-# binaries start with an empty environment and need nothing outside it but glibc) and under
-# 64 MiB, and runs gpu-check.sh --chained: every program must pass natively (straight to the emu
-# server) and pooled (through the cuda backend), the toolkit and Python items must skip with a
-# reason, and the last line must say "N passed, 0 failed".
+# ctest gpu_check_chained: builds the GPU validation bundle, checks that it is under 64 MiB, runs
+# gpu-check.sh --chained (which unpacks the programs) and checks that the bundle is self-contained
+# (its binaries start with an empty environment and need nothing outside it but glibc). Every
+# program must pass natively (straight to the emu server) and pooled (through the cuda backend),
+# the toolkit and Python items must skip with a reason, and the last line must say "N passed, 0
+# failed".
 #
 #   chained_test.sh BUILD_DIR BUNDLE_DIR RESULTS_DIR
 #
@@ -33,6 +34,14 @@ echo "chained_test: bundle built in $((SECONDS - started)) s"
 bytes=$(du -sb "$BUNDLE" | cut -f1)
 ((bytes < 64 * 1024 * 1024)) || problem "the bundle is $bytes bytes, over 64 MiB"
 
+started=$SECONDS
+set +e
+"$BUNDLE/gpu-check.sh" --chained --out "$RESULTS" | tee "$RESULTS.log"
+status=${PIPESTATUS[0]}
+set -e
+echo "chained_test: gpu-check.sh --chained took $((SECONDS - started)) s"
+# gpu-check.sh unpacked programs.tar.xz into the bundle when it started.
+[[ -d $BUNDLE/programs ]] || problem "gpu-check.sh did not unpack programs.tar.xz"
 # Nothing outside the bundle but glibc, resolved with an empty environment (no LD_LIBRARY_PATH),
 # from each executable and from libcuda.so.1 (lib/deps are found through their RPATH, so they are
 # checked as what those load). libcuda.so.1 itself is the machine's or ours, found at run time;
@@ -57,12 +66,6 @@ for binary in gpupoold gpupool; do
   env -i "$BUNDLE/bin/$binary" --help >/dev/null || problem "env -i bin/$binary --help failed"
 done
 
-started=$SECONDS
-set +e
-"$BUNDLE/gpu-check.sh" --chained --out "$RESULTS" | tee "$RESULTS.log"
-status=${PIPESTATUS[0]}
-set -e
-echo "chained_test: gpu-check.sh --chained took $((SECONDS - started)) s"
 last=$(tail -n 1 "$RESULTS.log")
 [[ $last =~ ^[0-9]+\ passed,\ 0\ failed$ ]] || problem "last line is '$last'"
 ((status == 0)) || problem "gpu-check.sh --chained exited with $status"

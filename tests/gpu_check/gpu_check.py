@@ -28,6 +28,27 @@ BUNDLE = os.path.dirname(os.path.abspath(__file__))
 OUR_LIB = os.path.join(BUNDLE, "lib")
 GPUPOOLD = os.path.join(BUNDLE, "bin", "gpupoold")
 GPUPOOL = os.path.join(BUNDLE, "bin", "gpupool")
+# The CUDA programs: scripts/gpu-bundle.sh packs them into programs.tar.xz (they share most of their
+# bytes, static cudart, so packed they fit the bundle's 64 MiB); unpack_programs() unpacks them
+# here, or into a temporary folder when the bundle is read-only.
+PROGRAMS = os.path.join(BUNDLE, "programs")
+
+
+def unpack_programs():
+    global PROGRAMS
+    packed = os.path.join(BUNDLE, "programs.tar.xz")
+    if os.path.isdir(PROGRAMS) or not os.path.exists(packed):
+        return
+    import tarfile
+    import tempfile
+    into = BUNDLE if os.access(BUNDLE, os.W_OK) else tempfile.mkdtemp(prefix="gpu-check-")
+    with tarfile.open(packed) as archive:
+        for member in archive.getmembers():
+            if not (member.isfile() or member.isdir()) or member.name.startswith(("/", "..")) \
+                    or "/../" in member.name:
+                raise RuntimeError("programs.tar.xz: unexpected entry " + member.name)
+        archive.extractall(into)
+    PROGRAMS = os.path.join(into, "programs")
 SKIP_EXIT = 77
 MAX_STARTS = 5  # per server, the first start included
 
@@ -361,7 +382,7 @@ def python_requirement(path):
 
 def toolkit_needs():
     needs = {}
-    path = os.path.join(BUNDLE, "programs", "toolkit", "NEEDS")
+    path = os.path.join(PROGRAMS, "toolkit", "NEEDS")
     if os.path.exists(path):
         with open(path) as f:
             for line in f:
@@ -374,12 +395,12 @@ def toolkit_needs():
 def discover_items():
     items = []
     for group in ("basic", "emu"):
-        for path in sorted(glob.glob(os.path.join(BUNDLE, "programs", group, "*"))):
+        for path in sorted(glob.glob(os.path.join(PROGRAMS, group, "*"))):
             if os.access(path, os.X_OK) and os.path.isfile(path):
                 name = "%s/%s" % (group, os.path.basename(path))
                 items.append(Item(name, "program", [path]))
     needs = toolkit_needs()
-    for path in sorted(glob.glob(os.path.join(BUNDLE, "programs", "toolkit", "*"))):
+    for path in sorted(glob.glob(os.path.join(PROGRAMS, "toolkit", "*"))):
         base = os.path.basename(path)
         if os.access(path, os.X_OK) and os.path.isfile(path):
             items.append(Item("toolkit/" + base, "toolkit", [path], needs=needs.get(base, [])))
@@ -742,6 +763,7 @@ def machine_description():
 
 def main():
     args = parse_args()
+    unpack_programs()
     items = discover_items()
     if args.only:
         items = [i for i in items if any(s in i.name for s in args.only)]
