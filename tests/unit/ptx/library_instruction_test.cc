@@ -14,8 +14,9 @@ namespace gpupool::ptx::testing {
 namespace {
 
 SnippetResult runLibrarySnippet(const std::string& decls, const std::string& body,
-                                std::vector<uint64_t> in = {}, uint32_t threads = 1) {
-  SnippetResult r = runSnippet(decls, body, std::move(in), threads);
+                                std::vector<uint64_t> in = {}, uint32_t threads = 1,
+                                const std::string& moduleScope = "") {
+  SnippetResult r = runSnippet(decls, body, std::move(in), threads, "sm_90", moduleScope);
   EXPECT_EQ(r.loadCode, CUDA_SUCCESS) << r.loadMessage;
   EXPECT_EQ(r.launch.status.code, CUDA_SUCCESS) << r.launch.status.message;
   return r;
@@ -75,7 +76,7 @@ TEST(LibraryInstruction, BarRedWithThreadCount) {
 // reads what the producer wrote. The producers wait elsewhere (barrier 3) meanwhile, so only
 // their arrivals can release barrier 1; a second round checks the arrivals were consumed.
 TEST(LibraryInstruction, BarArriveReleasesWaitingConsumers) {
-  std::string text = snippetModule(
+  SnippetResult r = runLibrarySnippet(
       ".reg .b32 %v, %w, %a32; .reg .pred %producer; .reg .b64 %a, %q;",
       "setp.lt.u32 %producer, %tid, 32; @!%producer bra CONSUME;"
       "mul.lo.u32 %v, %tid, 7; mul.wide.u32 %a, %tid, 4; mov.u64 %q, buf; add.s64 %q, %q, %a;"
@@ -87,19 +88,10 @@ TEST(LibraryInstruction, BarArriveReleasesWaitingConsumers) {
       "add.s64 %q, %q, %a; ld.shared.u32 %v, [%q]; barrier.sync 3;"
       "barrier.cta.sync.aligned 2, 64; ld.shared.u32 %w, [%q]; bar.sync 4;"
       "sub.u32 %a32, %tid, 32; mul.wide.u32 %a, %a32, 8; add.s64 %q, %out, %a;"
-      "st.global.v2.u32 [%q], {%v, %w};");
-  text.insert(text.find(".visible"), ".shared .align 4 .b8 buf[128];\n");
-  auto m = loadOrFail(text);
-  ASSERT_TRUE(m);
-  HostDeviceMemory memory;
-  uint64_t out = memory.allocate(64 * 8), in = memory.allocate(64 * 8);
-  const KernelInfo& k = m->kernels()[0];
-  LaunchConfig c;
-  c.block[0] = 64;
-  auto res =
-      launch(*m, k, c, ParamBlock(k).set(0, out).set(1, in).data(), memory, LaunchServices{});
-  ASSERT_EQ(res.status.code, CUDA_SUCCESS) << res.status.message;
-  auto o = memory.download<uint64_t>(out, 32);
+      "st.global.v2.u32 [%q], {%v, %w};",
+      {}, 64, ".shared .align 4 .b8 buf[128];\n");
+  ASSERT_EQ(r.out.size(), 64u);
+  const std::vector<uint64_t>& o = r.out;
   for (uint64_t l = 0; l < 32; ++l) EXPECT_EQ(o[l], (l * 9) << 32 | l * 7) << l;
 }
 
@@ -240,7 +232,7 @@ TEST(LibraryInstruction, ScopeAndCacheQualifiersAreAccepted) {
 // every thread writes its slot, arrives and polls try_wait with its token, then reads another
 // warp's slot. The second round uses the phase parity, arrive with a count and arrive_drop.
 TEST(LibraryInstruction, MbarrierPhasesTokensAndParity) {
-  std::string text = snippetModule(
+  SnippetResult r = runLibrarySnippet(
       ".reg .b32 %v, %w, %slot, %bar, %count; .reg .b64 %token, %a, %q; .reg .pred %p, %first, "
       "%low;",
       "mov.u32 %bar, mbar; setp.eq.u32 %first, %tid, 0; mov.u32 %count, 64;"
@@ -264,21 +256,11 @@ TEST(LibraryInstruction, MbarrierPhasesTokensAndParity) {
       // Phase 2 expects 64 - 64 = 0 arrivals: only phase parity 0 (phase 2) is now pending.
       "mov.u32 %v, 0; mbarrier.test_wait.parity.shared.b64 %p, [%bar], %v; selp.u32 %w, 1, 0, %p;"
       "setp.lt.u32 %low, %tid, 32; @%low st.global.u32 [%q+4], %w; bar.sync 0; @%first "
-      "mbarrier.inval.shared.b64 [%bar];");
-  text.insert(text.find(".visible"),
-              ".shared .align 8 .b8 mbar[8];\n.shared .align 4 .b8 buf[256];\n");
-  auto m = loadOrFail(text);
-  ASSERT_TRUE(m);
-  HostDeviceMemory memory;
-  uint64_t out = memory.allocate(64 * 8), in = memory.allocate(64 * 8);
-  const KernelInfo& k = m->kernels()[0];
-  LaunchConfig c;
-  c.block[0] = 64;
-  auto res =
-      launch(*m, k, c, ParamBlock(k).set(0, out).set(1, in).data(), memory, LaunchServices{});
-  ASSERT_EQ(res.status.code, CUDA_SUCCESS) << res.status.message;
-  auto o = memory.download<uint64_t>(out, 64);
-  auto second = memory.download<uint64_t>(in, 64);
+      "mbarrier.inval.shared.b64 [%bar];",
+      {}, 64, ".shared .align 8 .b8 mbar[8];\n.shared .align 4 .b8 buf[256];\n");
+  ASSERT_EQ(r.out.size(), 64u);
+  const std::vector<uint64_t>& o = r.out;
+  const std::vector<uint64_t>& second = r.in;
   for (uint64_t t = 0; t < 64; ++t) {
     EXPECT_EQ(o[t], (uint64_t{1} << 32) | ((t ^ 32) * 5)) << t;
     if (t < 32) {
@@ -366,7 +348,7 @@ TEST(LibraryInstruction, CvtBetweenFp8AndHalfPairs) {
 // locks) lets that warp run: with nanosleep in the loop, and without.
 TEST(LibraryInstruction, SpinningWarpLetsTheWriterRun) {
   for (const char* backoff : {"nanosleep.u32 100;", ""}) {
-    std::string text = snippetModule(
+    SnippetResult r = runLibrarySnippet(
         ".reg .b32 %v, %f; .reg .pred %p, %waiter;",
         std::string("setp.lt.u32 %waiter, %tid, 32; @!%waiter bra WRITE;"
                     "SPIN: ld.volatile.shared.u32 %f, [flag]; setp.eq.u32 %p, %f, 0;") +
@@ -374,19 +356,10 @@ TEST(LibraryInstruction, SpinningWarpLetsTheWriterRun) {
             "@%p bra SPIN; ld.shared.u32 %v, [flag+4]; st.global.u32 [%out], %v; ret;"
             "WRITE: setp.eq.u32 %p, %tid, 32; @!%p ret; mov.u32 %v, 77;"
             "st.shared.u32 [flag+4], %v; membar.cta; mov.u32 %v, 1; st.volatile.shared.u32 "
-            "[flag], %v;");
-    text.insert(text.find(".visible"), ".shared .align 4 .b8 flag[8];\n");
-    auto m = loadOrFail(text);
-    ASSERT_TRUE(m);
-    HostDeviceMemory memory;
-    uint64_t out = memory.allocate(64 * 8), in = memory.allocate(64 * 8);
-    const KernelInfo& k = m->kernels()[0];
-    LaunchConfig c;
-    c.block[0] = 64;
-    auto res =
-        launch(*m, k, c, ParamBlock(k).set(0, out).set(1, in).data(), memory, LaunchServices{});
-    ASSERT_EQ(res.status.code, CUDA_SUCCESS) << res.status.message;
-    EXPECT_EQ(memory.download<uint64_t>(out, 1)[0], 77u) << backoff;
+            "[flag], %v;",
+        {}, 64, ".shared .align 4 .b8 flag[8];\n");
+    ASSERT_EQ(r.out.size(), 64u);
+    EXPECT_EQ(r.out[0], 77u) << backoff;
   }
 }
 
@@ -394,7 +367,9 @@ TEST(LibraryInstruction, SpinningWarpLetsTheWriterRun) {
 // .noinc it is one arrival of the barrier's count; without, the count is raised first, so no net
 // arrival.
 TEST(LibraryInstruction, CpAsyncMbarrierArrive) {
-  std::string text = snippetModule(
+  std::vector<uint64_t> input(64);
+  for (uint64_t i = 0; i < 64; ++i) input[i] = 1000 + i;
+  SnippetResult r = runLibrarySnippet(
       ".reg .b32 %bar, %dst, %v, %count; .reg .b64 %a, %src, %token; .reg .pred %p, %first;",
       "mov.u32 %bar, mbar; setp.eq.u32 %first, %tid, 0; mov.u32 %count, 32;"
       "@%first mbarrier.init.shared.b64 [%bar], %count; bar.sync 0;"
@@ -407,22 +382,10 @@ TEST(LibraryInstruction, CpAsyncMbarrierArrive) {
       "ld.shared.u32 %v, [%v]; add.s64 %a, %out, %a; st.global.u32 [%a], %v;"
       // The phase completed exactly once: phase 1 (parity 1) is still pending.
       "mov.u32 %v, 1; mbarrier.test_wait.parity.shared.b64 %p, [%bar], %v; selp.u32 %v, 1, 0, %p;"
-      "st.global.u32 [%a+4], %v;");
-  text.insert(text.find(".visible"),
-              ".shared .align 8 .b8 mbar[8];\n.shared .align 4 .b8 buf[128];\n");
-  auto m = loadOrFail(text);
-  ASSERT_TRUE(m);
-  HostDeviceMemory memory;
-  std::vector<uint64_t> input(64);
-  for (uint64_t i = 0; i < 64; ++i) input[i] = 1000 + i;
-  uint64_t out = memory.allocate(64 * 8), in = memory.upload(input);
-  const KernelInfo& k = m->kernels()[0];
-  LaunchConfig c;
-  c.block[0] = 32;
-  auto res =
-      launch(*m, k, c, ParamBlock(k).set(0, out).set(1, in).data(), memory, LaunchServices{});
-  ASSERT_EQ(res.status.code, CUDA_SUCCESS) << res.status.message;
-  auto o = memory.download<uint64_t>(out, 32);
+      "st.global.u32 [%a+4], %v;",
+      std::move(input), 32, ".shared .align 8 .b8 mbar[8];\n.shared .align 4 .b8 buf[128];\n");
+  ASSERT_EQ(r.out.size(), 64u);
+  const std::vector<uint64_t>& o = r.out;
   for (uint64_t t = 0; t < 32; ++t) EXPECT_EQ(o[t], 1000 + (t ^ 31)) << t;  // high word 0
 }
 

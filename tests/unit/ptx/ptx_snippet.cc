@@ -14,9 +14,9 @@ std::unique_ptr<Module> loadOrFail(std::string_view text) {
 }
 
 std::string snippetModule(const std::string& decls, const std::string& body,
-                          const std::string& target) {
-  return ".version 9.0\n.target " + target +
-         "\n.address_size 64\n"
+                          const std::string& target, const std::string& moduleScope) {
+  return ".version 9.0\n.target " + target + "\n.address_size 64\n" + moduleScope +
+         (moduleScope.empty() ? "" : "\n") +
          ".visible .entry snippet(.param .u64 out, .param .u64 in)\n{\n"
          "  .reg .b64 %out, %in;\n  .reg .b32 %tid;\n" +
          decls +
@@ -25,9 +25,10 @@ std::string snippetModule(const std::string& decls, const std::string& body,
 }
 
 SnippetResult runSnippet(const std::string& decls, const std::string& body,
-                         std::vector<uint64_t> input, uint32_t threads, const std::string& target) {
+                         std::vector<uint64_t> input, uint32_t threads, const std::string& target,
+                         const std::string& moduleScope) {
   SnippetResult r;
-  auto loaded = Module::load(snippetModule(decls, body, target));
+  auto loaded = Module::load(snippetModule(decls, body, target, moduleScope));
   r.loadCode = loaded.status().code;
   r.loadMessage = loaded.status().message;
   if (!loaded) return r;
@@ -46,6 +47,7 @@ SnippetResult runSnippet(const std::string& decls, const std::string& body,
   services.stepBudget = 1'000'000;
   r.launch = launch(*module, k, config, params.data(), memory, services);
   r.out = memory.download<uint64_t>(out, 64);
+  r.in = memory.download<uint64_t>(in, 64);
   return r;
 }
 
