@@ -2,6 +2,7 @@
 // the server gets one flat parameter block, exactly as the kernel declares it.
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -85,10 +86,15 @@ CUresult checkShape(const FunctionObject& f, unsigned gx, unsigned gy, unsigned 
 
 namespace {
 
+// A cooperative launch (cuLaunchCooperativeKernel) is a call, not a posted request: the server
+// answers at once whether every block fits on the device (CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE
+// otherwise), as the driver does. It is not captured: a capturing stream refuses it with
+// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (graph kernel nodes carry no cooperative attribute yet).
 CUresult launch(CUfunction h, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                 unsigned bz, unsigned sharedBytes, CUstream stream, void** kernelParams,
-                void** extra) {
-  CaptureScope capturing;  // a capturing stream takes the launch as a node
+                void** extra, bool cooperative = false) {
+  std::optional<CaptureScope> capturing;  // a capturing stream takes the launch as a node
+  if (!cooperative) capturing.emplace();
   ContextObject* ctx = nullptr;
   uint64_t s = 0;
   if (CUresult r = resolveStream(stream, &ctx, &s); r != CUDA_SUCCESS) return r;
@@ -104,7 +110,7 @@ CUresult launch(CUfunction h, unsigned gx, unsigned gy, unsigned gz, unsigned bx
   if (CUresult r = CUDA_SUCCESS; captureKernel(stream, f, grid, block, sharedBytes, params, &r)) {
     return r;
   }
-  return ctx->server->post("cuLaunchKernel", [&](wire::Request::Builder b) {
+  auto build = [&](wire::Request::Builder b) {
     auto k = b.initLaunchKernel();
     k.setContext(ctx->remote);
     k.setFunction(f->remote);
@@ -117,7 +123,10 @@ CUresult launch(CUfunction h, unsigned gx, unsigned gy, unsigned gz, unsigned bx
     k.setSharedBytes(sharedBytes);
     k.setStream(s);
     k.setParams(kj::arrayPtr(params.data(), params.size()));
-  });
+    k.setCooperative(cooperative);
+  };
+  if (cooperative) return ctx->server->call("cuLaunchCooperativeKernel", build);
+  return ctx->server->post("cuLaunchKernel", build);
 }
 
 CUresult refuse(const char* why) {
@@ -144,14 +153,15 @@ CUresult launchEvent(CUevent h, ContextObject* ctx, EventObject** out) {
 //   one it allows.
 // - The programmatic and launch-completion events are recorded when the kernel has completed,
 //   which is after the point either one names: whatever waits for them waits at least as long.
-// - Cooperative launches and real clusters (grid sync, distributed shared memory) are refused:
-//   the pool does not offer them (the device reports COOPERATIVE_LAUNCH and CLUSTER_LAUNCH 0).
+// - A cooperative launch is served as cuLaunchCooperativeKernel. Real clusters (distributed shared
+//   memory) are refused: the pool does not offer them (the device reports CLUSTER_LAUNCH 0).
 CUresult launchEx(const CUlaunchConfig* config, CUfunction h, void** kernelParams, void** extra) {
   if (!config || (config->numAttrs && !config->attrs)) return CUDA_ERROR_INVALID_VALUE;
   ContextObject* ctx = nullptr;
   uint64_t s = 0;
   if (CUresult r = resolveStream(config->hStream, &ctx, &s); r != CUDA_SUCCESS) return r;
   std::vector<EventObject*> completionEvents;
+  bool cooperative = false;
   for (unsigned i = 0; i < config->numAttrs; ++i) {
     const CUlaunchAttribute& a = config->attrs[i];
     const int id = rawEnumValue(a.id);
@@ -176,9 +186,7 @@ CUresult launchEx(const CUlaunchConfig* config, CUfunction h, void** kernelParam
         break;
       }
       case CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
-        if (a.value.cooperative) {
-          return refuse("cooperative launches (grid-wide sync) are not offered by the pool");
-        }
+        cooperative = a.value.cooperative != 0;
         break;
       case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
         if (a.value.clusterDim.x > 1 || a.value.clusterDim.y > 1 || a.value.clusterDim.z > 1) {
@@ -206,9 +214,10 @@ CUresult launchEx(const CUlaunchConfig* config, CUfunction h, void** kernelParam
         return refuse(("launch attribute " + std::to_string(id) + " is not supported").c_str());
     }
   }
-  if (CUresult r = launch(h, config->gridDimX, config->gridDimY, config->gridDimZ,
-                          config->blockDimX, config->blockDimY, config->blockDimZ,
-                          config->sharedMemBytes, config->hStream, kernelParams, extra);
+  if (CUresult r =
+          launch(h, config->gridDimX, config->gridDimY, config->gridDimZ, config->blockDimX,
+                 config->blockDimY, config->blockDimZ, config->sharedMemBytes, config->hStream,
+                 kernelParams, extra, cooperative);
       r != CUDA_SUCCESS) {
     return r;
   }
@@ -251,4 +260,22 @@ GPUPOOL_DRIVER_API CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, 
                                                   void** kernelParams, void** extra) {
   PerThreadDefaultStream perThread;
   return launchEx(config, f, kernelParams, extra);
+}
+
+GPUPOOL_DRIVER_API CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx,
+                                                      unsigned int gy, unsigned int gz,
+                                                      unsigned int bx, unsigned int by,
+                                                      unsigned int bz, unsigned int sharedBytes,
+                                                      CUstream stream, void** kernelParams) {
+  return launch(f, gx, gy, gz, bx, by, bz, sharedBytes, stream, kernelParams, nullptr, true);
+}
+
+GPUPOOL_DRIVER_API CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx,
+                                                           unsigned int gy, unsigned int gz,
+                                                           unsigned int bx, unsigned int by,
+                                                           unsigned int bz,
+                                                           unsigned int sharedBytes,
+                                                           CUstream stream, void** kernelParams) {
+  PerThreadDefaultStream perThread;
+  return launch(f, gx, gy, gz, bx, by, bz, sharedBytes, stream, kernelParams, nullptr, true);
 }

@@ -350,6 +350,7 @@ struct Request {
     sharedBytes @4 :UInt32;
     stream @5 :UInt64;
     params @6 :Data;              # the packed parameter block, laid out as FunctionInfo.params says
+    cooperative @7 :Bool;         # cuLaunchCooperativeKernel: all blocks resident, grid-wide sync
   }
   struct FuncSetAttribute {
     context @0 :UInt64;

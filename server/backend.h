@@ -60,6 +60,9 @@ struct LaunchShape {
   std::array<uint32_t, 3> grid{1, 1, 1};
   std::array<uint32_t, 3> block{1, 1, 1};
   uint32_t sharedBytes = 0;
+  // cuLaunchCooperativeKernel: every block resident at once (the grid may sync as a whole), or
+  // CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE when the device cannot hold them all.
+  bool cooperative = false;
 };
 
 // A 2D copy. A host end is a packed buffer (pitch = widthBytes is allowed) owned by the caller.

@@ -39,9 +39,9 @@ constexpr WithheldCapability kWithheld[] = {
     {CU_DEVICE_ATTRIBUTE_HOST_NUMA_MULTINODE_IPC_SUPPORTED, 0, kNoExport},
     {CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED, 0, kHostIsRemote},
     {CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED, 0, kHostIsRemote},
-    {CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, 0, "cooperative launch is not served yet"},
     {CU_DEVICE_ATTRIBUTE_COOPERATIVE_MULTI_DEVICE_LAUNCH, 0,
-     "cooperative launch is not served yet"},
+     "cuLaunchCooperativeKernelMultiDevice is not served (deprecated; launch on each device with "
+     "cuLaunchCooperativeKernel)"},
     {CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH, 0, "cluster launches are not served yet"},
     {CU_DEVICE_ATTRIBUTE_TENSOR_MAP_ACCESS_SUPPORTED, 0, "tensor maps are not served yet"},
     {CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED, 0, "multicast objects are not served yet"},

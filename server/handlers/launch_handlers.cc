@@ -11,6 +11,7 @@ LaunchShape shapeOf(Request::LaunchKernel::Reader k) {
   s.grid = {k.getGrid().getX(), k.getGrid().getY(), k.getGrid().getZ()};
   s.block = {k.getBlock().getX(), k.getBlock().getY(), k.getBlock().getZ()};
   s.sharedBytes = k.getSharedBytes();
+  s.cooperative = k.getCooperative();
   return s;
 }
 

@@ -569,6 +569,12 @@ Status CudaContext::launch(uint64_t function, const LaunchShape& shape, uint64_t
     arguments.push_back(const_cast<uint8_t*>(params.data() + param.offset));
   }
   auto start = [&] {
+    if (shape.cooperative) {
+      return driver_->call(driver_->launchCooperativeKernel, f->handle, shape.grid[0],
+                           shape.grid[1], shape.grid[2], shape.block[0], shape.block[1],
+                           shape.block[2], shape.sharedBytes, cuStream,
+                           arguments.empty() ? nullptr : arguments.data());
+    }
     return driver_->call(driver_->launchKernel, f->handle, shape.grid[0], shape.grid[1],
                          shape.grid[2], shape.block[0], shape.block[1], shape.block[2],
                          shape.sharedBytes, cuStream,

@@ -141,6 +141,7 @@ void CudaDriver::resolveAll() {
   resolve(funcGetAttribute, 2020, "cuFuncGetAttribute");
   resolve(funcSetAttribute, 9000, "cuFuncSetAttribute");
   resolve(launchKernel, 4000, "cuLaunchKernel");
+  resolve(launchCooperativeKernel, 9000, "cuLaunchCooperativeKernel");
   resolve(occupancyMaxActiveBlocks, 7000, "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags");
 
   resolve(streamCreate, 5050, "cuStreamCreateWithPriority");

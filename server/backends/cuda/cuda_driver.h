@@ -125,6 +125,8 @@ class CudaDriver {
   DriverEntryPoint<PFN_cuFuncGetAttribute_v2020> funcGetAttribute{"cuFuncGetAttribute"};
   DriverEntryPoint<PFN_cuFuncSetAttribute_v9000> funcSetAttribute{"cuFuncSetAttribute"};
   DriverEntryPoint<PFN_cuLaunchKernel_v4000> launchKernel{"cuLaunchKernel"};
+  DriverEntryPoint<PFN_cuLaunchCooperativeKernel_v9000> launchCooperativeKernel{
+      "cuLaunchCooperativeKernel"};
   DriverEntryPoint<PFN_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags_v7000>
       occupancyMaxActiveBlocks{"cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags"};
 

@@ -591,10 +591,39 @@ Status EmuContext::launch(uint64_t function, const LaunchShape& shape, uint64_t 
   }
   config.dynamicSharedBytes = shape.sharedBytes;
   config.maxSharedBytesOptIn = f.maxDynamicSharedBytes ? sharedLimit : 0;
+  if (shape.cooperative) {
+    if (Status st = checkCooperativeGrid(function, shape); !st.ok()) return st;
+    config.cooperative = true;
+  }
   auto program = f.program;
   const ptx::KernelInfo* kernel = f.kernel;
-  return enqueue(stream, [this, program, kernel, config, block, gate = gate_] {
+  return enqueue(stream, [this, program, kernel, config, block, gate = gate_]() mutable {
     ContextMemory memory(memory_, owner_);
+    // A cooperative launch gets its own grid workspace, zeroed, for the launch's lifetime, as the
+    // driver provides one to each cooperative launch.
+    struct Workspace {
+      EmuMemory& memory;
+      uint64_t owner, address = 0;
+      ~Workspace() {
+        if (address) memory.release(address, owner);
+      }
+    } workspace{memory_, owner_};
+    if (config.cooperative) {
+      constexpr uint32_t kWorkspaceBytes = 2 * sizeof(uint32_t);  // {wsSize, barrier}
+      workspace.address = memory_.allocate(kWorkspaceBytes, owner_);
+      auto* words =
+          workspace.address
+              ? static_cast<uint32_t*>(memory.translate(workspace.address, kWorkspaceBytes))
+              : nullptr;
+      if (!words) {
+        fail(CUDA_ERROR_OUT_OF_MEMORY,
+             "kernel " + kernel->name + ": no device memory for the cooperative grid workspace");
+        return;
+      }
+      words[0] = kWorkspaceBytes;
+      words[1] = 0;
+      config.gridWorkspace = workspace.address;
+    }
     ptx::LaunchServices services;
     services.printfSink = [this](std::string_view text) {
       std::lock_guard lock(outputMutex_);
@@ -635,6 +664,26 @@ Status EmuContext::funcSetAttribute(uint64_t function, int attribute, int value)
     default:
       return invalidValue("function attribute " + std::to_string(attribute) + " is read-only");
   }
+}
+
+Status EmuContext::checkCooperativeGrid(uint64_t function, const LaunchShape& shape) {
+  int blockSize = static_cast<int>(shape.block[0] * shape.block[1] * shape.block[2]);
+  int perSm = 0;
+  if (Status st = occupancyMaxActiveBlocks(function, blockSize, shape.sharedBytes, 0, &perSm);
+      !st.ok()) {
+    return st;
+  }
+  uint64_t resident =
+      uint64_t(perSm) * uint64_t(device_.attributes[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT]);
+  uint64_t blocks = uint64_t{shape.grid[0]} * shape.grid[1] * shape.grid[2];
+  if (blocks > resident) {
+    return Status::error(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE,
+                         "cooperative launch of " + std::to_string(blocks) +
+                             " blocks; the device holds at most " + std::to_string(resident) +
+                             " of this kernel at once (" + std::to_string(perSm) +
+                             " per multiprocessor)");
+  }
+  return Status::success();
 }
 
 Status EmuContext::occupancyMaxActiveBlocks(uint64_t function, int blockSize,

@@ -106,6 +106,9 @@ class EmuContext final : public BackendContext {
   void setLaunchGate(std::shared_ptr<LaunchGate> gate) override { gate_ = std::move(gate); }
 
  private:
+  // CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE unless every block of `shape` fits on the device at
+  // once.
+  Status checkCooperativeGrid(uint64_t function, const LaunchShape& shape);
   struct Stream {
     unsigned flags = 0;
     std::shared_ptr<StreamQueue> queue;  // shared with the waits using it

@@ -202,7 +202,7 @@ TEST(LibraryInstruction, GridDependencyControlAndSetmaxnregAreNoOps) {
 }
 
 // Cooperative groups find a cooperative launch's grid workspace in %envreg1/2 and trap on a null
-// one; the pool offers no cooperative launch, so the workspace is always null.
+// one; an ordinary launch has none (cooperative launches: tests/programs/cooperative_launch*).
 TEST(LibraryInstruction, GridWorkspaceRegistersAreNull) {
   auto r = runLibrarySnippet(".reg .b32 %lo, %hi;",
                              "mov.u32 %lo, %envreg1; mov.u32 %hi, %envreg2;"

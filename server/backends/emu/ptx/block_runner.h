@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <sstream>
+#include <thread>
 
 #include "device_heap.h"
 #include "interpreter.h"
@@ -139,6 +140,9 @@ class BlockRunner {
         progress |= runWarp(w);
       }
       if (allDone) break;
+      // The blocks of a cooperative launch share the host's cores: a block whose warps spin on a
+      // grid barrier lets the blocks that still have to arrive run.
+      if (ctx_.config.cooperative) std::this_thread::yield();
       if (releaseBarriers()) continue;
       if (!progress) deadlock();
     }
@@ -373,8 +377,9 @@ class BlockRunner {
       case Special::kGridId:
         return 1;
       case Special::kGridWorkspaceLo:
+        return ctx_.config.gridWorkspace & 0xffffffffu;
       case Special::kGridWorkspaceHi:
-        return 0;
+        return ctx_.config.gridWorkspace >> 32;
       case Special::kReservedSmemBegin:
       case Special::kReservedSmem0:
         return 0;

@@ -254,8 +254,8 @@ enum class Special : uint8_t {
   kReservedSmemCap,
   kReservedSmem0,
   kReservedSmem1,
-  kGridWorkspaceLo,  // %envreg1: cooperative groups' grid workspace address, low word
-  kGridWorkspaceHi,  // %envreg2: high word
+  kGridWorkspaceLo,  // %envreg2: cooperative groups' grid workspace address, low word
+  kGridWorkspaceHi,  // %envreg1: high word (load_env_reg64<1, 2> in driver_abi.h)
 };
 
 enum class SymbolKind : uint8_t {

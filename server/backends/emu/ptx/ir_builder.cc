@@ -98,8 +98,8 @@ std::optional<Special> parseSpecial(std::string_view n) {
       // Cooperative groups read the grid workspace of a cooperative launch from these; the pool
       // refuses cooperative launches, so it is always null (grid.sync() then traps, as CUDA's
       // does in a non-cooperative launch).
-      {"%envreg1", Special::kGridWorkspaceLo},
-      {"%envreg2", Special::kGridWorkspaceHi}};
+      {"%envreg1", Special::kGridWorkspaceHi},
+      {"%envreg2", Special::kGridWorkspaceLo}};
   for (auto& [name, s] : kSpecials)
     if (n == name) return s;
   return std::nullopt;

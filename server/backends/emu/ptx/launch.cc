@@ -58,6 +58,9 @@ LaunchResult launch(const Module& module, const KernelInfo& kernel, const Launch
     // hardware_concurrency() reads sysfs on every call: ask once per process.
     static const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
     unsigned workers = services.workerThreads ? services.workerThreads : cores;
+    // Every block of a cooperative launch must be resident at once (the caller has checked that
+    // the grid fits the device): one host thread each.
+    if (config.cooperative) workers = static_cast<unsigned>(blocks);
     workers = static_cast<unsigned>(std::min<uint64_t>(workers, blocks));
 
     LaunchContext ctx{img,

@@ -51,6 +51,11 @@ struct LaunchConfig {
   // Shared memory per block allowed by cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES) opt-in;
   // 0 means the default 48 KiB limit. Capped at kMaxOptInSharedBytes.
   uint32_t maxSharedBytesOptIn = 0;
+  // A cooperative launch runs every block at once, each on its own host thread, so a grid-wide
+  // barrier can complete; gridWorkspace is the device address %envreg1/%envreg2 give the kernel
+  // (cooperative groups' grid_workspace: {wsSize, barrier}), 0 for an ordinary launch.
+  bool cooperative = false;
+  uint64_t gridWorkspace = 0;
 };
 
 inline constexpr uint32_t kDefaultSharedBytes = 48 * 1024;

@@ -1,0 +1,137 @@
+// Cooperative launches through the driver API: cuLaunchCooperativeKernel and cuLaunchKernelEx with
+// CU_LAUNCH_ATTRIBUTE_COOPERATIVE run a kernel whose blocks meet at grid-wide barriers
+// (cooperative groups' grid.sync()); a grid too large to be resident at once fails with
+// CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE from the launch itself; a cooperative launch into a
+// capturing stream is refused and invalidates the capture; the deprecated multi-device form is
+// refused.
+#include <cooperative_groups.h>
+#include <cuda.h>
+
+#include <vector>
+
+#include "driver_check.h"
+
+namespace cg = cooperative_groups;
+
+namespace {
+
+constexpr int kThreads = 32;
+
+// Block b adds its index into every slot of `counts` in turn, one slot per round, and checks
+// after each barrier that every block's contribution to the previous slot is there.
+__global__ void countRounds(unsigned* counts, int rounds, int* errors) {
+  cg::grid_group grid = cg::this_grid();
+  const unsigned want = gridDim.x * (gridDim.x - 1) / 2;
+  for (int r = 0; r < rounds; ++r) {
+    if (threadIdx.x == 0) atomicAdd(&counts[r], blockIdx.x);
+    grid.sync();
+    if (threadIdx.x == 0 && counts[r] != want) atomicAdd(errors, 1);
+  }
+}
+
+CUfunction functionOf(const void* kernel) {
+  cudaFunction_t f;
+  CHECK_CUDA(cudaGetFuncBySymbol(&f, kernel));
+  return reinterpret_cast<CUfunction>(f);
+}
+
+void checkRun(CUdeviceptr counts, CUdeviceptr errors, int rounds, unsigned blocks,
+              const char* how) {
+  std::vector<unsigned> got(static_cast<size_t>(rounds));
+  int bad = -1;
+  CHECK_CU(cuMemcpyDtoH(got.data(), counts, got.size() * sizeof(unsigned)));
+  CHECK_CU(cuMemcpyDtoH(&bad, errors, sizeof bad));
+  const unsigned want = blocks * (blocks - 1) / 2;
+  for (int r = 0; r < rounds; ++r) {
+    CHECK(got[r] == want, "%s: round %d counted %u, expected %u", how, r, got[r], want);
+  }
+  CHECK(bad == 0, "%s: %d blocks saw an incomplete round after grid.sync()", how, bad);
+  std::printf("%s: %d barriers across %u blocks\n", how, rounds, blocks);
+}
+
+}  // namespace
+
+int main() {
+  CHECK_CUDA(cudaFree(nullptr));  // the primary context the driver calls use
+  CUdevice device;
+  CHECK_CU(cuCtxGetDevice(&device));
+  int cooperative = 0, multiDevice = -1, sms = 0;
+  CHECK_CU(cuDeviceGetAttribute(&cooperative, CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, device));
+  CHECK_CU(cuDeviceGetAttribute(&multiDevice, CU_DEVICE_ATTRIBUTE_COOPERATIVE_MULTI_DEVICE_LAUNCH,
+                                device));
+  CHECK_CU(cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device));
+  CHECK(cooperative == 1, "COOPERATIVE_LAUNCH is %d", cooperative);
+
+  CUfunction f = functionOf(reinterpret_cast<const void*>(countRounds));
+  constexpr int kRounds = 12;
+  constexpr unsigned kBlocks = 5;
+  CUdeviceptr counts = 0, errors = 0;
+  CHECK_CU(cuMemAlloc(&counts, kRounds * sizeof(unsigned)));
+  CHECK_CU(cuMemAlloc(&errors, sizeof(int)));
+  int rounds = kRounds;
+  void* params[] = {&counts, &rounds, &errors};
+
+  CHECK_CU(cuMemsetD32(counts, 0, kRounds));
+  CHECK_CU(cuMemsetD32(errors, 0, 1));
+  CHECK_CU(cuLaunchCooperativeKernel(f, kBlocks, 1, 1, kThreads, 1, 1, 0, nullptr, params));
+  CHECK_CU(cuCtxSynchronize());
+  checkRun(counts, errors, kRounds, kBlocks, "cuLaunchCooperativeKernel");
+
+  CUstream stream;
+  CHECK_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  CHECK_CU(cuMemsetD32Async(counts, 0, kRounds, stream));
+  CHECK_CU(cuMemsetD32Async(errors, 0, 1, stream));
+  CUlaunchAttribute attribute{};
+  attribute.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+  attribute.value.cooperative = 1;
+  CUlaunchConfig config{};
+  config.gridDimX = kBlocks + 2;
+  config.gridDimY = config.gridDimZ = 1;
+  config.blockDimX = kThreads;
+  config.blockDimY = config.blockDimZ = 1;
+  config.hStream = stream;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  CHECK_CU(cuLaunchKernelEx(&config, f, params, nullptr));
+  CHECK_CU(cuStreamSynchronize(stream));
+  checkRun(counts, errors, kRounds, kBlocks + 2, "cuLaunchKernelEx(COOPERATIVE)");
+
+  int perSm = 0;
+  CHECK_CU(cuOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, f, kThreads, 0));
+  CHECK(perSm > 0, "occupancy says %d blocks per multiprocessor", perSm);
+  const unsigned tooMany = static_cast<unsigned>(perSm * sms + 1);
+  expectError(cuLaunchCooperativeKernel(f, tooMany, 1, 1, kThreads, 1, 1, 0, nullptr, params),
+              CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE,
+              "cuLaunchCooperativeKernel(too many blocks)");
+  config.gridDimX = tooMany;
+  expectError(cuLaunchKernelEx(&config, f, params, nullptr),
+              CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, "cuLaunchKernelEx(COOPERATIVE, too many)");
+  CHECK_CU(cuCtxSynchronize());
+  std::printf("%u blocks (%d per SM x %d SMs + 1) refused at the launch\n", tooMany, perSm, sms);
+
+  CHECK_CU(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  expectError(cuLaunchCooperativeKernel(f, kBlocks, 1, 1, kThreads, 1, 1, 0, stream, params),
+              CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "cuLaunchCooperativeKernel while capturing");
+  CUgraph graph = nullptr;
+  expectError(cuStreamEndCapture(stream, &graph), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
+              "cuStreamEndCapture after a refused cooperative launch");
+  std::printf("a cooperative launch into a capturing stream is refused\n");
+
+  CHECK(multiDevice == 0, "COOPERATIVE_MULTI_DEVICE_LAUNCH is %d", multiDevice);
+  CUDA_LAUNCH_PARAMS launch{};
+  launch.function = f;
+  launch.gridDimX = launch.gridDimY = launch.gridDimZ = 1;
+  launch.blockDimX = launch.blockDimY = launch.blockDimZ = 1;
+  launch.hStream = stream;
+  launch.kernelParams = params;
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"  // deprecated is what it tests
+  expectError(cuLaunchCooperativeKernelMultiDevice(&launch, 1, 0), CUDA_ERROR_NOT_SUPPORTED,
+              "cuLaunchCooperativeKernelMultiDevice");
+#pragma GCC diagnostic pop
+
+  CHECK_CU(cuStreamDestroy(stream));
+  CHECK_CU(cuMemFree(counts));
+  CHECK_CU(cuMemFree(errors));
+  return pass();
+}
