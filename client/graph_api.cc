@@ -12,6 +12,8 @@
 #include "graph_memory.h"
 #include "graph_model.h"
 #include "host_func_api.h"
+#include "launch_checks.h"
+#include "raw_enum.h"
 #include "stream_capture.h"
 
 using namespace gpupool::client;
@@ -381,6 +383,54 @@ GPUPOOL_DRIVER_API CUresult cuGraphKernelNodeSetParams(CUgraphNode h,
                       std::move(next.params));
     return CUDA_SUCCESS;
   });
+}
+
+// Kernel node attributes: those valid for graph nodes that checkKernelAttribute accepts; an
+// attribute never set reads as its zero value, as the driver's defaults are.
+GPUPOOL_DRIVER_API CUresult cuGraphKernelNodeSetAttribute(CUgraphNode h, CUkernelNodeAttrID attr,
+                                                          const CUkernelNodeAttrValue* value) {
+  if (!value) return CUDA_ERROR_INVALID_VALUE;
+  return withNode(h, CU_GRAPH_NODE_TYPE_KERNEL, [&](GraphNodeObject* n) {
+    const int id = rawEnumValue(attr);
+    bool cooperative = false;
+    if (CUresult r =
+            checkKernelAttribute("cuGraphKernelNodeSetAttribute", id, *value, &cooperative);
+        r != CUDA_SUCCESS) {
+      return r;
+    }
+    if (id != CU_LAUNCH_ATTRIBUTE_IGNORE) n->kernelAttributes[id] = *value;
+    return CUDA_SUCCESS;
+  });
+}
+
+GPUPOOL_DRIVER_API CUresult cuGraphKernelNodeGetAttribute(CUgraphNode h, CUkernelNodeAttrID attr,
+                                                          CUkernelNodeAttrValue* value) {
+  if (!value) return CUDA_ERROR_INVALID_VALUE;
+  return withNode(h, CU_GRAPH_NODE_TYPE_KERNEL, [&](GraphNodeObject* n) {
+    const int id = rawEnumValue(attr);
+    CUkernelNodeAttrValue zero{};
+    bool cooperative = false;
+    // Only attributes a node can carry are answered; the check accepts their zero values.
+    if (id == CU_LAUNCH_ATTRIBUTE_IGNORE ||
+        checkKernelAttribute("cuGraphKernelNodeGetAttribute", id, zero, &cooperative) !=
+            CUDA_SUCCESS) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    auto it = n->kernelAttributes.find(id);
+    *value = it == n->kernelAttributes.end() ? zero : it->second;
+    return CUDA_SUCCESS;
+  });
+}
+
+GPUPOOL_DRIVER_API CUresult cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src) {
+  Locked lock;
+  if (lock.init() != CUDA_SUCCESS) return lock.init();
+  GraphNodeObject* to = nodeOf(dst, CU_GRAPH_NODE_TYPE_KERNEL);
+  GraphNodeObject* from = nodeOf(src, CU_GRAPH_NODE_TYPE_KERNEL);
+  if (!to || !from) return CUDA_ERROR_INVALID_VALUE;
+  if (to->context != from->context) return CUDA_ERROR_INVALID_CONTEXT;
+  to->kernelAttributes = from->kernelAttributes;
+  return CUDA_SUCCESS;
 }
 
 // ---- Memset and memcpy nodes ----

@@ -139,6 +139,7 @@ std::unique_ptr<GraphObject> cloneGraph(
     n->sharedBytes = node->sharedBytes;
     n->params = node->params;
     pointAtParams(n.get());
+    n->kernelAttributes = node->kernelAttributes;
     n->context = node->context;
     n->memset = node->memset;
     n->copy = node->copy;
@@ -482,6 +483,7 @@ void fillNode(wire::Request::GraphNode::Builder b, const FlatNode& f) {
       k.getBlock().setZ(n->block[2]);
       k.setSharedBytes(n->sharedBytes);
       k.setParams(kj::arrayPtr(n->params.data(), n->params.size()));
+      k.setCooperative(n->cooperative());
       return;
     }
     case CU_GRAPH_NODE_TYPE_MEMSET: {

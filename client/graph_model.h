@@ -40,6 +40,13 @@ struct GraphNodeObject {
   unsigned sharedBytes = 0;
   std::vector<uint8_t> params;
   std::vector<void*> paramPointers;
+  // cuGraphKernelNodeSetAttribute values by CUlaunchAttributeID (graph_api.cc): COOPERATIVE is
+  // served (GraphKernel.cooperative); the others accepted are hints or 1x1x1 clusters.
+  std::map<int, CUlaunchAttributeValue> kernelAttributes;
+  bool cooperative() const {
+    auto it = kernelAttributes.find(CU_LAUNCH_ATTRIBUTE_COOPERATIVE);
+    return it != kernelAttributes.end() && it->second.cooperative;
+  }
 
   ContextObject* context = nullptr;    // memset and memcpy nodes: the context they run in
   CUDA_MEMSET_NODE_PARAMS memset{};    // memset

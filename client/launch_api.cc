@@ -2,7 +2,6 @@
 // the server gets one flat parameter block, exactly as the kernel declares it.
 #include <algorithm>
 #include <cstring>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -82,19 +81,57 @@ CUresult checkShape(const FunctionObject& f, unsigned gx, unsigned gy, unsigned 
   return CUDA_SUCCESS;
 }
 
+CUresult checkKernelAttribute(const char* who, int id, const CUlaunchAttributeValue& value,
+                              bool* cooperative) {
+  auto refuse = [&](const std::string& why) {
+    return refuseCall(CUDA_ERROR_INVALID_VALUE, std::string(who) + ": " + why);
+  };
+  switch (id) {
+    case CU_LAUNCH_ATTRIBUTE_IGNORE:
+    case CU_LAUNCH_ATTRIBUTE_PRIORITY:
+    case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP:
+    case CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
+    case CU_LAUNCH_ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING:
+      return CUDA_SUCCESS;
+    case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN:
+      if (value.memSyncDomain != CU_LAUNCH_MEM_SYNC_DOMAIN_DEFAULT &&
+          value.memSyncDomain != CU_LAUNCH_MEM_SYNC_DOMAIN_REMOTE) {
+        return refuse("unknown memory sync domain");
+      }
+      return CUDA_SUCCESS;
+    case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW: {
+      const CUaccessPolicyWindow& w = value.accessPolicyWindow;
+      if (!(w.hitRatio >= 0.0f && w.hitRatio <= 1.0f) ||
+          w.missProp == CU_ACCESS_PROPERTY_PERSISTING) {
+        return refuse("invalid access-policy window");
+      }
+      return CUDA_SUCCESS;
+    }
+    case CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
+      *cooperative = value.cooperative != 0;
+      return CUDA_SUCCESS;
+    case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
+    case CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION:
+      if (value.clusterDim.x > 1 || value.clusterDim.y > 1 || value.clusterDim.z > 1) {
+        return refuse("thread-block clusters larger than 1x1x1 are not offered by the pool");
+      }
+      return CUDA_SUCCESS;
+    default:
+      return refuse("launch attribute " + std::to_string(id) + " is not supported");
+  }
+}
+
 }  // namespace gpupool::client
 
 namespace {
 
 // A cooperative launch (cuLaunchCooperativeKernel) is a call, not a posted request: the server
 // answers at once whether every block fits on the device (CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE
-// otherwise), as the driver does. It is not captured: a capturing stream refuses it with
-// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (graph kernel nodes carry no cooperative attribute yet).
+// otherwise), as the driver does. Captured, it is a kernel node with the COOPERATIVE attribute.
 CUresult launch(CUfunction h, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                 unsigned bz, unsigned sharedBytes, CUstream stream, void** kernelParams,
                 void** extra, bool cooperative = false) {
-  std::optional<CaptureScope> capturing;  // a capturing stream takes the launch as a node
-  if (!cooperative) capturing.emplace();
+  CaptureScope capturing;  // a capturing stream takes the launch as a node
   ContextObject* ctx = nullptr;
   uint64_t s = 0;
   if (CUresult r = resolveStream(stream, &ctx, &s); r != CUDA_SUCCESS) return r;
@@ -107,7 +144,8 @@ CUresult launch(CUfunction h, unsigned gx, unsigned gy, unsigned gz, unsigned bx
   std::vector<uint8_t> params;
   if (CUresult r = packParams(*f, kernelParams, extra, &params); r != CUDA_SUCCESS) return r;
   unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
-  if (CUresult r = CUDA_SUCCESS; captureKernel(stream, f, grid, block, sharedBytes, params, &r)) {
+  if (CUresult r = CUDA_SUCCESS;
+      captureKernel(stream, f, grid, block, sharedBytes, params, cooperative, &r)) {
     return r;
   }
   auto build = [&](wire::Request::Builder b) {
@@ -166,32 +204,7 @@ CUresult launchEx(const CUlaunchConfig* config, CUfunction h, void** kernelParam
     const CUlaunchAttribute& a = config->attrs[i];
     const int id = rawEnumValue(a.id);
     switch (id) {
-      case CU_LAUNCH_ATTRIBUTE_IGNORE:
-      case CU_LAUNCH_ATTRIBUTE_PRIORITY:
-      case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP:
       case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION:
-        break;
-      case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN:
-        if (a.value.memSyncDomain != CU_LAUNCH_MEM_SYNC_DOMAIN_DEFAULT &&
-            a.value.memSyncDomain != CU_LAUNCH_MEM_SYNC_DOMAIN_REMOTE) {
-          return refuse("unknown memory sync domain");
-        }
-        break;
-      case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW: {
-        const CUaccessPolicyWindow& w = a.value.accessPolicyWindow;
-        if (!(w.hitRatio >= 0.0f && w.hitRatio <= 1.0f) ||
-            w.missProp == CU_ACCESS_PROPERTY_PERSISTING) {
-          return refuse("invalid access-policy window");
-        }
-        break;
-      }
-      case CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
-        cooperative = a.value.cooperative != 0;
-        break;
-      case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
-        if (a.value.clusterDim.x > 1 || a.value.clusterDim.y > 1 || a.value.clusterDim.z > 1) {
-          return refuse("thread-block clusters larger than 1x1x1 are not offered by the pool");
-        }
         break;
       case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT: {
         EventObject* e = nullptr;
@@ -211,7 +224,10 @@ CUresult launchEx(const CUlaunchConfig* config, CUfunction h, void** kernelParam
         break;
       }
       default:
-        return refuse(("launch attribute " + std::to_string(id) + " is not supported").c_str());
+        if (CUresult r = checkKernelAttribute("cuLaunchKernelEx", id, a.value, &cooperative);
+            r != CUDA_SUCCESS) {
+          return r;
+        }
     }
   }
   if (CUresult r =

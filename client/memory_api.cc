@@ -325,7 +325,7 @@ CUresult pointerAttribute(void* data, int attribute, CUdeviceptr ptr, bool lenie
                              : CU_POINTER_ATTRIBUTE_ACCESS_FLAG_NONE);
       break;
     case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
-      writeUnsigned(1);
+      writeUnsigned(isDevice ? dev.syncMemops : 1);
       break;
     case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
       *static_cast<int*>(data) = isDevice ? dev.context->device : -2;
@@ -367,6 +367,29 @@ GPUPOOL_DRIVER_API CUresult cuPointerGetAttribute(void* data, CUpointer_attribut
   if (!data) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
   return pointerAttribute(data, rawEnumValue(attribute), ptr, false);
+}
+
+// Only CU_POINTER_ATTRIBUTE_SYNC_MEMOPS can be set, and only on device memory, as in the driver.
+GPUPOOL_DRIVER_API CUresult cuPointerSetAttribute(const void* value, CUpointer_attribute attribute,
+                                                  CUdeviceptr ptr) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  if (!value) return CUDA_ERROR_INVALID_VALUE;
+  if (attribute != CU_POINTER_ATTRIBUTE_SYNC_MEMOPS) {
+    return refuseCall(
+        CUDA_ERROR_INVALID_VALUE,
+        "cuPointerSetAttribute: only CU_POINTER_ATTRIBUTE_SYNC_MEMOPS can be set, not " +
+            std::to_string(attribute));
+  }
+  auto& state = DriverState::get();
+  std::lock_guard lock(state.mutex);
+  auto it = state.deviceAllocations.upper_bound(ptr);
+  if (it == state.deviceAllocations.begin() ||
+      ptr - std::prev(it)->first >= std::prev(it)->second.size) {
+    return refuseCall(CUDA_ERROR_INVALID_VALUE,
+                      "cuPointerSetAttribute: not device memory of this process");
+  }
+  std::prev(it)->second.syncMemops = *static_cast<const unsigned*>(value) != 0;
+  return CUDA_SUCCESS;
 }
 
 GPUPOOL_DRIVER_API CUresult cuPointerGetAttributes(unsigned int numAttributes,

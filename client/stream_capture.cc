@@ -356,13 +356,14 @@ CUresult checkUnsafeDuringCapture(const char* what) {
 
 bool captureKernel(CUstream stream, FunctionObject* f, const unsigned grid[3],
                    const unsigned block[3], unsigned sharedBytes,
-                   const std::vector<uint8_t>& params, CUresult* result) {
+                   const std::vector<uint8_t>& params, bool cooperative, CUresult* result) {
   std::lock_guard lock(graphMutex());
   StreamObject* s = nullptr;
   CaptureSequence* c = capturing(stream, &s);
   if (!c) return false;
   auto node = std::make_unique<GraphNodeObject>();
   setCapturedKernel(node.get(), f, grid, block, sharedBytes, params);
+  if (cooperative) node->kernelAttributes[CU_LAUNCH_ATTRIBUTE_COOPERATIVE].cooperative = 1;
   return addCaptured(s, c, std::move(node), result);
 }
 

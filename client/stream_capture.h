@@ -44,7 +44,7 @@ CUresult checkUnsafeDuringCapture(const char* what);
 
 bool captureKernel(CUstream stream, FunctionObject* f, const unsigned grid[3],
                    const unsigned block[3], unsigned sharedBytes,
-                   const std::vector<uint8_t>& params, CUresult* result);
+                   const std::vector<uint8_t>& params, bool cooperative, CUresult* result);
 bool captureMemset(CUstream stream, CUdeviceptr dst, uint32_t value, unsigned elementSize,
                    size_t width, size_t height, size_t pitch, CUresult* result);
 bool captureCopy(CUstream stream, CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUresult* result);

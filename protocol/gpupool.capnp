@@ -420,6 +420,7 @@ struct Request {
     block @2 :Dim3;
     sharedBytes @3 :UInt32;
     params @4 :Data;
+    cooperative @5 :Bool;         # CU_LAUNCH_ATTRIBUTE_COOPERATIVE set on the node
   }
   struct GraphMemset {
     dst @0 :UInt64;

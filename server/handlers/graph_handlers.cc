@@ -97,6 +97,7 @@ Status replayNode(BackendContext& context, Request::GraphNode::Reader n, uint64_
       shape.grid = {k.getGrid().getX(), k.getGrid().getY(), k.getGrid().getZ()};
       shape.block = {k.getBlock().getX(), k.getBlock().getY(), k.getBlock().getZ()};
       shape.sharedBytes = k.getSharedBytes();
+      shape.cooperative = k.getCooperative();
       auto params = k.getParams();
       return context.launch(k.getFunction(), shape, stream,
                             std::span<const uint8_t>(params.begin(), params.size()));

@@ -1,8 +1,11 @@
 // Cooperative launches through the driver API: cuLaunchCooperativeKernel and cuLaunchKernelEx with
 // CU_LAUNCH_ATTRIBUTE_COOPERATIVE run a kernel whose blocks meet at grid-wide barriers
 // (cooperative groups' grid.sync()); a grid too large to be resident at once fails with
-// CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE from the launch itself; a cooperative launch into a
-// capturing stream is refused and invalidates the capture; the deprecated multi-device form is
+// CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE from the launch itself; a cooperative launch captured
+// from a stream, and a kernel node given CU_LAUNCH_ATTRIBUTE_COOPERATIVE with
+// cuGraphKernelNodeSetAttribute (and another given it by cuGraphKernelNodeCopyAttributes), run as
+// cooperative launches in a graph; node attributes read back, unset ones as zero, and those a
+// node cannot carry or the pool cannot serve are refused; the deprecated multi-device form is
 // refused.
 #include <cooperative_groups.h>
 #include <cuda.h>
@@ -109,13 +112,93 @@ int main() {
   CHECK_CU(cuCtxSynchronize());
   std::printf("%u blocks (%d per SM x %d SMs + 1) refused at the launch\n", tooMany, perSm, sms);
 
+  // Captured: the launch becomes a kernel node that carries the cooperative attribute.
   CHECK_CU(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
-  expectError(cuLaunchCooperativeKernel(f, kBlocks, 1, 1, kThreads, 1, 1, 0, stream, params),
-              CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "cuLaunchCooperativeKernel while capturing");
+  CHECK_CU(cuMemsetD32Async(counts, 0, kRounds, stream));
+  CHECK_CU(cuMemsetD32Async(errors, 0, 1, stream));
+  CHECK_CU(cuLaunchCooperativeKernel(f, kBlocks, 1, 1, kThreads, 1, 1, 0, stream, params));
   CUgraph graph = nullptr;
-  expectError(cuStreamEndCapture(stream, &graph), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
-              "cuStreamEndCapture after a refused cooperative launch");
-  std::printf("a cooperative launch into a capturing stream is refused\n");
+  CHECK_CU(cuStreamEndCapture(stream, &graph));
+  size_t count = 0;
+  CHECK_CU(cuGraphGetNodes(graph, nullptr, &count));
+  std::vector<CUgraphNode> nodes(count);
+  CHECK_CU(cuGraphGetNodes(graph, nodes.data(), &count));
+  CUgraphNode captured = nullptr;
+  for (CUgraphNode n : nodes) {
+    CUgraphNodeType type;
+    CHECK_CU(cuGraphNodeGetType(n, &type));
+    if (type == CU_GRAPH_NODE_TYPE_KERNEL) captured = n;
+  }
+  CHECK(captured != nullptr, "the captured graph has no kernel node");
+  CUkernelNodeAttrValue value{};
+  CHECK_CU(cuGraphKernelNodeGetAttribute(captured, CU_LAUNCH_ATTRIBUTE_COOPERATIVE, &value));
+  CHECK(value.cooperative == 1, "the captured node's cooperative attribute is %d",
+        value.cooperative);
+  CUgraphExec exec = nullptr;
+  for (int launch = 0; launch < 2; ++launch) {
+    if (!exec) CHECK_CU(cuGraphInstantiate(&exec, graph, 0));
+    CHECK_CU(cuGraphLaunch(exec, stream));
+    CHECK_CU(cuStreamSynchronize(stream));
+    checkRun(counts, errors, kRounds, kBlocks, "captured cooperative launch, graph launched");
+  }
+  CHECK_CU(cuGraphExecDestroy(exec));
+  CHECK_CU(cuGraphDestroy(graph));
+
+  // Built: a kernel node made cooperative by attribute, a second one by copying its attributes.
+  CHECK_CU(cuGraphCreate(&graph, 0));
+  CUDA_KERNEL_NODE_PARAMS kernel{};
+  kernel.func = f;
+  kernel.gridDimX = kBlocks;
+  kernel.gridDimY = kernel.gridDimZ = 1;
+  kernel.blockDimX = kThreads;
+  kernel.blockDimY = kernel.blockDimZ = 1;
+  kernel.kernelParams = params;
+  CUgraphNode first = nullptr, second = nullptr;
+  CHECK_CU(cuGraphAddKernelNode(&first, graph, nullptr, 0, &kernel));
+  CHECK_CU(cuGraphAddKernelNode(&second, graph, &first, 1, &kernel));
+  CHECK_CU(cuGraphKernelNodeGetAttribute(first, CU_LAUNCH_ATTRIBUTE_COOPERATIVE, &value));
+  CHECK(value.cooperative == 0, "an unset cooperative attribute reads %d", value.cooperative);
+  value = CUkernelNodeAttrValue{};
+  value.cooperative = 1;
+  CHECK_CU(cuGraphKernelNodeSetAttribute(first, CU_LAUNCH_ATTRIBUTE_COOPERATIVE, &value));
+  value = CUkernelNodeAttrValue{};
+  value.priority = -1;
+  CHECK_CU(cuGraphKernelNodeSetAttribute(first, CU_LAUNCH_ATTRIBUTE_PRIORITY, &value));
+  CHECK_CU(cuGraphKernelNodeCopyAttributes(second, first));
+  value = CUkernelNodeAttrValue{};
+  CHECK_CU(cuGraphKernelNodeGetAttribute(second, CU_LAUNCH_ATTRIBUTE_PRIORITY, &value));
+  CHECK(value.priority == -1, "the copied priority is %d", value.priority);
+  CHECK_CU(cuGraphKernelNodeGetAttribute(second, CU_LAUNCH_ATTRIBUTE_COOPERATIVE, &value));
+  CHECK(value.cooperative == 1, "the copied cooperative attribute is %d", value.cooperative);
+  value = CUkernelNodeAttrValue{};
+  value.clusterDim.x = 2;
+  value.clusterDim.y = value.clusterDim.z = 1;
+  expectError(cuGraphKernelNodeSetAttribute(first, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, &value),
+              CUDA_ERROR_INVALID_VALUE, "cuGraphKernelNodeSetAttribute(a 2x1x1 cluster)");
+  expectError(cuGraphKernelNodeGetAttribute(
+                  first, CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, &value),
+              CUDA_ERROR_INVALID_VALUE,
+              "cuGraphKernelNodeGetAttribute(PROGRAMMATIC_STREAM_SERIALIZATION)");
+  CHECK_CU(cuMemsetD32(counts, 0, kRounds));
+  CHECK_CU(cuMemsetD32(errors, 0, 1));
+  CHECK_CU(cuGraphInstantiate(&exec, graph, 0));
+  CHECK_CU(cuGraphLaunch(exec, stream));
+  CHECK_CU(cuStreamSynchronize(stream));
+  // Two cooperative runs, one after the other, each adding every block's index per round.
+  std::vector<unsigned> twice(kRounds);
+  CHECK_CU(cuMemcpyDtoH(twice.data(), counts, kRounds * sizeof(unsigned)));
+  int bad = -1;
+  CHECK_CU(cuMemcpyDtoH(&bad, errors, sizeof bad));
+  for (int r = 0; r < kRounds; ++r) {
+    CHECK(twice[r] == kBlocks * (kBlocks - 1), "two graph nodes: round %d counted %u, expected %u",
+          r, twice[r], kBlocks * (kBlocks - 1));
+  }
+  // The first node's checks see complete rounds; the second node's checks expect one run's count
+  // and so must all have failed, once per block and round: that they ran as grids proves it.
+  CHECK(bad == static_cast<int>(kBlocks * kRounds), "the graph's nodes counted %d mismatches", bad);
+  CHECK_CU(cuGraphExecDestroy(exec));
+  CHECK_CU(cuGraphDestroy(graph));
+  std::printf("cooperative kernel nodes: captured, set by attribute, copied\n");
 
   CHECK(multiDevice == 0, "COOPERATIVE_MULTI_DEVICE_LAUNCH is %d", multiDevice);
   CUDA_LAUNCH_PARAMS launch{};

@@ -1,5 +1,6 @@
-// Pointer attributes (cuPointerGetAttribute, cuPointerGetAttributes) of device, pool and pinned
-// host memory: every attribute they accept is written, unknown ones are errors, and mapped host
+// Pointer attributes (cuPointerGetAttribute, cuPointerGetAttributes, cuPointerSetAttribute) of
+// device, pool and pinned host memory: every attribute they accept is written, SYNC_MEMOPS is set
+// and read back, unknown ones are errors, and mapped host
 // memory works exactly when the device says it can map host memory (CAN_MAP_HOST_MEMORY: 0 on a
 // pool GPU, whose client's host memory is on another machine; 1 on a local GPU).
 #include <cuda.h>
@@ -59,6 +60,16 @@ void checkDeviceMemory(CUcontext context) {
         static_cast<unsigned long long>(mappingBase), mappingSize,
         static_cast<unsigned long long>(a), kBytes);
   (void)pointerAttribute<unsigned long long>(CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID, a);
+
+  // SYNC_MEMOPS is the one attribute that can be set, on device memory, and reads back as set.
+  for (unsigned set : {0u, 1u}) {
+    CHECK_CU(cuPointerSetAttribute(&set, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, inside));
+    const auto got = pointerAttribute<unsigned>(CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, a);
+    CHECK(got == set, "SYNC_MEMOPS set to %u reads %u", set, got);
+  }
+  const unsigned one = 1;
+  expectError(cuPointerSetAttribute(&one, CU_POINTER_ATTRIBUTE_IS_MANAGED, a),
+              CUDA_ERROR_INVALID_VALUE, "cuPointerSetAttribute(IS_MANAGED)");
 
   // Buffer ids are unique for the process's life, even where a new allocation reuses an address.
   const auto firstId = pointerAttribute<unsigned long long>(CU_POINTER_ATTRIBUTE_BUFFER_ID, a);
