@@ -348,6 +348,15 @@ GPUPOOL_DRIVER_API CUresult cuStreamGetCtx_v2_ptsz(CUstream h, CUcontext* pctx,
   return cuStreamGetCtx_v2(h, pctx, pgreen);
 }
 
+// Green contexts are refused (client/refused_calls.def), so no stream has one.
+GPUPOOL_DRIVER_API CUresult cuStreamGetGreenCtx(CUstream h, CUgreenCtx* phCtx) {
+  if (!phCtx) return CUDA_ERROR_INVALID_VALUE;
+  CUcontext ctx = nullptr;
+  if (CUresult r = cuStreamGetCtx(h, &ctx); r != CUDA_SUCCESS) return r;
+  *phCtx = nullptr;
+  return CUDA_SUCCESS;
+}
+
 GPUPOOL_DRIVER_API CUresult cuStreamGetDevice(CUstream h, CUdevice* device) {
   if (!device) return CUDA_ERROR_INVALID_VALUE;
   CUcontext ctx = nullptr;

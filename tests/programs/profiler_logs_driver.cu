@@ -1,8 +1,8 @@
 // Driver API only: a log callback registered at startup (as PyTorch does), work bracketed by
 // cuProfilerStart/cuProfilerStop, the log iterator and dumps, the stream queries of the newer ABIs
-// (cuStreamGetCtx_v2, cuStreamGetDevice, cuCtxGetDevice_v2), and the errors cuda.h documents for
-// invalid arguments. Whatever the driver logged is not checked (a real driver may log), only that
-// the calls behave as documented; the bracketed fill is read back and checked.
+// (cuStreamGetCtx_v2, cuStreamGetGreenCtx, cuStreamGetDevice, cuCtxGetDevice_v2), and the errors
+// cuda.h documents for invalid arguments. Whatever the driver logged is not checked (a real driver
+// may log), only that the calls behave as documented; the bracketed fill is read back and checked.
 #include <cuda.h>
 #include <cudaProfiler.h>
 
@@ -49,6 +49,9 @@ void checkStreamQueries(CUcontext context, CUdevice device) {
     CHECK_CU(cuStreamGetCtx_v2(s, &streamContext, &green));
     CHECK(streamContext == context, "cuStreamGetCtx_v2 gave another context");
     CHECK(green == nullptr, "cuStreamGetCtx_v2 gave a green context for a regular one");
+    green = reinterpret_cast<CUgreenCtx>(1);
+    CHECK_CU(cuStreamGetGreenCtx(s, &green));
+    CHECK(green == nullptr, "cuStreamGetGreenCtx gave a green context for a regular stream");
     CUdevice streamDevice = -1;
     CHECK_CU(cuStreamGetDevice(s, &streamDevice));
     CHECK(streamDevice == device, "cuStreamGetDevice gave device %d, expected %d", streamDevice,
