@@ -94,6 +94,37 @@ TEST(EmuLinkTest, TwoDefinitionsOfOneSymbolAreAnError) {
   EXPECT_NE(outcome.errorLog.find("Multiple definition of"), std::string::npos);
 }
 
+TEST(EmuLinkTest, AnInternalSymbolMayShareTheNameOfAnotherUnitsExport) {
+  constexpr const char* kInternal = R"(
+.version 8.0
+.target sm_75
+.address_size 64
+.global .align 4 .u32 level = 1;
+.visible .entry readsItsOwn(.param .u64 out)
+{
+  .reg .b32 %r<2>;
+  .reg .b64 %rd<2>;
+  ld.param.u64 %rd1, [out];
+  ld.global.u32 %r1, [level];
+  st.global.u32 [%rd1], %r1;
+  ret;
+}
+)";
+  constexpr const char* kExported = R"(
+.version 8.0
+.target sm_75
+.address_size 64
+.visible .global .align 4 .u32 level = 2;
+)";
+  std::vector<LinkInput> inputs = {ptx(kInternal, "a.ptx"), ptx(kExported, "b.ptx")};
+  LinkOutcome outcome;
+  emuLink(inputs, 90, false, &outcome);
+  ASSERT_EQ(outcome.result, CUDA_SUCCESS) << outcome.errorLog;
+  auto module = ptx::Module::load(reinterpret_cast<const char*>(outcome.image.data()));
+  ASSERT_TRUE(module) << module.status().message;
+  EXPECT_EQ((*module)->globals().size(), 2u);
+}
+
 TEST(EmuLinkTest, InputsWithoutPtxAreRefused) {
   const uint8_t elf[64] = {0x7f, 'E', 'L', 'F', 2};
   std::vector<LinkInput> cubin = {{CU_JIT_INPUT_CUBIN, "k.cubin", elf}};

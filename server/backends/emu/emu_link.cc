@@ -515,7 +515,7 @@ void emuLink(std::span<const LinkInput> inputs, int cc, bool verbose, LinkOutcom
           definedBy[s.symbol] != u) {
         continue;  // another unit's definition wins
       }
-      if (s.linkage == Linkage::kInternal && !s.symbol.empty() && names[s.symbol] > 1 && u > 0) {
+      if (s.linkage == Linkage::kInternal && !s.symbol.empty() && names[s.symbol] > 1) {
         renames.push_back(s.symbol);
       }
       text += s.text;
