@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -155,6 +156,70 @@ void deliverWallTime(LinkStateObject* state, float milliseconds) {
   }
 }
 
+struct LinkReply {
+  CUresult result = CUDA_SUCCESS;
+  std::string infoLog, errorLog;
+};
+
+// Sends `inputs` to be linked (cuLinkComplete; the image goes to state->image) or, with
+// checkOnly, the one input cuLinkAddData adds to be checked.
+CUresult linkOnServer(LinkStateObject* state, std::span<const LinkInputCopy> inputs, bool checkOnly,
+                      LinkReply* out) {
+  ContextObject* ctx = state->context;
+  if (CUresult r = DriverState::get().ensureRemote(ctx); r != CUDA_SUCCESS) return r;
+  std::vector<ConstBuffer> bulk;
+  for (const auto& in : inputs) bulk.push_back({in.bytes.data(), in.bytes.size()});
+  std::vector<uint8_t> image;
+  CUresult r = ctx->server->call(
+      checkOnly ? "cuLinkAddData" : "cuLinkComplete",
+      [&](wire::Request::Builder b) {
+        auto l = b.initModuleLink();
+        l.setContext(ctx->remote);
+        auto job = checkOnly ? l.initAddInput() : l.initLink();
+        auto wireInputs = job.initInputs(static_cast<unsigned>(inputs.size()));
+        for (unsigned i = 0; i < inputs.size(); ++i) {
+          wireInputs[i].setType(inputs[i].type);
+          wireInputs[i].setName(inputs[i].name);
+          wireInputs[i].setBytes(inputs[i].bytes.size());
+        }
+        auto options = job.initOptions(static_cast<unsigned>(state->scalarOptions.size()));
+        for (unsigned i = 0; i < state->scalarOptions.size(); ++i) {
+          options[i].setOption(state->scalarOptions[i].first);
+          options[i].setValue(state->scalarOptions[i].second);
+        }
+      },
+      bulk,
+      [&](wire::Response::Reader reply, ReplyBulk& replyBulk) {
+        uint64_t sizes[3] = {};
+        if (!replyBulk.read(sizes, sizeof sizes) ||
+            sizes[0] + sizes[1] + sizes[2] != replyBulk.remaining()) {
+          return CUDA_ERROR_UNKNOWN;
+        }
+        out->infoLog.resize(sizes[0]);
+        out->errorLog.resize(sizes[1]);
+        image.resize(sizes[2]);
+        if ((sizes[0] && !replyBulk.read(out->infoLog.data(), sizes[0])) ||
+            (sizes[1] && !replyBulk.read(out->errorLog.data(), sizes[1])) ||
+            (sizes[2] && !replyBulk.read(image.data(), sizes[2]))) {
+          return CUDA_ERROR_UNKNOWN;
+        }
+        out->result = static_cast<CUresult>(reply.getValue());
+        return CUDA_SUCCESS;
+      });
+  if (r == CUDA_SUCCESS && !checkOnly) state->image = std::move(image);
+  return r;
+}
+
+// Hands the logs to the caller's buffers, as the driver does after each step of a link.
+void deliverLogs(LinkStateObject* state, const LinkReply& reply) {
+  deliverLog(state, reply.infoLog, state->infoLog, state->infoLogCapacity,
+             CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES);
+  deliverLog(state, reply.errorLog, state->errorLog, state->errorLogCapacity,
+             CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES);
+}
+
+// Keeps a copy of the input once the server found that it compiles on its own (the driver
+// compiles PTX as it is added, so its errors come from cuLinkAddData).
 CUresult addInput(LinkStateObject* state, CUjitInputType type, const uint8_t* data, size_t size,
                   const char* name, unsigned numOptions, CUjit_option* options,
                   void** optionValues) {
@@ -166,6 +231,16 @@ CUresult addInput(LinkStateObject* state, CUjitInputType type, const uint8_t* da
   in.name = name ? name : "";
   in.bytes.assign(data, data + size);
   if (type == CU_JIT_INPUT_PTX && in.bytes.back() != 0) in.bytes.push_back(0);
+  LinkReply reply;
+  if (CUresult r = linkOnServer(state, std::span<const LinkInputCopy>(&in, 1), true, &reply);
+      r != CUDA_SUCCESS) {
+    return r;
+  }
+  deliverLogs(state, reply);
+  if (reply.result != CUDA_SUCCESS) {
+    if (logLevel() >= 1) logLine("cuLinkAddData(" + in.name + ") failed: " + reply.errorLog);
+    return reply.result;
+  }
   state->inputs.push_back(std::move(in));
   return CUDA_SUCCESS;
 }
@@ -256,62 +331,18 @@ GPUPOOL_DRIVER_API CUresult cuLinkComplete(CUlinkState h, void** cubinOut, size_
   if (!state) return CUDA_ERROR_INVALID_HANDLE;
   if (!cubinOut || !sizeOut) return CUDA_ERROR_INVALID_VALUE;
   if (state->inputs.empty()) return CUDA_ERROR_INVALID_VALUE;
-  ContextObject* ctx = state->context;
-  if (CUresult r = DriverState::get().ensureRemote(ctx); r != CUDA_SUCCESS) return r;
   auto started = std::chrono::steady_clock::now();
-  std::vector<ConstBuffer> bulk;
-  for (const auto& in : state->inputs) bulk.push_back({in.bytes.data(), in.bytes.size()});
-  CUresult linkResult = CUDA_SUCCESS;
-  std::string infoLog, errorLog;
   state->image.clear();
-  CUresult r = ctx->server->call(
-      "cuLinkComplete",
-      [&](wire::Request::Builder b) {
-        auto l = b.initModuleLink();
-        l.setContext(ctx->remote);
-        auto job = l.initLink();
-        auto inputs = job.initInputs(static_cast<unsigned>(state->inputs.size()));
-        for (unsigned i = 0; i < state->inputs.size(); ++i) {
-          inputs[i].setType(state->inputs[i].type);
-          inputs[i].setName(state->inputs[i].name);
-          inputs[i].setBytes(state->inputs[i].bytes.size());
-        }
-        auto options = job.initOptions(static_cast<unsigned>(state->scalarOptions.size()));
-        for (unsigned i = 0; i < state->scalarOptions.size(); ++i) {
-          options[i].setOption(state->scalarOptions[i].first);
-          options[i].setValue(state->scalarOptions[i].second);
-        }
-      },
-      bulk,
-      [&](wire::Response::Reader reply, ReplyBulk& replyBulk) {
-        uint64_t sizes[3] = {};
-        if (!replyBulk.read(sizes, sizeof sizes) ||
-            sizes[0] + sizes[1] + sizes[2] != replyBulk.remaining()) {
-          return CUDA_ERROR_UNKNOWN;
-        }
-        infoLog.resize(sizes[0]);
-        errorLog.resize(sizes[1]);
-        state->image.resize(sizes[2]);
-        if ((sizes[0] && !replyBulk.read(infoLog.data(), sizes[0])) ||
-            (sizes[1] && !replyBulk.read(errorLog.data(), sizes[1])) ||
-            (sizes[2] && !replyBulk.read(state->image.data(), sizes[2]))) {
-          return CUDA_ERROR_UNKNOWN;
-        }
-        linkResult = static_cast<CUresult>(reply.getValue());
-        return CUDA_SUCCESS;
-      });
-  if (r != CUDA_SUCCESS) return r;
-  float ms =
-      std::chrono::duration<float, std::milli>(std::chrono::steady_clock::now() - started).count();
-  deliverLog(state, infoLog, state->infoLog, state->infoLogCapacity,
-             CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES);
-  deliverLog(state, errorLog, state->errorLog, state->errorLogCapacity,
-             CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES);
-  deliverWallTime(state, ms);
-  if (linkResult != CUDA_SUCCESS) {
-    if (logLevel() >= 1) logLine("cuLinkComplete failed: " + errorLog);
+  LinkReply reply;
+  if (CUresult r = linkOnServer(state, state->inputs, false, &reply); r != CUDA_SUCCESS) return r;
+  deliverLogs(state, reply);
+  deliverWallTime(
+      state,
+      std::chrono::duration<float, std::milli>(std::chrono::steady_clock::now() - started).count());
+  if (reply.result != CUDA_SUCCESS) {
+    if (logLevel() >= 1) logLine("cuLinkComplete failed: " + reply.errorLog);
     state->image.clear();
-    return linkResult;
+    return reply.result;
   }
   *cubinOut = state->image.data();
   *sizeOut = state->image.size();

@@ -501,6 +501,7 @@ struct Request {
     union {
       link @1 :LinkJob;
       functionNames @2 :UInt64;
+      addInput @3 :LinkJob;  # cuLinkAddData: one input compiled on its own, answered as `link` is
     }
   }
   struct LinkJob {

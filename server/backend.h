@@ -198,6 +198,11 @@ class BackendContext {
   virtual Status link(std::span<const LinkInput> inputs,
                       std::span<const std::pair<CUjit_option, uint64_t>> options,
                       LinkOutcome* outcome) = 0;
+  // What cuLinkAddData checks of one input before the link: that it compiles on its own (PTX
+  // syntax and semantics; externs may stay undefined) and suits the device.
+  virtual Status linkCheckInput(const LinkInput& input,
+                                std::span<const std::pair<CUjit_option, uint64_t>> options,
+                                LinkOutcome* outcome) = 0;
 
   // Kernels. `params` is the packed parameter block laid out as FunctionDescription::params.
   virtual Status launch(uint64_t function, const LaunchShape& shape, uint64_t stream,

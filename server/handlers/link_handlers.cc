@@ -1,5 +1,6 @@
-// Linking (cuLinkComplete: the inputs the client gathered, linked by the backend) and module
-// introspection (the kernels of a loaded module, for cuModuleEnumerateFunctions).
+// Linking (cuLinkAddData: one input checked; cuLinkComplete: the inputs the client gathered,
+// linked by the backend) and module introspection (the kernels of a loaded module, for
+// cuModuleEnumerateFunctions).
 #include <cstring>
 
 #include "server/handlers/request_table.h"
@@ -21,10 +22,14 @@ void replyWith(RequestContext& request, const std::vector<uint8_t>& bytes) {
   request.replyBulk.push_back({request.session.staging.data(), bytes.size()});
 }
 
-Status link(RequestContext& request, BackendContext& context, Request::LinkJob::Reader job) {
+// `link`, or with `checkOnly` the check of the one input cuLinkAddData adds.
+Status link(RequestContext& request, BackendContext& context, Request::LinkJob::Reader job,
+            bool checkOnly) {
   auto wireInputs = job.getInputs();
-  if (wireInputs.size() == 0 || wireInputs.size() > kMaxLinkInputs) {
-    return Status::error(CUDA_ERROR_INVALID_VALUE, "a link takes 1 to 4096 inputs");
+  if (wireInputs.size() == 0 || wireInputs.size() > kMaxLinkInputs ||
+      (checkOnly && wireInputs.size() != 1)) {
+    return Status::error(CUDA_ERROR_INVALID_VALUE,
+                         "a link takes 1 to 4096 inputs, a check exactly one");
   }
   uint64_t total = 0;
   for (auto in : wireInputs) total += in.getBytes();
@@ -45,7 +50,9 @@ Status link(RequestContext& request, BackendContext& context, Request::LinkJob::
     options.emplace_back(static_cast<CUjit_option>(o.getOption()), o.getValue());
   }
   LinkOutcome outcome;
-  if (Status st = context.link(inputs, options, &outcome); !st.ok()) return st;
+  Status st = checkOnly ? context.linkCheckInput(inputs[0], options, &outcome)
+                        : context.link(inputs, options, &outcome);
+  if (!st.ok()) return st;
   std::vector<uint8_t> reply(24);
   uint64_t sizes[3] = {outcome.infoLog.size(), outcome.errorLog.size(), outcome.image.size()};
   std::memcpy(reply.data(), sizes, sizeof sizes);
@@ -75,7 +82,9 @@ Status moduleLink(RequestContext& request, Request::Reader r) {
   return request.withContext(m.getContext(), [&](BackendContext& context) {
     switch (m.which()) {
       case Request::ModuleLink::LINK:
-        return link(request, context, m.getLink());
+        return link(request, context, m.getLink(), false);
+      case Request::ModuleLink::ADD_INPUT:
+        return link(request, context, m.getAddInput(), true);
       case Request::ModuleLink::FUNCTION_NAMES:
         return functionNames(request, context, m.getFunctionNames());
     }

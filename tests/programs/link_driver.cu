@@ -3,9 +3,9 @@
 // reads a __device__ variable of the other), cuLinkComplete, then cuModuleLoadData of the image
 // it returns, a launch and its results. The callee comes as PTX, as a fatbin and as a host object
 // (cuLinkAddFile). Also: the logs and their sizes written back into the option values, an
-// unresolved extern reported in the error log, the module's and a library's kernels enumerated
-// (cuModuleGetFunctionCount, cuModuleEnumerateFunctions, cuLibraryGetKernelCount,
-// cuLibraryEnumerateKernels, cuKernelGetName), and cuModuleGetLoadingMode.
+// unresolved extern reported in the error log, broken PTX refused by cuLinkAddData, the module's
+// and a library's kernels enumerated (cuModuleGetFunctionCount, cuModuleEnumerateFunctions,
+// cuLibraryGetKernelCount, cuLibraryEnumerateKernels, cuKernelGetName), and cuModuleGetLoadingMode.
 #include <cuda.h>
 #include <unistd.h>
 
@@ -210,6 +210,18 @@ int main() {
         CUDA_ERROR_FILE_NOT_FOUND, "cuLinkAddFile(missing file)");
   }
   checkUnresolvedExtern();
+  {
+    // PTX is compiled as it is added: a syntax error fails cuLinkAddData, with the log.
+    Linker link;
+    const char broken[] =
+        ".version 8.0\n.target sm_75\n.address_size 64\n"
+        ".visible .entry broken( { ret; }\n";
+    expectError(cuLinkAddData(link.state, CU_JIT_INPUT_PTX, const_cast<char*>(broken),
+                              sizeof broken, "broken.ptx", 0, nullptr, nullptr),
+                CUDA_ERROR_INVALID_PTX, "cuLinkAddData(PTX with a syntax error)");
+    CHECK(link.error[0] != '\0' && link.errorSize() > 0,
+          "cuLinkAddData wrote no error log for broken PTX");
+  }
 
   // The linked image as a library.
   {

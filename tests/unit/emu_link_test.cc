@@ -125,6 +125,18 @@ TEST(EmuLinkTest, AnInternalSymbolMayShareTheNameOfAnotherUnitsExport) {
   EXPECT_EQ((*module)->globals().size(), 2u);
 }
 
+TEST(EmuLinkTest, AnAddedUnitIsCheckedOnItsOwnWithItsExternsUndefined) {
+  LinkOutcome outcome;
+  emuCheckLinkInput(ptx(kCaller, "caller.ptx"), 90, &outcome);
+  EXPECT_EQ(outcome.result, CUDA_SUCCESS) << outcome.errorLog;
+  constexpr const char* kBroken =
+      ".version 8.0\n.target sm_75\n.address_size 64\n"
+      ".visible .entry k() { frobnicate.u32 %r1; ret; }\n";
+  emuCheckLinkInput(ptx(kBroken, "broken.ptx"), 90, &outcome);
+  EXPECT_NE(outcome.result, CUDA_SUCCESS);
+  EXPECT_NE(outcome.errorLog.find("broken.ptx"), std::string::npos) << outcome.errorLog;
+}
+
 TEST(EmuLinkTest, InputsWithoutPtxAreRefused) {
   const uint8_t elf[64] = {0x7f, 'E', 'L', 'F', 2};
   std::vector<LinkInput> cubin = {{CU_JIT_INPUT_CUBIN, "k.cubin", elf}};

@@ -550,24 +550,42 @@ Status CudaContext::moduleFunctionNames(uint64_t module, std::vector<std::string
   return Status::success();
 }
 
+namespace {
+
+// The driver's logs of one link state, capped as a client's buffers would be, with the scalar
+// options as given.
+struct DriverLinkLogs {
+  static constexpr size_t kLogBytes = 64 * 1024;
+  std::vector<char> info = std::vector<char>(kLogBytes, 0);
+  std::vector<char> error = std::vector<char>(kLogBytes, 0);
+  std::vector<CUjit_option> keys = {CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+                                    CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  std::vector<void*> values;
+
+  explicit DriverLinkLogs(std::span<const std::pair<CUjit_option, uint64_t>> options)
+      : values{info.data(), reinterpret_cast<void*>(kLogBytes), error.data(),
+               reinterpret_cast<void*>(kLogBytes)} {
+    for (auto [option, value] : options) {
+      keys.push_back(option);
+      values.push_back(reinterpret_cast<void*>(static_cast<uintptr_t>(value)));
+    }
+  }
+  void into(LinkOutcome* outcome) const {
+    outcome->infoLog = std::string(info.data(), strnlen(info.data(), info.size()));
+    outcome->errorLog = std::string(error.data(), strnlen(error.data(), error.size()));
+  }
+};
+
+}  // namespace
+
 Status CudaContext::link(std::span<const LinkInput> inputs,
                          std::span<const std::pair<CUjit_option, uint64_t>> options,
                          LinkOutcome* outcome) {
   if (Status s = makeCurrent(); !s.ok()) return s;
-  // The driver's own logs, capped as a client's buffers would be; the scalar options as given.
-  constexpr size_t kLogBytes = 64 * 1024;
-  std::vector<char> info(kLogBytes, 0), error(kLogBytes, 0);
-  std::vector<CUjit_option> keys = {CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
-                                    CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
-  std::vector<void*> values = {info.data(), reinterpret_cast<void*>(kLogBytes), error.data(),
-                               reinterpret_cast<void*>(kLogBytes)};
-  for (auto [option, value] : options) {
-    keys.push_back(option);
-    values.push_back(reinterpret_cast<void*>(static_cast<uintptr_t>(value)));
-  }
+  DriverLinkLogs logs(options);
   CUlinkState state = nullptr;
-  Status status = driver_->call(driver_->linkCreate, static_cast<unsigned>(keys.size()),
-                                keys.data(), values.data(), &state);
+  Status status = driver_->call(driver_->linkCreate, static_cast<unsigned>(logs.keys.size()),
+                                logs.keys.data(), logs.values.data(), &state);
   if (!status.ok()) return status;
   for (const LinkInput& in : inputs) {
     if (!status.ok()) break;
@@ -583,8 +601,26 @@ Status CudaContext::link(std::span<const LinkInput> inputs,
     outcome->image.assign(bytes, bytes + cubinBytes);
   }
   outcome->result = status.code;
-  outcome->infoLog = std::string(info.data(), strnlen(info.data(), info.size()));
-  outcome->errorLog = std::string(error.data(), strnlen(error.data(), error.size()));
+  logs.into(outcome);
+  (void)driver_->call(driver_->linkDestroy, state);
+  return Status::success();
+}
+
+Status CudaContext::linkCheckInput(const LinkInput& input,
+                                   std::span<const std::pair<CUjit_option, uint64_t>> options,
+                                   LinkOutcome* outcome) {
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  // The driver compiles an input when it is added; a link state of its own for that is the check.
+  DriverLinkLogs logs(options);
+  CUlinkState state = nullptr;
+  Status status = driver_->call(driver_->linkCreate, static_cast<unsigned>(logs.keys.size()),
+                                logs.keys.data(), logs.values.data(), &state);
+  if (!status.ok()) return status;
+  status = driver_->call(driver_->linkAddData, state, input.type,
+                         const_cast<uint8_t*>(input.bytes.data()), input.bytes.size(),
+                         input.name.c_str(), 0u, nullptr, nullptr);
+  outcome->result = status.code;
+  logs.into(outcome);
   (void)driver_->call(driver_->linkDestroy, state);
   return Status::success();
 }

@@ -502,6 +502,18 @@ Status EmuContext::link(std::span<const LinkInput> inputs,
   return Status::success();
 }
 
+Status EmuContext::linkCheckInput(const LinkInput& input,
+                                  std::span<const std::pair<CUjit_option, uint64_t>> options,
+                                  LinkOutcome* outcome) {
+  int cc = device_.attributes[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR] * 10 +
+           device_.attributes[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR];
+  for (auto [option, value] : options) {
+    if (option == CU_JIT_TARGET) cc = static_cast<int>(value);
+  }
+  emuCheckLinkInput(input, cc, outcome);
+  return Status::success();
+}
+
 std::vector<int32_t> EmuContext::functionAttributes(const Function& f) const {
   std::vector<int32_t> a(CU_FUNC_ATTRIBUTE_MAX, 0);
   const ptx::KernelInfo& k = *f.kernel;

@@ -81,6 +81,9 @@ class EmuContext final : public BackendContext {
   Status link(std::span<const LinkInput> inputs,
               std::span<const std::pair<CUjit_option, uint64_t>> options,
               LinkOutcome* outcome) override;
+  Status linkCheckInput(const LinkInput& input,
+                        std::span<const std::pair<CUjit_option, uint64_t>> options,
+                        LinkOutcome* outcome) override;
 
   Status launch(uint64_t function, const LaunchShape& shape, uint64_t stream,
                 std::span<const uint8_t> params) override;

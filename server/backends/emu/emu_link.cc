@@ -544,3 +544,43 @@ void emuLink(std::span<const LinkInput> inputs, int cc, bool verbose, LinkOutcom
 }
 
 }  // namespace gpupool::server
+
+namespace gpupool::server {
+namespace {
+
+// A definition standing in for an extern, so that a unit loads on its own: the declaration made
+// internal, a function given an empty body.
+std::string standIn(const Statement& s) {
+  std::string text = s.text;
+  if (size_t at = text.find(".extern"); at != std::string::npos) text.erase(at, 7);
+  if (text.find(".func") != std::string::npos) {
+    if (size_t end = text.rfind(';'); end != std::string::npos) text.replace(end, 1, " { ret; }");
+  }
+  return text;
+}
+
+}  // namespace
+
+void emuCheckLinkInput(const LinkInput& input, int cc, LinkOutcome* outcome) {
+  *outcome = LinkOutcome{};
+  Gathered gathered;
+  if (Status st = gather(input, cc, &gathered); !st.ok()) {
+    return fail(outcome, st.code, input.name + ": " + st.message);
+  }
+  for (const PtxUnit& unit : gathered.units) {
+    if (unit.optional) continue;  // a library member is compiled only when the link pulls it in
+    std::string text;
+    for (const Statement& s : statements(unit.text)) {
+      bool undefinedExtern = s.linkage == Linkage::kExtern && !s.isShared && !s.symbol.empty() &&
+                             !providedByEmu(s.symbol);
+      text += undefinedExtern ? standIn(s) : s.text;
+      text += "\n";
+    }
+    auto loaded = ptx::Module::load(text);
+    if (!loaded) {
+      return fail(outcome, loaded.status().code, unit.name + ": " + loaded.status().message);
+    }
+  }
+}
+
+}  // namespace gpupool::server

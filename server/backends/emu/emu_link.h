@@ -20,4 +20,9 @@ namespace gpupool::server {
 void emuLink(std::span<const LinkInput> inputs, int deviceCapability, bool verbose,
              LinkOutcome* outcome);
 
+// cuLinkAddData's check of one input: its PTX must load on its own once its externs are given
+// stand-in definitions (so syntax errors and unsupported instructions surface here, as ptxas
+// reports them when the driver adds PTX); inputs without usable PTX fail as emuLink would.
+void emuCheckLinkInput(const LinkInput& input, int deviceCapability, LinkOutcome* outcome);
+
 }  // namespace gpupool::server
