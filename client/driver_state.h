@@ -37,6 +37,7 @@ enum class Tag : uint32_t {
   kGraphNode = 0x67676e64,
   kGraphExec = 0x67676578,
   kUserObject = 0x67756f62,  // client/user_object_api.cc
+  kLinkState = 0x676c6e6b,   // client/link_api.cc
 };
 
 struct GraphNodeObject;

@@ -226,6 +226,14 @@ struct Request {
     vmmHandle @51 :VmmHandle;    # create and retain answered with handle
     vmmAddress @52 :VmmAddress;  # reserve answered with handle (the address)
     vmmMap @53 :VmmMap;          # getAccess answered with value (1: read-write, 0: none)
+
+    # Held for the request another branch adds at @54 (ordinals must be sequential); the merge
+    # replaces this line with that request. Never sent.
+    reservedForMerge @54 :Void;
+
+    # Linking (cuLinkComplete) and module introspection (cuModuleEnumerateFunctions); served by
+    # server/handlers/link_handlers.cc.
+    moduleLink @55 :ModuleLink;
   }
 
   # Fire-and-forget: the server sends no Response. A failure is kept and reported, once, by the next
@@ -484,6 +492,32 @@ struct Request {
     handle @4 :UInt64;            # map
     offset @5 :UInt64;            # map: where in the allocation
     readWrite @6 :Bool;           # setAccess: read-write, else no access
+  }
+  # `link`: bulk = the inputs' bytes, one after another. Answered with value = the link's CUresult
+  # and bulk = {u64 infoLogBytes, u64 errorLogBytes, u64 imageBytes} then the info log, the error
+  # log and the linked image (empty unless the link succeeded); the reply's own result is an error
+  # only when the request itself was wrong. `functionNames`: the kernels of a loaded module (the
+  # value is its handle), answered with bulk = their names, each NUL-terminated.
+  struct ModuleLink {
+    context @0 :UInt64;
+    union {
+      link @1 :LinkJob;
+      functionNames @2 :UInt64;
+      addInput @3 :LinkJob;  # cuLinkAddData: one input compiled on its own, answered as `link` is
+    }
+  }
+  struct LinkJob {
+    inputs @0 :List(LinkInput);
+    options @1 :List(LinkOption);  # the scalar CUjit_options; log buffers stay with the client
+  }
+  struct LinkInput {
+    type @0 :UInt32;   # CUjitInputType
+    name @1 :Text;     # as given to cuLinkAddData / the file's path, for the logs
+    bytes @2 :UInt64;  # its share of the bulk
+  }
+  struct LinkOption {
+    option @0 :UInt32;  # CUjit_option
+    value @1 :UInt64;   # the option value (an unsigned int, a float's bits or an enum)
   }
   struct StreamMemOps {
     context @0 :UInt64;

@@ -29,6 +29,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -88,6 +89,21 @@ struct StreamMemOp {
 
 // Decides when a context's kernels may start on their device (the pool's scheduler) and hears how
 // long each ran (metering). Called on whatever thread runs the kernel; enter() may block.
+// One cuLinkAddData / cuLinkAddFile input.
+struct LinkInput {
+  CUjitInputType type = CU_JIT_INPUT_PTX;
+  std::string name;                // for the logs
+  std::span<const uint8_t> bytes;  // as the client had them (PTX text may lack its NUL)
+};
+
+// What cuLinkComplete produced: `result` is the link's CUresult (the call to link() itself fails
+// only when the backend cannot link at all); `image` loads through moduleLoad on the same backend.
+struct LinkOutcome {
+  CUresult result = CUDA_SUCCESS;
+  std::string infoLog, errorLog;
+  std::vector<uint8_t> image;
+};
+
 class LaunchGate {
  public:
   virtual ~LaunchGate() = default;
@@ -178,6 +194,18 @@ class BackendContext {
                                    FunctionDescription* function) = 0;
   virtual Status moduleGetGlobal(uint64_t module, const std::string& name, uint64_t* address,
                                  uint64_t* bytes) = 0;
+  // The module's kernels (entry functions), as cuModuleEnumerateFunctions lists them.
+  virtual Status moduleFunctionNames(uint64_t module, std::vector<std::string>* names) = 0;
+  // Links `inputs` as cuLinkCreate / cuLinkAddData / cuLinkComplete would, with the scalar
+  // CUjit_options {option, value} given.
+  virtual Status link(std::span<const LinkInput> inputs,
+                      std::span<const std::pair<CUjit_option, uint64_t>> options,
+                      LinkOutcome* outcome) = 0;
+  // What cuLinkAddData checks of one input before the link: that it compiles on its own (PTX
+  // syntax and semantics; externs may stay undefined) and suits the device.
+  virtual Status linkCheckInput(const LinkInput& input,
+                                std::span<const std::pair<CUjit_option, uint64_t>> options,
+                                LinkOutcome* outcome) = 0;
 
   // Kernels. `params` is the packed parameter block laid out as FunctionDescription::params.
   virtual Status launch(uint64_t function, const LaunchShape& shape, uint64_t stream,

@@ -37,7 +37,9 @@ inline const std::vector<std::string>& testProgramNames() {
                                                  "stream_memops_driver",
                                                  "vmm_driver",
                                                  "cooperative_launch",
-                                                 "cooperative_launch_driver"};
+                                                 "cooperative_launch_driver",
+                                                 "link_driver",
+                                                 "library_enumeration"};
   return names;
 }
 

@@ -528,6 +528,103 @@ Status CudaContext::moduleGetFunction(uint64_t module, const std::string& name,
   return Status::success();
 }
 
+Status CudaContext::moduleFunctionNames(uint64_t module, std::vector<std::string>* names) {
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  auto it = modules_.find(module);
+  if (it == modules_.end()) return invalidHandle("module", module);
+  unsigned count = 0;
+  if (Status s = driver_->call(driver_->moduleGetFunctionCount, &count, it->second); !s.ok()) {
+    return s;
+  }
+  std::vector<CUfunction> functions(count);
+  if (Status s =
+          driver_->call(driver_->moduleEnumerateFunctions, functions.data(), count, it->second);
+      !s.ok()) {
+    return s;
+  }
+  for (CUfunction f : functions) {
+    const char* name = nullptr;
+    if (Status s = driver_->call(driver_->funcGetName, &name, f); !s.ok()) return s;
+    names->push_back(name ? name : "");
+  }
+  return Status::success();
+}
+
+namespace {
+
+// The driver's logs of one link state, capped as a client's buffers would be, with the scalar
+// options as given.
+struct DriverLinkLogs {
+  static constexpr size_t kLogBytes = 64 * 1024;
+  std::vector<char> info = std::vector<char>(kLogBytes, 0);
+  std::vector<char> error = std::vector<char>(kLogBytes, 0);
+  std::vector<CUjit_option> keys = {CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+                                    CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  std::vector<void*> values;
+
+  explicit DriverLinkLogs(std::span<const std::pair<CUjit_option, uint64_t>> options)
+      : values{info.data(), reinterpret_cast<void*>(kLogBytes), error.data(),
+               reinterpret_cast<void*>(kLogBytes)} {
+    for (auto [option, value] : options) {
+      keys.push_back(option);
+      values.push_back(reinterpret_cast<void*>(static_cast<uintptr_t>(value)));
+    }
+  }
+  void into(LinkOutcome* outcome) const {
+    outcome->infoLog = std::string(info.data(), strnlen(info.data(), info.size()));
+    outcome->errorLog = std::string(error.data(), strnlen(error.data(), error.size()));
+  }
+};
+
+}  // namespace
+
+Status CudaContext::link(std::span<const LinkInput> inputs,
+                         std::span<const std::pair<CUjit_option, uint64_t>> options,
+                         LinkOutcome* outcome) {
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  DriverLinkLogs logs(options);
+  CUlinkState state = nullptr;
+  Status status = driver_->call(driver_->linkCreate, static_cast<unsigned>(logs.keys.size()),
+                                logs.keys.data(), logs.values.data(), &state);
+  if (!status.ok()) return status;
+  for (const LinkInput& in : inputs) {
+    if (!status.ok()) break;
+    status =
+        driver_->call(driver_->linkAddData, state, in.type, const_cast<uint8_t*>(in.bytes.data()),
+                      in.bytes.size(), in.name.c_str(), 0u, nullptr, nullptr);
+  }
+  void* cubin = nullptr;
+  size_t cubinBytes = 0;
+  if (status.ok()) status = driver_->call(driver_->linkComplete, state, &cubin, &cubinBytes);
+  if (status.ok()) {
+    const auto* bytes = static_cast<const uint8_t*>(cubin);
+    outcome->image.assign(bytes, bytes + cubinBytes);
+  }
+  outcome->result = status.code;
+  logs.into(outcome);
+  (void)driver_->call(driver_->linkDestroy, state);
+  return Status::success();
+}
+
+Status CudaContext::linkCheckInput(const LinkInput& input,
+                                   std::span<const std::pair<CUjit_option, uint64_t>> options,
+                                   LinkOutcome* outcome) {
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  // The driver compiles an input when it is added; a link state of its own for that is the check.
+  DriverLinkLogs logs(options);
+  CUlinkState state = nullptr;
+  Status status = driver_->call(driver_->linkCreate, static_cast<unsigned>(logs.keys.size()),
+                                logs.keys.data(), logs.values.data(), &state);
+  if (!status.ok()) return status;
+  status = driver_->call(driver_->linkAddData, state, input.type,
+                         const_cast<uint8_t*>(input.bytes.data()), input.bytes.size(),
+                         input.name.c_str(), 0u, nullptr, nullptr);
+  outcome->result = status.code;
+  logs.into(outcome);
+  (void)driver_->call(driver_->linkDestroy, state);
+  return Status::success();
+}
+
 Status CudaContext::moduleGetGlobal(uint64_t module, const std::string& name, uint64_t* address,
                                     uint64_t* bytes) {
   if (Status s = makeCurrent(); !s.ok()) return s;

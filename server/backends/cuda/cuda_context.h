@@ -83,6 +83,13 @@ class CudaContext final : public BackendContext {
                            FunctionDescription* function) override;
   Status moduleGetGlobal(uint64_t module, const std::string& name, uint64_t* address,
                          uint64_t* bytes) override;
+  Status moduleFunctionNames(uint64_t module, std::vector<std::string>* names) override;
+  Status link(std::span<const LinkInput> inputs,
+              std::span<const std::pair<CUjit_option, uint64_t>> options,
+              LinkOutcome* outcome) override;
+  Status linkCheckInput(const LinkInput& input,
+                        std::span<const std::pair<CUjit_option, uint64_t>> options,
+                        LinkOutcome* outcome) override;
 
   Status launch(uint64_t function, const LaunchShape& shape, uint64_t stream,
                 std::span<const uint8_t> params) override;

@@ -137,6 +137,13 @@ void CudaDriver::resolveAll() {
   resolve(moduleUnload, 2000, "cuModuleUnload");
   resolve(moduleGetFunction, 2000, "cuModuleGetFunction");
   resolve(moduleGetGlobal, 3020, "cuModuleGetGlobal_v2");
+  resolve(moduleGetFunctionCount, 12040, "cuModuleGetFunctionCount");
+  resolve(moduleEnumerateFunctions, 12040, "cuModuleEnumerateFunctions");
+  resolve(funcGetName, 12030, "cuFuncGetName");
+  resolve(linkCreate, 6050, "cuLinkCreate_v2");
+  resolve(linkAddData, 6050, "cuLinkAddData_v2");
+  resolve(linkComplete, 5050, "cuLinkComplete");
+  resolve(linkDestroy, 5050, "cuLinkDestroy");
   resolve(funcGetParamInfo, 12040, "cuFuncGetParamInfo");
   resolve(funcGetAttribute, 2020, "cuFuncGetAttribute");
   resolve(funcSetAttribute, 9000, "cuFuncSetAttribute");

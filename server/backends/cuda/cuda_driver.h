@@ -121,6 +121,15 @@ class CudaDriver {
   DriverEntryPoint<PFN_cuModuleUnload_v2000> moduleUnload{"cuModuleUnload"};
   DriverEntryPoint<PFN_cuModuleGetFunction_v2000> moduleGetFunction{"cuModuleGetFunction"};
   DriverEntryPoint<PFN_cuModuleGetGlobal_v3020> moduleGetGlobal{"cuModuleGetGlobal"};
+  DriverEntryPoint<PFN_cuModuleGetFunctionCount_v12040> moduleGetFunctionCount{
+      "cuModuleGetFunctionCount"};
+  DriverEntryPoint<PFN_cuModuleEnumerateFunctions_v12040> moduleEnumerateFunctions{
+      "cuModuleEnumerateFunctions"};
+  DriverEntryPoint<PFN_cuFuncGetName_v12030> funcGetName{"cuFuncGetName"};
+  DriverEntryPoint<PFN_cuLinkCreate_v6050> linkCreate{"cuLinkCreate"};
+  DriverEntryPoint<PFN_cuLinkAddData_v6050> linkAddData{"cuLinkAddData"};
+  DriverEntryPoint<PFN_cuLinkComplete_v5050> linkComplete{"cuLinkComplete"};
+  DriverEntryPoint<PFN_cuLinkDestroy_v5050> linkDestroy{"cuLinkDestroy"};
   DriverEntryPoint<PFN_cuFuncGetParamInfo_v12040> funcGetParamInfo{"cuFuncGetParamInfo"};
   DriverEntryPoint<PFN_cuFuncGetAttribute_v2020> funcGetAttribute{"cuFuncGetAttribute"};
   DriverEntryPoint<PFN_cuFuncSetAttribute_v9000> funcSetAttribute{"cuFuncSetAttribute"};

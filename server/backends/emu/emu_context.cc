@@ -7,6 +7,7 @@
 
 #include "common/hex.h"
 #include "gpupool/image/ptx_selection.h"
+#include "server/backends/emu/emu_link.h"
 #include "server/backends/emu/emu_occupancy.h"
 
 namespace gpupool::server::emu {
@@ -476,6 +477,40 @@ Status EmuContext::moduleUnload(uint64_t module) {
   for (uint64_t a : it->second.globalAddresses) memory_.release(a, owner_);
   std::erase_if(functions_, [module](const auto& f) { return f.second.module == module; });
   modules_.erase(it);
+  return Status::success();
+}
+
+Status EmuContext::moduleFunctionNames(uint64_t module, std::vector<std::string>* names) {
+  auto it = modules_.find(module);
+  if (it == modules_.end()) return invalidHandle("unknown module " + hex(module));
+  for (const ptx::KernelInfo& k : it->second.program->kernels()) names->push_back(k.name);
+  return Status::success();
+}
+
+Status EmuContext::link(std::span<const LinkInput> inputs,
+                        std::span<const std::pair<CUjit_option, uint64_t>> options,
+                        LinkOutcome* outcome) {
+  int cc = device_.attributes[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR] * 10 +
+           device_.attributes[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR];
+  bool verbose = false;
+  for (auto [option, value] : options) {
+    if (option == CU_JIT_LOG_VERBOSE) verbose = value != 0;
+    // A target picks which of a fatbin's PTX is used, as it picks what the driver compiles for.
+    if (option == CU_JIT_TARGET) cc = static_cast<int>(value);
+  }
+  emuLink(inputs, cc, verbose, outcome);
+  return Status::success();
+}
+
+Status EmuContext::linkCheckInput(const LinkInput& input,
+                                  std::span<const std::pair<CUjit_option, uint64_t>> options,
+                                  LinkOutcome* outcome) {
+  int cc = device_.attributes[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR] * 10 +
+           device_.attributes[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR];
+  for (auto [option, value] : options) {
+    if (option == CU_JIT_TARGET) cc = static_cast<int>(value);
+  }
+  emuCheckLinkInput(input, cc, outcome);
   return Status::success();
 }
 
