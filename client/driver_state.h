@@ -37,6 +37,8 @@ enum class Tag : uint32_t {
   kGraphNode = 0x67676e64,
   kGraphExec = 0x67676578,
   kUserObject = 0x67756f62,  // client/user_object_api.cc
+  kArray = 0x67617272,       // client/array_objects.h
+  kMipmappedArray = 0x676d6970,
 };
 
 struct GraphNodeObject;
