@@ -6,6 +6,7 @@
 // driver's CUDA_ERROR_INVALID_VALUE before a byte moves; the server checks again. A host end
 // travels packed (rows back to back); ends on two different servers or contexts are staged
 // through this host.
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -372,8 +373,11 @@ bool validAccessOrder(CUmemcpySrcAccessOrder order) {
          order == CU_MEMCPY_SRC_ACCESS_ORDER_ANY;
 }
 
+// failIdx (the CUDA 12.8 ABI): the copy that failed, or SIZE_MAX when the batch as a whole did.
 CUresult copyBatch(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t count,
-                   CUmemcpyAttributes* attrs, size_t* attrsIdxs, size_t numAttrs, CUstream stream) {
+                   CUmemcpyAttributes* attrs, size_t* attrsIdxs, size_t numAttrs, size_t* failIdx,
+                   CUstream stream) {
+  if (failIdx) *failIdx = SIZE_MAX;
   if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
   if (count == 0 || !dsts || !srcs || !sizes || !attrs || !attrsIdxs || numAttrs == 0 ||
       numAttrs > count || attrsIdxs[0] != 0) {
@@ -391,6 +395,7 @@ CUresult copyBatch(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t c
   }
   for (size_t i = 0; i < count; ++i) {
     if (CUresult r = cuMemcpyAsync(dsts[i], srcs[i], sizes[i], stream); r != CUDA_SUCCESS) {
+      if (failIdx) *failIdx = i;
       return r;
     }
   }
@@ -440,7 +445,8 @@ CUresult operandEnd(const CUmemcpy3DOperand& o, size_t elementBytes, const CUext
 }
 
 CUresult copyBatch3D(size_t numOps, CUDA_MEMCPY3D_BATCH_OP* ops, unsigned long long flags,
-                     CUstream stream) {
+                     size_t* failIdx, CUstream stream) {
+  if (failIdx) *failIdx = SIZE_MAX;
   if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
   if (numOps == 0 || !ops || flags != 0) {
     return refuseCall(CUDA_ERROR_INVALID_VALUE, "cuMemcpy3DBatchAsync: invalid batch");
@@ -450,6 +456,7 @@ CUresult copyBatch3D(size_t numOps, CUDA_MEMCPY3D_BATCH_OP* ops, unsigned long l
                       "cuMemcpy3DBatchAsync: the legacy NULL stream is not allowed");
   }
   for (size_t i = 0; i < numOps; ++i) {
+    if (failIdx) *failIdx = i;
     const CUDA_MEMCPY3D_BATCH_OP& op = ops[i];
     if (!validAccessOrder(op.srcAccessOrder) || op.extent.width == 0 || op.extent.height == 0 ||
         op.extent.depth == 0) {
@@ -484,6 +491,7 @@ CUresult copyBatch3D(size_t numOps, CUDA_MEMCPY3D_BATCH_OP* ops, unsigned long l
       return r;
     }
   }
+  if (failIdx) *failIdx = SIZE_MAX;
   return CUDA_SUCCESS;
 }
 
@@ -493,7 +501,7 @@ GPUPOOL_DRIVER_API CUresult cuMemcpyBatchAsync_v2(CUdeviceptr* dsts, CUdeviceptr
                                                   size_t* sizes, size_t count,
                                                   CUmemcpyAttributes* attrs, size_t* attrsIdxs,
                                                   size_t numAttrs, CUstream stream) {
-  return copyBatch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, stream);
+  return copyBatch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, nullptr, stream);
 }
 GPUPOOL_TWIN(CUresult, cuMemcpyBatchAsync_v2, cuMemcpyBatchAsync_v2_ptsz,
              (CUdeviceptr * dsts, CUdeviceptr* srcs, size_t* sizes, size_t count,
@@ -502,9 +510,32 @@ GPUPOOL_TWIN(CUresult, cuMemcpyBatchAsync_v2, cuMemcpyBatchAsync_v2_ptsz,
 
 GPUPOOL_DRIVER_API CUresult cuMemcpy3DBatchAsync_v2(size_t numOps, CUDA_MEMCPY3D_BATCH_OP* ops,
                                                     unsigned long long flags, CUstream stream) {
-  return copyBatch3D(numOps, ops, flags, stream);
+  return copyBatch3D(numOps, ops, flags, nullptr, stream);
 }
 GPUPOOL_TWIN(CUresult, cuMemcpy3DBatchAsync_v2, cuMemcpy3DBatchAsync_v2_ptsz,
              (size_t numOps, CUDA_MEMCPY3D_BATCH_OP* ops, unsigned long long flags,
               CUstream stream),
              (numOps, ops, flags, stream))
+
+// The CUDA 12.8 ABI, with failIdx.
+GPUPOOL_DRIVER_API CUresult cuMemcpyBatchAsync(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes,
+                                               size_t count, CUmemcpyAttributes* attrs,
+                                               size_t* attrsIdxs, size_t numAttrs, size_t* failIdx,
+                                               CUstream stream) {
+  return copyBatch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, stream);
+}
+GPUPOOL_TWIN(CUresult, cuMemcpyBatchAsync, cuMemcpyBatchAsync_ptsz,
+             (CUdeviceptr * dsts, CUdeviceptr* srcs, size_t* sizes, size_t count,
+              CUmemcpyAttributes* attrs, size_t* attrsIdxs, size_t numAttrs, size_t* failIdx,
+              CUstream stream),
+             (dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, stream))
+
+GPUPOOL_DRIVER_API CUresult cuMemcpy3DBatchAsync(size_t numOps, CUDA_MEMCPY3D_BATCH_OP* ops,
+                                                 size_t* failIdx, unsigned long long flags,
+                                                 CUstream stream) {
+  return copyBatch3D(numOps, ops, flags, failIdx, stream);
+}
+GPUPOOL_TWIN(CUresult, cuMemcpy3DBatchAsync, cuMemcpy3DBatchAsync_ptsz,
+             (size_t numOps, CUDA_MEMCPY3D_BATCH_OP* ops, size_t* failIdx, unsigned long long flags,
+              CUstream stream),
+             (numOps, ops, failIdx, flags, stream))

@@ -5,6 +5,7 @@
 // cuMemcpy3DBatchAsync, and the driver's errors for invalid descriptors and regions.
 #include <cuda.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <utility>
@@ -236,6 +237,22 @@ void batches(CUstream stream) {
   CHECK_CU(cuStreamSynchronize(stream));
   CHECK_CU(cuMemcpyDtoH(back.data(), dev, 4096));
   CHECK(back == host, "cuMemcpyBatchAsync");
+  // The CUDA 12.8 ABI of the same call (with failIdx), as cuGetProcAddress gives it.
+  using LegacyBatch = CUresult (*)(CUdeviceptr*, CUdeviceptr*, size_t*, size_t, CUmemcpyAttributes*,
+                                   size_t*, size_t, size_t*, CUstream);
+  void* legacy = nullptr;
+  CUdriverProcAddressQueryResult found{};
+  CHECK_CU(
+      cuGetProcAddress("cuMemcpyBatchAsync", &legacy, 12080, CU_GET_PROC_ADDRESS_DEFAULT, &found));
+  CHECK(legacy != nullptr && found == CU_GET_PROC_ADDRESS_SUCCESS, "cuMemcpyBatchAsync 12.8");
+  CHECK_CU(cuMemsetD8(dev, 0, 4096));
+  size_t failIdx = 0;
+  CHECK_CU(reinterpret_cast<LegacyBatch>(legacy)(dsts, srcs, sizes, 2, &attrs, &attrIdx, 1,
+                                                 &failIdx, stream));
+  CHECK_CU(cuStreamSynchronize(stream));
+  std::fill(back.begin(), back.end(), 0);
+  CHECK_CU(cuMemcpyDtoH(back.data(), dev, 4096));
+  CHECK(back == host, "cuMemcpyBatchAsync (12.8 ABI)");
   attrs.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_INVALID;
   EXPECT_CU_ERROR(cuMemcpyBatchAsync(dsts, srcs, sizes, 2, &attrs, &attrIdx, 1, stream),
                   CUDA_ERROR_INVALID_VALUE);
