@@ -1,5 +1,5 @@
-// Copies and memsets: host<->device, device<->device, 2D, peer; each also as its
-// per-thread-default-stream twin.
+// Copies and memsets: host<->device, device<->device, 2D (with an array end: copy3d_api.cc), peer;
+// each also as its per-thread-default-stream twin.
 //
 // Device pointers are the server's addresses, unchanged. Host memory never leaves this process
 // except as the bulk bytes of a copy: sent straight from the caller's buffer and received straight
@@ -8,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "array_objects.h"
 #include "driver_export.h"
 #include "driver_state.h"
 #include "host_function_fence.h"
@@ -219,16 +220,36 @@ CUresult endOf(CUmemorytype type, const void* host, CUdeviceptr device, CUarray 
       end->device = true;
       end->address = device + y * pitch + x;
       return CUDA_SUCCESS;
-    case CU_MEMORYTYPE_ARRAY:
+    default:  // arrays go through copyRegion3D (client/copy3d_api.cc)
       (void)array;
-      return CUDA_ERROR_NOT_SUPPORTED;  // CUDA arrays (textures) are not served
-    default:
       return CUDA_ERROR_INVALID_VALUE;
   }
 }
 
 CUresult copy2D(const char* what, const CUDA_MEMCPY2D* c, CUstream stream, bool async) {
   if (!c) return CUDA_ERROR_INVALID_VALUE;
+  if (c->srcMemoryType == CU_MEMORYTYPE_ARRAY || c->dstMemoryType == CU_MEMORYTYPE_ARRAY) {
+    // An array end: the copy is a 3D one of depth 1.
+    CUDA_MEMCPY3D c3{};
+    c3.srcXInBytes = c->srcXInBytes;
+    c3.srcY = c->srcY;
+    c3.srcMemoryType = c->srcMemoryType;
+    c3.srcHost = c->srcHost;
+    c3.srcDevice = c->srcDevice;
+    c3.srcArray = c->srcArray;
+    c3.srcPitch = c->srcPitch;
+    c3.dstXInBytes = c->dstXInBytes;
+    c3.dstY = c->dstY;
+    c3.dstMemoryType = c->dstMemoryType;
+    c3.dstHost = c->dstHost;
+    c3.dstDevice = c->dstDevice;
+    c3.dstArray = c->dstArray;
+    c3.dstPitch = c->dstPitch;
+    c3.WidthInBytes = c->WidthInBytes;
+    c3.Height = c->Height;
+    c3.Depth = 1;
+    return copyRegion3D(what, c3, stream, async);
+  }
   ContextObject* ctx = nullptr;
   uint64_t s = 0;
   if (CUresult r = resolveStream(stream, &ctx, &s); r != CUDA_SUCCESS) return r;

@@ -38,6 +38,8 @@ enum class Tag : uint32_t {
   kGraphExec = 0x67676578,
   kUserObject = 0x67756f62,  // client/user_object_api.cc
   kLinkState = 0x676c6e6b,   // client/link_api.cc
+  kArray = 0x67617272,       // client/array_objects.h
+  kMipmappedArray = 0x676d6970,
 };
 
 struct GraphNodeObject;

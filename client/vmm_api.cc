@@ -12,7 +12,7 @@
 // Allocations cannot be exported (no shareable handles: a file descriptor of this host means
 // nothing to the GPU's server). cuMemCreate accepts requested handle types, as NCCL asks for them
 // on every allocation and exports only to share with other processes, and the export and import
-// calls are refused (client/refused_calls.def), as is cuMemMapArrayAsync (no CUDA arrays).
+// calls are refused (client/refused_calls.def), as is cuMemMapArrayAsync (no sparse CUDA arrays).
 #include <map>
 #include <mutex>
 #include <string>

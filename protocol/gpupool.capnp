@@ -234,6 +234,12 @@ struct Request {
     # Linking (cuLinkComplete) and module introspection (cuModuleEnumerateFunctions); served by
     # server/handlers/link_handlers.cc.
     moduleLink @55 :ModuleLink;
+
+    # CUDA arrays (cuArray*, cuMipmappedArray*) and the 3D copies that reach them or pitched
+    # memory (cuMemcpy3D, cuMemcpy2D with an array end, cuMemcpyAtoH, ...); served by
+    # server/handlers/array_handlers.cc.
+    arrayOp @56 :ArrayOp;        # create and level answered with handle
+    memcpy3D @57 :Memcpy3D;      # a host end travels packed as bulk (request or response)
   }
 
   # Fire-and-forget: the server sends no Response. A failure is kept and reported, once, by the next
@@ -323,6 +329,43 @@ struct Request {
     height @6 :UInt64;
     stream @7 :UInt64;
     async @8 :Bool;
+  }
+  enum ArrayOpKind {
+    create @0;                    # a plain array (levels = 0) or a mipmapped one (levels >= 1)
+    destroy @1;                   # either kind
+    level @2;                     # the array of one level of a mipmapped array
+  }
+  struct ArrayOp {
+    context @0 :UInt64;
+    op @1 :ArrayOpKind;
+    width @2 :UInt64;             # create: the CUDA_ARRAY3D_DESCRIPTOR
+    height @3 :UInt64;
+    depth @4 :UInt64;
+    format @5 :UInt32;            # CUarray_format
+    channels @6 :UInt32;
+    flags @7 :UInt32;             # CUDA_ARRAY3D_* flags
+    levels @8 :UInt32;
+    array @9 :UInt64;             # destroy, level: the server's handle
+    level @10 :UInt32;
+  }
+  struct CopyEnd {
+    kind @0 :UInt8;               # 0 host (packed bulk), 1 device memory, 2 array
+    handle @1 :UInt64;            # device address or array handle
+    xBytes @2 :UInt64;            # offset of the region: bytes in a row, rows, slices
+    y @3 :UInt64;
+    z @4 :UInt64;
+    pitch @5 :UInt64;             # device memory: bytes per row and rows per slice
+    height @6 :UInt64;
+  }
+  struct Memcpy3D {
+    context @0 :UInt64;
+    src @1 :CopyEnd;
+    dst @2 :CopyEnd;
+    widthBytes @3 :UInt64;
+    height @4 :UInt64;
+    depth @5 :UInt64;
+    stream @6 :UInt64;
+    async @7 :Bool;
   }
   struct Memset {
     context @0 :UInt64;

@@ -32,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/cuda_array_layout.h"
 #include "common/status.h"
 
 namespace gpupool::server {
@@ -74,6 +75,21 @@ struct Copy2D {
   void* dstHost = nullptr;
   uint64_t srcPitch = 0, dstPitch = 0;
   uint64_t widthBytes = 0, height = 0;
+};
+
+// One end of a 3D copy: host memory (packed or pitched, owned by the caller), device memory
+// (`pitch` bytes per row, `height` rows per slice) or an array (a handle the context minted; the
+// region starts at byte `xBytes` of row `y` of slice `z`).
+struct CopyEnd3D {
+  enum class Kind { kHost, kDevice, kArray } kind = Kind::kDevice;
+  uint64_t handle = 0;  // device address or array handle
+  const void* srcHost = nullptr;
+  void* dstHost = nullptr;
+  uint64_t xBytes = 0, y = 0, z = 0, pitch = 0, height = 0;
+};
+struct Copy3D {
+  CopyEnd3D src, dst;
+  uint64_t widthBytes = 0, height = 0, depth = 0;
 };
 
 // One stream memory operation (a CUstreamBatchMemOpParams the handler has checked): a wait holds
@@ -182,6 +198,21 @@ class BackendContext {
   virtual Status copyDeviceToDevice(uint64_t dst, uint64_t src, uint64_t bytes, uint64_t stream,
                                     bool async) = 0;
   virtual Status copy2D(const Copy2D& copy, uint64_t stream, bool async) = 0;
+  // CUDA arrays (common/cuda_array_layout.h). arrayCreate makes a plain array (levels = 0) or a
+  // mipmapped one, whose levels arrayLevel names (destroyed with it); the shape was checked by
+  // checkArrayShape. copy3D checks that array regions lie inside their arrays.
+  virtual Status arrayCreate(const ArrayShape& /*shape*/, unsigned /*levels*/,
+                             uint64_t* /*array*/) {
+    return noArrays();
+  }
+  // *bytes: the device memory the array held (given back to the tenant's quota).
+  virtual Status arrayDestroy(uint64_t /*array*/, uint64_t* /*bytes*/) { return noArrays(); }
+  virtual Status arrayLevel(uint64_t /*mipmapped*/, unsigned /*level*/, uint64_t* /*array*/) {
+    return noArrays();
+  }
+  virtual Status copy3D(const Copy3D& /*copy*/, uint64_t /*stream*/, bool /*async*/) {
+    return noArrays();
+  }
   // Sets `height` rows of `width` elements of elementSize (1, 2, 4) bytes, rows `pitch` bytes
   // apart.
   virtual Status memset(uint64_t dst, uint32_t value, unsigned elementSize, uint64_t width,
@@ -295,6 +326,9 @@ class BackendContext {
  private:
   static Status noVmm() {
     return Status::error(CUDA_ERROR_NOT_SUPPORTED, "this backend has no virtual memory management");
+  }
+  static Status noArrays() {
+    return Status::error(CUDA_ERROR_NOT_SUPPORTED, "this backend has no CUDA arrays");
   }
   static Status noPools() {
     return Status::error(CUDA_ERROR_NOT_SUPPORTED, "this backend has no memory pools");

@@ -2,6 +2,7 @@
 // stream and event ids, its context id) and gets errors, never access to A's data.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 
@@ -312,6 +313,66 @@ TEST_F(IsolationTest, ForeignModuleFunctionStreamEventAndContextIdsAreRefused) {
 // Virtual memory management: A's physical allocation, reservation and mapping are A's. B can
 // neither reach the mapped bytes (copies, memsets, a kernel) nor map, unmap, change access to,
 // retain, release or free any of them; A's data stays A's.
+// CUDA arrays are named by handles of the session's context: B can neither copy into or out of
+// A's array, nor take a level of it, nor destroy it; a region outside A's own array is refused.
+TEST_F(IsolationTest, ArraysStayWithTheirSession) {
+  auto create = a_->call([&](wire::Request::Builder r) {
+    auto m = r.initArrayOp();
+    m.setContext(ctxA_);
+    m.setOp(wire::Request::ArrayOpKind::CREATE);
+    m.setWidth(16);
+    m.setHeight(4);
+    m.setFormat(CU_AD_FORMAT_UNSIGNED_INT8);
+    m.setChannels(4);
+  });
+  ASSERT_EQ(create.result, CUDA_SUCCESS) << create.message;
+  uint64_t arrayA = create.handle;
+  // Host -> array, packed rows of 64 bytes.
+  auto copy = [](WireClient& c, uint64_t ctx, uint8_t srcKind, uint64_t src, uint8_t dstKind,
+                 uint64_t dst, uint64_t y, std::span<const uint8_t> bulk) {
+    return c.call(
+        [&](wire::Request::Builder r) {
+          auto m = r.initMemcpy3D();
+          m.setContext(ctx);
+          m.getSrc().setKind(srcKind);
+          m.getSrc().setHandle(src);
+          m.getDst().setKind(dstKind);
+          m.getDst().setHandle(dst);
+          m.getDst().setY(y);
+          m.setWidthBytes(64);
+          m.setHeight(2);
+          m.setDepth(1);
+        },
+        bulk);
+  };
+  std::vector<uint8_t> rows = pattern(128, 7);
+  ASSERT_EQ(copy(*a_, ctxA_, 0, 0, 2, arrayA, 1, rows).result, CUDA_SUCCESS);
+  EXPECT_EQ(copy(*a_, ctxA_, 0, 0, 2, arrayA, 3, rows).result, CUDA_ERROR_INVALID_VALUE);
+  auto readA = copy(*a_, ctxA_, 2, arrayA, 0, 0, 0, {});
+  ASSERT_EQ(readA.result, CUDA_SUCCESS) << readA.message;
+  EXPECT_TRUE(std::equal(rows.begin(), rows.begin() + 64, readA.bulk.begin() + 64));
+
+  auto readB = copy(*b_, ctxB_, 2, arrayA, 0, 0, 0, {});
+  EXPECT_NE(readB.result, CUDA_SUCCESS);
+  EXPECT_TRUE(readB.bulk.empty()) << "B received bytes of A's array";
+  EXPECT_NE(copy(*b_, ctxB_, 0, 0, 2, arrayA, 0, pattern(128, 9)).result, CUDA_SUCCESS);
+  auto arrayOp = [](WireClient& c, uint64_t ctx, wire::Request::ArrayOpKind op, uint64_t array) {
+    return c.call([&](wire::Request::Builder r) {
+      auto m = r.initArrayOp();
+      m.setContext(ctx);
+      m.setOp(op);
+      m.setArray(array);
+    });
+  };
+  EXPECT_NE(arrayOp(*b_, ctxB_, wire::Request::ArrayOpKind::LEVEL, arrayA).result, CUDA_SUCCESS);
+  EXPECT_NE(arrayOp(*b_, ctxB_, wire::Request::ArrayOpKind::DESTROY, arrayA).result, CUDA_SUCCESS);
+  auto again = copy(*a_, ctxA_, 2, arrayA, 0, 0, 0, {});
+  ASSERT_EQ(again.result, CUDA_SUCCESS);
+  EXPECT_EQ(again.bulk, readA.bulk);
+  EXPECT_EQ(arrayOp(*a_, ctxA_, wire::Request::ArrayOpKind::DESTROY, arrayA).result, CUDA_SUCCESS);
+  expectAUntouched();
+}
+
 TEST_F(IsolationTest, MappedVirtualMemoryStaysWithItsSession) {
   constexpr uint64_t kChunk = 2ull << 20;
   auto vmmHandle = [](WireClient& c, uint64_t ctx, wire::Request::VmmHandleOp op, uint64_t bytes,

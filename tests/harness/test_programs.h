@@ -39,7 +39,9 @@ inline const std::vector<std::string>& testProgramNames() {
                                                  "cooperative_launch",
                                                  "cooperative_launch_driver",
                                                  "link_driver",
-                                                 "library_enumeration"};
+                                                 "library_enumeration",
+                                                 "arrays_copies",
+                                                 "arrays_driver"};
   return names;
 }
 

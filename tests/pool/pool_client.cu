@@ -23,6 +23,10 @@
 //                               <CUresult>"; maps it and releases its handle, then prints
 //                               "WHILE_MAPPED <CUresult>" of a second cuMemCreate of MIB MiB, and
 //                               after cuMemUnmap "AFTER_UNMAP <CUresult>" of a third
+//   pool_client array MIB       cuArray3DCreate of a MIB MiB array (1024 x MIB x 256 bytes),
+//                               printing "CREATE <CUresult>"; while it lives "SECOND
+//                               <CUresult>" of a cudaMalloc of MIB MiB, and after cuArrayDestroy
+//                               "AFTER_DESTROY <CUresult>" of another
 //   pool_client graph NODES LAUNCHES
 //                               captures a graph of NODES kernels, instantiates it and prints
 //                               READY; on a line from stdin launches it LAUNCHES times, waits for
@@ -228,6 +232,33 @@ int main(int argc, char** argv) {
     std::printf("AFTER_UNMAP %d\n", static_cast<int>(afterUnmap));
     if (afterUnmap == CUDA_SUCCESS) cuMemRelease(third);
     cuMemAddressFree(range, bytes);
+    return 0;
+  }
+  // array MIB: an array's memory is charged from creation to destruction.
+  if (mode == "array" && argc == 3) {
+    size_t mib = std::strtoull(argv[2], nullptr, 10);
+    if (cudaError_t e = cudaFree(nullptr); e != cudaSuccess) return fail("init", e);
+    CUDA_ARRAY3D_DESCRIPTOR desc{};
+    desc.Width = 1024;  // x 4 channels x 1 byte: 4 KiB rows
+    desc.Height = mib;
+    desc.Depth = 256;  // 1 MiB per row of slices
+    desc.Format = CU_AD_FORMAT_UNSIGNED_INT8;
+    desc.NumChannels = 4;
+    CUarray array = nullptr;
+    CUresult created = cuArray3DCreate(&array, &desc);
+    std::printf("CREATE %d\n", static_cast<int>(created));
+    if (created != CUDA_SUCCESS) return 0;
+    void* p = nullptr;
+    cudaError_t second = cudaMalloc(&p, mib << 20);
+    std::printf("SECOND %d\n", static_cast<int>(second));
+    if (second == cudaSuccess) cudaFree(p);
+    if (cuArrayDestroy(array) != CUDA_SUCCESS) {
+      std::printf("ERROR destroy\n");
+      return 1;
+    }
+    cudaError_t after = cudaMalloc(&p, mib << 20);
+    std::printf("AFTER_DESTROY %d\n", static_cast<int>(after));
+    if (after == cudaSuccess) cudaFree(p);
     return 0;
   }
   return 2;

@@ -149,6 +149,23 @@ TEST(TenancyTest, VirtualMemoryCountsAgainstTheQuotaUntilFreed) {
   EXPECT_EQ(tenantIn(status, "alice").at("memory_used").get<long long>(), 0) << status.dump(2);
 }
 
+TEST(TenancyTest, ArrayMemoryCountsAgainstTheQuotaUntilDestroyed) {
+  ScratchDirectory dir;
+  dir.write("pool.toml", "[[device]]\nmemory = \"512MiB\"\n" +
+                             tenant("alice", "a", "memory_quota = \"64MiB\"\n"));
+  GpupoolServer server(poolServerOptions({"--config", dir.file("pool.toml")}));
+
+  // A 48 MiB array fits; while it lives, 48 MiB more do not; once destroyed they do.
+  ProgramResult array = runClient(server.endpoint(), "a", {"array", "48"});
+  EXPECT_EQ(valueAfter(array.out, "CREATE"), kCudaSuccess) << array.describe();
+  EXPECT_EQ(valueAfter(array.out, "SECOND"), kCudartOutOfMemory) << array.describe();
+  EXPECT_EQ(valueAfter(array.out, "AFTER_DESTROY"), kCudaSuccess) << array.describe();
+  ProgramResult tooBig = runClient(server.endpoint(), "a", {"array", "80"});
+  EXPECT_EQ(valueAfter(tooBig.out, "CREATE"), kOutOfMemory) << tooBig.describe();
+  nlohmann::json status = queryStatus(server.endpoint());
+  EXPECT_EQ(tenantIn(status, "alice").at("memory_used").get<long long>(), 0) << status.dump(2);
+}
+
 TEST(TenancyTest, OvercommitFailsOnlyTheAllocationThatDoesNotFit) {
   ScratchDirectory dir;
   dir.write("pool.toml", "overcommit = 2.0\n[[device]]\nmemory = \"256MiB\"\n" +

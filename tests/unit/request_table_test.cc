@@ -20,6 +20,7 @@ TEST(RequestTable, EveryRequestKindOfTheSchemaHasAHandler) {
   for (auto field : fields) {
     auto kind = static_cast<wire::Request::Which>(field.getProto().getDiscriminantValue());
     std::string name = field.getProto().getName().cStr();
+    if (name.rfind("reserved", 0) == 0) continue;  // an ordinal held for a branch not merged yet
     if (!table.find(kind)) missing.insert(name);
   }
   EXPECT_TRUE(missing.empty()) << "request kinds without a handler: " << [&] {

@@ -66,6 +66,7 @@ CudaContext::~CudaContext() {
   for (CUstream stream : streams_.takeAll()) (void)driver_->call(driver_->streamDestroy, stream);
   for (auto& [id, module] : modules_) (void)driver_->call(driver_->moduleUnload, module);
   vmmReleaseAll();
+  arrayReleaseAll();
   for (auto& [base, range] : addresses_.ranges()) {
     if (range.owner == DeviceAddressMap::kAllocation) {
       (void)driver_->call(driver_->memFree, static_cast<CUdeviceptr>(base));

@@ -70,6 +70,11 @@ class CudaContext final : public BackendContext {
   Status copyDeviceToDevice(uint64_t dst, uint64_t src, uint64_t bytes, uint64_t stream,
                             bool async) override;
   Status copy2D(const Copy2D& copy, uint64_t stream, bool async) override;
+  // CUDA arrays (cuda_arrays.cc): the driver's, under ids this context mints.
+  Status arrayCreate(const ArrayShape& shape, unsigned levels, uint64_t* array) override;
+  Status arrayDestroy(uint64_t array, uint64_t* bytes) override;
+  Status arrayLevel(uint64_t mipmapped, unsigned level, uint64_t* array) override;
+  Status copy3D(const Copy3D& copy, uint64_t stream, bool async) override;
   Status memset(uint64_t dst, uint32_t value, unsigned elementSize, uint64_t width, uint64_t height,
                 uint64_t pitch, uint64_t stream, bool async) override;
   // Pinned staging buffers (cuda_staging.h), created at the first staged copy.
@@ -187,6 +192,19 @@ class CudaContext final : public BackendContext {
   // Frees allocation `id` once released and unmapped, adding its bytes to *freed.
   void vmmDropIfUnused(uint64_t id, uint64_t* freed);
   void vmmReleaseAll();
+  // Arrays: a plain one has `array`; a mipmapped one `mipmapped` and its levels' ids (0: not
+  // asked for yet); a level `array` and its `parent`.
+  struct CudaArray {
+    CUarray array = nullptr;
+    CUmipmappedArray mipmapped = nullptr;
+    ArrayShape shape;
+    unsigned levels = 0;
+    uint64_t parent = 0;
+    std::vector<uint64_t> levelIds;
+  };
+  std::map<uint64_t, CudaArray> arrays_;
+  void arrayReleaseAll();
+  Status fillCopyEnd(const CopyEnd3D& end, bool source, const Copy3D& copy, CUDA_MEMCPY3D* params);
   void dropMetWaits();
   void releasePendingWaits();
 

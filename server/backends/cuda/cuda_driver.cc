@@ -119,6 +119,13 @@ void CudaDriver::resolveAll() {
   resolve(memcpyDtoDAsync, 3020, "cuMemcpyDtoDAsync_v2");
   resolve(memcpy2D, 3020, "cuMemcpy2D_v2");
   resolve(memcpy2DAsync, 3020, "cuMemcpy2DAsync_v2");
+  resolve(memcpy3D, 3020, "cuMemcpy3D_v2");
+  resolve(memcpy3DAsync, 3020, "cuMemcpy3DAsync_v2");
+  resolve(array3DCreate, 3020, "cuArray3DCreate_v2");
+  resolve(arrayDestroy, 2000, "cuArrayDestroy");
+  resolve(mipmappedArrayCreate, 5000, "cuMipmappedArrayCreate");
+  resolve(mipmappedArrayGetLevel, 5000, "cuMipmappedArrayGetLevel");
+  resolve(mipmappedArrayDestroy, 5000, "cuMipmappedArrayDestroy");
 
   resolve(memsetD8, 3020, "cuMemsetD8_v2");
   resolve(memsetD16, 3020, "cuMemsetD16_v2");

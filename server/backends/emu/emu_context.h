@@ -105,6 +105,12 @@ class EmuContext final : public BackendContext {
   Status eventQuery(uint64_t event) override;
   Status eventElapsedTime(uint64_t start, uint64_t end, float* milliseconds) override;
 
+  // CUDA arrays (emu_arrays.cc), stored as common/cuda_array_layout.h lays them out.
+  Status arrayCreate(const ArrayShape& shape, unsigned levels, uint64_t* array) override;
+  Status arrayDestroy(uint64_t array, uint64_t* bytes) override;
+  Status arrayLevel(uint64_t mipmapped, unsigned level, uint64_t* array) override;
+  Status copy3D(const Copy3D& copy, uint64_t stream, bool async) override;
+
   Status synchronize() override;
   Status idle() override;
   std::string takeDeviceOutput() override;
@@ -158,6 +164,20 @@ class EmuContext final : public BackendContext {
   void fail(CUresult code, const std::string& message);
   std::vector<int32_t> functionAttributes(const Function& f) const;
   Status findPool(uint64_t pool, std::shared_ptr<EmuMemPool>* found) const;
+  // An array's block of device memory; a mipmap level points into its parent's block.
+  struct EmuArray {
+    uint64_t address = 0;
+    ArrayShape shape;     // this array's (or level's) extent
+    unsigned levels = 0;  // mipmapped: the level count; 0 for a plain array or a level
+    uint64_t parent = 0;  // a level: its mipmapped array
+    std::vector<uint64_t> levelHandles;  // a mipmapped array: the levels handed out (0: not yet)
+  };
+  // Where a copy end's region starts, with its row and slice pitches; checked against its memory.
+  struct EmuCopyEnd {
+    uint8_t* base = nullptr;
+    uint64_t pitch = 0, slicePitch = 0;
+  };
+  Status resolveCopyEnd(const CopyEnd3D& end, bool source, const Copy3D& c, EmuCopyEnd* out);
   // On the stream's worker (emu_stream_mem_ops.cc): false when the context was cancelled or broke
   // before a wait was met, so the stream's later operations do not run.
   bool runMemOp(const StreamMemOp& op);
@@ -180,6 +200,7 @@ class EmuContext final : public BackendContext {
   // thread only; queued frees hold their own reference to the pool.
   std::map<uint64_t, std::shared_ptr<EmuMemPool>> pools_;
   std::map<uint64_t, std::shared_ptr<EmuMemPool>> poolBlocks_;
+  std::map<uint64_t, EmuArray> arrays_;  // touched by the session's thread only
 
   mutable std::mutex errorMutex_;
   CUresult stickyCode_ = CUDA_SUCCESS;
