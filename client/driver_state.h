@@ -162,7 +162,8 @@ struct DeviceAllocation {
   ContextObject* context = nullptr;
   CUmemoryPool pool = nullptr;  // the pool it came from (cuMemAllocAsync), if any
   unsigned long long id = nextAllocationId();
-  bool vmm = false;  // adjacent cuMemMap mappings (vmm_api.cc): cuMemUnmap's, never cuMemFree's
+  bool vmm = false;      // adjacent cuMemMap mappings (vmm_api.cc): cuMemUnmap's, never cuMemFree's
+  bool managed = false;  // cuMemAllocManaged: also host memory here (managed_memory_api.cc)
 };
 
 struct HostAllocation {

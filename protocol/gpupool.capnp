@@ -226,6 +226,10 @@ struct Request {
     vmmHandle @51 :VmmHandle;    # create and retain answered with handle
     vmmAddress @52 :VmmAddress;  # reserve answered with handle (the address)
     vmmMap @53 :VmmMap;          # getAccess answered with value (1: read-write, 0: none)
+
+    # Managed memory (cuMemAllocManaged): device memory with a host mirror on the client, coherent
+    # at synchronization points; served by server/handlers/managed_memory_handlers.cc.
+    managedMemory @54 :ManagedMemory;
   }
 
   # Fire-and-forget: the server sends no Response. A failure is kept and reported, once, by the next
@@ -482,6 +486,20 @@ struct Request {
     handle @4 :UInt64;            # map
     offset @5 :UInt64;            # map: where in the allocation
     readWrite @6 :Bool;           # setAccess: read-write, else no access
+  }
+  enum ManagedMemoryOp {
+    alloc @0;   # `bytes` (whole pages), zeroed; answered with memAlloc
+    free @1;    # the allocation at `address`
+    write @2;   # the client's written pages: `runs` (address, bytes pairs), their bytes the bulk
+    fetch @3;   # the pages the device changed since the client last saw them: answered with value
+                # (the number of runs), the bulk the runs' (address, bytes) pairs then their bytes
+  }
+  struct ManagedMemory {
+    context @0 :UInt64;
+    op @1 :ManagedMemoryOp;
+    address @2 :UInt64;
+    bytes @3 :UInt64;
+    runs @4 :List(UInt64);
   }
   struct StreamMemOps {
     context @0 :UInt64;

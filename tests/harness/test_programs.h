@@ -35,7 +35,9 @@ inline const std::vector<std::string>& testProgramNames() {
                                                  "graph_update",
                                                  "graph_update_driver",
                                                  "stream_memops_driver",
-                                                 "vmm_driver"};
+                                                 "vmm_driver",
+                                                 "managed_memory",
+                                                 "managed_memory_driver"};
   return names;
 }
 
