@@ -233,13 +233,23 @@ CUresult fetchManagedChanges(ContextObject* ctx) {
           mprotect(at, length, PROT_READ | PROT_WRITE);
           if (!bulk.read(at, length)) return CUDA_ERROR_UNKNOWN;
           // Pages the host wrote meanwhile stay writable and dirty; the rest are clean again.
+          // One mprotect per run of clean pages: per page, a large fetch would split the mapping
+          // into thousands of pieces.
           MirrorSlot& slot = mirrorSlots[a->slot];
-          for (uint64_t p = (address - base) / kManagedPageBytes;
-               p < (address - base + length) / kManagedPageBytes; ++p) {
-            if (!(slot.dirty[p / 64].load(std::memory_order_acquire) >> (p % 64) & 1)) {
-              mprotect(reinterpret_cast<void*>(base + p * kManagedPageBytes), kManagedPageBytes,
-                       PROT_READ);
+          const uint64_t end = (address - base + length) / kManagedPageBytes;
+          for (uint64_t p = (address - base) / kManagedPageBytes; p < end;) {
+            auto dirty = [&](uint64_t q) {
+              return slot.dirty[q / 64].load(std::memory_order_acquire) >> (q % 64) & 1;
+            };
+            if (dirty(p)) {
+              ++p;
+              continue;
             }
+            uint64_t clean = p;
+            while (clean < end && !dirty(clean)) ++clean;
+            mprotect(reinterpret_cast<void*>(base + p * kManagedPageBytes),
+                     (clean - p) * kManagedPageBytes, PROT_READ);
+            p = clean;
           }
         }
         return CUDA_SUCCESS;
