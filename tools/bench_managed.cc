@@ -8,7 +8,6 @@
 namespace gpupool::tools {
 namespace {
 
-constexpr size_t kManagedBufferBytes = size_t{256} << 20;
 constexpr size_t kManagedPage = 4096;
 
 // Adds 1 to the first word of each of the first `pages` pages at `base`.
@@ -40,6 +39,8 @@ constexpr char kTouchPagesPtx[] =
     "}\n";
 
 size_t managedRounds(bool quick) { return quick ? 2 : 5; }
+// 256 MiB, as the issue asks; 32 MiB with --quick, which must stay short (GPU checks run it).
+size_t managedBufferBytes(bool quick) { return size_t{quick ? 32u : 256u} << 20; }
 
 void launchTouch(const BenchDriver& d, CUfunction kernel, CUdeviceptr base, uint64_t pages) {
   void* params[] = {&base, &pages};
@@ -65,21 +66,21 @@ void checkPages(const uint8_t* host, size_t pages, uint32_t value) {
 }  // namespace
 
 json measureManaged(const BenchDriver& d, const BenchContext&, bool quick) {
+  const size_t bufferBytes = managedBufferBytes(quick);
   CUmodule module = nullptr;
   check(d, d.cuModuleLoadData(&module, kTouchPagesPtx), "cuModuleLoadData");
   CUfunction touch = nullptr;
   check(d, d.cuModuleGetFunction(&touch, module, "gpupool_bench_touch_pages"),
         "cuModuleGetFunction");
   CUdeviceptr managed = 0, device = 0;
-  check(d, d.cuMemAllocManaged(&managed, kManagedBufferBytes, CU_MEM_ATTACH_GLOBAL),
-        "cuMemAllocManaged");
-  check(d, d.cuMemAlloc(&device, kManagedBufferBytes), "cuMemAlloc");
-  std::vector<uint8_t> host(kManagedBufferBytes);
+  check(d, d.cuMemAllocManaged(&managed, bufferBytes, CU_MEM_ATTACH_GLOBAL), "cuMemAllocManaged");
+  check(d, d.cuMemAlloc(&device, bufferBytes), "cuMemAlloc");
+  std::vector<uint8_t> host(bufferBytes);
   auto* mirror = reinterpret_cast<uint8_t*>(managed);
   json points = json::array();
   uint32_t value = 1;
   for (int percent : kManagedTouchedPercents) {
-    const size_t pages = kManagedBufferBytes / kManagedPage * percent / 100;
+    const size_t pages = bufferBytes / kManagedPage * percent / 100;
     progress("managed memory against explicit copies, " + std::to_string(percent) + "% touched");
     Stats viaManaged = measure(1, managedRounds(quick), [&] {
       writePages(mirror, pages, value);
@@ -90,9 +91,9 @@ json measureManaged(const BenchDriver& d, const BenchContext&, bool quick) {
     });
     Stats viaCopies = measure(1, managedRounds(quick), [&] {
       writePages(host.data(), pages, value);
-      check(d, d.cuMemcpyHtoD(device, host.data(), kManagedBufferBytes), "cuMemcpyHtoD");
+      check(d, d.cuMemcpyHtoD(device, host.data(), bufferBytes), "cuMemcpyHtoD");
       launchTouch(d, touch, device, pages);
-      check(d, d.cuMemcpyDtoH(host.data(), device, kManagedBufferBytes), "cuMemcpyDtoH");
+      check(d, d.cuMemcpyDtoH(host.data(), device, bufferBytes), "cuMemcpyDtoH");
       checkPages(host.data(), pages, value + 1);
       value += 2;
     });
@@ -102,12 +103,13 @@ json measureManaged(const BenchDriver& d, const BenchContext&, bool quick) {
   }
   check(d, d.cuMemFree(managed), "cuMemFree");
   check(d, d.cuMemFree(device), "cuMemFree");
-  return {{"buffer_bytes", kManagedBufferBytes}, {"points", points}};
+  return {{"buffer_bytes", bufferBytes}, {"points", points}};
 }
 
 void printManaged(const json& managed) {
-  std::printf("\n  %-34s %12s %14s %10s\n", "256 MiB buffer, a round (ms, median)", "managed",
-              "copies", "ratio");
+  const std::string title = std::to_string(managed["buffer_bytes"].get<size_t>() >> 20) +
+                            " MiB buffer, a round (ms, median)";
+  std::printf("\n  %-34s %12s %14s %10s\n", title.c_str(), "managed", "copies", "ratio");
   for (const json& point : managed["points"]) {
     const double viaManaged = point["managed_ms"].get<double>();
     const double viaCopies = point["explicit_copies_ms"].get<double>();

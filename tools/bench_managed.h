@@ -1,9 +1,9 @@
 // The managed series of `gpupool bench`: what managed memory costs against explicit copies for a
-// kernel touching 1, 10 and 100% of the pages of a 256 MiB buffer. Each round the host writes one
-// word on each touched page, a kernel adds 1 to it, and the host reads it back after synchronizing.
-// With managed memory (cuMemAllocManaged) that is all the program does; with explicit copies it
-// copies the whole buffer to the device before the kernel and back after it, as a program that
-// does not track what it wrote must. The figures are medians of timed rounds.
+// kernel touching 1, 10 and 100% of the pages of a 256 MiB buffer (32 MiB with --quick). Each round
+// the host writes one word on each touched page, a kernel adds 1 to it, and the host reads it back
+// after synchronizing. With managed memory (cuMemAllocManaged) that is all the program does; with
+// explicit copies it copies the whole buffer to the device before the kernel and back after it, as
+// a program that does not track what it wrote must. The figures are medians of timed rounds.
 #pragma once
 
 #include "tools/bench_driver.h"
