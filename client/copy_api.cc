@@ -12,6 +12,7 @@
 #include "driver_export.h"
 #include "driver_state.h"
 #include "host_function_fence.h"
+#include "managed_memory.h"
 #include "stream_capture.h"
 
 using namespace gpupool::client;
@@ -40,9 +41,23 @@ CUresult route(CUstream stream, CUdeviceptr address, size_t bytes, ContextObject
   return CUDA_SUCCESS;
 }
 
+CUresult copyDeviceToDevice(const char* what, CUdeviceptr dst, CUdeviceptr src, size_t bytes,
+                            CUstream stream, bool async);
+
+// Whether host pointer p is managed memory, which is device memory too: a copy from or into it
+// stays on the device, and the host mirror follows at the next synchronization.
+bool isManagedHostPointer(const void* p, size_t bytes) {
+  DeviceAllocation info;
+  return DriverState::get().findDevice(reinterpret_cast<CUdeviceptr>(p), bytes, nullptr, &info) &&
+         info.managed;
+}
+
 CUresult copyHostToDevice(const char* what, CUdeviceptr dst, const void* src, size_t bytes,
                           CUstream stream, bool async) {
   if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  if (bytes && isManagedHostPointer(src, bytes)) {
+    return copyDeviceToDevice(what, dst, reinterpret_cast<CUdeviceptr>(src), bytes, stream, async);
+  }
   if (!async) {
     if (CUresult r = checkUnsafeDuringCapture(what); r != CUDA_SUCCESS) return r;
   }
@@ -57,7 +72,7 @@ CUresult copyHostToDevice(const char* what, CUdeviceptr dst, const void* src, si
   HostFunctionFence::await(HostFunctionFence::Work::kCall);
   // No answer needed: like CUDA from pageable memory, the call is done once the bytes are handed
   // over; a failure on the server shows at the next synchronizing call.
-  return ctx->server->post(
+  CUresult posted = ctx->server->post(
       what,
       [&](wire::Request::Builder b) {
         auto m = b.initMemcpyHtoD();
@@ -68,6 +83,8 @@ CUresult copyHostToDevice(const char* what, CUdeviceptr dst, const void* src, si
         m.setAsync(async);
       },
       std::span<const ConstBuffer>(&bulk, 1));
+  if (posted != CUDA_SUCCESS || async) return posted;
+  return refreshManagedAfterWrite(ctx, dst);
 }
 
 CUresult copyDeviceToHost(const char* what, void* dst, CUdeviceptr src, size_t bytes,
@@ -78,6 +95,10 @@ CUresult copyDeviceToHost(const char* what, void* dst, CUdeviceptr src, size_t b
   }
   if (bytes == 0) return CUDA_SUCCESS;
   if (!dst) return CUDA_ERROR_INVALID_VALUE;
+  if (isManagedHostPointer(dst, bytes)) {
+    // Complete on return, as this copy is here: the mirror takes the bytes before it returns.
+    return copyDeviceToDevice(what, reinterpret_cast<CUdeviceptr>(dst), src, bytes, stream, false);
+  }
   ContextObject* ctx = nullptr;
   uint64_t s = 0;
   if (CUresult r = route(stream, src, bytes, &ctx, &s); r != CUDA_SUCCESS) {
@@ -131,7 +152,7 @@ CUresult copyDeviceToDevice(const char* what, CUdeviceptr dst, CUdeviceptr src, 
   if (CUresult r = CUDA_SUCCESS; captureCopy(stream, dst, src, bytes, &r)) return r;
   if (!async)
     HostFunctionFence::await(HostFunctionFence::Work::kCall);  // the server waits for it in order
-  return ctx->server->post(what, [&](wire::Request::Builder b) {
+  CUresult posted = ctx->server->post(what, [&](wire::Request::Builder b) {
     auto m = b.initMemcpyDtoD();
     m.setContext(ctx->remote);
     m.setDst(dst);
@@ -140,6 +161,8 @@ CUresult copyDeviceToDevice(const char* what, CUdeviceptr dst, CUdeviceptr src, 
     m.setStream(s);
     m.setAsync(async);
   });
+  if (posted != CUDA_SUCCESS || async) return posted;
+  return refreshManagedAfterWrite(ctx, dst);
 }
 
 // cuMemcpy/cuMemcpyAsync: the direction follows from which pointers are our device allocations.

@@ -10,6 +10,7 @@
 #include "client_log.h"
 #include "context_hooks.h"
 #include "host_function_fence.h"
+#include "managed_memory.h"
 #include "pool_token.h"
 #include "stream_capture.h"
 #include "visible_devices.h"
@@ -253,6 +254,7 @@ void DriverState::releaseRemote(ContextObject* ctx) {
     ctx->remote = 0;
     std::erase_if(deviceAllocations, [ctx](const auto& a) { return a.second.context == ctx; });
   }
+  dropManagedAllocationsOf(ctx);
   destroyContextLocalStorage(reinterpret_cast<CUcontext>(ctx));
   if (remote) {
     ctx->server->call("cuCtxDestroy", [&](wire::Request::Builder b) { b.setCtxDestroy(remote); });

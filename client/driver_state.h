@@ -165,7 +165,8 @@ struct DeviceAllocation {
   ContextObject* context = nullptr;
   CUmemoryPool pool = nullptr;  // the pool it came from (cuMemAllocAsync), if any
   unsigned long long id = nextAllocationId();
-  bool vmm = false;  // adjacent cuMemMap mappings (vmm_api.cc): cuMemUnmap's, never cuMemFree's
+  bool vmm = false;      // adjacent cuMemMap mappings (vmm_api.cc): cuMemUnmap's, never cuMemFree's
+  bool managed = false;  // cuMemAllocManaged: also host memory here (managed_memory_api.cc)
   // CU_POINTER_ATTRIBUTE_SYNC_MEMOPS as cuPointerSetAttribute left it. Synchronous copies and
   // memsets are always fully synchronous here, which is what 1 asks for and allowed under 0.
   bool syncMemops = true;

@@ -15,6 +15,7 @@
 #include "driver_state.h"
 #include "graph_memory.h"
 #include "host_function_fence.h"
+#include "managed_memory.h"
 #include "raw_enum.h"
 #include "transport/pinned_memory.h"
 
@@ -69,6 +70,7 @@ CUresult release(CUdeviceptr dptr) {
       freeGraphAllocation(dptr, info.context, nullptr, 0, "cuMemFree", &r)) {
     return r;
   }
+  if (info.managed) return freeManagedAllocation(dptr, info);
   uint64_t context = info.context->remote;
   RemoteSession* server = info.context->server;
   {
@@ -306,10 +308,13 @@ CUresult pointerAttribute(void* data, int attribute, CUdeviceptr ptr, bool lenie
       *static_cast<CUdeviceptr*>(data) = ptr;
       break;
     case CU_POINTER_ATTRIBUTE_HOST_POINTER:
-      if (!isHost) return CUDA_ERROR_INVALID_VALUE;
+      // Managed memory is host memory too, at the same address.
+      if (!isHost && !(isDevice && dev.managed)) return CUDA_ERROR_INVALID_VALUE;
       *static_cast<void**>(data) = reinterpret_cast<void*>(ptr);
       break;
     case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+      writeUnsigned(isDevice && dev.managed ? 1 : 0);
+      break;
     case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
     case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:  // CU_MEM_HANDLE_TYPE_NONE: nothing exports
     case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:

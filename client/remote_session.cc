@@ -172,6 +172,7 @@ std::unique_ptr<RemoteSession> RemoteSession::connect(const transport::Endpoint&
       if (got == MAP_FAILED && logLevel() >= 1) {
         logLine("note: could not reserve the device address window locally");
       }
+      session->windowReserved_ = got == want;
     }
     std::string kind = session->connection_->kind();
     if (kind == "tcp" || kind == "tls") {
@@ -266,8 +267,19 @@ CUresult RemoteSession::lost(const char* what, const std::string& why) {
   return CUDA_ERROR_DEVICE_UNAVAILABLE;
 }
 
+namespace {
+std::atomic<const RemoteSession::RequestObserver*> requestObserver{nullptr};
+}  // namespace
+
+void RemoteSession::observeRequests(const RequestObserver* observer) {
+  requestObserver.store(observer);
+}
+
 CUresult RemoteSession::post(const char* what, const Build& build,
                              std::span<const transport::ConstBuffer> bulk) {
+  if (const RequestObserver* observer = requestObserver.load(std::memory_order_acquire)) {
+    observer->before(*this, what, true);
+  }
   std::unique_lock exclusive(exclusive_, std::defer_lock);
   if (serialized_) exclusive.lock();
   std::unique_lock lock(mutex_);
@@ -307,6 +319,16 @@ CUresult RemoteSession::post(const char* what, const Build& build,
 CUresult RemoteSession::call(const char* what, const Build& build,
                              std::span<const transport::ConstBuffer> bulk, const OnReply& onReply,
                              transport::MutableBuffer replyInto) {
+  const RequestObserver* observer = requestObserver.load(std::memory_order_acquire);
+  if (observer) observer->before(*this, what, false);
+  CUresult result = callUnobserved(what, build, bulk, onReply, replyInto);
+  if (observer) observer->after(*this, what, result);
+  return result;
+}
+
+CUresult RemoteSession::callUnobserved(const char* what, const Build& build,
+                                       std::span<const transport::ConstBuffer> bulk,
+                                       const OnReply& onReply, transport::MutableBuffer replyInto) {
   HostFunctionFence::await(HostFunctionFence::Work::kCall);
   std::unique_lock exclusive(exclusive_, std::defer_lock);
   if (serialized_) exclusive.lock();

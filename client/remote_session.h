@@ -87,6 +87,15 @@ class RemoteSession {
 
   ~RemoteSession();
 
+  // Watches every request of every session (managed memory, client/managed_memory_api.cc): `before`
+  // runs before a call or post builds anything, on the caller's thread, so it may post and call
+  // itself; `after` when a call returned (never for posts).
+  struct RequestObserver {
+    void (*before)(RemoteSession& session, const char* what, bool posted);
+    void (*after)(RemoteSession& session, const char* what, CUresult result);
+  };
+  static void observeRequests(const RequestObserver* observer);
+
   const std::vector<DeviceSnapshot>& devices() const { return devices_; }
   // For the pool to adjust what it presents (e.g. a PCI domain that clashes with another server's).
   DeviceSnapshot& device(int i) { return devices_.at(static_cast<size_t>(i)); }
@@ -95,11 +104,16 @@ class RemoteSession {
   const std::string& url() const { return url_; }
   // The server's device address window (base, size); (0, 0) when it did not say.
   std::pair<uint64_t, uint64_t> addressWindow() const { return window_; }
+  // Whether this process holds the window as its own PROT_NONE reservation.
+  bool addressWindowReserved() const { return windowReserved_; }
 
  private:
   struct PendingCall;
   RemoteSession() = default;
   void flushLoop();
+  CUresult callUnobserved(const char* what, const Build& build,
+                          std::span<const transport::ConstBuffer> bulk, const OnReply& onReply,
+                          transport::MutableBuffer replyInto);
   // Sets broken_ and wakes every waiting call; under mutex_.
   CUresult lost(const char* what, const std::string& why);
   // Holding the receiving role (not mutex_): reads the next Response and completes its call.
@@ -126,6 +140,7 @@ class RemoteSession {
   int driverVersion_ = 0;
   std::string backendKind_;
   std::pair<uint64_t, uint64_t> window_{0, 0};
+  bool windowReserved_ = false;
 };
 
 }  // namespace gpupool::client

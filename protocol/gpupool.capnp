@@ -227,9 +227,9 @@ struct Request {
     vmmAddress @52 :VmmAddress;  # reserve answered with handle (the address)
     vmmMap @53 :VmmMap;          # getAccess answered with value (1: read-write, 0: none)
 
-    # Held for the request another branch adds at @54 (ordinals must be sequential); the merge
-    # replaces this line with that request. Never sent.
-    reservedForMerge @54 :Void;
+    # Managed memory (cuMemAllocManaged): device memory with a host mirror on the client, coherent
+    # at synchronization points; served by server/handlers/managed_memory_handlers.cc.
+    managedMemory @54 :ManagedMemory;
 
     # Linking (cuLinkComplete) and module introspection (cuModuleEnumerateFunctions); served by
     # server/handlers/link_handlers.cc.
@@ -561,6 +561,19 @@ struct Request {
   struct LinkOption {
     option @0 :UInt32;  # CUjit_option
     value @1 :UInt64;   # the option value (an unsigned int, a float's bits or an enum)
+  enum ManagedMemoryOp {
+    alloc @0;   # `bytes` (whole pages), zeroed; answered with memAlloc
+    free @1;    # the allocation at `address`
+    write @2;   # the client's written pages: `runs` (address, bytes pairs), their bytes the bulk
+    fetch @3;   # the pages the device changed since the client last saw them: answered with value
+                # (the number of runs), the bulk the runs' (address, bytes) pairs then their bytes
+  }
+  struct ManagedMemory {
+    context @0 :UInt64;
+    op @1 :ManagedMemoryOp;
+    address @2 :UInt64;
+    bytes @3 :UInt64;
+    runs @4 :List(UInt64);
   }
   struct StreamMemOps {
     context @0 :UInt64;

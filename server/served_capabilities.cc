@@ -7,7 +7,12 @@ namespace {
 constexpr const char* kNoVmm =
     "virtual memory management serves device memory only: no host or NUMA locations, compression "
     "or GPUDirect RDMA";
-constexpr const char* kNoManaged = "managed memory is not served yet";
+constexpr const char* kManagedAsMirror =
+    "managed memory is served as device memory with a host mirror on the client, coherent at "
+    "synchronization points (docs/architecture.md, Managed memory)";
+constexpr const char* kNoConcurrentManaged =
+    "the client's mirror and the device copy are made coherent at synchronization points only: "
+    "the host may not touch managed memory while the device works on it";
 constexpr const char* kHostIsRemote =
     "client host memory is on another machine: a pool GPU cannot address it";
 constexpr const char* kNoExport = "allocations and pools cannot be exported to other processes";
@@ -21,9 +26,9 @@ constexpr WithheldCapability kWithheld[] = {
     {CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED, 0, kHostIsRemote},
     {CU_DEVICE_ATTRIBUTE_ONLY_PARTIAL_HOST_NATIVE_ATOMIC_SUPPORTED, 0, kHostIsRemote},
     {CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES, 0, kServerLocal},
-    {CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, 0, kNoManaged},
-    {CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, 0, kNoManaged},
-    {CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST, 0, kNoManaged},
+    {CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, 1, kManagedAsMirror},
+    {CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, 0, kNoConcurrentManaged},
+    {CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST, 0, kNoConcurrentManaged},
     {CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 0, kNoVmm},
     {CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 0, kNoVmm},
     {CU_DEVICE_ATTRIBUTE_GENERIC_COMPRESSION_SUPPORTED, 0, kNoVmm},

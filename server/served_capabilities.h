@@ -1,5 +1,6 @@
 // What the pool tells clients a device can do: the device's own attributes, except those naming a
-// capability the pool does not serve, which read as "not supported". Libraries pick their feature
+// capability the pool does not serve, which read as "not supported", and managed memory, which the
+// pool serves itself on every device (without concurrent access). Libraries pick their feature
 // path from these attributes (NCCL enables cuMem when VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED is 1), so
 // advertising a capability the client refuses would send them down a path that fails.
 #pragma once

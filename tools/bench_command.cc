@@ -21,6 +21,7 @@
 #include "tools/bench_driver.h"
 #include "tools/bench_graphs.h"
 #include "tools/bench_idle_clients.h"
+#include "tools/bench_managed.h"
 #include "tools/bench_plot.h"
 #include "tools/bench_raw_verbs.h"
 #include "tools/bench_raw_wire.h"
@@ -98,6 +99,7 @@ json measureDriver(BenchDriver& d, bool quick) {
                          {"per_second", static_cast<double>(launches) / issue},
                          {"completed_per_second", static_cast<double>(launches) / total}};
   out["graphs"] = measureGraphs(d, context, quick);
+  out["managed"] = measureManaged(d, context, quick);
 
   progress("bandwidth");
   json bw;
@@ -228,6 +230,7 @@ void printText(const json& r) {
               r["ratios"]["h2d_bandwidth_vs_raw"].get<double>(),
               r["ratios"]["d2h_bandwidth_vs_raw"].get<double>());
   printGraphs(r["graphs"]);
+  if (r.contains("managed")) printManaged(r["managed"]);
   printThreadSeries(r["threads"]);
   if (r.contains("idle_clients")) printIdleClients(r["idle_clients"]);
   if (r.contains("raw_verbs")) printRawVerbs(r);
@@ -586,8 +589,10 @@ int benchCommand(const BenchOptions& options) {
     json g = measureDriver(*driver, options.quick);
     result["async_launch"] = g["async_launch"];
     result["graphs"] = g["graphs"];
+    result["managed"] = g["managed"];
     g.erase("async_launch");
     g.erase("graphs");
+    g.erase("managed");
     result["gpupool"] = g;
     // The library's session is still open: the server says which transport it really used.
     std::string used = wire->sessionTransport("(pid " + std::to_string(getpid()) + ")");

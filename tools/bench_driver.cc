@@ -41,6 +41,7 @@ std::unique_ptr<BenchDriver> BenchDriver::load(const std::string& path, std::str
   bind(d->cuCtxSynchronize, "cuCtxSynchronize");
   bind(d->cuMemAlloc, "cuMemAlloc_v2");
   bind(d->cuMemFree, "cuMemFree_v2");
+  bind(d->cuMemAllocManaged, "cuMemAllocManaged");
   bind(d->cuMemHostAlloc, "cuMemHostAlloc");
   bind(d->cuMemFreeHost, "cuMemFreeHost");
   bind(d->cuMemcpyHtoD, "cuMemcpyHtoD_v2");

@@ -21,6 +21,7 @@ struct BenchDriver {
   CUresult (*cuCtxSynchronize)();
   CUresult (*cuMemAlloc)(CUdeviceptr*, size_t);
   CUresult (*cuMemFree)(CUdeviceptr);
+  CUresult (*cuMemAllocManaged)(CUdeviceptr*, size_t, unsigned);
   CUresult (*cuMemHostAlloc)(void**, size_t, unsigned);
   CUresult (*cuMemFreeHost)(void*);
   CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void*, size_t);

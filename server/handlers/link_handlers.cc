@@ -92,14 +92,8 @@ Status moduleLink(RequestContext& request, Request::Reader r) {
   });
 }
 
-// The schema's placeholder for another branch's request (gpupool.capnp); the merge drops both.
-Status reservedForMerge(RequestContext&, Request::Reader) {
-  return Status::error(CUDA_ERROR_NOT_SUPPORTED, "reserved request kind");
-}
-
 constexpr RequestHandlerRow kRows[] = {
     {Request::MODULE_LINK, moduleLink},
-    {Request::RESERVED_FOR_MERGE, reservedForMerge},
 };
 
 }  // namespace

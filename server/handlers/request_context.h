@@ -95,6 +95,16 @@ struct SessionState {
   // the session.
   std::map<uint64_t, std::shared_ptr<ExecutableGraph>> graphs;
   uint64_t nextGraph = 1;
+  // Managed allocations (managed_memory_handlers.cc), by address: their context and the hash of
+  // each page as the client last saw it; and a fetch reply's bytes until they are sent.
+  struct ManagedRegion {
+    uint64_t context = 0;
+    uint64_t bytes = 0;
+    std::vector<uint64_t> pageHashes;
+  };
+  std::map<uint64_t, ManagedRegion> managed;
+  std::vector<uint64_t> managedReplyRuns;
+  std::vector<uint8_t> managedReplyBytes;
 };
 
 // One request being served.

@@ -41,7 +41,9 @@ inline const std::vector<std::string>& testProgramNames() {
                                                  "link_driver",
                                                  "library_enumeration",
                                                  "arrays_copies",
-                                                 "arrays_driver"};
+                                                 "arrays_driver",
+                                                 "managed_memory",
+                                                 "managed_memory_driver"};
   return names;
 }
 

@@ -32,6 +32,11 @@
 //                               READY; on a line from stdin launches it LAUNCHES times, waits for
 //                               the stream and prints DONE; on a second line checks the kernels'
 //                               count and prints "COUNT <n>"
+//   pool_client managed MIB PAGES
+//                               cudaMallocManaged of MIB MiB, a warm-up kernel, READY; on a line
+//                               from stdin the host writes one int on each of PAGES pages spread
+//                               over the buffer, a kernel adds 1 to each, cudaDeviceSynchronize,
+//                               and it prints DONE; then "CHECK <1 if the host read them back>"
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -50,6 +55,11 @@ __global__ void spin(int iterations, unsigned* sink) {
 }
 
 __global__ void bump(unsigned* counter) { atomicAdd(counter, 1u); }
+
+__global__ void bumpPages(int* data, size_t pages, size_t stride) {
+  size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+  if (i < pages) data[i * stride] += 1;
+}
 
 static int fail(const char* what, cudaError_t e) {
   std::printf("ERROR %s %s\n", what, cudaGetErrorString(e));
@@ -99,6 +109,29 @@ int main(int argc, char** argv) {
         e != cudaSuccess)
       return fail("read", e);
     std::printf("COUNT %u\n", count);
+    return 0;
+  }
+  if (mode == "managed" && argc == 4) {
+    size_t bytes = std::strtoull(argv[2], nullptr, 10) << 20;
+    size_t pages = std::strtoull(argv[3], nullptr, 10);
+    size_t stride = bytes / 4096 / (pages ? pages : 1) * (4096 / sizeof(int));
+    int* data = nullptr;
+    if (cudaError_t e = cudaMallocManaged(&data, bytes); e != cudaSuccess)
+      return fail("managed", e);
+    bumpPages<<<1, 1>>>(data, 0, 0);  // loads the module before the measured part
+    if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) return fail("warm-up", e);
+    std::printf("READY\n");
+    std::fflush(stdout);
+    std::string line;
+    std::getline(std::cin, line);
+    for (size_t i = 0; i < pages; ++i) data[i * stride] = static_cast<int>(i);
+    bumpPages<<<static_cast<unsigned>((pages + 255) / 256), 256>>>(data, pages, stride);
+    if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) return fail("sync", e);
+    std::printf("DONE\n");
+    std::fflush(stdout);
+    bool ok = true;
+    for (size_t i = 0; i < pages; ++i) ok = ok && data[i * stride] == static_cast<int>(i) + 1;
+    std::printf("CHECK %d\n", ok ? 1 : 0);
     return 0;
   }
   if (mode == "spin" && argc == 5) {

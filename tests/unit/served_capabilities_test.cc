@@ -13,13 +13,23 @@ TEST(ServedCapabilities, UnservedCapabilitiesReadAsUnsupported) {
   ASSERT_EQ(served.size(), device.size());
   for (CUdevice_attribute withheld :
        {CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
-        CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY,
+        CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS,
         CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH, CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED,
         CU_DEVICE_ATTRIBUTE_TENSOR_MAP_ACCESS_SUPPORTED,
         CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES}) {
     EXPECT_EQ(served[withheld], 0) << "attribute " << withheld;
   }
   EXPECT_EQ(served[CU_DEVICE_ATTRIBUTE_NUMA_ID], -1);
+}
+
+TEST(ServedCapabilities, ManagedMemoryIsServedWhateverTheDeviceSays) {
+  // The pool serves managed memory itself (device memory with a client-side mirror), without
+  // concurrent access, on every device.
+  std::vector<int32_t> device(CU_DEVICE_ATTRIBUTE_MAX, 0);
+  std::vector<int32_t> served = servedAttributes(device);
+  EXPECT_EQ(served[CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY], 1);
+  EXPECT_EQ(served[CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS], 0);
+  EXPECT_EQ(served[CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS], 0);
 }
 
 TEST(ServedCapabilities, ServedAttributesPassThrough) {

@@ -1,0 +1,752 @@
+// Managed memory: cuMemAllocManaged, cuMemAdvise, cuMemPrefetchAsync, cuMemRangeGetAttribute(s)
+// and cuStreamAttachMemAsync, for devices without concurrent managed access.
+//
+// A managed allocation is device memory on the server plus a host mirror in this process at the
+// same address, so one pointer works in host code and in kernels. The two are made coherent at
+// synchronization points, page by page, moving only pages that were written:
+// - host -> device: the mirror stays read-only; the first write to a page faults, and the SIGSEGV
+//   handler marks the page dirty (a lock-free bitmap) and makes it writable. Before any request
+//   leaves for the server (RemoteSession's request observer: launches, copies, memsets, graphs,
+//   synchronizations all go through it), the dirty pages go to the device and turn read-only again.
+// - device -> host: after a synchronizing call (context, stream or event synchronize or a query
+//   that found the work done, a synchronous copy) the server returns the pages whose contents
+//   differ from what this client last saw (it keeps a hash per page), which land in the mirror.
+//   Without work issued since the last such fetch, there is no round trip.
+// Host code must not touch managed memory while the device may use it, as on any device with
+// CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS = 0; the devices report exactly that.
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "client_log.h"
+#include "driver_export.h"
+#include "driver_state.h"
+#include "host_function_fence.h"
+#include "managed_memory.h"
+
+// cuda.h maps these names onto their newest versions; the older ABI versions are defined here too.
+#undef cuMemAdvise
+#undef cuMemPrefetchAsync
+#undef cuMemPrefetchAsync_ptsz
+#undef cuStreamAttachMemAsync
+extern "C" {
+CUresult CUDAAPI cuMemAdvise(CUdeviceptr devPtr, size_t count, CUmem_advise advice,
+                             CUdevice device);
+CUresult CUDAAPI cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUdevice dstDevice,
+                                    CUstream hStream);
+CUresult CUDAAPI cuMemPrefetchAsync_ptsz(CUdeviceptr devPtr, size_t count, CUdevice dstDevice,
+                                         CUstream hStream);
+CUresult CUDAAPI cuStreamAttachMemAsync(CUstream hStream, CUdeviceptr dptr, size_t length,
+                                        unsigned int flags);
+}
+
+using namespace gpupool::client;
+
+namespace {
+
+// The granularity of coherence (the server's too): the host page.
+constexpr size_t kManagedPageBytes = 4096;
+
+// ---- Page tracking: what the SIGSEGV handler reads, lock-free ----
+
+struct MirrorSlot {
+  std::atomic<uintptr_t> base{0};
+  std::atomic<size_t> bytes{0};            // 0: a free slot
+  std::atomic<uint64_t>* dirty = nullptr;  // one bit per page, set by the fault handler
+};
+constexpr size_t kMaxMirrors = 4096;
+MirrorSlot mirrorSlots[kMaxMirrors];
+std::atomic<size_t> mirrorSlotsInUse{0};  // slots at or above this index were never used
+struct sigaction previousSegvAction;
+
+void managedWriteFault(int signal, siginfo_t* info, void* context) {
+  const uintptr_t address = reinterpret_cast<uintptr_t>(info->si_addr);
+  if (info->si_code == SEGV_ACCERR) {
+    const size_t used = mirrorSlotsInUse.load(std::memory_order_acquire);
+    for (size_t i = 0; i < used; ++i) {
+      MirrorSlot& slot = mirrorSlots[i];
+      size_t bytes = slot.bytes.load(std::memory_order_acquire);
+      uintptr_t base = slot.base.load(std::memory_order_acquire);
+      if (!bytes || address - base >= bytes) continue;
+      size_t page = (address - base) / kManagedPageBytes;
+      // Writable first, then dirty: a flush that clears the bit in between protects it again.
+      mprotect(reinterpret_cast<void*>(base + page * kManagedPageBytes), kManagedPageBytes,
+               PROT_READ | PROT_WRITE);
+      slot.dirty[page / 64].fetch_or(uint64_t{1} << (page % 64), std::memory_order_acq_rel);
+      return;
+    }
+  }
+  // Not ours: whoever handled SIGSEGV before us, or the default action (the fault repeats).
+  if (previousSegvAction.sa_flags & SA_SIGINFO) {
+    previousSegvAction.sa_sigaction(signal, info, context);
+  } else if (previousSegvAction.sa_handler != SIG_DFL && previousSegvAction.sa_handler != SIG_IGN) {
+    previousSegvAction.sa_handler(signal);
+  } else {
+    struct sigaction fallback {};
+    fallback.sa_handler = SIG_DFL;
+    sigaction(SIGSEGV, &fallback, nullptr);
+  }
+}
+
+void installManagedFaultHandler() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction action {};
+    action.sa_sigaction = managedWriteFault;
+    action.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGSEGV, &action, &previousSegvAction);
+  });
+}
+
+// ---- The allocations ----
+
+// What cuMemAdvise and cuMemPrefetchAsync recorded for one page (only the host can be named: no
+// device has concurrent managed access).
+enum PageAdvice : uint8_t {
+  kReadMostly = 1,
+  kPreferredHost = 2,
+  kAccessedByHost = 4,
+  kPrefetchedToHost = 8,
+};
+
+struct ManagedAllocation {
+  ContextObject* context = nullptr;
+  size_t bytes = 0;  // whole pages
+  size_t slot = 0;
+  bool inWindow = false;  // the mirror replaced part of the session's window reservation
+  unsigned attachFlags = CU_MEM_ATTACH_GLOBAL;
+  CUstream attachedStream = nullptr;
+  std::vector<uint8_t> advice;  // PageAdvice bits, per page
+};
+
+std::mutex managedMutex;  // the allocations, the slots' writers, flushes and fetches
+std::map<CUdeviceptr, ManagedAllocation> managedAllocations;
+std::atomic<size_t> managedLive{0};
+std::map<RemoteSession*, bool> workSinceFetch;  // under managedMutex
+thread_local bool inManagedCode = false;        // our own requests are not observed
+
+struct ManagedScope {
+  ManagedScope() : outer(inManagedCode) { inManagedCode = true; }
+  ~ManagedScope() { inManagedCode = outer; }
+  bool outer;
+};
+
+// Sends the written pages of `session`'s allocations and protects them again. Under managedMutex.
+CUresult flushManagedWrites(RemoteSession& session) {
+  std::map<ContextObject*,
+           std::pair<std::vector<uint64_t>, std::vector<gpupool::transport::ConstBuffer>>>
+      perContext;
+  for (auto& [base, a] : managedAllocations) {
+    if (a.context->server != &session || !a.context->remote) continue;
+    MirrorSlot& slot = mirrorSlots[a.slot];
+    size_t pages = a.bytes / kManagedPageBytes;
+    auto& [runs, bulk] = perContext[a.context];
+    for (size_t w = 0; w < (pages + 63) / 64; ++w) {
+      if (!slot.dirty[w].load(std::memory_order_relaxed)) continue;
+      uint64_t bits = slot.dirty[w].exchange(0, std::memory_order_acq_rel);
+      while (bits) {
+        size_t first = static_cast<size_t>(__builtin_ctzll(bits));
+        size_t last = first;
+        while (last + 1 < 64 && (bits >> (last + 1) & 1)) ++last;
+        bits &= last + 1 < 64 ? ~((uint64_t{2} << last) - (uint64_t{1} << first))
+                              : ~(~uint64_t{0} << first);
+        uint64_t address = base + (w * 64 + first) * kManagedPageBytes;
+        uint64_t length = (last - first + 1) * kManagedPageBytes;
+        // Read-only again before the bytes are read: a write from now on faults and marks it.
+        mprotect(reinterpret_cast<void*>(address), length, PROT_READ);
+        if (!runs.empty() && runs[runs.size() - 2] + runs.back() == address) {
+          runs.back() += length;
+          bulk.back().size += length;
+        } else {
+          runs.push_back(address);
+          runs.push_back(length);
+          bulk.push_back({reinterpret_cast<const void*>(address), length});
+        }
+      }
+    }
+  }
+  for (auto& [ctx, work] : perContext) {
+    auto& [runs, bulk] = work;
+    if (runs.empty()) continue;
+    uint64_t remote = ctx->remote;
+    CUresult r = session.post(
+        "cuManagedWrite",
+        [&](wire::Request::Builder b) {
+          auto m = b.initManagedMemory();
+          m.setContext(remote);
+          m.setOp(wire::Request::ManagedMemoryOp::WRITE);
+          auto list = m.initRuns(static_cast<unsigned>(runs.size()));
+          for (unsigned i = 0; i < runs.size(); ++i) list.set(i, runs[i]);
+        },
+        bulk);
+    if (r != CUDA_SUCCESS) return r;
+    workSinceFetch[&session] = true;
+  }
+  return CUDA_SUCCESS;
+}
+
+// The allocation holding [address, address+bytes) in `ctx`, or null. Under managedMutex.
+ManagedAllocation* managedAllocationOf(ContextObject* ctx, uint64_t address, uint64_t bytes,
+                                       uint64_t* base) {
+  auto it = managedAllocations.upper_bound(address);
+  if (it == managedAllocations.begin()) return nullptr;
+  --it;
+  if ((ctx && it->second.context != ctx) || address - it->first >= it->second.bytes ||
+      bytes > it->second.bytes - (address - it->first)) {
+    return nullptr;
+  }
+  if (base) *base = it->first;
+  return &it->second;
+}
+
+// Takes the pages the device changed in `ctx` into the mirrors. Under managedMutex.
+CUresult fetchManagedChanges(ContextObject* ctx) {
+  uint64_t remote = ctx->remote;
+  return ctx->server->call(
+      "cuManagedFetch",
+      [&](wire::Request::Builder b) {
+        auto m = b.initManagedMemory();
+        m.setContext(remote);
+        m.setOp(wire::Request::ManagedMemoryOp::FETCH);
+      },
+      {},
+      [&](wire::Response::Reader reply, ReplyBulk& bulk) {
+        uint64_t count = static_cast<uint64_t>(reply.getValue());
+        if (count > bulk.remaining() / 16) return CUDA_ERROR_UNKNOWN;
+        std::vector<uint64_t> runs(count * 2);
+        if (!bulk.read(runs.data(), runs.size() * sizeof(uint64_t))) return CUDA_ERROR_UNKNOWN;
+        for (size_t i = 0; i < runs.size(); i += 2) {
+          uint64_t address = runs[i], length = runs[i + 1], base = 0;
+          ManagedAllocation* a = managedAllocationOf(ctx, address, length, &base);
+          if (!a || address % kManagedPageBytes || length % kManagedPageBytes) {
+            return CUDA_ERROR_UNKNOWN;
+          }
+          void* at = reinterpret_cast<void*>(address);
+          mprotect(at, length, PROT_READ | PROT_WRITE);
+          if (!bulk.read(at, length)) return CUDA_ERROR_UNKNOWN;
+          // Pages the host wrote meanwhile stay writable and dirty; the rest are clean again.
+          // One mprotect per run of clean pages: per page, a large fetch would split the mapping
+          // into thousands of pieces.
+          MirrorSlot& slot = mirrorSlots[a->slot];
+          const uint64_t end = (address - base + length) / kManagedPageBytes;
+          for (uint64_t p = (address - base) / kManagedPageBytes; p < end;) {
+            auto dirty = [&](uint64_t q) {
+              return slot.dirty[q / 64].load(std::memory_order_acquire) >> (q % 64) & 1;
+            };
+            if (dirty(p)) {
+              ++p;
+              continue;
+            }
+            uint64_t clean = p;
+            while (clean < end && !dirty(clean)) ++clean;
+            mprotect(reinterpret_cast<void*>(base + p * kManagedPageBytes),
+                     (clean - p) * kManagedPageBytes, PROT_READ);
+            p = clean;
+          }
+        }
+        return CUDA_SUCCESS;
+      });
+}
+
+// Fetches for every context of `session` holding managed memory. Under managedMutex.
+CUresult fetchManagedChangesOf(RemoteSession& session) {
+  std::vector<ContextObject*> contexts;
+  for (auto& [base, a] : managedAllocations) {
+    if (a.context->server == &session && a.context->remote &&
+        std::find(contexts.begin(), contexts.end(), a.context) == contexts.end()) {
+      contexts.push_back(a.context);
+    }
+  }
+  workSinceFetch[&session] = false;
+  for (ContextObject* ctx : contexts) {
+    if (CUresult r = fetchManagedChanges(ctx); r != CUDA_SUCCESS) return r;
+  }
+  return CUDA_SUCCESS;
+}
+
+// Calls after which the host may read what the device wrote.
+bool synchronizesWithHost(const char* what) {
+  static const char* const kNames[] = {
+      "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize",
+      "cuStreamQuery",    "cuEventQuery",        "cuMemcpyDtoH",
+      "cuMemcpy",         "cuMemcpy2D",          "cuMemcpy2DUnaligned"};
+  for (const char* name : kNames) {
+    if (std::strcmp(what, name) == 0) return true;
+  }
+  return false;
+}
+
+void beforeRequest(RemoteSession& session, const char* what, bool posted) {
+  if (inManagedCode || managedLive.load(std::memory_order_acquire) == 0) return;
+  ManagedScope scope;
+  std::lock_guard lock(managedMutex);
+  if (posted || !synchronizesWithHost(what)) workSinceFetch[&session] = true;
+  // A failure here is the connection's, which the request itself reports.
+  (void)flushManagedWrites(session);
+}
+
+void afterCall(RemoteSession& session, const char* what, CUresult result) {
+  if (inManagedCode || result != CUDA_SUCCESS || !synchronizesWithHost(what) ||
+      managedLive.load(std::memory_order_acquire) == 0) {
+    return;
+  }
+  ManagedScope scope;
+  std::lock_guard lock(managedMutex);
+  if (!workSinceFetch[&session]) return;
+  if (CUresult r = fetchManagedChangesOf(session); r != CUDA_SUCCESS && logLevel() >= 1) {
+    logLine("managed memory: fetching the device's changes after " + std::string(what) +
+            " failed (" + std::to_string(r) + ")");
+  }
+}
+
+const RemoteSession::RequestObserver kManagedObserver{beforeRequest, afterCall};
+
+// Restores what the mirror replaced: the window's PROT_NONE reservation, or nothing.
+void unmapMirror(const ManagedAllocation& a, CUdeviceptr base) {
+  MirrorSlot& slot = mirrorSlots[a.slot];
+  slot.bytes.store(0, std::memory_order_release);
+  slot.base.store(0, std::memory_order_release);
+  void* at = reinterpret_cast<void*>(base);
+  if (a.inWindow) {
+    mmap(at, a.bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+  } else {
+    munmap(at, a.bytes);
+  }
+  delete[] slot.dirty;
+  slot.dirty = nullptr;
+  managedLive.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+CUresult allocateManaged(CUdeviceptr* dptr, size_t bytesize, unsigned flags) {
+  if (!dptr) return CUDA_ERROR_INVALID_VALUE;
+  ContextObject* ctx = nullptr;
+  if (CUresult r = currentRemoteContext(&ctx); r != CUDA_SUCCESS) return r;
+  if (bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST) {
+    return refuseCall(
+        CUDA_ERROR_INVALID_VALUE,
+        "cuMemAllocManaged: flags must be CU_MEM_ATTACH_GLOBAL or CU_MEM_ATTACH_HOST");
+  }
+  if (sysconf(_SC_PAGESIZE) != static_cast<long>(kManagedPageBytes)) {
+    return refuseCall(CUDA_ERROR_NOT_SUPPORTED,
+                      "cuMemAllocManaged: managed memory tracks 4 KiB host pages, and this host's "
+                      "pages are " +
+                          std::to_string(sysconf(_SC_PAGESIZE)) + " bytes");
+  }
+  if (bytesize > SIZE_MAX - kManagedPageBytes) return CUDA_ERROR_OUT_OF_MEMORY;
+  size_t bytes = (bytesize + kManagedPageBytes - 1) / kManagedPageBytes * kManagedPageBytes;
+  ManagedScope scope;
+  RemoteSession* server = ctx->server;
+  uint64_t address = 0;
+  CUresult r = server->call(
+      "cuMemAllocManaged",
+      [&](wire::Request::Builder b) {
+        auto m = b.initManagedMemory();
+        m.setContext(ctx->remote);
+        m.setOp(wire::Request::ManagedMemoryOp::ALLOC);
+        m.setBytes(bytes);
+      },
+      {},
+      [&](wire::Response::Reader reply, ReplyBulk&) {
+        address = reply.getMemAlloc().getAddress();
+        return CUDA_SUCCESS;
+      });
+  if (r != CUDA_SUCCESS) return r;
+  auto giveBack = [&](const std::string& why) {
+    (void)server->post("cuMemFree", [&](wire::Request::Builder b) {
+      auto m = b.initManagedMemory();
+      m.setContext(ctx->remote);
+      m.setOp(wire::Request::ManagedMemoryOp::FREE);
+      m.setAddress(address);
+    });
+    return refuseCall(CUDA_ERROR_OUT_OF_MEMORY, "cuMemAllocManaged: " + why);
+  };
+  // The mirror sits at the device address itself: inside the window this process reserved for
+  // the server's addresses it replaces that reservation, elsewhere it must find the range free.
+  auto [windowBase, windowSize] = server->addressWindow();
+  bool inWindow = server->addressWindowReserved() && address >= windowBase &&
+                  address - windowBase <= windowSize &&
+                  bytes <= windowSize - (address - windowBase);
+  void* want = reinterpret_cast<void*>(address);
+  void* got =
+      mmap(want, bytes, PROT_READ,
+           MAP_PRIVATE | MAP_ANONYMOUS | (inWindow ? MAP_FIXED : MAP_FIXED_NOREPLACE), -1, 0);
+  if (got != want) {
+    if (got != MAP_FAILED) munmap(got, bytes);
+    return giveBack("the device address " + std::to_string(address) +
+                    " is taken in this process, so no host mirror can live there");
+  }
+  std::lock_guard lock(managedMutex);
+  size_t slot = 0;
+  while (slot < kMaxMirrors && mirrorSlots[slot].bytes.load(std::memory_order_acquire)) ++slot;
+  if (slot == kMaxMirrors) {
+    munmap(want, bytes);
+    if (inWindow) {
+      mmap(want, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    }
+    return giveBack("more than " + std::to_string(kMaxMirrors) + " managed allocations");
+  }
+  installManagedFaultHandler();
+  RemoteSession::observeRequests(&kManagedObserver);
+  size_t pages = bytes / kManagedPageBytes;
+  MirrorSlot& s = mirrorSlots[slot];
+  s.dirty = new std::atomic<uint64_t>[(pages + 63) / 64]();
+  s.base.store(address, std::memory_order_release);
+  s.bytes.store(bytes, std::memory_order_release);
+  if (slot >= mirrorSlotsInUse.load()) mirrorSlotsInUse.store(slot + 1, std::memory_order_release);
+  ManagedAllocation a;
+  a.context = ctx;
+  a.bytes = bytes;
+  a.slot = slot;
+  a.inWindow = inWindow;
+  a.attachFlags = flags;
+  a.advice.assign(pages, 0);
+  managedAllocations[address] = std::move(a);
+  managedLive.fetch_add(1, std::memory_order_acq_rel);
+  {
+    std::lock_guard stateLock(DriverState::get().mutex);
+    DeviceAllocation d{bytesize, ctx};
+    d.managed = true;
+    DriverState::get().deviceAllocations[address] = d;
+  }
+  *dptr = address;
+  return CUDA_SUCCESS;
+}
+
+// Where cuMemAdvise or cuMemPrefetchAsync points: the host, a device of this pool, or neither.
+enum class Target { kHost, kDevice, kInvalid };
+Target targetOf(CUmemLocation location) {
+  switch (location.type) {
+    case CU_MEM_LOCATION_TYPE_HOST:
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT:
+      return Target::kHost;
+    case CU_MEM_LOCATION_TYPE_DEVICE:
+      return location.id >= 0 && location.id < DriverState::get().deviceCount() ? Target::kDevice
+                                                                                : Target::kInvalid;
+    default:
+      return Target::kInvalid;
+  }
+}
+CUmemLocation locationOf(CUdevice device) {
+  CUmemLocation l{};
+  if (device == CU_DEVICE_CPU) {
+    l.type = CU_MEM_LOCATION_TYPE_HOST;
+  } else {
+    l.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    l.id = device;
+  }
+  return l;
+}
+
+constexpr const char* kNoConcurrentAccess =
+    "no pool device has CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, which this needs (managed "
+    "memory reaches the device at the next launch, copy or synchronization anyway)";
+
+// The pages [first, last) of the managed allocation holding [devPtr, devPtr+count), rounded out to
+// whole pages, as the driver does; null when the range is not managed memory. Under managedMutex.
+ManagedAllocation* managedPages(CUdeviceptr devPtr, size_t count, size_t* first, size_t* last) {
+  uint64_t base = 0;
+  if (count == 0) return nullptr;
+  ManagedAllocation* a = managedAllocationOf(nullptr, devPtr, count, &base);
+  if (!a) return nullptr;
+  *first = (devPtr - base) / kManagedPageBytes;
+  *last = (devPtr - base + count + kManagedPageBytes - 1) / kManagedPageBytes;
+  return a;
+}
+
+CUresult advise(CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUmemLocation location) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  std::lock_guard lock(managedMutex);
+  size_t first = 0, last = 0;
+  ManagedAllocation* a = managedPages(devPtr, count, &first, &last);
+  if (!a) {
+    return refuseCall(CUDA_ERROR_INVALID_VALUE,
+                      "cuMemAdvise: the range is not managed memory (system-allocated memory "
+                      "needs PAGEABLE_MEMORY_ACCESS, which no pool device has)");
+  }
+  uint8_t set = 0, clear = 0;
+  Target target = targetOf(location);
+  switch (advice) {
+    case CU_MEM_ADVISE_SET_READ_MOSTLY:
+      set = kReadMostly;
+      break;
+    case CU_MEM_ADVISE_UNSET_READ_MOSTLY:
+      clear = kReadMostly;
+      break;
+    case CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION:
+      clear = kPreferredHost;
+      break;
+    case CU_MEM_ADVISE_SET_PREFERRED_LOCATION:
+    case CU_MEM_ADVISE_SET_ACCESSED_BY:
+    case CU_MEM_ADVISE_UNSET_ACCESSED_BY: {
+      uint8_t bit =
+          advice == CU_MEM_ADVISE_SET_PREFERRED_LOCATION ? kPreferredHost : kAccessedByHost;
+      if (target == Target::kInvalid) return CUDA_ERROR_INVALID_VALUE;
+      if (target == Target::kDevice) {
+        // Nothing a device could have been given can be taken back; setting one is refused.
+        if (advice == CU_MEM_ADVISE_UNSET_ACCESSED_BY) return CUDA_SUCCESS;
+        return refuseCall(CUDA_ERROR_INVALID_DEVICE,
+                          std::string("cuMemAdvise: ") + kNoConcurrentAccess);
+      }
+      (advice == CU_MEM_ADVISE_UNSET_ACCESSED_BY ? clear : set) = bit;
+      break;
+    }
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+  for (size_t p = first; p < last; ++p) a->advice[p] = (a->advice[p] | set) & ~clear;
+  return CUDA_SUCCESS;
+}
+
+CUresult prefetch(CUdeviceptr devPtr, size_t count, CUmemLocation location, unsigned flags,
+                  CUstream stream) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  ContextObject* streamContext = nullptr;
+  uint64_t remoteStream = 0;
+  if (CUresult r = resolveStream(stream, &streamContext, &remoteStream); r != CUDA_SUCCESS) {
+    return r;
+  }
+  Target target = targetOf(location);
+  if (target == Target::kInvalid) return CUDA_ERROR_INVALID_DEVICE;
+  std::lock_guard lock(managedMutex);
+  size_t first = 0, last = 0;
+  ManagedAllocation* a = managedPages(devPtr, count, &first, &last);
+  if (!a) return refuseCall(CUDA_ERROR_INVALID_VALUE, "cuMemPrefetchAsync: not managed memory");
+  if (target == Target::kDevice) {
+    return refuseCall(CUDA_ERROR_INVALID_DEVICE,
+                      std::string("cuMemPrefetchAsync to a device: ") + kNoConcurrentAccess);
+  }
+  // To the host: the device's changes reach the mirror at the synchronization the host must reach
+  // before it touches them; what is recorded is where the range was last prefetched to.
+  for (size_t p = first; p < last; ++p) a->advice[p] |= kPrefetchedToHost;
+  return CUDA_SUCCESS;
+}
+
+// Whether every page of [first, last) has `bit`.
+bool allPages(const ManagedAllocation& a, size_t first, size_t last, uint8_t bit) {
+  for (size_t p = first; p < last; ++p) {
+    if (!(a.advice[p] & bit)) return false;
+  }
+  return true;
+}
+
+CUresult rangeAttribute(void* data, size_t dataSize, int attribute, CUdeviceptr devPtr,
+                        size_t count) {
+  if (!data) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard lock(managedMutex);
+  size_t first = 0, last = 0;
+  ManagedAllocation* a = managedPages(devPtr, count, &first, &last);
+  if (!a) {
+    return refuseCall(CUDA_ERROR_INVALID_VALUE, "cuMemRangeGetAttribute: not managed memory");
+  }
+  auto* out = static_cast<int*>(data);
+  bool oneInt = dataSize == sizeof(int);
+  switch (attribute) {
+    case CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY:
+      if (!oneInt) return CUDA_ERROR_INVALID_VALUE;
+      *out = allPages(*a, first, last, kReadMostly) ? 1 : 0;
+      return CUDA_SUCCESS;
+    case CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION:
+      if (!oneInt) return CUDA_ERROR_INVALID_VALUE;
+      *out = allPages(*a, first, last, kPreferredHost) ? CU_DEVICE_CPU : CU_DEVICE_INVALID;
+      return CUDA_SUCCESS;
+    case CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION:
+      if (!oneInt) return CUDA_ERROR_INVALID_VALUE;
+      *out = allPages(*a, first, last, kPrefetchedToHost) ? CU_DEVICE_CPU : CU_DEVICE_INVALID;
+      return CUDA_SUCCESS;
+    case CU_MEM_RANGE_ATTRIBUTE_ACCESSED_BY: {
+      if (dataSize == 0 || dataSize % sizeof(int)) return CUDA_ERROR_INVALID_VALUE;
+      size_t n = dataSize / sizeof(int);
+      for (size_t i = 0; i < n; ++i) out[i] = CU_DEVICE_INVALID;
+      if (allPages(*a, first, last, kAccessedByHost)) out[0] = CU_DEVICE_CPU;
+      return CUDA_SUCCESS;
+    }
+    case CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_TYPE:
+    case CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_TYPE: {
+      if (dataSize != sizeof(CUmemLocationType)) return CUDA_ERROR_INVALID_VALUE;
+      uint8_t bit = attribute == CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_TYPE ? kPreferredHost
+                                                                                : kPrefetchedToHost;
+      *static_cast<CUmemLocationType*>(data) =
+          allPages(*a, first, last, bit) ? CU_MEM_LOCATION_TYPE_HOST : CU_MEM_LOCATION_TYPE_INVALID;
+      return CUDA_SUCCESS;
+    }
+    case CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_ID:
+    case CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_ID:
+      // Meaningful only for a device or host NUMA location, which nothing here records.
+      if (!oneInt) return CUDA_ERROR_INVALID_VALUE;
+      *out = 0;
+      return CUDA_SUCCESS;
+    default:
+      return refuseCall(CUDA_ERROR_INVALID_VALUE,
+                        "cuMemRangeGetAttribute: unknown attribute " + std::to_string(attribute));
+  }
+}
+
+CUresult attachMemory(CUstream stream, CUdeviceptr dptr, size_t length, unsigned flags) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  ContextObject* ctx = nullptr;
+  uint64_t remoteStream = 0;
+  if (CUresult r = resolveStream(stream, &ctx, &remoteStream); r != CUDA_SUCCESS) return r;
+  if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST &&
+      flags != CU_MEM_ATTACH_SINGLE) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (flags == CU_MEM_ATTACH_SINGLE && (stream == nullptr || stream == CU_STREAM_LEGACY)) {
+    return refuseCall(CUDA_ERROR_INVALID_VALUE,
+                      "cuStreamAttachMemAsync: the NULL stream cannot be attached to singly");
+  }
+  std::lock_guard lock(managedMutex);
+  auto it = managedAllocations.find(dptr);
+  if (it == managedAllocations.end()) {
+    return refuseCall(CUDA_ERROR_INVALID_VALUE,
+                      "cuStreamAttachMemAsync: not the start of a managed allocation (pageable "
+                      "memory needs PAGEABLE_MEMORY_ACCESS, which no pool device has)");
+  }
+  DeviceAllocation info;
+  DriverState::get().findDevice(dptr, 0, nullptr, &info);
+  if (length != 0 && length != info.size && length != it->second.bytes) {
+    return refuseCall(CUDA_ERROR_INVALID_VALUE,
+                      "cuStreamAttachMemAsync: length must be 0 or the whole allocation");
+  }
+  // Recorded; coherence stays at synchronization points whatever the association.
+  it->second.attachFlags = flags;
+  it->second.attachedStream = stream;
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+namespace gpupool::client {
+
+CUresult freeManagedAllocation(CUdeviceptr base, const DeviceAllocation& info) {
+  ManagedScope scope;
+  ContextObject* ctx = info.context;
+  {
+    std::lock_guard lock(managedMutex);
+    auto it = managedAllocations.find(base);
+    if (it == managedAllocations.end()) return CUDA_ERROR_INVALID_VALUE;
+    unmapMirror(it->second, base);
+    managedAllocations.erase(it);
+  }
+  {
+    std::lock_guard lock(DriverState::get().mutex);
+    DriverState::get().deviceAllocations.erase(base);
+  }
+  HostFunctionFence::await(HostFunctionFence::Work::kCall);
+  uint64_t remote = ctx->remote;
+  return ctx->server->post("cuMemFree", [&](wire::Request::Builder b) {
+    auto m = b.initManagedMemory();
+    m.setContext(remote);
+    m.setOp(wire::Request::ManagedMemoryOp::FREE);
+    m.setAddress(base);
+  });
+}
+
+void dropManagedAllocationsOf(ContextObject* ctx) {
+  if (managedLive.load(std::memory_order_acquire) == 0) return;
+  std::lock_guard lock(managedMutex);
+  for (auto it = managedAllocations.begin(); it != managedAllocations.end();) {
+    if (it->second.context != ctx) {
+      ++it;
+      continue;
+    }
+    unmapMirror(it->second, it->first);
+    it = managedAllocations.erase(it);
+  }
+}
+
+CUresult refreshManagedAfterWrite(ContextObject* ctx, CUdeviceptr dst) {
+  if (managedLive.load(std::memory_order_acquire) == 0) return CUDA_SUCCESS;
+  ManagedScope scope;
+  std::lock_guard lock(managedMutex);
+  if (!managedAllocationOf(ctx, dst, 0, nullptr)) return CUDA_SUCCESS;
+  // Anything the host wrote first goes out ahead of the fetch, in order.
+  if (CUresult r = flushManagedWrites(*ctx->server); r != CUDA_SUCCESS) return r;
+  return fetchManagedChanges(ctx);
+}
+
+}  // namespace gpupool::client
+
+// ---- Entry points ----
+
+GPUPOOL_DRIVER_API CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize,
+                                              unsigned int flags) {
+  return allocateManaged(dptr, bytesize, flags);
+}
+
+GPUPOOL_DRIVER_API CUresult cuMemAdvise_v2(CUdeviceptr devPtr, size_t count, CUmem_advise advice,
+                                           CUmemLocation location) {
+  return advise(devPtr, count, advice, location);
+}
+
+GPUPOOL_DRIVER_API CUresult cuMemAdvise(CUdeviceptr devPtr, size_t count, CUmem_advise advice,
+                                        CUdevice device) {
+  return advise(devPtr, count, advice, locationOf(device));
+}
+
+GPUPOOL_DRIVER_API CUresult cuMemPrefetchAsync_v2(CUdeviceptr devPtr, size_t count,
+                                                  CUmemLocation location, unsigned int flags,
+                                                  CUstream hStream) {
+  return prefetch(devPtr, count, location, flags, hStream);
+}
+
+GPUPOOL_DRIVER_API CUresult cuMemPrefetchAsync_v2_ptsz(CUdeviceptr devPtr, size_t count,
+                                                       CUmemLocation location, unsigned int flags,
+                                                       CUstream hStream) {
+  PerThreadDefaultStream perThread;
+  return prefetch(devPtr, count, location, flags, hStream);
+}
+
+GPUPOOL_DRIVER_API CUresult cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUdevice dstDevice,
+                                               CUstream hStream) {
+  return prefetch(devPtr, count, locationOf(dstDevice), 0, hStream);
+}
+
+GPUPOOL_DRIVER_API CUresult cuMemPrefetchAsync_ptsz(CUdeviceptr devPtr, size_t count,
+                                                    CUdevice dstDevice, CUstream hStream) {
+  PerThreadDefaultStream perThread;
+  return prefetch(devPtr, count, locationOf(dstDevice), 0, hStream);
+}
+
+GPUPOOL_DRIVER_API CUresult cuMemRangeGetAttribute(void* data, size_t dataSize,
+                                                   CUmem_range_attribute attribute,
+                                                   CUdeviceptr devPtr, size_t count) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  return rangeAttribute(data, dataSize, static_cast<int>(attribute), devPtr, count);
+}
+
+GPUPOOL_DRIVER_API CUresult cuMemRangeGetAttributes(void** data, size_t* dataSizes,
+                                                    CUmem_range_attribute* attributes,
+                                                    size_t numAttributes, CUdeviceptr devPtr,
+                                                    size_t count) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  if (!data || !dataSizes || !attributes || numAttributes == 0) return CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0; i < numAttributes; ++i) {
+    if (CUresult r =
+            rangeAttribute(data[i], dataSizes[i], static_cast<int>(attributes[i]), devPtr, count);
+        r != CUDA_SUCCESS) {
+      return r;
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
+GPUPOOL_DRIVER_API CUresult cuStreamAttachMemAsync(CUstream hStream, CUdeviceptr dptr,
+                                                   size_t length, unsigned int flags) {
+  return attachMemory(hStream, dptr, length, flags);
+}
+
+GPUPOOL_DRIVER_API CUresult cuStreamAttachMemAsync_ptsz(CUstream hStream, CUdeviceptr dptr,
+                                                        size_t length, unsigned int flags) {
+  PerThreadDefaultStream perThread;
+  return attachMemory(hStream, dptr, length, flags);
+}
