@@ -561,6 +561,7 @@ struct Request {
   struct LinkOption {
     option @0 :UInt32;  # CUjit_option
     value @1 :UInt64;   # the option value (an unsigned int, a float's bits or an enum)
+  }
   enum ManagedMemoryOp {
     alloc @0;   # `bytes` (whole pages), zeroed; answered with memAlloc
     free @1;    # the allocation at `address`
