@@ -271,14 +271,9 @@ CUresult kernelNames(ModuleObject* m, std::vector<std::string>* names) {
 }
 
 CUresult libraryKernelNames(CUlibrary h, std::vector<std::string>* names) {
-  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
-  LibraryObject* lib = asLibrary(h);
-  if (!lib) return CUDA_ERROR_INVALID_HANDLE;
-  ContextObject* ctx = nullptr;
-  if (CUresult r = contextForLibraryUse(&ctx); r != CUDA_SUCCESS) return r;
-  ModuleObject* m = nullptr;
-  if (CUresult r = libraryModuleIn(lib, ctx, &m); r != CUDA_SUCCESS) return r;
-  return kernelNames(m, names);
+  CUmodule m = nullptr;  // the library's module in the context it is used in
+  if (CUresult r = cuLibraryGetModule(&m, h); r != CUDA_SUCCESS) return r;
+  return kernelNames(reinterpret_cast<ModuleObject*>(m), names);
 }
 
 }  // namespace
@@ -324,6 +319,23 @@ GPUPOOL_DRIVER_API CUresult cuLinkAddFile_v2(CUlinkState h, CUjitInputType type,
   std::vector<uint8_t> bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   if (bytes.empty()) return CUDA_ERROR_INVALID_VALUE;
   return addInput(state, type, bytes.data(), bytes.size(), path, numOptions, options, optionValues);
+}
+
+// The CUDA 5.5 ABI of the three (what cuGetProcAddress gives for versions before 6.5) has the same
+// parameters.
+GPUPOOL_DRIVER_API CUresult cuLinkCreate(unsigned int numOptions, CUjit_option* options,
+                                         void** optionValues, CUlinkState* stateOut) {
+  return cuLinkCreate_v2(numOptions, options, optionValues, stateOut);
+}
+GPUPOOL_DRIVER_API CUresult cuLinkAddData(CUlinkState h, CUjitInputType type, void* data,
+                                          size_t size, const char* name, unsigned int numOptions,
+                                          CUjit_option* options, void** optionValues) {
+  return cuLinkAddData_v2(h, type, data, size, name, numOptions, options, optionValues);
+}
+GPUPOOL_DRIVER_API CUresult cuLinkAddFile(CUlinkState h, CUjitInputType type, const char* path,
+                                          unsigned int numOptions, CUjit_option* options,
+                                          void** optionValues) {
+  return cuLinkAddFile_v2(h, type, path, numOptions, options, optionValues);
 }
 
 GPUPOOL_DRIVER_API CUresult cuLinkComplete(CUlinkState h, void** cubinOut, size_t* sizeOut) {

@@ -114,6 +114,19 @@ NVCC_FLAGS=(-O2 -std=c++17 -I"$ROOT/tests/programs" "-Xcompiler=-Wall,-Wextra,-W
   "-gencode=arch=compute_80,code=[sm_90,compute_80]"
   -Xlinker --disable-new-dtags -Xlinker -rpath -Xlinker "\$ORIGIN/../../lib/deps")
 if command -v g++ >/dev/null; then NVCC_FLAGS+=(-ccbin "$(command -v g++)"); fi
+# link_driver and library_enumeration embed separately compiled device code, built as
+# tests/programs/CMakeLists.txt builds it: link_units/*.cu with -rdc to PTX, a fatbin and a host
+# object, each turned into a header by bin2c.
+link_units=$(mktemp -d)
+for unit_form in "link_caller ptx -ptx" "link_callee ptx -ptx" "link_callee fatbin -fatbin" \
+  "link_callee o -dc"; do
+  read -r unit ext mode <<<"$unit_form"
+  "$NVCC" "$mode" -rdc=true "$ROOT/tests/programs/link_units/$unit.cu" -o "$link_units/$unit.$ext" ||
+    die "nvcc failed for tests/programs/link_units/$unit.cu"
+  "$CUDA_HOME/bin/bin2c" -st -c -p 0 -n "k_${unit}_${ext}" "$link_units/$unit.$ext" \
+    >"$link_units/${unit}_${ext}.h"
+done
+NVCC_FLAGS+=(-I"$link_units")
 # tests/programs, all of them: gpu-check.sh decides what runs where (multi_device needs two
 # devices). Those that call the driver API link it (the stub; the real one at run time); those
 # that check CUDA_API_PER_THREAD_DEFAULT_STREAM are built with --default-stream per-thread.
@@ -138,7 +151,7 @@ for source in "$ROOT"/tests/gpu_check/programs/*.cu; do
 done
 
 jobs_file=$(mktemp)
-trap 'rm -f "$jobs_file"' EXIT
+trap 'rm -rf "$jobs_file" "$link_units"' EXIT
 {
   for name in "${basic[@]}"; do
     extra=""

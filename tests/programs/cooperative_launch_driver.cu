@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "driver_check.h"
+#include "graph_node_params.h"
 
 namespace cg = cooperative_groups;
 
@@ -146,13 +147,7 @@ int main() {
 
   // Built: a kernel node made cooperative by attribute, a second one by copying its attributes.
   CHECK_CU(cuGraphCreate(&graph, 0));
-  CUDA_KERNEL_NODE_PARAMS kernel{};
-  kernel.func = f;
-  kernel.gridDimX = kBlocks;
-  kernel.gridDimY = kernel.gridDimZ = 1;
-  kernel.blockDimX = kThreads;
-  kernel.blockDimY = kernel.blockDimZ = 1;
-  kernel.kernelParams = params;
+  const CUDA_KERNEL_NODE_PARAMS kernel = kernelNodeParams(f, params, kBlocks, kThreads);
   CUgraphNode first = nullptr, second = nullptr;
   CHECK_CU(cuGraphAddKernelNode(&first, graph, nullptr, 0, &kernel));
   CHECK_CU(cuGraphAddKernelNode(&second, graph, &first, 1, &kernel));

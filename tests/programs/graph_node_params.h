@@ -1,5 +1,6 @@
-// Node parameters that the driver-API graph programs (graph_driver.cu, graph_update_driver.cu)
-// build again and again: a 1D kernel launch and a 32-bit fill of one row.
+// Node parameters that the driver-API graph programs (graph_driver.cu, graph_update_driver.cu,
+// cooperative_launch_driver.cu) build again and again: a 1D kernel launch and a 32-bit fill of one
+// row.
 #pragma once
 
 #include <cuda.h>

@@ -579,9 +579,10 @@ struct DriverLinkLogs {
 
 }  // namespace
 
-Status CudaContext::link(std::span<const LinkInput> inputs,
-                         std::span<const std::pair<CUjit_option, uint64_t>> options,
-                         LinkOutcome* outcome) {
+// The driver compiles each input as it is added; without `complete` that check is all it does.
+Status CudaContext::runDriverLink(std::span<const LinkInput> inputs,
+                                  std::span<const std::pair<CUjit_option, uint64_t>> options,
+                                  bool complete, LinkOutcome* outcome) {
   if (Status s = makeCurrent(); !s.ok()) return s;
   DriverLinkLogs logs(options);
   CUlinkState state = nullptr;
@@ -596,10 +597,12 @@ Status CudaContext::link(std::span<const LinkInput> inputs,
   }
   void* cubin = nullptr;
   size_t cubinBytes = 0;
-  if (status.ok()) status = driver_->call(driver_->linkComplete, state, &cubin, &cubinBytes);
-  if (status.ok()) {
-    const auto* bytes = static_cast<const uint8_t*>(cubin);
-    outcome->image.assign(bytes, bytes + cubinBytes);
+  if (status.ok() && complete) {
+    status = driver_->call(driver_->linkComplete, state, &cubin, &cubinBytes);
+    if (status.ok()) {
+      const auto* bytes = static_cast<const uint8_t*>(cubin);
+      outcome->image.assign(bytes, bytes + cubinBytes);
+    }
   }
   outcome->result = status.code;
   logs.into(outcome);
@@ -607,23 +610,16 @@ Status CudaContext::link(std::span<const LinkInput> inputs,
   return Status::success();
 }
 
+Status CudaContext::link(std::span<const LinkInput> inputs,
+                         std::span<const std::pair<CUjit_option, uint64_t>> options,
+                         LinkOutcome* outcome) {
+  return runDriverLink(inputs, options, true, outcome);
+}
+
 Status CudaContext::linkCheckInput(const LinkInput& input,
                                    std::span<const std::pair<CUjit_option, uint64_t>> options,
                                    LinkOutcome* outcome) {
-  if (Status s = makeCurrent(); !s.ok()) return s;
-  // The driver compiles an input when it is added; a link state of its own for that is the check.
-  DriverLinkLogs logs(options);
-  CUlinkState state = nullptr;
-  Status status = driver_->call(driver_->linkCreate, static_cast<unsigned>(logs.keys.size()),
-                                logs.keys.data(), logs.values.data(), &state);
-  if (!status.ok()) return status;
-  status = driver_->call(driver_->linkAddData, state, input.type,
-                         const_cast<uint8_t*>(input.bytes.data()), input.bytes.size(),
-                         input.name.c_str(), 0u, nullptr, nullptr);
-  outcome->result = status.code;
-  logs.into(outcome);
-  (void)driver_->call(driver_->linkDestroy, state);
-  return Status::success();
+  return runDriverLink(std::span<const LinkInput>(&input, 1), options, false, outcome);
 }
 
 Status CudaContext::moduleGetGlobal(uint64_t module, const std::string& name, uint64_t* address,

@@ -127,6 +127,10 @@ class CudaContext final : public BackendContext {
   std::string takeDeviceOutput() override { return {}; }
 
  private:
+  // The driver's linker over `inputs` (link, linkCheckInput); `complete` links them into an image.
+  Status runDriverLink(std::span<const LinkInput> inputs,
+                       std::span<const std::pair<CUjit_option, uint64_t>> options, bool complete,
+                       LinkOutcome* outcome);
   struct Function {
     CUfunction handle = nullptr;
     uint64_t module = 0;
