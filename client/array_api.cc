@@ -9,6 +9,7 @@
 #include "array_objects.h"
 #include "client_log.h"
 #include "driver_export.h"
+#include "raw_enum.h"
 
 using namespace gpupool::client;
 using gpupool::ArrayShape;
@@ -115,7 +116,7 @@ ArrayShape shapeOf(const CUDA_ARRAY3D_DESCRIPTOR& d) {
   s.width = d.Width;
   s.height = d.Height;
   s.depth = d.Depth;
-  s.format = d.Format;
+  s.format = static_cast<unsigned>(rawEnumValue(d.Format));  // any number may arrive
   s.channels = d.NumChannels;
   s.flags = d.Flags;
   return s;
@@ -142,7 +143,7 @@ GPUPOOL_DRIVER_API CUresult cuArrayCreate_v2(CUarray* handle, const CUDA_ARRAY_D
   ArrayShape s;
   s.width = desc->Width;
   s.height = desc->Height;
-  s.format = desc->Format;
+  s.format = static_cast<unsigned>(rawEnumValue(desc->Format));
   s.channels = desc->NumChannels;
   ArrayObject* array = nullptr;
   if (CUresult r = createArray("cuArrayCreate", s, 0, false, &array); r != CUDA_SUCCESS) return r;

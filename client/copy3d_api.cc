@@ -15,6 +15,7 @@
 #include "client_log.h"
 #include "driver_export.h"
 #include "host_function_fence.h"
+#include "raw_enum.h"
 #include "stream_capture.h"
 
 using namespace gpupool::client;
@@ -32,8 +33,9 @@ struct RegionEnd {
   size_t x = 0, y = 0, z = 0, pitch = 0, height = 0;
 };
 
-CUresult resolveEnd(const char* what, CUmemorytype type, const void* host, CUdeviceptr device,
-                    CUarray array, size_t x, size_t y, size_t z, size_t pitch, size_t height,
+// `type` is the CUmemorytype as the caller passed it (rawEnumValue): any number may arrive.
+CUresult resolveEnd(const char* what, int type, const void* host, CUdeviceptr device, CUarray array,
+                    size_t x, size_t y, size_t z, size_t pitch, size_t height,
                     const CUDA_MEMCPY3D& c, RegionEnd* end) {
   auto& state = gpupool::client::DriverState::get();
   if (type == CU_MEMORYTYPE_UNIFIED) {
@@ -161,13 +163,15 @@ CUresult copyRegion3D(const char* what, const CUDA_MEMCPY3D& c, CUstream stream,
   if (CUresult r = resolveStream(stream, &streamContext, &s); r != CUDA_SUCCESS) return r;
   if (c.WidthInBytes == 0 || c.Height == 0 || c.Depth == 0) return CUDA_SUCCESS;
   RegionEnd src, dst;
-  if (CUresult r = resolveEnd(what, c.srcMemoryType, c.srcHost, c.srcDevice, c.srcArray,
-                              c.srcXInBytes, c.srcY, c.srcZ, c.srcPitch, c.srcHeight, c, &src);
+  if (CUresult r =
+          resolveEnd(what, rawEnumValue(c.srcMemoryType), c.srcHost, c.srcDevice, c.srcArray,
+                     c.srcXInBytes, c.srcY, c.srcZ, c.srcPitch, c.srcHeight, c, &src);
       r != CUDA_SUCCESS) {
     return r;
   }
-  if (CUresult r = resolveEnd(what, c.dstMemoryType, c.dstHost, c.dstDevice, c.dstArray,
-                              c.dstXInBytes, c.dstY, c.dstZ, c.dstPitch, c.dstHeight, c, &dst);
+  if (CUresult r =
+          resolveEnd(what, rawEnumValue(c.dstMemoryType), c.dstHost, c.dstDevice, c.dstArray,
+                     c.dstXInBytes, c.dstY, c.dstZ, c.dstPitch, c.dstHeight, c, &dst);
       r != CUDA_SUCCESS) {
     return r;
   }
@@ -213,7 +217,7 @@ CUDA_MEMCPY3D fromPeer(const CUDA_MEMCPY3D_PEER& p) {
   c.srcY = p.srcY;
   c.srcZ = p.srcZ;
   c.srcLOD = p.srcLOD;
-  c.srcMemoryType = p.srcMemoryType;
+  std::memcpy(&c.srcMemoryType, &p.srcMemoryType, sizeof c.srcMemoryType);  // any number may arrive
   c.srcHost = p.srcHost;
   c.srcDevice = p.srcDevice;
   c.srcArray = p.srcArray;
@@ -223,7 +227,7 @@ CUDA_MEMCPY3D fromPeer(const CUDA_MEMCPY3D_PEER& p) {
   c.dstY = p.dstY;
   c.dstZ = p.dstZ;
   c.dstLOD = p.dstLOD;
-  c.dstMemoryType = p.dstMemoryType;
+  std::memcpy(&c.dstMemoryType, &p.dstMemoryType, sizeof c.dstMemoryType);
   c.dstHost = p.dstHost;
   c.dstDevice = p.dstDevice;
   c.dstArray = p.dstArray;

@@ -13,6 +13,7 @@
 #include "driver_state.h"
 #include "host_function_fence.h"
 #include "managed_memory.h"
+#include "raw_enum.h"
 #include "stream_capture.h"
 
 using namespace gpupool::client;
@@ -227,8 +228,8 @@ struct End {
   size_t pitch = 0;
 };
 
-CUresult endOf(CUmemorytype type, const void* host, CUdeviceptr device, CUarray array, size_t x,
-               size_t y, size_t pitch, End* end) {
+CUresult endOf(int type, const void* host, CUdeviceptr device, CUarray array, size_t x, size_t y,
+               size_t pitch, End* end) {
   if (type == CU_MEMORYTYPE_UNIFIED) {
     type = DriverState::get().findDevice(device, 0) ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
     host = reinterpret_cast<const void*>(device);
@@ -251,19 +252,21 @@ CUresult endOf(CUmemorytype type, const void* host, CUdeviceptr device, CUarray 
 
 CUresult copy2D(const char* what, const CUDA_MEMCPY2D* c, CUstream stream, bool async) {
   if (!c) return CUDA_ERROR_INVALID_VALUE;
-  if (c->srcMemoryType == CU_MEMORYTYPE_ARRAY || c->dstMemoryType == CU_MEMORYTYPE_ARRAY) {
+  // The memory types are read raw: any number may arrive, and an unknown one is an error below.
+  if (rawEnumValue(c->srcMemoryType) == CU_MEMORYTYPE_ARRAY ||
+      rawEnumValue(c->dstMemoryType) == CU_MEMORYTYPE_ARRAY) {
     // An array end: the copy is a 3D one of depth 1.
     CUDA_MEMCPY3D c3{};
     c3.srcXInBytes = c->srcXInBytes;
     c3.srcY = c->srcY;
-    c3.srcMemoryType = c->srcMemoryType;
+    std::memcpy(&c3.srcMemoryType, &c->srcMemoryType, sizeof c3.srcMemoryType);
     c3.srcHost = c->srcHost;
     c3.srcDevice = c->srcDevice;
     c3.srcArray = c->srcArray;
     c3.srcPitch = c->srcPitch;
     c3.dstXInBytes = c->dstXInBytes;
     c3.dstY = c->dstY;
-    c3.dstMemoryType = c->dstMemoryType;
+    std::memcpy(&c3.dstMemoryType, &c->dstMemoryType, sizeof c3.dstMemoryType);
     c3.dstHost = c->dstHost;
     c3.dstDevice = c->dstDevice;
     c3.dstArray = c->dstArray;
@@ -277,13 +280,13 @@ CUresult copy2D(const char* what, const CUDA_MEMCPY2D* c, CUstream stream, bool 
   uint64_t s = 0;
   if (CUresult r = resolveStream(stream, &ctx, &s); r != CUDA_SUCCESS) return r;
   End src, dst;
-  if (CUresult r = endOf(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray, c->srcXInBytes,
-                         c->srcY, c->srcPitch, &src);
+  if (CUresult r = endOf(rawEnumValue(c->srcMemoryType), c->srcHost, c->srcDevice, c->srcArray,
+                         c->srcXInBytes, c->srcY, c->srcPitch, &src);
       r != CUDA_SUCCESS) {
     return r;
   }
-  if (CUresult r = endOf(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstArray, c->dstXInBytes,
-                         c->dstY, c->dstPitch, &dst);
+  if (CUresult r = endOf(rawEnumValue(c->dstMemoryType), c->dstHost, c->dstDevice, c->dstArray,
+                         c->dstXInBytes, c->dstY, c->dstPitch, &dst);
       r != CUDA_SUCCESS) {
     return r;
   }

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -31,9 +32,10 @@ constexpr size_t kLogBytes = 8192;
 // Copied to 8-byte aligned storage, as images are when a program reads them into memory.
 template <size_t N>
 void* bytesOf(const unsigned char (&array)[N]) {
-  auto* copy = new uint64_t[(N + 7) / 8];
-  std::memcpy(copy, array, N);
-  return copy;  // kept for the program's life
+  static std::vector<std::unique_ptr<uint64_t[]>> copies;  // kept for the program's life
+  copies.emplace_back(new uint64_t[(N + 7) / 8]);
+  std::memcpy(copies.back().get(), array, N);
+  return copies.back().get();
 }
 
 struct Linker {
