@@ -177,10 +177,12 @@ Status CudaContext::copy3D(const Copy3D& copy, uint64_t stream, bool async) {
   params.WidthInBytes = copy.widthBytes;
   params.Height = copy.height;
   params.Depth = copy.depth;
-  if (!async) return driver_->call(driver_->memcpy3D, &params);
+  // Always in the request's stream: a synchronous copy (the handler makes one of every copy into
+  // host memory) still comes after the stream's earlier work, which cuMemcpy3D on the legacy stream
+  // would not wait for when the stream is non-blocking.
   if (Status s = driver_->call(driver_->memcpy3DAsync, &params, cuStream); !s.ok()) return s;
   // A host end is the caller's buffer: it must be consumed (or filled) before we return.
-  if (copy.src.kind != CopyEnd3D::Kind::kHost && copy.dst.kind != CopyEnd3D::Kind::kHost) {
+  if (async && copy.src.kind != CopyEnd3D::Kind::kHost && copy.dst.kind != CopyEnd3D::Kind::kHost) {
     return Status::success();
   }
   return driver_->call(driver_->streamSynchronize, cuStream);
