@@ -119,7 +119,6 @@ void CudaDriver::resolveAll() {
   resolve(memcpyDtoDAsync, 3020, "cuMemcpyDtoDAsync_v2");
   resolve(memcpy2D, 3020, "cuMemcpy2D_v2");
   resolve(memcpy2DAsync, 3020, "cuMemcpy2DAsync_v2");
-  resolve(memcpy3D, 3020, "cuMemcpy3D_v2");
   resolve(memcpy3DAsync, 3020, "cuMemcpy3DAsync_v2");
   resolve(array3DCreate, 3020, "cuArray3DCreate_v2");
   resolve(arrayDestroy, 2000, "cuArrayDestroy");

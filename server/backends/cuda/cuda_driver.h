@@ -103,7 +103,6 @@ class CudaDriver {
   DriverEntryPoint<PFN_cuMemcpyDtoDAsync_v3020> memcpyDtoDAsync{"cuMemcpyDtoDAsync"};
   DriverEntryPoint<PFN_cuMemcpy2D_v3020> memcpy2D{"cuMemcpy2D"};
   DriverEntryPoint<PFN_cuMemcpy2DAsync_v3020> memcpy2DAsync{"cuMemcpy2DAsync"};
-  DriverEntryPoint<PFN_cuMemcpy3D_v3020> memcpy3D{"cuMemcpy3D"};
   DriverEntryPoint<PFN_cuMemcpy3DAsync_v3020> memcpy3DAsync{"cuMemcpy3DAsync"};
   DriverEntryPoint<PFN_cuArray3DCreate_v3020> array3DCreate{"cuArray3DCreate"};
   DriverEntryPoint<PFN_cuArrayDestroy_v2000> arrayDestroy{"cuArrayDestroy"};
