@@ -183,8 +183,17 @@ CUresult DriverState::initialize() {
       primaries_.push_back(ctx);
     }
     initResult_ = CUDA_SUCCESS;
+    sessionsReady_.store(true, std::memory_order_release);
   });
   return initResult_;
+}
+
+RemoteSession* DriverState::connectedSession(const std::string& url) const {
+  if (!sessionsReady_.load(std::memory_order_acquire)) return nullptr;
+  for (const auto& s : sessions_) {
+    if (s->url() == url) return s.get();
+  }
+  return nullptr;
 }
 
 const DeviceSnapshot* DriverState::device(CUdevice d) const {

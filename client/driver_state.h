@@ -192,6 +192,9 @@ class DriverState {
   const DeviceSnapshot* device(CUdevice d) const;
   // The lowest driver version among the servers in use.
   int driverVersion() const;
+  // The session to the server at `url` (as GPU_POOL_ENDPOINT spells it) once cuInit has connected;
+  // null before, or when that server is not in use. Never connects.
+  RemoteSession* connectedSession(const std::string& url) const;
   // The server holding pool device d, and d's ordinal there.
   RemoteSession* serverOf(CUdevice d) const;
   int serverDeviceOf(CUdevice d) const;
@@ -225,6 +228,7 @@ class DriverState {
 
   std::once_flag initOnce_;
   CUresult initResult_ = CUDA_ERROR_NOT_INITIALIZED;
+  std::atomic<bool> sessionsReady_{false};  // sessions_ is complete (read without initOnce_)
   std::vector<std::unique_ptr<RemoteSession>> sessions_;  // one per reachable server, in order
   std::vector<DeviceRoute> routes_;
   std::vector<ContextObject*> primaries_;

@@ -1,5 +1,7 @@
 #include "remote_session.h"
 
+#include <capnp/message.h>
+#include <capnp/serialize.h>
 #include <kj/exception.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -148,6 +150,12 @@ std::unique_ptr<RemoteSession> RemoteSession::connect(const transport::Endpoint&
       *error = "server refused the session: " + std::string(response.getMessage().cStr());
       if (refusal) *refusal = static_cast<CUresult>(response.getResult());
       return nullptr;
+    }
+    {
+      capnp::MallocMessageBuilder copy;
+      copy.setRoot(response);
+      auto words = capnp::messageToFlatArray(copy);
+      session->welcome_.assign(words.begin(), words.end());
     }
     auto welcome = response.getWelcome();
     session->driverVersion_ = welcome.getDriverVersion();

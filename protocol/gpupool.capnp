@@ -124,6 +124,31 @@ struct DeviceStatus {
   parent @6 :Text;                # MIG: the parent GPU's UUID; empty otherwise
   profile @7 :Text;               # MIG: the instance profile, e.g. "1g.10gb"
   uuid @8 :Text;                  # "GPU-…", or "MIG-…" for a MIG instance
+  sensors @9 :DeviceSensors;      # from the server's NVML (cuda backend); all unread on the emu
+}
+
+# What the server's NVML reads of a GPU (of the parent GPU, for a MIG instance), each at most a
+# second old. A figure NVML did not answer stays at its default: -1, or empty text.
+struct DeviceSensors {
+  temperatureC @0 :Int64 = -1;
+  powerUsageMw @1 :Int64 = -1;
+  powerLimitMw @2 :Int64 = -1;         # the enforced limit
+  graphicsClockMhz @3 :Int64 = -1;     # current clocks
+  smClockMhz @4 :Int64 = -1;
+  memoryClockMhz @5 :Int64 = -1;
+  videoClockMhz @6 :Int64 = -1;
+  performanceState @7 :Int64 = -1;     # 0 (P0) .. 15
+  fanSpeedPercent @8 :Int64 = -1;
+  gpuUtilization @9 :Int64 = -1;       # percent, NVML's sampling
+  memoryUtilization @10 :Int64 = -1;
+  eccCorrectedVolatile @11 :Int64 = -1;
+  eccUncorrectedVolatile @12 :Int64 = -1;
+  eccCorrectedAggregate @13 :Int64 = -1;
+  eccUncorrectedAggregate @14 :Int64 = -1;
+  bar1Total @15 :Int64 = -1;           # bytes
+  bar1Used @16 :Int64 = -1;
+  serial @17 :Text;                    # the board serial
+  powerManagementLimitMw @18 :Int64 = -1;  # the configured limit (the enforced one may be lower)
 }
 
 # A tenant of a configured pool: its usage against its quota, usage totals since metering began.
@@ -638,5 +663,6 @@ struct Response {
     sessions @4 :List(SessionStatus);
     uptimeSeconds @5 :Float64;
     tenants @6 :List(TenantStatus);  # empty when the server runs without a configuration
+    nvidiaDriverVersion @7 :Text;    # the server's NVIDIA driver (its NVML); empty without one
   }
 }

@@ -55,9 +55,9 @@ bool parseSize(const std::string& text, uint64_t* out) {
 }
 
 // `gpupoold --list-devices`: what this machine could pool, as NVML sees it.
-int listPoolDevices() {
+int listPoolDevices(const std::string& nvmlLibrary) {
   std::string error;
-  auto nvml = gpupool::server::openNvml(&error);
+  auto nvml = gpupool::server::openNvml(nvmlLibrary, &error);
   if (!nvml) {
     std::cerr << "gpupoold: NVML is unavailable, so devices cannot be listed: " << error << "\n";
     return 1;
@@ -77,33 +77,45 @@ int listPoolDevices() {
   return 0;
 }
 
-// The cuda devices' UUIDs as status shows them, and parent and profile of MIG instances, from
-// NVML when it is there. Without NVML a MIG instance is known only by the uuid configured for it.
-std::vector<gpupool::server::PoolServer::DeviceIdentity> cudaDeviceIdentities(
-    const gpupool::server::Backend& backend, const gpupool::server::PoolConfig* config,
-    bool verbose) {
+// What status shows of the cuda devices beyond the backend's description, from the server's NVML
+// when it is there: UUIDs as NVIDIA tools write them, MIG parent and profile, and the sensors.
+// Without NVML a MIG instance is known only by the uuid configured for it, and shows no sensors.
+struct CudaDeviceViews {
+  std::vector<gpupool::server::PoolServer::DeviceIdentity> identities;
+  std::unique_ptr<gpupool::server::DeviceSensors> sensors;
+};
+
+CudaDeviceViews cudaDeviceViews(const gpupool::server::Backend& backend,
+                                const gpupool::server::PoolConfig* config,
+                                const std::string& nvmlLibrary, bool verbose) {
   using namespace gpupool::server;
   std::string error;
   std::vector<PoolDeviceCandidate> candidates;
-  if (auto nvml = openNvml(&error)) {
-    candidates = enumeratePoolDevices(*nvml, &error);
-  }
+  auto nvml = openNvml(nvmlLibrary, &error);
+  if (nvml) candidates = enumeratePoolDevices(*nvml, &error);
   if (!error.empty() && verbose) {
-    std::cerr << "gpupoold: no MIG parent/profile in status: " << error << "\n";
+    std::cerr << "gpupoold: no MIG parent/profile or sensors in status: " << error << "\n";
   }
-  std::vector<PoolServer::DeviceIdentity> identities;
+  CudaDeviceViews views;
+  std::vector<NvmlHandle> gpus;
   for (size_t i = 0; i < backend.devices().size(); ++i) {
     const auto& uuid = backend.devices()[i].uuid;
     PoolServer::DeviceIdentity identity{formatDeviceUuid("GPU-", uuid), "", ""};
     if (config && i < config->devices.size() && config->devices[i].uuid.rfind("MIG-", 0) == 0) {
       identity.uuid = formatDeviceUuid("MIG-", uuid);
     }
+    NvmlHandle gpu = nullptr;
     if (const PoolDeviceCandidate* c = findPoolDevice(candidates, uuid)) {
       identity = {c->uuid, c->parentUuid, c->profile};
+      if (nvml->deviceHandle(c->gpuIndex, &gpu) != kNvmlSuccess) gpu = nullptr;
     }
-    identities.push_back(std::move(identity));
+    gpus.push_back(gpu);
+    views.identities.push_back(std::move(identity));
   }
-  return identities;
+  if (nvml && error.empty()) {
+    views.sensors = std::make_unique<DeviceSensors>(std::move(nvml), std::move(gpus));
+  }
+  return views;
 }
 
 }  // namespace
@@ -118,6 +130,7 @@ int main(int argc, char** argv) {
   std::string backendKind = "emu";
   unsigned devices = 1;
   std::string driver = "libcuda.so.1";
+  std::string nvmlLibrary = "libnvidia-ml.so.1";
   std::string memory = "4GiB";
   int computeCapability = 80;
   int multiprocessors = 132;
@@ -142,6 +155,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1u, 64u))
       ->capture_default_str();
   app.add_option("--driver", driver, "CUDA driver library for the cuda backend")
+      ->capture_default_str();
+  app.add_option("--nvml-library", nvmlLibrary,
+                 "NVML library the cuda backend reads MIG identities and sensors from, and "
+                 "--list-devices lists with")
       ->capture_default_str();
   app.add_option("--memory", memory, "emu: memory per device (e.g. 4GiB, 512MiB)")
       ->capture_default_str();
@@ -226,7 +243,7 @@ int main(int argc, char** argv) {
                "uuid, name, memory, parent, profile) and exit");
   CLI11_PARSE(app, argc, argv);
   listenOptions.shmPollMax = std::chrono::microseconds(shmPollUs);
-  if (listDevices) return listPoolDevices();
+  if (listDevices) return listPoolDevices(nvmlLibrary);
 
   std::optional<server::PoolConfig> poolConfig;
   if (!configPath.empty()) {
@@ -358,9 +375,9 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  std::vector<server::PoolServer::DeviceIdentity> identities;
+  CudaDeviceViews views;
   if (backend->kind() == "cuda") {
-    identities = cudaDeviceIdentities(*backend, poolConfig ? &*poolConfig : nullptr, verbose);
+    views = cudaDeviceViews(*backend, poolConfig ? &*poolConfig : nullptr, nvmlLibrary, verbose);
   }
   server::PoolServer pool(std::move(backend), verbose);
   pool.setLimits(limits);
@@ -374,7 +391,8 @@ int main(int argc, char** argv) {
   }
   pool.setEventLoop(eventLoop);
   pool.setPinnedMemory(&pinnedMemory);
-  pool.setDeviceIdentities(std::move(identities));
+  pool.setDeviceIdentities(std::move(views.identities));
+  pool.setDeviceSensors(std::move(views.sensors));
   std::shared_ptr<server::TenantPool> tenants;
   std::unique_ptr<server::MetricsHttpServer> metrics;
   try {

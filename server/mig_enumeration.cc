@@ -1,7 +1,5 @@
 #include "server/mig_enumeration.h"
 
-#include <dlfcn.h>
-
 #include "server/device_uuid.h"
 
 namespace gpupool::server {
@@ -80,107 +78,6 @@ const PoolDeviceCandidate* findPoolDevice(const std::vector<PoolDeviceCandidate>
     if (deviceUuidMatches(c.uuid, uuid)) return &c;
   }
   return nullptr;
-}
-
-namespace {
-
-// The real library, bound by name; the signatures are NVML's (nvml.h), written out so no NVML
-// header is needed to build.
-class DlopenNvml final : public NvmlQueries {
- public:
-  struct Memory {
-    unsigned long long total, free, used;
-  };
-
-  explicit DlopenNvml(void* library) : library_(library) {}
-  ~DlopenNvml() override {
-    if (shutdown_) shutdown_();
-    dlclose(library_);
-  }
-
-  bool bind(std::string* error) {
-    bool ok = true;
-    auto get = [&](auto& fn, const char* symbol) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(library_, symbol));
-      if (!fn) {
-        *error = std::string("libnvidia-ml.so.1 lacks ") + symbol;
-        ok = false;
-      }
-    };
-    get(init_, "nvmlInit_v2");
-    get(shutdown_, "nvmlShutdown");
-    get(count_, "nvmlDeviceGetCount_v2");
-    get(handle_, "nvmlDeviceGetHandleByIndex_v2");
-    get(uuid_, "nvmlDeviceGetUUID");
-    get(name_, "nvmlDeviceGetName");
-    get(memory_, "nvmlDeviceGetMemoryInfo");
-    get(migMode_, "nvmlDeviceGetMigMode");
-    get(maxMig_, "nvmlDeviceGetMaxMigDeviceCount");
-    get(migHandle_, "nvmlDeviceGetMigDeviceHandleByIndex");
-    get(errorString_, "nvmlErrorString");
-    if (!ok) return false;
-    if (int rc = init_(); rc != kNvmlSuccess) {
-      *error = std::string("nvmlInit: ") + errorString_(rc);
-      shutdown_ = nullptr;
-      return false;
-    }
-    return true;
-  }
-
-  int deviceCount(unsigned* count) override { return count_(count); }
-  int deviceHandle(unsigned index, NvmlHandle* device) override { return handle_(index, device); }
-  int uuid(NvmlHandle device, std::string* out) override { return text(uuid_, device, out); }
-  int name(NvmlHandle device, std::string* out) override { return text(name_, device, out); }
-  int memoryTotal(NvmlHandle device, uint64_t* bytes) override {
-    Memory m{};
-    int rc = memory_(device, &m);
-    *bytes = m.total;
-    return rc;
-  }
-  int migMode(NvmlHandle device, unsigned* current, unsigned* pending) override {
-    return migMode_(device, current, pending);
-  }
-  int maxMigDeviceCount(NvmlHandle device, unsigned* count) override {
-    return maxMig_(device, count);
-  }
-  int migDeviceHandle(NvmlHandle device, unsigned index, NvmlHandle* mig) override {
-    return migHandle_(device, index, mig);
-  }
-  std::string errorString(int code) override { return errorString_(code); }
-
- private:
-  using TextFn = int (*)(NvmlHandle, char*, unsigned);
-  static int text(TextFn fn, NvmlHandle device, std::string* out) {
-    char buffer[128] = {};
-    int rc = fn(device, buffer, sizeof buffer);
-    *out = buffer;
-    return rc;
-  }
-
-  void* library_;
-  int (*init_)() = nullptr;
-  int (*shutdown_)() = nullptr;
-  int (*count_)(unsigned*) = nullptr;
-  int (*handle_)(unsigned, NvmlHandle*) = nullptr;
-  TextFn uuid_ = nullptr, name_ = nullptr;
-  int (*memory_)(NvmlHandle, Memory*) = nullptr;
-  int (*migMode_)(NvmlHandle, unsigned*, unsigned*) = nullptr;
-  int (*maxMig_)(NvmlHandle, unsigned*) = nullptr;
-  int (*migHandle_)(NvmlHandle, unsigned, NvmlHandle*) = nullptr;
-  const char* (*errorString_)(int) = nullptr;
-};
-
-}  // namespace
-
-std::unique_ptr<NvmlQueries> openNvml(std::string* error) {
-  void* library = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!library) {
-    *error = std::string("cannot load libnvidia-ml.so.1: ") + dlerror();
-    return nullptr;
-  }
-  auto nvml = std::make_unique<DlopenNvml>(library);
-  if (!nvml->bind(error)) return nullptr;
-  return nvml;
 }
 
 }  // namespace gpupool::server

@@ -1,41 +1,18 @@
 // Which pool devices a GPU server can offer: every GPU without MIG, and every MIG instance of a GPU
 // with MIG enabled (its parent GPU and its profile named, e.g. "1g.10gb"), asked of NVML.
 //
-// The NVML calls are behind NvmlQueries so the enumeration logic is tested against recorded NVML
-// answers (tests/pool/mig_enumeration_test.cc); openNvml() binds the real library through dlopen,
-// so gpupoold needs no NVML at build time and runs where there is none.
+// The NVML calls are behind NvmlQueries (server/nvml_queries.h) so the enumeration logic is tested
+// against recorded NVML answers (tests/pool/mig_enumeration_test.cc).
 #pragma once
 
 #include <array>
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <vector>
 
+#include "server/nvml_queries.h"
+
 namespace gpupool::server {
-
-// NVML return codes the enumeration tells apart (nvml.h's nvmlReturn_t values).
-constexpr int kNvmlSuccess = 0;
-constexpr int kNvmlNotSupported = 3;
-constexpr int kNvmlNotFound = 6;
-constexpr unsigned kNvmlMigEnabled = 1;
-
-// Opaque NVML device handles.
-using NvmlHandle = void*;
-
-class NvmlQueries {
- public:
-  virtual ~NvmlQueries() = default;
-  virtual int deviceCount(unsigned* count) = 0;
-  virtual int deviceHandle(unsigned index, NvmlHandle* device) = 0;
-  virtual int uuid(NvmlHandle device, std::string* uuid) = 0;
-  virtual int name(NvmlHandle device, std::string* name) = 0;
-  virtual int memoryTotal(NvmlHandle device, uint64_t* bytes) = 0;
-  virtual int migMode(NvmlHandle device, unsigned* current, unsigned* pending) = 0;
-  virtual int maxMigDeviceCount(NvmlHandle device, unsigned* count) = 0;
-  virtual int migDeviceHandle(NvmlHandle device, unsigned index, NvmlHandle* mig) = 0;
-  virtual std::string errorString(int code) = 0;
-};
 
 struct PoolDeviceCandidate {
   std::string uuid;  // "GPU-…" or "MIG-…"
@@ -59,8 +36,5 @@ const PoolDeviceCandidate* findPoolDevice(const std::vector<PoolDeviceCandidate>
 
 // The MIG profile in an instance name such as "NVIDIA A100-SXM4-40GB MIG 1g.5gb" ("1g.5gb").
 std::string migProfileFromName(const std::string& name);
-
-// Binds libnvidia-ml.so.1 and initializes it; null with the reason when it is not there.
-std::unique_ptr<NvmlQueries> openNvml(std::string* error);
 
 }  // namespace gpupool::server

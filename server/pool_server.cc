@@ -230,7 +230,9 @@ void PoolServer::fillStatus(wire::Response::StatusReply::Builder status) {
       ds[i].setUuid(formatDeviceUuid("GPU-", devices[i].uuid));
     }
     if (tenantPool_) ds[i].setUtilization(tenantPool_->utilization(static_cast<int>(i)));
+    if (sensors_) sensors_->fill(i, ds[i].initSensors());
   }
+  if (sensors_) status.setNvidiaDriverVersion(sensors_->driverVersion());
   auto ss = status.initSessions(static_cast<unsigned>(snapshots.size()));
   for (unsigned i = 0; i < snapshots.size(); ++i) {
     ss[i].setSessionId(snapshots[i].id);

@@ -15,6 +15,7 @@
 
 #include "protocol/gpupool.capnp.h"
 #include "server/backend.h"
+#include "server/device_sensors.h"
 #include "server/handlers/request_table.h"
 #include "server/module_cache.h"
 #include "server/session.h"
@@ -60,6 +61,8 @@ class PoolServer {
   void setDeviceIdentities(std::vector<DeviceIdentity> identities) {
     identities_ = std::move(identities);
   }
+  // The server's NVML readings of its devices, for status (set before serve()); none on the emu.
+  void setDeviceSensors(std::unique_ptr<DeviceSensors> sensors) { sensors_ = std::move(sensors); }
   static const char* version();
 
   // Limits on what clients may hold (set before serve(); docs/hardening.md). 0 = unlimited.
@@ -120,6 +123,7 @@ class PoolServer {
   transport::PinnedMemory* pinnedMemory_ = nullptr;
   std::shared_ptr<TenantPool> tenantPool_;
   std::vector<DeviceIdentity> identities_;
+  std::unique_ptr<DeviceSensors> sensors_;
   Limits limits_;
   StrangerGate strangers_;
   std::atomic<unsigned> driverSessions_{0};

@@ -8,10 +8,41 @@
 namespace gpupool::tools {
 namespace {
 
+// The figures the server's NVML read (cuda backend); none on the emu, and then no "sensors" key.
+nlohmann::json sensorsJson(wire::DeviceSensors::Reader s) {
+  nlohmann::json out = nlohmann::json::object();
+  auto put = [&](const char* name, int64_t value) {
+    if (value >= 0) out[name] = value;
+  };
+  put("temperature_c", s.getTemperatureC());
+  put("power_usage_mw", s.getPowerUsageMw());
+  put("power_limit_mw", s.getPowerLimitMw());
+  put("power_management_limit_mw", s.getPowerManagementLimitMw());
+  put("graphics_clock_mhz", s.getGraphicsClockMhz());
+  put("sm_clock_mhz", s.getSmClockMhz());
+  put("memory_clock_mhz", s.getMemoryClockMhz());
+  put("video_clock_mhz", s.getVideoClockMhz());
+  put("performance_state", s.getPerformanceState());
+  put("fan_speed_percent", s.getFanSpeedPercent());
+  put("gpu_utilization_percent", s.getGpuUtilization());
+  put("memory_utilization_percent", s.getMemoryUtilization());
+  put("ecc_corrected_volatile", s.getEccCorrectedVolatile());
+  put("ecc_uncorrected_volatile", s.getEccUncorrectedVolatile());
+  put("ecc_corrected_aggregate", s.getEccCorrectedAggregate());
+  put("ecc_uncorrected_aggregate", s.getEccUncorrectedAggregate());
+  put("bar1_total", s.getBar1Total());
+  put("bar1_used", s.getBar1Used());
+  if (s.getSerial().size()) out["serial"] = s.getSerial().cStr();
+  return out;
+}
+
 void printJson(wire::Response::StatusReply::Reader status) {
   nlohmann::json out;
   out["server_version"] = status.getServerVersion().cStr();
   out["backend"] = status.getBackendKind().cStr();
+  if (status.getNvidiaDriverVersion().size()) {
+    out["nvidia_driver_version"] = status.getNvidiaDriverVersion().cStr();
+  }
   out["devices"] = nlohmann::json::array();
   for (auto device : status.getDevices()) {
     out["devices"].push_back({{"index", device.getIndex()},
@@ -24,6 +55,9 @@ void printJson(wire::Response::StatusReply::Reader status) {
     if (device.getParent().size()) {
       out["devices"].back()["parent"] = device.getParent().cStr();
       out["devices"].back()["profile"] = device.getProfile().cStr();
+    }
+    if (nlohmann::json sensors = sensorsJson(device.getSensors()); !sensors.empty()) {
+      out["devices"].back()["sensors"] = std::move(sensors);
     }
   }
   out["sessions"] = nlohmann::json::array();
@@ -79,7 +113,12 @@ void printText(wire::Response::StatusReply::Reader status) {
     if (device.getParent().size()) {
       std::cout << "  MIG " << device.getProfile().cStr() << " on " << device.getParent().cStr();
     }
-    std::cout << "  busy " << static_cast<int>(device.getUtilization() * 100) << "%\n";
+    std::cout << "  busy " << static_cast<int>(device.getUtilization() * 100) << "%";
+    auto sensors = device.getSensors();
+    if (sensors.getTemperatureC() >= 0) std::cout << "  " << sensors.getTemperatureC() << " C";
+    if (sensors.getPowerUsageMw() >= 0)
+      std::cout << "  " << sensors.getPowerUsageMw() / 1000 << " W";
+    std::cout << "\n";
   }
   if (status.getTenants().size()) std::cout << "tenants  " << status.getTenants().size() << "\n";
   for (auto t : status.getTenants()) {

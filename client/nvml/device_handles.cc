@@ -1,5 +1,5 @@
-// Device count and handles: by index, UUID and PCI bus id. (A pool device's board serial is not
-// known: nvmlDeviceGetSerial and GetHandleBySerial are the generated NOT_SUPPORTED stubs.)
+// Device count and handles: by index, UUID, PCI bus id and board serial (the serial only where the
+// server's NVML reports one).
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -83,6 +83,24 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetHandleByPciBusI
 __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetHandleByPciBusId(
     const char* pciBusId, nvmlDevice_t* device) {
   return nvmlDeviceGetHandleByPciBusId_v2(pciBusId, device);
+}
+
+// The device whose board serial the server's NVML reports as `serial`. Every device of a board
+// shares its serial (MIG instances of one GPU); the first is answered, as NVIDIA's does. NOT_FOUND
+// when none matches, which includes every device of a server without NVML.
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetHandleBySerial(
+    const char* serial, nvmlDevice_t* device) {
+  if (!serial || !device) return NVML_ERROR_INVALID_ARGUMENT;
+  if (nvmlReturn_t r = checkInitialized(); r != NVML_SUCCESS) return r;
+  for (unsigned i = 0; i < visibleDevices().size(); ++i) {
+    LiveStatus::Device live;
+    if (nvmlReturn_t r = liveDeviceStatus(handleOf(i), &live); r != NVML_SUCCESS) return r;
+    if (!live.sensors.serial.empty() && live.sensors.serial == serial) {
+      *device = handleOf(i);
+      return NVML_SUCCESS;
+    }
+  }
+  return NVML_ERROR_NOT_FOUND;
 }
 
 }  // extern "C"

@@ -90,8 +90,9 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(
   return NVML_SUCCESS;
 }
 
-// The pool's busy fraction of the device over its last metering interval, for both figures: the
-// pool does not measure memory-bus activity apart from the work that causes it.
+// The server's NVML sampling where it has one (a real GPU: every process on it counts, as in
+// nvidia-smi). Otherwise the pool's busy fraction of the device over its last metering interval,
+// for both figures: the pool does not measure memory-bus activity apart from the work causing it.
 __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetUtilizationRates(
     nvmlDevice_t device, nvmlUtilization_t* utilization) {
   nvmlReturn_t r;
@@ -99,6 +100,11 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetUtilizationRate
   if (!utilization) return NVML_ERROR_INVALID_ARGUMENT;
   LiveStatus::Device live;
   if ((r = liveDevice(device, &live)) != NVML_SUCCESS) return r;
+  if (live.sensors.gpuUtilization >= 0 && live.sensors.memoryUtilization >= 0) {
+    utilization->gpu = static_cast<unsigned>(live.sensors.gpuUtilization);
+    utilization->memory = static_cast<unsigned>(live.sensors.memoryUtilization);
+    return NVML_SUCCESS;
+  }
   auto percent = static_cast<unsigned>(std::lround(std::clamp(live.utilization, 0.0, 1.0) * 100));
   utilization->gpu = percent;
   utilization->memory = percent;
@@ -182,27 +188,43 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetMaxClockInfo(nv
 }
 
 // The emu device runs at its profile's clock, never throttled or boosted. A real GPU's current
-// clock and performance state move with load and heat, and the server's NVML does not forward
-// them yet: those are refused rather than guessed.
+// clock and performance state move with load and heat: they come from the server's NVML, and are
+// refused rather than guessed where it read none.
 __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device,
                                                                            nvmlClockType_t type,
                                                                            unsigned int* clock) {
-  if (backendKind() != "emu") {
-    return reportNotSupported("nvmlDeviceGetClockInfo (a real GPU's current clock)");
+  if (backendKind() == "emu") return nvmlDeviceGetMaxClockInfo(device, type, clock);
+  nvmlReturn_t r;
+  if (!deviceOf(device, &r)) return r;
+  if (!clock || type < NVML_CLOCK_GRAPHICS || type > NVML_CLOCK_VIDEO) {
+    return NVML_ERROR_INVALID_ARGUMENT;
   }
-  return nvmlDeviceGetMaxClockInfo(device, type, clock);
+  LiveStatus::Device live;
+  if ((r = liveDeviceStatus(device, &live)) != NVML_SUCCESS) return r;
+  if (live.sensors.clockMhz[type] < 0) {
+    return reportNotSupported("nvmlDeviceGetClockInfo (the server's NVML read no current clock)");
+  }
+  *clock = static_cast<unsigned>(live.sensors.clockMhz[type]);
+  return NVML_SUCCESS;
 }
 
-// P0 (maximum performance) on the emu, which has no other state; refused on a real GPU, as above.
+// P0 (maximum performance) on the emu, which has no other state; a real GPU's from the server's
+// NVML, as above.
 __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetPerformanceState(
     nvmlDevice_t device, nvmlPstates_t* pState) {
   nvmlReturn_t r;
   if (!deviceOf(device, &r)) return r;
   if (!pState) return NVML_ERROR_INVALID_ARGUMENT;
-  if (backendKind() != "emu") {
-    return reportNotSupported("nvmlDeviceGetPerformanceState (of a real GPU)");
+  if (backendKind() == "emu") {
+    *pState = NVML_PSTATE_0;
+    return NVML_SUCCESS;
   }
-  *pState = NVML_PSTATE_0;
+  LiveStatus::Device live;
+  if ((r = liveDeviceStatus(device, &live)) != NVML_SUCCESS) return r;
+  if (live.sensors.performanceState < 0) {
+    return reportNotSupported("nvmlDeviceGetPerformanceState (the server's NVML read none)");
+  }
+  *pState = static_cast<nvmlPstates_t>(live.sensors.performanceState);
   return NVML_SUCCESS;
 }
 

@@ -1,6 +1,8 @@
 #include "client/nvml/nvml_session.h"
 
 #include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -23,16 +25,29 @@ namespace {
 constexpr unsigned kNvmlConnectTimeoutMs = 5000;
 constexpr unsigned kNvmlReplyTimeoutMs = 10000;
 
+// libcuda.so.1's channel into its driver session (client/shared_session_channel.cc), when our
+// libcuda is loaded in this process.
+struct SharedChannel {
+  using Bytes = void (*)(void*, const void*, size_t);
+  int (*available)(const char* url) = nullptr;
+  int (*welcome)(const char* url, Bytes onBytes, void* context) = nullptr;
+  int (*call)(const char* url, const void* request, size_t size, Bytes onBytes,
+              void* context) = nullptr;
+};
+
 struct LibraryState {
   std::mutex mutex;
   unsigned initCount = 0;
   std::optional<transport::Endpoint> endpoint;
+  std::string endpointUrl;  // the first GPU_POOL_ENDPOINT entry, as libcuda's session names it
   std::unique_ptr<transport::Connection> connection;
+  SharedChannel channel;
+  bool shared = false;                 // requests travel on libcuda's session, not on `connection`
   std::vector<VisibleDevice> devices;  // filled by the first successful nvmlInit, then kept
   bool described = false;              // devices filled from the Welcome
   bool identified = false;  // their UUID text and MIG identity filled from the first status
   int cudaVersion = 0;
-  std::string serverVersion, backendKind;
+  std::string serverVersion, backendKind, nvidiaDriverVersion;
   std::shared_ptr<const LiveStatus> live;
   std::chrono::steady_clock::time_point liveAt;
   std::map<unsigned, std::pair<MemoryView, std::chrono::steady_clock::time_point>> memory;
@@ -46,6 +61,30 @@ LibraryState& state() {
 std::vector<nvmlDevice_st>& handleSlots() {
   static auto* slots = new std::vector<nvmlDevice_st>();
   return *slots;
+}
+
+// Found while libcuda.so.1 is not loaded yet (cudart loads it at its first call), so looked for
+// again until it is; dlopen with RTLD_NOLOAD only looks among the loaded libraries.
+const SharedChannel* sharedChannel(LibraryState& s) {
+  if (s.channel.call) return &s.channel;
+  void* libcuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  if (!libcuda) return nullptr;
+  SharedChannel found;
+  found.available =
+      reinterpret_cast<decltype(found.available)>(dlsym(libcuda, "gpupoolShareAvailable"));
+  found.welcome = reinterpret_cast<decltype(found.welcome)>(dlsym(libcuda, "gpupoolShareWelcome"));
+  found.call = reinterpret_cast<decltype(found.call)>(dlsym(libcuda, "gpupoolShareCall"));
+  dlclose(libcuda);  // only drops the reference NOLOAD took: libcuda stays loaded
+  if (!found.available || !found.welcome || !found.call) return nullptr;  // NVIDIA's libcuda
+  s.channel = found;
+  return &s.channel;
+}
+
+// Collects the flat message a shared-channel function hands over.
+void collectWords(void* context, const void* bytes, size_t size) {
+  auto* words = static_cast<std::vector<capnp::word>*>(context);
+  words->resize(size / sizeof(capnp::word));
+  std::memcpy(words->data(), bytes, words->size() * sizeof(capnp::word));
 }
 
 nvmlReturn_t failed(nvmlReturn_t code, const std::string& why) {
@@ -70,9 +109,63 @@ std::string programLabel() {
   return name + " (pid " + std::to_string(::getpid()) + ", nvml)";
 }
 
+// The devices as the server's Welcome describes them (once: handles stay valid).
+void describeLocked(LibraryState& s, wire::Welcome::Reader welcome) {
+  if (!s.described) {
+    s.cudaVersion = welcome.getDriverVersion();
+    s.serverVersion = welcome.getServerVersion();
+    s.backendKind = welcome.getBackendKind();
+    std::vector<VisibleDevice> all;
+    for (auto d : welcome.getDevices()) {
+      VisibleDevice v;
+      v.serverIndex = static_cast<unsigned>(all.size());
+      v.name = d.getName();
+      auto uuid = d.getUuid();
+      if (uuid.size() == sizeof v.uuid) std::memcpy(v.uuid, uuid.begin(), sizeof v.uuid);
+      v.pciDomain = d.getPciDomain();
+      v.pciBus = d.getPciBus();
+      v.pciDevice = d.getPciDevice();
+      v.totalMemory = d.getTotalMemory();
+      for (int32_t a : d.getAttributes()) v.attributes.push_back(a);
+      v.uuidText = formatGpuUuid(v.uuid);
+      all.push_back(std::move(v));
+    }
+    s.devices = selectVisibleDevices(all, std::getenv("CUDA_VISIBLE_DEVICES"));
+    s.described = true;
+  }
+}
+
+// Moves to libcuda's session to the same server when this process has one: one connection per
+// process, with the driver session's token and TLS. True when requests now travel there.
+bool shareLocked(LibraryState& s) {
+  if (s.shared) return true;
+  const SharedChannel* channel = sharedChannel(s);
+  if (!channel || !channel->available(s.endpointUrl.c_str())) return false;
+  if (!s.described) {
+    std::vector<capnp::word> words;
+    if (channel->welcome(s.endpointUrl.c_str(), collectWords, &words) != 0) return false;
+    try {
+      capnp::FlatArrayMessageReader message(kj::arrayPtr(words.data(), words.size()));
+      auto response = message.getRoot<wire::Response>();
+      if (!response.isWelcome()) return false;
+      describeLocked(s, response.getWelcome());
+    } catch (const kj::Exception& e) {
+      failed(NVML_ERROR_UNKNOWN, "libcuda's Welcome: " + std::string(e.getDescription().cStr()));
+      return false;
+    }
+  }
+  s.connection.reset();  // the status connection, if NVML opened one before libcuda connected
+  s.shared = true;
+  if (client::logLevel() >= 1) {
+    client::logLine("NVML: sharing libcuda's session to " + s.endpointUrl);
+  }
+  return true;
+}
+
 // Connects and says Hello as a status client (no driver session is admitted or charged), with the
 // token, so the server knows the tenant whose quota the memory answers show.
 nvmlReturn_t connectLocked(LibraryState& s) {
+  if (shareLocked(s)) return NVML_SUCCESS;
   s.connection.reset();
   try {
     auto connection = transport::connectEndpoint(*s.endpoint, kNvmlConnectTimeoutMs);
@@ -95,30 +188,9 @@ nvmlReturn_t connectLocked(LibraryState& s) {
       return failed(NVML_ERROR_NO_PERMISSION, s.endpoint->url() + " refused the NVML connection: " +
                                                   std::string(response.getMessage().cStr()));
     }
-    auto welcome = response.getWelcome();
-    if (!s.described) {
-      s.cudaVersion = welcome.getDriverVersion();
-      s.serverVersion = welcome.getServerVersion();
-      s.backendKind = welcome.getBackendKind();
-      std::vector<VisibleDevice> all;
-      for (auto d : welcome.getDevices()) {
-        VisibleDevice v;
-        v.serverIndex = static_cast<unsigned>(all.size());
-        v.name = d.getName();
-        auto uuid = d.getUuid();
-        if (uuid.size() == sizeof v.uuid) std::memcpy(v.uuid, uuid.begin(), sizeof v.uuid);
-        v.pciDomain = d.getPciDomain();
-        v.pciBus = d.getPciBus();
-        v.pciDevice = d.getPciDevice();
-        v.totalMemory = d.getTotalMemory();
-        for (int32_t a : d.getAttributes()) v.attributes.push_back(a);
-        v.uuidText = formatGpuUuid(v.uuid);
-        all.push_back(std::move(v));
-      }
-      s.devices = selectVisibleDevices(all, std::getenv("CUDA_VISIBLE_DEVICES"));
-      s.described = true;
-    }
+    describeLocked(s, response.getWelcome());
     s.connection = std::move(connection);
+    s.shared = false;
     return NVML_SUCCESS;
   } catch (const transport::TransportError& e) {
     return failed(NVML_ERROR_DRIVER_NOT_LOADED,
@@ -129,27 +201,56 @@ nvmlReturn_t connectLocked(LibraryState& s) {
   }
 }
 
-// Sends one request built by `build` and hands its Response to `read`; reconnects once when the
-// connection was lost (the server may have closed an idle status connection).
+// Sends one request built by `build` and hands its Response to `read`: on libcuda's session when
+// this process has one (moving there as soon as it does), else on the status connection, which is
+// reconnected once when it was lost (the server may have closed an idle status connection).
 template <typename Build, typename Read>
 nvmlReturn_t askLocked(LibraryState& s, const char* what, Build&& build, Read&& read) {
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    if (!s.connection) {
-      if (nvmlReturn_t r = connectLocked(s); r != NVML_SUCCESS) return r;
+  auto answer = [&](wire::Response::Reader response) {
+    if (response.getResult() != 0) {
+      return failed(NVML_ERROR_UNKNOWN, std::string(what) + " refused by the server: " +
+                                            std::string(response.getMessage().cStr()));
     }
+    return read(response);
+  };
+  for (int attempt = 0; attempt < 2; ++attempt) {
     // At GPU_POOL_LOG=2 each request to the server is logged, as libcuda logs each remote call:
     // how a monitoring loop's cost shows (the cache keeps it to one per kLiveTtl).
+    if (shareLocked(s)) {
+      if (client::logLevel() >= 2)
+        client::logLine(std::string("NVML: request ") + what + " (shared)");
+      capnp::MallocMessageBuilder message;
+      build(message.initRoot<wire::Request>());
+      auto flat = capnp::messageToFlatArray(message);
+      std::vector<capnp::word> reply;
+      int rc = s.channel.call(s.endpointUrl.c_str(), flat.begin(),
+                              flat.size() * sizeof(capnp::word), collectWords, &reply);
+      if (rc > 0) {
+        return failed(
+            NVML_ERROR_GPU_IS_LOST,
+            std::string(what) + ": libcuda's session failed (CUresult " + std::to_string(rc) + ")");
+      }
+      if (rc == 0) {
+        try {
+          capnp::FlatArrayMessageReader in(kj::arrayPtr(reply.data(), reply.size()));
+          return answer(in.getRoot<wire::Response>());
+        } catch (const kj::Exception& e) {
+          return failed(NVML_ERROR_UNKNOWN,
+                        std::string(what) + ": malformed reply: " + e.getDescription().cStr());
+        }
+      }
+      s.shared = false;  // libcuda's session is gone: NVML connects on its own
+    }
+    if (!s.connection) {
+      if (nvmlReturn_t r = connectLocked(s); r != NVML_SUCCESS) return r;
+      if (s.shared) continue;
+    }
     if (client::logLevel() >= 2) client::logLine(std::string("NVML: request ") + what);
     try {
       capnp::MallocMessageBuilder message;
       build(message.initRoot<wire::Request>());
       auto reply = nvmlExchange(*s.connection, message);
-      auto response = reply->root<wire::Response>();
-      if (response.getResult() != 0) {
-        return failed(NVML_ERROR_UNKNOWN, std::string(what) + " refused by the server: " +
-                                              std::string(response.getMessage().cStr()));
-      }
-      return read(response);
+      return answer(reply->root<wire::Response>());
     } catch (const transport::TransportError& e) {
       s.connection.reset();
       if (attempt == 1) {
@@ -162,6 +263,30 @@ nvmlReturn_t askLocked(LibraryState& s, const char* what, Build&& build, Read&& 
     }
   }
   return NVML_ERROR_UNKNOWN;
+}
+
+ServerSensors sensorsOf(wire::DeviceSensors::Reader from) {
+  ServerSensors s;
+  s.temperatureC = from.getTemperatureC();
+  s.powerUsageMw = from.getPowerUsageMw();
+  s.powerLimitMw = from.getPowerLimitMw();
+  s.powerManagementLimitMw = from.getPowerManagementLimitMw();
+  s.clockMhz[NVML_CLOCK_GRAPHICS] = from.getGraphicsClockMhz();
+  s.clockMhz[NVML_CLOCK_SM] = from.getSmClockMhz();
+  s.clockMhz[NVML_CLOCK_MEM] = from.getMemoryClockMhz();
+  s.clockMhz[NVML_CLOCK_VIDEO] = from.getVideoClockMhz();
+  s.performanceState = from.getPerformanceState();
+  s.fanSpeedPercent = from.getFanSpeedPercent();
+  s.gpuUtilization = from.getGpuUtilization();
+  s.memoryUtilization = from.getMemoryUtilization();
+  s.ecc[NVML_MEMORY_ERROR_TYPE_CORRECTED][NVML_VOLATILE_ECC] = from.getEccCorrectedVolatile();
+  s.ecc[NVML_MEMORY_ERROR_TYPE_CORRECTED][NVML_AGGREGATE_ECC] = from.getEccCorrectedAggregate();
+  s.ecc[NVML_MEMORY_ERROR_TYPE_UNCORRECTED][NVML_VOLATILE_ECC] = from.getEccUncorrectedVolatile();
+  s.ecc[NVML_MEMORY_ERROR_TYPE_UNCORRECTED][NVML_AGGREGATE_ECC] = from.getEccUncorrectedAggregate();
+  s.bar1Total = from.getBar1Total();
+  s.bar1Used = from.getBar1Used();
+  s.serial = from.getSerial();
+  return s;
 }
 
 // The live figures from a status reply; the first one also gives the devices' identity: the UUID
@@ -184,6 +309,7 @@ nvmlReturn_t refreshLiveLocked(LibraryState& s) {
             d.memoryTotal = from.getMemoryTotal();
             d.utilization = from.getUtilization();
             d.sessions = from.getSessions();
+            d.sensors = sensorsOf(from.getSensors());
             // Identity once, before nvmlInit returns: other threads read it without the lock.
             if (!s.identified) {
               if (from.getUuid().size()) v.uuidText = from.getUuid();
@@ -202,6 +328,7 @@ nvmlReturn_t refreshLiveLocked(LibraryState& s) {
             live->ownSessions.push_back(std::move(own));
           }
         }
+        if (!s.identified) s.nvidiaDriverVersion = status.getNvidiaDriverVersion();
         s.identified = true;
         s.live = std::move(live);
         s.liveAt = std::chrono::steady_clock::now();
@@ -228,6 +355,7 @@ nvmlReturn_t initLibrary() {
     if (!endpoints) return failed(NVML_ERROR_DRIVER_NOT_LOADED, "GPU_POOL_ENDPOINT: " + error);
     // NVML asks the first server of the list (as `gpupool status` does).
     transport::Endpoint first = endpoints->front();
+    s.endpointUrl = first.url();
     if (first.scheme == "rdma") first.scheme = "tcp";  // status travels over TCP beside RDMA
     if (first.scheme != "tcp" && first.scheme != "tls") {
       return failed(NVML_ERROR_DRIVER_NOT_LOADED,
@@ -252,6 +380,7 @@ nvmlReturn_t shutdownLibrary() {
   if (s.initCount == 0) return NVML_ERROR_UNINITIALIZED;
   if (--s.initCount == 0) {
     s.connection.reset();
+    s.shared = false;
     s.live.reset();
     s.memory.clear();
   }
@@ -281,6 +410,7 @@ nvmlDevice_t handleOf(unsigned visibleIndex) { return &handleSlots().at(visibleI
 int cudaDriverVersion() { return state().cudaVersion; }
 const std::string& serverVersion() { return state().serverVersion; }
 const std::string& backendKind() { return state().backendKind; }
+const std::string& nvidiaDriverVersion() { return state().nvidiaDriverVersion; }
 
 nvmlReturn_t liveStatus(std::shared_ptr<const LiveStatus>* out) {
   LibraryState& s = state();
@@ -290,6 +420,16 @@ nvmlReturn_t liveStatus(std::shared_ptr<const LiveStatus>* out) {
     if (nvmlReturn_t r = refreshLiveLocked(s); r != NVML_SUCCESS) return r;
   }
   *out = s.live;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t liveDeviceStatus(nvmlDevice_t device, LiveStatus::Device* out) {
+  nvmlReturn_t r;
+  if (!deviceOf(device, &r)) return r;
+  std::shared_ptr<const LiveStatus> live;
+  if ((r = liveStatus(&live)) != NVML_SUCCESS) return r;
+  if (device->index >= live->devices.size()) return NVML_ERROR_GPU_IS_LOST;
+  *out = live->devices[device->index];
   return NVML_SUCCESS;
 }
 

@@ -46,6 +46,18 @@ struct OwnSession {
   std::vector<unsigned> serverDevices;  // the server's ordinals it has contexts on
 };
 
+// What the server's NVML read of a device (the status reply's DeviceSensors): -1, or empty text,
+// where it read nothing (always, on the emu).
+struct ServerSensors {
+  int64_t temperatureC = -1, powerUsageMw = -1, powerLimitMw = -1, powerManagementLimitMw = -1;
+  int64_t clockMhz[4] = {-1, -1, -1, -1};  // by nvmlClockType_t
+  int64_t performanceState = -1, fanSpeedPercent = -1;
+  int64_t gpuUtilization = -1, memoryUtilization = -1;
+  int64_t ecc[2][2] = {{-1, -1}, {-1, -1}};  // [nvmlMemoryErrorType_t][nvmlEccCounterType_t]
+  int64_t bar1Total = -1, bar1Used = -1;
+  std::string serial;
+};
+
 // The live part of a status reply, per visible device.
 struct LiveStatus {
   struct Device {
@@ -53,6 +65,7 @@ struct LiveStatus {
     uint64_t memoryTotal = 0;
     double utilization = 0;  // busy fraction, 0..1
     unsigned sessions = 0;
+    ServerSensors sensors;
   };
   std::vector<Device> devices;
   std::vector<OwnSession> ownSessions;
@@ -75,10 +88,14 @@ nvmlDevice_t handleOf(unsigned visibleIndex);
 int cudaDriverVersion();
 const std::string& serverVersion();
 const std::string& backendKind();
+// The server's NVIDIA driver version, from its NVML; empty when it has none (the emu).
+const std::string& nvidiaDriverVersion();
 
 // Cached for kLiveTtl; the error when the server cannot be asked.
 nvmlReturn_t liveStatus(std::shared_ptr<const LiveStatus>* out);
 nvmlReturn_t memoryView(unsigned visibleIndex, MemoryView* out);
+// `device`'s part of the cached status (checks the handle first).
+nvmlReturn_t liveDeviceStatus(nvmlDevice_t device, LiveStatus::Device* out);
 
 // Copies `text` into the caller's buffer of `length` bytes: NVML_ERROR_INSUFFICIENT_SIZE when it
 // does not fit with its terminator, as NVIDIA's library answers.

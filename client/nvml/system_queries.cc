@@ -83,18 +83,23 @@ __attribute__((visibility("default"))) const char* nvmlErrorString(nvmlReturn_t 
   return "Unknown Error";
 }
 
-// The pool's driver is gpupoold: its version names it, as NVIDIA's names the kernel module's.
+// The NVIDIA driver the server's GPUs run under, as its NVML reports it; on a server without one
+// (the emu) the pool's driver is gpupoold, and its version names it.
+static const std::string& poolDriverVersion() {
+  return nvidiaDriverVersion().empty() ? serverVersion() : nvidiaDriverVersion();
+}
+
 __attribute__((visibility("default"))) nvmlReturn_t nvmlSystemGetDriverVersion(
     char* version, unsigned int length) {
   if (nvmlReturn_t r = checkInitialized(); r != NVML_SUCCESS) return r;
-  return copyText(serverVersion(), version, length);
+  return copyText(poolDriverVersion(), version, length);
 }
 
-// "<NVML API version>.<gpupoold version>": NVIDIA's is "<API>.<driver version>".
+// "<NVML API version>.<driver version>", as NVIDIA's.
 __attribute__((visibility("default"))) nvmlReturn_t nvmlSystemGetNVMLVersion(char* version,
                                                                              unsigned int length) {
   if (nvmlReturn_t r = checkInitialized(); r != NVML_SUCCESS) return r;
-  return copyText(std::string(NVML_API_VERSION_STR) + "." + serverVersion(), version, length);
+  return copyText(std::string(NVML_API_VERSION_STR) + "." + poolDriverVersion(), version, length);
 }
 
 // What cuDriverGetVersion answers on the same server (the Welcome's driverVersion).

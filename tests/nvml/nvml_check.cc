@@ -64,7 +64,8 @@ int main(int argc, char** argv) {
   CHECK(cudaVersion >= 11000);
   CHECK(std::strcmp(nvmlErrorString(NVML_ERROR_NOT_SUPPORTED), "Not Supported") == 0);
 
-  std::printf("{\"cuda_driver_version\": %d, \"devices\": [", cudaVersion);
+  std::printf("{\"cuda_driver_version\": %d, \"driver_version\": \"%s\", \"devices\": [",
+              cudaVersion, text);
   for (unsigned i = 0; i < count; ++i) {
     nvmlDevice_t device = nullptr;
     CHECK_OK(nvmlDeviceGetHandleByIndex_v2(i, &device));
@@ -72,8 +73,10 @@ int main(int argc, char** argv) {
     char serial[NVML_DEVICE_SERIAL_BUFFER_SIZE] = {};
     CHECK_OK(nvmlDeviceGetName(device, name, sizeof name));
     CHECK_OK(nvmlDeviceGetUUID(device, uuid, sizeof uuid));
-    // The board serial of a pool device is not known: refused, never made up.
-    CHECK(nvmlDeviceGetSerial(device, serial, sizeof serial) == NVML_ERROR_NOT_SUPPORTED);
+    // The board serial only where the server's NVML reports one: refused, never made up.
+    nvmlReturn_t serialResult = nvmlDeviceGetSerial(device, serial, sizeof serial);
+    CHECK(serialResult == NVML_SUCCESS || serialResult == NVML_ERROR_NOT_SUPPORTED);
+    if (expectEmu) CHECK(serialResult == NVML_ERROR_NOT_SUPPORTED);
     unsigned index = 99;
     CHECK_OK(nvmlDeviceGetIndex(device, &index));
     CHECK(index == i);
@@ -82,7 +85,12 @@ int main(int argc, char** argv) {
     nvmlDevice_t again = nullptr;
     CHECK_OK(nvmlDeviceGetHandleByUUID(uuid, &again));
     CHECK(again == device);
-    CHECK(nvmlDeviceGetHandleBySerial("0000000000000", &again) == NVML_ERROR_NOT_SUPPORTED);
+    CHECK(nvmlDeviceGetHandleBySerial("no such serial", &again) == NVML_ERROR_NOT_FOUND);
+    if (serialResult == NVML_SUCCESS) {
+      again = nullptr;
+      CHECK_OK(nvmlDeviceGetHandleBySerial(serial, &again));
+      CHECK(again == device);
+    }
     nvmlPciInfo_t pci;
     CHECK_OK(nvmlDeviceGetPciInfo_v3(device, &pci));
     again = nullptr;
@@ -109,17 +117,64 @@ int main(int argc, char** argv) {
     CHECK_OK(nvmlDeviceGetUtilizationRates(device, &utilization));
     CHECK(utilization.gpu <= 100 && utilization.memory <= 100);
 
+    // What the server's NVML reads (a real GPU's sensors): each figure is answered or
+    // NOT_SUPPORTED, and what is answered is printed under "sensors" for the test to compare with
+    // `gpupool status --json`.
+    std::string sensors;
+    auto figure = [&](const char* key, nvmlReturn_t result, unsigned long long value) {
+      CHECK(result == NVML_SUCCESS || result == NVML_ERROR_NOT_SUPPORTED);
+      if (result != NVML_SUCCESS) return;
+      sensors +=
+          std::string(sensors.empty() ? "" : ", ") + "\"" + key + "\": " + std::to_string(value);
+    };
     unsigned sm = 0, maxSm = 0;
     CHECK_OK(nvmlDeviceGetMaxClockInfo(device, NVML_CLOCK_SM, &maxSm));
     nvmlPstates_t pstate = NVML_PSTATE_UNKNOWN;
-    if (expectEmu) {  // the emu's clock is its profile's; a real GPU's is not forwarded yet
+    if (expectEmu) {  // the emu's clock is its profile's, and it has no other state than P0
       CHECK_OK(nvmlDeviceGetClockInfo(device, NVML_CLOCK_SM, &sm));
       CHECK(sm > 0 && sm <= maxSm);
       CHECK_OK(nvmlDeviceGetPerformanceState(device, &pstate));
       CHECK(pstate == NVML_PSTATE_0);
     } else {
-      CHECK(nvmlDeviceGetClockInfo(device, NVML_CLOCK_SM, &sm) == NVML_ERROR_NOT_SUPPORTED);
-      CHECK(nvmlDeviceGetPerformanceState(device, &pstate) == NVML_ERROR_NOT_SUPPORTED);
+      const char* clockKeys[] = {"graphics_clock_mhz", "sm_clock_mhz", "memory_clock_mhz",
+                                 "video_clock_mhz"};
+      for (int c = NVML_CLOCK_GRAPHICS; c <= NVML_CLOCK_VIDEO; ++c) {
+        unsigned mhz = 0;
+        nvmlReturn_t result = nvmlDeviceGetClockInfo(device, static_cast<nvmlClockType_t>(c), &mhz);
+        figure(clockKeys[c], result, mhz);
+      }
+      nvmlReturn_t result = nvmlDeviceGetPerformanceState(device, &pstate);
+      figure("performance_state", result, static_cast<unsigned long long>(pstate));
+    }
+    // (Each reading is taken before figure() reads it: argument order is unspecified.)
+    unsigned reading = 0;
+    nvmlReturn_t result = nvmlDeviceGetTemperature(device, NVML_TEMPERATURE_GPU, &reading);
+    figure("temperature_c", result, reading);
+    result = nvmlDeviceGetPowerUsage(device, &reading);
+    figure("power_usage_mw", result, reading);
+    result = nvmlDeviceGetEnforcedPowerLimit(device, &reading);
+    figure("power_limit_mw", result, reading);
+    result = nvmlDeviceGetPowerManagementLimit(device, &reading);
+    figure("power_management_limit_mw", result, reading);
+    result = nvmlDeviceGetFanSpeed(device, &reading);
+    figure("fan_speed_percent", result, reading);
+    const char* eccKeys[2][2] = {{"ecc_corrected_volatile", "ecc_corrected_aggregate"},
+                                 {"ecc_uncorrected_volatile", "ecc_uncorrected_aggregate"}};
+    for (int e = 0; e < 2; ++e) {
+      for (int c = 0; c < 2; ++c) {
+        unsigned long long errors = 0;
+        result = nvmlDeviceGetTotalEccErrors(device, static_cast<nvmlMemoryErrorType_t>(e),
+                                             static_cast<nvmlEccCounterType_t>(c), &errors);
+        figure(eccKeys[e][c], result, errors);
+      }
+    }
+    nvmlBAR1Memory_t bar1{};
+    nvmlReturn_t bar1Result = nvmlDeviceGetBAR1MemoryInfo(device, &bar1);
+    figure("bar1_total", bar1Result, bar1.bar1Total);
+    figure("bar1_used", bar1Result, bar1.bar1Used);
+    if (bar1Result == NVML_SUCCESS) CHECK(bar1.bar1Used + bar1.bar1Free == bar1.bar1Total);
+    if (serialResult == NVML_SUCCESS) {
+      sensors += std::string(sensors.empty() ? "" : ", ") + "\"serial\": \"" + serial + "\"";
     }
     nvmlComputeMode_t computeMode;
     CHECK_OK(nvmlDeviceGetComputeMode(device, &computeMode));
@@ -140,20 +195,14 @@ int main(int argc, char** argv) {
     CHECK_OK(nvmlDeviceGetComputeRunningProcesses_v3(device, &processes, nullptr));
     CHECK(processes == 0);
 
-    if (expectEmu) {
-      unsigned temperature = 0;
-      CHECK(nvmlDeviceGetTemperature(device, NVML_TEMPERATURE_GPU, &temperature) ==
-            NVML_ERROR_NOT_SUPPORTED);
-      unsigned milliwatts = 0;
-      CHECK(nvmlDeviceGetPowerUsage(device, &milliwatts) == NVML_ERROR_NOT_SUPPORTED);
-      unsigned fan = 0;
-      CHECK(nvmlDeviceGetFanSpeed(device, &fan) == NVML_ERROR_NOT_SUPPORTED);
-    }
+    if (expectEmu) CHECK(sensors.empty());  // the emu has no sensors: nothing is made up
 
     std::printf(
         "%s{\"index\": %u, \"name\": \"%s\", \"uuid\": \"%s\", \"memory_total\": %llu, "
-        "\"memory_free\": %llu, \"compute_capability\": \"%d.%d\", \"busid\": \"%s\"}",
-        i ? ", " : "", i, name, uuid, memory.total, memory.free, major, minor, pci.busId);
+        "\"memory_free\": %llu, \"compute_capability\": \"%d.%d\", \"busid\": \"%s\", "
+        "\"utilization_gpu\": %u, \"utilization_memory\": %u, \"sensors\": {%s}}",
+        i ? ", " : "", i, name, uuid, memory.total, memory.free, major, minor, pci.busId,
+        utilization.gpu, utilization.memory, sensors.c_str());
   }
   std::printf("]}\n");
 

@@ -62,6 +62,18 @@ void expectSameDevices(const nlohmann::json& nvml, const nlohmann::json& status)
     EXPECT_EQ(mine.at("memory_total"), theirs.at("memory_total"));
     EXPECT_EQ(mine.at("memory_total").get<uint64_t>() - mine.at("memory_free").get<uint64_t>(),
               theirs.at("memory_used").get<uint64_t>());
+    // What the server's NVML read: the same figures answered, none made up where it read none.
+    nlohmann::json serverSensors = theirs.value("sensors", nlohmann::json::object());
+    nlohmann::json utilization = nlohmann::json::object();
+    for (const char* key : {"gpu_utilization_percent", "memory_utilization_percent"}) {
+      if (serverSensors.contains(key)) utilization[key] = serverSensors[key];
+      serverSensors.erase(key);
+    }
+    EXPECT_EQ(mine.at("sensors"), serverSensors) << "nvml: " << mine.dump(2);
+    if (!utilization.empty()) {
+      EXPECT_EQ(mine.at("utilization_gpu"), utilization.at("gpu_utilization_percent"));
+      EXPECT_EQ(mine.at("utilization_memory"), utilization.at("memory_utilization_percent"));
+    }
   }
 }
 
@@ -214,10 +226,83 @@ TEST(NvmlTest, ListsTheCallersOwnSession) {
   EXPECT_NE(result.out.find("PASS"), std::string::npos) << result.describe();
 }
 
+// A process that has libcuda's session and asks NVML too opens one connection, not two: NVML's
+// requests travel on the driver session (client/shared_session_channel.cc).
+TEST(NvmlTest, SharesLibcudasConnection) {
+  GpupoolServer server;
+  auto connections = [&] {
+    std::string log = server.log();
+    size_t count = 0;
+    for (size_t at = log.find("gpupoold: session "); at != std::string::npos;
+         at = log.find("gpupoold: session ", at + 1)) {
+      size_t end = log.find('\n', at);
+      if (log.substr(at, end - at).find(" from ") != std::string::npos) ++count;
+    }
+    return count;
+  };
+  size_t before = connections();
+  EnvironmentChanges environment = clientEnvironment(server.endpoint());
+  environment["GPU_POOL_LOG"] = "2";
+  ProgramResult result = runProgram(NVML_PROCESSES_PATH, {}, environment, seconds(60));
+  ASSERT_TRUE(result.passed()) << result.describe();
+  EXPECT_NE(result.err.find("NVML: sharing libcuda's session to " + server.endpoint()),
+            std::string::npos)
+      << result.err;
+  EXPECT_NE(result.err.find("NVML: request status (shared)"), std::string::npos) << result.err;
+  EXPECT_EQ(connections() - before, 1u) << server.log();
+}
+
 TEST(NvmlTest, ChainedCudaBackendAnswersMatchStatus) {
   ChainedServers servers = startChainedServers();
   nlohmann::json nvml = nvmlAnswers(servers.cuda->endpoint(), /*emu=*/false);
   expectSameDevices(nvml, statusOf(servers.cuda->endpoint()));
+}
+
+// The cuda backend reads its GPUs' sensors from the server's NVML (here a recorded one,
+// tests/nvml/recorded_nvml.cc, naming the chained device by its UUID) and the client's NVML
+// answers them: the same figures as `gpupool status --json`, the driver version NVIDIA's, the fan
+// refused as the recorded board refuses it. Readings are cached a second on the server.
+TEST(NvmlTest, ChainedCudaBackendForwardsTheServersNvml) {
+  ScratchDirectory scratch;
+  std::string readings = scratch.file("readings.log");
+  GpupoolServer emu;
+  std::string uuid = statusOf(emu.endpoint()).at("devices").at(0).at("uuid");
+  ServerOptions cudaOptions;
+  cudaOptions.extraArgs = {"--nvml-library", RECORDED_NVML_PATH};
+  cudaOptions.environment["GPU_POOL_RECORDED_NVML_UUID"] = uuid;
+  cudaOptions.environment["GPU_POOL_RECORDED_NVML_LOG"] = readings;
+  GpupoolServer cuda(chainedCudaOptions(emu.endpoint(), cudaOptions));
+
+  auto started = std::chrono::steady_clock::now();
+  nlohmann::json status = statusOf(cuda.endpoint());
+  EXPECT_EQ(status.value("nvidia_driver_version", ""), "535.183.01") << status.dump(2);
+  const nlohmann::json& sensors = status.at("devices").at(0).at("sensors");
+  EXPECT_EQ(sensors.at("temperature_c"), 34);
+  EXPECT_EQ(sensors.at("power_usage_mw"), 71502);
+  EXPECT_EQ(sensors.at("power_limit_mw"), 700000);
+  EXPECT_EQ(sensors.at("sm_clock_mhz"), 345);
+  EXPECT_EQ(sensors.at("memory_clock_mhz"), 2619);
+  EXPECT_EQ(sensors.at("performance_state"), 0);
+  EXPECT_EQ(sensors.at("ecc_corrected_aggregate"), 2);
+  EXPECT_EQ(sensors.at("bar1_used"), 2097152);
+  EXPECT_EQ(sensors.at("serial"), "1654922006536");
+  EXPECT_FALSE(sensors.contains("fan_speed_percent")) << sensors.dump(2);
+
+  nlohmann::json nvml = nvmlAnswers(cuda.endpoint(), /*emu=*/false);
+  EXPECT_EQ(nvml.at("driver_version"), "535.183.01");
+  expectSameDevices(nvml, statusOf(cuda.endpoint()));
+  EXPECT_EQ(nvml.at("devices").at(0).at("utilization_gpu"), 17);
+
+  // However many status requests come (here ten, and nvml_check's), the server's NVML reads the
+  // device at most once a second.
+  for (int i = 0; i < 10; ++i) statusOf(cuda.endpoint());
+  double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  std::ifstream log(readings);
+  size_t lines = std::count(std::istreambuf_iterator<char>(log), {}, '\n');
+  EXPECT_GE(lines, 1u);
+  EXPECT_LE(static_cast<double>(lines), std::ceil(elapsed) + 1)
+      << "NVML readings: " << lines << " in " << elapsed << " s";
 }
 
 }  // namespace

@@ -184,7 +184,7 @@ TEST(MigEnumerationTest, ReadsProfilesFromInstanceNames) {
 
 TEST(MigEnumerationTest, OpenNvmlSaysWhyWhereThereIsNoDriver) {
   std::string error;
-  auto nvml = openNvml(&error);
+  auto nvml = openNvml("libnvidia-ml.so.1", &error);
   if (nvml) GTEST_SKIP() << "this machine has NVML";
   EXPECT_NE(error.find("libnvidia-ml.so.1"), std::string::npos) << error;
 }
