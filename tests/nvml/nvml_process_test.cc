@@ -252,6 +252,29 @@ TEST(NvmlTest, SharesLibcudasConnection) {
   EXPECT_EQ(connections() - before, 1u) << server.log();
 }
 
+// NVML asked before the first CUDA call opens its own connection, then moves onto libcuda's
+// session once cuInit has connected, and uses its own no more.
+TEST(NvmlTest, MovesOntoLibcudasSessionOnceItConnects) {
+  GpupoolServer server;
+  EnvironmentChanges environment = clientEnvironment(server.endpoint());
+  environment["GPU_POOL_LOG"] = "2";
+  ProgramResult result =
+      runProgram(NVML_PROCESSES_PATH, {"--nvml-first"}, environment, seconds(60));
+  ASSERT_TRUE(result.passed()) << result.describe();
+  size_t own = result.err.find("NVML: request nvmlMemoryInfo\n");
+  size_t sharing = result.err.find("NVML: sharing libcuda's session to " + server.endpoint());
+  size_t shared = result.err.find("NVML: request status (shared)");
+  ASSERT_NE(own, std::string::npos) << result.err;
+  ASSERT_NE(sharing, std::string::npos) << result.err;
+  ASSERT_NE(shared, std::string::npos) << result.err;
+  EXPECT_LT(own, sharing);
+  EXPECT_LT(sharing, shared);
+  // Once it shares, nothing more travels on its own connection.
+  EXPECT_EQ(result.err.find("NVML: request status\n", sharing), std::string::npos) << result.err;
+  EXPECT_EQ(result.err.find("NVML: request nvmlMemoryInfo\n", sharing), std::string::npos)
+      << result.err;
+}
+
 TEST(NvmlTest, ChainedCudaBackendAnswersMatchStatus) {
   ChainedServers servers = startChainedServers();
   nlohmann::json nvml = nvmlAnswers(servers.cuda->endpoint(), /*emu=*/false);

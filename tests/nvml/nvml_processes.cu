@@ -1,6 +1,8 @@
 // A CUDA program that asks NVML about itself: with 64 MiB allocated through cudart (our
 // libcuda.so.1), libnvidia-ml.so.1 lists this process on device 0 with at least that much memory,
 // and the device's used memory counts it. Prints PASS and exits 0 when every check held.
+// With --nvml-first, NVML is initialized (and asked) before the first CUDA call, so it starts on a
+// connection of its own and must move onto libcuda's session once that exists.
 // Built as programs that need the older ABIs are: every version under its own name.
 #define NVML_NO_UNVERSIONED_FUNC_DEFS 1
 #include <cuda_runtime.h>
@@ -8,6 +10,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 
 #define CHECK(cond)                                                            \
   do {                                                                         \
@@ -17,13 +20,21 @@
     }                                                                          \
   } while (0)
 
-int main() {
+int main(int argc, char** argv) {
   constexpr unsigned long long kHeld = 64ull << 20;
+  bool nvmlFirst = argc > 1 && std::strcmp(argv[1], "--nvml-first") == 0;
+  nvmlDevice_t device;
+  if (nvmlFirst) {
+    CHECK(nvmlInit_v2() == NVML_SUCCESS);
+    CHECK(nvmlDeviceGetHandleByIndex_v2(0, &device) == NVML_SUCCESS);
+    nvmlMemory_t before;
+    CHECK(nvmlDeviceGetMemoryInfo(device, &before) == NVML_SUCCESS);
+  }
   void* held = nullptr;
   CHECK(cudaMalloc(&held, kHeld) == cudaSuccess);
-  CHECK(nvmlInit_v2() == NVML_SUCCESS);
-  nvmlDevice_t device;
+  if (!nvmlFirst) CHECK(nvmlInit_v2() == NVML_SUCCESS);
   CHECK(nvmlDeviceGetHandleByIndex_v2(0, &device) == NVML_SUCCESS);
+  if (nvmlFirst) usleep(1100 * 1000);  // past the status cache's second: the next answer is fresh
 
   unsigned count = 0;
   CHECK(nvmlDeviceGetComputeRunningProcesses_v3(device, &count, nullptr) ==
