@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "tools/bench_driver.h"
+#include "tools/bench_emu.h"
 #include "tools/bench_graphs.h"
 #include "tools/bench_idle_clients.h"
 #include "tools/bench_managed.h"
@@ -523,8 +524,30 @@ int printChildMeasurement(const std::string& path,
 
 }  // namespace
 
+// `gpupool bench --emu`: the interpreter's throughput, with the settings that say what ran.
+static int benchEmu(const BenchOptions& options) {
+  json result;
+  result["quick"] = options.quick;
+  try {
+    progress("emu interpreter: matmul, vector_add, divergent_reduce with 1 and 2 threads");
+    json settings;
+    result["emu"] = measureEmu(options.quick, &settings);
+    result["emu_settings"] = settings;
+  } catch (const std::exception& e) {
+    std::cerr << "gpupool bench --emu: " << e.what() << "\n";
+    return 1;
+  }
+  if (options.json) {
+    std::cout << result.dump(2) << "\n";
+  } else {
+    printEmu(result["emu"], result["emu_settings"]);
+  }
+  return 0;
+}
+
 int benchCommand(const BenchOptions& options) {
   std::string error;
+  if (options.emu) return benchEmu(options);
   if (options.driverOnly) {
     return printChildMeasurement(*options.driverOnly,
                                  [&](BenchDriver& d) { return measureDriver(d, options.quick); });

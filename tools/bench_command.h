@@ -23,6 +23,8 @@ struct BenchOptions {
   // Also measure the null call with this many idle authenticated sessions held open
   // (tools/bench_idle_clients.h).
   std::optional<unsigned> idleClients;
+  // Measure the emu device's interpreter in this process instead (tools/bench_emu.h): no server.
+  bool emu = false;
   // Internal: measure only the driver at this path and print its JSON (used for the local column).
   std::optional<std::string> driverOnly;
   // Internal: measure only the threads series through gpupool's library at this path and print its

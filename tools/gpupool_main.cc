@@ -85,6 +85,10 @@ int main(int argc, char** argv) {
                        "idle session")
       ->expected(0, 1)
       ->default_str(std::to_string(kDefaultIdleClients));
+  benchCommandLine->add_flag("--emu", bench.emu,
+                             "Measure the emu device's PTX interpreter instead, in this process "
+                             "(thread-instructions per second of three kernels, one and two "
+                             "interpreter threads); needs no server");
   benchCommandLine->add_option("--driver-only", bench.driverOnly)->group("");    // internal
   benchCommandLine->add_option("--threads-only", bench.threadsOnly)->group("");  // internal
   benchCommandLine->footer(

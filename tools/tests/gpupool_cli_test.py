@@ -287,6 +287,25 @@ class Bench(unittest.TestCase):
             Bench._quick_run = (r.stderr, json.loads(r.stdout))
         return Bench._quick_run
 
+    def test_emu_interpreter_throughput(self):
+        """`bench --emu`: three kernels, one and two interpreter threads, no server needed."""
+        r = gpupool("bench", "--emu", "--quick", "--json", timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        result = json.loads(r.stdout)
+        self.assertEqual(list(result["emu"]), ["matmul", "vector_add", "divergent_reduce"])
+        for kernel, rates in result["emu"].items():
+            self.assertEqual(set(rates), {"threads_1", "threads_2"}, kernel)
+            for rate in rates.values():
+                self.assertGreater(rate, 0, kernel)
+            # Every thread-instruction was counted: at least one per thread the kernel ran.
+            settings = result["emu_settings"][kernel]
+            threads = settings.get("elements", settings.get("n", 0) ** 2)
+            self.assertGreater(settings["thread_instructions"], threads, kernel)
+        text = gpupool("bench", "--emu", "--quick", timeout=300)
+        self.assertEqual(text.returncode, 0, text.stderr)
+        self.assertIn("divergent_reduce", text.stdout)
+        self.assertIn("2 threads", text.stdout)
+
     def test_idle_clients_flag_is_documented(self):
         r = gpupool("bench", "--help")
         self.assertEqual(r.returncode, 0, r.stderr)
