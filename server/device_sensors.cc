@@ -9,7 +9,8 @@ DeviceSensors::DeviceSensors(std::unique_ptr<NvmlQueries> nvml, std::vector<Nvml
 }
 
 DeviceSensors::Reading DeviceSensors::read(NvmlHandle gpu) {
-  Reading r;
+  Reading reading;
+  protocol::SensorFigures& r = reading.figures;
   // Each figure NVML answers; the others stay unread (-1), which clients report as not supported.
   auto take = [](int64_t* into, auto&& ask) {
     unsigned value = 0;
@@ -18,7 +19,7 @@ DeviceSensors::Reading DeviceSensors::read(NvmlHandle gpu) {
   take(&r.temperatureC, [&](unsigned* v) { return nvml_->temperature(gpu, v); });
   take(&r.powerUsageMw, [&](unsigned* v) { return nvml_->powerUsage(gpu, v); });
   take(&r.powerLimitMw, [&](unsigned* v) { return nvml_->enforcedPowerLimit(gpu, v); });
-  take(&r.managementLimitMw, [&](unsigned* v) { return nvml_->powerManagementLimit(gpu, v); });
+  take(&r.powerManagementLimitMw, [&](unsigned* v) { return nvml_->powerManagementLimit(gpu, v); });
   for (unsigned c = 0; c < 4; ++c) {
     take(&r.clockMhz[c],
          [&](unsigned* v) { return nvml_->clock(gpu, static_cast<NvmlClock>(c), v); });
@@ -45,9 +46,9 @@ DeviceSensors::Reading DeviceSensors::read(NvmlHandle gpu) {
     r.bar1Used = static_cast<int64_t>(used);
   }
   if (nvml_->serial(gpu, &r.serial) != kNvmlSuccess) r.serial.clear();
-  r.at = std::chrono::steady_clock::now();
-  r.valid = true;
-  return r;
+  reading.at = std::chrono::steady_clock::now();
+  reading.valid = true;
+  return reading;
 }
 
 void DeviceSensors::fill(unsigned index, wire::DeviceSensors::Builder out) {
@@ -55,25 +56,7 @@ void DeviceSensors::fill(unsigned index, wire::DeviceSensors::Builder out) {
   std::lock_guard lock(mutex_);
   Reading& r = readings_[index];
   if (!r.valid || std::chrono::steady_clock::now() - r.at >= ttl_) r = read(gpus_[index]);
-  out.setTemperatureC(r.temperatureC);
-  out.setPowerUsageMw(r.powerUsageMw);
-  out.setPowerLimitMw(r.powerLimitMw);
-  out.setPowerManagementLimitMw(r.managementLimitMw);
-  out.setGraphicsClockMhz(r.clockMhz[static_cast<unsigned>(NvmlClock::graphics)]);
-  out.setSmClockMhz(r.clockMhz[static_cast<unsigned>(NvmlClock::sm)]);
-  out.setMemoryClockMhz(r.clockMhz[static_cast<unsigned>(NvmlClock::memory)]);
-  out.setVideoClockMhz(r.clockMhz[static_cast<unsigned>(NvmlClock::video)]);
-  out.setPerformanceState(r.performanceState);
-  out.setFanSpeedPercent(r.fanSpeedPercent);
-  out.setGpuUtilization(r.gpuUtilization);
-  out.setMemoryUtilization(r.memoryUtilization);
-  out.setEccCorrectedVolatile(r.ecc[0][0]);
-  out.setEccCorrectedAggregate(r.ecc[0][1]);
-  out.setEccUncorrectedVolatile(r.ecc[1][0]);
-  out.setEccUncorrectedAggregate(r.ecc[1][1]);
-  out.setBar1Total(r.bar1Total);
-  out.setBar1Used(r.bar1Used);
-  out.setSerial(r.serial);
+  protocol::writeSensorFigures(r.figures, out);
 }
 
 }  // namespace gpupool::server

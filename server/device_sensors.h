@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "protocol/device_sensor_figures.h"
 #include "protocol/gpupool.capnp.h"
 #include "server/nvml_queries.h"
 
@@ -32,13 +33,7 @@ class DeviceSensors {
 
  private:
   struct Reading {
-    int64_t temperatureC = -1, powerUsageMw = -1, powerLimitMw = -1, managementLimitMw = -1;
-    int64_t clockMhz[4] = {-1, -1, -1, -1};  // by NvmlClock
-    int64_t performanceState = -1, fanSpeedPercent = -1;
-    int64_t gpuUtilization = -1, memoryUtilization = -1;
-    int64_t ecc[2][2] = {{-1, -1}, {-1, -1}};  // [NvmlEccError][NvmlEccCounter]
-    int64_t bar1Total = -1, bar1Used = -1;
-    std::string serial;
+    protocol::SensorFigures figures;  // clocks by NvmlClock, ECC by [NvmlEccError][NvmlEccCounter]
     std::chrono::steady_clock::time_point at;
     bool valid = false;
   };

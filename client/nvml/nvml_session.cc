@@ -265,30 +265,6 @@ nvmlReturn_t askLocked(LibraryState& s, const char* what, Build&& build, Read&& 
   return NVML_ERROR_UNKNOWN;
 }
 
-ServerSensors sensorsOf(wire::DeviceSensors::Reader from) {
-  ServerSensors s;
-  s.temperatureC = from.getTemperatureC();
-  s.powerUsageMw = from.getPowerUsageMw();
-  s.powerLimitMw = from.getPowerLimitMw();
-  s.powerManagementLimitMw = from.getPowerManagementLimitMw();
-  s.clockMhz[NVML_CLOCK_GRAPHICS] = from.getGraphicsClockMhz();
-  s.clockMhz[NVML_CLOCK_SM] = from.getSmClockMhz();
-  s.clockMhz[NVML_CLOCK_MEM] = from.getMemoryClockMhz();
-  s.clockMhz[NVML_CLOCK_VIDEO] = from.getVideoClockMhz();
-  s.performanceState = from.getPerformanceState();
-  s.fanSpeedPercent = from.getFanSpeedPercent();
-  s.gpuUtilization = from.getGpuUtilization();
-  s.memoryUtilization = from.getMemoryUtilization();
-  s.ecc[NVML_MEMORY_ERROR_TYPE_CORRECTED][NVML_VOLATILE_ECC] = from.getEccCorrectedVolatile();
-  s.ecc[NVML_MEMORY_ERROR_TYPE_CORRECTED][NVML_AGGREGATE_ECC] = from.getEccCorrectedAggregate();
-  s.ecc[NVML_MEMORY_ERROR_TYPE_UNCORRECTED][NVML_VOLATILE_ECC] = from.getEccUncorrectedVolatile();
-  s.ecc[NVML_MEMORY_ERROR_TYPE_UNCORRECTED][NVML_AGGREGATE_ECC] = from.getEccUncorrectedAggregate();
-  s.bar1Total = from.getBar1Total();
-  s.bar1Used = from.getBar1Used();
-  s.serial = from.getSerial();
-  return s;
-}
-
 // The live figures from a status reply; the first one also gives the devices' identity: the UUID
 // text `gpupool status` shows (MIG-… for MIG instances) and the MIG parent and profile.
 nvmlReturn_t refreshLiveLocked(LibraryState& s) {
@@ -309,7 +285,7 @@ nvmlReturn_t refreshLiveLocked(LibraryState& s) {
             d.memoryTotal = from.getMemoryTotal();
             d.utilization = from.getUtilization();
             d.sessions = from.getSessions();
-            d.sensors = sensorsOf(from.getSensors());
+            d.sensors = protocol::readSensorFigures(from.getSensors());
             // Identity once, before nvmlInit returns: other threads read it without the lock.
             if (!s.identified) {
               if (from.getUuid().size()) v.uuidText = from.getUuid();

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "protocol/device_sensor_figures.h"
+
 // What an nvmlDevice_t points to: a slot of the visible device list (stable for the library's
 // life, so handles stay valid across nvmlShutdown/nvmlInit as NVIDIA's do).
 struct nvmlDevice_st {
@@ -47,16 +49,9 @@ struct OwnSession {
 };
 
 // What the server's NVML read of a device (the status reply's DeviceSensors): -1, or empty text,
-// where it read nothing (always, on the emu).
-struct ServerSensors {
-  int64_t temperatureC = -1, powerUsageMw = -1, powerLimitMw = -1, powerManagementLimitMw = -1;
-  int64_t clockMhz[4] = {-1, -1, -1, -1};  // by nvmlClockType_t
-  int64_t performanceState = -1, fanSpeedPercent = -1;
-  int64_t gpuUtilization = -1, memoryUtilization = -1;
-  int64_t ecc[2][2] = {{-1, -1}, {-1, -1}};  // [nvmlMemoryErrorType_t][nvmlEccCounterType_t]
-  int64_t bar1Total = -1, bar1Used = -1;
-  std::string serial;
-};
+// where it read nothing (always, on the emu). Clocks by nvmlClockType_t, ECC counts by
+// [nvmlMemoryErrorType_t][nvmlEccCounterType_t].
+using ServerSensors = protocol::SensorFigures;
 
 // The live part of a status reply, per visible device.
 struct LiveStatus {
