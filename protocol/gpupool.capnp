@@ -265,6 +265,12 @@ struct Request {
     # server/handlers/array_handlers.cc.
     arrayOp @56 :ArrayOp;        # create and level answered with handle
     memcpy3D @57 :Memcpy3D;      # a host end travels packed as bulk (request or response)
+
+    reserved58 @58 :Void;  # placeholder: taken by another branch (remove at merge)
+
+    # Texture and surface objects (cuTexObjectCreate, cuSurfObjectCreate, ...); served by
+    # server/handlers/texture_handlers.cc. Create is answered with handle: the value kernels get.
+    textureOp @59 :TextureOp;
   }
 
   # Fire-and-forget: the server sends no Response. A failure is kept and reported, once, by the next
@@ -372,6 +378,27 @@ struct Request {
     levels @8 :UInt32;
     array @9 :UInt64;             # destroy, level: the server's handle
     level @10 :UInt32;
+  }
+  enum TextureOpKind {
+    create @0;
+    destroy @1;
+  }
+  struct TextureOp {
+    context @0 :UInt64;
+    op @1 :TextureOpKind;
+    surface @2 :Bool;             # a surface object (else a texture object)
+    resourceType @3 :UInt32;      # CUresourcetype
+    handle @4 :UInt64;            # create: the array handle or device address; destroy: the object
+    format @5 :UInt32;            # linear and pitch2D: CUarray_format, channels and extent
+    channels @6 :UInt32;
+    width @7 :UInt64;
+    height @8 :UInt64;
+    pitchBytes @9 :UInt64;
+    sizeBytes @10 :UInt64;
+    addressMode @11 :List(UInt32);  # the sampler (CUDA_TEXTURE_DESC): 3 address modes
+    filterMode @12 :UInt32;
+    flags @13 :UInt32;              # CU_TRSF_*
+    borderColor @14 :List(Float32); # 4 channels
   }
   struct CopyEnd {
     kind @0 :UInt8;               # 0 host (packed bulk), 1 device memory, 2 array

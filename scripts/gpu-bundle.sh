@@ -134,8 +134,8 @@ basic=()
 for source in "$ROOT"/tests/programs/*.cu; do
   basic+=("$(basename "$source" .cu)")
 done
-# tests/emu_programs except unsupported_mma/unsupported_texture, which test that the emu device
-# refuses what it does not implement (on a GPU they simply run).
+# tests/emu_programs except unsupported_mma/unsupported_texture_gather, which test that the emu
+# device refuses what it does not implement (on a GPU they simply run).
 emu=()
 for source in "$ROOT"/tests/emu_programs/programs/*.cu; do
   name=$(basename "$source" .cu)

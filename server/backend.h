@@ -34,6 +34,7 @@
 
 #include "common/cuda_array_layout.h"
 #include "common/status.h"
+#include "common/texture_descriptor.h"
 
 namespace gpupool::server {
 
@@ -213,6 +214,13 @@ class BackendContext {
   virtual Status copy3D(const Copy3D& /*copy*/, uint64_t /*stream*/, bool /*async*/) {
     return noArrays();
   }
+  // Texture and surface objects (common/texture_descriptor.h), checked by
+  // checkTextureDescription; *handle is the value kernels receive as their CUtexObject or
+  // CUsurfObject. Destroy names the object and its kind.
+  virtual Status textureCreate(const TextureDescription& /*desc*/, uint64_t* /*handle*/) {
+    return noTextures();
+  }
+  virtual Status textureDestroy(uint64_t /*handle*/, bool /*surface*/) { return noTextures(); }
   // Sets `height` rows of `width` elements of elementSize (1, 2, 4) bytes, rows `pitch` bytes
   // apart.
   virtual Status memset(uint64_t dst, uint32_t value, unsigned elementSize, uint64_t width,
@@ -326,6 +334,10 @@ class BackendContext {
  private:
   static Status noVmm() {
     return Status::error(CUDA_ERROR_NOT_SUPPORTED, "this backend has no virtual memory management");
+  }
+  static Status noTextures() {
+    return Status::error(CUDA_ERROR_NOT_SUPPORTED,
+                         "this backend has no texture or surface objects");
   }
   static Status noArrays() {
     return Status::error(CUDA_ERROR_NOT_SUPPORTED, "this backend has no CUDA arrays");

@@ -18,7 +18,7 @@ using std::chrono::seconds;
 const std::map<std::string, std::string>& expectedInstruction() {
   static const std::map<std::string, std::string> instructions = {
       {"unsupported_mma", "unsupported instruction mma.sync"},
-      {"unsupported_texture", "unsupported instruction tex"},
+      {"unsupported_texture_gather", "unsupported instruction tld4"},
   };
   return instructions;
 }

@@ -373,6 +373,57 @@ TEST_F(IsolationTest, ArraysStayWithTheirSession) {
   expectAUntouched();
 }
 
+TEST_F(IsolationTest, TexturesStayWithTheirSession) {
+  auto createArray = a_->call([&](wire::Request::Builder r) {
+    auto m = r.initArrayOp();
+    m.setContext(ctxA_);
+    m.setOp(wire::Request::ArrayOpKind::CREATE);
+    m.setWidth(16);
+    m.setFormat(CU_AD_FORMAT_FLOAT);
+    m.setChannels(1);
+    m.setFlags(CUDA_ARRAY3D_SURFACE_LDST);
+  });
+  ASSERT_EQ(createArray.result, CUDA_SUCCESS) << createArray.message;
+  // A texture on an array or on linear memory, created in `ctx`.
+  auto create = [](WireClient& c, uint64_t ctx, unsigned resourceType, uint64_t handle,
+                   bool surface) {
+    return c.call([&](wire::Request::Builder r) {
+      auto m = r.initTextureOp();
+      m.setContext(ctx);
+      m.setOp(wire::Request::TextureOpKind::CREATE);
+      m.setSurface(surface);
+      m.setResourceType(resourceType);
+      m.setHandle(handle);
+      m.setFormat(CU_AD_FORMAT_FLOAT);
+      m.setChannels(1);
+      m.setSizeBytes(4096);
+    });
+  };
+  auto texA = create(*a_, ctxA_, CU_RESOURCE_TYPE_ARRAY, createArray.handle, false);
+  ASSERT_EQ(texA.result, CUDA_SUCCESS) << texA.message;
+  auto linearA = create(*a_, ctxA_, CU_RESOURCE_TYPE_LINEAR, memA_, false);
+  ASSERT_EQ(linearA.result, CUDA_SUCCESS) << linearA.message;
+  // B can name neither A's array nor A's memory, nor destroy A's objects.
+  EXPECT_NE(create(*b_, ctxB_, CU_RESOURCE_TYPE_ARRAY, createArray.handle, false).result,
+            CUDA_SUCCESS);
+  EXPECT_NE(create(*b_, ctxB_, CU_RESOURCE_TYPE_ARRAY, createArray.handle, true).result,
+            CUDA_SUCCESS);
+  EXPECT_NE(create(*b_, ctxB_, CU_RESOURCE_TYPE_LINEAR, memA_, false).result, CUDA_SUCCESS);
+  auto destroy = [](WireClient& c, uint64_t ctx, uint64_t handle) {
+    return c.call([&](wire::Request::Builder r) {
+      auto m = r.initTextureOp();
+      m.setContext(ctx);
+      m.setOp(wire::Request::TextureOpKind::DESTROY);
+      m.setHandle(handle);
+    });
+  };
+  EXPECT_NE(destroy(*b_, ctxB_, texA.handle).result, CUDA_SUCCESS);
+  EXPECT_NE(destroy(*b_, ctxB_, linearA.handle).result, CUDA_SUCCESS);
+  EXPECT_EQ(destroy(*a_, ctxA_, texA.handle).result, CUDA_SUCCESS);
+  EXPECT_EQ(destroy(*a_, ctxA_, linearA.handle).result, CUDA_SUCCESS);
+  expectAUntouched();
+}
+
 TEST_F(IsolationTest, MappedVirtualMemoryStaysWithItsSession) {
   constexpr uint64_t kChunk = 2ull << 20;
   auto vmmHandle = [](WireClient& c, uint64_t ctx, wire::Request::VmmHandleOp op, uint64_t bytes,

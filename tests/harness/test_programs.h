@@ -43,7 +43,9 @@ inline const std::vector<std::string>& testProgramNames() {
                                                  "arrays_copies",
                                                  "arrays_driver",
                                                  "managed_memory",
-                                                 "managed_memory_driver"};
+                                                 "managed_memory_driver",
+                                                 "texture_objects",
+                                                 "texture_objects_driver"};
   return names;
 }
 

@@ -66,6 +66,7 @@ CudaContext::~CudaContext() {
   for (CUstream stream : streams_.takeAll()) (void)driver_->call(driver_->streamDestroy, stream);
   for (auto& [id, module] : modules_) (void)driver_->call(driver_->moduleUnload, module);
   vmmReleaseAll();
+  textureReleaseAll();
   arrayReleaseAll();
   for (auto& [base, range] : addresses_.ranges()) {
     if (range.owner == DeviceAddressMap::kAllocation) {

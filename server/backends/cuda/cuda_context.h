@@ -75,6 +75,10 @@ class CudaContext final : public BackendContext {
   Status arrayDestroy(uint64_t array, uint64_t* bytes) override;
   Status arrayLevel(uint64_t mipmapped, unsigned level, uint64_t* array) override;
   Status copy3D(const Copy3D& copy, uint64_t stream, bool async) override;
+  // Texture and surface objects (cuda_textures.cc): the driver's, on this context's arrays and
+  // memory; the handle is the driver's own, which kernels receive unchanged.
+  Status textureCreate(const TextureDescription& desc, uint64_t* handle) override;
+  Status textureDestroy(uint64_t handle, bool surface) override;
   Status memset(uint64_t dst, uint32_t value, unsigned elementSize, uint64_t width, uint64_t height,
                 uint64_t pitch, uint64_t stream, bool async) override;
   // Pinned staging buffers (cuda_staging.h), created at the first staged copy.
@@ -208,6 +212,8 @@ class CudaContext final : public BackendContext {
   };
   std::map<uint64_t, CudaArray> arrays_;
   void arrayReleaseAll();
+  std::map<uint64_t, bool> textures_;  // the driver's handles this context made: surface?
+  void textureReleaseAll();
   Status fillCopyEnd(const CopyEnd3D& end, bool source, const Copy3D& copy, CUDA_MEMCPY3D* params);
   void dropMetWaits();
   void releasePendingWaits();

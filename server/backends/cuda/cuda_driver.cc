@@ -125,6 +125,10 @@ void CudaDriver::resolveAll() {
   resolve(mipmappedArrayCreate, 5000, "cuMipmappedArrayCreate");
   resolve(mipmappedArrayGetLevel, 5000, "cuMipmappedArrayGetLevel");
   resolve(mipmappedArrayDestroy, 5000, "cuMipmappedArrayDestroy");
+  resolve(texObjectCreate, 5000, "cuTexObjectCreate");
+  resolve(texObjectDestroy, 5000, "cuTexObjectDestroy");
+  resolve(surfObjectCreate, 5000, "cuSurfObjectCreate");
+  resolve(surfObjectDestroy, 5000, "cuSurfObjectDestroy");
 
   resolve(memsetD8, 3020, "cuMemsetD8_v2");
   resolve(memsetD16, 3020, "cuMemsetD16_v2");

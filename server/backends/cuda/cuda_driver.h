@@ -111,6 +111,10 @@ class CudaDriver {
       "cuMipmappedArrayGetLevel"};
   DriverEntryPoint<PFN_cuMipmappedArrayDestroy_v5000> mipmappedArrayDestroy{
       "cuMipmappedArrayDestroy"};
+  DriverEntryPoint<PFN_cuTexObjectCreate_v5000> texObjectCreate{"cuTexObjectCreate"};
+  DriverEntryPoint<PFN_cuTexObjectDestroy_v5000> texObjectDestroy{"cuTexObjectDestroy"};
+  DriverEntryPoint<PFN_cuSurfObjectCreate_v5000> surfObjectCreate{"cuSurfObjectCreate"};
+  DriverEntryPoint<PFN_cuSurfObjectDestroy_v5000> surfObjectDestroy{"cuSurfObjectDestroy"};
 
   DriverEntryPoint<PFN_cuMemsetD8_v3020> memsetD8{"cuMemsetD8"};
   DriverEntryPoint<PFN_cuMemsetD16_v3020> memsetD16{"cuMemsetD16"};

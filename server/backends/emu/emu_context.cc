@@ -632,7 +632,8 @@ Status EmuContext::launch(uint64_t function, const LaunchShape& shape, uint64_t 
   }
   auto program = f.program;
   const ptx::KernelInfo* kernel = f.kernel;
-  return enqueue(stream, [this, program, kernel, config, block, gate = gate_]() mutable {
+  return enqueue(stream, [this, program, kernel, config, block, gate = gate_,
+                          textures = textures_]() mutable {
     ContextMemory memory(memory_, owner_);
     // A cooperative launch gets its own grid workspace, zeroed, for the launch's lifetime, as the
     // driver provides one to each cooperative launch.
@@ -668,6 +669,7 @@ Status EmuContext::launch(uint64_t function, const LaunchShape& shape, uint64_t 
     services.stepBudget = options_.stepBudget;
     services.cancel = &cancelled_;
     services.heap = &heap_;
+    services.textures = textures.get();
     if (gate) gate->enter();  // waits for this tenant's turn on the device
     auto started = std::chrono::steady_clock::now();
     ptx::LaunchResult r = ptx::launch(*program, *kernel, config, block->data(), memory, services);

@@ -110,6 +110,10 @@ class EmuContext final : public BackendContext {
   Status arrayDestroy(uint64_t array, uint64_t* bytes) override;
   Status arrayLevel(uint64_t mipmapped, unsigned level, uint64_t* array) override;
   Status copy3D(const Copy3D& copy, uint64_t stream, bool async) override;
+  // Texture and surface objects (emu_textures.cc): views of arrays or device memory that tex,
+  // suld and sust resolve by handle, in this context only.
+  Status textureCreate(const TextureDescription& desc, uint64_t* handle) override;
+  Status textureDestroy(uint64_t handle, bool surface) override;
 
   Status synchronize() override;
   Status idle() override;
@@ -201,6 +205,15 @@ class EmuContext final : public BackendContext {
   std::map<uint64_t, std::shared_ptr<EmuMemPool>> pools_;
   std::map<uint64_t, std::shared_ptr<EmuMemPool>> poolBlocks_;
   std::map<uint64_t, EmuArray> arrays_;  // touched by the session's thread only
+  // The texture and surface objects, copied on write: a launch keeps the table it was queued with.
+  struct TextureObjects final : ptx::TextureTable {
+    std::map<uint64_t, ptx::TextureView> views;
+    const ptx::TextureView* find(uint64_t handle) const override {
+      auto it = views.find(handle);
+      return it == views.end() ? nullptr : &it->second;
+    }
+  };
+  std::shared_ptr<const TextureObjects> textures_ = std::make_shared<TextureObjects>();
 
   mutable std::mutex errorMutex_;
   CUresult stickyCode_ = CUDA_SUCCESS;

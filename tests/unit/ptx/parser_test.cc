@@ -103,7 +103,7 @@ TEST(Loader, UnsupportedInstructionsFailWithTheirName) {
        "{%f4,%f5,%f6,%f7};",
        "mma"},
       {".reg .b64 %t; .reg .f32 %f<4>; .reg .b32 %c;",
-       "tex.2d.v4.f32.s32 {%f0,%f1,%f2,%f3}, [%t, {%c, %c}];", "tex"},
+       "tld4.r.2d.v4.f32.f32 {%f0,%f1,%f2,%f3}, [%t, {%f0, %f1}];", "tld4"},
       {".reg .b32 %a;", "wgmma.fence.sync.aligned;", "wgmma"},
       {".reg .b64 %a;", "mbarrier.arrive.expect_tx.shared.b64 %a, [%a], 16;", "mbarrier"},
       {".reg .b64 %a;",

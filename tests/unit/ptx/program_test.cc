@@ -704,3 +704,81 @@ INSTANTIATE_TEST_SUITE_P(Flavours, ProgramTest,
 
 }  // namespace
 }  // namespace gpupool::ptx::testing
+
+namespace gpupool::ptx::testing {
+namespace {
+
+// A context's texture and surface objects, as the emu backend keeps them.
+struct TextureMap final : TextureTable {
+  std::map<uint64_t, TextureView> views;
+  const TextureView* find(uint64_t handle) const override {
+    auto it = views.find(handle);
+    return it == views.end() ? nullptr : &it->second;
+  }
+};
+
+TEST_P(ProgramTest, TextureAndSurfaceObjects) {
+  Module& m = load("texture");
+  const int n = 8;
+  std::vector<float> linearData(n), rowData(n);
+  for (int i = 0; i < n; ++i) {
+    linearData[i] = 1.5f * i;
+    rowData[i] = 16.0f * i;
+  }
+  TextureMap textures;
+  TextureView linear;
+  linear.resource = TextureResource::kLinear;
+  linear.format = CU_AD_FORMAT_FLOAT;
+  linear.address = memory_.upload(linearData);
+  linear.width = n;
+  linear.rowPitch = linear.slicePitch = linear.bytes = n * sizeof(float);
+  TextureView row = linear;
+  row.resource = TextureResource::kArray;
+  row.address = memory_.upload(rowData);
+  row.dims = 2;
+  row.height = 1;
+  row.filterMode = CU_TR_FILTER_MODE_LINEAR;
+  row.addressMode[0] = row.addressMode[1] = CU_TR_ADDRESS_MODE_CLAMP;
+  textures.views = {{7, linear}, {9, row}};
+  services_.textures = &textures;
+  uint64_t out = memory_.allocate(3 * n * sizeof(float));
+  const KernelInfo& sample = kernel(m, "sampleOnly");
+  EXPECT_LAUNCH_OK(
+      run(m, sample, {1, 1, 1}, {n, 1, 1},
+          ParamBlock(sample).set(0, uint64_t{7}).set(1, uint64_t{9}).set(2, out).set(3, n)));
+  std::vector<float> got = memory_.download<float>(out, 2 * n);
+  for (int i = 0; i < n; ++i) {
+    EXPECT_EQ(got[i], i == 0 ? 0.0f : linearData[i - 1]) << i;
+    float want = 0.75f * rowData[i] + 0.25f * rowData[std::min(i + 1, n - 1)];
+    EXPECT_EQ(got[n + i], want) << i;
+  }
+  // A layered fetch from a plain 2D texture, and an unknown handle, fail the launch.
+  const KernelInfo& both = kernel(m, "fetchAndSample");
+  LaunchResult r =
+      run(m, both, {1, 1, 1}, {n, 1, 1},
+          ParamBlock(both).set(0, uint64_t{7}).set(1, uint64_t{9}).set(2, out).set(3, n));
+  EXPECT_EQ(r.status.code, CUDA_ERROR_ILLEGAL_ADDRESS) << r.status.message;
+  r = run(m, sample, {1, 1, 1}, {n, 1, 1},
+          ParamBlock(sample).set(0, uint64_t{8}).set(1, uint64_t{9}).set(2, out).set(3, n));
+  EXPECT_EQ(r.status.code, CUDA_ERROR_ILLEGAL_ADDRESS) << r.status.message;
+
+  std::vector<int32_t> ints(2 * n, 100);
+  TextureView surface;
+  surface.surface = true;
+  surface.format = CU_AD_FORMAT_SIGNED_INT32;
+  surface.address = memory_.upload(ints);
+  surface.width = n;
+  surface.rowPitch = surface.slicePitch = surface.bytes = n * sizeof(int32_t);
+  textures.views[11] = surface;
+  const KernelInfo& inc = kernel(m, "surfaceIncrement");
+  EXPECT_LAUNCH_OK(
+      run(m, inc, {1, 1, 1}, {n, 1, 1}, ParamBlock(inc).set(0, uint64_t{11}).set(1, n)));
+  std::vector<int32_t> after = memory_.download<int32_t>(surface.address, 2 * n);
+  for (int i = 0; i < 2 * n; ++i) EXPECT_EQ(after[i], i < n ? 101 : 100) << i;
+  // A texture handle is not a surface.
+  r = run(m, inc, {1, 1, 1}, {n, 1, 1}, ParamBlock(inc).set(0, uint64_t{7}).set(1, n));
+  EXPECT_EQ(r.status.code, CUDA_ERROR_ILLEGAL_ADDRESS) << r.status.message;
+}
+
+}  // namespace
+}  // namespace gpupool::ptx::testing

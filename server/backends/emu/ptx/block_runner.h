@@ -889,6 +889,7 @@ class BlockRunner {
   void mbarrier(const Instr& in, uint32_t exec);
   void fp8Convert(const Instr& in, uint32_t exec);
   void integerOp(const Instr& in, uint32_t exec);
+  void textureAccess(const Instr& in, uint32_t exec);  // tex, suld, sust (texture_instructions.cc)
   uint64_t halfResult(double r, Type t, uint32_t flags) {
     if (flags & kSat) r = std::isnan(r) ? 0.0 : r < 0 ? 0.0 : r > 1 ? 1.0 : r;
     if ((flags & kRelu) && !std::isnan(r) && r < 0) r = 0.0;

@@ -838,6 +838,11 @@ void BlockRunner::executeSimple(const Instr& in, uint32_t exec, uint32_t group) 
                        static_cast<int32_t>(static_cast<uint32_t>(value(in.ops[3], l)))));
       });
       return;
+    case Op::kTex:
+    case Op::kSuld:
+    case Op::kSust:
+      textureAccess(in, exec);
+      return;
     case Op::kCopysign:
       forLanes(exec, [&](int l) {
         uint64_t a = value(in.ops[1], l), b = value(in.ops[2], l);

@@ -149,6 +149,9 @@ enum class Op : uint8_t {
   kMbarrier,
   kPacked16,  // add/sub/min/max on .u16x2/.s16x2: two halfwords at once
   kVabsdiff4,
+  kTex,   // tex.{1d,2d,3d,a1d,a2d}.v4: ops {data vector, texture handle, coordinate vector}
+  kSuld,  // suld.b: ops {data, surface handle, coordinate vector}
+  kSust,  // sust.b: ops {data, surface handle, coordinate vector}
 };
 
 enum class Space : uint8_t { kGeneric, kGlobal, kShared, kLocal, kParam, kConst };
@@ -217,6 +220,9 @@ enum class Fp8Cvt : uint8_t { kNone, kToE4m3, kToE5m2, kFromE4m3, kFromE5m2 };
 inline constexpr uint8_t kNopYields = 1;
 enum class Packed16Op : uint8_t { kAdd, kSub, kMin, kMax };
 enum class ReduxOp : uint8_t { kAdd, kMin, kMax, kAnd, kOr, kXor };
+// tex/suld/sust geometry (Instr::mode, low nibble); surfaces keep their SurfaceBoundary
+// (texture_sampling.h) in the high nibble.
+enum class TexGeometry : uint8_t { k1d, k2d, k3d, kA1d, kA2d };
 enum class TestpOp : uint8_t { kFinite, kInfinite, kNumber, kNotANumber, kNormal, kSubnormal };
 
 enum class Special : uint8_t {

@@ -595,6 +595,9 @@ class Builder {
   template <class Take>
   void decodeFp8Cvt(const AstInstruction& a, Instr* in, Take& take, const std::vector<Type>& types);
   template <class Take>
+  void decodeTextureAccess(const AstInstruction& a, Instr* in, Take& take,
+                           const std::vector<Type>& types);
+  template <class Take>
   void decodeMbarrier(const AstInstruction& a, Instr* in, Take& take, bool hasSpace);
 
   // ---- initializers, kernels --------------------------------------------------------------
@@ -1130,6 +1133,8 @@ void Builder::decode(const AstInstruction& a, Instr* in) {
     ops(4, 4);
     const Type acc = isSigned(in->type) || isSigned(in->type2) ? Type::kS32 : Type::kU32;
     setOps({dst(0, acc), src(1, in->type), src(2, in->type2), src(3, acc)});
+  } else if (base == "tex" || base == "suld" || base == "sust") {
+    decodeTextureAccess(a, in, take, types);
   } else if (base == "fns") {
     in->op = Op::kFns;
     in->type = type0();
@@ -1242,7 +1247,7 @@ void Builder::decode(const AstInstruction& a, Instr* in) {
         in->op != Op::kMbarrier)
       failInvalid("unexpected address operand");
     if (o.kind == OperandKind::kVector && in->op != Op::kMov && in->op != Op::kLd &&
-        in->op != Op::kSt)
+        in->op != Op::kSt && in->op != Op::kTex && in->op != Op::kSuld && in->op != Op::kSust)
       failInvalid("unexpected vector operand");
   }
   if ((in->op == Op::kLd || in->op == Op::kSt) && in->vec > 1) {
@@ -1272,6 +1277,63 @@ void Builder::decode(const AstInstruction& a, Instr* in) {
         failUnsupported("unsupported half-precision instruction " + a.opcode);
     }
   }
+}
+
+// tex.{1d,2d,3d,a1d,a2d}.v4.{f32,s32,u32}.{f32,s32} and suld.b / sust.b on 1d, 2d, 3d, a1d and
+// a2d surfaces: [handle, {coordinates}] with the handle in a register (a CUtexObject or
+// CUsurfObject the kernel got as a parameter). The layered forms put the layer first.
+template <class Take>
+void Builder::decodeTextureAccess(const AstInstruction& a, Instr* in, Take& take,
+                                  const std::vector<Type>& types) {
+  const std::string_view base = std::string_view(a.opcode).substr(0, a.opcode.find('.'));
+  const int geometry = take({"1d", "2d", "3d", "a1d", "a2d"});
+  if (geometry < 0) failUnsupported("unsupported texture or surface geometry in " + a.opcode);
+  static constexpr uint8_t kCoordinates[] = {1, 2, 4, 2, 4};  // vector size per geometry
+  in->mode = static_cast<uint8_t>(geometry);
+  requireOperands(a, 2, 2);
+  const bool store = base == "sust";
+  const AstOperand& at = a.operands[store ? 0 : 1];
+  if (at.kind != AstOperand::Kind::kAddress || at.name.empty() || at.integer != 0 ||
+      at.elements.size() != 1 || at.elements[0].kind != AstOperand::Kind::kVector)
+    failInvalid(a.opcode + " needs [handle, {coordinates}]");
+  Operand handle = resolveName(at.name, false);
+  if (handle.kind != OperandKind::kReg)
+    failUnsupported(a.opcode + " needs its handle in a register");
+  if (base == "tex") {
+    if (take({"level", "grad", "base"}) >= 0)
+      failUnsupported("tex with a level of detail or gradients is not supported: " + a.opcode);
+    in->op = Op::kTex;
+    if (types.size() != 2 || in->vec != 4) failUnsupported("unsupported texture fetch " + a.opcode);
+    in->type = types[0];
+    in->type2 = types[1];
+    if (in->type != Type::kF32 && in->type != Type::kS32 && in->type != Type::kU32)
+      failUnsupported("tex returns .f32, .s32 or .u32 here: " + a.opcode);
+    if (in->type2 != Type::kF32 && in->type2 != Type::kS32)
+      failInvalid("tex coordinates are .f32 or .s32: " + a.opcode);
+  } else {
+    if (take({"b"}) < 0) failUnsupported("only .b surface accesses are supported: " + a.opcode);
+    const int boundary = take({"trap", "zero"});
+    const uint8_t mode = (in->flags & kClamp) ? 1 : boundary == 1 ? 2 : 0;  // SurfaceBoundary
+    in->flags &= ~kClamp;
+    in->mode = static_cast<uint8_t>(in->mode | (mode << 4));
+    in->op = store ? Op::kSust : Op::kSuld;
+    if (types.size() != 1) failInvalid(a.opcode + " needs one type");
+    in->type = types[0];
+    if (in->type != Type::kB8 && in->type != Type::kB16 && in->type != Type::kB32 &&
+        in->type != Type::kB64)
+      failInvalid(a.opcode + " needs .b8, .b16, .b32 or .b64");
+    in->type2 = Type::kS32;
+  }
+  Operand data = store ? operand(a.operands[1], in->type) : destination(a, 0, in, in->type);
+  if (data.kind != OperandKind::kVector || data.count != in->vec)
+    failInvalid(a.opcode + ": data vector width mismatch");
+  Operand coords = operand(at.elements[0], in->type2);
+  if (coords.count != kCoordinates[geometry])
+    failInvalid(a.opcode + ": wrong number of coordinates");
+  in->numOps = 3;
+  in->ops[0] = data;
+  in->ops[1] = handle;
+  in->ops[2] = coords;
 }
 
 // cvt between an fp8 pair (e4m3x2, e5m2x2) and f32 / f16x2: the forms sm_89+ have. To fp8 they

@@ -24,6 +24,7 @@
 
 #include "server/backends/emu/ptx/device_heap.h"
 #include "server/backends/emu/ptx/ptx_module.h"
+#include "server/backends/emu/ptx/texture_sampling.h"
 
 namespace gpupool::ptx {
 
@@ -70,6 +71,8 @@ struct LaunchServices {
   const std::atomic<bool>* cancel = nullptr;
   // The context's device-side malloc() heap; null = malloc() returns NULL. Not owned.
   DeviceHeap* heap = nullptr;
+  // The context's texture and surface objects; null = tex/suld/sust fault. Not owned.
+  const TextureTable* textures = nullptr;
 };
 
 struct LaunchResult {

@@ -1,14 +1,14 @@
-// A kernel reading through a texture object (`tex.1d` in PTX), which the emu device does not
-// implement: the module must fail to load with an error naming the instruction. Reports the
-// first error of a launch-related call and exits with 44; exits 1 if the kernel runs.
+// A kernel gathering through a texture object (tex2Dgather: `tld4` in PTX), which the emu device
+// does not implement: the module must fail to load with an error naming the instruction. Reports
+// the first error of a launch-related call and exits with 44; exits 1 if the kernel runs.
 #include <cstdio>
 #include <cstring>
 
 #include "self_check.h"
 
-__global__ void textureKernel(cudaTextureObject_t texture, float* out, int n) {
+__global__ void textureKernel(cudaTextureObject_t texture, float4* out, int n) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = tex1Dfetch<float>(texture, i) * 2.0f;
+  if (i < n) out[i] = tex2Dgather<float4>(texture, i + 0.5f, 0.5f, 0);
 }
 
 #define REPORT_IF_FAILED(call)                                             \
@@ -25,20 +25,22 @@ __global__ void textureKernel(cudaTextureObject_t texture, float* out, int n) {
 int main() {
   const int n = 64;
   float* in;
-  float* out;
+  float4* out;
   REPORT_IF_FAILED(cudaMalloc(&in, n * sizeof(float)));
-  REPORT_IF_FAILED(cudaMalloc(&out, n * sizeof(float)));
+  REPORT_IF_FAILED(cudaMalloc(&out, n * sizeof(float4)));
   cudaResourceDesc resource;
   std::memset(&resource, 0, sizeof(resource));
-  resource.resType = cudaResourceTypeLinear;
-  resource.res.linear.devPtr = in;
-  resource.res.linear.desc = cudaCreateChannelDesc<float>();
-  resource.res.linear.sizeInBytes = n * sizeof(float);
+  resource.resType = cudaResourceTypePitch2D;
+  resource.res.pitch2D.devPtr = in;
+  resource.res.pitch2D.desc = cudaCreateChannelDesc<float>();
+  resource.res.pitch2D.width = n;
+  resource.res.pitch2D.height = 1;
+  resource.res.pitch2D.pitchInBytes = n * sizeof(float);
   cudaTextureDesc description;
   std::memset(&description, 0, sizeof(description));
   description.readMode = cudaReadModeElementType;
   cudaTextureObject_t texture = 0;
-  // A device without textures may refuse the object too; the launch must still fail at load.
+  // The object is served; the launch must still fail at load.
   const cudaError_t created = cudaCreateTextureObject(&texture, &resource, &description, nullptr);
   std::printf("cudaCreateTextureObject: %s\n", cudaGetErrorName(created));
   (void)cudaGetLastError();  // so that the launch's own error is the one reported below

@@ -1,0 +1,95 @@
+// Texture and surface objects on the real driver: cuTexObjectCreate / cuSurfObjectCreate on this
+// context's arrays (translated from the ids it minted) or its device memory (checked against its
+// allocations). The handle is the driver's: kernels receive it unchanged in their parameters, and
+// the driver resolves it within this context only. Destroy accepts only handles this context made.
+#include "server/backends/cuda/cuda_context.h"
+
+namespace gpupool::server {
+
+Status CudaContext::textureCreate(const TextureDescription& d, uint64_t* handle) {
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  std::string reason;
+  if (CUresult r = checkTextureDescription(d, &reason); r != CUDA_SUCCESS) {
+    return Status::error(r, reason);
+  }
+  CUDA_RESOURCE_DESC rd{};
+  rd.resType = static_cast<CUresourcetype>(d.resourceType);
+  const uint64_t element = uint64_t{arrayChannelBytes(d.format)} * d.channels;
+  switch (d.resourceType) {
+    case CU_RESOURCE_TYPE_ARRAY: {
+      auto it = arrays_.find(d.handle);
+      if (it == arrays_.end() || !it->second.array) {
+        return Status::error(CUDA_ERROR_INVALID_HANDLE, "unknown array");
+      }
+      if (CUresult r = checkTextureArray(d, it->second.shape, &reason); r != CUDA_SUCCESS) {
+        return Status::error(r, reason);
+      }
+      rd.res.array.hArray = it->second.array;
+      break;
+    }
+    case CU_RESOURCE_TYPE_LINEAR:
+      if (Status s = checkPitchedRange("texture memory", d.handle, d.sizeBytes, d.sizeBytes, 1);
+          !s.ok()) {
+        return s;
+      }
+      rd.res.linear.devPtr = d.handle;
+      rd.res.linear.format = static_cast<CUarray_format>(d.format);
+      rd.res.linear.numChannels = d.channels;
+      rd.res.linear.sizeInBytes = d.sizeBytes;
+      break;
+    default:  // pitch2D (checkTextureDescription refused the rest)
+      if (Status s = checkPitchedRange("texture memory", d.handle, d.pitchBytes, d.width * element,
+                                       d.height);
+          !s.ok()) {
+        return s;
+      }
+      rd.res.pitch2D.devPtr = d.handle;
+      rd.res.pitch2D.format = static_cast<CUarray_format>(d.format);
+      rd.res.pitch2D.numChannels = d.channels;
+      rd.res.pitch2D.width = d.width;
+      rd.res.pitch2D.height = d.height;
+      rd.res.pitch2D.pitchInBytes = d.pitchBytes;
+      break;
+  }
+  if (d.surface) {
+    CUsurfObject s = 0;
+    if (Status st = driver_->call(driver_->surfObjectCreate, &s, &rd); !st.ok()) return st;
+    *handle = s;
+  } else {
+    CUDA_TEXTURE_DESC td{};
+    for (int i = 0; i < 3; ++i) td.addressMode[i] = static_cast<CUaddress_mode>(d.addressMode[i]);
+    td.filterMode = static_cast<CUfilter_mode>(d.filterMode);
+    td.flags = d.flags;
+    for (int i = 0; i < 4; ++i) td.borderColor[i] = d.borderColor[i];
+    CUtexObject t = 0;
+    if (Status st = driver_->call(driver_->texObjectCreate, &t, &rd, &td, nullptr); !st.ok()) {
+      return st;
+    }
+    *handle = t;
+  }
+  textures_[*handle] = d.surface;
+  return Status::success();
+}
+
+Status CudaContext::textureDestroy(uint64_t handle, bool surface) {
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  auto it = textures_.find(handle);
+  if (it == textures_.end() || it->second != surface) {
+    return Status::error(CUDA_ERROR_INVALID_HANDLE,
+                         std::string("unknown ") + (surface ? "surface" : "texture") + " object");
+  }
+  Status s = surface ? driver_->call(driver_->surfObjectDestroy, handle)
+                     : driver_->call(driver_->texObjectDestroy, handle);
+  if (s.ok()) textures_.erase(it);
+  return s;
+}
+
+void CudaContext::textureReleaseAll() {
+  for (auto& [handle, surface] : textures_) {
+    (void)(surface ? driver_->call(driver_->surfObjectDestroy, handle)
+                   : driver_->call(driver_->texObjectDestroy, handle));
+  }
+  textures_.clear();
+}
+
+}  // namespace gpupool::server

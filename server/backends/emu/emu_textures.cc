@@ -1,0 +1,102 @@
+// Texture and surface objects on the emu: each is a ptx::TextureView of an array of this context
+// (laid out as docs/arrays.md says) or of its device memory, named by a handle this context
+// mints. Kernels receive that handle; tex/suld/sust resolve it in the table their launch was
+// queued with, so a handle never reaches another context's objects or memory.
+#include <algorithm>
+#include <memory>
+
+#include "common/hex.h"
+#include "server/backends/emu/emu_context.h"
+
+namespace gpupool::server::emu {
+
+Status EmuContext::textureCreate(const TextureDescription& d, uint64_t* handle) {
+  if (Status st = sticky(); !st.ok()) return st;
+  std::string reason;
+  if (CUresult r = checkTextureDescription(d, &reason); r != CUDA_SUCCESS) {
+    return Status::error(r, reason);
+  }
+  ptx::TextureView v;
+  v.surface = d.surface;
+  if (d.resourceType == CU_RESOURCE_TYPE_ARRAY) {
+    auto it = arrays_.find(d.handle);
+    if (it == arrays_.end() || it->second.levels != 0) {
+      return Status::error(CUDA_ERROR_INVALID_HANDLE, "unknown array " + hex(d.handle));
+    }
+    const ArrayShape& s = it->second.shape;
+    if (CUresult r = checkTextureArray(d, s, &reason); r != CUDA_SUCCESS) {
+      return Status::error(r, reason);
+    }
+    v.resource = ptx::TextureResource::kArray;
+    v.address = it->second.address;
+    v.bytes = arrayBytes(s);
+    v.format = s.format;
+    v.channels = s.channels;
+    v.width = s.width;
+    v.layered = (s.flags & CUDA_ARRAY3D_LAYERED) != 0;
+    v.height = std::max<uint64_t>(s.height, 1);
+    if (v.layered) {
+      v.layers = s.depth;
+      v.dims = s.height ? 2 : 1;
+    } else {
+      v.depth = std::max<uint64_t>(s.depth, 1);
+      v.dims = s.depth ? 3 : s.height ? 2 : 1;
+    }
+    v.rowPitch = arrayRowBytes(s);
+    v.slicePitch = v.rowPitch * arrayRows(s);
+  } else {
+    const uint64_t element = uint64_t{arrayChannelBytes(d.format)} * d.channels;
+    v.format = d.format;
+    v.channels = d.channels;
+    v.address = d.handle;
+    if (d.resourceType == CU_RESOURCE_TYPE_LINEAR) {
+      v.resource = ptx::TextureResource::kLinear;
+      v.width = d.sizeBytes / element;
+      v.bytes = d.sizeBytes;
+      v.rowPitch = v.bytes;
+    } else {
+      v.resource = ptx::TextureResource::kPitch2D;
+      v.dims = 2;
+      v.width = d.width;
+      v.height = d.height;
+      v.rowPitch = d.pitchBytes;
+      v.bytes = (d.height - 1) * d.pitchBytes + d.width * element;
+    }
+    v.slicePitch = v.bytes;
+    if (!view(v.address, v.bytes)) {
+      return Status::error(CUDA_ERROR_INVALID_VALUE,
+                           "texture memory " + hex(v.address) + " (" + std::to_string(v.bytes) +
+                               " bytes) is not within one allocation of this context");
+    }
+  }
+  // Linear memory is fetched by index: its address and filter modes are ignored, as the driver
+  // ignores them.
+  const bool linear = d.resourceType == CU_RESOURCE_TYPE_LINEAR;
+  for (int i = 0; i < 3; ++i)
+    v.addressMode[i] = linear ? unsigned{CU_TR_ADDRESS_MODE_CLAMP} : d.addressMode[i];
+  v.filterMode = linear ? unsigned{CU_TR_FILTER_MODE_POINT} : d.filterMode;
+  v.readAsInteger = (d.flags & CU_TRSF_READ_AS_INTEGER) != 0;
+  v.normalizedCoords = (d.flags & CU_TRSF_NORMALIZED_COORDINATES) != 0;
+  v.srgb = (d.flags & CU_TRSF_SRGB) != 0;
+  for (int i = 0; i < 4; ++i) v.borderColor[i] = d.borderColor[i];
+  auto next = std::make_shared<TextureObjects>(*textures_);
+  *handle = nextHandle_++;
+  next->views.emplace(*handle, v);
+  textures_ = std::move(next);
+  return Status::success();
+}
+
+Status EmuContext::textureDestroy(uint64_t handle, bool surface) {
+  auto it = textures_->views.find(handle);
+  if (it == textures_->views.end() || it->second.surface != surface) {
+    return Status::error(
+        CUDA_ERROR_INVALID_HANDLE,
+        std::string("unknown ") + (surface ? "surface" : "texture") + " object " + hex(handle));
+  }
+  auto next = std::make_shared<TextureObjects>(*textures_);
+  next->views.erase(handle);
+  textures_ = std::move(next);
+  return Status::success();
+}
+
+}  // namespace gpupool::server::emu

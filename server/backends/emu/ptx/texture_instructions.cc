@@ -1,0 +1,135 @@
+// Semantics of tex, suld.b and sust.b: the handle a kernel holds is resolved through the launch's
+// TextureTable (the context's objects, so a kernel reaches only its own context's resources), and
+// the resource's memory through DeviceMemory like any global access. Sampling math:
+// texture_sampling.cc.
+#include "block_runner.h"
+#include "texture_sampling.h"
+
+namespace gpupool::ptx::execution {
+namespace {
+
+unsigned geometryDims(TexGeometry g) {
+  switch (g) {
+    case TexGeometry::k1d:
+    case TexGeometry::kA1d:
+      return 1;
+    case TexGeometry::k3d:
+      return 3;
+    default:
+      return 2;
+  }
+}
+
+// Aligned surface elements are single host accesses, as device loads and stores are
+// (instruction_semantics.cc), so blocks running at once see whole elements.
+uint64_t loadSurfaceElement(const uint8_t* p, unsigned bytes) {
+  uint64_t v = 0;
+  if (reinterpret_cast<uintptr_t>(p) % bytes != 0) {
+    std::memcpy(&v, p, bytes);
+    return v;
+  }
+  switch (bytes) {
+    case 1:
+      return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+    case 2:
+      return __atomic_load_n(reinterpret_cast<const uint16_t*>(p), __ATOMIC_ACQUIRE);
+    case 4:
+      return __atomic_load_n(reinterpret_cast<const uint32_t*>(p), __ATOMIC_ACQUIRE);
+    default:
+      return __atomic_load_n(reinterpret_cast<const uint64_t*>(p), __ATOMIC_ACQUIRE);
+  }
+}
+
+void storeSurfaceElement(uint8_t* p, unsigned bytes, uint64_t v) {
+  if (reinterpret_cast<uintptr_t>(p) % bytes != 0) {
+    std::memcpy(p, &v, bytes);
+    return;
+  }
+  switch (bytes) {
+    case 1:
+      __atomic_store_n(p, static_cast<uint8_t>(v), __ATOMIC_RELEASE);
+      return;
+    case 2:
+      __atomic_store_n(reinterpret_cast<uint16_t*>(p), static_cast<uint16_t>(v), __ATOMIC_RELEASE);
+      return;
+    case 4:
+      __atomic_store_n(reinterpret_cast<uint32_t*>(p), static_cast<uint32_t>(v), __ATOMIC_RELEASE);
+      return;
+    default:
+      __atomic_store_n(reinterpret_cast<uint64_t*>(p), v, __ATOMIC_RELEASE);
+  }
+}
+
+}  // namespace
+
+void BlockRunner::textureAccess(const Instr& in, uint32_t exec) {
+  const auto geometry = static_cast<TexGeometry>(in.mode & 15);
+  const bool layered = geometry == TexGeometry::kA1d || geometry == TexGeometry::kA2d;
+  const unsigned dims = geometryDims(geometry);
+  const bool isTexture = in.op == Op::kTex;
+  const Operand &data = in.ops[0], &coords = in.ops[2];
+  forLanes(exec, [&](int l) {
+    const uint64_t handle = value(in.ops[1], l);
+    const TextureView* t = ctx_.services.textures ? ctx_.services.textures->find(handle) : nullptr;
+    if (!t || t->surface != !isTexture) {
+      std::ostringstream what;
+      what << "no " << (isTexture ? "texture" : "surface") << " object 0x" << std::hex << handle
+           << " in this context";
+      fault(CUDA_ERROR_ILLEGAL_ADDRESS, l, curPc_, what.str());
+    }
+    if (t->dims != dims || t->layered != layered) {
+      std::ostringstream what;
+      what << (isTexture ? "texture" : "surface") << " object 0x" << std::hex << handle << " is "
+           << std::dec << t->dims << "D" << (t->layered ? " layered" : "")
+           << ", the instruction addresses another geometry";
+      fault(CUDA_ERROR_ILLEGAL_ADDRESS, l, curPc_, what.str());
+    }
+    uint8_t* memory = globalPtr(t->address, t->bytes, l);
+    // Coordinates: the layer (layered forms) comes first.
+    const unsigned first = layered ? 1 : 0;
+    const int32_t layer = layered ? static_cast<int32_t>(value(element(coords, 0), l)) : 0;
+    uint32_t raw[3] = {0, 0, 0};
+    for (unsigned d = 0; d < dims; ++d)
+      raw[d] = static_cast<uint32_t>(value(element(coords, first + d), l));
+    if (isTexture) {
+      float f[3] = {0, 0, 0};
+      int32_t i[3] = {0, 0, 0};
+      for (unsigned d = 0; d < dims; ++d) {
+        std::memcpy(&f[d], &raw[d], 4);
+        i[d] = static_cast<int32_t>(raw[d]);
+      }
+      uint32_t out[4];
+      sampleTexture(*t, memory, f, i, in.type2 == Type::kS32, layer, out);
+      for (unsigned k = 0; k < 4; ++k) set(element(data, k), l, out[k]);
+      return;
+    }
+    const unsigned eb = typeBytes(in.type), n = in.vec;
+    const int64_t x = static_cast<int32_t>(raw[0]);
+    const int64_t y = dims > 1 ? static_cast<int32_t>(raw[1]) : 0;
+    const int64_t z = layered ? layer : dims > 2 ? static_cast<int32_t>(raw[2]) : 0;
+    uint64_t offset = 0;
+    switch (
+        surfaceOffset(*t, x, y, z, eb * n, static_cast<SurfaceBoundary>(in.mode >> 4), &offset)) {
+      case SurfaceAccess::kOutsideTrap: {
+        std::ostringstream what;
+        what << "surface access out of range: x " << x << " bytes, y " << y << ", z " << z;
+        fault(CUDA_ERROR_ILLEGAL_ADDRESS, l, curPc_, what.str());
+      }
+      case SurfaceAccess::kOutsideZero:
+        if (in.op == Op::kSuld)
+          for (unsigned k = 0; k < n; ++k) set(element(data, k), l, 0);
+        return;
+      case SurfaceAccess::kInside:
+        break;
+    }
+    for (unsigned k = 0; k < n; ++k) {
+      if (in.op == Op::kSuld) {
+        set(element(data, k), l, loadSurfaceElement(memory + offset + k * eb, eb));
+      } else {
+        storeSurfaceElement(memory + offset + k * eb, eb, value(element(data, k), l));
+      }
+    }
+  });
+}
+
+}  // namespace gpupool::ptx::execution

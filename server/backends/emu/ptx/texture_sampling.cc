@@ -1,0 +1,275 @@
+// Texture sampling and surface addressing for the emu (texture_sampling.h).
+#include "texture_sampling.h"
+
+#include <cuda.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "half_float.h"
+
+namespace gpupool::ptx {
+namespace {
+
+unsigned formatChannelBytes(unsigned format) {
+  switch (format) {
+    case CU_AD_FORMAT_UNSIGNED_INT8:
+    case CU_AD_FORMAT_SIGNED_INT8:
+      return 1;
+    case CU_AD_FORMAT_UNSIGNED_INT16:
+    case CU_AD_FORMAT_SIGNED_INT16:
+    case CU_AD_FORMAT_HALF:
+      return 2;
+    default:
+      return 4;
+  }
+}
+
+// One texel: four channels, as floats (a float-returning texture) or integers.
+struct Texel {
+  float f[4] = {0, 0, 0, 1};
+  int64_t i[4] = {0, 0, 0, 1};
+};
+
+float srgbToLinear(float c) {
+  return c <= 0.04045f ? c / 12.92f : std::pow((c + 0.055f) / 1.055f, 2.4f);
+}
+
+Texel readTexel(const TextureView& t, const uint8_t* p) {
+  Texel texel;
+  const bool toFloat = textureReturnsFloat(t);
+  for (unsigned c = 0; c < t.channels && c < 4; ++c) {
+    float f = 0;
+    int64_t v = 0;
+    switch (t.format) {
+      case CU_AD_FORMAT_UNSIGNED_INT8:
+        v = p[c];
+        f = static_cast<float>(v) / 255.0f;
+        if (t.srgb && c < 3) f = srgbToLinear(f);
+        break;
+      case CU_AD_FORMAT_SIGNED_INT8:
+        v = static_cast<int8_t>(p[c]);
+        f = std::max(static_cast<float>(v) / 127.0f, -1.0f);
+        break;
+      case CU_AD_FORMAT_UNSIGNED_INT16: {
+        uint16_t x;
+        std::memcpy(&x, p + 2 * c, 2);
+        v = x;
+        f = static_cast<float>(v) / 65535.0f;
+        break;
+      }
+      case CU_AD_FORMAT_SIGNED_INT16: {
+        int16_t x;
+        std::memcpy(&x, p + 2 * c, 2);
+        v = x;
+        f = std::max(static_cast<float>(v) / 32767.0f, -1.0f);
+        break;
+      }
+      case CU_AD_FORMAT_HALF: {
+        uint16_t x;
+        std::memcpy(&x, p + 2 * c, 2);
+        f = halfToFloat(x);
+        break;
+      }
+      case CU_AD_FORMAT_FLOAT:
+        std::memcpy(&f, p + 4 * c, 4);
+        break;
+      case CU_AD_FORMAT_UNSIGNED_INT32: {
+        uint32_t x;
+        std::memcpy(&x, p + 4 * c, 4);
+        v = x;
+        break;
+      }
+      case CU_AD_FORMAT_SIGNED_INT32: {
+        int32_t x;
+        std::memcpy(&x, p + 4 * c, 4);
+        v = x;
+        break;
+      }
+      default:
+        break;
+    }
+    if (toFloat) {
+      texel.f[c] = f;
+    } else {
+      texel.i[c] = v;
+    }
+  }
+  if (!toFloat) {
+    for (unsigned c = t.channels; c < 4; ++c) texel.i[c] = c == 3 ? 1 : 0;
+  }
+  return texel;
+}
+
+Texel borderTexel(const TextureView& t) {
+  Texel texel;
+  for (int c = 0; c < 4; ++c) {
+    texel.f[c] = t.borderColor[c];
+    texel.i[c] = static_cast<int64_t>(t.borderColor[c]);
+  }
+  return texel;
+}
+
+// The texel index along one axis after the address mode; -1 for the border colour. Wrap and
+// mirror need normalized coordinates; with unnormalized ones they clamp, as on the hardware.
+int64_t addressIndex(int64_t i, int64_t n, unsigned mode, bool normalized) {
+  if (!normalized && (mode == CU_TR_ADDRESS_MODE_WRAP || mode == CU_TR_ADDRESS_MODE_MIRROR)) {
+    mode = CU_TR_ADDRESS_MODE_CLAMP;
+  }
+  switch (mode) {
+    case CU_TR_ADDRESS_MODE_WRAP:
+      return ((i % n) + n) % n;
+    case CU_TR_ADDRESS_MODE_MIRROR: {
+      int64_t m = ((i % (2 * n)) + 2 * n) % (2 * n);
+      return m < n ? m : 2 * n - 1 - m;
+    }
+    case CU_TR_ADDRESS_MODE_BORDER:
+      return i < 0 || i >= n ? -1 : i;
+    default:
+      return std::clamp<int64_t>(i, 0, n - 1);
+  }
+}
+
+// Keeps floor() of a coordinate within int64_t (NaN samples texel 0).
+double boundedCoordinate(double c) {
+  if (std::isnan(c)) return 0;
+  return std::clamp(c, -1e15, 1e15);
+}
+
+}  // namespace
+
+bool textureReturnsFloat(const TextureView& t) {
+  switch (t.format) {
+    case CU_AD_FORMAT_HALF:
+    case CU_AD_FORMAT_FLOAT:
+      return true;
+    case CU_AD_FORMAT_UNSIGNED_INT8:
+    case CU_AD_FORMAT_SIGNED_INT8:
+    case CU_AD_FORMAT_UNSIGNED_INT16:
+    case CU_AD_FORMAT_SIGNED_INT16:
+      return !t.readAsInteger;
+    default:
+      return false;
+  }
+}
+
+unsigned textureElementBytes(const TextureView& t) {
+  return formatChannelBytes(t.format) * t.channels;
+}
+
+void sampleTexture(const TextureView& t, const uint8_t* data, const float coords[3],
+                   const int32_t integerCoords[3], bool useIntegerCoords, int32_t layer,
+                   uint32_t out[4]) {
+  const int64_t extent[3] = {static_cast<int64_t>(t.width), static_cast<int64_t>(t.height),
+                             static_cast<int64_t>(t.depth)};
+  const uint64_t eb = textureElementBytes(t);
+  const uint64_t layerIndex =
+      t.layered ? static_cast<uint64_t>(std::clamp<int64_t>(layer, 0, t.layers - 1)) : 0;
+  const bool isFloat = textureReturnsFloat(t);
+  // The texel at resolved indices (any -1: the border colour).
+  auto texelAt = [&](const int64_t idx[3]) {
+    for (unsigned d = 0; d < t.dims; ++d)
+      if (idx[d] < 0) return borderTexel(t);
+    uint64_t z = t.layered ? layerIndex : static_cast<uint64_t>(t.dims > 2 ? idx[2] : 0);
+    uint64_t y = static_cast<uint64_t>(t.dims > 1 ? idx[1] : 0);
+    uint64_t off = z * t.slicePitch + y * t.rowPitch + static_cast<uint64_t>(idx[0]) * eb;
+    if (off + eb > t.bytes) return Texel{};  // cannot happen for a view the backend checked
+    return readTexel(t, data + off);
+  };
+  auto emit = [&](const Texel& texel) {
+    for (int c = 0; c < 4; ++c) {
+      if (isFloat) {
+        std::memcpy(&out[c], &texel.f[c], 4);
+      } else {
+        out[c] = static_cast<uint32_t>(texel.i[c]);
+      }
+    }
+  };
+  if (useIntegerCoords) {
+    int64_t idx[3] = {0, 0, 0};
+    for (unsigned d = 0; d < t.dims; ++d) {
+      idx[d] = integerCoords[d];
+      if (t.resource != TextureResource::kArray) {
+        if (idx[d] < 0 || idx[d] >= extent[d]) {  // tex1Dfetch out of range reads zeros
+          emit(Texel{{0, 0, 0, 0}, {0, 0, 0, 0}});
+          return;
+        }
+      } else {
+        idx[d] = addressIndex(idx[d], extent[d], t.addressMode[d], false);
+      }
+    }
+    emit(texelAt(idx));
+    return;
+  }
+  double scaled[3] = {0, 0, 0};
+  for (unsigned d = 0; d < t.dims; ++d) {
+    double c = coords[d];
+    if (t.normalizedCoords) c *= static_cast<double>(extent[d]);
+    scaled[d] = boundedCoordinate(c);
+  }
+  if (t.filterMode != CU_TR_FILTER_MODE_LINEAR || !isFloat) {
+    int64_t idx[3] = {0, 0, 0};
+    for (unsigned d = 0; d < t.dims; ++d) {
+      idx[d] = addressIndex(static_cast<int64_t>(std::floor(scaled[d])), extent[d],
+                            t.addressMode[d], t.normalizedCoords);
+    }
+    emit(texelAt(idx));
+    return;
+  }
+  // Linear: blend the 2^dims texels around the sample point, weights in 1/256 steps.
+  int64_t base[3] = {0, 0, 0};
+  float weight[3] = {0, 0, 0};
+  for (unsigned d = 0; d < t.dims; ++d) {
+    double xb = scaled[d] - 0.5;
+    double fl = std::floor(xb);
+    base[d] = static_cast<int64_t>(fl);
+    weight[d] = static_cast<float>(std::nearbyint((xb - fl) * 256.0) / 256.0);
+  }
+  Texel result;
+  for (int c = 0; c < 4; ++c) result.f[c] = 0;
+  const unsigned corners = 1u << t.dims;
+  for (unsigned k = 0; k < corners; ++k) {
+    int64_t idx[3] = {0, 0, 0};
+    float w = 1;
+    for (unsigned d = 0; d < t.dims; ++d) {
+      const bool upper = (k >> d) & 1;
+      idx[d] =
+          addressIndex(base[d] + (upper ? 1 : 0), extent[d], t.addressMode[d], t.normalizedCoords);
+      w *= upper ? weight[d] : 1 - weight[d];
+    }
+    if (w == 0) continue;
+    Texel texel = texelAt(idx);
+    for (int c = 0; c < 4; ++c) result.f[c] += w * texel.f[c];
+  }
+  emit(result);
+}
+
+SurfaceAccess surfaceOffset(const TextureView& t, int64_t xBytes, int64_t y, int64_t z,
+                            unsigned bytes, SurfaceBoundary boundary, uint64_t* offset) {
+  const int64_t rowBytes = static_cast<int64_t>(t.width * textureElementBytes(t));
+  const int64_t rows = t.dims > 1 ? static_cast<int64_t>(t.height) : 1;
+  const int64_t slices = t.layered    ? static_cast<int64_t>(t.layers)
+                         : t.dims > 2 ? static_cast<int64_t>(t.depth)
+                                      : 1;
+  if (static_cast<int64_t>(bytes) > rowBytes) {
+    return boundary == SurfaceBoundary::kZero ? SurfaceAccess::kOutsideZero
+                                              : SurfaceAccess::kOutsideTrap;
+  }
+  if (t.dims < 2) y = 0;
+  if (t.dims < 3 && !t.layered) z = 0;
+  const bool inside =
+      xBytes >= 0 && xBytes + bytes <= rowBytes && y >= 0 && y < rows && z >= 0 && z < slices;
+  if (!inside) {
+    if (boundary == SurfaceBoundary::kTrap) return SurfaceAccess::kOutsideTrap;
+    if (boundary == SurfaceBoundary::kZero) return SurfaceAccess::kOutsideZero;
+    xBytes = std::clamp<int64_t>(xBytes, 0, rowBytes - bytes);
+    y = std::clamp<int64_t>(y, 0, rows - 1);
+    z = std::clamp<int64_t>(z, 0, slices - 1);
+  }
+  *offset = static_cast<uint64_t>(z) * t.slicePitch + static_cast<uint64_t>(y) * t.rowPitch +
+            static_cast<uint64_t>(xBytes);
+  return SurfaceAccess::kInside;
+}
+
+}  // namespace gpupool::ptx

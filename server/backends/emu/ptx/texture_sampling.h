@@ -1,0 +1,64 @@
+// Texture and surface objects as the interpreter sees them (public: the emu backend fills
+// TextureView from cuTexObjectCreate / cuSurfObjectCreate descriptors), and the sampling math the
+// tex / suld / sust instructions use: addressing modes, point and linear filtering, read modes.
+//
+// Linear filtering follows the hardware (CUDA Programming Guide, "Linear Filtering"): the weight
+// of the upper texel is the fraction rounded to 9-bit fixed point with 8 fractional bits, and the
+// texels are blended in single precision.
+#pragma once
+
+#include <cstdint>
+
+namespace gpupool::ptx {
+
+enum class TextureResource : uint8_t { kArray, kLinear, kPitch2D };
+
+struct TextureView {
+  TextureResource resource = TextureResource::kArray;
+  bool surface = false;
+  uint64_t address = 0;  // device address of element (0, 0, 0)
+  uint64_t bytes = 0;    // the resource's extent in bytes from address
+  unsigned format = 0;   // CUarray_format: 8/16/32-bit integers, half, float
+  unsigned channels = 1;
+  // Elements; unused extents are 1. A layered array keeps its layers in `layers`, not in depth.
+  uint64_t width = 1, height = 1, depth = 1, layers = 1;
+  uint64_t rowPitch = 0, slicePitch = 0;  // bytes between rows, between slices (or layers)
+  unsigned dims = 1;                      // 1, 2 or 3
+  bool layered = false;
+  // The sampler (CUDA_TEXTURE_DESC); unused for surfaces.
+  unsigned addressMode[3] = {};  // CUaddress_mode
+  unsigned filterMode = 0;       // CUfilter_mode
+  bool readAsInteger = false;    // CU_TRSF_READ_AS_INTEGER
+  bool normalizedCoords = false;
+  bool srgb = false;
+  float borderColor[4] = {};
+};
+
+// Resolves a handle a kernel holds to its object; null when the context has none by that value.
+class TextureTable {
+ public:
+  virtual ~TextureTable() = default;
+  virtual const TextureView* find(uint64_t handle) const = 0;
+};
+
+// Whether tex on this view returns floats (float/half formats, or 8/16-bit integers read as
+// normalized floats) rather than integers.
+bool textureReturnsFloat(const TextureView& t);
+unsigned textureElementBytes(const TextureView& t);
+
+// One tex: `data` is the resource's memory (t.bytes of it). Float coordinates (coords[0..dims))
+// are sampled through the view's sampler; integer ones (integerCoords) fetch the texel directly,
+// and out of range give zeros for linear memory or the address mode's texel for arrays. `layer` is
+// clamped to the layers. out: four 32-bit words (float bits or integers).
+void sampleTexture(const TextureView& t, const uint8_t* data, const float coords[3],
+                   const int32_t integerCoords[3], bool useIntegerCoords, int32_t layer,
+                   uint32_t out[4]);
+
+// Surface access: suld/sust.b address x in bytes, y and z (or the layer) in elements.
+enum class SurfaceBoundary : uint8_t { kTrap, kClamp, kZero };
+enum class SurfaceAccess : uint8_t { kInside, kOutsideZero, kOutsideTrap };
+// The byte offset of an access of `bytes` bytes at (xBytes, y, z); clamps when asked.
+SurfaceAccess surfaceOffset(const TextureView& t, int64_t xBytes, int64_t y, int64_t z,
+                            unsigned bytes, SurfaceBoundary boundary, uint64_t* offset);
+
+}  // namespace gpupool::ptx

@@ -1,0 +1,145 @@
+// The emu's texture sampling and surface addressing math (texture_sampling.cc): address modes,
+// point and linear filtering with the hardware's 8-bit fractional weights, normalized reads,
+// integer coordinates on linear memory, and the surface boundary modes.
+#include "server/backends/emu/ptx/texture_sampling.h"
+
+#include <cuda.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+namespace gpupool::ptx {
+namespace {
+
+TextureView floatArray1D(const std::vector<float>& v) {
+  TextureView t;
+  t.format = CU_AD_FORMAT_FLOAT;
+  t.channels = 1;
+  t.width = v.size();
+  t.rowPitch = t.slicePitch = t.bytes = v.size() * sizeof(float);
+  return t;
+}
+
+float sample1D(const TextureView& t, const std::vector<float>& v, float x) {
+  const float coords[3] = {x, 0, 0};
+  const int32_t none[3] = {0, 0, 0};
+  uint32_t out[4];
+  sampleTexture(t, reinterpret_cast<const uint8_t*>(v.data()), coords, none, false, 0, out);
+  float f;
+  std::memcpy(&f, &out[0], 4);
+  return f;
+}
+
+TEST(TextureSampling, AddressModesOnNormalizedCoordinates) {
+  std::vector<float> v = {10, 11, 12, 13};
+  TextureView t = floatArray1D(v);
+  t.normalizedCoords = true;
+  t.borderColor[0] = -1;
+  auto at = [](int texel) { return (texel + 0.5f) / 4; };
+  t.addressMode[0] = CU_TR_ADDRESS_MODE_WRAP;
+  EXPECT_EQ(sample1D(t, v, at(-1)), 13);
+  EXPECT_EQ(sample1D(t, v, at(5)), 11);
+  t.addressMode[0] = CU_TR_ADDRESS_MODE_MIRROR;
+  EXPECT_EQ(sample1D(t, v, at(-1)), 10);
+  EXPECT_EQ(sample1D(t, v, at(4)), 13);
+  EXPECT_EQ(sample1D(t, v, at(6)), 11);
+  t.addressMode[0] = CU_TR_ADDRESS_MODE_CLAMP;
+  EXPECT_EQ(sample1D(t, v, at(-3)), 10);
+  EXPECT_EQ(sample1D(t, v, at(9)), 13);
+  t.addressMode[0] = CU_TR_ADDRESS_MODE_BORDER;
+  EXPECT_EQ(sample1D(t, v, at(-1)), -1);
+  EXPECT_EQ(sample1D(t, v, at(2)), 12);
+}
+
+TEST(TextureSampling, WrapNeedsNormalizedCoordinatesElseClamps) {
+  std::vector<float> v = {1, 2, 3};
+  TextureView t = floatArray1D(v);
+  t.addressMode[0] = CU_TR_ADDRESS_MODE_WRAP;
+  EXPECT_EQ(sample1D(t, v, 4.5f), 3);
+  EXPECT_EQ(sample1D(t, v, -0.5f), 1);
+}
+
+TEST(TextureSampling, LinearFilterUsesEightBitWeights) {
+  std::vector<float> v = {0, 256, 512};
+  TextureView t = floatArray1D(v);
+  t.filterMode = CU_TR_FILTER_MODE_LINEAR;
+  EXPECT_EQ(sample1D(t, v, 0.75f), 64);  // weight 0.25
+  EXPECT_EQ(sample1D(t, v, 1.5f), 256);  // on a texel centre
+  EXPECT_EQ(sample1D(t, v, 1.0f), 128);  // halfway
+  // 0.1 of the way lies between 25/256 and 26/256: the weight rounds to 26/256.
+  EXPECT_EQ(sample1D(t, v, 0.6f), 26);
+  EXPECT_EQ(sample1D(t, v, -4.0f), 0);  // clamped on both sides
+}
+
+TEST(TextureSampling, NormalizedReadsOfIntegers) {
+  const uint8_t u[4] = {0, 51, 255, 128};
+  TextureView t;
+  t.format = CU_AD_FORMAT_UNSIGNED_INT8;
+  t.channels = 4;
+  t.width = 1;
+  t.rowPitch = t.slicePitch = t.bytes = 4;
+  const float coords[3] = {0.5f, 0, 0};
+  const int32_t none[3] = {0, 0, 0};
+  uint32_t out[4];
+  sampleTexture(t, u, coords, none, false, 0, out);
+  float f[4];
+  std::memcpy(f, out, sizeof f);
+  EXPECT_FLOAT_EQ(f[0], 0);
+  EXPECT_FLOAT_EQ(f[1], 0.2f);
+  EXPECT_FLOAT_EQ(f[2], 1);
+  t.readAsInteger = true;
+  sampleTexture(t, u, coords, none, false, 0, out);
+  EXPECT_EQ(out[1], 51u);
+  EXPECT_EQ(out[3], 128u);
+
+  const int8_t s[2] = {-128, 127};
+  t.format = CU_AD_FORMAT_SIGNED_INT8;
+  t.channels = 2;
+  t.readAsInteger = false;
+  t.rowPitch = t.slicePitch = t.bytes = 2;
+  sampleTexture(t, reinterpret_cast<const uint8_t*>(s), coords, none, false, 0, out);
+  std::memcpy(f, out, sizeof f);
+  EXPECT_FLOAT_EQ(f[0], -1);
+  EXPECT_FLOAT_EQ(f[1], 1);
+  EXPECT_FLOAT_EQ(f[3], 1);  // a missing alpha reads 1
+}
+
+TEST(TextureSampling, IntegerFetchOfLinearMemoryReadsZerosOutOfRange) {
+  std::vector<float> v = {5, 6};
+  TextureView t = floatArray1D(v);
+  t.resource = TextureResource::kLinear;
+  const float none[3] = {0, 0, 0};
+  for (int32_t i : {-1, 0, 1, 2}) {
+    const int32_t at[3] = {i, 0, 0};
+    uint32_t out[4];
+    sampleTexture(t, reinterpret_cast<const uint8_t*>(v.data()), none, at, true, 0, out);
+    float f;
+    std::memcpy(&f, &out[0], 4);
+    EXPECT_EQ(f, i == 0 ? 5 : i == 1 ? 6 : 0) << i;
+  }
+}
+
+TEST(TextureSampling, SurfaceBoundaryModes) {
+  TextureView t;
+  t.surface = true;
+  t.format = CU_AD_FORMAT_FLOAT;
+  t.dims = 2;
+  t.width = 4;
+  t.height = 3;
+  t.rowPitch = 16;
+  t.slicePitch = t.bytes = 48;
+  uint64_t offset = 0;
+  EXPECT_EQ(surfaceOffset(t, 8, 2, 0, 4, SurfaceBoundary::kTrap, &offset), SurfaceAccess::kInside);
+  EXPECT_EQ(offset, 40u);
+  EXPECT_EQ(surfaceOffset(t, 16, 0, 0, 4, SurfaceBoundary::kTrap, &offset),
+            SurfaceAccess::kOutsideTrap);
+  EXPECT_EQ(surfaceOffset(t, 14, 0, 0, 4, SurfaceBoundary::kZero, &offset),
+            SurfaceAccess::kOutsideZero);
+  EXPECT_EQ(surfaceOffset(t, 100, -3, 0, 4, SurfaceBoundary::kClamp, &offset),
+            SurfaceAccess::kInside);
+  EXPECT_EQ(offset, 12u);
+}
+
+}  // namespace
+}  // namespace gpupool::ptx
