@@ -442,6 +442,19 @@ bool captureMemset(CUstream stream, CUdeviceptr dst, uint32_t value, unsigned el
   return addCaptured(s, c, std::move(node), result);
 }
 
+bool captureMemOps(CUstream stream, const std::vector<CUstreamBatchMemOpParams>& ops,
+                   CUresult* result) {
+  std::lock_guard lock(graphMutex());
+  StreamObject* s = nullptr;
+  CaptureSequence* c = capturing(stream, &s);
+  if (!c) return false;
+  auto node = std::make_unique<GraphNodeObject>();
+  node->type = CU_GRAPH_NODE_TYPE_BATCH_MEM_OP;
+  node->context = s->context;
+  node->memOps = ops;
+  return addCaptured(s, c, std::move(node), result);
+}
+
 bool captureCopy(CUstream stream, CUdeviceptr dst, CUdeviceptr src, size_t bytes,
                  CUresult* result) {
   std::lock_guard lock(graphMutex());

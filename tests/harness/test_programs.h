@@ -34,6 +34,7 @@ inline const std::vector<std::string>& testProgramNames() {
                                                  "graph_memory_driver",
                                                  "graph_update",
                                                  "graph_update_driver",
+                                                 "graph_batch_memop_driver",
                                                  "stream_memops_driver",
                                                  "vmm_driver",
                                                  "cooperative_launch",
