@@ -35,6 +35,7 @@ inline const std::vector<std::string>& testProgramNames() {
                                                  "graph_update",
                                                  "graph_update_driver",
                                                  "graph_batch_memop_driver",
+                                                 "context_capabilities_driver",
                                                  "stream_memops_driver",
                                                  "vmm_driver",
                                                  "cooperative_launch",
