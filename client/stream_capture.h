@@ -37,6 +37,10 @@ class CaptureScope {
 // stream of `ctx` captures would be an implicit dependency (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT).
 CUresult capturingStreamUse(StreamObject* stream);
 CUresult legacyStreamUse(ContextObject* ctx);
+// A call on the whole context (cuCtxRecordEvent, cuCtxWaitEvent): refused with
+// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, invalidating the captures, while a stream of `ctx`
+// captures or `event` (when given) is part of a capture.
+CUresult contextCaptureUse(ContextObject* ctx, EventObject* event, const char* what);
 // A potentially unsafe call (a synchronous copy or memset, cuCtxSynchronize): refused with
 // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, invalidating the captures that forbid it, when the
 // calling thread's capture mode says so (see cuThreadExchangeStreamCaptureMode).

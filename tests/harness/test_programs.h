@@ -36,6 +36,7 @@ inline const std::vector<std::string>& testProgramNames() {
                                                  "graph_update_driver",
                                                  "graph_batch_memop_driver",
                                                  "context_capabilities_driver",
+                                                 "context_events_driver",
                                                  "stream_memops_driver",
                                                  "vmm_driver",
                                                  "cooperative_launch",
