@@ -96,5 +96,5 @@ int main() {
   }
 
   std::printf("context_capabilities_driver: ok\n");
-  return 0;
+  return pass();
 }

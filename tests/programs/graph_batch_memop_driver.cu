@@ -275,5 +275,5 @@ int main() {
   CHECK_CU(cuStreamDestroy(a));
   CHECK_CU(cuStreamDestroy(b));
   std::printf("graph_batch_memop_driver: ok\n");
-  return 0;
+  return pass();
 }
