@@ -6,6 +6,7 @@
 #include "context_hooks.h"
 #include "driver_export.h"
 #include "driver_state.h"
+#include "raw_enum.h"
 #include "stream_capture.h"
 
 using namespace gpupool::client;
@@ -296,6 +297,21 @@ GPUPOOL_DRIVER_API CUresult cuCtxSetFlags(unsigned int flags) {
   if (CUresult r = contextOrCurrent(nullptr, &c); r != CUDA_SUCCESS) return r;
   c->flags = flags;
   return CUDA_SUCCESS;
+}
+
+// No context has an execution affinity: cuCtxCreate_v3/_v4 refuse one and
+// cuDeviceGetExecAffinitySupport reports every type unsupported, so the query answers as the
+// driver does for a type the device does not support.
+GPUPOOL_DRIVER_API CUresult cuCtxGetExecAffinity(CUexecAffinityParam* affinity,
+                                                 CUexecAffinityType type) {
+  if (!affinity) return CUDA_ERROR_INVALID_VALUE;
+  ContextObject* c = nullptr;
+  if (CUresult r = contextOrCurrent(nullptr, &c); r != CUDA_SUCCESS) return r;
+  const int raw = rawEnumValue(type);
+  if (raw < 0 || raw >= CU_EXEC_AFFINITY_TYPE_MAX) return CUDA_ERROR_INVALID_VALUE;
+  return refuseCall(CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY,
+                    "cuCtxGetExecAffinity: execution affinity is not supported on pool devices "
+                    "(cuDeviceGetExecAffinitySupport reports 0)");
 }
 
 GPUPOOL_DRIVER_API CUresult cuCtxGetId(CUcontext h, unsigned long long* id) {

@@ -4,6 +4,7 @@
 
 #include "driver_export.h"
 #include "driver_state.h"
+#include "raw_enum.h"
 
 using namespace gpupool::client;
 
@@ -199,6 +200,22 @@ GPUPOOL_DRIVER_API CUresult cuDeviceGetP2PAtomicCapabilities(unsigned int* capab
   if (src == dst) return CUDA_ERROR_INVALID_DEVICE;
   if (!capabilities || !operations || count == 0) return CUDA_ERROR_INVALID_VALUE;
   for (unsigned i = 0; i < count; ++i) capabilities[i] = 0;  // no atomic works over the link
+  return CUDA_SUCCESS;
+}
+
+// No atomic operation works natively between a pool GPU and this host: the host is another
+// machine (HOST_NATIVE_ATOMIC_SUPPORTED reads 0), so every capability mask is empty.
+GPUPOOL_DRIVER_API CUresult cuDeviceGetHostAtomicCapabilities(unsigned int* capabilities,
+                                                              const CUatomicOperation* operations,
+                                                              unsigned int count, CUdevice dev) {
+  CUresult r;
+  if (!deviceOrNull(dev, &r)) return r;
+  if (!capabilities || !operations || count == 0) return CUDA_ERROR_INVALID_VALUE;
+  for (unsigned i = 0; i < count; ++i) {
+    const int op = rawEnumValue(operations[i]);
+    if (op < 0 || op >= CU_ATOMIC_OPERATION_MAX) return CUDA_ERROR_INVALID_VALUE;
+  }
+  for (unsigned i = 0; i < count; ++i) capabilities[i] = 0;
   return CUDA_SUCCESS;
 }
 

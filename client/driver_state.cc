@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "client_log.h"
+#include "context_events.h"
 #include "context_hooks.h"
 #include "host_function_fence.h"
 #include "managed_memory.h"
@@ -330,6 +331,7 @@ CUresult perThreadStream(ContextObject* ctx, uint64_t* remote) {
   }
   if (CUresult r = createRemoteStream(ctx, 0, 0, remote); r != CUDA_SUCCESS) return r;
   streams.push_back(Entry{ctx, ctx->remote, *remote});
+  if (CUresult r = contextStreamCreated(ctx, *remote); r != CUDA_SUCCESS) return r;
   return CUDA_SUCCESS;
 }
 

@@ -2,7 +2,7 @@
 // launching. Graphs are built on the client (graph_model.h); an executable graph lives on the
 // server and each launch is one posted message (one per run between host nodes, which run on the
 // client). Memory alloc and free nodes are in graph_memory_api.cc; node kinds not served (external
-// semaphores, batch memory operations, conditional) return CUDA_ERROR_NOT_SUPPORTED.
+// semaphores, conditional) return CUDA_ERROR_NOT_SUPPORTED.
 #include <algorithm>
 #include <cstdio>
 #include <set>
@@ -284,6 +284,8 @@ const char* typeName(CUgraphNodeType t) {
       return "MEM_ALLOC";
     case CU_GRAPH_NODE_TYPE_MEM_FREE:
       return "MEM_FREE";
+    case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
+      return "BATCH_MEM_OP";
     default:
       return "EMPTY";
   }
@@ -609,6 +611,45 @@ GPUPOOL_DRIVER_API CUresult cuGraphHostNodeSetParams(CUgraphNode h,
   });
 }
 
+// ---- Batch memory operation nodes ----
+
+GPUPOOL_DRIVER_API CUresult cuGraphAddBatchMemOpNode(CUgraphNode* out, CUgraph h,
+                                                     const CUgraphNode* deps, size_t count,
+                                                     const CUDA_BATCH_MEM_OP_NODE_PARAMS* p) {
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  return addNode(out, h, deps, count, [&](GraphNodeObject* n) {
+    return setBatchMemOpNode(n, *p, "cuGraphAddBatchMemOpNode");
+  });
+}
+
+// The array handed out is the node's own, valid until the node changes or goes.
+GPUPOOL_DRIVER_API CUresult cuGraphBatchMemOpNodeGetParams(CUgraphNode h,
+                                                           CUDA_BATCH_MEM_OP_NODE_PARAMS* p) {
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  return withNode(h, CU_GRAPH_NODE_TYPE_BATCH_MEM_OP, [&](GraphNodeObject* n) {
+    p->ctx = reinterpret_cast<CUcontext>(n->context);
+    p->count = static_cast<unsigned>(n->memOps.size());
+    p->paramArray = n->memOps.data();
+    p->flags = 0;
+    return CUDA_SUCCESS;
+  });
+}
+
+GPUPOOL_DRIVER_API CUresult cuGraphBatchMemOpNodeSetParams(CUgraphNode h,
+                                                           const CUDA_BATCH_MEM_OP_NODE_PARAMS* p) {
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  return withNode(h, CU_GRAPH_NODE_TYPE_BATCH_MEM_OP, [&](GraphNodeObject* n) {
+    GraphNodeObject next;  // checked whole before the node changes
+    if (CUresult r = setBatchMemOpNode(&next, *p, "cuGraphBatchMemOpNodeSetParams");
+        r != CUDA_SUCCESS) {
+      return r;
+    }
+    n->context = next.context;
+    n->memOps = std::move(next.memOps);
+    return CUDA_SUCCESS;
+  });
+}
+
 // ---- Generic node parameters ----
 
 GPUPOOL_DRIVER_API CUresult cuGraphAddNode_v2(CUgraphNode* out, CUgraph h, const CUgraphNode* deps,
@@ -660,6 +701,7 @@ GPUPOOL_DRIVER_API CUresult cuGraphNodeSetParams(CUgraphNode h, CUgraphNodeParam
     n->copy = next.copy;
     n->event = next.event;
     n->host = next.host;
+    n->memOps = std::move(next.memOps);
     return CUDA_SUCCESS;
   });
 }

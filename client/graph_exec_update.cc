@@ -1,7 +1,8 @@
 // Changing executable graphs: cuGraphExecUpdate and the per-node exec setters (memset, memcpy,
-// child graph, event record/wait, enable/disable). The exec keeps its own copy of the graph on the
-// client (graph_model.h); every change is made to a fresh copy of it, which is uploaded in place of
-// the old one (updateExecGraph), so a change that cannot be applied changes nothing.
+// child graph, event record/wait, batch memory operations, enable/disable). The exec keeps its own
+// copy of the graph on the client (graph_model.h); every change is made to a fresh copy of it,
+// which is uploaded in place of the old one (updateExecGraph), so a change that cannot be applied
+// changes nothing.
 #include <algorithm>
 #include <set>
 #include <string>
@@ -77,6 +78,21 @@ GraphNodeObject* execNode(NodeMap& nodes, CUgraphNode node, CUgraphNodeType type
 bool oneDimensional(const CUDA_MEMSET_NODE_PARAMS& p) { return p.height == 1; }
 bool oneDimensional(const CUDA_MEMCPY3D& p) { return p.Height <= 1 && p.Depth <= 1; }
 
+// Whether batch memory operations `next` may replace `now` in an executable graph: the context,
+// the count, each operation's kind and a barrier's flags stay; addresses, values and the kind
+// of a wait may change (cuGraphExecBatchMemOpNodeSetParams's rules).
+bool memOpsUpdatable(const GraphNodeObject& now, const GraphNodeObject& next) {
+  if (now.context != next.context || now.memOps.size() != next.memOps.size()) return false;
+  for (size_t i = 0; i < now.memOps.size(); ++i) {
+    const CUstreamBatchMemOpParams &a = now.memOps[i], &b = next.memOps[i];
+    if (a.operation != b.operation) return false;
+    if (a.operation == CU_STREAM_MEM_OP_BARRIER && a.memoryBarrier.flags != b.memoryBarrier.flags) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // Why a graph cannot replace another in an executable graph (cuGraphExecUpdate's rules): the
 // nodes pair up in the order they were added; the counts, the edges between paired nodes and
 // each pair's type must match, and each pair's parameters may change only as the driver allows.
@@ -114,6 +130,9 @@ Mismatch compareNodes(const GraphNodeObject& a, const GraphNodeObject& b) {
           a.copy.dstMemoryType != b.copy.dstMemoryType) {
         return fail(CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED);
       }
+      break;
+    case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
+      if (!memOpsUpdatable(a, b)) return fail(CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED);
       break;
     case CU_GRAPH_NODE_TYPE_GRAPH:
       if (Mismatch m = compareGraphs(*a.child, *b.child);
@@ -172,6 +191,7 @@ void copyParameters(GraphNodeObject* to, const GraphNodeObject& from) {
   to->copy = from.copy;
   to->event = from.event;
   to->host = from.host;
+  to->memOps = from.memOps;
   if (from.child) {
     destroyGraph(to->child.release());
     to->child = cloneGraph(*from.child, nullptr);
@@ -260,6 +280,14 @@ CUresult applyToExec(GraphNodeObject* n, GraphNodeObject& next, const char* call
     case CU_GRAPH_NODE_TYPE_HOST:
       n->host = next.host;
       return CUDA_SUCCESS;
+    case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
+      if (!memOpsUpdatable(*n, next)) {
+        return graphRefusal(CUDA_ERROR_INVALID_VALUE, call,
+                            "only the addresses, values and wait kinds of the operations may "
+                            "change, in the same context");
+      }
+      n->memOps = std::move(next.memOps);
+      return CUDA_SUCCESS;
     default:
       return CUDA_SUCCESS;  // an empty node has nothing to set
   }
@@ -336,6 +364,14 @@ GPUPOOL_DRIVER_API CUresult cuGraphExecNodeSetParams(CUgraphExec h, CUgraphNode 
   constexpr const char* kCall = "cuGraphExecNodeSetParams";
   return setExecNode(h, node, p->type, kCall,
                      [&](GraphNodeObject* next) { return nodeFromParams(next, *p, kCall); });
+}
+
+GPUPOOL_DRIVER_API CUresult cuGraphExecBatchMemOpNodeSetParams(
+    CUgraphExec h, CUgraphNode node, const CUDA_BATCH_MEM_OP_NODE_PARAMS* p) {
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  constexpr const char* kCall = "cuGraphExecBatchMemOpNodeSetParams";
+  return setExecNode(h, node, CU_GRAPH_NODE_TYPE_BATCH_MEM_OP, kCall,
+                     [&](GraphNodeObject* next) { return setBatchMemOpNode(next, *p, kCall); });
 }
 
 GPUPOOL_DRIVER_API CUresult cuGraphExecHostNodeSetParams(CUgraphExec h, CUgraphNode node,

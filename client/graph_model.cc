@@ -12,6 +12,7 @@
 #include "graph_memory.h"
 #include "launch_checks.h"
 #include "module_resolution.h"
+#include "stream_mem_ops.h"
 
 namespace gpupool::client {
 
@@ -149,6 +150,7 @@ std::unique_ptr<GraphObject> cloneGraph(
     n->memory = node->memory;
     n->alloc = node->alloc;
     n->accessDescs = node->accessDescs;
+    n->memOps = node->memOps;
     n->alloc.accessDescs = n->accessDescs.data();
     if (node->child) n->child = cloneGraph(*node->child, nullptr);
     map[node.get()] = addNode(copy.get(), std::move(n), {});
@@ -280,6 +282,28 @@ CUresult setMemcpyNode(GraphNodeObject* node, const CUDA_MEMCPY3D& p, CUcontext 
   return CUDA_SUCCESS;
 }
 
+CUresult setBatchMemOpNode(GraphNodeObject* node, const CUDA_BATCH_MEM_OP_NODE_PARAMS& p,
+                           const char* call) {
+  if (p.flags != 0) return graphRefusal(CUDA_ERROR_INVALID_VALUE, call, "flags must be 0");
+  ContextObject* ctx = nullptr;
+  if (p.ctx) {
+    ctx = asContext(p.ctx);
+    if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
+    if (CUresult r = DriverState::get().ensureRemote(ctx); r != CUDA_SUCCESS) return r;
+  } else if (CUresult r = currentRemoteContext(&ctx); r != CUDA_SUCCESS) {
+    return r;
+  }
+  std::vector<CUstreamBatchMemOpParams> ops;
+  if (CUresult r = checkStreamMemOps(call, ctx, true, p.count, p.paramArray, &ops);
+      r != CUDA_SUCCESS) {
+    return r;
+  }
+  node->type = CU_GRAPH_NODE_TYPE_BATCH_MEM_OP;
+  node->context = ctx;
+  node->memOps = std::move(ops);
+  return CUDA_SUCCESS;
+}
+
 CUresult nodeFromParams(GraphNodeObject* node, const CUgraphNodeParams& p, const char* call) {
   if (p.reserved0[0] || p.reserved0[1] || p.reserved0[2] || p.reserved2) {
     return CUDA_ERROR_INVALID_VALUE;
@@ -342,6 +366,14 @@ CUresult nodeFromParams(GraphNodeObject* node, const CUgraphNodeParams& p, const
       node->host.fn = p.host.fn;
       node->host.userData = p.host.userData;
       return CUDA_SUCCESS;
+    case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP: {
+      CUDA_BATCH_MEM_OP_NODE_PARAMS v1{};  // the same fields as the _v2 struct
+      v1.ctx = p.memOp.ctx;
+      v1.count = p.memOp.count;
+      v1.paramArray = p.memOp.paramArray;
+      v1.flags = p.memOp.flags;
+      return setBatchMemOpNode(node, v1, call);
+    }
     case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
     case CU_GRAPH_NODE_TYPE_MEM_FREE:
       // cuGraphAddNode makes them (graph_api.cc); once made they do not change.
@@ -349,8 +381,8 @@ CUresult nodeFromParams(GraphNodeObject* node, const CUgraphNodeParams& p, const
                           "memory alloc and free nodes cannot change their parameters");
     default:
       return graphRefusal(CUDA_ERROR_NOT_SUPPORTED, call,
-                          "this node kind (external semaphore, batch memory operation or "
-                          "conditional) is not served yet");
+                          "this node kind (external semaphore or conditional) is not served "
+                          "yet");
   }
 }
 
@@ -504,6 +536,9 @@ void fillNode(wire::Request::GraphNode::Builder b, const FlatNode& f) {
       return;
     case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
       b.setEventWait(n->event->remote);
+      return;
+    case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
+      fillStreamMemOps(b.initMemOps(static_cast<unsigned>(n->memOps.size())), n->memOps);
       return;
     default:
       b.setEmpty();

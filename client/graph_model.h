@@ -59,6 +59,9 @@ struct GraphNodeObject {
   std::shared_ptr<GraphAllocation> memory;
   CUDA_MEM_ALLOC_NODE_PARAMS alloc{};
   std::vector<CUmemAccessDesc> accessDescs;
+  // Batch memory operation node: its operations, checked and copied when set (its context is
+  // `context`); cuGraphBatchMemOpNodeGetParams hands out this array.
+  std::vector<CUstreamBatchMemOpParams> memOps;
   // An executable graph's kernel, memset or memcpy node switched off by cuGraphNodeSetEnabled:
   // it runs as an empty node, its edges kept.
   bool enabled = true;
@@ -152,9 +155,15 @@ CUresult setMemsetNode(GraphNodeObject* node, const CUDA_MEMSET_NODE_PARAMS& p, 
 // Checks and fills a memcpy node: device-to-device copies only (a host end: NOT_SUPPORTED).
 CUresult setMemcpyNode(GraphNodeObject* node, const CUDA_MEMCPY3D& p, CUcontext ctx);
 
+// Checks and fills a batch memory operation node: the operations follow cuStreamBatchMemOp_v2's
+// rules in the context the parameters name (the current one when null); `flags` must be 0.
+CUresult setBatchMemOpNode(GraphNodeObject* node, const CUDA_BATCH_MEM_OP_NODE_PARAMS& p,
+                           const char* call);
+
 // Fills `node` (a fresh one) from the generic parameters of cuGraphAddNode and the generic
-// setters: kernel, memcpy, memset, child graph (cloned), event record/wait and empty nodes; other
-// kinds are refused (CUDA_ERROR_NOT_SUPPORTED, named under GPU_POOL_LOG=1 as `call`).
+// setters: kernel, memcpy, memset, child graph (cloned), event record/wait, batch memory operation
+// and empty nodes; other kinds are refused (CUDA_ERROR_NOT_SUPPORTED, named under GPU_POOL_LOG=1 as
+// `call`).
 CUresult nodeFromParams(GraphNodeObject* node, const CUgraphNodeParams& p, const char* call);
 
 // Creates the executable form of `graph` on the server. Call without graphMutex() held.

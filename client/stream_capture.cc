@@ -334,6 +334,26 @@ CUresult legacyStreamUse(ContextObject* ctx) {
                       "capture is invalidated");
 }
 
+CUresult contextCaptureUse(ContextObject* ctx, EventObject* event, const char* what) {
+  std::lock_guard lock(graphMutex());
+  bool conflict = false;
+  for (auto& [id, c] : captures()) {
+    bool involved = event && event->captureId == id;
+    for (StreamObject* s : c->streams) {
+      involved |=
+          asStream(reinterpret_cast<CUstream>(s)) && s->captureId == id && s->context == ctx;
+    }
+    if (involved) {
+      c->invalidated = true;
+      conflict = true;
+    }
+  }
+  if (!conflict) return CUDA_SUCCESS;
+  return graphRefusal(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, what,
+                      "a stream of the context captures (or the event is part of a capture); the "
+                      "capture is invalidated");
+}
+
 CUresult checkUnsafeDuringCapture(const char* what) {
   if (threadMode == CU_STREAM_CAPTURE_MODE_RELAXED) return CUDA_SUCCESS;
   std::lock_guard lock(graphMutex());
@@ -439,6 +459,19 @@ bool captureMemset(CUstream stream, CUdeviceptr dst, uint32_t value, unsigned el
   node->memset.width = width;
   node->memset.height = height;
   node->memset.pitch = pitch;
+  return addCaptured(s, c, std::move(node), result);
+}
+
+bool captureMemOps(CUstream stream, const std::vector<CUstreamBatchMemOpParams>& ops,
+                   CUresult* result) {
+  std::lock_guard lock(graphMutex());
+  StreamObject* s = nullptr;
+  CaptureSequence* c = capturing(stream, &s);
+  if (!c) return false;
+  auto node = std::make_unique<GraphNodeObject>();
+  node->type = CU_GRAPH_NODE_TYPE_BATCH_MEM_OP;
+  node->context = s->context;
+  node->memOps = ops;
   return addCaptured(s, c, std::move(node), result);
 }
 

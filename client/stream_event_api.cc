@@ -1,5 +1,6 @@
 // Streams and events: handles here, queues and timestamps on the server.
 #include "client_log.h"
+#include "context_events.h"
 #include "driver_export.h"
 #include "driver_state.h"
 #include "host_function_fence.h"
@@ -17,6 +18,8 @@ CUresult createStream(CUstream* out, unsigned flags, int priority) {
   priority = clampStreamPriority(priority);
   uint64_t id = 0;
   if (CUresult r = createRemoteStream(ctx, flags, priority, &id); r != CUDA_SUCCESS) return r;
+  // Known to cuCtxRecordEvent/cuCtxWaitEvent, and waiting for what the context waits for.
+  if (CUresult r = contextStreamCreated(ctx, id); r != CUDA_SUCCESS) return r;
   auto* s = new StreamObject();
   s->context = ctx;
   s->remote = id;
@@ -263,6 +266,7 @@ GPUPOOL_DRIVER_API CUresult cuStreamDestroy_v2(CUstream h) {
       d.setContext(c);
       d.setStream(id);
     });
+    contextStreamDestroyed(s->context, id);
   }
   unregisterObject(s);
   s->tag = Tag::kDead;

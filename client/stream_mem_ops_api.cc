@@ -3,10 +3,11 @@
 //
 // Each call is checked here and posted as one streamMemOps request (the caller does not wait); the
 // server queues the operations on the stream, where a wait holds that stream only
-// (server/handlers/memop_handlers.cc). What the pool cannot do is refused with
-// CUDA_ERROR_INVALID_VALUE and its reason under GPU_POOL_LOG=1: FLUSH and FLUSH_REMOTE_WRITES
-// (the pool reports CAN_FLUSH_REMOTE_WRITES 0), and memory that is not the stream's context's
-// device memory (host memory is on another machine).
+// (server/handlers/memop_handlers.cc). On a capturing stream the batch becomes a batch memory
+// operation node (stream_capture.cc), as the driver has captured them since CUDA 11.7. What the
+// pool cannot do is refused with CUDA_ERROR_INVALID_VALUE and its reason under GPU_POOL_LOG=1:
+// FLUSH and FLUSH_REMOTE_WRITES (the pool reports CAN_FLUSH_REMOTE_WRITES 0), and memory that is
+// not the stream's context's device memory (host memory is on another machine).
 #include <string>
 #include <vector>
 
@@ -14,6 +15,8 @@
 #include "driver_export.h"
 #include "driver_state.h"
 #include "raw_enum.h"
+#include "stream_capture.h"
+#include "stream_mem_ops.h"
 
 using namespace gpupool::client;
 
@@ -90,41 +93,20 @@ CUresult memOps(const char* what, CUstream stream, unsigned count,
   if (count == 0 || count > kMaxOps || !params) {
     return refuse(what, "a batch holds 1 to 255 operations");
   }
+  CaptureScope capturing;  // a capturing stream takes the batch as a batch memop node
   ContextObject* ctx = nullptr;
   uint64_t s = 0;
   if (CUresult r = resolveStream(stream, &ctx, &s); r != CUDA_SUCCESS) return r;
-  std::vector<CUstreamBatchMemOpParams> ops(params, params + count);
-  for (auto& op : ops) {
-    if (CUresult r = check(what, ctx, v2, &op); r != CUDA_SUCCESS) return r;
+  std::vector<CUstreamBatchMemOpParams> ops;
+  if (CUresult r = checkStreamMemOps(what, ctx, v2, count, params, &ops); r != CUDA_SUCCESS) {
+    return r;
   }
+  if (CUresult r = CUDA_SUCCESS; captureMemOps(stream, ops, &r)) return r;
   return ctx->server->post(what, [&](wire::Request::Builder b) {
     auto m = b.initStreamMemOps();
     m.setContext(ctx->remote);
     m.setStream(s);
-    auto list = m.initOps(count);
-    for (unsigned i = 0; i < count; ++i) {
-      const CUstreamBatchMemOpParams& op = ops[i];
-      auto o = list[i];
-      o.setKind(static_cast<uint32_t>(op.operation));
-      switch (op.operation) {
-        case CU_STREAM_MEM_OP_BARRIER:
-          o.setFlags(op.memoryBarrier.flags);
-          break;
-        case CU_STREAM_MEM_OP_WAIT_VALUE_32:
-        case CU_STREAM_MEM_OP_WAIT_VALUE_64:
-          o.setAddress(op.waitValue.address);
-          o.setFlags(op.waitValue.flags);
-          o.setValue(op.operation == CU_STREAM_MEM_OP_WAIT_VALUE_64 ? op.waitValue.value64
-                                                                    : op.waitValue.value);
-          break;
-        default:
-          o.setAddress(op.writeValue.address);
-          o.setFlags(op.writeValue.flags);
-          o.setValue(op.operation == CU_STREAM_MEM_OP_WRITE_VALUE_64 ? op.writeValue.value64
-                                                                     : op.writeValue.value);
-          break;
-      }
-    }
+    fillStreamMemOps(m.initOps(count), ops);
   });
 }
 
@@ -155,6 +137,51 @@ CUresult single(const char* what, CUstream stream, CUstreamBatchMemOpType kind, 
 }
 
 }  // namespace
+
+namespace gpupool::client {
+
+CUresult checkStreamMemOps(const char* what, ContextObject* ctx, bool v2, unsigned count,
+                           const CUstreamBatchMemOpParams* params,
+                           std::vector<CUstreamBatchMemOpParams>* out) {
+  if (count == 0 || count > kMaxOps || !params) {
+    return refuse(what, "a batch holds 1 to 255 operations");
+  }
+  std::vector<CUstreamBatchMemOpParams> ops(params, params + count);
+  for (auto& op : ops) {
+    if (CUresult r = check(what, ctx, v2, &op); r != CUDA_SUCCESS) return r;
+  }
+  *out = std::move(ops);
+  return CUDA_SUCCESS;
+}
+
+void fillStreamMemOps(capnp::List<wire::Request::StreamMemOp>::Builder list,
+                      const std::vector<CUstreamBatchMemOpParams>& ops) {
+  for (unsigned i = 0; i < ops.size(); ++i) {
+    const CUstreamBatchMemOpParams& op = ops[i];
+    auto o = list[i];
+    o.setKind(static_cast<uint32_t>(op.operation));
+    switch (op.operation) {
+      case CU_STREAM_MEM_OP_BARRIER:
+        o.setFlags(op.memoryBarrier.flags);
+        break;
+      case CU_STREAM_MEM_OP_WAIT_VALUE_32:
+      case CU_STREAM_MEM_OP_WAIT_VALUE_64:
+        o.setAddress(op.waitValue.address);
+        o.setFlags(op.waitValue.flags);
+        o.setValue(op.operation == CU_STREAM_MEM_OP_WAIT_VALUE_64 ? op.waitValue.value64
+                                                                  : op.waitValue.value);
+        break;
+      default:
+        o.setAddress(op.writeValue.address);
+        o.setFlags(op.writeValue.flags);
+        o.setValue(op.operation == CU_STREAM_MEM_OP_WRITE_VALUE_64 ? op.writeValue.value64
+                                                                   : op.writeValue.value);
+        break;
+    }
+  }
+}
+
+}  // namespace gpupool::client
 
 // Each name in four ABIs: v1, v1 per-thread, _v2 and _v2 per-thread.
 GPUPOOL_DRIVER_API CUresult cuStreamWaitValue32(CUstream stream, CUdeviceptr address,

@@ -515,6 +515,7 @@ struct Request {
       copy @4 :GraphCopy;
       eventRecord @5 :UInt64;     # event
       eventWait @6 :UInt64;       # event
+      memOps @7 :List(StreamMemOp);  # a batch memory operation node, run as cuStreamBatchMemOp
     }
   }
   struct GraphKernel {

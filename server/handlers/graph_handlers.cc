@@ -1,7 +1,8 @@
 // CUDA graphs: an executable graph arrives once (graphCreate, answered with its handle) and each
 // cuGraphLaunch is then one posted graphLaunch naming it, whatever the graph's size. A launch
 // replays the nodes, in the topological order the client sent, on the launch's stream through the
-// backend's own stream operations, so it runs on every backend. (Serial replay is one valid
+// backend's own stream operations (launches, memsets, copies, event records and waits, batches of
+// stream memory operations), so it runs on every backend. (Serial replay is one valid
 // schedule of the graph; building a real CUgraph on the cuda backend, which would let independent
 // branches overlap on the GPU, is left for later: docs/architecture.md, "CUDA graphs".)
 //
@@ -11,6 +12,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "server/handlers/request_table.h"
 
@@ -47,6 +49,12 @@ Status checkNodes(Request::GraphCreate::Reader g) {
       }
     }
     auto n = nodes[i];
+    if (n.isMemOps()) {
+      std::vector<StreamMemOp> ops;
+      if (Status st = readStreamMemOps(n.getMemOps(), &ops); !st.ok()) {
+        return Status::error(st.code, "graph node " + std::to_string(i) + ": " + st.message);
+      }
+    }
     if (n.isMemset()) {
       unsigned e = n.getMemset().getElementSize();
       if (e != 1 && e != 2 && e != 4) {
@@ -118,6 +126,12 @@ Status replayNode(BackendContext& context, Request::GraphNode::Reader n, uint64_
       return context.eventRecord(n.getEventRecord(), stream);
     case Request::GraphNode::EVENT_WAIT:
       return context.streamWaitEvent(stream, n.getEventWait());
+    case Request::GraphNode::MEM_OPS: {
+      // A batch memory operation node is the stream's batch, queued like cuStreamBatchMemOp's.
+      std::vector<StreamMemOp> ops;
+      if (Status st = readStreamMemOps(n.getMemOps(), &ops); !st.ok()) return st;
+      return context.streamMemOps(stream, ops);
+    }
   }
   return Status::error(CUDA_ERROR_INVALID_VALUE, "graph node of an unknown kind");
 }

@@ -1,5 +1,6 @@
 // Stream memory operations (cuStreamWaitValue*, cuStreamWriteValue*, cuStreamBatchMemOp): the
-// operations are checked here, the same for every backend, and queued on the stream in order.
+// operations are checked here, the same for every backend, and queued on the stream in order
+// (graph_handlers.cc replays batch memory operation nodes through the same check).
 // The client checks them too; this is what a client that skipped its checks meets.
 #include <string>
 #include <vector>
@@ -51,29 +52,8 @@ std::string problem(const StreamMemOp& op) {
 Status memOps(RequestContext& request, Request::Reader r) {
   auto m = r.getStreamMemOps();
   return request.withContext(m.getContext(), [&](BackendContext& context) {
-    auto list = m.getOps();
-    if (list.size() == 0 || list.size() > kMaxOps) {
-      return refuse("a batch of stream memory operations holds 1 to 255 operations");
-    }
     std::vector<StreamMemOp> ops;
-    ops.reserve(list.size());
-    for (auto op : list) {
-      // Read as an int first: a value outside the enum's range must not be loaded as one.
-      if (op.getKind() < CU_STREAM_MEM_OP_WAIT_VALUE_32 ||
-          op.getKind() > CU_STREAM_MEM_OP_BARRIER) {
-        return refuse("stream memory operation " + std::to_string(ops.size()) +
-                      ": unknown operation " + std::to_string(op.getKind()));
-      }
-      StreamMemOp o;
-      o.kind = static_cast<CUstreamBatchMemOpType>(op.getKind());
-      o.address = op.getAddress();
-      o.value = op.getValue();
-      o.flags = op.getFlags();
-      if (std::string why = problem(o); !why.empty()) {
-        return refuse("stream memory operation " + std::to_string(ops.size()) + ": " + why);
-      }
-      ops.push_back(o);
-    }
+    if (Status st = readStreamMemOps(m.getOps(), &ops); !st.ok()) return st;
     return context.streamMemOps(m.getStream(), ops);
   });
 }
@@ -83,6 +63,32 @@ constexpr RequestHandlerRow kRows[] = {
 };
 
 }  // namespace
+
+Status readStreamMemOps(capnp::List<wire::Request::StreamMemOp>::Reader list,
+                        std::vector<StreamMemOp>* ops) {
+  if (list.size() == 0 || list.size() > kMaxOps) {
+    return refuse("a batch of stream memory operations holds 1 to 255 operations");
+  }
+  ops->clear();
+  ops->reserve(list.size());
+  for (auto op : list) {
+    // Read as an int first: a value outside the enum's range must not be loaded as one.
+    if (op.getKind() < CU_STREAM_MEM_OP_WAIT_VALUE_32 || op.getKind() > CU_STREAM_MEM_OP_BARRIER) {
+      return refuse("stream memory operation " + std::to_string(ops->size()) +
+                    ": unknown operation " + std::to_string(op.getKind()));
+    }
+    StreamMemOp o;
+    o.kind = static_cast<CUstreamBatchMemOpType>(op.getKind());
+    o.address = op.getAddress();
+    o.value = op.getValue();
+    o.flags = op.getFlags();
+    if (std::string why = problem(o); !why.empty()) {
+      return refuse("stream memory operation " + std::to_string(ops->size()) + ": " + why);
+    }
+    ops->push_back(o);
+  }
+  return Status::success();
+}
 
 std::span<const RequestHandlerRow> memOpHandlers() { return kRows; }
 

@@ -157,6 +157,11 @@ Status streamDrained(BackendContext& context, uint64_t stream);
 Status checkDeviceRange(BackendContext& context, uint64_t address, uint64_t width, const char* what,
                         uint64_t pitch = 0, uint64_t height = 1);
 
+// The operations of a streamMemOps request or of a graph's batch memory operation node, checked
+// (1 to 255 of them; kinds, flags, alignment) into `ops` (memop_handlers.cc).
+Status readStreamMemOps(capnp::List<wire::Request::StreamMemOp>::Reader list,
+                        std::vector<StreamMemOp>* ops);
+
 // Every allocation, plain or from a pool, goes through these, so each byte counts against the
 // tenant's quota the same way. chargedAllocation reserves `bytes` against the quota, runs
 // `allocate` (which sets the address), and settles the charge to what the backend really allocated.
