@@ -240,6 +240,13 @@ struct Request {
     # server/handlers/array_handlers.cc.
     arrayOp @56 :ArrayOp;        # create and level answered with handle
     memcpy3D @57 :Memcpy3D;      # a host end travels packed as bulk (request or response)
+
+    # CUDA IPC memory handles (cuIpcGetMemHandle, cuIpcOpenMemHandle, cuIpcCloseMemHandle): an
+    # allocation one session exports, another session of the same tenant opens; served by
+    # server/handlers/ipc_handlers.cc. get is answered with global {address: the token's bytes 0-7,
+    # bytes: its bytes 8-15, both little-endian}; open with global {address, bytes}: where the
+    # opening context reaches the allocation, and its size.
+    ipcMem @58 :IpcMem;
   }
 
   # Fire-and-forget: the server sends no Response. A failure is kept and reported, once, by the next
@@ -575,6 +582,18 @@ struct Request {
     address @2 :UInt64;
     bytes @3 :UInt64;
     runs @4 :List(UInt64);
+  }
+  enum IpcMemOp {
+    get @0;
+    open @1;
+    close @2;
+  }
+  struct IpcMem {
+    context @0 :UInt64;
+    op @1 :IpcMemOp;
+    address @2 :UInt64;           # get: the allocation's base; close: the opened address
+    token @3 :Data;               # open: the 16-byte token of the handle
+    flags @4 :UInt32;             # open: CUipcMem_flags
   }
   struct StreamMemOps {
     context @0 :UInt64;

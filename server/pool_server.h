@@ -16,6 +16,7 @@
 #include "protocol/gpupool.capnp.h"
 #include "server/backend.h"
 #include "server/handlers/request_table.h"
+#include "server/ipc_memory_registry.h"
 #include "server/module_cache.h"
 #include "server/session.h"
 #include "server/session_reactor.h"
@@ -51,6 +52,8 @@ class PoolServer {
   // Tenancy from --config (set before serve()): tokens, quotas, scheduling, metering. Null = open.
   void setTenantPool(std::shared_ptr<TenantPool> pool) { tenantPool_ = std::move(pool); }
   TenantPool* tenantPool() const { return tenantPool_.get(); }
+  // The CUDA IPC memory tokens the sessions exported.
+  IpcMemoryRegistry& ipcMemory() { return ipcMemory_; }
   // What status shows of a device beyond the backend's description (set before serve()): its UUID
   // as NVIDIA tools write it ("MIG-…" for a MIG instance) and, for a MIG instance, its parent
   // GPU's UUID and its profile. Devices without one show "GPU-…" and no parent.
@@ -119,6 +122,7 @@ class PoolServer {
   const uint64_t instance_ = (uint64_t{std::random_device{}()} << 32) | std::random_device{}();
   transport::PinnedMemory* pinnedMemory_ = nullptr;
   std::shared_ptr<TenantPool> tenantPool_;
+  IpcMemoryRegistry ipcMemory_;
   std::vector<DeviceIdentity> identities_;
   Limits limits_;
   StrangerGate strangers_;
