@@ -234,6 +234,14 @@ TEST(IpcMemoryTest, FreedByItsOwnerOpenedMemoryStaysForTheOpenerOnly) {
 
   EXPECT_EQ(closeOpened(opener, context.handle, opened.handle).result, CUDA_SUCCESS);
   EXPECT_TRUE(memoryUsedBecomes(opener, baseline));
+
+  // A new allocation at the same address is not what the old token names.
+  auto reused = a.client->alloc(a.context, secret.size());
+  ASSERT_EQ(reused.result, CUDA_SUCCESS) << reused.message;
+  EXPECT_EQ(reused.handle, a.address) << "the address was not reused; the check below is weaker";
+  auto stale = openToken(opener, context.handle, a.token);
+  EXPECT_NE(stale.result, CUDA_SUCCESS);
+  EXPECT_NE(opener.read(context.handle, reused.handle, 64).result, CUDA_SUCCESS);
 }
 
 }  // namespace
