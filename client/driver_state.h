@@ -167,6 +167,9 @@ struct DeviceAllocation {
   unsigned long long id = nextAllocationId();
   bool vmm = false;      // adjacent cuMemMap mappings (vmm_api.cc): cuMemUnmap's, never cuMemFree's
   bool managed = false;  // cuMemAllocManaged: also host memory here (managed_memory_api.cc)
+  // cuIpcOpenMemHandle opens of this context not yet closed (ipc_api.cc): cuIpcCloseMemHandle's,
+  // never cuMemFree's.
+  unsigned ipcOpens = 0;
   // CU_POINTER_ATTRIBUTE_SYNC_MEMOPS as cuPointerSetAttribute left it. Synchronous copies and
   // memsets are always fully synchronous here, which is what 1 asks for and allowed under 0.
   bool syncMemops = true;

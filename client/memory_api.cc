@@ -63,7 +63,7 @@ CUresult release(CUdeviceptr dptr) {
   DeviceAllocation info;
   CUdeviceptr base = 0;
   if (!DriverState::get().findDevice(dptr, 0, &base, &info) || base != dptr ||
-      !info.context->remote || info.vmm) {
+      !info.context->remote || info.vmm || info.ipcOpens) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   if (CUresult r = CUDA_SUCCESS;
@@ -316,6 +316,13 @@ CUresult pointerAttribute(void* data, int attribute, CUdeviceptr ptr, bool lenie
       writeUnsigned(isDevice && dev.managed ? 1 : 0);
       break;
     case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+      // cuIpcGetMemHandle serves cuMemAlloc memory on the emu backend (ipc_api.cc); the cuda
+      // backend refuses it.
+      writeUnsigned(isDevice && !dev.vmm && !dev.managed && !dev.pool && !dev.ipcOpens &&
+                            dev.context->server && dev.context->server->backendKind() == "emu"
+                        ? 1
+                        : 0);
+      break;
     case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:  // CU_MEM_HANDLE_TYPE_NONE: nothing exports
     case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
     case CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE:

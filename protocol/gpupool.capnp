@@ -266,7 +266,12 @@ struct Request {
     arrayOp @56 :ArrayOp;        # create and level answered with handle
     memcpy3D @57 :Memcpy3D;      # a host end travels packed as bulk (request or response)
 
-    reserved58 @58 :Void;  # placeholder: taken by another branch (remove at merge)
+    # CUDA IPC memory handles (cuIpcGetMemHandle, cuIpcOpenMemHandle, cuIpcCloseMemHandle): an
+    # allocation one session exports, another session of the same tenant opens; served by
+    # server/handlers/ipc_handlers.cc. get is answered with global {address: the token's bytes 0-7,
+    # bytes: its bytes 8-15, both little-endian}; open with global {address, bytes}: where the
+    # opening context reaches the allocation, and its size.
+    ipcMem @58 :IpcMem;
 
     # Texture and surface objects (cuTexObjectCreate, cuSurfObjectCreate, ...); served by
     # server/handlers/texture_handlers.cc. Create is answered with handle: the value kernels get.
@@ -628,6 +633,18 @@ struct Request {
     address @2 :UInt64;
     bytes @3 :UInt64;
     runs @4 :List(UInt64);
+  }
+  enum IpcMemOp {
+    get @0;
+    open @1;
+    close @2;
+  }
+  struct IpcMem {
+    context @0 :UInt64;
+    op @1 :IpcMemOp;
+    address @2 :UInt64;           # get: the allocation's base; close: the opened address
+    token @3 :Data;               # open: the 16-byte token of the handle
+    flags @4 :UInt32;             # open: CUipcMem_flags
   }
   struct StreamMemOps {
     context @0 :UInt64;

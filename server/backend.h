@@ -121,6 +121,16 @@ struct LinkOutcome {
   std::vector<uint8_t> image;
 };
 
+// An allocation exported through CUDA IPC (cuIpcGetMemHandle): which memory it lives in (the
+// backend's own identity for its device's memory) and which allocation, by base, size and a
+// generation that tells it from a later allocation at the same address.
+struct IpcExportedAllocation {
+  const void* memorySpace = nullptr;
+  uint64_t address = 0;
+  uint64_t bytes = 0;
+  uint64_t generation = 0;
+};
+
 class LaunchGate {
  public:
   virtual ~LaunchGate() = default;
@@ -190,6 +200,23 @@ class BackendContext {
     return noVmm();
   }
   virtual Status vmmGetAccess(uint64_t /*address*/, bool* /*readWrite*/) { return noVmm(); }
+
+  // CUDA IPC memory (server/ipc_memory_registry.h keeps the tokens). ipcExport names the memAlloc
+  // allocation that starts at `address` (CUDA_ERROR_INVALID_VALUE for any other address, pool
+  // memory or a module's global). ipcOpen maps an allocation another context exported (any
+  // session's, on the same device: CUDA_ERROR_INVALID_DEVICE otherwise) into this context and
+  // sets *address to where this context reaches it; opening it again counts one more open. The
+  // memory lives until its owner has freed it and every context that opened it has closed it (or
+  // is gone). ipcClose drops one open of `address` (CUDA_ERROR_INVALID_VALUE if this context did
+  // not open it) once this context's work is done. Backends without it answer
+  // CUDA_ERROR_NOT_SUPPORTED.
+  virtual Status ipcExport(uint64_t /*address*/, IpcExportedAllocation* /*exported*/) {
+    return noIpc();
+  }
+  virtual Status ipcOpen(const IpcExportedAllocation& /*exported*/, uint64_t* /*address*/) {
+    return noIpc();
+  }
+  virtual Status ipcClose(uint64_t /*address*/) { return noIpc(); }
 
   // Copies. Synchronous ones (async=false, and every device→host copy) are complete, in stream
   // order, when they return. An async host→device copy has consumed `src` when it returns.
@@ -332,6 +359,10 @@ class BackendContext {
   virtual void setLaunchGate(std::shared_ptr<LaunchGate> /*gate*/) {}
 
  private:
+  static Status noIpc() {
+    return Status::error(CUDA_ERROR_NOT_SUPPORTED,
+                         "this backend cannot share an allocation between sessions (CUDA IPC)");
+  }
   static Status noVmm() {
     return Status::error(CUDA_ERROR_NOT_SUPPORTED, "this backend has no virtual memory management");
   }

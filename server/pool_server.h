@@ -17,6 +17,7 @@
 #include "server/backend.h"
 #include "server/device_sensors.h"
 #include "server/handlers/request_table.h"
+#include "server/ipc_memory_registry.h"
 #include "server/module_cache.h"
 #include "server/session.h"
 #include "server/session_reactor.h"
@@ -52,6 +53,8 @@ class PoolServer {
   // Tenancy from --config (set before serve()): tokens, quotas, scheduling, metering. Null = open.
   void setTenantPool(std::shared_ptr<TenantPool> pool) { tenantPool_ = std::move(pool); }
   TenantPool* tenantPool() const { return tenantPool_.get(); }
+  // The CUDA IPC memory tokens the sessions exported.
+  IpcMemoryRegistry& ipcMemory() { return ipcMemory_; }
   // What status shows of a device beyond the backend's description (set before serve()): its UUID
   // as NVIDIA tools write it ("MIG-…" for a MIG instance) and, for a MIG instance, its parent
   // GPU's UUID and its profile. Devices without one show "GPU-…" and no parent.
@@ -122,6 +125,7 @@ class PoolServer {
   const uint64_t instance_ = (uint64_t{std::random_device{}()} << 32) | std::random_device{}();
   transport::PinnedMemory* pinnedMemory_ = nullptr;
   std::shared_ptr<TenantPool> tenantPool_;
+  IpcMemoryRegistry ipcMemory_;
   std::vector<DeviceIdentity> identities_;
   std::unique_ptr<DeviceSensors> sensors_;
   Limits limits_;

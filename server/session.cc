@@ -48,6 +48,7 @@ Session::Session(uint64_t id, std::unique_ptr<transport::Connection> connection,
 Session::~Session() {
   // A stream stopped at a host gate would keep its context from draining.
   state_.hostGates.releaseAll();
+  state_.server.ipcMemory().withdrawSession(state_.id);
   state_.contexts.takeAll();
 }
 
@@ -154,7 +155,8 @@ void Session::end() {
   serving_ = false;
   endDeviceWaits();
   // Releases memory, modules, streams and events outside the lock, then gives the tenant's quota
-  // back now, not when the session is reaped.
+  // back now, not when the session is reaped. Its IPC tokens open nothing from now on.
+  state_.server.ipcMemory().withdrawSession(state_.id);
   state_.contexts.takeAll();
   state_.tenant.reset();
   stranger_.release();

@@ -1,6 +1,7 @@
 // Contexts: creating one on a device the tenant may use, destroying it with everything in it,
 // synchronizing it.
 #include "server/handlers/request_table.h"
+#include "server/pool_server.h"
 
 namespace gpupool::server {
 namespace {
@@ -32,6 +33,7 @@ Status destroy(RequestContext& request, Request::Reader r) {
   session.modulesLoaded -= session.modulesPerContext[id];
   session.modulesPerContext.erase(id);
   if (session.tenant) session.tenant->contextDestroyed(id);
+  session.server.ipcMemory().withdrawContext(session.id, id);
   // A stream stopped at a host gate would keep the context from draining.
   session.hostGates.releaseContext(id);
   // Releases its memory, modules, streams and events (once a wait still running on it is done).

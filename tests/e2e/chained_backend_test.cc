@@ -27,7 +27,8 @@ TEST_P(ChainedProgramTest, Runs) {
   EXPECT_NE(servers.emu->log().find("gpupoold: session "), std::string::npos);
 }
 
-INSTANTIATE_TEST_SUITE_P(Chained, ChainedProgramTest, ::testing::ValuesIn(allProgramFlavours()),
+INSTANTIATE_TEST_SUITE_P(Chained, ChainedProgramTest,
+                         ::testing::ValuesIn(cudaBackendProgramFlavours()),
                          [](const auto& info) { return info.param.testName(); });
 
 TEST(ChainedDeviceQueryTest, MatchesTheDirectEmuServer) {

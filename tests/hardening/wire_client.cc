@@ -99,6 +99,7 @@ Reply WireClient::receive() {
       break;
     case wire::Response::GLOBAL:
       reply.handle = response.getGlobal().getAddress();
+      reply.bytes = response.getGlobal().getBytes();
       break;
     default:
       break;

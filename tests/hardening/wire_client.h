@@ -21,6 +21,7 @@ struct Reply {
   CUresult result = CUDA_ERROR_UNKNOWN;
   std::string message;
   uint64_t handle = 0;  // handle, memAlloc address, function handle or global address
+  uint64_t bytes = 0;   // a global's size
   std::vector<uint8_t> bulk;
   uint64_t callId = 0;  // the Request.callId it answers
 };

@@ -182,6 +182,29 @@ Status CudaContext::findPool(uint64_t id, CUmemoryPool* pool) {
   return Status::success();
 }
 
+// --- CUDA IPC ---
+
+namespace {
+Status ipcRefused() {
+  return Status::error(
+      CUDA_ERROR_NOT_SUPPORTED,
+      "CUDA IPC is not served by the cuda backend: one server process holds every "
+      "session's contexts, the driver refuses to open an IPC handle in the process "
+      "that exported it, and one context's cuMemAlloc memory is not mapped in "
+      "another's");
+}
+}  // namespace
+
+Status CudaContext::ipcExport(uint64_t /*address*/, IpcExportedAllocation* /*exported*/) {
+  return ipcRefused();
+}
+
+Status CudaContext::ipcOpen(const IpcExportedAllocation& /*exported*/, uint64_t* /*address*/) {
+  return ipcRefused();
+}
+
+Status CudaContext::ipcClose(uint64_t /*address*/) { return ipcRefused(); }
+
 Status CudaContext::memPoolCreate(uint64_t* pool) {
   if (Status s = makeCurrent(); !s.ok()) return s;
   CUmemoryPool created = nullptr;

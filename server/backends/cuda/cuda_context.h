@@ -55,6 +55,13 @@ class CudaContext final : public BackendContext {
   Status vmmSetAccess(uint64_t address, uint64_t bytes, bool readWrite) override;
   Status vmmGetAccess(uint64_t address, bool* readWrite) override;
 
+  // CUDA IPC is refused (docs/architecture.md, CUDA IPC memory): every session's contexts live in
+  // this one process, where the driver opens no IPC handle it exported and one context's cuMemAlloc
+  // memory is not mapped in another's.
+  Status ipcExport(uint64_t address, IpcExportedAllocation* exported) override;
+  Status ipcOpen(const IpcExportedAllocation& exported, uint64_t* address) override;
+  Status ipcClose(uint64_t address) override;
+
   Status memPoolCreate(uint64_t* pool) override;
   Status memPoolDestroy(uint64_t pool) override;
   Status memAllocAsync(uint64_t pool, uint64_t bytes, uint64_t stream, uint64_t* address) override;

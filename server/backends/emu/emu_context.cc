@@ -197,6 +197,50 @@ Status EmuContext::memGetAddressRange(uint64_t address, uint64_t* base, uint64_t
 
 uint64_t EmuContext::memoryUsed() const { return memory_.usedBy(owner_); }
 
+// ---- CUDA IPC (EmuMemory keeps the openers) ----
+
+Status EmuContext::ipcExport(uint64_t address, IpcExportedAllocation* exported) {
+  if (Status st = sticky(); !st.ok()) return st;
+  bool global = false;
+  for (const auto& [id, module] : modules_) {
+    for (uint64_t a : module.globalAddresses) global = global || a == address;
+  }
+  if (poolBlocks_.count(address) || global) {
+    return invalidValue("not a cuMemAlloc allocation (pool memory or a module global): " +
+                        hex(address));
+  }
+  uint64_t bytes = 0, generation = 0;
+  if (!memory_.exportable(address, owner_, &bytes, &generation)) {
+    return invalidValue("not the base of an allocation of this context: " + hex(address));
+  }
+  *exported = {&memory_, address, bytes, generation};
+  return Status::success();
+}
+
+Status EmuContext::ipcOpen(const IpcExportedAllocation& exported, uint64_t* address) {
+  if (Status st = sticky(); !st.ok()) return st;
+  if (exported.memorySpace != &memory_) {
+    return Status::error(CUDA_ERROR_INVALID_DEVICE,
+                         "the handle's memory is on another device, and pool devices do not map "
+                         "each other's memory");
+  }
+  if (!memory_.openShared(exported.address, exported.generation, owner_)) {
+    return Status::error(CUDA_ERROR_INVALID_HANDLE,
+                         "the exported allocation was freed, or belongs to this context");
+  }
+  *address = exported.address;
+  return Status::success();
+}
+
+Status EmuContext::ipcClose(uint64_t address) {
+  // The memory may go with the last close: nothing queued here may still use it.
+  drainAll();
+  if (!memory_.closeShared(address, owner_)) {
+    return invalidValue("not memory this context opened with cuIpcOpenMemHandle: " + hex(address));
+  }
+  return sticky();
+}
+
 // ---- Virtual memory management (EmuMemory keeps the state; emu_memory_vmm.cc) ----
 
 namespace {

@@ -62,6 +62,10 @@ class EmuContext final : public BackendContext {
   Status vmmSetAccess(uint64_t address, uint64_t bytes, bool readWrite) override;
   Status vmmGetAccess(uint64_t address, bool* readWrite) override;
 
+  Status ipcExport(uint64_t address, IpcExportedAllocation* exported) override;
+  Status ipcOpen(const IpcExportedAllocation& exported, uint64_t* address) override;
+  Status ipcClose(uint64_t address) override;
+
   Status copyHostToDevice(uint64_t dst, const void* src, uint64_t bytes, uint64_t stream,
                           bool async) override;
   Status copyDeviceToHost(void* dst, uint64_t src, uint64_t bytes, uint64_t stream) override;

@@ -57,7 +57,7 @@ uint64_t EmuMemory::allocate(uint64_t bytes, uint64_t owner) {
       giveFreeLocked(address, reserved);
       return 0;
     }
-    allocations_[address] = {bytes, reserved, owner};
+    allocations_[address] = {bytes, reserved, owner, nextGeneration_++, false, {}};
     used_ += reserved;
     // An RDMA connection may then register it once and keep it for local access only: its
     // copies read into it and write from it straight, and no key to it ever reaches the peer.
@@ -72,7 +72,18 @@ uint64_t EmuMemory::allocate(uint64_t bytes, uint64_t owner) {
 bool EmuMemory::release(uint64_t address, uint64_t owner) {
   std::unique_lock lock(mutex_);
   auto it = allocations_.find(address);
-  if (it == allocations_.end() || it->second.owner != owner) return false;
+  if (it == allocations_.end() || it->second.owner != owner || it->second.ownerFreed) return false;
+  if (!it->second.openers.empty()) {
+    // Other contexts opened it (CUDA IPC): it stays theirs until the last one closes it.
+    it->second.ownerFreed = true;
+    return true;
+  }
+  freeLocked(it);
+  return true;
+}
+
+void EmuMemory::freeLocked(std::map<uint64_t, Allocation>::iterator it) {
+  uint64_t address = it->first;
   uint64_t reserved = it->second.reserved;
   allocations_.erase(it);
   used_ -= reserved;
@@ -83,6 +94,37 @@ bool EmuMemory::release(uint64_t address, uint64_t owner) {
   madvise(reinterpret_cast<void*>(address), reserved, MADV_DONTNEED);
   mprotect(reinterpret_cast<void*>(address), reserved, PROT_NONE);
   giveFreeLocked(address, reserved);
+}
+
+bool EmuMemory::exportable(uint64_t address, uint64_t owner, uint64_t* bytes,
+                           uint64_t* generation) const {
+  std::shared_lock lock(mutex_);
+  auto it = allocations_.find(address);
+  if (it == allocations_.end() || it->second.owner != owner || it->second.ownerFreed) return false;
+  *bytes = it->second.size;
+  *generation = it->second.generation;
+  return true;
+}
+
+bool EmuMemory::openShared(uint64_t address, uint64_t generation, uint64_t opener) {
+  std::unique_lock lock(mutex_);
+  auto it = allocations_.find(address);
+  if (it == allocations_.end() || it->second.generation != generation || it->second.ownerFreed ||
+      it->second.owner == opener) {
+    return false;
+  }
+  ++it->second.openers[opener];
+  return true;
+}
+
+bool EmuMemory::closeShared(uint64_t address, uint64_t opener) {
+  std::unique_lock lock(mutex_);
+  auto it = allocations_.find(address);
+  if (it == allocations_.end()) return false;
+  auto open = it->second.openers.find(opener);
+  if (open == it->second.openers.end()) return false;
+  if (--open->second == 0) it->second.openers.erase(open);
+  if (it->second.openers.empty() && it->second.ownerFreed) freeLocked(it);
   return true;
 }
 
@@ -112,19 +154,19 @@ void EmuMemory::giveFreeLocked(uint64_t address, uint64_t bytes) {
 }
 
 uint64_t EmuMemory::releaseAll(uint64_t owner) {
-  std::vector<uint64_t> bases;
   uint64_t bytes = 0;
-  {
-    std::shared_lock lock(mutex_);
-    for (auto& [base, a] : allocations_) {
-      if (a.owner == owner) {
-        bases.push_back(base);
-        bytes += a.reserved;
-      }
-    }
-  }
-  for (uint64_t b : bases) release(b, owner);
   std::unique_lock lock(mutex_);
+  for (auto it = allocations_.begin(); it != allocations_.end();) {
+    auto next = std::next(it);
+    Allocation& a = it->second;
+    a.openers.erase(owner);  // its IPC opens end with it
+    if (a.owner == owner && !a.ownerFreed) {
+      bytes += a.reserved;
+      a.ownerFreed = true;
+    }
+    if (a.ownerFreed && a.openers.empty()) freeLocked(it);
+    it = next;
+  }
   for (auto& [handle, p] : physical_) {
     if (p.owner == owner) bytes += p.size;
   }
@@ -144,7 +186,7 @@ void* EmuMemory::translateLocked(uint64_t address, uint64_t bytes, uint64_t owne
     const Allocation& a = it->second;
     uint64_t offset = address - it->first;
     if (offset < a.reserved || (offset == a.size && bytes == 0)) {
-      if (a.owner != owner || offset > a.size || bytes > a.size - offset) return nullptr;
+      if (!a.reachableBy(owner) || offset > a.size || bytes > a.size - offset) return nullptr;
       return reinterpret_cast<void*>(address);
     }
   }
@@ -174,7 +216,7 @@ bool EmuMemory::findAllocation(uint64_t address, uint64_t owner, uint64_t* base,
   if (it != allocations_.begin()) {
     --it;
     if (address - it->first < it->second.reserved) {
-      if (it->second.owner != owner || address - it->first >= it->second.size) return false;
+      if (!it->second.reachableBy(owner) || address - it->first >= it->second.size) return false;
       *base = it->first;
       *size = it->second.size;
       return true;
@@ -192,7 +234,7 @@ uint64_t EmuMemory::usedBy(uint64_t owner) const {
   std::shared_lock lock(mutex_);
   uint64_t total = 0;
   for (auto& [base, a] : allocations_) {
-    if (a.owner == owner) total += a.reserved;
+    if (a.owner == owner && !a.ownerFreed) total += a.reserved;
   }
   for (auto& [handle, p] : physical_) {
     if (p.owner == owner) total += p.size;

@@ -12,6 +12,12 @@
 // live allocation of the asking owner: a bogus or foreign pointer resolves to nullptr, never to
 // memory.
 //
+// CUDA IPC: an allocation may also be opened by other owners (contexts of other sessions), at the
+// same address, since every context of the device shares this one window. Each open is counted;
+// the openers resolve it like the owner does. When the owner frees it while it is open, the owner
+// loses access at once and the memory stays, for the openers only, until the last one closes it.
+// A generation number tells an allocation from a later one at the same address.
+//
 // Virtual memory management (cuMemCreate/cuMemMap, emu_memory_vmm.cc): a physical allocation is a
 // memfd of its own, counted in used() from creation; a reservation takes address space out of the
 // window and stays PROT_NONE; a mapping maps part of a memfd MAP_SHARED|MAP_FIXED over part of a
@@ -71,6 +77,15 @@ class EmuMemory {
     access(p);
     return true;
   }
+  // CUDA IPC. exportable: `address` is the base of a live allocation of `owner` (sets its size and
+  // generation). openShared: one more open of that allocation by `opener`; false when it is gone
+  // (freed, or another allocation now), or `opener` is its owner. closeShared: one open fewer,
+  // freeing the memory when its owner had freed it and this was the last; false if `opener` has
+  // no open of an allocation that starts at `address`.
+  bool exportable(uint64_t address, uint64_t owner, uint64_t* bytes, uint64_t* generation) const;
+  bool openShared(uint64_t address, uint64_t generation, uint64_t opener);
+  bool closeShared(uint64_t address, uint64_t opener);
+
   // The allocation containing `address` (owner's only): base and size.
   bool findAllocation(uint64_t address, uint64_t owner, uint64_t* base, uint64_t* size) const;
 
@@ -123,7 +138,15 @@ class EmuMemory {
     uint64_t size;      // as requested
     uint64_t reserved;  // page-rounded
     uint64_t owner;
+    uint64_t generation = 0;
+    bool ownerFreed = false;               // kept for its openers only
+    std::map<uint64_t, unsigned> openers;  // IPC: opener -> opens
+    bool reachableBy(uint64_t who) const {
+      return (who == owner && !ownerFreed) || openers.count(who) != 0;
+    }
   };
+  // Frees allocations_ entry `it` (its range back to PROT_NONE).
+  void freeLocked(std::map<uint64_t, Allocation>::iterator it);
   void* translateLocked(uint64_t address, uint64_t bytes, uint64_t owner) const;
   // The run of adjacent accessible mappings of `owner` containing `address`: false if none.
   bool mappedRunLocked(uint64_t address, uint64_t owner, uint64_t* base, uint64_t* size) const;
@@ -144,6 +167,7 @@ class EmuMemory {
   std::map<uint64_t, Allocation> allocations_;  // base -> allocation
   std::map<uint64_t, uint64_t> free_;           // base -> size of free address ranges
   uint64_t used_ = 0;
+  uint64_t nextGeneration_ = 1;
 
   struct VmmPhysical {
     int fd;

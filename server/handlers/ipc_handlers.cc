@@ -1,0 +1,90 @@
+// CUDA IPC memory handles: a session exports one of its allocations under a random token
+// (cuIpcGetMemHandle), another session of the same tenant opens it by that token
+// (cuIpcOpenMemHandle) and closes it (cuIpcCloseMemHandle). The tokens live in the server's
+// IpcMemoryRegistry; the backend maps the memory. The memory stays charged to the exporting
+// context's allocation: opening it charges nothing.
+#include <cstring>
+
+#include "server/handlers/request_table.h"
+#include "server/pool_server.h"
+
+namespace gpupool::server {
+namespace {
+
+using wire::Request;
+
+uint64_t tokenHalf(const IpcMemoryRegistry::Token& token, size_t from) {
+  uint64_t value = 0;
+  for (size_t i = 0; i < 8; ++i) value |= uint64_t{token[from + i]} << (8 * i);
+  return value;
+}
+
+int deviceOfContext(const SessionContexts& contexts, uint64_t id) {
+  int device = -1;
+  contexts.forEach([&](uint64_t each, const SessionContexts::Entry& entry) {
+    if (each == id) device = entry.device;
+  });
+  return device;
+}
+
+Status ipcMem(RequestContext& request, Request::Reader r) {
+  auto m = r.getIpcMem();
+  uint64_t id = m.getContext();
+  BackendContext* context = nullptr;
+  if (Status st = request.context(id, &context); !st.ok()) return st;
+  SessionState& session = request.session;
+  IpcMemoryRegistry& registry = session.server.ipcMemory();
+  std::string tenant = session.tenant ? session.tenant->tenant() : std::string();
+  switch (m.getOp()) {
+    case Request::IpcMemOp::GET: {
+      IpcMemoryRegistry::Export exported{
+          tenant, session.id, id, deviceOfContext(session.contexts, id), {}};
+      if (Status st = context->ipcExport(m.getAddress(), &exported.allocation); !st.ok()) {
+        return st;
+      }
+      IpcMemoryRegistry::Token token{};
+      if (Status st = registry.publish(exported, &token); !st.ok()) return st;
+      auto out = request.reply.initGlobal();
+      out.setAddress(tokenHalf(token, 0));
+      out.setBytes(tokenHalf(token, 8));
+      return Status::success();
+    }
+    case Request::IpcMemOp::OPEN: {
+      if (m.getFlags() & ~unsigned{CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS}) {
+        return Status::error(CUDA_ERROR_INVALID_VALUE,
+                             "unknown cuIpcOpenMemHandle flags " + std::to_string(m.getFlags()));
+      }
+      auto bytes = m.getToken();
+      IpcMemoryRegistry::Token token{};
+      if (bytes.size() != token.size()) {
+        return Status::error(CUDA_ERROR_INVALID_HANDLE, "malformed IPC handle");
+      }
+      std::memcpy(token.data(), bytes.begin(), token.size());
+      IpcMemoryRegistry::Export exported;
+      if (Status st = registry.find(token, tenant, &exported); !st.ok()) return st;
+      if (exported.session == session.id) {
+        return Status::error(CUDA_ERROR_INVALID_CONTEXT,
+                             "an IPC handle cannot be opened by the process that exported it");
+      }
+      uint64_t address = 0;
+      if (Status st = context->ipcOpen(exported.allocation, &address); !st.ok()) return st;
+      auto out = request.reply.initGlobal();
+      out.setAddress(address);
+      out.setBytes(exported.allocation.bytes);
+      return Status::success();
+    }
+    case Request::IpcMemOp::CLOSE:
+      return context->ipcClose(m.getAddress());
+  }
+  return Status::error(CUDA_ERROR_INVALID_VALUE, "unknown IPC memory operation");
+}
+
+constexpr RequestHandlerRow kRows[] = {
+    {Request::IPC_MEM, ipcMem},
+};
+
+}  // namespace
+
+std::span<const RequestHandlerRow> ipcHandlers() { return kRows; }
+
+}  // namespace gpupool::server
