@@ -3,6 +3,7 @@
 #include <atomic>
 
 #include "block_runner.h"
+#include "device_element_access.h"
 
 namespace gpupool::ptx::execution {
 
@@ -142,54 +143,6 @@ uint64_t atomicCombine(const Instr& in, uint64_t old, uint64_t b, uint64_t c) {
       return (old & m) == (b & m) ? c & m : old;
   }
   return old;
-}
-
-// Device memory is shared by blocks that run at once on host threads (all of a cooperative
-// launch's). A naturally aligned load or store of 1-8 bytes is one host access with acquire or
-// release order (a plain move on x86), so a grid barrier's ld.acquire that sees another block's
-// atom.release also sees what that block stored before it, in the host's memory model too.
-uint64_t loadDeviceElement(const uint8_t* p, unsigned bytes) {
-  uint64_t v = 0;
-  if (reinterpret_cast<uintptr_t>(p) % bytes != 0) {
-    std::memcpy(&v, p, bytes);
-    return v;
-  }
-  switch (bytes) {
-    case 1:
-      return __atomic_load_n(p, __ATOMIC_ACQUIRE);
-    case 2:
-      return __atomic_load_n(reinterpret_cast<const uint16_t*>(p), __ATOMIC_ACQUIRE);
-    case 4:
-      return __atomic_load_n(reinterpret_cast<const uint32_t*>(p), __ATOMIC_ACQUIRE);
-    case 8:
-      return __atomic_load_n(reinterpret_cast<const uint64_t*>(p), __ATOMIC_ACQUIRE);
-    default:
-      std::memcpy(&v, p, bytes);
-      return v;
-  }
-}
-
-void storeDeviceElement(uint8_t* p, unsigned bytes, uint64_t v) {
-  if (reinterpret_cast<uintptr_t>(p) % bytes != 0) {
-    std::memcpy(p, &v, bytes);
-    return;
-  }
-  switch (bytes) {
-    case 1:
-      __atomic_store_n(p, static_cast<uint8_t>(v), __ATOMIC_RELEASE);
-      return;
-    case 2:
-      __atomic_store_n(reinterpret_cast<uint16_t*>(p), static_cast<uint16_t>(v), __ATOMIC_RELEASE);
-      return;
-    case 4:
-      __atomic_store_n(reinterpret_cast<uint32_t*>(p), static_cast<uint32_t>(v), __ATOMIC_RELEASE);
-      return;
-    case 8:
-      __atomic_store_n(reinterpret_cast<uint64_t*>(p), v, __ATOMIC_RELEASE);
-      return;
-    default:
-      std::memcpy(p, &v, bytes);
-  }
 }
 
 template <class U>

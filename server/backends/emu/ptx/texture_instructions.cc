@@ -3,6 +3,7 @@
 // the resource's memory through DeviceMemory like any global access. Sampling math:
 // texture_sampling.cc.
 #include "block_runner.h"
+#include "device_element_access.h"
 #include "texture_sampling.h"
 
 namespace gpupool::ptx::execution {
@@ -17,46 +18,6 @@ unsigned geometryDims(TexGeometry g) {
       return 3;
     default:
       return 2;
-  }
-}
-
-// Aligned surface elements are single host accesses, as device loads and stores are
-// (instruction_semantics.cc), so blocks running at once see whole elements.
-uint64_t loadSurfaceElement(const uint8_t* p, unsigned bytes) {
-  uint64_t v = 0;
-  if (reinterpret_cast<uintptr_t>(p) % bytes != 0) {
-    std::memcpy(&v, p, bytes);
-    return v;
-  }
-  switch (bytes) {
-    case 1:
-      return __atomic_load_n(p, __ATOMIC_ACQUIRE);
-    case 2:
-      return __atomic_load_n(reinterpret_cast<const uint16_t*>(p), __ATOMIC_ACQUIRE);
-    case 4:
-      return __atomic_load_n(reinterpret_cast<const uint32_t*>(p), __ATOMIC_ACQUIRE);
-    default:
-      return __atomic_load_n(reinterpret_cast<const uint64_t*>(p), __ATOMIC_ACQUIRE);
-  }
-}
-
-void storeSurfaceElement(uint8_t* p, unsigned bytes, uint64_t v) {
-  if (reinterpret_cast<uintptr_t>(p) % bytes != 0) {
-    std::memcpy(p, &v, bytes);
-    return;
-  }
-  switch (bytes) {
-    case 1:
-      __atomic_store_n(p, static_cast<uint8_t>(v), __ATOMIC_RELEASE);
-      return;
-    case 2:
-      __atomic_store_n(reinterpret_cast<uint16_t*>(p), static_cast<uint16_t>(v), __ATOMIC_RELEASE);
-      return;
-    case 4:
-      __atomic_store_n(reinterpret_cast<uint32_t*>(p), static_cast<uint32_t>(v), __ATOMIC_RELEASE);
-      return;
-    default:
-      __atomic_store_n(reinterpret_cast<uint64_t*>(p), v, __ATOMIC_RELEASE);
   }
 }
 
@@ -124,9 +85,9 @@ void BlockRunner::textureAccess(const Instr& in, uint32_t exec) {
     }
     for (unsigned k = 0; k < n; ++k) {
       if (in.op == Op::kSuld) {
-        set(element(data, k), l, loadSurfaceElement(memory + offset + k * eb, eb));
+        set(element(data, k), l, loadDeviceElement(memory + offset + k * eb, eb));
       } else {
-        storeSurfaceElement(memory + offset + k * eb, eb, value(element(data, k), l));
+        storeDeviceElement(memory + offset + k * eb, eb, value(element(data, k), l));
       }
     }
   });

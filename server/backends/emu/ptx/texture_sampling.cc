@@ -7,24 +7,11 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/texture_descriptor.h"
 #include "half_float.h"
 
 namespace gpupool::ptx {
 namespace {
-
-unsigned formatChannelBytes(unsigned format) {
-  switch (format) {
-    case CU_AD_FORMAT_UNSIGNED_INT8:
-    case CU_AD_FORMAT_SIGNED_INT8:
-      return 1;
-    case CU_AD_FORMAT_UNSIGNED_INT16:
-    case CU_AD_FORMAT_SIGNED_INT16:
-    case CU_AD_FORMAT_HALF:
-      return 2;
-    default:
-      return 4;
-  }
-}
 
 // One texel: four channels, as floats (a float-returning texture) or integers.
 struct Texel {
@@ -140,22 +127,11 @@ double boundedCoordinate(double c) {
 }  // namespace
 
 bool textureReturnsFloat(const TextureView& t) {
-  switch (t.format) {
-    case CU_AD_FORMAT_HALF:
-    case CU_AD_FORMAT_FLOAT:
-      return true;
-    case CU_AD_FORMAT_UNSIGNED_INT8:
-    case CU_AD_FORMAT_SIGNED_INT8:
-    case CU_AD_FORMAT_UNSIGNED_INT16:
-    case CU_AD_FORMAT_SIGNED_INT16:
-      return !t.readAsInteger;
-    default:
-      return false;
-  }
+  return textureFormatReturnsFloat(t.format, t.readAsInteger ? CU_TRSF_READ_AS_INTEGER : 0);
 }
 
 unsigned textureElementBytes(const TextureView& t) {
-  return formatChannelBytes(t.format) * t.channels;
+  return arrayChannelBytes(t.format) * t.channels;
 }
 
 void sampleTexture(const TextureView& t, const uint8_t* data, const float coords[3],
