@@ -154,8 +154,7 @@ std::unique_ptr<RemoteSession> RemoteSession::connect(const transport::Endpoint&
     {
       capnp::MallocMessageBuilder copy;
       copy.setRoot(response);
-      auto words = capnp::messageToFlatArray(copy);
-      session->welcome_.assign(words.begin(), words.end());
+      session->welcome_ = capnp::messageToFlatArray(copy);
     }
     auto welcome = response.getWelcome();
     session->driverVersion_ = welcome.getDriverVersion();

@@ -104,7 +104,7 @@ class RemoteSession {
   const std::string& url() const { return url_; }
   // The server's Welcome Response as it came, one flat Cap'n Proto message (the NVML library reads
   // it when it shares this session: client/shared_session_channel.cc).
-  const std::vector<capnp::word>& welcomeMessage() const { return welcome_; }
+  kj::ArrayPtr<const capnp::word> welcomeMessage() const { return welcome_.asPtr(); }
   // The server's device address window (base, size); (0, 0) when it did not say.
   std::pair<uint64_t, uint64_t> addressWindow() const { return window_; }
   // Whether this process holds the window as its own PROT_NONE reservation.
@@ -139,7 +139,7 @@ class RemoteSession {
   // An earlier post's failure that a host-function thread's call heard of, for the next other call.
   std::atomic<CUresult> handedOn_{CUDA_SUCCESS};
   std::string url_;
-  std::vector<capnp::word> welcome_;
+  kj::Array<capnp::word> welcome_;  // capnp::word is not copyable: no std::vector of it
   std::vector<DeviceSnapshot> devices_;
   int driverVersion_ = 0;
   std::string backendKind_;

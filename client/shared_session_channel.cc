@@ -32,8 +32,8 @@ __attribute__((visibility("default"))) int gpupoolShareWelcome(const char* url,
                                                                void* context) {
   RemoteSession* session = url ? DriverState::get().connectedSession(url) : nullptr;
   if (!session || !onBytes) return -1;
-  const auto& words = session->welcomeMessage();
-  onBytes(context, words.data(), words.size() * sizeof(capnp::word));
+  kj::ArrayPtr<const capnp::word> words = session->welcomeMessage();
+  onBytes(context, words.begin(), words.size() * sizeof(capnp::word));
   return 0;
 }
 

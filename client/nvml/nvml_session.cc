@@ -81,10 +81,15 @@ const SharedChannel* sharedChannel(LibraryState& s) {
 }
 
 // Collects the flat message a shared-channel function hands over.
+// (Held as uint64_t: capnp::word is not copyable, so no std::vector of it.)
 void collectWords(void* context, const void* bytes, size_t size) {
-  auto* words = static_cast<std::vector<capnp::word>*>(context);
-  words->resize(size / sizeof(capnp::word));
-  std::memcpy(words->data(), bytes, words->size() * sizeof(capnp::word));
+  auto* words = static_cast<std::vector<uint64_t>*>(context);
+  words->resize(size / sizeof(uint64_t));
+  std::memcpy(words->data(), bytes, words->size() * sizeof(uint64_t));
+}
+
+kj::ArrayPtr<const capnp::word> asWords(const std::vector<uint64_t>& words) {
+  return kj::arrayPtr(reinterpret_cast<const capnp::word*>(words.data()), words.size());
 }
 
 nvmlReturn_t failed(nvmlReturn_t code, const std::string& why) {
@@ -142,10 +147,10 @@ bool shareLocked(LibraryState& s) {
   const SharedChannel* channel = sharedChannel(s);
   if (!channel || !channel->available(s.endpointUrl.c_str())) return false;
   if (!s.described) {
-    std::vector<capnp::word> words;
+    std::vector<uint64_t> words;
     if (channel->welcome(s.endpointUrl.c_str(), collectWords, &words) != 0) return false;
     try {
-      capnp::FlatArrayMessageReader message(kj::arrayPtr(words.data(), words.size()));
+      capnp::FlatArrayMessageReader message(asWords(words));
       auto response = message.getRoot<wire::Response>();
       if (!response.isWelcome()) return false;
       describeLocked(s, response.getWelcome());
@@ -222,7 +227,7 @@ nvmlReturn_t askLocked(LibraryState& s, const char* what, Build&& build, Read&& 
       capnp::MallocMessageBuilder message;
       build(message.initRoot<wire::Request>());
       auto flat = capnp::messageToFlatArray(message);
-      std::vector<capnp::word> reply;
+      std::vector<uint64_t> reply;
       int rc = s.channel.call(s.endpointUrl.c_str(), flat.begin(),
                               flat.size() * sizeof(capnp::word), collectWords, &reply);
       if (rc > 0) {
@@ -232,7 +237,7 @@ nvmlReturn_t askLocked(LibraryState& s, const char* what, Build&& build, Read&& 
       }
       if (rc == 0) {
         try {
-          capnp::FlatArrayMessageReader in(kj::arrayPtr(reply.data(), reply.size()));
+          capnp::FlatArrayMessageReader in(asWords(reply));
           return answer(in.getRoot<wire::Response>());
         } catch (const kj::Exception& e) {
           return failed(NVML_ERROR_UNKNOWN,
