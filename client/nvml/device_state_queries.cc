@@ -14,16 +14,6 @@ using namespace gpupool::nvml;
 
 namespace {
 
-nvmlReturn_t liveDevice(nvmlDevice_t device, LiveStatus::Device* out,
-                        std::shared_ptr<const LiveStatus>* keep = nullptr) {
-  std::shared_ptr<const LiveStatus> live;
-  if (nvmlReturn_t r = liveStatus(&live); r != NVML_SUCCESS) return r;
-  if (device->index >= live->devices.size()) return NVML_ERROR_GPU_IS_LOST;
-  *out = live->devices[device->index];
-  if (keep) *keep = std::move(live);
-  return NVML_SUCCESS;
-}
-
 // The caller's own sessions on `device` (NVML lists processes; the pool knows sessions, and this
 // process's are the ones it can name). `memoryUsed` is the whole session's device memory.
 template <typename Info>
@@ -34,7 +24,7 @@ nvmlReturn_t ownProcesses(nvmlDevice_t device, unsigned int* infoCount, Info* in
   if (!infoCount) return NVML_ERROR_INVALID_ARGUMENT;
   LiveStatus::Device unused;
   std::shared_ptr<const LiveStatus> live;
-  if ((r = liveDevice(device, &unused, &live)) != NVML_SUCCESS) return r;
+  if ((r = liveDeviceStatus(device, &unused, &live)) != NVML_SUCCESS) return r;
   std::vector<const OwnSession*> found;
   for (const auto& s : live->ownSessions) {
     if (std::find(s.serverDevices.begin(), s.serverDevices.end(), d->serverIndex) !=
@@ -99,7 +89,7 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetUtilizationRate
   if (!deviceOf(device, &r)) return r;
   if (!utilization) return NVML_ERROR_INVALID_ARGUMENT;
   LiveStatus::Device live;
-  if ((r = liveDevice(device, &live)) != NVML_SUCCESS) return r;
+  if ((r = liveDeviceStatus(device, &live)) != NVML_SUCCESS) return r;
   if (live.sensors.gpuUtilization >= 0 && live.sensors.memoryUtilization >= 0) {
     utilization->gpu = static_cast<unsigned>(live.sensors.gpuUtilization);
     utilization->memory = static_cast<unsigned>(live.sensors.memoryUtilization);

@@ -404,13 +404,15 @@ nvmlReturn_t liveStatus(std::shared_ptr<const LiveStatus>* out) {
   return NVML_SUCCESS;
 }
 
-nvmlReturn_t liveDeviceStatus(nvmlDevice_t device, LiveStatus::Device* out) {
+nvmlReturn_t liveDeviceStatus(nvmlDevice_t device, LiveStatus::Device* out,
+                              std::shared_ptr<const LiveStatus>* keep) {
   nvmlReturn_t r;
   if (!deviceOf(device, &r)) return r;
   std::shared_ptr<const LiveStatus> live;
   if ((r = liveStatus(&live)) != NVML_SUCCESS) return r;
   if (device->index >= live->devices.size()) return NVML_ERROR_GPU_IS_LOST;
   *out = live->devices[device->index];
+  if (keep) *keep = std::move(live);
   return NVML_SUCCESS;
 }
 

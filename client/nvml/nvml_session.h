@@ -89,8 +89,10 @@ const std::string& nvidiaDriverVersion();
 // Cached for kLiveTtl; the error when the server cannot be asked.
 nvmlReturn_t liveStatus(std::shared_ptr<const LiveStatus>* out);
 nvmlReturn_t memoryView(unsigned visibleIndex, MemoryView* out);
-// `device`'s part of the cached status (checks the handle first).
-nvmlReturn_t liveDeviceStatus(nvmlDevice_t device, LiveStatus::Device* out);
+// `device`'s part of the cached status (checks the handle first); `keep`, when given, gets the
+// whole status it came from.
+nvmlReturn_t liveDeviceStatus(nvmlDevice_t device, LiveStatus::Device* out,
+                              std::shared_ptr<const LiveStatus>* keep = nullptr);
 
 // Copies `text` into the caller's buffer of `length` bytes: NVML_ERROR_INSUFFICIENT_SIZE when it
 // does not fit with its terminator, as NVIDIA's library answers.
