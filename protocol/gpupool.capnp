@@ -125,6 +125,19 @@ struct DeviceStatus {
   profile @7 :Text;               # MIG: the instance profile, e.g. "1g.10gb"
   uuid @8 :Text;                  # "GPU-…", or "MIG-…" for a MIG instance
   sensors @9 :DeviceSensors;      # from the server's NVML (cuda backend); all unread on the emu
+  mig @10 :MigPlacement;          # MIG instances (parent set) only
+}
+
+# Where a MIG instance sits on its GPU, as the server's NVML lists it: what a client's NVML needs
+# to list the GPU at the top and reach the instance under it, as NVIDIA's does.
+struct MigPlacement {
+  parentName @0 :Text;
+  parentMemoryTotal @1 :UInt64;    # the whole GPU's memory, bytes
+  index @2 :UInt32;                # under the GPU (nvmlDeviceGetMigDeviceHandleByIndex)
+  maxDevices @3 :UInt32;           # nvmlDeviceGetMaxMigDeviceCount of the GPU
+  gpuInstanceId @4 :Int64 = -1;    # -1: the server's NVML did not say
+  computeInstanceId @5 :Int64 = -1;
+  modeChangePending @6 :Bool;      # the GPU leaves MIG mode at its next reset
 }
 
 # What the server's NVML reads of a GPU (of the parent GPU, for a MIG instance), each at most a

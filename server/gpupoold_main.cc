@@ -100,13 +100,13 @@ CudaDeviceViews cudaDeviceViews(const gpupool::server::Backend& backend,
   std::vector<NvmlHandle> gpus;
   for (size_t i = 0; i < backend.devices().size(); ++i) {
     const auto& uuid = backend.devices()[i].uuid;
-    PoolServer::DeviceIdentity identity{formatDeviceUuid("GPU-", uuid), "", ""};
+    PoolServer::DeviceIdentity identity{formatDeviceUuid("GPU-", uuid), "", "", {}};
     if (config && i < config->devices.size() && config->devices[i].uuid.rfind("MIG-", 0) == 0) {
       identity.uuid = formatDeviceUuid("MIG-", uuid);
     }
     NvmlHandle gpu = nullptr;
     if (const PoolDeviceCandidate* c = findPoolDevice(candidates, uuid)) {
-      identity = {c->uuid, c->parentUuid, c->profile};
+      identity = {c->uuid, c->parentUuid, c->profile, c->mig};
       if (nvml->deviceHandle(c->gpuIndex, &gpu) != kNvmlSuccess) gpu = nullptr;
     }
     gpus.push_back(gpu);

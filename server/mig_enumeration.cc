@@ -66,6 +66,14 @@ std::vector<PoolDeviceCandidate> enumeratePoolDevices(NvmlQueries& nvml, std::st
         return failed(rc, slot + ": memory");
       }
       instance.profile = migProfileFromName(instance.name);
+      instance.mig.parentName = whole.name;
+      instance.mig.parentMemoryBytes = whole.memoryBytes;
+      instance.mig.index = s;
+      instance.mig.maxDevices = slots;
+      instance.mig.modeChangePending = whole.migPending;
+      unsigned id = 0;
+      if (nvml.gpuInstanceId(mig, &id) == kNvmlSuccess) instance.mig.gpuInstanceId = id;
+      if (nvml.computeInstanceId(mig, &id) == kNvmlSuccess) instance.mig.computeInstanceId = id;
       out.push_back(instance);
     }
   }

@@ -14,6 +14,18 @@
 
 namespace gpupool::server {
 
+// Where a MIG instance sits on its GPU, as NVML lists it (what the client's NVML needs to show
+// the GPU at the top and the instance under it, as NVIDIA's does).
+struct MigPlacement {
+  std::string parentName;          // the GPU's name
+  uint64_t parentMemoryBytes = 0;  // the whole GPU's memory
+  unsigned index = 0;              // its index under the GPU (nvmlDeviceGetMigDeviceHandleByIndex)
+  unsigned maxDevices = 0;         // nvmlDeviceGetMaxMigDeviceCount of the GPU
+  int64_t gpuInstanceId = -1;      // -1: NVML did not say
+  int64_t computeInstanceId = -1;
+  bool modeChangePending = false;  // the GPU leaves MIG mode at its next reset
+};
+
 struct PoolDeviceCandidate {
   std::string uuid;  // "GPU-…" or "MIG-…"
   std::string name;
@@ -22,6 +34,7 @@ struct PoolDeviceCandidate {
   std::string parentUuid;   // MIG: the parent GPU; empty for a whole GPU
   std::string profile;      // MIG: e.g. "1g.10gb", from the instance's name
   bool migPending = false;  // the GPU's MIG mode changes at the next reset
+  MigPlacement mig;         // MIG instances only
 };
 
 // Enumerates in NVML order: a GPU with MIG enabled contributes its instances (not itself); a GPU

@@ -63,6 +63,8 @@ class DlopenNvml final : public NvmlQueries {
     optional(utilization_, "nvmlDeviceGetUtilizationRates");
     optional(ecc_, "nvmlDeviceGetTotalEccErrors");
     optional(bar1_, "nvmlDeviceGetBAR1MemoryInfo");
+    optional(gpuInstanceId_, "nvmlDeviceGetGpuInstanceId");
+    optional(computeInstanceId_, "nvmlDeviceGetComputeInstanceId");
     if (!ok) {
       shutdown_ = nullptr;
       return false;
@@ -105,6 +107,12 @@ class DlopenNvml final : public NvmlQueries {
     int rc = driverVersion_(buffer, sizeof buffer);
     *out = buffer;
     return rc;
+  }
+  int gpuInstanceId(NvmlHandle device, unsigned* id) override {
+    return gpuInstanceId_ ? gpuInstanceId_(device, id) : kNvmlNotSupported;
+  }
+  int computeInstanceId(NvmlHandle device, unsigned* id) override {
+    return computeInstanceId_ ? computeInstanceId_(device, id) : kNvmlNotSupported;
   }
   int serial(NvmlHandle device, std::string* out) override {
     return serial_ ? text(serial_, device, out) : kNvmlNotSupported;
@@ -192,6 +200,8 @@ class DlopenNvml final : public NvmlQueries {
   int (*utilization_)(NvmlHandle, Utilization*) = nullptr;
   int (*ecc_)(NvmlHandle, unsigned, unsigned, unsigned long long*) = nullptr;
   int (*bar1_)(NvmlHandle, Bar1Memory*) = nullptr;
+  int (*gpuInstanceId_)(NvmlHandle, unsigned*) = nullptr;
+  int (*computeInstanceId_)(NvmlHandle, unsigned*) = nullptr;
 };
 
 }  // namespace

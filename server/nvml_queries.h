@@ -58,6 +58,9 @@ class NvmlQueries {
   virtual int bar1Memory(NvmlHandle, uint64_t* /*total*/, uint64_t* /*used*/) {
     return kNvmlNotSupported;
   }
+  // A MIG device's GPU and compute instance ids.
+  virtual int gpuInstanceId(NvmlHandle, unsigned*) { return kNvmlNotSupported; }
+  virtual int computeInstanceId(NvmlHandle, unsigned*) { return kNvmlNotSupported; }
 };
 
 // Binds the NVML library `library` (a name the dynamic loader finds, or a path) and initializes

@@ -226,6 +226,17 @@ void PoolServer::fillStatus(wire::Response::StatusReply::Builder status) {
       ds[i].setUuid(identities_[i].uuid);
       ds[i].setParent(identities_[i].parent);
       ds[i].setProfile(identities_[i].profile);
+      if (!identities_[i].parent.empty()) {
+        const MigPlacement& from = identities_[i].mig;
+        auto mig = ds[i].initMig();
+        mig.setParentName(from.parentName);
+        mig.setParentMemoryTotal(from.parentMemoryBytes);
+        mig.setIndex(from.index);
+        mig.setMaxDevices(from.maxDevices);
+        mig.setGpuInstanceId(from.gpuInstanceId);
+        mig.setComputeInstanceId(from.computeInstanceId);
+        mig.setModeChangePending(from.modeChangePending);
+      }
     } else {
       ds[i].setUuid(formatDeviceUuid("GPU-", devices[i].uuid));
     }

@@ -18,6 +18,7 @@
 #include "server/device_sensors.h"
 #include "server/handlers/request_table.h"
 #include "server/ipc_memory_registry.h"
+#include "server/mig_enumeration.h"
 #include "server/module_cache.h"
 #include "server/session.h"
 #include "server/session_reactor.h"
@@ -60,6 +61,7 @@ class PoolServer {
   // GPU's UUID and its profile. Devices without one show "GPU-…" and no parent.
   struct DeviceIdentity {
     std::string uuid, parent, profile;
+    MigPlacement mig;  // where a MIG instance sits on its parent (read when parent is set)
   };
   void setDeviceIdentities(std::vector<DeviceIdentity> identities) {
     identities_ = std::move(identities);

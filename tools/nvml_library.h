@@ -52,6 +52,8 @@ class NvmlLibrary {
   X(nvmlDeviceGetMigMode)                \
   X(nvmlDeviceGetMaxMigDeviceCount)      \
   X(nvmlDeviceGetMigDeviceHandleByIndex) \
+  X(nvmlDeviceGetGpuInstanceId)          \
+  X(nvmlDeviceGetComputeInstanceId)      \
   X(nvmlDeviceGetCudaComputeCapability)  \
   X(nvmlDeviceGetComputeRunningProcesses_v3)
 

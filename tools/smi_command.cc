@@ -192,6 +192,45 @@ std::string now() {
   return text;
 }
 
+// nvidia-smi's MIG devices table, for the GPUs with MIG enabled (nothing when none has): each
+// instance this client sees, with its GPU and compute instance ids, its slot and its memory.
+void printMigDevices(const NvmlLibrary& nvml, const std::vector<Device>& devices) {
+  bool any = false;
+  for (const Device& device : devices) {
+    unsigned slots = 0;
+    if (nvml.nvmlDeviceGetMaxMigDeviceCount(device.handle, &slots) != NVML_SUCCESS) continue;
+    for (unsigned m = 0; m < slots; ++m) {
+      nvmlDevice_t mig = nullptr;
+      if (nvml.nvmlDeviceGetMigDeviceHandleByIndex(device.handle, m, &mig) != NVML_SUCCESS) {
+        continue;
+      }
+      if (!any) {
+        std::cout << "\n+" << std::string(89, '-') << "+\n";
+        std::cout << printfText("| %-87s |\n", "MIG devices:");
+        std::cout << printfText("| %-87s |\n",
+                                " GPU  GI  CI  MIG  Name / UUID                               "
+                                "              Memory-Usage");
+        std::cout << "|" << std::string(89, '=') << "|\n";
+        any = true;
+      }
+      unsigned gi = 0, ci = 0;
+      std::string giText =
+          nvml.nvmlDeviceGetGpuInstanceId(mig, &gi) == NVML_SUCCESS ? std::to_string(gi) : "N/A";
+      std::string ciText = nvml.nvmlDeviceGetComputeInstanceId(mig, &ci) == NVML_SUCCESS
+                               ? std::to_string(ci)
+                               : "N/A";
+      nvmlMemory_t memory{};
+      std::string usage = nvml.nvmlDeviceGetMemoryInfo(mig, &memory) == NVML_SUCCESS
+                              ? mebibytes(memory.used) + " / " + mebibytes(memory.total)
+                              : "N/A";
+      std::cout << printfText("| %4u %3s %3s %4u  %-45.45s %22s |\n", device.index, giText.c_str(),
+                              ciText.c_str(), m, cell(nvml, "name", mig).c_str(), usage.c_str());
+      std::cout << printfText("| %17s  %-68.68s |\n", "", cell(nvml, "uuid", mig).c_str());
+    }
+  }
+  if (any) std::cout << "+" << std::string(89, '-') << "+\n";
+}
+
 // nvidia-smi's layout, 89 columns wide, with the columns the pool can fill.
 int printTable(const NvmlLibrary& nvml, const std::vector<Device>& devices) {
   const std::string rule(89, '-');
@@ -240,13 +279,16 @@ int printTable(const NvmlLibrary& nvml, const std::vector<Device>& devices) {
     std::cout << printfText("| %4s  %4s  %4s  %21s | %22s | %7s %12s |\n",
                             fan == "N/A" ? "N/A" : (fan + "%").c_str(), temperature.c_str(),
                             orNa(cell(nvml, "pstate", d)).c_str(), powerText.c_str(), usage.c_str(),
-                            orNa(cell(nvml, "utilization.gpu", d, false) + "%").c_str(),
+                            orNa(cell(nvml, "utilization.gpu", d, false)) == "N/A"
+                                ? "N/A"
+                                : (cell(nvml, "utilization.gpu", d, false) + "%").c_str(),
                             orNa(cell(nvml, "compute_mode", d)).c_str());
     std::cout << printfText("| %39s | %22s | %20s |\n", "", "",
                             orNa(cell(nvml, "mig.mode.current", d)).c_str());
     std::cout << "+-----------------------------------------+------------------------+"
                  "----------------------+\n";
   }
+  printMigDevices(nvml, devices);
   std::cout << "\n+" << rule << "+\n";
   std::cout << printfText("| %-87s |\n", "Processes:");
   std::cout << printfText("| %-87s |\n",

@@ -146,12 +146,16 @@ const std::vector<SmiField> kFields = {
     {"power.draw", nullptr, "W", "power drawn by the board",
      [](const NvmlLibrary& nvml, nvmlDevice_t device) {
        unsigned int milliwatts = 0;
-       return watts(nvml.nvmlDeviceGetPowerUsage(device, &milliwatts), milliwatts);
+       nvmlReturn_t result =
+           nvml.nvmlDeviceGetPowerUsage(device, &milliwatts);  // before reading it
+       return watts(result, milliwatts);
      }},
     {"power.limit", nullptr, "W", "the board's power management limit",
      [](const NvmlLibrary& nvml, nvmlDevice_t device) {
        unsigned int milliwatts = 0;
-       return watts(nvml.nvmlDeviceGetPowerManagementLimit(device, &milliwatts), milliwatts);
+       nvmlReturn_t result =
+           nvml.nvmlDeviceGetPowerManagementLimit(device, &milliwatts);  // before reading it
+       return watts(result, milliwatts);
      }},
     {"fan.speed", nullptr, "%", "intended fan speed",
      [](const NvmlLibrary& nvml, nvmlDevice_t device) {

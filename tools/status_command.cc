@@ -55,6 +55,19 @@ void printJson(wire::Response::StatusReply::Reader status) {
     if (device.getParent().size()) {
       out["devices"].back()["parent"] = device.getParent().cStr();
       out["devices"].back()["profile"] = device.getProfile().cStr();
+      if (device.hasMig()) {
+        auto mig = device.getMig();
+        nlohmann::json placement = {{"parent_name", mig.getParentName().cStr()},
+                                    {"parent_memory_total", mig.getParentMemoryTotal()},
+                                    {"index", mig.getIndex()},
+                                    {"max_devices", mig.getMaxDevices()},
+                                    {"mode_change_pending", mig.getModeChangePending()}};
+        if (mig.getGpuInstanceId() >= 0) placement["gpu_instance_id"] = mig.getGpuInstanceId();
+        if (mig.getComputeInstanceId() >= 0) {
+          placement["compute_instance_id"] = mig.getComputeInstanceId();
+        }
+        out["devices"].back()["mig"] = std::move(placement);
+      }
     }
     if (nlohmann::json sensors = sensorsJson(device.getSensors()); !sensors.empty()) {
       out["devices"].back()["sensors"] = std::move(sensors);

@@ -11,14 +11,17 @@ using namespace gpupool::nvml;
 
 namespace {
 
+// The first handle (top-level devices first, then MIG devices when `migDevicesToo`) whose device
+// `matches`.
 template <typename Matches>
-nvmlReturn_t findHandle(nvmlDevice_t* device, Matches&& matches) {
+nvmlReturn_t findHandle(nvmlDevice_t* device, bool migDevicesToo, Matches&& matches) {
   if (!device) return NVML_ERROR_INVALID_ARGUMENT;
   if (nvmlReturn_t r = checkInitialized(); r != NVML_SUCCESS) return r;
-  const auto& devices = visibleDevices();
-  for (unsigned i = 0; i < devices.size(); ++i) {
-    if (matches(devices[i])) {
-      *device = handleOf(i);
+  for (nvmlDevice_t handle : allHandles()) {
+    if (!migDevicesToo && handle->kind == nvmlDevice_st::Kind::migDevice) continue;
+    nvmlReturn_t r;
+    if (const VisibleDevice* d = deviceOf(handle, &r); d && matches(*d)) {
+      *device = handle;
       return NVML_SUCCESS;
     }
   }
@@ -40,7 +43,7 @@ extern "C" {
 __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* count) {
   if (!count) return NVML_ERROR_INVALID_ARGUMENT;
   if (nvmlReturn_t r = checkInitialized(); r != NVML_SUCCESS) return r;
-  *count = static_cast<unsigned>(visibleDevices().size());
+  *count = topLevelCount();
   return NVML_SUCCESS;
 }
 
@@ -52,8 +55,8 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetHandleByIndex_v
     unsigned int index, nvmlDevice_t* device) {
   if (!device) return NVML_ERROR_INVALID_ARGUMENT;
   if (nvmlReturn_t r = checkInitialized(); r != NVML_SUCCESS) return r;
-  if (index >= visibleDevices().size()) return NVML_ERROR_INVALID_ARGUMENT;
-  *device = handleOf(index);
+  if (index >= topLevelCount()) return NVML_ERROR_INVALID_ARGUMENT;
+  *device = topLevelHandle(index);
   return NVML_SUCCESS;
 }
 
@@ -65,7 +68,8 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetHandleByIndex(
 __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetHandleByUUID(
     const char* uuid, nvmlDevice_t* device) {
   if (!uuid) return NVML_ERROR_INVALID_ARGUMENT;
-  return findHandle(device, [&](const VisibleDevice& d) {
+  // A MIG device's UUID finds its MIG device handle, as NVIDIA's does.
+  return findHandle(device, /*migDevicesToo=*/true, [&](const VisibleDevice& d) {
     return d.uuidText == uuid || formatGpuUuidOf(d) == uuid;
   });
 }
@@ -74,7 +78,8 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetHandleByPciBusI
     const char* pciBusId, nvmlDevice_t* device) {
   unsigned domain = 0, bus = 0, slot = 0;
   if (!pciBusId || !parseBusId(pciBusId, &domain, &bus, &slot)) return NVML_ERROR_INVALID_ARGUMENT;
-  return findHandle(device, [&](const VisibleDevice& d) {
+  // A MIG instance shares its GPU's address: the GPU is answered.
+  return findHandle(device, /*migDevicesToo=*/false, [&](const VisibleDevice& d) {
     PciAddress a = pciAddressOf(d);
     return a.domain == domain && a.bus == bus && a.device == slot;
   });
@@ -85,18 +90,18 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetHandleByPciBusI
   return nvmlDeviceGetHandleByPciBusId_v2(pciBusId, device);
 }
 
-// The device whose board serial the server's NVML reports as `serial`. Every device of a board
-// shares its serial (MIG instances of one GPU); the first is answered, as NVIDIA's does. NOT_FOUND
+// The GPU whose board serial the server's NVML reports as `serial` (the first, as NVIDIA's answers,
+// where a board has several). NOT_FOUND
 // when none matches, which includes every device of a server without NVML.
 __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetHandleBySerial(
     const char* serial, nvmlDevice_t* device) {
   if (!serial || !device) return NVML_ERROR_INVALID_ARGUMENT;
   if (nvmlReturn_t r = checkInitialized(); r != NVML_SUCCESS) return r;
-  for (unsigned i = 0; i < visibleDevices().size(); ++i) {
+  for (unsigned i = 0; i < topLevelCount(); ++i) {
     LiveStatus::Device live;
-    if (nvmlReturn_t r = liveDeviceStatus(handleOf(i), &live); r != NVML_SUCCESS) return r;
+    if (nvmlReturn_t r = liveDeviceStatus(topLevelHandle(i), &live); r != NVML_SUCCESS) return r;
     if (!live.sensors.serial.empty() && live.sensors.serial == serial) {
-      *device = handleOf(i);
+      *device = topLevelHandle(i);
       return NVML_SUCCESS;
     }
   }

@@ -124,13 +124,21 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetIndex(nvmlDevic
   nvmlReturn_t r;
   if (!deviceOf(device, &r)) return r;
   if (!index) return NVML_ERROR_INVALID_ARGUMENT;
-  *index = device->index;
+  // A MIG device's index is its slot under its GPU (what GetMigDeviceHandleByIndex takes).
+  const VisibleDevice* d = deviceOf(device, &r);
+  *index = device->kind == nvmlDevice_st::Kind::migDevice
+               ? d->migIndex
+               : static_cast<unsigned>(device - topLevelHandle(0));
   return NVML_SUCCESS;
 }
 
-// /dev/nvidia<minor> does not exist here; the index stands for it, distinct per device.
+// /dev/nvidia<minor> does not exist here; the GPU's index stands for it, distinct per GPU (a MIG
+// device has its GPU's).
 __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetMinorNumber(
     nvmlDevice_t device, unsigned int* minorNumber) {
+  nvmlReturn_t r;
+  if (!deviceOf(device, &r)) return r;
+  if (device->kind == nvmlDevice_st::Kind::migDevice) device = topLevelHandle(device->parent);
   return nvmlDeviceGetIndex(device, minorNumber);
 }
 

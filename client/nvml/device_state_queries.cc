@@ -1,6 +1,6 @@
 // A device's state: memory (as the tenant sees it), utilization, running processes (this
-// process's own sessions), clocks, modes, performance state and MIG mode. Live figures come from
-// the session's cached status and memory answers (nvml_session.h).
+// process's own sessions), clocks, modes and performance state (MIG: mig_devices.cc). Live figures
+// come from the session's cached status and memory answers (nvml_session.h).
 #include <cuda.h>
 
 #include <algorithm>
@@ -25,11 +25,20 @@ nvmlReturn_t ownProcesses(nvmlDevice_t device, unsigned int* infoCount, Info* in
   LiveStatus::Device unused;
   std::shared_ptr<const LiveStatus> live;
   if ((r = liveDeviceStatus(device, &unused, &live)) != NVML_SUCCESS) return r;
-  std::vector<const OwnSession*> found;
+  // A MIG-enabled GPU lists the processes of all its instances, each with its instance's ids.
+  std::vector<const VisibleDevice*> servedBy;
+  if (device->kind == nvmlDevice_st::Kind::migParent) {
+    for (unsigned i : d->instances) servedBy.push_back(&visibleDevices()[i]);
+  } else {
+    servedBy.push_back(d);
+  }
+  std::vector<std::pair<const OwnSession*, const VisibleDevice*>> found;
   for (const auto& s : live->ownSessions) {
-    if (std::find(s.serverDevices.begin(), s.serverDevices.end(), d->serverIndex) !=
-        s.serverDevices.end()) {
-      found.push_back(&s);
+    for (const VisibleDevice* on : servedBy) {
+      if (std::find(s.serverDevices.begin(), s.serverDevices.end(), on->serverIndex) !=
+          s.serverDevices.end()) {
+        found.emplace_back(&s, on);
+      }
     }
   }
   unsigned room = *infoCount;
@@ -38,11 +47,14 @@ nvmlReturn_t ownProcesses(nvmlDevice_t device, unsigned int* infoCount, Info* in
   if (!found.empty() && !infos) return NVML_ERROR_INVALID_ARGUMENT;
   for (size_t i = 0; i < found.size(); ++i) {
     std::memset(&infos[i], 0, sizeof infos[i]);
-    infos[i].pid = found[i]->pid;
-    infos[i].usedGpuMemory = found[i]->memoryUsed;
+    const auto [session, on] = found[i];
+    infos[i].pid = session->pid;
+    infos[i].usedGpuMemory = session->memoryUsed;
     if constexpr (sizeof(Info) > sizeof(nvmlProcessInfo_v1_t)) {
-      infos[i].gpuInstanceId = 0xFFFFFFFF;
-      infos[i].computeInstanceId = 0xFFFFFFFF;
+      bool placed = on->placed() && on->gpuInstanceId >= 0 && on->computeInstanceId >= 0;
+      infos[i].gpuInstanceId = placed ? static_cast<unsigned>(on->gpuInstanceId) : 0xFFFFFFFF;
+      infos[i].computeInstanceId =
+          placed ? static_cast<unsigned>(on->computeInstanceId) : 0xFFFFFFFF;
     }
   }
   return NVML_SUCCESS;
@@ -52,14 +64,20 @@ nvmlReturn_t ownProcesses(nvmlDevice_t device, unsigned int* infoCount, Info* in
 
 extern "C" {
 
-// Total and free as cuMemGetInfo shows them to this tenant (a quota caps both).
+// Total and free as cuMemGetInfo shows them to this tenant (a quota caps both). A MIG-enabled
+// GPU's aggregate is for privileged callers only, NVIDIA documents; a pool client is not one (its
+// memory is what its instances show).
 __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device,
                                                                             nvmlMemory_t* memory) {
   nvmlReturn_t r;
   if (!deviceOf(device, &r)) return r;
   if (!memory) return NVML_ERROR_INVALID_ARGUMENT;
+  if (device->kind == nvmlDevice_st::Kind::migParent) {
+    return reportNoPermission(
+        "nvmlDeviceGetMemoryInfo (of a MIG-enabled GPU: ask its MIG device handles)");
+  }
   MemoryView view;
-  if ((r = memoryView(device->index, &view)) != NVML_SUCCESS) return r;
+  if ((r = memoryView(device->device, &view)) != NVML_SUCCESS) return r;
   memory->total = view.total;
   memory->free = view.free;
   memory->used = view.total - std::min(view.free, view.total);
@@ -88,6 +106,9 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetUtilizationRate
   nvmlReturn_t r;
   if (!deviceOf(device, &r)) return r;
   if (!utilization) return NVML_ERROR_INVALID_ARGUMENT;
+  if (device->kind == nvmlDevice_st::Kind::migParent) {  // as NVIDIA documents
+    return reportNotSupported("nvmlDeviceGetUtilizationRates (of a MIG-enabled GPU)");
+  }
   LiveStatus::Device live;
   if ((r = liveDeviceStatus(device, &live)) != NVML_SUCCESS) return r;
   if (live.sensors.gpuUtilization >= 0 && live.sensors.memoryUtilization >= 0) {
@@ -215,30 +236,6 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetPerformanceStat
     return reportNotSupported("nvmlDeviceGetPerformanceState (the server's NVML read none)");
   }
   *pState = static_cast<nvmlPstates_t>(live.sensors.performanceState);
-  return NVML_SUCCESS;
-}
-
-// Each pool device is one NVML device. A whole GPU reports MIG disabled (its instances, if any,
-// are not in this pool); a MIG instance the pool serves answers nvmlDeviceIsMigDeviceHandle.
-__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetMigMode(
-    nvmlDevice_t device, unsigned int* currentMode, unsigned int* pendingMode) {
-  nvmlReturn_t r;
-  const VisibleDevice* d = deviceOf(device, &r);
-  if (!d) return r;
-  if (!currentMode || !pendingMode) return NVML_ERROR_INVALID_ARGUMENT;
-  if (!d->parentUuid.empty()) return reportNotSupported("nvmlDeviceGetMigMode (of a MIG device)");
-  *currentMode = NVML_DEVICE_MIG_DISABLE;
-  *pendingMode = NVML_DEVICE_MIG_DISABLE;
-  return NVML_SUCCESS;
-}
-
-__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceIsMigDeviceHandle(
-    nvmlDevice_t device, unsigned int* isMigDevice) {
-  nvmlReturn_t r;
-  const VisibleDevice* d = deviceOf(device, &r);
-  if (!d) return r;
-  if (!isMigDevice) return NVML_ERROR_INVALID_ARGUMENT;
-  *isMigDevice = d->parentUuid.empty() ? 0 : 1;
   return NVML_SUCCESS;
 }
 

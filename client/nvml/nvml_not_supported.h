@@ -10,4 +10,7 @@ namespace gpupool::nvml {
 // 1, once per name, and returns NVML_ERROR_NOT_SUPPORTED. `name` must have static lifetime.
 nvmlReturn_t reportNotSupported(const char* name);
 
+// The same for what NVIDIA's library answers only to privileged callers (NVML_ERROR_NO_PERMISSION).
+nvmlReturn_t reportNoPermission(const char* name);
+
 }  // namespace gpupool::nvml

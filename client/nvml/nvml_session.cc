@@ -63,6 +63,73 @@ std::vector<nvmlDevice_st>& handleSlots() {
   return *slots;
 }
 
+// The MIG-enabled GPUs that top-level handles name, described from their instances' placement.
+std::vector<VisibleDevice>& migParents() {
+  static auto* parents = new std::vector<VisibleDevice>();
+  return *parents;
+}
+unsigned topLevelSlots = 0;
+
+// "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" into its 16 bytes (zeros when it is not one).
+void parseGpuUuid(const std::string& text, unsigned char (&bytes)[16]) {
+  std::string hex;
+  for (char c : text.substr(text.find('-') + 1)) {
+    if (c != '-') hex += c;
+  }
+  if (hex.size() != 32) return;
+  for (size_t i = 0; i < 16; ++i) {
+    bytes[i] = static_cast<unsigned char>(std::stoul(hex.substr(2 * i, 2), nullptr, 16));
+  }
+}
+
+// The handle table, as NVIDIA's NVML orders it: every whole GPU, and every MIG-enabled GPU (one
+// entry for all of its instances this process sees), at the top in the order their first device
+// appears; the MIG devices after them. A MIG instance whose parent the server did not describe
+// (a server without NVML) stays a top-level device of its own.
+void buildHandleTable(const std::vector<VisibleDevice>& devices) {
+  auto& slots = handleSlots();
+  auto& parents = migParents();
+  std::vector<std::pair<unsigned, unsigned>> migDevices;  // visible index, parent's slot
+  for (unsigned i = 0; i < devices.size(); ++i) {
+    const VisibleDevice& d = devices[i];
+    if (!d.placed()) {
+      slots.push_back({nvmlDevice_st::Kind::gpu, i, i, 0});
+      continue;
+    }
+    unsigned parentSlot = 0;
+    for (; parentSlot < slots.size(); ++parentSlot) {
+      const nvmlDevice_st& slot = slots[parentSlot];
+      if (slot.kind == nvmlDevice_st::Kind::migParent &&
+          parents[slot.device].uuidText == d.parentUuid) {
+        break;
+      }
+    }
+    if (parentSlot == slots.size()) {
+      VisibleDevice gpu;
+      gpu.serverIndex = d.serverIndex;
+      gpu.name = d.parentName;
+      gpu.uuidText = d.parentUuid;
+      parseGpuUuid(d.parentUuid, gpu.uuid);
+      gpu.pciDomain = d.pciDomain;  // an instance reports its GPU's PCI address
+      gpu.pciBus = d.pciBus;
+      gpu.pciDevice = d.pciDevice;
+      gpu.totalMemory = d.parentMemoryTotal;
+      gpu.attributes = d.attributes;
+      gpu.migMaxDevices = d.migMaxDevices;
+      gpu.migModeChangePending = d.migModeChangePending;
+      parents.push_back(std::move(gpu));
+      slots.push_back(
+          {nvmlDevice_st::Kind::migParent, static_cast<unsigned>(parents.size() - 1), i, 0});
+    }
+    parents[slots[parentSlot].device].instances.push_back(i);
+    migDevices.emplace_back(i, parentSlot);
+  }
+  topLevelSlots = static_cast<unsigned>(slots.size());
+  for (auto [visible, parentSlot] : migDevices) {
+    slots.push_back({nvmlDevice_st::Kind::migDevice, visible, visible, parentSlot});
+  }
+}
+
 // Found while libcuda.so.1 is not loaded yet (cudart loads it at its first call), so looked for
 // again until it is; dlopen with RTLD_NOLOAD only looks among the loaded libraries.
 const SharedChannel* sharedChannel(LibraryState& s) {
@@ -296,6 +363,16 @@ nvmlReturn_t refreshLiveLocked(LibraryState& s) {
               if (from.getUuid().size()) v.uuidText = from.getUuid();
               v.parentUuid = from.getParent();
               v.profile = from.getProfile();
+              if (from.hasMig()) {
+                auto mig = from.getMig();
+                v.parentName = mig.getParentName();
+                v.parentMemoryTotal = mig.getParentMemoryTotal();
+                v.migIndex = mig.getIndex();
+                v.migMaxDevices = mig.getMaxDevices();
+                v.gpuInstanceId = mig.getGpuInstanceId();
+                v.computeInstanceId = mig.getComputeInstanceId();
+                v.migModeChangePending = mig.getModeChangePending();
+              }
             }
           }
           live->devices.push_back(d);
@@ -346,10 +423,9 @@ nvmlReturn_t initLibrary() {
   }
   if (nvmlReturn_t r = connectLocked(s); r != NVML_SUCCESS) return r;
   if (nvmlReturn_t r = refreshLiveLocked(s); r != NVML_SUCCESS) return r;
-  auto& slots = handleSlots();
-  for (unsigned i = static_cast<unsigned>(slots.size()); i < s.devices.size(); ++i) {
-    slots.reserve(s.devices.size());
-    slots.push_back({i});
+  if (handleSlots().empty()) {
+    handleSlots().reserve(2 * s.devices.size());  // never reallocated: handles point into it
+    buildHandleTable(s.devices);
   }
   s.initCount = 1;
   return NVML_SUCCESS;
@@ -384,10 +460,25 @@ const VisibleDevice* deviceOf(nvmlDevice_t handle, nvmlReturn_t* result) {
     *result = NVML_ERROR_INVALID_ARGUMENT;
     return nullptr;
   }
-  return &state().devices[handle->index];
+  if (handle->kind == nvmlDevice_st::Kind::migParent) return &migParents()[handle->device];
+  return &state().devices[handle->device];
 }
 
-nvmlDevice_t handleOf(unsigned visibleIndex) { return &handleSlots().at(visibleIndex); }
+unsigned topLevelCount() { return topLevelSlots; }
+nvmlDevice_t topLevelHandle(unsigned index) { return &handleSlots().at(index); }
+
+std::vector<nvmlDevice_t> allHandles() {
+  std::vector<nvmlDevice_t> handles;
+  for (nvmlDevice_st& slot : handleSlots()) handles.push_back(&slot);
+  return handles;
+}
+
+nvmlDevice_t handleOfVisible(unsigned visibleIndex) {
+  for (nvmlDevice_st& slot : handleSlots()) {
+    if (slot.kind != nvmlDevice_st::Kind::migParent && slot.device == visibleIndex) return &slot;
+  }
+  return nullptr;
+}
 int cudaDriverVersion() { return state().cudaVersion; }
 const std::string& serverVersion() { return state().serverVersion; }
 const std::string& backendKind() { return state().backendKind; }
@@ -410,8 +501,8 @@ nvmlReturn_t liveDeviceStatus(nvmlDevice_t device, LiveStatus::Device* out,
   if (!deviceOf(device, &r)) return r;
   std::shared_ptr<const LiveStatus> live;
   if ((r = liveStatus(&live)) != NVML_SUCCESS) return r;
-  if (device->index >= live->devices.size()) return NVML_ERROR_GPU_IS_LOST;
-  *out = live->devices[device->index];
+  if (device->live >= live->devices.size()) return NVML_ERROR_GPU_IS_LOST;
+  *out = live->devices[device->live];
   if (keep) *keep = std::move(live);
   return NVML_SUCCESS;
 }

@@ -15,10 +15,16 @@
 
 #include "protocol/device_sensor_figures.h"
 
-// What an nvmlDevice_t points to: a slot of the visible device list (stable for the library's
-// life, so handles stay valid across nvmlShutdown/nvmlInit as NVIDIA's do).
+// What an nvmlDevice_t points to: a slot of the library's device table, built once (so handles
+// stay valid across nvmlShutdown/nvmlInit as NVIDIA's do). As NVIDIA's NVML lists them: whole
+// GPUs and MIG-enabled GPUs at the top (slots 0..count-1, the NVML index), each MIG instance the
+// pool serves under its GPU (reached by nvmlDeviceGetMigDeviceHandleByIndex), after them.
 struct nvmlDevice_st {
-  unsigned index;
+  enum class Kind : unsigned char { gpu, migParent, migDevice };
+  Kind kind;
+  unsigned device;  // gpu, migDevice: the visible device; migParent: its entry in migParents()
+  unsigned live;    // the visible device whose live status answers (a parent's first instance)
+  unsigned parent;  // migDevice: its parent's slot
 };
 
 namespace gpupool::nvml {
@@ -33,6 +39,15 @@ struct VisibleDevice {
   std::string uuidText;    // "GPU-…" or "MIG-…", as `gpupool status` shows it
   std::string parentUuid;  // MIG: the parent GPU's UUID; empty otherwise
   std::string profile;     // MIG: the instance profile ("1g.10gb")
+  // MIG, when the server's NVML described the parent: where the instance sits.
+  std::string parentName;
+  uint64_t parentMemoryTotal = 0;
+  unsigned migIndex = 0, migMaxDevices = 0;
+  int64_t gpuInstanceId = -1, computeInstanceId = -1;
+  bool migModeChangePending = false;
+  bool placed() const { return !parentUuid.empty() && !parentName.empty(); }
+  // A MIG-enabled GPU made from its instances' placement: its instances' visible indices.
+  std::vector<unsigned> instances;
   int pciDomain = 0, pciBus = 0, pciDevice = 0;
   uint64_t totalMemory = 0;
   std::vector<int32_t> attributes;  // by CUdevice_attribute value
@@ -77,9 +92,15 @@ nvmlReturn_t shutdownLibrary();
 // NVML_ERROR_UNINITIALIZED before nvmlInit; otherwise NVML_SUCCESS.
 nvmlReturn_t checkInitialized();
 const std::vector<VisibleDevice>& visibleDevices();
-// The device `handle` names, or null (and *result the error) when it names none.
+// The device `handle` names (for a MIG-enabled GPU, the GPU its instances' placement describes),
+// or null (and *result the error) when it names none.
 const VisibleDevice* deviceOf(nvmlDevice_t handle, nvmlReturn_t* result);
-nvmlDevice_t handleOf(unsigned visibleIndex);
+// Top-level devices (NVML indices 0..count-1), and every handle (top level, then MIG devices).
+unsigned topLevelCount();
+nvmlDevice_t topLevelHandle(unsigned index);
+std::vector<nvmlDevice_t> allHandles();
+// The handle of visible device `visibleIndex` (its MIG device handle, for an instance).
+nvmlDevice_t handleOfVisible(unsigned visibleIndex);
 int cudaDriverVersion();
 const std::string& serverVersion();
 const std::string& backendKind();

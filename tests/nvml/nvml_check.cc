@@ -34,6 +34,58 @@ int failures = 0;
     }                                                                                   \
   } while (0)
 
+// The MIG devices under `gpu` as JSON objects, each checked: its handle leads back to the GPU and
+// to itself by index and UUID, it answers its memory and its instance ids. None without MIG.
+std::string migDevicesOf(nvmlDevice_t gpu, bool migEnabled) {
+  unsigned slots = 99;
+  CHECK_OK(nvmlDeviceGetMaxMigDeviceCount(gpu, &slots));
+  if (!migEnabled) {
+    CHECK(slots == 0);
+    return "";
+  }
+  CHECK(slots > 0);
+  std::string out;
+  nvmlDevice_t mig = nullptr;
+  CHECK(nvmlDeviceGetMigDeviceHandleByIndex(gpu, slots, &mig) == NVML_ERROR_INVALID_ARGUMENT);
+  for (unsigned m = 0; m < slots; ++m) {
+    nvmlReturn_t found = nvmlDeviceGetMigDeviceHandleByIndex(gpu, m, &mig);
+    CHECK(found == NVML_SUCCESS || found == NVML_ERROR_NOT_FOUND);
+    if (found != NVML_SUCCESS) continue;
+    unsigned isMig = 0, index = 99, gpuInstance = 99, computeInstance = 99;
+    CHECK_OK(nvmlDeviceIsMigDeviceHandle(mig, &isMig));
+    CHECK(isMig == 1);
+    CHECK_OK(nvmlDeviceGetIndex(mig, &index));
+    CHECK(index == m);
+    nvmlDevice_t parent = nullptr, again = nullptr;
+    CHECK_OK(nvmlDeviceGetDeviceHandleFromMigDeviceHandle(mig, &parent));
+    CHECK(parent == gpu);
+    CHECK(nvmlDeviceGetDeviceHandleFromMigDeviceHandle(gpu, &parent) ==
+          NVML_ERROR_INVALID_ARGUMENT);
+    char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE] = {}, uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
+    CHECK_OK(nvmlDeviceGetName(mig, name, sizeof name));
+    CHECK_OK(nvmlDeviceGetUUID(mig, uuid, sizeof uuid));
+    CHECK(std::strncmp(uuid, "MIG-", 4) == 0);
+    CHECK_OK(nvmlDeviceGetHandleByUUID(uuid, &again));
+    CHECK(again == mig);
+    nvmlMemory_t memory{};
+    CHECK_OK(nvmlDeviceGetMemoryInfo(mig, &memory));
+    CHECK(memory.total > 0 && memory.used + memory.free == memory.total);
+    CHECK_OK(nvmlDeviceGetGpuInstanceId(mig, &gpuInstance));
+    CHECK_OK(nvmlDeviceGetComputeInstanceId(mig, &computeInstance));
+    CHECK(nvmlDeviceGetGpuInstanceId(gpu, &gpuInstance) == NVML_ERROR_NOT_SUPPORTED);
+    unsigned current = 0, pending = 0;
+    CHECK(nvmlDeviceGetMigMode(mig, &current, &pending) == NVML_ERROR_NOT_SUPPORTED);
+    char line[1024];
+    std::snprintf(line, sizeof line,
+                  "%s{\"index\": %u, \"name\": \"%s\", \"uuid\": \"%s\", \"memory_total\": %llu, "
+                  "\"memory_free\": %llu, \"gpu_instance_id\": %u, \"compute_instance_id\": %u}",
+                  out.empty() ? "" : ", ", m, name, uuid, memory.total, memory.free, gpuInstance,
+                  computeInstance);
+    out += line;
+  }
+  return out;
+}
+
 }  // namespace
 
 // --poll N: after the checks, asks device 0's utilization and memory N times, 10 ms apart (a
@@ -69,6 +121,11 @@ int main(int argc, char** argv) {
   for (unsigned i = 0; i < count; ++i) {
     nvmlDevice_t device = nullptr;
     CHECK_OK(nvmlDeviceGetHandleByIndex_v2(i, &device));
+    unsigned migCurrent = 9, migPending = 9;
+    nvmlReturn_t migModeResult = nvmlDeviceGetMigMode(device, &migCurrent, &migPending);
+    CHECK(migModeResult == NVML_SUCCESS || migModeResult == NVML_ERROR_NOT_SUPPORTED);
+    bool migEnabled = migModeResult == NVML_SUCCESS && migCurrent == NVML_DEVICE_MIG_ENABLE;
+    if (expectEmu) CHECK(!migEnabled);
     char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE] = {}, uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
     char serial[NVML_DEVICE_SERIAL_BUFFER_SIZE] = {};
     CHECK_OK(nvmlDeviceGetName(device, name, sizeof name));
@@ -104,18 +161,29 @@ int main(int argc, char** argv) {
     nvmlDeviceArchitecture_t arch = 0;
     CHECK_OK(nvmlDeviceGetArchitecture(device, &arch));
 
-    nvmlMemory_t memory;
-    CHECK_OK(nvmlDeviceGetMemoryInfo(device, &memory));
-    CHECK(memory.total > 0 && memory.free <= memory.total);
-    CHECK(memory.used + memory.free == memory.total);
-    nvmlMemory_v2_t memory2;
-    memory2.version = nvmlMemory_v2;
-    CHECK_OK(nvmlDeviceGetMemoryInfo_v2(device, &memory2));
-    CHECK(memory2.total == memory.total);
-
-    nvmlUtilization_t utilization;
-    CHECK_OK(nvmlDeviceGetUtilizationRates(device, &utilization));
-    CHECK(utilization.gpu <= 100 && utilization.memory <= 100);
+    // A MIG-enabled GPU's aggregate memory is for privileged callers and its utilization is not
+    // answered, as NVIDIA documents: its MIG devices answer instead.
+    nvmlMemory_t memory{};
+    nvmlUtilization_t utilization{};
+    std::string figures;
+    if (migEnabled) {
+      CHECK(nvmlDeviceGetMemoryInfo(device, &memory) == NVML_ERROR_NO_PERMISSION);
+      CHECK(nvmlDeviceGetUtilizationRates(device, &utilization) == NVML_ERROR_NOT_SUPPORTED);
+    } else {
+      CHECK_OK(nvmlDeviceGetMemoryInfo(device, &memory));
+      CHECK(memory.total > 0 && memory.free <= memory.total);
+      CHECK(memory.used + memory.free == memory.total);
+      nvmlMemory_v2_t memory2;
+      memory2.version = nvmlMemory_v2;
+      CHECK_OK(nvmlDeviceGetMemoryInfo_v2(device, &memory2));
+      CHECK(memory2.total == memory.total);
+      CHECK_OK(nvmlDeviceGetUtilizationRates(device, &utilization));
+      CHECK(utilization.gpu <= 100 && utilization.memory <= 100);
+      figures = ", \"memory_total\": " + std::to_string(memory.total) +
+                ", \"memory_free\": " + std::to_string(memory.free) +
+                ", \"utilization_gpu\": " + std::to_string(utilization.gpu) +
+                ", \"utilization_memory\": " + std::to_string(utilization.memory);
+    }
 
     // What the server's NVML reads (a real GPU's sensors): each figure is answered or
     // NOT_SUPPORTED, and what is answered is printed under "sensors" for the test to compare with
@@ -189,6 +257,8 @@ int main(int argc, char** argv) {
     unsigned isMig = 2;
     CHECK_OK(nvmlDeviceIsMigDeviceHandle(device, &isMig));
     CHECK(isMig <= 1);
+    if (migEnabled) CHECK(isMig == 0);
+    std::string migDevices = migDevicesOf(device, migEnabled);
 
     // This program holds no CUDA session: no process of its own is listed.
     unsigned processes = 0;
@@ -198,11 +268,11 @@ int main(int argc, char** argv) {
     if (expectEmu) CHECK(sensors.empty());  // the emu has no sensors: nothing is made up
 
     std::printf(
-        "%s{\"index\": %u, \"name\": \"%s\", \"uuid\": \"%s\", \"memory_total\": %llu, "
-        "\"memory_free\": %llu, \"compute_capability\": \"%d.%d\", \"busid\": \"%s\", "
-        "\"utilization_gpu\": %u, \"utilization_memory\": %u, \"sensors\": {%s}}",
-        i ? ", " : "", i, name, uuid, memory.total, memory.free, major, minor, pci.busId,
-        utilization.gpu, utilization.memory, sensors.c_str());
+        "%s{\"index\": %u, \"name\": \"%s\", \"uuid\": \"%s\"%s, \"compute_capability\": "
+        "\"%d.%d\", \"busid\": \"%s\", \"mig_enabled\": %s, \"mig_devices\": [%s], "
+        "\"sensors\": {%s}}",
+        i ? ", " : "", i, name, uuid, figures.c_str(), major, minor, pci.busId,
+        migEnabled ? "true" : "false", migDevices.c_str(), sensors.c_str());
   }
   std::printf("]}\n");
 

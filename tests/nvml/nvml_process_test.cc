@@ -328,5 +328,72 @@ TEST(NvmlTest, ChainedCudaBackendForwardsTheServersNvml) {
       << "NVML readings: " << lines << " in " << elapsed << " s";
 }
 
+// When the server's NVML says the pooled device is a MIG instance, NVML on the client shows it as
+// NVIDIA's does: its GPU at the top (MIG enabled, the GPU's name and UUID), the instance under it
+// at its slot, with its GPU and compute instance ids; `gpupool status --json` says the same.
+TEST(NvmlTest, ChainedMigInstanceSitsUnderItsGpu) {
+  GpupoolServer emu;
+  std::string uuid = statusOf(emu.endpoint()).at("devices").at(0).at("uuid");
+  ServerOptions cudaOptions;
+  cudaOptions.extraArgs = {"--nvml-library", RECORDED_NVML_PATH};
+  cudaOptions.environment["GPU_POOL_RECORDED_NVML_UUID"] = uuid;
+  cudaOptions.environment["GPU_POOL_RECORDED_NVML_MIG_INDEX"] = "3";
+  GpupoolServer cuda(chainedCudaOptions(emu.endpoint(), cudaOptions));
+
+  nlohmann::json status = statusOf(cuda.endpoint());
+  const nlohmann::json& device = status.at("devices").at(0);
+  std::string migUuid = "MIG-" + uuid.substr(4);
+  EXPECT_EQ(device.at("uuid"), migUuid) << status.dump(2);
+  EXPECT_EQ(device.at("parent"), "GPU-5a1c7e2b-0d4f-4c3e-9a8b-1f2e3d4c5b6a");
+  EXPECT_EQ(device.at("profile"), "1g.10gb");
+  const nlohmann::json& mig = device.at("mig");
+  EXPECT_EQ(mig.at("parent_name"), "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(mig.at("parent_memory_total"), 85520809984ull);
+  EXPECT_EQ(mig.at("index"), 3);
+  EXPECT_EQ(mig.at("max_devices"), 7);
+  EXPECT_EQ(mig.at("gpu_instance_id"), 13);
+  EXPECT_EQ(mig.at("compute_instance_id"), 0);
+  EXPECT_EQ(mig.at("mode_change_pending"), false);
+
+  nlohmann::json nvml = nvmlAnswers(cuda.endpoint(), /*emu=*/false);
+  ASSERT_EQ(nvml.at("devices").size(), 1u) << nvml.dump(2);
+  const nlohmann::json& gpu = nvml.at("devices").at(0);
+  EXPECT_EQ(gpu.at("name"), "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(gpu.at("uuid"), "GPU-5a1c7e2b-0d4f-4c3e-9a8b-1f2e3d4c5b6a");
+  EXPECT_EQ(gpu.at("mig_enabled"), true);
+  EXPECT_FALSE(gpu.contains("memory_total")) << "a MIG-enabled GPU's aggregate is privileged";
+  // The GPU's sensors are the server's readings of it.
+  EXPECT_EQ(gpu.at("sensors").at("temperature_c"), device.at("sensors").at("temperature_c"));
+  ASSERT_EQ(gpu.at("mig_devices").size(), 1u) << nvml.dump(2);
+  const nlohmann::json& instance = gpu.at("mig_devices").at(0);
+  EXPECT_EQ(instance.at("index"), 3);
+  EXPECT_EQ(instance.at("uuid"), migUuid);
+  EXPECT_EQ(instance.at("name"), device.at("name"));
+  EXPECT_EQ(instance.at("memory_total"), device.at("memory_total"));
+  EXPECT_EQ(
+      instance.at("memory_total").get<uint64_t>() - instance.at("memory_free").get<uint64_t>(),
+      device.at("memory_used").get<uint64_t>());
+  EXPECT_EQ(instance.at("gpu_instance_id"), 13);
+  EXPECT_EQ(instance.at("compute_instance_id"), 0);
+
+  // gpupool smi, built on the library: the GPU's power (the server's readings), then the MIG
+  // devices table with the instance's ids, slot and UUID.
+  ProgramResult smi =
+      runProgram(gpupoolCliPath(), {"smi"}, clientEnvironment(cuda.endpoint()), seconds(60));
+  ASSERT_TRUE(smi.passed()) << smi.describe();
+  EXPECT_NE(smi.out.find("71.50W / 700.00W"), std::string::npos) << smi.out;
+  EXPECT_NE(smi.out.find("MIG devices:"), std::string::npos) << smi.out;
+  EXPECT_NE(smi.out.find("    0  13   0    3  "), std::string::npos) << smi.out;
+  EXPECT_NE(smi.out.find(migUuid), std::string::npos) << smi.out;
+  ProgramResult listing =
+      runProgram(gpupoolCliPath(), {"smi", "-L"}, clientEnvironment(cuda.endpoint()), seconds(60));
+  EXPECT_NE(listing.out.find("GPU 0: NVIDIA H100 80GB HBM3 (UUID: "
+                             "GPU-5a1c7e2b-0d4f-4c3e-9a8b-1f2e3d4c5b6a)\n  MIG "),
+            std::string::npos)
+      << listing.out;
+  EXPECT_NE(listing.out.find("Device 3: (UUID: " + migUuid + ")"), std::string::npos)
+      << listing.out;
+}
+
 }  // namespace
 }  // namespace gpupool::e2e

@@ -64,7 +64,23 @@ class RecordedNvml final : public NvmlQueries {
     *mig = &instances.at(static_cast<size_t>(slot));
     return kNvmlSuccess;
   }
+  int gpuInstanceId(NvmlHandle device, unsigned* id) override { return instanceIds(device, id, 0); }
+  int computeInstanceId(NvmlHandle device, unsigned* id) override {
+    return instanceIds(device, id, 1);
+  }
   std::string errorString(int code) override { return code == 999 ? "Unknown Error" : "error"; }
+
+ private:
+  // The recorded A100's instances: GPU instances 1 and 9, compute instance 0 of each.
+  int instanceIds(NvmlHandle device, unsigned* id, int which) {
+    for (size_t i = 0; i < instances.size(); ++i) {
+      if (device == &instances[i]) {
+        *id = which == 0 ? (i == 0 ? 1u : 9u) : 0u;
+        return kNvmlSuccess;
+      }
+    }
+    return kNvmlNotSupported;
+  }
 };
 
 RecordedNvml recordedCluster() {
@@ -123,6 +139,16 @@ TEST(MigEnumerationTest, OffersMigInstancesInsteadOfTheirParentAndWholeGpusOther
   EXPECT_EQ(devices[0].memoryBytes, 20ull << 30);
   EXPECT_EQ(devices[1].profile, "1g.5gb");  // the empty slot between them is skipped
   EXPECT_EQ(devices[1].gpuIndex, 0u);
+  // Where each instance sits: what the client's NVML lists under the GPU.
+  EXPECT_EQ(devices[0].mig.parentName, "NVIDIA A100-SXM4-40GB");
+  EXPECT_EQ(devices[0].mig.parentMemoryBytes, 40ull << 30);
+  EXPECT_EQ(devices[0].mig.index, 0u);
+  EXPECT_EQ(devices[1].mig.index, 2u);
+  EXPECT_EQ(devices[1].mig.maxDevices, 3u);
+  EXPECT_EQ(devices[0].mig.gpuInstanceId, 1);
+  EXPECT_EQ(devices[1].mig.gpuInstanceId, 9);
+  EXPECT_EQ(devices[1].mig.computeInstanceId, 0);
+  EXPECT_FALSE(devices[1].mig.modeChangePending);
   EXPECT_EQ(devices[2].uuid, "GPU-0d7e1f2a-3b4c-5d6e-7f80-91a2b3c4d5e6");
   EXPECT_TRUE(devices[2].parentUuid.empty());
   EXPECT_TRUE(devices[2].migPending);  // MIG turns on at the next GPU reset
