@@ -1,4 +1,5 @@
-// CUDA IPC memory handles: cuIpcGetMemHandle, cuIpcOpenMemHandle, cuIpcCloseMemHandle.
+// CUDA IPC memory handles: cuIpcGetMemHandle, cuIpcOpenMemHandle, cuIpcCloseMemHandle; and event
+// handles: cuIpcGetEventHandle, cuIpcOpenEventHandle.
 //
 // The server keeps the secret: a random 128-bit token per exported allocation, which it gives
 // only to sessions of the exporter's tenant (server/ipc_memory_registry.h). The 64-byte handle
@@ -8,6 +9,11 @@
 //   48-63 zero.
 // An opened allocation is entered as a device allocation of the opening context, so copies,
 // kernels and pointer queries treat it as that context's memory; cuMemFree refuses it.
+// An event handle carries its token the same way after "GPPLIPE1"; the opened event is an event of
+// the opening context whose records and waits reach the exporter's (on backends that share events
+// between sessions: the emu; devices say so in IPC_EVENT_SUPPORTED). Records of an interprocess
+// event are synchronous calls (client/stream_event_api.cc), so a record made before a process tells
+// another is on the server before the other's wait can be.
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -22,6 +28,7 @@ using namespace gpupool::client;
 namespace {
 
 constexpr char kIpcMagic[8] = {'G', 'P', 'P', 'L', 'I', 'P', 'C', '1'};
+constexpr char kIpcEventMagic[8] = {'G', 'P', 'P', 'L', 'I', 'P', 'E', '1'};
 constexpr size_t kTokenAt = 8, kTokenBytes = 16, kUuidAt = 24, kSizeAt = 40;
 
 void putLittleEndian(char* at, uint64_t value) {
@@ -172,4 +179,73 @@ GPUPOOL_DRIVER_API CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
         m.setAddress(dptr);
       },
       {}, [](wire::Response::Reader, ReplyBulk&) { return CUDA_SUCCESS; });
+}
+
+GPUPOOL_DRIVER_API CUresult cuIpcGetEventHandle(CUipcEventHandle* handle, CUevent event) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  if (!handle) return CUDA_ERROR_INVALID_VALUE;
+  EventObject* e = asEvent(event);
+  if (!e) return CUDA_ERROR_INVALID_HANDLE;
+  const unsigned needed = CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING;
+  if ((e->flags & needed) != needed) {
+    return refuseCall(CUDA_ERROR_INVALID_VALUE,
+                      "cuIpcGetEventHandle: the event was not created with CU_EVENT_INTERPROCESS "
+                      "and CU_EVENT_DISABLE_TIMING");
+  }
+  if (CUresult r = DriverState::get().ensureRemote(e->context); r != CUDA_SUCCESS) return r;
+  uint64_t low = 0, high = 0;
+  CUresult r = e->context->server->call(
+      "cuIpcGetEventHandle",
+      [&](wire::Request::Builder b) {
+        auto m = b.initIpcMem();
+        m.setContext(e->context->remote);
+        m.setOp(wire::Request::IpcMemOp::GET_EVENT);
+        m.setEvent(e->remote);
+      },
+      {},
+      [&](wire::Response::Reader reply, ReplyBulk&) {
+        low = reply.getGlobal().getAddress();
+        high = reply.getGlobal().getBytes();
+        return CUDA_SUCCESS;
+      });
+  if (r != CUDA_SUCCESS) return r;
+  std::memset(handle->reserved, 0, sizeof(handle->reserved));
+  std::memcpy(handle->reserved, kIpcEventMagic, sizeof(kIpcEventMagic));
+  putLittleEndian(handle->reserved + kTokenAt, low);
+  putLittleEndian(handle->reserved + kTokenAt + 8, high);
+  return CUDA_SUCCESS;
+}
+
+GPUPOOL_DRIVER_API CUresult cuIpcOpenEventHandle(CUevent* phEvent, CUipcEventHandle handle) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  if (!phEvent) return CUDA_ERROR_INVALID_VALUE;
+  ContextObject* ctx = nullptr;
+  if (CUresult r = currentRemoteContext(&ctx); r != CUDA_SUCCESS) return r;
+  if (std::memcmp(handle.reserved, kIpcEventMagic, sizeof(kIpcEventMagic)) != 0) {
+    return refuseCall(CUDA_ERROR_INVALID_HANDLE,
+                      "cuIpcOpenEventHandle: not an IPC event handle of a gpupool server");
+  }
+  uint64_t id = 0;
+  CUresult r = ctx->server->call(
+      "cuIpcOpenEventHandle",
+      [&](wire::Request::Builder b) {
+        auto m = b.initIpcMem();
+        m.setContext(ctx->remote);
+        m.setOp(wire::Request::IpcMemOp::OPEN_EVENT);
+        m.setToken(capnp::Data::Reader(
+            reinterpret_cast<const capnp::byte*>(handle.reserved + kTokenAt), kTokenBytes));
+      },
+      {},
+      [&](wire::Response::Reader reply, ReplyBulk&) {
+        id = reply.getHandle();
+        return CUDA_SUCCESS;
+      });
+  if (r != CUDA_SUCCESS) return r;
+  auto* e = new EventObject();
+  e->context = ctx;
+  e->remote = id;
+  e->flags = CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING;  // what an exportable event has
+  registerObject(e);
+  *phEvent = reinterpret_cast<CUevent>(e);
+  return CUDA_SUCCESS;
 }

@@ -98,12 +98,16 @@ CUresult recordEvent(CUevent event, CUstream h, unsigned flags) {
   if (e->context != ctx) return CUDA_ERROR_INVALID_HANDLE;
   if (CUresult r = CUDA_SUCCESS; captureEventRecord(h, e, flags, &r)) return r;
   eventRecordedOutsideCapture(e);
-  return ctx->server->post("cuEventRecord", [&](wire::Request::Builder b) {
+  auto build = [&](wire::Request::Builder b) {
     auto r = b.initEventRecord();
     r.setContext(ctx->remote);
     r.setEvent(e->remote);
     r.setStream(s);
-  });
+  };
+  // Another process may wait on an interprocess event as soon as this one tells it (a pipe, a
+  // socket): the record must be on the server by then, so it is not left in a posted batch.
+  if (e->flags & CU_EVENT_INTERPROCESS) return ctx->server->call("cuEventRecord", build);
+  return ctx->server->post("cuEventRecord", build);
 }
 
 // The attribute table of stream `h` (its own, or its context's for the default streams) and the

@@ -651,13 +651,16 @@ struct Request {
     get @0;
     open @1;
     close @2;
+    getEvent @3;                  # cuIpcGetEventHandle: answered like get (the token in global)
+    openEvent @4;                 # cuIpcOpenEventHandle: answered with handle (the event)
   }
   struct IpcMem {
     context @0 :UInt64;
     op @1 :IpcMemOp;
     address @2 :UInt64;           # get: the allocation's base; close: the opened address
-    token @3 :Data;               # open: the 16-byte token of the handle
+    token @3 :Data;               # open, openEvent: the 16-byte token of the handle
     flags @4 :UInt32;             # open: CUipcMem_flags
+    event @5 :UInt64;             # getEvent: the event
   }
   struct StreamMemOps {
     context @0 :UInt64;

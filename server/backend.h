@@ -131,6 +131,12 @@ struct IpcExportedAllocation {
   uint64_t generation = 0;
 };
 
+// An event exported through CUDA IPC (cuIpcGetEventHandle): the backend's shared state of it, which
+// an opening context's event then names too (records and waits of either reach the other).
+struct IpcExportedEvent {
+  std::shared_ptr<void> state;
+};
+
 class LaunchGate {
  public:
   virtual ~LaunchGate() = default;
@@ -217,6 +223,14 @@ class BackendContext {
     return noIpc();
   }
   virtual Status ipcClose(uint64_t /*address*/) { return noIpc(); }
+  // CUDA IPC events: `event` (created with CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING) for
+  // another session's context to open as an event of its own.
+  virtual Status ipcExportEvent(uint64_t /*event*/, IpcExportedEvent* /*exported*/) {
+    return noIpcEvents();
+  }
+  virtual Status ipcOpenEvent(const IpcExportedEvent& /*exported*/, uint64_t* /*event*/) {
+    return noIpcEvents();
+  }
 
   // Copies. Synchronous ones (async=false, and every device→host copy) are complete, in stream
   // order, when they return. An async host→device copy has consumed `src` when it returns.
@@ -359,6 +373,11 @@ class BackendContext {
   virtual void setLaunchGate(std::shared_ptr<LaunchGate> /*gate*/) {}
 
  private:
+  static Status noIpcEvents() {
+    return Status::error(CUDA_ERROR_NOT_SUPPORTED,
+                         "this backend cannot share an event between sessions (CUDA IPC events; "
+                         "devices report IPC_EVENT_SUPPORTED 0)");
+  }
   static Status noIpc() {
     return Status::error(CUDA_ERROR_NOT_SUPPORTED,
                          "this backend cannot share an allocation between sessions (CUDA IPC)");
@@ -391,6 +410,8 @@ class Backend {
   // Where device addresses live, so clients can keep that range free in their own address space
   // (0, 0 when unknown).
   virtual std::pair<uint64_t, uint64_t> deviceAddressWindow() const = 0;
+  // Whether a context's event can be opened by another session's context (CUDA IPC events).
+  virtual bool sharesEventsBetweenSessions() const { return false; }
 };
 
 }  // namespace gpupool::server

@@ -29,7 +29,9 @@ Status IpcMemoryRegistry::publish(const Export& exported, Token* token) {
     if (e.session != exported.session) continue;
     ++held;
     // cuIpcGetMemHandle may be called many times on one allocation: the same handle each time.
-    if (e.context == exported.context && e.allocation.address == exported.allocation.address &&
+    // (And cuIpcGetEventHandle on one event: the same handle each time.)
+    if (e.context == exported.context && e.event == exported.event &&
+        e.allocation.address == exported.allocation.address &&
         e.allocation.generation == exported.allocation.generation) {
       *token = t;
       return Status::success();
@@ -48,13 +50,14 @@ Status IpcMemoryRegistry::publish(const Export& exported, Token* token) {
   return Status::success();
 }
 
-Status IpcMemoryRegistry::find(const Token& token, const std::string& tenant,
+Status IpcMemoryRegistry::find(const Token& token, const std::string& tenant, bool event,
                                Export* exported) const {
   std::lock_guard lock(mutex_);
   auto it = exports_.find(token);
-  if (it == exports_.end() || it->second.tenant != tenant) {
+  if (it == exports_.end() || it->second.tenant != tenant || (it->second.event != 0) != event) {
     return Status::error(CUDA_ERROR_INVALID_HANDLE,
-                         "no exported allocation for this IPC handle on this server");
+                         event ? "no exported event for this IPC handle on this server"
+                               : "no exported allocation for this IPC handle on this server");
   }
   *exported = it->second;
   return Status::success();
@@ -69,6 +72,14 @@ void IpcMemoryRegistry::withdrawContext(uint64_t session, uint64_t context) {
   std::lock_guard lock(mutex_);
   std::erase_if(exports_, [&](const auto& entry) {
     return entry.second.session == session && entry.second.context == context;
+  });
+}
+
+void IpcMemoryRegistry::withdrawEvent(uint64_t session, uint64_t context, uint64_t event) {
+  std::lock_guard lock(mutex_);
+  std::erase_if(exports_, [&](const auto& entry) {
+    return entry.second.session == session && entry.second.context == context &&
+           entry.second.event == event;
   });
 }
 

@@ -1,5 +1,6 @@
-// The CUDA IPC memory tokens of one server (cuIpcGetMemHandle, cuIpcOpenMemHandle): each names an
-// allocation one session exported, for the sessions of the same tenant to open. A token is 128
+// The CUDA IPC tokens of one server (cuIpcGetMemHandle, cuIpcOpenMemHandle; cuIpcGetEventHandle,
+// cuIpcOpenEventHandle): each names an allocation or an event one session exported, for the
+// sessions of the same tenant to open. A token is 128
 // random bits from the kernel's CSPRNG, the only secret a CUipcMemHandle carries; a token that is
 // unknown, of another tenant, or whose exporter is gone opens nothing. Shared by every session;
 // thread-safe.
@@ -26,6 +27,8 @@ class IpcMemoryRegistry {
     uint64_t context = 0;  // the exporting context's handle in its session
     int device = 0;
     IpcExportedAllocation allocation;
+    uint64_t event = 0;  // an event's handle in the exporting context; 0 for an allocation
+    IpcExportedEvent eventState;
   };
 
   // The token for `exported`: the one handed out before for the same allocation, else a new one.
@@ -34,10 +37,14 @@ class IpcMemoryRegistry {
   // The export `token` names for a session of `tenant`: CUDA_ERROR_INVALID_HANDLE when there is
   // none (unknown, forged, of another tenant, or its session ended), which says nothing about
   // which.
-  Status find(const Token& token, const std::string& tenant, Export* exported) const;
+  // `event` says which kind the caller opens: a memory token never opens as an event, nor the
+  // reverse.
+  Status find(const Token& token, const std::string& tenant, bool event, Export* exported) const;
   // The session ended, or one of its contexts was destroyed: its tokens open nothing any more.
   void withdrawSession(uint64_t session);
   void withdrawContext(uint64_t session, uint64_t context);
+  // The exporter destroyed the event: its token opens nothing any more.
+  void withdrawEvent(uint64_t session, uint64_t context, uint64_t event);
 
   static constexpr size_t kMaxTokensPerSession = 1 << 16;
 

@@ -43,7 +43,8 @@ constexpr WithheldCapability kWithheld[] = {
     {CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED, 0, kNoExport},
     {CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES, 0, kNoExport},
     {CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED, 0,
-     "IPC event handles are not served (IPC memory handles are: cuIpcGetMemHandle)"},
+     "IPC event handles are served only by a backend that shares events between sessions (the "
+     "emu; the cuda backend does not)"},
     {CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, 0, kNoExport},
     {CU_DEVICE_ATTRIBUTE_HOST_ALLOC_DMA_BUF_SUPPORTED, 0, kNoExport},
     {CU_DEVICE_ATTRIBUTE_HOST_NUMA_MULTINODE_IPC_SUPPORTED, 0, kNoExport},
@@ -86,10 +87,14 @@ constexpr WithheldCapability kWithheld[] = {
 
 std::span<const WithheldCapability> withheldCapabilities() { return kWithheld; }
 
-std::vector<int32_t> servedAttributes(const std::vector<int32_t>& deviceAttributes) {
+std::vector<int32_t> servedAttributes(const std::vector<int32_t>& deviceAttributes,
+                                      bool sessionsShareEvents) {
   std::vector<int32_t> served = deviceAttributes;
   for (const WithheldCapability& w : kWithheld) {
     if (static_cast<size_t>(w.attribute) < served.size()) served[w.attribute] = w.servedValue;
+  }
+  if (sessionsShareEvents && CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED < served.size()) {
+    served[CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED] = 1;
   }
   return served;
 }

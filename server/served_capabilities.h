@@ -22,7 +22,10 @@ struct WithheldCapability {
 // Every attribute the pool answers differently from the device, with its reason.
 std::span<const WithheldCapability> withheldCapabilities();
 
-// `deviceAttributes` (index = CUdevice_attribute) as clients see them.
-std::vector<int32_t> servedAttributes(const std::vector<int32_t>& deviceAttributes);
+// `deviceAttributes` (index = CUdevice_attribute) as clients see them. `sessionsShareEvents`: the
+// backend shares events between sessions (Backend::sharesEventsBetweenSessions), so IPC event
+// handles are served and IPC_EVENT_SUPPORTED reads 1.
+std::vector<int32_t> servedAttributes(const std::vector<int32_t>& deviceAttributes,
+                                      bool sessionsShareEvents = false);
 
 }  // namespace gpupool::server

@@ -279,7 +279,8 @@ bool Session::handshake() {
     out.setPciDevice(d.pciDevice);
     out.setTotalMemory(d.totalMemory);
     out.setBackendKind(state_.backend.kind());
-    const std::vector<int32_t> served = servedAttributes(d.attributes);
+    const std::vector<int32_t> served =
+        servedAttributes(d.attributes, state_.backend.sharesEventsBetweenSessions());
     auto attrs = out.initAttributes(static_cast<unsigned>(served.size()));
     for (unsigned a = 0; a < served.size(); ++a) attrs.set(a, served[a]);
   }

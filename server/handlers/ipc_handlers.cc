@@ -1,8 +1,9 @@
-// CUDA IPC memory handles: a session exports one of its allocations under a random token
-// (cuIpcGetMemHandle), another session of the same tenant opens it by that token
-// (cuIpcOpenMemHandle) and closes it (cuIpcCloseMemHandle). The tokens live in the server's
-// IpcMemoryRegistry; the backend maps the memory. The memory stays charged to the exporting
-// context's allocation: opening it charges nothing.
+// CUDA IPC memory and event handles: a session exports one of its allocations under a random
+// token (cuIpcGetMemHandle), another session of the same tenant opens it by that token
+// (cuIpcOpenMemHandle) and closes it (cuIpcCloseMemHandle); events alike (cuIpcGetEventHandle,
+// cuIpcOpenEventHandle; the opened event is destroyed as any other). The tokens live in the
+// server's IpcMemoryRegistry; the backend maps the memory. The memory stays charged to the
+// exporting context's allocation: opening it charges nothing.
 #include <cstring>
 
 #include "server/handlers/request_table.h"
@@ -38,7 +39,7 @@ Status ipcMem(RequestContext& request, Request::Reader r) {
   switch (m.getOp()) {
     case Request::IpcMemOp::GET: {
       IpcMemoryRegistry::Export exported{
-          tenant, session.id, id, deviceOfContext(session.contexts, id), {}};
+          tenant, session.id, id, deviceOfContext(session.contexts, id), {}, 0, {}};
       if (Status st = context->ipcExport(m.getAddress(), &exported.allocation); !st.ok()) {
         return st;
       }
@@ -61,7 +62,7 @@ Status ipcMem(RequestContext& request, Request::Reader r) {
       }
       std::memcpy(token.data(), bytes.begin(), token.size());
       IpcMemoryRegistry::Export exported;
-      if (Status st = registry.find(token, tenant, &exported); !st.ok()) return st;
+      if (Status st = registry.find(token, tenant, /*event=*/false, &exported); !st.ok()) return st;
       if (exported.session == session.id) {
         return Status::error(CUDA_ERROR_INVALID_CONTEXT,
                              "an IPC handle cannot be opened by the process that exported it");
@@ -75,6 +76,39 @@ Status ipcMem(RequestContext& request, Request::Reader r) {
     }
     case Request::IpcMemOp::CLOSE:
       return context->ipcClose(m.getAddress());
+    case Request::IpcMemOp::GET_EVENT: {
+      IpcMemoryRegistry::Export exported{
+          tenant, session.id, id, deviceOfContext(session.contexts, id), {}, m.getEvent(), {}};
+      if (exported.event == 0) return Status::error(CUDA_ERROR_INVALID_HANDLE, "no event");
+      if (Status st = context->ipcExportEvent(m.getEvent(), &exported.eventState); !st.ok()) {
+        return st;
+      }
+      IpcMemoryRegistry::Token token{};
+      if (Status st = registry.publish(exported, &token); !st.ok()) return st;
+      auto out = request.reply.initGlobal();
+      out.setAddress(tokenHalf(token, 0));
+      out.setBytes(tokenHalf(token, 8));
+      return Status::success();
+    }
+    case Request::IpcMemOp::OPEN_EVENT: {
+      auto bytes = m.getToken();
+      IpcMemoryRegistry::Token token{};
+      if (bytes.size() != token.size()) {
+        return Status::error(CUDA_ERROR_INVALID_HANDLE, "malformed IPC event handle");
+      }
+      std::memcpy(token.data(), bytes.begin(), token.size());
+      IpcMemoryRegistry::Export exported;
+      if (Status st = registry.find(token, tenant, /*event=*/true, &exported); !st.ok()) return st;
+      if (exported.session == session.id) {
+        return Status::error(
+            CUDA_ERROR_INVALID_CONTEXT,
+            "an IPC event handle cannot be opened by the process that exported it");
+      }
+      uint64_t event = 0;
+      if (Status st = context->ipcOpenEvent(exported.eventState, &event); !st.ok()) return st;
+      request.reply.setHandle(event);
+      return Status::success();
+    }
   }
   return Status::error(CUDA_ERROR_INVALID_VALUE, "unknown IPC memory operation");
 }

@@ -1,6 +1,7 @@
 // Streams and events: creation, ordering (waits, records) and the calls that wait for or ask
 // about the device's progress.
 #include "server/handlers/request_table.h"
+#include "server/pool_server.h"
 
 namespace gpupool::server {
 namespace {
@@ -70,6 +71,9 @@ Status eventCreate(RequestContext& request, Request::Reader r) {
 
 Status eventDestroy(RequestContext& request, Request::Reader r) {
   auto e = r.getEventDestroy();
+  // An IPC handle of the event opens nothing any more (events already opened elsewhere live on).
+  request.session.server.ipcMemory().withdrawEvent(request.session.id, e.getContext(),
+                                                   e.getEvent());
   return request.withContext(
       e.getContext(), [&](BackendContext& context) { return context.eventDestroy(e.getEvent()); });
 }

@@ -85,7 +85,8 @@ programs = ["%s/%s" % (group, name) for group in ("basic", "emu")
 need(len(programs) >= 35, "only %d programs in the bundle" % len(programs))
 for name in programs:
     item = items.get(name, {})
-    if name in ("basic/multi_device", "basic/ipc_memory", "basic/ipc_memory_driver"):
+    if name in ("basic/multi_device", "basic/ipc_memory", "basic/ipc_memory_driver",
+                "basic/ipc_event", "basic/ipc_event_driver"):
         need(item.get("status") == "skip", "%s must skip (one device; no IPC on the cuda "
              "backend)" % name)
         continue

@@ -62,11 +62,13 @@ SPECIAL_ENDINGS = {
 COMPARE_KEY_VALUES = {"basic/device_query"}
 # CUDA IPC between two processes is served by the emu backend only; the pooled run goes through
 # the cuda backend, which refuses it (docs/architecture.md, CUDA IPC memory).
-IPC_NOT_POOLED = ("the cuda backend refuses CUDA IPC memory handles (one server process holds "
-                  "every session's contexts)")
+IPC_NOT_POOLED = ("the cuda backend refuses CUDA IPC memory and event handles (one server "
+                  "process holds every session's contexts)")
 ALWAYS_SKIPPED = {"basic/multi_device": "needs two devices; the check serves one",
                   "basic/ipc_memory": IPC_NOT_POOLED,
-                  "basic/ipc_memory_driver": IPC_NOT_POOLED}
+                  "basic/ipc_memory_driver": IPC_NOT_POOLED,
+                  "basic/ipc_event": IPC_NOT_POOLED,
+                  "basic/ipc_event_driver": IPC_NOT_POOLED}
 # Where NVIDIA's driver is installed on common distributions and containers.
 DRIVER_CANDIDATES = [
     "/usr/lib/x86_64-linux-gnu/libcuda.so.1",

@@ -132,6 +132,97 @@ TEST(IpcMemoryTest, TokensOpenOnlyForSessionsOfTheExportersTenant) {
   EXPECT_NE(alice2.read(context2.handle, opened.handle, 64).result, CUDA_SUCCESS);
 }
 
+Reply createEvent(WireClient& client, uint64_t context, unsigned flags) {
+  return client.call([&](wire::Request::Builder r) {
+    auto e = r.initEventCreate();
+    e.setContext(context);
+    e.setFlags(flags);
+  });
+}
+
+Reply exportEvent(WireClient& client, uint64_t context, uint64_t event, Token* token) {
+  Reply reply = client.call([&](wire::Request::Builder r) {
+    auto m = r.initIpcMem();
+    m.setContext(context);
+    m.setOp(Op::GET_EVENT);
+    m.setEvent(event);
+  });
+  for (size_t i = 0; i < 8; ++i) {
+    (*token)[i] = static_cast<uint8_t>(reply.handle >> (8 * i));
+    (*token)[8 + i] = static_cast<uint8_t>(reply.bytes >> (8 * i));
+  }
+  return reply;
+}
+
+Reply openEvent(WireClient& client, uint64_t context, std::span<const uint8_t> token) {
+  return client.call([&](wire::Request::Builder r) {
+    auto m = r.initIpcMem();
+    m.setContext(context);
+    m.setOp(Op::OPEN_EVENT);
+    m.setToken(capnp::Data::Reader(token.data(), token.size()));
+  });
+}
+
+// IPC event tokens follow the memory tokens' rules: only the exporter's tenant opens them, a
+// memory token is not an event token nor the reverse, only interprocess events without timing are
+// exported, and a destroyed event's token opens nothing more.
+TEST(IpcMemoryTest, EventTokensOpenOnlyEventsForTheExportersTenant) {
+  const std::string config = ::testing::TempDir() + "/ipc_event_tenants.toml";
+  {
+    std::ofstream out(config);
+    out << "[[device]]\nbackend = \"emu\"\nmemory = \"256MiB\"\n"
+           "[[tenant]]\nname = \"alice\"\ntoken = \"alice-token\"\n"
+           "[[tenant]]\nname = \"bob\"\ntoken = \"bob-token\"\n";
+  }
+  e2e::ServerOptions options;
+  options.extraArgs = {"--config", config};
+  e2e::GpupoolServer server(options);
+  Exporter alice;
+  ASSERT_NO_FATAL_FAILURE(
+      startExporter(server.endpoint(), "alice-token", ipcPattern(4096, 0x11), &alice));
+  auto timed = createEvent(*alice.client, alice.context, 0);
+  ASSERT_EQ(timed.result, CUDA_SUCCESS) << timed.message;
+  Token unused{};
+  EXPECT_EQ(exportEvent(*alice.client, alice.context, timed.handle, &unused).result,
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_NE(exportEvent(*alice.client, alice.context, 0xdead, &unused).result, CUDA_SUCCESS);
+  auto event =
+      createEvent(*alice.client, alice.context, CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING);
+  ASSERT_EQ(event.result, CUDA_SUCCESS) << event.message;
+  Token token{};
+  auto exported = exportEvent(*alice.client, alice.context, event.handle, &token);
+  ASSERT_EQ(exported.result, CUDA_SUCCESS) << exported.message;
+  EXPECT_EQ(openEvent(*alice.client, alice.context, token).result, CUDA_ERROR_INVALID_CONTEXT);
+
+  WireClient bob(server.endpoint(), wire::Hello::Purpose::DRIVER, "bob-token");
+  auto bobContext = bob.createContext();
+  ASSERT_EQ(bobContext.result, CUDA_SUCCESS) << bobContext.message;
+  EXPECT_EQ(openEvent(bob, bobContext.handle, token).result, CUDA_ERROR_INVALID_HANDLE);
+
+  WireClient alice2(server.endpoint(), wire::Hello::Purpose::DRIVER, "alice-token");
+  auto context2 = alice2.createContext();
+  ASSERT_EQ(context2.result, CUDA_SUCCESS) << context2.message;
+  // Kinds do not mix: the event token is no memory handle, the memory token no event handle.
+  EXPECT_EQ(openToken(alice2, context2.handle, token).result, CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(openEvent(alice2, context2.handle, alice.token).result, CUDA_ERROR_INVALID_HANDLE);
+  const std::vector<uint8_t> shortToken(7, 1);
+  EXPECT_EQ(openEvent(alice2, context2.handle, shortToken).result, CUDA_ERROR_INVALID_HANDLE);
+  auto opened = openEvent(alice2, context2.handle, token);
+  ASSERT_EQ(opened.result, CUDA_SUCCESS) << opened.message;
+  EXPECT_NE(opened.handle, 0u);
+
+  // Destroyed by its exporter: the token opens nothing any more.
+  ASSERT_EQ(alice.client
+                ->call([&](wire::Request::Builder r) {
+                  auto d = r.initEventDestroy();
+                  d.setContext(alice.context);
+                  d.setEvent(event.handle);
+                })
+                .result,
+            CUDA_SUCCESS);
+  EXPECT_EQ(openEvent(alice2, context2.handle, token).result, CUDA_ERROR_INVALID_HANDLE);
+}
+
 TEST(IpcMemoryTest, ForgedTokensAndBadRequestsOpenNothing) {
   e2e::GpupoolServer server;
   const std::vector<uint8_t> secret = ipcPattern(4096, 0x5a);

@@ -24,6 +24,16 @@ TEST(ServedCapabilities, UnservedCapabilitiesReadAsUnsupported) {
   EXPECT_EQ(served[CU_DEVICE_ATTRIBUTE_NUMA_ID], -1);
 }
 
+TEST(ServedCapabilities, IpcEventsAreServedOnlyWhereSessionsShareEvents) {
+  std::vector<int32_t> device(CU_DEVICE_ATTRIBUTE_MAX, 1);
+  EXPECT_EQ(servedAttributes(device)[CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED], 0);
+  EXPECT_EQ(servedAttributes(device,
+                             /*sessionsShareEvents=*/true)[CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED],
+            1);
+  std::vector<int32_t> none(CU_DEVICE_ATTRIBUTE_MAX, 0);
+  EXPECT_EQ(servedAttributes(none, true)[CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED], 1);
+}
+
 TEST(ServedCapabilities, ManagedMemoryIsServedWhateverTheDeviceSays) {
   // The pool serves managed memory itself (device memory with a client-side mirror), without
   // concurrent access, on every device.

@@ -59,11 +59,18 @@ EmuContext::EmuContext(EmuMemory& memory, const DeviceDescription& device,
 }
 
 EmuContext::~EmuContext() {
-  cancel();  // running kernels stop instead of holding the destruction up
+  cancel();  // running kernels and event waits stop instead of holding the destruction up
   drainAll();
   {
     std::lock_guard lock(tablesMutex_);
     streams_.clear();  // joins the workers (no wait holds a queue any more: see backend.h)
+    // Records this context will never run no longer hold up waits elsewhere (another session may
+    // have opened one of these events through CUDA IPC).
+    for (auto& [id, e] : events_) {
+      std::lock_guard eventLock(e->mutex);
+      e->completed = e->recorded;
+      e->reached.notify_all();
+    }
   }
   functions_.clear();
   modules_.clear();
@@ -239,6 +246,31 @@ Status EmuContext::ipcClose(uint64_t address) {
     return invalidValue("not memory this context opened with cuIpcOpenMemHandle: " + hex(address));
   }
   return sticky();
+}
+
+Status EmuContext::ipcExportEvent(uint64_t event, IpcExportedEvent* exported) {
+  std::shared_ptr<Event> e = findEvent(event);
+  if (!e) return invalidHandle("unknown event " + hex(event));
+  const unsigned needed = CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING;
+  if ((e->flags & needed) != needed) {
+    return invalidValue(
+        "the event was not created with CU_EVENT_INTERPROCESS and CU_EVENT_DISABLE_TIMING");
+  }
+  exported->state = e;
+  return Status::success();
+}
+
+// The opened event is the exporter's own state under a handle of this context: records and waits
+// of either process reach the other. (Every emu context's events are this type: the server has one
+// backend.)
+Status EmuContext::ipcOpenEvent(const IpcExportedEvent& exported, uint64_t* event) {
+  if (Status st = sticky(); !st.ok()) return st;
+  auto e = std::static_pointer_cast<Event>(exported.state);
+  if (!e) return invalidHandle("no exported event");
+  *event = nextHandle_++;
+  std::lock_guard lock(tablesMutex_);
+  events_[*event] = std::move(e);
+  return Status::success();
 }
 
 // ---- Virtual memory management (EmuMemory keeps the state; emu_memory_vmm.cc) ----
@@ -833,9 +865,13 @@ Status EmuContext::streamWaitEvent(uint64_t stream, uint64_t event) {
   if (epoch == 0) {
     return findStream(stream).queue ? Status::success() : invalidHandle("unknown stream");
   }
-  return enqueue(stream, [e, epoch] {
+  // The record may be another session's (an event opened through CUDA IPC), which may never come:
+  // a context being destroyed stops waiting.
+  return enqueue(stream, [this, e, epoch] {
     std::unique_lock lock(e->mutex);
-    e->reached.wait(lock, [&] { return e->completed >= epoch; });
+    while (e->completed < epoch && !cancelled_) {
+      e->reached.wait_for(lock, std::chrono::milliseconds(50));
+    }
   });
 }
 

@@ -65,6 +65,8 @@ class EmuContext final : public BackendContext {
   Status ipcExport(uint64_t address, IpcExportedAllocation* exported) override;
   Status ipcOpen(const IpcExportedAllocation& exported, uint64_t* address) override;
   Status ipcClose(uint64_t address) override;
+  Status ipcExportEvent(uint64_t event, IpcExportedEvent* exported) override;
+  Status ipcOpenEvent(const IpcExportedEvent& exported, uint64_t* event) override;
 
   Status copyHostToDevice(uint64_t dst, const void* src, uint64_t bytes, uint64_t stream,
                           bool async) override;
