@@ -50,7 +50,10 @@ inline const std::vector<std::string>& testProgramNames() {
                                                  "texture_objects",
                                                  "texture_objects_driver",
                                                  "ipc_memory",
-                                                 "ipc_memory_driver"};
+                                                 "ipc_memory_driver",
+                                                 "matrix_wmma",
+                                                 "matrix_mma_ptx",
+                                                 "matrix_mma_driver"};
   return names;
 }
 

@@ -520,6 +520,25 @@ TEST(MatrixInstruction, UnsupportedFormsAreRefusedAtLoadWithAReason) {
   }
 }
 
+TEST(MatrixInstruction, CvtToTf32Rounds) {
+  // 1 + 2^-11 + 2^-12 lies between tf32 neighbours 1 + 2^-10 * {0, 1}, above the tie: every mode
+  // but .rz rounds up. 1 + 2^-11 is the tie: .rna rounds away (up), .rn to even (down).
+  const std::vector<uint64_t> in = {0x3f803000u, 0x3f801000u, 0x7fc00001u, 0xff800000u,
+                                    0x7f7fffffu};
+  WarpRun r =
+      runWarp("cvt.rna.tf32.f32 %o0, %i0; cvt.rn.tf32.f32 %o1, %i0; cvt.rz.tf32.f32 %o2, %i0;", 1,
+              3, in, false, 5);
+  ASSERT_EQ(r.loadCode, CUDA_SUCCESS) << r.loadMessage;
+  ASSERT_EQ(r.launch.status.code, CUDA_SUCCESS) << r.launch.status.message;
+  const uint64_t want[5][3] = {{0x3f804000u, 0x3f804000u, 0x3f802000u},
+                               {0x3f802000u, 0x3f800000u, 0x3f800000u},
+                               {0x7fffffffu, 0x7fffffffu, 0x7fffffffu},
+                               {0xff800000u, 0xff800000u, 0xff800000u},
+                               {0x7f800000u, 0x7f800000u, 0x7f7fe000u}};
+  for (unsigned l = 0; l < 5; ++l)
+    for (unsigned m = 0; m < 3; ++m) EXPECT_EQ(r.out[l * 3 + m], want[l][m]) << l << " " << m;
+}
+
 TEST(MatrixInstruction, PartialWarpFaults) {
   WarpRun r = runWarp("movmatrix.sync.aligned.m8n8.trans.b16 %o0, %i0;", 1, 1, {}, false, 16);
   ASSERT_EQ(r.loadCode, CUDA_SUCCESS) << r.loadMessage;

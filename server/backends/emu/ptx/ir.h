@@ -217,8 +217,9 @@ enum class MbarrierOp : uint8_t {
   kPendingCount
 };
 // cvt with an fp8 pair (Instr::mode; 0 for every other cvt): to e4m3x2/e5m2x2 from f32 or f16x2
-// (Instr::type), or from them to f16x2.
-enum class Fp8Cvt : uint8_t { kNone, kToE4m3, kToE5m2, kFromE4m3, kFromE5m2 };
+// (Instr::type), or from them to f16x2. kToTf32: cvt.{rna,rn,rz}.tf32.f32 (Instr::round kRN, kRZ,
+// or kDefault for .rna).
+enum class Fp8Cvt : uint8_t { kNone, kToE4m3, kToE5m2, kFromE4m3, kFromE5m2, kToTf32 };
 // Op::kNop's mode for nanosleep: the thread backs off, so its warp lets the block's others run.
 inline constexpr uint8_t kNopYields = 1;
 enum class Packed16Op : uint8_t { kAdd, kSub, kMin, kMax };

@@ -965,6 +965,20 @@ void Builder::decode(const AstInstruction& a, Instr* in) {
   } else if (base == "cvt" && (a.opcode.find(".e4m3x2") != std::string::npos ||
                                a.opcode.find(".e5m2x2") != std::string::npos)) {
     decodeFp8Cvt(a, in, take, types);
+  } else if (base == "cvt" && a.opcode.find(".tf32.f32") != std::string::npos) {
+    // f32 -> tf32 (wmma::__float_to_tf32): rounded to 10 mantissa bits, kept in a .b32.
+    take({"tf32"});
+    const bool rna = take({"rna"}) >= 0;
+    if (types.size() != 1 || types[0] != Type::kF32 ||
+        (!rna && in->round != Round::kRN && in->round != Round::kRZ))
+      failUnsupported("unsupported tf32 conversion " + a.opcode);
+    if (rna) in->round = Round::kDefault;
+    in->op = Op::kCvt;
+    in->mode = static_cast<uint8_t>(Fp8Cvt::kToTf32);
+    in->type = Type::kB32;
+    in->type2 = Type::kF32;
+    ops(2, 2);
+    setOps({dst(0, Type::kB32), src(1, Type::kF32)});
   } else if (base == "cvt") {
     in->op = Op::kCvt;
     if (types.size() != 2) refuseUnknownType("cvt needs two types");
