@@ -348,7 +348,7 @@ std::string decodeMatrixOpcode(std::string_view opcode, MatrixInstr* out, bool* 
   // mma.sync and wmma.mma: shape, types and modifiers.
   if (!knownShape(m.wmma, m.m, m.n, m.k, m.a))
     return op + ": unsupported matrix shape or input type (the emu runs the shapes of " +
-           "docs/ptx-emu.md)";
+           "docs/architecture.md)";
   if (shapeClass(m.a) != shapeClass(m.b)) return bad("a and b types do not match");
   if (!accumulatorFits(m.a, m.c) || !accumulatorFits(m.a, m.d))
     return bad("accumulator type does not fit the input type");

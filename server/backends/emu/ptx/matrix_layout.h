@@ -1,7 +1,7 @@
 // Fragment layouts of the warp-wide matrix instructions: which lane holds which element of which
 // matrix, in one place. mma.sync, ldmatrix, stmatrix and movmatrix follow the PTX ISA's figures
 // ("Matrix Fragments for mma.m*n*k*"); the ISA leaves wmma's fragment layout unspecified, so the
-// emu uses its own (docs/ptx-emu.md), consistent across wmma.load, wmma.mma and wmma.store.
+// emu uses its own (docs/architecture.md), consistent across wmma.load, wmma.mma and wmma.store.
 #pragma once
 
 #include <cstdint>
