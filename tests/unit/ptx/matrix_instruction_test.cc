@@ -67,6 +67,27 @@ Position isaB_m16n8k32_s8(unsigned lane, unsigned i) {
 Position isaA_m8n8k128_b1(unsigned lane, unsigned i) { return {lane / 4, lane % 4 * 32 + i}; }
 Position isaB_m8n8k128_b1(unsigned lane, unsigned i) { return {lane % 4 * 32 + i, lane / 4}; }
 
+// m16n8k64 .s4/.u4: A a0..a31, rows g for a0..a7 and a16..a23, else g+8; columns 8t+(i&7), +32
+// for i>=16. B b0..b15: rows 8t+(i&7), +32 for i>=8; column g.
+Position isaA_m16n8k64_s4(unsigned lane, unsigned i) {
+  const unsigned g = lane / 4, t = lane % 4;
+  const bool lowRow = i < 8 || (i >= 16 && i < 24);
+  return {lowRow ? g : g + 8, t * 8 + (i & 7) + (i >= 16 ? 32 : 0)};
+}
+Position isaB_m16n8k64_s4(unsigned lane, unsigned i) {
+  return {lane % 4 * 8 + (i & 7) + (i >= 8 ? 32 : 0), lane / 4};
+}
+// m16n8k256 .b1: A a0..a127, rows g for a0..a31 and a64..a95, else g+8; columns 32t+(i&31),
+// +128 for i>=64. B b0..b63: rows 32t+(i&31), +128 for i>=32; column g.
+Position isaA_m16n8k256_b1(unsigned lane, unsigned i) {
+  const unsigned g = lane / 4, t = lane % 4;
+  const bool lowRow = i < 32 || (i >= 64 && i < 96);
+  return {lowRow ? g : g + 8, t * 32 + (i & 31) + (i >= 64 ? 128 : 0)};
+}
+Position isaB_m16n8k256_b1(unsigned lane, unsigned i) {
+  return {lane % 4 * 32 + (i & 31) + (i >= 32 ? 128 : 0), lane / 4};
+}
+
 struct Operand {
   unsigned rows, cols, registers, elementBits;
   Layout layout;
@@ -400,6 +421,40 @@ TEST(MatrixInstruction, MmaB1XorAndPopc) {
   }
 }
 
+TEST(MatrixInstruction, MmaS4M16n8k64AndB1M16n8k256And) {
+  const Operand C{16, 8, 4, 32, isaC_m16n8};
+  std::mt19937 rng(11);
+  std::vector<uint64_t> a(16 * 64), b(64 * 8), c(128);
+  for (auto& x : a) x = rng() & 15;
+  for (auto& x : b) x = rng() & 15;
+  for (unsigned i = 0; i < 128; ++i) c[i] = i * 3;
+  auto d = runMma("mma.sync.aligned.m16n8k64.row.col.s32.s4.u4.s32",
+                  {16, 64, 4, 4, isaA_m16n8k64_s4}, {64, 8, 2, 4, isaB_m16n8k64_s4}, C, C, a, b, c);
+  ASSERT_EQ(d.size(), 128u);
+  for (unsigned i = 0; i < 16; ++i)
+    for (unsigned j = 0; j < 8; ++j) {
+      int64_t want = static_cast<int32_t>(c[i * 8 + j]);
+      for (unsigned k = 0; k < 64; ++k) {
+        const int64_t x = a[i * 64 + k] >= 8 ? int64_t(a[i * 64 + k]) - 16 : int64_t(a[i * 64 + k]);
+        want += x * int64_t(b[k * 8 + j]);
+      }
+      EXPECT_EQ(static_cast<int32_t>(d[i * 8 + j]), want) << i << "," << j;
+    }
+  std::vector<uint64_t> a1(16 * 256), b1(256 * 8);
+  for (auto& x : a1) x = rng() & 1;
+  for (auto& x : b1) x = rng() & 1;
+  d = runMma("mma.sync.aligned.m16n8k256.row.col.s32.b1.b1.s32.and.popc",
+             {16, 256, 4, 1, isaA_m16n8k256_b1}, {256, 8, 2, 1, isaB_m16n8k256_b1}, C, C, a1, b1,
+             c);
+  ASSERT_EQ(d.size(), 128u);
+  for (unsigned i = 0; i < 16; ++i)
+    for (unsigned j = 0; j < 8; ++j) {
+      uint64_t want = c[i * 8 + j];
+      for (unsigned k = 0; k < 256; ++k) want += a1[i * 256 + k] & b1[k * 8 + j];
+      EXPECT_EQ(d[i * 8 + j], want) << i << "," << j;
+    }
+}
+
 // Shared memory holds an 8k x 8 pattern of b16 values (value = row * 8 + col + 1000 * matrix);
 // lane l points at row l.
 std::string fillSharedRows() {
@@ -497,6 +552,51 @@ TEST(MatrixInstruction, WmmaLoadMmaStore16x16x16) {
       for (unsigned k = 0; k < 16; ++k) want += fa[i * 16 + k] * fb[j * 16 + k];
       EXPECT_EQ(d[i * 16 + j], static_cast<float>(want)) << i << "," << j;
     }
+}
+
+TEST(MatrixInstruction, WmmaBf16M32n8k16WithColumnMajorCAndNoStride) {
+  // A 32x16 row-major, B 16x8 row-major, C 32x8 column-major loaded without a stride (packed),
+  // D stored column-major with stride 40.
+  std::vector<uint64_t> in(288, 0);
+  auto* halves = reinterpret_cast<uint16_t*>(in.data());     // A [0, 512), B [512, 640)
+  auto* floats = reinterpret_cast<float*>(in.data() + 160);  // C: 256 floats at byte 1280
+  std::vector<double> fa(512), fb(128);
+  for (unsigned i = 0; i < 512; ++i) halves[i] = doubleToBfloat(fa[i] = int(i * 3 % 7) - 3);
+  for (unsigned i = 0; i < 128; ++i) halves[512 + i] = doubleToBfloat(fb[i] = int(i % 5) - 2);
+  for (unsigned i = 0; i < 256; ++i) floats[i] = static_cast<float>(i);
+  const std::string body =
+      "{ .reg .b64 %pa, %pb, %pc; .reg .b32 %a<8>, %b<2>; .reg .f32 %c<8>, %d<8>;\n"
+      "mov.u64 %pa, %in; add.u64 %pb, %in, 1024; add.u64 %pc, %in, 1280;\n"
+      "wmma.load.a.sync.aligned.row.m32n8k16.bf16 {%a0, %a1, %a2, %a3, %a4, %a5, %a6, %a7}, "
+      "[%pa], 16;\n"
+      "wmma.load.b.sync.aligned.row.m32n8k16.bf16 {%b0, %b1}, [%pb], 8;\n"
+      "wmma.load.c.sync.aligned.col.m32n8k16.f32 {%c0, %c1, %c2, %c3, %c4, %c5, %c6, %c7}, "
+      "[%pc];\n"
+      "wmma.mma.sync.aligned.row.row.m32n8k16.f32.bf16.bf16.f32 {%d0, %d1, %d2, %d3, %d4, %d5, "
+      "%d6, %d7}, {%a0, %a1, %a2, %a3, %a4, %a5, %a6, %a7}, {%b0, %b1}, {%c0, %c1, %c2, %c3, %c4, "
+      "%c5, %c6, %c7};\n"
+      "add.u64 %pa, %out, 256;\n"
+      "wmma.store.d.sync.aligned.col.m32n8k16.f32 [%pa], {%d0, %d1, %d2, %d3, %d4, %d5, %d6, "
+      "%d7}, 40; }";
+  WarpRun r = runWarp(body, 0, 1, in);
+  ASSERT_EQ(r.loadCode, CUDA_SUCCESS) << r.loadMessage;
+  ASSERT_EQ(r.launch.status.code, CUDA_SUCCESS) << r.launch.status.message;
+  const auto* d = reinterpret_cast<const float*>(r.out.data() + 32);
+  for (unsigned i = 0; i < 32; ++i)
+    for (unsigned j = 0; j < 8; ++j) {
+      double want = floats[j * 32 + i];
+      for (unsigned k = 0; k < 16; ++k) want += fa[i * 16 + k] * fb[k * 8 + j];
+      EXPECT_EQ(d[j * 40 + i], static_cast<float>(want)) << i << "," << j;
+    }
+}
+
+TEST(MatrixInstruction, LdmatrixMisalignedRowFaults) {
+  WarpRun r = runWarp(
+      "{ .reg .b32 %sa; mov.u32 %sa, smem; add.u32 %sa, %sa, 8;\n"
+      "ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%o0}, [%sa]; }",
+      0, 1, {});
+  ASSERT_EQ(r.loadCode, CUDA_SUCCESS) << r.loadMessage;
+  EXPECT_EQ(r.launch.status.code, CUDA_ERROR_MISALIGNED_ADDRESS) << r.launch.status.message;
 }
 
 TEST(MatrixInstruction, UnsupportedFormsAreRefusedAtLoadWithAReason) {

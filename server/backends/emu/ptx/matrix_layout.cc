@@ -353,7 +353,9 @@ std::string decodeMatrixOpcode(std::string_view opcode, MatrixInstr* out, bool* 
   if (!accumulatorFits(m.a, m.c) || !accumulatorFits(m.a, m.d))
     return bad("accumulator type does not fit the input type");
   if (m.a != MatrixType::kF16 && m.c != m.d) return bad("dtype and ctype must match");
-  if (m.satfinite && !isIntegerInput(m.a)) return bad(".satfinite needs integer inputs");
+  // Floating-point wmma.mma once took .satfinite (deprecated since PTX 6.4).
+  if (m.satfinite && !isIntegerInput(m.a))
+    return op + ": .satfinite on floating-point matrix products is not supported";
   if ((m.a == MatrixType::kB1) != (m.bitOp != MatrixBitOp::kNone))
     return bad(".b1 needs .xor.popc or .and.popc (and only .b1 takes them)");
   if (rounding && m.a != MatrixType::kF64) return bad(".rn needs .f64");
