@@ -126,6 +126,13 @@ for unit_form in "link_caller ptx -ptx" "link_callee ptx -ptx" "link_callee fatb
   "$CUDA_HOME/bin/bin2c" -st -c -p 0 -n "k_${unit}_${ext}" "$link_units/$unit.$ext" \
     >"$link_units/${unit}_${ext}.h"
 done
+# matrix_mma_driver embeds nvcc-produced PTX (matrix_units/matrix_kernels.cu, -ptx -arch=sm_80),
+# likewise.
+"$NVCC" -ptx -arch=sm_80 "$ROOT/tests/programs/matrix_units/matrix_kernels.cu" \
+  -o "$link_units/matrix_kernels.ptx" ||
+  die "nvcc failed for tests/programs/matrix_units/matrix_kernels.cu"
+"$CUDA_HOME/bin/bin2c" -st -c -p 0 -n k_matrix_kernels_ptx "$link_units/matrix_kernels.ptx" \
+  >"$link_units/matrix_kernels_ptx.h"
 NVCC_FLAGS+=(-I"$link_units")
 # tests/programs, all of them: gpu-check.sh decides what runs where (multi_device needs two
 # devices). Those that call the driver API link it (the stub; the real one at run time); those

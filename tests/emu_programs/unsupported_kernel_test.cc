@@ -1,4 +1,4 @@
-// Kernels using instructions the emu device does not implement (tensor-core mma, textures) must
+// Kernels using instructions the emu device does not implement (Volta-layout mma, tld4) must
 // fail when their module loads, with cudaErrorNotSupported, and the log must name the
 // instruction, instead of the kernel running wrongly.
 #include <gtest/gtest.h>
@@ -17,7 +17,7 @@ using std::chrono::seconds;
 // The instruction each program's error message must name.
 const std::map<std::string, std::string>& expectedInstruction() {
   static const std::map<std::string, std::string> instructions = {
-      {"unsupported_mma", "unsupported instruction mma.sync"},
+      {"unsupported_mma", "mma.sync.m8n8k4 with .f16 inputs"},
       {"unsupported_texture_gather", "unsupported instruction tld4"},
   };
   return instructions;

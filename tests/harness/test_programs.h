@@ -52,7 +52,10 @@ inline const std::vector<std::string>& testProgramNames() {
                                                  "ipc_memory",
                                                  "ipc_memory_driver",
                                                  "ipc_event",
-                                                 "ipc_event_driver"};
+                                                 "ipc_event_driver",
+                                                 "matrix_wmma",
+                                                 "matrix_mma_ptx",
+                                                 "matrix_mma_driver"};
   return names;
 }
 

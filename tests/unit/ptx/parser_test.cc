@@ -98,10 +98,10 @@ TEST(Loader, UnsupportedInstructionsFailWithTheirName) {
     const char* body;
     const char* name;
   } cases[] = {
-      {".reg .b32 %a<8>; .reg .f32 %f<8>;",
-       "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%f0,%f1,%f2,%f3}, {%a0,%a1}, {%a2}, "
-       "{%f4,%f5,%f6,%f7};",
-       "mma"},
+      {".reg .b32 %a<9>; .reg .f32 %f<8>;",
+       "mma.sp.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%f0,%f1,%f2,%f3}, {%a0,%a1}, "
+       "{%a2,%a3}, {%f4,%f5,%f6,%f7}, %a8, 0x0;",
+       "mma.sp"},
       {".reg .b64 %t; .reg .f32 %f<4>; .reg .b32 %c;",
        "tld4.r.2d.v4.f32.f32 {%f0,%f1,%f2,%f3}, [%t, {%f0, %f1}];", "tld4"},
       {".reg .b32 %a;", "wgmma.fence.sync.aligned;", "wgmma"},

@@ -559,9 +559,11 @@ class BlockRunner {
       case Op::kRedux:
       case Op::kMatch:
       case Op::kElect:
-      case Op::kBarWarpSync: {
-        uint64_t key =
-            static_cast<uint64_t>(in.op) | (uint64_t{in.mode} << 8) | (uint64_t(in.type) << 16);
+      case Op::kBarWarpSync:
+      case Op::kMatrix: {
+        // Matrix instructions (.aligned) gather the whole warp at the same instruction.
+        uint64_t key = static_cast<uint64_t>(in.op) | (uint64_t{in.mode} << 8) |
+                       (uint64_t(in.type) << 16) | (uint64_t{in.call} << 32);
         const Operand& maskOp = in.ops[in.op == Op::kShfl          ? 4
                                        : in.op == Op::kBarWarpSync ? 0
                                        : in.op == Op::kElect       ? 1
@@ -569,7 +571,8 @@ class BlockRunner {
         forLanes(exec, [&](int l) {
           w.state[l] = LaneState::kWarpSync;
           w.syncKey[l] = key;
-          w.syncMask[l] = static_cast<uint32_t>(value(maskOp, l));
+          w.syncMask[l] =
+              in.op == Op::kMatrix ? 0xffffffffu : static_cast<uint32_t>(value(maskOp, l));
         });
         advance(group & ~exec, pc + 1);
         releaseWarpSync(w);
@@ -734,6 +737,10 @@ class BlockRunner {
 
   void collective(Warp& w, uint32_t lanes) {
     w_ = &w;
+    if (code_[w.pc[std::countr_zero(lanes)]].op == Op::kMatrix) {
+      matrixCollective(w, lanes);
+      return;
+    }
     uint64_t a[32] = {}, b[32] = {}, c[32] = {}, result[32] = {};
     bool pred[32] = {};
     const Instr* ins[32] = {};
@@ -890,6 +897,13 @@ class BlockRunner {
   void fp8Convert(const Instr& in, uint32_t exec);
   void integerOp(const Instr& in, uint32_t exec);
   void textureAccess(const Instr& in, uint32_t exec);  // tex, suld, sust (texture_instructions.cc)
+  // mma.sync, wmma.*, ldmatrix, stmatrix, movmatrix for a gathered warp (matrix_instructions.cc)
+  void matrixCollective(Warp& w, uint32_t lanes);
+  uint64_t fragmentRegister(Warp& w, const Operand& fragment, unsigned reg, int lane);
+  void setFragmentRegister(Warp& w, const Operand& fragment, unsigned reg, int lane, uint64_t v);
+  uint64_t readMatrixBits(Space space, uint64_t address, uint64_t bit, unsigned bits, int lane);
+  void writeMatrixBits(Space space, uint64_t address, uint64_t bit, unsigned bits, int lane,
+                       uint64_t v);
   uint64_t halfResult(double r, Type t, uint32_t flags) {
     if (flags & kSat) r = std::isnan(r) ? 0.0 : r < 0 ? 0.0 : r > 1 ? 1.0 : r;
     if ((flags & kRelu) && !std::isnan(r) && r < 0) r = 0.0;

@@ -197,7 +197,16 @@ void BlockRunner::fp8Convert(const Instr& in, uint32_t exec) {
   forLanes(exec, [&](int l) {
     const uint64_t a = value(in.ops[1], l);
     uint64_t result;
-    if (kind == Fp8Cvt::kFromE4m3 || kind == Fp8Cvt::kFromE5m2) {
+    if (kind == Fp8Cvt::kToTf32) {
+      // Rounding on the magnitude bits: a carry into the exponent is the next binade (or inf).
+      const uint32_t x = static_cast<uint32_t>(a);
+      const bool nan = (x & 0x7fffffffu) > 0x7f800000u;
+      const uint32_t increment = in.round == Round::kRZ   ? 0
+                                 : in.round == Round::kRN ? 0xfffu + ((x >> 13) & 1)
+                                                          : 0x1000u;  // .rna: ties away
+      const bool inf = (x & 0x7fffffffu) == 0x7f800000u;
+      result = nan ? 0x7fffffffu : inf ? x : ((x + increment) & ~0x1fffu);
+    } else if (kind == Fp8Cvt::kFromE4m3 || kind == Fp8Cvt::kFromE5m2) {
       // Every fp8 value is exact in f16; .relu clamps negatives (not NaN) to zero.
       auto half = [&](unsigned k) -> uint64_t {
         const double v = fromFp8(static_cast<uint8_t>(a >> (8 * k)), e4m3);

@@ -152,6 +152,9 @@ enum class Op : uint8_t {
   kTex,   // tex.{1d,2d,3d,a1d,a2d}.v4: ops {data vector, texture handle, coordinate vector}
   kSuld,  // suld.b: ops {data, surface handle, coordinate vector}
   kSust,  // sust.b: ops {data, surface handle, coordinate vector}
+  // Warp-wide matrix instructions (mma.sync, wmma.*, ldmatrix, stmatrix, movmatrix): Instr::call
+  // indexes ModuleImage::matrixInstrs; semantics in matrix_instructions.cc.
+  kMatrix,
 };
 
 enum class Space : uint8_t { kGeneric, kGlobal, kShared, kLocal, kParam, kConst };
@@ -214,8 +217,9 @@ enum class MbarrierOp : uint8_t {
   kPendingCount
 };
 // cvt with an fp8 pair (Instr::mode; 0 for every other cvt): to e4m3x2/e5m2x2 from f32 or f16x2
-// (Instr::type), or from them to f16x2.
-enum class Fp8Cvt : uint8_t { kNone, kToE4m3, kToE5m2, kFromE4m3, kFromE5m2 };
+// (Instr::type), or from them to f16x2. kToTf32: cvt.{rna,rn,rz}.tf32.f32 (Instr::round kRN, kRZ,
+// or kDefault for .rna).
+enum class Fp8Cvt : uint8_t { kNone, kToE4m3, kToE5m2, kFromE4m3, kFromE5m2, kToTf32 };
 // Op::kNop's mode for nanosleep: the thread backs off, so its warp lets the block's others run.
 inline constexpr uint8_t kNopYields = 1;
 enum class Packed16Op : uint8_t { kAdd, kSub, kMin, kMax };
@@ -314,8 +318,40 @@ struct Instr {
   Operand ops[6];         // a dual destination (p|q) puts its second register in ops[5]
   uint32_t function = 0;  // owning function
   uint32_t line = 0;
-  uint32_t call = 0;  // Call: index into ModuleImage::calls
+  uint32_t call = 0;  // Call: index into ModuleImage::calls; Matrix: into matrixInstrs
   bool has(Flag f) const { return (flags & f) != 0; }
+};
+
+// ---- warp-wide matrix instructions ----------------------------------------------------------
+enum class MatrixKind : uint8_t {
+  kMma,        // mma.sync: ops {d vector, a vector, b vector, c vector}
+  kWmmaLoad,   // wmma.load.{a,b,c}: ops {fragment vector, address, stride (or none)}
+  kWmmaStore,  // wmma.store.d: ops {address, fragment vector, stride (or none)}
+  kWmmaMma,    // wmma.mma: ops like kMma
+  kLdmatrix,   // ldmatrix: ops {destination vector, address}
+  kStmatrix,   // stmatrix: ops {address, source vector}
+  kMovmatrix,  // movmatrix: ops {destination, source}
+};
+// Element types of matrix fragments. kF16/kBF16 come two to a 32-bit register, 8-bit integers
+// four, 4-bit integers eight, b1 thirty-two; kTF32 and 32-bit types one; kF64 one 64-bit register.
+enum class MatrixType : uint8_t { kF16, kBF16, kTF32, kF32, kF64, kS8, kU8, kS4, kU4, kB1, kS32 };
+enum class MatrixUse : uint8_t { kA, kB, kC, kD };
+enum class MatrixBitOp : uint8_t { kNone, kXorPopc, kAndPopc };
+
+struct MatrixInstr {
+  MatrixKind kind = MatrixKind::kMma;
+  uint8_t m = 0, n = 0;
+  uint16_t k = 0;  // ldmatrix/stmatrix: m = n = 8, k = number of 8x8 matrices
+  MatrixType a = MatrixType::kF16, b = MatrixType::kF16;  // multiplicands (wmma.load/store: `a`
+  MatrixType c = MatrixType::kF32, d = MatrixType::kF32;  // is the element type moved)
+  MatrixUse use = MatrixUse::kA;                          // wmma.load/store: which fragment
+  bool wmma = false;       // wmma.* fragment layout (unspecified by the ISA: the emu's own)
+  bool rowMajorA = true;   // mma/wmma.mma: A row-major (mma.sync requires .row except m8n8k4)
+  bool rowMajorB = false;  // mma/wmma.mma: B row-major (mma.sync requires .col)
+  bool rowMajor = true;    // wmma.load/store: memory layout
+  bool transpose = false;  // ldmatrix/stmatrix .trans
+  bool satfinite = false;
+  MatrixBitOp bitOp = MatrixBitOp::kNone;
 };
 
 struct ParamSlot {
@@ -380,6 +416,7 @@ struct ModuleImage {
   std::vector<Instr> code;
   std::vector<Operand> vectorElements;  // Vector operands point here
   std::vector<CallSite> calls;
+  std::vector<MatrixInstr> matrixInstrs;
   std::vector<FunctionImage> functions;
   std::vector<GlobalImage> globals;
   std::vector<GlobalVariable> globalList;  // globals[i].info, for Module::globals()

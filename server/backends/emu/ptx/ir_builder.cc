@@ -10,6 +10,7 @@
 
 #include "half_float.h"
 #include "ir.h"
+#include "matrix_layout.h"
 #include "parser.h"
 #include "register_estimate.h"
 
@@ -597,6 +598,7 @@ class Builder {
   template <class Take>
   void decodeTextureAccess(const AstInstruction& a, Instr* in, Take& take,
                            const std::vector<Type>& types);
+  void decodeMatrix(const AstInstruction& a, Instr* in);
   template <class Take>
   void decodeMbarrier(const AstInstruction& a, Instr* in, Take& take, bool hasSpace);
 
@@ -963,6 +965,20 @@ void Builder::decode(const AstInstruction& a, Instr* in) {
   } else if (base == "cvt" && (a.opcode.find(".e4m3x2") != std::string::npos ||
                                a.opcode.find(".e5m2x2") != std::string::npos)) {
     decodeFp8Cvt(a, in, take, types);
+  } else if (base == "cvt" && a.opcode.find(".tf32.f32") != std::string::npos) {
+    // f32 -> tf32 (wmma::__float_to_tf32): rounded to 10 mantissa bits, kept in a .b32.
+    take({"tf32"});
+    const bool rna = take({"rna"}) >= 0;
+    if (types.size() != 1 || types[0] != Type::kF32 ||
+        (!rna && in->round != Round::kRN && in->round != Round::kRZ))
+      failUnsupported("unsupported tf32 conversion " + a.opcode);
+    if (rna) in->round = Round::kDefault;
+    in->op = Op::kCvt;
+    in->mode = static_cast<uint8_t>(Fp8Cvt::kToTf32);
+    in->type = Type::kB32;
+    in->type2 = Type::kF32;
+    ops(2, 2);
+    setOps({dst(0, Type::kB32), src(1, Type::kF32)});
   } else if (base == "cvt") {
     in->op = Op::kCvt;
     if (types.size() != 2) refuseUnknownType("cvt needs two types");
@@ -1153,6 +1169,10 @@ void Builder::decode(const AstInstruction& a, Instr* in) {
       ops(1, 1);
       src(0, Type::kU32);
     }
+  } else if (base == "mma" || base == "wmma" || base == "ldmatrix" || base == "stmatrix" ||
+             base == "movmatrix") {
+    decodeMatrix(a, in);
+    std::fill(used.begin(), used.end(), true);
   } else if (base == "mbarrier") {
     decodeMbarrier(a, in, take, hasSpace);
     std::fill(used.begin(), used.end(), true);
@@ -1244,10 +1264,11 @@ void Builder::decode(const AstInstruction& a, Instr* in) {
     const Operand& o = in->ops[i];
     if (o.kind == OperandKind::kAddress && in->op != Op::kLd && in->op != Op::kSt &&
         in->op != Op::kAtom && in->op != Op::kRed && in->op != Op::kCpAsync &&
-        in->op != Op::kMbarrier)
+        in->op != Op::kMbarrier && in->op != Op::kMatrix)
       failInvalid("unexpected address operand");
     if (o.kind == OperandKind::kVector && in->op != Op::kMov && in->op != Op::kLd &&
-        in->op != Op::kSt && in->op != Op::kTex && in->op != Op::kSuld && in->op != Op::kSust)
+        in->op != Op::kSt && in->op != Op::kTex && in->op != Op::kSuld && in->op != Op::kSust &&
+        in->op != Op::kMatrix)
       failInvalid("unexpected vector operand");
   }
   if ((in->op == Op::kLd || in->op == Op::kSt) && in->vec > 1) {
@@ -1277,6 +1298,95 @@ void Builder::decode(const AstInstruction& a, Instr* in) {
         failUnsupported("unsupported half-precision instruction " + a.opcode);
     }
   }
+}
+
+// mma.sync, wmma.{load,store,mma}, ldmatrix, stmatrix, movmatrix: the opcode is decoded (and
+// refused where the emu cannot run it) by decodeMatrixOpcode; here the operands are checked
+// against the fragment sizes. Operand slots: see MatrixKind.
+void Builder::decodeMatrix(const AstInstruction& a, Instr* in) {
+  MatrixInstr m;
+  bool invalid = false;
+  const std::string why = decodeMatrixOpcode(a.opcode, &m, &invalid);
+  if (!why.empty()) {
+    if (invalid) failInvalid(why);
+    failUnsupported(why);
+  }
+  in->op = Op::kMatrix;
+  in->call = static_cast<uint32_t>(img_.matrixInstrs.size());
+  auto literalType = [](MatrixType t) {
+    return t == MatrixType::kF32 ? Type::kF32 : t == MatrixType::kF64 ? Type::kF64 : Type::kB32;
+  };
+  // A fragment: a vector of exactly as many registers as the layout gives (one may stand alone).
+  auto fragment = [&](size_t i, MatrixUse use, bool dest) {
+    const Type t = literalType(fragmentType(m, use));
+    Operand o = dest ? destination(a, i, in, t) : operand(a.operands[i], t);
+    const unsigned count = o.kind == OperandKind::kVector ? o.count : 1;
+    if (count != fragmentRegisters(m, use))
+      failInvalid(a.opcode + ": fragment operand " + std::to_string(i) + " needs " +
+                  std::to_string(fragmentRegisters(m, use)) + " registers");
+    if (o.kind != OperandKind::kVector && o.kind != OperandKind::kReg &&
+        o.kind != OperandKind::kImm && o.kind != OperandKind::kSink)
+      failInvalid(a.opcode + ": bad fragment operand");
+    return o;
+  };
+  auto address = [&](size_t i) {
+    Operand o = operand(a.operands[i], Type::kU64);
+    if (o.kind != OperandKind::kAddress) failInvalid(a.opcode + " needs an address");
+    return o;
+  };
+  Operand none;
+  in->numOps = 4;
+  switch (m.kind) {
+    case MatrixKind::kMma:
+    case MatrixKind::kWmmaMma:
+      requireOperands(a, 4, 4);
+      in->ops[0] = fragment(0, MatrixUse::kD, true);
+      in->ops[1] = fragment(1, MatrixUse::kA, false);
+      in->ops[2] = fragment(2, MatrixUse::kB, false);
+      in->ops[3] = fragment(3, MatrixUse::kC, false);
+      break;
+    case MatrixKind::kWmmaLoad:
+      requireOperands(a, 2, 3);
+      in->ops[0] = fragment(0, m.use, true);
+      in->ops[1] = address(1);
+      in->ops[2] = a.operands.size() == 3 ? operand(a.operands[2], Type::kU32) : none;
+      in->ops[3] = none;
+      break;
+    case MatrixKind::kWmmaStore:
+      requireOperands(a, 2, 3);
+      in->ops[0] = none;
+      in->ops[1] = address(0);
+      in->ops[2] = fragment(1, MatrixUse::kD, false);
+      in->ops[3] = a.operands.size() == 3 ? operand(a.operands[2], Type::kU32) : none;
+      break;
+    case MatrixKind::kLdmatrix:
+      requireOperands(a, 2, 2);
+      in->ops[0] = fragment(0, MatrixUse::kA, true);
+      in->ops[1] = address(1);
+      in->ops[2] = in->ops[3] = none;
+      break;
+    case MatrixKind::kStmatrix:
+      requireOperands(a, 2, 2);
+      in->ops[0] = none;
+      in->ops[1] = address(0);
+      in->ops[2] = fragment(1, MatrixUse::kA, false);
+      in->ops[3] = none;
+      break;
+    case MatrixKind::kMovmatrix:
+      requireOperands(a, 2, 2);
+      in->ops[0] = fragment(0, MatrixUse::kD, true);
+      in->ops[1] = fragment(1, MatrixUse::kA, false);
+      in->ops[2] = in->ops[3] = none;
+      break;
+  }
+  if (m.kind == MatrixKind::kLdmatrix || m.kind == MatrixKind::kStmatrix) {
+    if (in->space != Space::kShared && in->space != Space::kGeneric)
+      failInvalid(a.opcode + " addresses shared memory");
+  } else if (m.kind == MatrixKind::kWmmaLoad || m.kind == MatrixKind::kWmmaStore) {
+    if (in->space != Space::kShared && in->space != Space::kGlobal && in->space != Space::kGeneric)
+      failInvalid(a.opcode + " addresses global or shared memory");
+  }
+  img_.matrixInstrs.push_back(m);
 }
 
 // tex.{1d,2d,3d,a1d,a2d}.v4.{f32,s32,u32}.{f32,s32} and suld.b / sust.b on 1d, 2d, 3d, a1d and
