@@ -40,6 +40,8 @@ enum class Tag : uint32_t {
   kLinkState = 0x676c6e6b,   // client/link_api.cc
   kArray = 0x67617272,       // client/array_objects.h
   kMipmappedArray = 0x676d6970,
+  kTextureReference = 0x67747266,  // client/texture_reference_api.cc
+  kSurfaceReference = 0x67737266,
 };
 
 struct GraphNodeObject;
@@ -96,6 +98,7 @@ struct EventObject {
 };
 
 struct FunctionObject;
+struct TextureReferenceObject;
 
 struct ModuleObject {
   Tag tag = Tag::kModule;
@@ -103,6 +106,8 @@ struct ModuleObject {
   uint64_t remote = 0;
   std::map<std::string, FunctionObject*> functions;
   std::map<std::string, std::pair<CUdeviceptr, size_t>> globals;
+  // Texture and surface references handed out, under the lock of client/texture_reference_api.cc.
+  std::map<std::string, TextureReferenceObject*> textureReferences;
 };
 
 struct FunctionObject {
@@ -112,6 +117,9 @@ struct FunctionObject {
   uint64_t remote = 0;
   std::vector<std::pair<uint32_t, uint32_t>> params;  // (offset, size) per parameter
   std::vector<int32_t> attributes;
+  // The server found every texture reference it uses bound (client/texture_reference_api.cc);
+  // a reference, once bound, stays bound. Under that file's lock.
+  bool referencesBound = false;
   // The pre-4.0 execution API's launch state (client/legacy_launch_api.cc), under the mutex.
   struct LegacyLaunch {
     int block[3] = {0, 0, 0};

@@ -12,6 +12,7 @@
 #include "module_resolution.h"
 #include "raw_enum.h"
 #include "stream_capture.h"
+#include "texture_references.h"
 
 using namespace gpupool::client;
 
@@ -141,6 +142,7 @@ CUresult launch(CUfunction h, unsigned gx, unsigned gy, unsigned gz, unsigned bx
   if (CUresult r = checkShape(*f, gx, gy, gz, bx, by, bz, sharedBytes); r != CUDA_SUCCESS) {
     return r;
   }
+  if (CUresult r = bindTextureReferences(f); r != CUDA_SUCCESS) return r;
   std::vector<uint8_t> params;
   if (CUresult r = packParams(*f, kernelParams, extra, &params); r != CUDA_SUCCESS) return r;
   unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};

@@ -1,8 +1,8 @@
 // The execution API from before CUDA 4.0, which old programs and bindings still call: each
 // function keeps a block shape, a dynamic shared-memory size and a parameter buffer
 // (cuFuncSetBlockShape, cuFuncSetSharedSize, cuParamSet*), and cuLaunch/cuLaunchGrid/
-// cuLaunchGridAsync launch it with them, through cuLaunchKernel's packed parameter buffer.
-// Texture references (cuParamSetTexRef) are not served.
+// cuLaunchGridAsync launch it with them, through cuLaunchKernel's packed parameter buffer, which
+// binds the module's texture references (client/texture_reference_api.cc).
 #include <cuda.h>
 
 #include <cstring>
@@ -11,6 +11,7 @@
 #include "client_log.h"
 #include "driver_export.h"
 #include "driver_state.h"
+#include "texture_references.h"
 
 using namespace gpupool::client;
 
@@ -110,6 +111,24 @@ GPUPOOL_DRIVER_API CUresult cuParamSetf(CUfunction h, int offset, float value) {
 
 GPUPOOL_DRIVER_API CUresult cuParamSetv(CUfunction h, int offset, void* bytes, unsigned int size) {
   return setParams(h, offset, bytes, size);
+}
+
+// The launch binds every reference of the function's module; this only checks, as the driver
+// does, that the reference is the module's and the unit CU_PARAM_TR_DEFAULT.
+GPUPOOL_DRIVER_API CUresult cuParamSetTexRef(CUfunction h, int texunit, CUtexref hTexRef) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  FunctionObject* f = asFunction(h);
+  ModuleObject* module = nullptr;
+  if (!f || !textureReferenceModule(hTexRef, &module)) return CUDA_ERROR_INVALID_HANDLE;
+  if (texunit != CU_PARAM_TR_DEFAULT) {
+    return refuseCall(CUDA_ERROR_INVALID_VALUE,
+                      "cuParamSetTexRef: texunit must be CU_PARAM_TR_DEFAULT");
+  }
+  if (module != f->module) {
+    return refuseCall(CUDA_ERROR_INVALID_VALUE,
+                      "cuParamSetTexRef: the texture reference is not of the function's module");
+  }
+  return CUDA_SUCCESS;
 }
 
 GPUPOOL_DRIVER_API CUresult cuLaunch(CUfunction h) { return launchGrid(h, 1, 1, nullptr); }

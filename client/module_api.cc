@@ -13,6 +13,7 @@
 #include "gpupool/image/image_kind.h"
 #include "host_function_fence.h"
 #include "module_resolution.h"
+#include "texture_references.h"
 
 using namespace gpupool::client;
 using gpupool::transport::ConstBuffer;
@@ -84,6 +85,7 @@ CUresult loadModule(CUmodule* out, const void* image) {
 }
 
 void forgetModule(ModuleObject* m) {
+  forgetTextureReferences(m);
   for (auto& [name, f] : m->functions) {
     unregisterObject(f);
     delete f;

@@ -400,6 +400,9 @@ struct Request {
   enum TextureOpKind {
     create @0;
     destroy @1;
+    findReference @2;   # module's texture or surface reference `name` (surface says which)
+    bindReference @3;   # binds it to the resource and sampler given as for create
+    checkBound @4;      # whether every reference function `handle` uses is bound (before a launch)
   }
   struct TextureOp {
     context @0 :UInt64;
@@ -417,6 +420,8 @@ struct Request {
     filterMode @12 :UInt32;
     flags @13 :UInt32;              # CU_TRSF_*
     borderColor @14 :List(Float32); # 4 channels
+    module @15 :UInt64;             # findReference, bindReference: the module and reference name
+    name @16 :Text;
   }
   struct CopyEnd {
     kind @0 :UInt8;               # 0 host (packed bulk), 1 device memory, 2 array

@@ -262,6 +262,20 @@ class BackendContext {
     return noTextures();
   }
   virtual Status textureDestroy(uint64_t /*handle*/, bool /*surface*/) { return noTextures(); }
+  // Texture and surface references (`.global .texref` / `.surfref` of a module): whether `module`
+  // has one named `name` of that kind (CUDA_ERROR_NOT_FOUND otherwise), and binding it to the
+  // resource and sampler of `desc` (checked as for objects) for the launches that follow.
+  virtual Status textureReferenceFind(uint64_t /*module*/, const std::string& /*name*/,
+                                      bool /*surface*/) {
+    return noTextures();
+  }
+  virtual Status textureReferenceBind(uint64_t /*module*/, const std::string& /*name*/,
+                                      const TextureDescription& /*desc*/) {
+    return noTextures();
+  }
+  // Before a launch of `function`: CUDA_ERROR_INVALID_VALUE, naming the reference, when one it
+  // uses is not bound. A backend that cannot tell leaves it to the launch.
+  virtual Status textureReferencesBound(uint64_t /*function*/) { return Status::success(); }
   // Sets `height` rows of `width` elements of elementSize (1, 2, 4) bytes, rows `pitch` bytes
   // apart.
   virtual Status memset(uint64_t dst, uint32_t value, unsigned elementSize, uint64_t width,

@@ -1,6 +1,8 @@
 // Texture and surface objects: created on the context's backend (answered with the handle kernels
-// receive) and destroyed. The handle is the context's own, so one session never names another's
-// object, and the backend resolves the resource (array or device memory) within the context.
+// receive) and destroyed. Texture and surface references of a module: looked up, and bound to a
+// resource and sampler described as for an object. The handle is the context's own, so one session
+// never names another's object, and the backend resolves the resource (array or device memory)
+// within the context.
 #include "server/handlers/request_table.h"
 
 namespace gpupool::server {
@@ -13,6 +15,11 @@ Status textureOp(RequestContext& request, Request::Reader r) {
   BackendContext* context = nullptr;
   if (Status st = request.context(m.getContext(), &context); !st.ok()) return st;
   switch (m.getOp()) {
+    case Request::TextureOpKind::FIND_REFERENCE:
+      return context->textureReferenceFind(m.getModule(), m.getName(), m.getSurface());
+    case Request::TextureOpKind::CHECK_BOUND:
+      return context->textureReferencesBound(m.getHandle());
+    case Request::TextureOpKind::BIND_REFERENCE:
     case Request::TextureOpKind::CREATE: {
       TextureDescription d;
       d.surface = m.getSurface();
@@ -33,6 +40,9 @@ Status textureOp(RequestContext& request, Request::Reader r) {
       std::string reason;
       if (CUresult res = checkTextureDescription(d, &reason); res != CUDA_SUCCESS) {
         return Status::error(res, reason);
+      }
+      if (m.getOp() == Request::TextureOpKind::BIND_REFERENCE) {
+        return context->textureReferenceBind(m.getModule(), m.getName(), d);
       }
       uint64_t handle = 0;
       if (Status st = context->textureCreate(d, &handle); !st.ok()) return st;

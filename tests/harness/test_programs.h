@@ -49,6 +49,7 @@ inline const std::vector<std::string>& testProgramNames() {
                                                  "managed_memory_driver",
                                                  "texture_objects",
                                                  "texture_objects_driver",
+                                                 "texture_references_driver",
                                                  "ipc_memory",
                                                  "ipc_memory_driver",
                                                  "ipc_event",

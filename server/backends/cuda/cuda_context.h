@@ -86,6 +86,9 @@ class CudaContext final : public BackendContext {
   // memory; the handle is the driver's own, which kernels receive unchanged.
   Status textureCreate(const TextureDescription& desc, uint64_t* handle) override;
   Status textureDestroy(uint64_t handle, bool surface) override;
+  Status textureReferenceFind(uint64_t module, const std::string& name, bool surface) override;
+  Status textureReferenceBind(uint64_t module, const std::string& name,
+                              const TextureDescription& desc) override;
   Status memset(uint64_t dst, uint32_t value, unsigned elementSize, uint64_t width, uint64_t height,
                 uint64_t pitch, uint64_t stream, bool async) override;
   // Pinned staging buffers (cuda_staging.h), created at the first staged copy.

@@ -129,6 +129,17 @@ void CudaDriver::resolveAll() {
   resolve(texObjectDestroy, 5000, "cuTexObjectDestroy");
   resolve(surfObjectCreate, 5000, "cuSurfObjectCreate");
   resolve(surfObjectDestroy, 5000, "cuSurfObjectDestroy");
+  resolve(moduleGetTexRef, 2000, "cuModuleGetTexRef");
+  resolve(moduleGetSurfRef, 3000, "cuModuleGetSurfRef");
+  resolve(texRefSetArray, 2000, "cuTexRefSetArray");
+  resolve(texRefSetAddress, 3020, "cuTexRefSetAddress_v2");
+  resolve(texRefSetAddress2D, 4010, "cuTexRefSetAddress2D_v3");
+  resolve(texRefSetFormat, 2000, "cuTexRefSetFormat");
+  resolve(texRefSetAddressMode, 2000, "cuTexRefSetAddressMode");
+  resolve(texRefSetFilterMode, 2000, "cuTexRefSetFilterMode");
+  resolve(texRefSetFlags, 2000, "cuTexRefSetFlags");
+  resolve(texRefSetBorderColor, 8000, "cuTexRefSetBorderColor");
+  resolve(surfRefSetArray, 3000, "cuSurfRefSetArray");
 
   resolve(memsetD8, 3020, "cuMemsetD8_v2");
   resolve(memsetD16, 3020, "cuMemsetD16_v2");

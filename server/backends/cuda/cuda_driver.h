@@ -115,6 +115,17 @@ class CudaDriver {
   DriverEntryPoint<PFN_cuTexObjectDestroy_v5000> texObjectDestroy{"cuTexObjectDestroy"};
   DriverEntryPoint<PFN_cuSurfObjectCreate_v5000> surfObjectCreate{"cuSurfObjectCreate"};
   DriverEntryPoint<PFN_cuSurfObjectDestroy_v5000> surfObjectDestroy{"cuSurfObjectDestroy"};
+  DriverEntryPoint<PFN_cuModuleGetTexRef_v2000> moduleGetTexRef{"cuModuleGetTexRef"};
+  DriverEntryPoint<PFN_cuModuleGetSurfRef_v3000> moduleGetSurfRef{"cuModuleGetSurfRef"};
+  DriverEntryPoint<PFN_cuTexRefSetArray_v2000> texRefSetArray{"cuTexRefSetArray"};
+  DriverEntryPoint<PFN_cuTexRefSetAddress_v3020> texRefSetAddress{"cuTexRefSetAddress"};
+  DriverEntryPoint<PFN_cuTexRefSetAddress2D_v4010> texRefSetAddress2D{"cuTexRefSetAddress2D"};
+  DriverEntryPoint<PFN_cuTexRefSetFormat_v2000> texRefSetFormat{"cuTexRefSetFormat"};
+  DriverEntryPoint<PFN_cuTexRefSetAddressMode_v2000> texRefSetAddressMode{"cuTexRefSetAddressMode"};
+  DriverEntryPoint<PFN_cuTexRefSetFilterMode_v2000> texRefSetFilterMode{"cuTexRefSetFilterMode"};
+  DriverEntryPoint<PFN_cuTexRefSetFlags_v2000> texRefSetFlags{"cuTexRefSetFlags"};
+  DriverEntryPoint<PFN_cuTexRefSetBorderColor_v8000> texRefSetBorderColor{"cuTexRefSetBorderColor"};
+  DriverEntryPoint<PFN_cuSurfRefSetArray_v3000> surfRefSetArray{"cuSurfRefSetArray"};
 
   DriverEntryPoint<PFN_cuMemsetD8_v3020> memsetD8{"cuMemsetD8"};
   DriverEntryPoint<PFN_cuMemsetD16_v3020> memsetD16{"cuMemsetD16"};

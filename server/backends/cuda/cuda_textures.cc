@@ -2,6 +2,9 @@
 // context's arrays (translated from the ids it minted) or its device memory (checked against its
 // allocations). The handle is the driver's: kernels receive it unchanged in their parameters, and
 // the driver resolves it within this context only. Destroy accepts only handles this context made.
+// Texture and surface references are the driver's own (cuModuleGetTexRef / cuModuleGetSurfRef of
+// this context's module), bound with cuTexRefSet* / cuSurfRefSetArray: the driver takes their
+// state when a kernel is launched, as it does for any program.
 #include "server/backends/cuda/cuda_context.h"
 
 namespace gpupool::server {
@@ -82,6 +85,107 @@ Status CudaContext::textureDestroy(uint64_t handle, bool surface) {
                      : driver_->call(driver_->texObjectDestroy, handle);
   if (s.ok()) textures_.erase(it);
   return s;
+}
+
+Status CudaContext::textureReferenceFind(uint64_t module, const std::string& name, bool surface) {
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  auto it = modules_.find(module);
+  if (it == modules_.end()) return Status::error(CUDA_ERROR_INVALID_HANDLE, "unknown module");
+  if (surface) {
+    CUsurfref ref = nullptr;
+    return driver_->call(driver_->moduleGetSurfRef, &ref, it->second, name.c_str());
+  }
+  CUtexref ref = nullptr;
+  return driver_->call(driver_->moduleGetTexRef, &ref, it->second, name.c_str());
+}
+
+Status CudaContext::textureReferenceBind(uint64_t module, const std::string& name,
+                                         const TextureDescription& d) {
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  std::string reason;
+  if (CUresult r = checkTextureDescription(d, &reason); r != CUDA_SUCCESS) {
+    return Status::error(r, reason);
+  }
+  auto m = modules_.find(module);
+  if (m == modules_.end()) return Status::error(CUDA_ERROR_INVALID_HANDLE, "unknown module");
+  CUarray array = nullptr;
+  if (d.resourceType == CU_RESOURCE_TYPE_ARRAY) {
+    auto it = arrays_.find(d.handle);
+    if (it == arrays_.end() || !it->second.array) {
+      return Status::error(CUDA_ERROR_INVALID_HANDLE, "unknown array");
+    }
+    if (CUresult r = checkTextureArray(d, it->second.shape, &reason); r != CUDA_SUCCESS) {
+      return Status::error(r, reason);
+    }
+    array = it->second.array;
+  }
+  if (d.surface) {
+    CUsurfref ref = nullptr;
+    if (Status s = driver_->call(driver_->moduleGetSurfRef, &ref, m->second, name.c_str());
+        !s.ok()) {
+      return s;
+    }
+    return driver_->call(driver_->surfRefSetArray, ref, array, 0u);
+  }
+  CUtexref ref = nullptr;
+  if (Status s = driver_->call(driver_->moduleGetTexRef, &ref, m->second, name.c_str()); !s.ok()) {
+    return s;
+  }
+  // The sampler first: the resource is then checked with the state it is used with.
+  for (int i = 0; i < 3; ++i) {
+    if (Status s = driver_->call(driver_->texRefSetAddressMode, ref, i,
+                                 static_cast<CUaddress_mode>(d.addressMode[i]));
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (Status s = driver_->call(driver_->texRefSetFilterMode, ref,
+                               static_cast<CUfilter_mode>(d.filterMode));
+      !s.ok()) {
+    return s;
+  }
+  float border[4] = {d.borderColor[0], d.borderColor[1], d.borderColor[2], d.borderColor[3]};
+  if (Status s = driver_->call(driver_->texRefSetBorderColor, ref, border); !s.ok()) return s;
+  if (Status s = driver_->call(driver_->texRefSetFlags, ref, d.flags); !s.ok()) return s;
+  const uint64_t element = uint64_t{arrayChannelBytes(d.format)} * d.channels;
+  Status bound = Status::success();
+  switch (d.resourceType) {
+    case CU_RESOURCE_TYPE_ARRAY:
+      bound = driver_->call(driver_->texRefSetArray, ref, array, unsigned{CU_TRSA_OVERRIDE_FORMAT});
+      break;
+    case CU_RESOURCE_TYPE_LINEAR: {
+      if (Status s = checkPitchedRange("texture memory", d.handle, d.sizeBytes, d.sizeBytes, 1);
+          !s.ok()) {
+        return s;
+      }
+      if (Status s =
+              driver_->call(driver_->texRefSetFormat, ref, static_cast<CUarray_format>(d.format),
+                            static_cast<int>(d.channels));
+          !s.ok()) {
+        return s;
+      }
+      size_t offset = 0;
+      bound = driver_->call(driver_->texRefSetAddress, &offset, ref, CUdeviceptr{d.handle},
+                            size_t{d.sizeBytes});
+      break;
+    }
+    default: {  // pitch2D
+      if (Status s = checkPitchedRange("texture memory", d.handle, d.pitchBytes, d.width * element,
+                                       d.height);
+          !s.ok()) {
+        return s;
+      }
+      CUDA_ARRAY_DESCRIPTOR desc{};
+      desc.Width = d.width;
+      desc.Height = d.height;
+      desc.Format = static_cast<CUarray_format>(d.format);
+      desc.NumChannels = d.channels;
+      bound = driver_->call(driver_->texRefSetAddress2D, ref, &desc, CUdeviceptr{d.handle},
+                            size_t{d.pitchBytes});
+      break;
+    }
+  }
+  return bound;
 }
 
 void CudaContext::textureReleaseAll() {

@@ -708,8 +708,14 @@ Status EmuContext::launch(uint64_t function, const LaunchShape& shape, uint64_t 
   }
   auto program = f.program;
   const ptx::KernelInfo* kernel = f.kernel;
-  return enqueue(stream, [this, program, kernel, config, block, gate = gate_,
-                          textures = textures_]() mutable {
+  // The module's texture and surface references as bound now: later binding affects only later
+  // launches, as with the driver. A reference the kernel uses must be bound.
+  std::shared_ptr<const ReferenceBindings> references;
+  if (auto m = modules_.find(f.module); m != modules_.end()) references = m->second.references;
+  if (!references) references = std::make_shared<ReferenceBindings>();
+  if (Status st = checkReferencesBound(*program, *kernel, *references); !st.ok()) return st;
+  return enqueue(stream, [this, program, kernel, config, block, gate = gate_, textures = textures_,
+                          references]() mutable {
     ContextMemory memory(memory_, owner_);
     // A cooperative launch gets its own grid workspace, zeroed, for the launch's lifetime, as the
     // driver provides one to each cooperative launch.
@@ -745,7 +751,22 @@ Status EmuContext::launch(uint64_t function, const LaunchShape& shape, uint64_t 
     services.stepBudget = options_.stepBudget;
     services.cancel = &cancelled_;
     services.heap = &heap_;
-    services.textures = textures.get();
+    // Objects by their handles, and the module's references by textureReferenceHandle.
+    struct LaunchTextures final : ptx::TextureTable {
+      const TextureObjects* objects;
+      const ReferenceBindings* references;
+      const ptx::TextureView* find(uint64_t handle) const override {
+        if (handle >= ptx::kTextureReferenceHandleBase) {
+          auto it =
+              references->find(static_cast<uint32_t>(handle - ptx::kTextureReferenceHandleBase));
+          return it == references->end() ? nullptr : &it->second;
+        }
+        return objects->find(handle);
+      }
+    } launchTextures;
+    launchTextures.objects = textures.get();
+    launchTextures.references = references.get();
+    services.textures = &launchTextures;
     if (gate) gate->enter();  // waits for this tenant's turn on the device
     auto started = std::chrono::steady_clock::now();
     ptx::LaunchResult r = ptx::launch(*program, *kernel, config, block->data(), memory, services);

@@ -120,6 +120,10 @@ class EmuContext final : public BackendContext {
   // suld and sust resolve by handle, in this context only.
   Status textureCreate(const TextureDescription& desc, uint64_t* handle) override;
   Status textureDestroy(uint64_t handle, bool surface) override;
+  Status textureReferenceFind(uint64_t module, const std::string& name, bool surface) override;
+  Status textureReferenceBind(uint64_t module, const std::string& name,
+                              const TextureDescription& desc) override;
+  Status textureReferencesBound(uint64_t function) override;
 
   Status synchronize() override;
   Status idle() override;
@@ -144,9 +148,13 @@ class EmuContext final : public BackendContext {
     uint64_t completed = 0;  // the last epoch the stream reached
     std::chrono::steady_clock::time_point when;
   };
+  // The bindings of a module's texture and surface references (ptx::TextureReference index ->
+  // view), copied on write: a launch keeps the bindings it was queued with.
+  using ReferenceBindings = std::map<uint32_t, ptx::TextureView>;
   struct LoadedModule {
     std::shared_ptr<ptx::Module> program;
     std::vector<uint64_t> globalAddresses;
+    std::shared_ptr<const ReferenceBindings> references = std::make_shared<ReferenceBindings>();
   };
   struct Function {
     uint64_t module = 0;
@@ -155,6 +163,11 @@ class EmuContext final : public BackendContext {
     int maxDynamicSharedBytes = 0;  // cuFuncSetAttribute opt-in
   };
 
+  // CUDA_ERROR_INVALID_VALUE, naming it, unless every reference `kernel` uses is in `bindings`.
+  static Status checkReferencesBound(const ptx::Module& program, const ptx::KernelInfo& kernel,
+                                     const ReferenceBindings& bindings);
+  // The view a texture or surface object, or a reference bound to `desc`, reads (emu_textures.cc).
+  Status textureView(const TextureDescription& desc, ptx::TextureView* view);
   // The checked host view of [address, address+bytes) of this context's memory.
   uint8_t* view(uint64_t address, uint64_t bytes) const;
   // Lookups under tablesMutex_; the copies they return stay valid after the lock is released.

@@ -10,13 +10,13 @@
 
 namespace gpupool::server::emu {
 
-Status EmuContext::textureCreate(const TextureDescription& d, uint64_t* handle) {
-  if (Status st = sticky(); !st.ok()) return st;
+Status EmuContext::textureView(const TextureDescription& d, ptx::TextureView* out) {
   std::string reason;
   if (CUresult r = checkTextureDescription(d, &reason); r != CUDA_SUCCESS) {
     return Status::error(r, reason);
   }
-  ptx::TextureView v;
+  ptx::TextureView& v = *out;
+  v = ptx::TextureView{};
   v.surface = d.surface;
   if (d.resourceType == CU_RESOURCE_TYPE_ARRAY) {
     auto it = arrays_.find(d.handle);
@@ -79,6 +79,13 @@ Status EmuContext::textureCreate(const TextureDescription& d, uint64_t* handle) 
   v.normalizedCoords = (d.flags & CU_TRSF_NORMALIZED_COORDINATES) != 0;
   v.srgb = (d.flags & CU_TRSF_SRGB) != 0;
   for (int i = 0; i < 4; ++i) v.borderColor[i] = d.borderColor[i];
+  return Status::success();
+}
+
+Status EmuContext::textureCreate(const TextureDescription& d, uint64_t* handle) {
+  if (Status st = sticky(); !st.ok()) return st;
+  ptx::TextureView v;
+  if (Status st = textureView(d, &v); !st.ok()) return st;
   auto next = std::make_shared<TextureObjects>(*textures_);
   *handle = nextHandle_++;
   next->views.emplace(*handle, v);
@@ -97,6 +104,70 @@ Status EmuContext::textureDestroy(uint64_t handle, bool surface) {
   next->views.erase(handle);
   textures_ = std::move(next);
   return Status::success();
+}
+
+}  // namespace gpupool::server::emu
+
+namespace gpupool::server::emu {
+
+// A reference's binding is a view like an object's, kept with its module rather than under a
+// handle: tex/suld/sust name the reference, and the launch resolves it in the bindings it was
+// queued with (launch in emu_context.cc).
+Status EmuContext::textureReferenceFind(uint64_t module, const std::string& name, bool surface) {
+  auto it = modules_.find(module);
+  if (it == modules_.end()) return Status::error(CUDA_ERROR_INVALID_HANDLE, "unknown module");
+  for (const auto& r : it->second.program->references()) {
+    if (r.name == name && r.surface == surface) return Status::success();
+  }
+  return Status::error(
+      CUDA_ERROR_NOT_FOUND,
+      std::string("no ") + (surface ? "surface" : "texture") + " reference named '" + name + "'");
+}
+
+Status EmuContext::textureReferenceBind(uint64_t module, const std::string& name,
+                                        const TextureDescription& d) {
+  if (Status st = sticky(); !st.ok()) return st;
+  auto it = modules_.find(module);
+  if (it == modules_.end()) return Status::error(CUDA_ERROR_INVALID_HANDLE, "unknown module");
+  const auto& references = it->second.program->references();
+  uint32_t index = 0;
+  while (index < references.size() &&
+         (references[index].name != name || references[index].surface != d.surface)) {
+    ++index;
+  }
+  if (index == references.size()) {
+    return Status::error(CUDA_ERROR_NOT_FOUND, "no reference named '" + name + "'");
+  }
+  ptx::TextureView v;
+  if (Status st = textureView(d, &v); !st.ok()) return st;
+  auto next = std::make_shared<ReferenceBindings>(*it->second.references);
+  (*next)[index] = v;
+  it->second.references = std::move(next);
+  return Status::success();
+}
+
+Status EmuContext::checkReferencesBound(const ptx::Module& program, const ptx::KernelInfo& kernel,
+                                        const ReferenceBindings& bindings) {
+  for (uint32_t index : kernel.references) {
+    if (bindings.count(index)) continue;
+    const ptx::TextureReference& r = program.references()[index];
+    return Status::error(
+        CUDA_ERROR_INVALID_VALUE,
+        "kernel " + kernel.name + " uses " +
+            (r.surface ? "surface reference '" : "texture reference '") + r.name +
+            "', which is not bound: bind it (" +
+            (r.surface ? "cuSurfRefSetArray" : "cuTexRefSetArray, cuTexRefSetAddress") +
+            ") before the launch");
+  }
+  return Status::success();
+}
+
+Status EmuContext::textureReferencesBound(uint64_t function) {
+  auto f = functions_.find(function);
+  if (f == functions_.end()) return Status::error(CUDA_ERROR_INVALID_HANDLE, "unknown function");
+  auto m = modules_.find(f->second.module);
+  if (m == modules_.end()) return Status::error(CUDA_ERROR_INVALID_HANDLE, "unknown module");
+  return checkReferencesBound(*f->second.program, *f->second.kernel, *m->second.references);
 }
 
 }  // namespace gpupool::server::emu

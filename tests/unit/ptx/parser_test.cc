@@ -141,6 +141,46 @@ TEST(Loader, IndirectCallsDoNotPullInOtherKernelsShared) {
     EXPECT_EQ(k.staticSharedBytes, k.name == "first" ? 40000u : 30000u) << k.name;
 }
 
+// `.global .texref` / `.surfref` are module references: each kernel lists those it and its callees
+// name in tex/suld/sust, which must match the reference's kind.
+TEST(Loader, TextureAndSurfaceReferencesAreListedPerKernel) {
+  const std::string head =
+      ".version 8.0\n.target sm_75\n.address_size 64\n"
+      ".global .texref image;\n.global .surfref canvas;\n.global .texref unused;\n";
+  const std::string text = head +
+                           ".func sampleImage() { .reg .f32 %f<5>; mov.f32 %f0, 0f00000000;"
+                           " tex.2d.v4.f32.f32 {%f1, %f2, %f3, %f4}, [image, {%f0, %f0}]; ret; }\n"
+                           ".visible .entry reads() { call sampleImage, (); ret; }\n"
+                           ".visible .entry writes() { .reg .b32 %r<2>; mov.u32 %r0, 0;"
+                           " suld.b.2d.b32.trap {%r1}, [canvas, {%r0, %r0}];"
+                           " sust.b.2d.b32.trap [canvas, {%r0, %r0}], {%r1}; ret; }\n"
+                           ".visible .entry none() { ret; }\n";
+  auto m = Module::load(text);
+  ASSERT_TRUE(m.ok()) << m.status().message;
+  const auto& refs = m.value()->references();
+  ASSERT_EQ(refs.size(), 3u);
+  EXPECT_EQ(refs[0].name, "image");
+  EXPECT_FALSE(refs[0].surface);
+  EXPECT_EQ(refs[1].name, "canvas");
+  EXPECT_TRUE(refs[1].surface);
+  EXPECT_TRUE(m.value()->globals().empty());  // references take no device memory
+  for (const KernelInfo& k : m.value()->kernels()) {
+    const std::vector<uint32_t> want = k.name == "reads"    ? std::vector<uint32_t>{0}
+                                       : k.name == "writes" ? std::vector<uint32_t>{1}
+                                                            : std::vector<uint32_t>{};
+    EXPECT_EQ(k.references, want) << k.name;
+  }
+  // A texture reference used as a surface, and a reference outside .global, are invalid.
+  Status e = loadError(head +
+                       ".visible .entry k() { .reg .b32 %r<2>; mov.u32 %r0, 0;"
+                       " suld.b.2d.b32.trap {%r1}, [image, {%r0, %r0}]; ret; }\n");
+  EXPECT_EQ(e.code, CUDA_ERROR_INVALID_PTX) << e.message;
+  e = loadError(".version 8.0\n.target sm_75\n.address_size 64\n.const .texref t;\n");
+  EXPECT_EQ(e.code, CUDA_ERROR_INVALID_PTX) << e.message;
+  e = loadError(".version 8.0\n.target sm_75\n.address_size 64\n.global .samplerref s;\n");
+  EXPECT_EQ(e.code, CUDA_ERROR_NOT_SUPPORTED) << e.message;
+}
+
 TEST(Loader, UnknownExternFunctionIsNotSupported) {
   std::string text =
       ".version 9.0\n.target sm_90\n.address_size 64\n"

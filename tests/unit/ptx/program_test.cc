@@ -780,5 +780,39 @@ TEST_P(ProgramTest, TextureAndSurfaceObjects) {
   EXPECT_EQ(r.status.code, CUDA_ERROR_ILLEGAL_ADDRESS) << r.status.message;
 }
 
+// tex naming a module's `.global .texref` asks the launch's table for textureReferenceHandle(i).
+TEST_P(ProgramTest, TextureReferencesResolveThroughTheirHandle) {
+  auto loaded = Module::load(
+      ".version 8.0\n.target sm_75\n.address_size 64\n.global .texref values;\n"
+      ".visible .entry fetch(.param .u64 out) { .reg .b32 %r<6>; .reg .b64 %rd<4>;"
+      " ld.param.u64 %rd1, [out]; mov.u32 %r1, %tid.x;"
+      " tex.1d.v4.s32.s32 {%r2, %r3, %r4, %r5}, [values, {%r1}];"
+      " mul.wide.u32 %rd2, %r1, 4; add.s64 %rd3, %rd1, %rd2; st.global.s32 [%rd3], %r2; ret; }\n");
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message;
+  Module& m = **loaded;
+  memory_.bindModuleGlobals(m);
+  const int n = 4;
+  std::vector<int32_t> data = {5, -6, 7, 8};
+  TextureMap textures;
+  TextureView linear;
+  linear.resource = TextureResource::kLinear;
+  linear.format = CU_AD_FORMAT_SIGNED_INT32;
+  linear.readAsInteger = true;
+  linear.address = memory_.upload(data);
+  linear.width = n;
+  linear.rowPitch = linear.slicePitch = linear.bytes = n * sizeof(int32_t);
+  services_.textures = &textures;
+  uint64_t out = memory_.allocate(n * sizeof(int32_t));
+  const KernelInfo& k = kernel(m, "fetch");
+  ASSERT_EQ(k.references, std::vector<uint32_t>{0});
+  // Unbound: the launch fails and says so.
+  LaunchResult r = run(m, k, {1, 1, 1}, {n, 1, 1}, ParamBlock(k).set(0, out));
+  EXPECT_EQ(r.status.code, CUDA_ERROR_ILLEGAL_ADDRESS);
+  EXPECT_NE(r.status.message.find("not bound"), std::string::npos) << r.status.message;
+  textures.views[textureReferenceHandle(0)] = linear;
+  EXPECT_LAUNCH_OK(run(m, k, {1, 1, 1}, {n, 1, 1}, ParamBlock(k).set(0, out)));
+  EXPECT_EQ(memory_.download<int32_t>(out, n), data);
+}
+
 }  // namespace
 }  // namespace gpupool::ptx::testing

@@ -381,8 +381,9 @@ struct FunctionImage {
   uint32_t frameParamBytes = 0;  // func: own params + returns + call-site params
   uint32_t localBytes = 0;
   uint32_t maxThreads = 0;
-  std::vector<uint32_t> sharedUsed;  // shared variable indices referenced directly
-  std::vector<uint32_t> callees;     // direct callees; indirectCalls means "any function"
+  std::vector<uint32_t> sharedUsed;      // shared variable indices referenced directly
+  std::vector<uint32_t> referencesUsed;  // texture/surface reference indices named directly
+  std::vector<uint32_t> callees;         // direct callees; indirectCalls means "any function"
   bool indirectCalls = false;
 };
 
@@ -421,6 +422,7 @@ struct ModuleImage {
   std::vector<GlobalImage> globals;
   std::vector<GlobalVariable> globalList;  // globals[i].info, for Module::globals()
   std::vector<SharedVariable> sharedVars;
+  std::vector<TextureReference> references;  // .texref / .surfref, for Module::references()
   std::vector<KernelInfo> kernels;
   std::vector<uint32_t> kernelFunction;                    // kernels[i] -> functions index
   std::vector<std::vector<uint32_t>> kernelSharedOffsets;  // per kernel, per shared var

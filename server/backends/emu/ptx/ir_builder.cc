@@ -13,6 +13,7 @@
 #include "matrix_layout.h"
 #include "parser.h"
 #include "register_estimate.h"
+#include "texture_sampling.h"
 
 namespace gpupool::ptx {
 namespace {
@@ -195,7 +196,9 @@ class Builder {
  private:
   // ---- module scope -------------------------------------------------------------------------
   void addModuleVariable(const AstVariable& v) {
-    if (v.space == ".global" || v.space == ".const") {
+    if (v.type == ".texref" || v.type == ".surfref" || v.type == ".samplerref") {
+      addTextureReference(v);
+    } else if (v.space == ".global" || v.space == ".const") {
       GlobalImage g;
       g.info.name = v.name;
       g.info.size = variableSize(v);
@@ -220,6 +223,24 @@ class Builder {
     }
   }
 
+  // `.global .texref name;` / `.global .surfref name;`: a reference the host binds
+  // (cuModuleGetTexRef, cuTexRefSet*), named only by tex/suld/sust (decodeTextureAccess).
+  void addTextureReference(const AstVariable& v) {
+    if (v.type == ".samplerref")
+      failUnsupported("sampler references are not supported: .samplerref " + v.name);
+    if (v.space != ".global")
+      failInvalid("line " + std::to_string(v.line) + ": " + v.type + " " + v.name +
+                  " must be declared .global");
+    if (!v.dimensions.empty() || v.hasInitializer || v.vectorWidth != 1)
+      failUnsupported("texture or surface reference arrays and initializers are not supported: " +
+                      v.name);
+    if (moduleSymbols_.count(v.name) || textureReferences_.count(v.name))
+      failInvalid("duplicate symbol " + v.name);
+    const auto index = static_cast<uint32_t>(img_.references.size());
+    img_.references.push_back({v.name, v.type == ".surfref"});
+    textureReferences_.emplace(v.name, index);
+  }
+
   uint32_t addSharedVariable(const AstVariable& v, const std::string& symbolName) {
     SharedVariable s;
     s.name = v.name;
@@ -233,6 +254,7 @@ class Builder {
   }
 
   void defineSymbol(const std::string& name, ModuleSymbol s) {
+    if (textureReferences_.count(name)) failInvalid("duplicate symbol " + name);
     auto [it, inserted] = moduleSymbols_.emplace(name, s);
     if (!inserted) {
       // A function may be declared and later defined; anything else is a redefinition.
@@ -304,6 +326,7 @@ class Builder {
     scopes_.clear();
     labels_.clear();
     sharedUsed_.clear();
+    referencesUsed_.clear();
     paramSizes_.clear();
     fn.entryPc = static_cast<uint32_t>(img_.code.size());
     // Parameters are visible in the outermost scope.
@@ -364,6 +387,7 @@ class Builder {
     fn2.localBytes = static_cast<uint32_t>(alignUp(localBytes_, 16));
     fn2.frameParamBytes = static_cast<uint32_t>(alignUp(frameBytes_, 16));
     fn2.sharedUsed.assign(sharedUsed_.begin(), sharedUsed_.end());
+    fn2.referencesUsed.assign(referencesUsed_.begin(), referencesUsed_.end());
   }
 
   void declareLocal(const AstVariable& v) {
@@ -691,6 +715,10 @@ class Builder {
       for (uint32_t s : used)
         if (img_.sharedVars[s].dynamic) offsets[s] = dynOffset;
       k.staticSharedBytes = static_cast<uint32_t>(size - kReservedSharedBytes);
+      std::set<uint32_t> references;
+      for (uint32_t r : reach)
+        for (uint32_t t : img_.functions[r].referencesUsed) references.insert(t);
+      k.references.assign(references.begin(), references.end());
       img_.kernels.push_back(k);
       img_.kernelFunction.push_back(fi);
       img_.kernelSharedOffsets.push_back(std::move(offsets));
@@ -705,6 +733,8 @@ class Builder {
   std::vector<Scope> scopes_;
   std::unordered_map<std::string, uint32_t> labels_;
   std::set<uint32_t> sharedUsed_;
+  std::set<uint32_t> referencesUsed_;                            // of the function being built
+  std::unordered_map<std::string, uint32_t> textureReferences_;  // name -> img_.references index
   std::map<uint64_t, uint32_t> paramSizes_;
   std::string currentText_;
   uint32_t curFunction_ = 0;
@@ -1391,7 +1421,8 @@ void Builder::decodeMatrix(const AstInstruction& a, Instr* in) {
 
 // tex.{1d,2d,3d,a1d,a2d}.v4.{f32,s32,u32}.{f32,s32} and suld.b / sust.b on 1d, 2d, 3d, a1d and
 // a2d surfaces: [handle, {coordinates}] with the handle in a register (a CUtexObject or
-// CUsurfObject the kernel got as a parameter). The layered forms put the layer first.
+// CUsurfObject the kernel got as a parameter) or the name of a module's texture or surface
+// reference (an immediate textureReferenceHandle). The layered forms put the layer first.
 template <class Take>
 void Builder::decodeTextureAccess(const AstInstruction& a, Instr* in, Take& take,
                                   const std::vector<Type>& types) {
@@ -1406,9 +1437,20 @@ void Builder::decodeTextureAccess(const AstInstruction& a, Instr* in, Take& take
   if (at.kind != AstOperand::Kind::kAddress || at.name.empty() || at.integer != 0 ||
       at.elements.size() != 1 || at.elements[0].kind != AstOperand::Kind::kVector)
     failInvalid(a.opcode + " needs [handle, {coordinates}]");
-  Operand handle = resolveName(at.name, false);
-  if (handle.kind != OperandKind::kReg)
-    failUnsupported(a.opcode + " needs its handle in a register");
+  Operand handle;
+  if (auto ref = textureReferences_.find(at.name);
+      ref != textureReferences_.end() && !lookupScoped(at.name)) {
+    if (img_.references[ref->second].surface != (base != "tex"))
+      failInvalid(a.opcode + " names " + (base == "tex" ? "surface" : "texture") + " reference " +
+                  at.name);
+    handle.kind = OperandKind::kImm;
+    handle.imm = textureReferenceHandle(ref->second);
+    referencesUsed_.insert(ref->second);
+  } else {
+    handle = resolveName(at.name, false);
+    if (handle.kind != OperandKind::kReg)
+      failUnsupported(a.opcode + " needs its handle in a register or a texture reference");
+  }
   if (base == "tex") {
     if (take({"level", "grad", "base"}) >= 0)
       failUnsupported("tex with a level of detail or gradients is not supported: " + a.opcode);

@@ -26,6 +26,7 @@ const KernelInfo* Module::findKernel(std::string_view name) const {
 }
 
 const std::vector<GlobalVariable>& Module::globals() const { return image_->globalList; }
+const std::vector<TextureReference>& Module::references() const { return image_->references; }
 
 void Module::bindGlobals(std::vector<uint64_t> addresses) {
   addresses.resize(image_->globals.size(), 0);

@@ -13,9 +13,10 @@ struct SyntaxError {
 
 bool isTypeDirective(std::string_view d) {
   static constexpr std::string_view kTypes[] = {
-      ".pred",  ".b8",   ".b16",    ".b32",  ".b64",  ".u8",  ".u16", ".u32",
-      ".u64",   ".s8",   ".s16",    ".s32",  ".s64",  ".f16", ".f32", ".f64",
-      ".f16x2", ".bf16", ".bf16x2", ".b128", ".e4m3", ".e5m2"};
+      ".pred", ".b8", ".b16", ".b32", ".b64", ".u8", ".u16", ".u32", ".u64", ".s8", ".s16", ".s32",
+      ".s64", ".f16", ".f32", ".f64", ".f16x2", ".bf16", ".bf16x2", ".b128", ".e4m3", ".e5m2",
+      // Opaque types of texture and surface references (`.global .texref name;`).
+      ".texref", ".surfref", ".samplerref"};
   for (auto t : kTypes)
     if (d == t) return true;
   return false;

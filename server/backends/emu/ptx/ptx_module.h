@@ -32,6 +32,17 @@ struct KernelInfo {
   // (register_estimate.h), what cuFuncGetAttribute(NUM_REGS) and the occupancy calculator use.
   uint32_t allocatedRegs = 16;
   uint32_t maxThreadsPerBlock = 1024;  // .maxntid / .reqntid product, or 1024
+  // The module's texture and surface references (Module::references() indices) that the kernel
+  // and the functions it can call read or write: each must be bound before a launch.
+  std::vector<uint32_t> references;
+};
+
+// A module-scope `.global .texref name;` or `.global .surfref name;`. tex/suld/sust name it
+// instead of a handle register; the instruction then asks the launch's TextureTable for
+// textureReferenceHandle(index), which the backend answers with the reference's current binding.
+struct TextureReference {
+  std::string name;
+  bool surface = false;
 };
 
 struct GlobalVariable {
@@ -56,6 +67,7 @@ class Module {
   const std::vector<KernelInfo>& kernels() const;
   const KernelInfo* findKernel(std::string_view name) const;
   const std::vector<GlobalVariable>& globals() const;  // .global and .const module-scope variables
+  const std::vector<TextureReference>& references() const;  // .texref and .surfref variables
 
   // The backend allocates device memory for each global (addresses[i] for globals()[i]) and must
   // call this once before any launch; initialImage(i) then gives the bytes to write there

@@ -34,8 +34,13 @@ void BlockRunner::textureAccess(const Instr& in, uint32_t exec) {
     const TextureView* t = ctx_.services.textures ? ctx_.services.textures->find(handle) : nullptr;
     if (!t || t->surface != !isTexture) {
       std::ostringstream what;
-      what << "no " << (isTexture ? "texture" : "surface") << " object 0x" << std::hex << handle
-           << " in this context";
+      if (handle >= kTextureReferenceHandleBase) {
+        what << (isTexture ? "texture" : "surface") << " reference #"
+             << (handle - kTextureReferenceHandleBase) << " is not bound";
+      } else {
+        what << "no " << (isTexture ? "texture" : "surface") << " object 0x" << std::hex << handle
+             << " in this context";
+      }
       fault(CUDA_ERROR_ILLEGAL_ADDRESS, l, curPc_, what.str());
     }
     if (t->dims != dims || t->layered != layered) {

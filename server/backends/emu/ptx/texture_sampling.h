@@ -34,6 +34,14 @@ struct TextureView {
   float borderColor[4] = {};
 };
 
+// The handle tex/suld/sust use for a module's texture or surface reference (ptx_module.h,
+// TextureReference): outside the handles backends mint for objects, so the launch's table can
+// tell the two apart.
+inline constexpr uint64_t kTextureReferenceHandleBase = 0xfe7e'0000'0000'0000ull;
+inline constexpr uint64_t textureReferenceHandle(uint32_t index) {
+  return kTextureReferenceHandleBase | index;
+}
+
 // Resolves a handle a kernel holds to its object; null when the context has none by that value.
 class TextureTable {
  public:

@@ -1,0 +1,741 @@
+// Texture and surface references, the API before texture objects: cuModuleGetTexRef /
+// cuModuleGetSurfRef name a module's `.global .texref` / `.surfref`, cuTexRef* and cuSurfRef* set
+// and get its state, cuTexRefCreate makes one outside any module. The state stays here; before a
+// launch of a function of the module, the references whose state changed are bound on the server
+// (bindTextureReferences), which holds each binding with the module for the launches that follow.
+// The resource and sampler are checked as for texture objects (common/texture_descriptor.h).
+//
+// Stored, not applied: the mipmap filter mode, level bias and clamp, and the maximum anisotropy.
+// They only act on mipmapped arrays, which references cannot be bound to here, or through a level
+// of detail, which a kernel's tex without gradients does not have; they read back as set.
+#include <cstring>
+#include <mutex>
+#include <string>
+
+#include "array_objects.h"
+#include "client_log.h"
+#include "common/texture_descriptor.h"
+#include "driver_export.h"
+#include "raw_enum.h"
+#include "texture_references.h"
+
+using namespace gpupool::client;
+using gpupool::TextureDescription;
+
+namespace gpupool::client {
+
+struct TextureReferenceObject {
+  Tag tag = Tag::kTextureReference;  // kSurfaceReference for a surface reference
+  ModuleObject* module = nullptr;    // null: made by cuTexRefCreate (no kernel can read it)
+  std::string name;
+  // What the reference is bound to.
+  enum class Binding { kNone, kArray, kLinear, kPitch2D } binding = Binding::kNone;
+  CUarray array = nullptr;
+  CUdeviceptr address = 0;  // linear, pitch2D: the bound (aligned) address
+  size_t bytes = 0, width = 0, height = 0, pitch = 0;
+  // The sampler and element format (textures).
+  CUarray_format format = CU_AD_FORMAT_FLOAT;
+  int channels = 1;
+  CUaddress_mode addressMode[3] = {CU_TR_ADDRESS_MODE_WRAP, CU_TR_ADDRESS_MODE_WRAP,
+                                   CU_TR_ADDRESS_MODE_WRAP};
+  CUfilter_mode filterMode = CU_TR_FILTER_MODE_POINT;
+  unsigned flags = 0;
+  float borderColor[4] = {};
+  // Stored only (see the note at the top).
+  CUfilter_mode mipmapFilterMode = CU_TR_FILTER_MODE_POINT;
+  float mipmapLevelBias = 0, minMipmapLevelClamp = 0, maxMipmapLevelClamp = 0;
+  unsigned maxAnisotropy = 0;
+  // Changed state since the last binding on the server.
+  uint64_t version = 1, boundVersion = 0;
+};
+
+}  // namespace gpupool::client
+
+namespace {
+
+std::mutex referencesMutex;  // guards every reference's state and ModuleObject::textureReferences
+
+TextureReferenceObject* asReference(const void* h, Tag tag) {
+  if (!h || !isRegistered(h)) return nullptr;
+  auto* r = static_cast<TextureReferenceObject*>(const_cast<void*>(h));
+  return r->tag == tag ? r : nullptr;
+}
+TextureReferenceObject* asTexRef(CUtexref h) { return asReference(h, Tag::kTextureReference); }
+TextureReferenceObject* asSurfRef(CUsurfref h) { return asReference(h, Tag::kSurfaceReference); }
+
+// The resource and sampler of a reference's binding, as a texture object would describe them.
+TextureDescription referenceDescription(const TextureReferenceObject& r) {
+  TextureDescription d;
+  d.surface = r.tag == Tag::kSurfaceReference;
+  d.format = static_cast<unsigned>(rawEnumValue(r.format));
+  d.channels = static_cast<unsigned>(r.channels);
+  switch (r.binding) {
+    case TextureReferenceObject::Binding::kLinear:
+      d.resourceType = CU_RESOURCE_TYPE_LINEAR;
+      d.handle = r.address;
+      d.sizeBytes = r.bytes;
+      break;
+    case TextureReferenceObject::Binding::kPitch2D:
+      d.resourceType = CU_RESOURCE_TYPE_PITCH2D;
+      d.handle = r.address;
+      d.width = r.width;
+      d.height = r.height;
+      d.pitchBytes = r.pitch;
+      break;
+    default:
+      d.resourceType = CU_RESOURCE_TYPE_ARRAY;
+      break;
+  }
+  for (int i = 0; i < 3; ++i) d.addressMode[i] = static_cast<unsigned>(r.addressMode[i]);
+  d.filterMode = static_cast<unsigned>(r.filterMode);
+  d.flags = r.flags;
+  for (int i = 0; i < 4; ++i) d.borderColor[i] = r.borderColor[i];
+  return d;
+}
+
+CUresult refuseValue(const std::string& why) { return refuseCall(CUDA_ERROR_INVALID_VALUE, why); }
+
+// The checks of a new binding that concern the resource (format, alignment, extent; for an array,
+// its shape): the sampler may still change before the launch, which checks the whole.
+CUresult checkResource(const TextureReferenceObject& r, const char* what,
+                       const gpupool::ArrayShape* shape) {
+  TextureDescription d = referenceDescription(r);
+  d.filterMode = CU_TR_FILTER_MODE_POINT;
+  d.flags = 0;
+  for (unsigned& m : d.addressMode) m = CU_TR_ADDRESS_MODE_CLAMP;
+  std::string reason;
+  CUresult c = gpupool::checkTextureDescription(d, &reason);
+  if (c == CUDA_SUCCESS && shape) c = gpupool::checkTextureArray(d, *shape, &reason);
+  return c == CUDA_SUCCESS ? c : refuseCall(c, std::string(what) + ": " + reason);
+}
+
+bool validFormat(CUarray_format f, int channels) {
+  return gpupool::arrayFormatNamed(static_cast<unsigned>(rawEnumValue(f))) &&
+         (channels == 1 || channels == 2 || channels == 4);
+}
+
+// Looks up (once; later calls answer the same handle, as the driver does) module `hmod`'s
+// reference `name` of that kind.
+CUresult moduleReference(const char* what, CUmodule hmod, const char* name, bool surface,
+                         TextureReferenceObject** out) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  if (!out || !name) return CUDA_ERROR_INVALID_VALUE;
+  ModuleObject* m = asModule(hmod);
+  if (!m) return CUDA_ERROR_INVALID_HANDLE;
+  const Tag tag = surface ? Tag::kSurfaceReference : Tag::kTextureReference;
+  {
+    std::lock_guard lock(referencesMutex);
+    if (auto it = m->textureReferences.find(name); it != m->textureReferences.end()) {
+      if (it->second->tag != tag) return CUDA_ERROR_NOT_FOUND;
+      *out = it->second;
+      return CUDA_SUCCESS;
+    }
+  }
+  ContextObject* ctx = m->context;
+  CUresult r = ctx->server->call(what, [&](wire::Request::Builder b) {
+    auto t = b.initTextureOp();
+    t.setContext(ctx->remote);
+    t.setOp(wire::Request::TextureOpKind::FIND_REFERENCE);
+    t.setSurface(surface);
+    t.setModule(m->remote);
+    t.setName(name);
+  });
+  if (r != CUDA_SUCCESS) return r;
+  std::lock_guard lock(referencesMutex);
+  TextureReferenceObject*& slot = m->textureReferences[name];
+  if (!slot) {
+    slot = new TextureReferenceObject;
+    slot->tag = tag;
+    slot->module = m;
+    slot->name = name;
+    registerObject(slot);
+  }
+  *out = slot;
+  return CUDA_SUCCESS;
+}
+
+// Under referencesMutex: marks a texture reference's state changed.
+CUresult stateChanged(TextureReferenceObject* r) {
+  ++r->version;
+  return CUDA_SUCCESS;
+}
+
+CUresult bindPitch2D(TextureReferenceObject* r, const CUDA_ARRAY_DESCRIPTOR* desc, CUdeviceptr dptr,
+                     size_t pitch) {
+  if (!desc) return CUDA_ERROR_INVALID_VALUE;
+  if (!validFormat(desc->Format, static_cast<int>(desc->NumChannels))) {
+    return refuseValue("cuTexRefSetAddress2D: invalid format or channel count (1, 2 or 4)");
+  }
+  std::lock_guard lock(referencesMutex);
+  TextureReferenceObject next = *r;
+  next.binding = TextureReferenceObject::Binding::kPitch2D;
+  next.address = dptr;
+  next.width = desc->Width;
+  next.height = desc->Height;
+  next.pitch = pitch;
+  next.format = desc->Format;
+  next.channels = static_cast<int>(desc->NumChannels);
+  if (CUresult c = checkResource(next, "cuTexRefSetAddress2D", nullptr); c != CUDA_SUCCESS) {
+    return c;
+  }
+  *r = next;
+  return stateChanged(r);
+}
+
+}  // namespace
+
+namespace gpupool::client {
+
+CUresult bindTextureReferences(FunctionObject* f) {
+  ModuleObject* m = f->module;
+  struct Pending {
+    TextureReferenceObject* reference;
+    uint64_t version;
+    TextureDescription description;
+  };
+  std::vector<Pending> pending;
+  bool check = false;
+  {
+    std::lock_guard lock(referencesMutex);
+    // A module none of whose references was looked up: the launch itself checks.
+    check = !m->textureReferences.empty() && !f->referencesBound;
+    for (auto& [name, r] : m->textureReferences) {
+      if (r->binding == TextureReferenceObject::Binding::kNone || r->version == r->boundVersion) {
+        continue;
+      }
+      Pending p{r, r->version, referenceDescription(*r)};
+      if (r->binding == TextureReferenceObject::Binding::kArray) {
+        const ArrayObject* a = asArray(r->array);
+        if (!a) {
+          return refuseCall(CUDA_ERROR_INVALID_HANDLE,
+                            "launch: the array bound to reference '" + name + "' was destroyed");
+        }
+        p.description.handle = a->remote;
+      }
+      pending.push_back(p);
+    }
+  }
+  ContextObject* ctx = m->context;
+  for (const Pending& p : pending) {
+    const TextureDescription& d = p.description;
+    CUresult r = ctx->server->call("cuLaunchKernel (texture reference binding)",
+                                   [&](wire::Request::Builder b) {
+                                     auto t = b.initTextureOp();
+                                     t.setContext(ctx->remote);
+                                     t.setOp(wire::Request::TextureOpKind::BIND_REFERENCE);
+                                     t.setModule(m->remote);
+                                     t.setName(p.reference->name);
+                                     t.setSurface(d.surface);
+                                     t.setResourceType(d.resourceType);
+                                     t.setHandle(d.handle);
+                                     t.setFormat(d.format);
+                                     t.setChannels(d.channels);
+                                     t.setWidth(d.width);
+                                     t.setHeight(d.height);
+                                     t.setPitchBytes(d.pitchBytes);
+                                     t.setSizeBytes(d.sizeBytes);
+                                     auto modes = t.initAddressMode(3);
+                                     for (unsigned i = 0; i < 3; ++i)
+                                       modes.set(i, d.addressMode[i]);
+                                     t.setFilterMode(d.filterMode);
+                                     t.setFlags(d.flags);
+                                     auto border = t.initBorderColor(4);
+                                     for (unsigned i = 0; i < 4; ++i)
+                                       border.set(i, d.borderColor[i]);
+                                   });
+    if (r != CUDA_SUCCESS) return r;
+    std::lock_guard lock(referencesMutex);
+    p.reference->boundVersion = p.version;
+  }
+  if (!check) return CUDA_SUCCESS;
+  CUresult r =
+      ctx->server->call("cuLaunchKernel (texture references)", [&](wire::Request::Builder b) {
+        auto t = b.initTextureOp();
+        t.setContext(ctx->remote);
+        t.setOp(wire::Request::TextureOpKind::CHECK_BOUND);
+        t.setHandle(f->remote);
+      });
+  if (r != CUDA_SUCCESS) return r;
+  std::lock_guard lock(referencesMutex);
+  f->referencesBound = true;
+  return CUDA_SUCCESS;
+}
+
+bool textureReferenceModule(CUtexref h, ModuleObject** module) {
+  TextureReferenceObject* r = asTexRef(h);
+  if (!r) return false;
+  *module = r->module;
+  return true;
+}
+
+void forgetTextureReferences(ModuleObject* m) {
+  std::lock_guard lock(referencesMutex);
+  for (auto& [name, r] : m->textureReferences) {
+    unregisterObject(r);
+    r->tag = Tag::kDead;
+    delete r;
+  }
+  m->textureReferences.clear();
+}
+
+}  // namespace gpupool::client
+
+// ---- References of modules ----
+
+GPUPOOL_DRIVER_API CUresult cuModuleGetTexRef(CUtexref* pTexRef, CUmodule hmod, const char* name) {
+  TextureReferenceObject* r = nullptr;
+  CUresult result = moduleReference("cuModuleGetTexRef", hmod, name, false, &r);
+  if (result == CUDA_SUCCESS) *pTexRef = reinterpret_cast<CUtexref>(r);
+  return result;
+}
+
+GPUPOOL_DRIVER_API CUresult cuModuleGetSurfRef(CUsurfref* pSurfRef, CUmodule hmod,
+                                               const char* name) {
+  TextureReferenceObject* r = nullptr;
+  CUresult result = moduleReference("cuModuleGetSurfRef", hmod, name, true, &r);
+  if (result == CUDA_SUCCESS) *pSurfRef = reinterpret_cast<CUsurfref>(r);
+  return result;
+}
+
+// A reference made outside any module: it holds state, and no kernel reads it.
+GPUPOOL_DRIVER_API CUresult cuTexRefCreate(CUtexref* pTexRef) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  if (!pTexRef) return CUDA_ERROR_INVALID_VALUE;
+  auto* r = new TextureReferenceObject;
+  registerObject(r);
+  *pTexRef = reinterpret_cast<CUtexref>(r);
+  return CUDA_SUCCESS;
+}
+
+GPUPOOL_DRIVER_API CUresult cuTexRefDestroy(CUtexref hTexRef) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  TextureReferenceObject* r = asTexRef(hTexRef);
+  if (!r) return CUDA_ERROR_INVALID_HANDLE;
+  if (r->module) {
+    return refuseValue("cuTexRefDestroy: a module's texture reference lives as long as its module");
+  }
+  unregisterObject(r);
+  r->tag = Tag::kDead;
+  delete r;
+  return CUDA_SUCCESS;
+}
+
+// ---- Binding ----
+
+GPUPOOL_DRIVER_API CUresult cuTexRefSetArray(CUtexref hTexRef, CUarray hArray, unsigned int Flags) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  TextureReferenceObject* r = asTexRef(hTexRef);
+  if (!r) return CUDA_ERROR_INVALID_HANDLE;
+  const ArrayObject* a = asArray(hArray);
+  if (!a) return CUDA_ERROR_INVALID_HANDLE;
+  if (Flags != CU_TRSA_OVERRIDE_FORMAT) {
+    return refuseValue("cuTexRefSetArray: Flags must be CU_TRSA_OVERRIDE_FORMAT");
+  }
+  if (r->module && a->context != r->module->context) {
+    return refuseCall(CUDA_ERROR_INVALID_HANDLE,
+                      "cuTexRefSetArray: the array belongs to another context than the module");
+  }
+  std::lock_guard lock(referencesMutex);
+  TextureReferenceObject next = *r;
+  next.binding = TextureReferenceObject::Binding::kArray;
+  next.array = hArray;
+  next.format = static_cast<CUarray_format>(a->shape.format);
+  next.channels = static_cast<int>(a->shape.channels);
+  if (CUresult c = checkResource(next, "cuTexRefSetArray", &a->shape); c != CUDA_SUCCESS) return c;
+  *r = next;
+  return stateChanged(r);
+}
+
+GPUPOOL_DRIVER_API CUresult cuTexRefSetMipmappedArray(CUtexref hTexRef,
+                                                      CUmipmappedArray hMipmappedArray,
+                                                      unsigned int Flags) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  if (!asTexRef(hTexRef) || !asMipmappedArray(hMipmappedArray)) return CUDA_ERROR_INVALID_HANDLE;
+  (void)Flags;
+  return refuseCall(CUDA_ERROR_NOT_SUPPORTED,
+                    "cuTexRefSetMipmappedArray: textures on mipmapped arrays are not served (the "
+                    "emu samples no levels of detail); bind one level (cuMipmappedArrayGetLevel) "
+                    "with cuTexRefSetArray");
+}
+
+namespace {
+
+// Binds linear memory. As the driver does, an address off TEXTURE_ALIGNMENT (512 bytes) is bound
+// from the aligned address below it, and *ByteOffset says how far the data starts from there.
+CUresult bindLinear(size_t* ByteOffset, CUtexref hTexRef, CUdeviceptr dptr, size_t bytes) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  TextureReferenceObject* r = asTexRef(hTexRef);
+  if (!r) return CUDA_ERROR_INVALID_HANDLE;
+  const size_t offset = dptr % gpupool::kTextureAlignment;
+  std::lock_guard lock(referencesMutex);
+  TextureReferenceObject next = *r;
+  next.binding = TextureReferenceObject::Binding::kLinear;
+  next.address = dptr - offset;
+  next.bytes = bytes + offset;
+  if (CUresult c = checkResource(next, "cuTexRefSetAddress", nullptr); c != CUDA_SUCCESS) return c;
+  *r = next;
+  if (ByteOffset) *ByteOffset = offset;
+  return stateChanged(r);
+}
+
+CUresult bindPitch2DOf(CUtexref hTexRef, const CUDA_ARRAY_DESCRIPTOR* desc, CUdeviceptr dptr,
+                       size_t Pitch) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  TextureReferenceObject* r = asTexRef(hTexRef);
+  if (!r) return CUDA_ERROR_INVALID_HANDLE;
+  return bindPitch2D(r, desc, dptr, Pitch);
+}
+
+CUresult boundAddress(CUdeviceptr* pdptr, CUtexref hTexRef) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  TextureReferenceObject* r = asTexRef(hTexRef);
+  if (!r) return CUDA_ERROR_INVALID_HANDLE;
+  if (!pdptr) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard lock(referencesMutex);
+  if (r->binding != TextureReferenceObject::Binding::kLinear &&
+      r->binding != TextureReferenceObject::Binding::kPitch2D) {
+    return CUDA_ERROR_INVALID_VALUE;  // as the driver: not bound to device memory
+  }
+  *pdptr = r->address;
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+GPUPOOL_DRIVER_API CUresult cuTexRefSetAddress_v2(size_t* ByteOffset, CUtexref hTexRef,
+                                                  CUdeviceptr dptr, size_t bytes) {
+  return bindLinear(ByteOffset, hTexRef, dptr, bytes);
+}
+
+GPUPOOL_DRIVER_API CUresult cuTexRefSetAddress2D_v3(CUtexref hTexRef,
+                                                    const CUDA_ARRAY_DESCRIPTOR* desc,
+                                                    CUdeviceptr dptr, size_t Pitch) {
+  return bindPitch2DOf(hTexRef, desc, dptr, Pitch);
+}
+
+// The CUDA 4.1 ABI of cuTexRefSetAddress2D: the same parameters.
+GPUPOOL_DRIVER_API CUresult cuTexRefSetAddress2D_v2(CUtexref hTexRef,
+                                                    const CUDA_ARRAY_DESCRIPTOR* desc,
+                                                    CUdeviceptr dptr, size_t Pitch) {
+  return bindPitch2DOf(hTexRef, desc, dptr, Pitch);
+}
+
+GPUPOOL_DRIVER_API CUresult cuTexRefGetAddress_v2(CUdeviceptr* pdptr, CUtexref hTexRef) {
+  return boundAddress(pdptr, hTexRef);
+}
+
+GPUPOOL_DRIVER_API CUresult cuTexRefGetArray(CUarray* phArray, CUtexref hTexRef) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  TextureReferenceObject* r = asTexRef(hTexRef);
+  if (!r) return CUDA_ERROR_INVALID_HANDLE;
+  if (!phArray) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard lock(referencesMutex);
+  if (r->binding != TextureReferenceObject::Binding::kArray) return CUDA_ERROR_INVALID_VALUE;
+  *phArray = r->array;
+  return CUDA_SUCCESS;
+}
+
+GPUPOOL_DRIVER_API CUresult cuTexRefGetMipmappedArray(CUmipmappedArray* phMipmappedArray,
+                                                      CUtexref hTexRef) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  if (!asTexRef(hTexRef)) return CUDA_ERROR_INVALID_HANDLE;
+  if (!phMipmappedArray) return CUDA_ERROR_INVALID_VALUE;
+  return CUDA_ERROR_INVALID_VALUE;  // as the driver: never bound to a mipmapped array here
+}
+
+// ---- The sampler and format ----
+
+GPUPOOL_DRIVER_API CUresult cuTexRefSetFormat(CUtexref hTexRef, CUarray_format fmt,
+                                              int NumPackedComponents) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  TextureReferenceObject* r = asTexRef(hTexRef);
+  if (!r) return CUDA_ERROR_INVALID_HANDLE;
+  if (!validFormat(fmt, NumPackedComponents)) {
+    return refuseValue("cuTexRefSetFormat: invalid format or channel count (1, 2 or 4)");
+  }
+  std::lock_guard lock(referencesMutex);
+  r->format = fmt;
+  r->channels = NumPackedComponents;
+  return stateChanged(r);
+}
+
+GPUPOOL_DRIVER_API CUresult cuTexRefGetFormat(CUarray_format* pFormat, int* pNumChannels,
+                                              CUtexref hTexRef) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  TextureReferenceObject* r = asTexRef(hTexRef);
+  if (!r) return CUDA_ERROR_INVALID_HANDLE;
+  std::lock_guard lock(referencesMutex);
+  if (pFormat) *pFormat = r->format;
+  if (pNumChannels) *pNumChannels = r->channels;
+  return CUDA_SUCCESS;
+}
+
+GPUPOOL_DRIVER_API CUresult cuTexRefSetAddressMode(CUtexref hTexRef, int dim, CUaddress_mode am) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  TextureReferenceObject* r = asTexRef(hTexRef);
+  if (!r) return CUDA_ERROR_INVALID_HANDLE;
+  if (dim < 0 || dim > 2) return refuseValue("cuTexRefSetAddressMode: dim must be 0, 1 or 2");
+  const int mode = rawEnumValue(am);
+  if (mode < CU_TR_ADDRESS_MODE_WRAP || mode > CU_TR_ADDRESS_MODE_BORDER) {
+    return refuseValue("cuTexRefSetAddressMode: invalid address mode");
+  }
+  std::lock_guard lock(referencesMutex);
+  r->addressMode[dim] = am;
+  return stateChanged(r);
+}
+
+GPUPOOL_DRIVER_API CUresult cuTexRefGetAddressMode(CUaddress_mode* pam, CUtexref hTexRef, int dim) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  TextureReferenceObject* r = asTexRef(hTexRef);
+  if (!r) return CUDA_ERROR_INVALID_HANDLE;
+  if (!pam || dim < 0 || dim > 2) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard lock(referencesMutex);
+  *pam = r->addressMode[dim];
+  return CUDA_SUCCESS;
+}
+
+GPUPOOL_DRIVER_API CUresult cuTexRefSetFilterMode(CUtexref hTexRef, CUfilter_mode fm) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  TextureReferenceObject* r = asTexRef(hTexRef);
+  if (!r) return CUDA_ERROR_INVALID_HANDLE;
+  const int mode = rawEnumValue(fm);
+  if (mode < CU_TR_FILTER_MODE_POINT || mode > CU_TR_FILTER_MODE_LINEAR) {
+    return refuseValue("cuTexRefSetFilterMode: invalid filter mode");
+  }
+  std::lock_guard lock(referencesMutex);
+  r->filterMode = fm;
+  return stateChanged(r);
+}
+
+GPUPOOL_DRIVER_API CUresult cuTexRefGetFilterMode(CUfilter_mode* pfm, CUtexref hTexRef) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  TextureReferenceObject* r = asTexRef(hTexRef);
+  if (!r) return CUDA_ERROR_INVALID_HANDLE;
+  if (!pfm) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard lock(referencesMutex);
+  *pfm = r->filterMode;
+  return CUDA_SUCCESS;
+}
+
+GPUPOOL_DRIVER_API CUresult cuTexRefSetFlags(CUtexref hTexRef, unsigned int Flags) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  TextureReferenceObject* r = asTexRef(hTexRef);
+  if (!r) return CUDA_ERROR_INVALID_HANDLE;
+  if (Flags & ~gpupool::kKnownTextureFlags) return refuseValue("cuTexRefSetFlags: unknown flags");
+  std::lock_guard lock(referencesMutex);
+  r->flags = Flags;
+  return stateChanged(r);
+}
+
+GPUPOOL_DRIVER_API CUresult cuTexRefGetFlags(unsigned int* pFlags, CUtexref hTexRef) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  TextureReferenceObject* r = asTexRef(hTexRef);
+  if (!r) return CUDA_ERROR_INVALID_HANDLE;
+  if (!pFlags) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard lock(referencesMutex);
+  *pFlags = r->flags;
+  return CUDA_SUCCESS;
+}
+
+GPUPOOL_DRIVER_API CUresult cuTexRefSetBorderColor(CUtexref hTexRef, float* pBorderColor) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  TextureReferenceObject* r = asTexRef(hTexRef);
+  if (!r) return CUDA_ERROR_INVALID_HANDLE;
+  if (!pBorderColor) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard lock(referencesMutex);
+  std::memcpy(r->borderColor, pBorderColor, sizeof r->borderColor);
+  return stateChanged(r);
+}
+
+GPUPOOL_DRIVER_API CUresult cuTexRefGetBorderColor(float* pBorderColor, CUtexref hTexRef) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  TextureReferenceObject* r = asTexRef(hTexRef);
+  if (!r) return CUDA_ERROR_INVALID_HANDLE;
+  if (!pBorderColor) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard lock(referencesMutex);
+  std::memcpy(pBorderColor, r->borderColor, sizeof r->borderColor);
+  return CUDA_SUCCESS;
+}
+
+// ---- Stored only (see the note at the top) ----
+
+GPUPOOL_DRIVER_API CUresult cuTexRefSetMipmapFilterMode(CUtexref hTexRef, CUfilter_mode fm) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  TextureReferenceObject* r = asTexRef(hTexRef);
+  if (!r) return CUDA_ERROR_INVALID_HANDLE;
+  const int mode = rawEnumValue(fm);
+  if (mode < CU_TR_FILTER_MODE_POINT || mode > CU_TR_FILTER_MODE_LINEAR) {
+    return refuseValue("cuTexRefSetMipmapFilterMode: invalid filter mode");
+  }
+  std::lock_guard lock(referencesMutex);
+  r->mipmapFilterMode = fm;
+  return CUDA_SUCCESS;
+}
+
+GPUPOOL_DRIVER_API CUresult cuTexRefGetMipmapFilterMode(CUfilter_mode* pfm, CUtexref hTexRef) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  TextureReferenceObject* r = asTexRef(hTexRef);
+  if (!r) return CUDA_ERROR_INVALID_HANDLE;
+  if (!pfm) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard lock(referencesMutex);
+  *pfm = r->mipmapFilterMode;
+  return CUDA_SUCCESS;
+}
+
+GPUPOOL_DRIVER_API CUresult cuTexRefSetMipmapLevelBias(CUtexref hTexRef, float bias) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  TextureReferenceObject* r = asTexRef(hTexRef);
+  if (!r) return CUDA_ERROR_INVALID_HANDLE;
+  std::lock_guard lock(referencesMutex);
+  r->mipmapLevelBias = bias;
+  return CUDA_SUCCESS;
+}
+
+GPUPOOL_DRIVER_API CUresult cuTexRefGetMipmapLevelBias(float* pbias, CUtexref hTexRef) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  TextureReferenceObject* r = asTexRef(hTexRef);
+  if (!r) return CUDA_ERROR_INVALID_HANDLE;
+  if (!pbias) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard lock(referencesMutex);
+  *pbias = r->mipmapLevelBias;
+  return CUDA_SUCCESS;
+}
+
+GPUPOOL_DRIVER_API CUresult cuTexRefSetMipmapLevelClamp(CUtexref hTexRef, float minMipmapLevelClamp,
+                                                        float maxMipmapLevelClamp) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  TextureReferenceObject* r = asTexRef(hTexRef);
+  if (!r) return CUDA_ERROR_INVALID_HANDLE;
+  std::lock_guard lock(referencesMutex);
+  r->minMipmapLevelClamp = minMipmapLevelClamp;
+  r->maxMipmapLevelClamp = maxMipmapLevelClamp;
+  return CUDA_SUCCESS;
+}
+
+GPUPOOL_DRIVER_API CUresult cuTexRefGetMipmapLevelClamp(float* pminMipmapLevelClamp,
+                                                        float* pmaxMipmapLevelClamp,
+                                                        CUtexref hTexRef) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  TextureReferenceObject* r = asTexRef(hTexRef);
+  if (!r) return CUDA_ERROR_INVALID_HANDLE;
+  if (!pminMipmapLevelClamp || !pmaxMipmapLevelClamp) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard lock(referencesMutex);
+  *pminMipmapLevelClamp = r->minMipmapLevelClamp;
+  *pmaxMipmapLevelClamp = r->maxMipmapLevelClamp;
+  return CUDA_SUCCESS;
+}
+
+GPUPOOL_DRIVER_API CUresult cuTexRefSetMaxAnisotropy(CUtexref hTexRef, unsigned int maxAniso) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  TextureReferenceObject* r = asTexRef(hTexRef);
+  if (!r) return CUDA_ERROR_INVALID_HANDLE;
+  std::lock_guard lock(referencesMutex);
+  r->maxAnisotropy = maxAniso;
+  return CUDA_SUCCESS;
+}
+
+GPUPOOL_DRIVER_API CUresult cuTexRefGetMaxAnisotropy(int* pmaxAniso, CUtexref hTexRef) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  TextureReferenceObject* r = asTexRef(hTexRef);
+  if (!r) return CUDA_ERROR_INVALID_HANDLE;
+  if (!pmaxAniso) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard lock(referencesMutex);
+  *pmaxAniso = static_cast<int>(r->maxAnisotropy);
+  return CUDA_SUCCESS;
+}
+
+// ---- Surface references ----
+
+GPUPOOL_DRIVER_API CUresult cuSurfRefSetArray(CUsurfref hSurfRef, CUarray hArray,
+                                              unsigned int Flags) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  TextureReferenceObject* r = asSurfRef(hSurfRef);
+  if (!r) return CUDA_ERROR_INVALID_HANDLE;
+  const ArrayObject* a = asArray(hArray);
+  if (!a) return CUDA_ERROR_INVALID_HANDLE;
+  if (Flags != 0) return refuseValue("cuSurfRefSetArray: Flags must be 0");
+  if (a->context != r->module->context) {
+    return refuseCall(CUDA_ERROR_INVALID_HANDLE,
+                      "cuSurfRefSetArray: the array belongs to another context than the module");
+  }
+  std::lock_guard lock(referencesMutex);
+  TextureReferenceObject next = *r;
+  next.binding = TextureReferenceObject::Binding::kArray;
+  next.array = hArray;
+  next.format = static_cast<CUarray_format>(a->shape.format);
+  next.channels = static_cast<int>(a->shape.channels);
+  if (CUresult c = checkResource(next, "cuSurfRefSetArray", &a->shape); c != CUDA_SUCCESS) return c;
+  *r = next;
+  return stateChanged(r);
+}
+
+GPUPOOL_DRIVER_API CUresult cuSurfRefGetArray(CUarray* phArray, CUsurfref hSurfRef) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  TextureReferenceObject* r = asSurfRef(hSurfRef);
+  if (!r) return CUDA_ERROR_INVALID_HANDLE;
+  if (!phArray) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard lock(referencesMutex);
+  if (r->binding != TextureReferenceObject::Binding::kArray) return CUDA_ERROR_INVALID_VALUE;
+  *phArray = r->array;
+  return CUDA_SUCCESS;
+}
+
+// ---- The device limit ----
+
+// The widest 1D linear texture: the device's MAXIMUM_TEXTURE1D_LINEAR_WIDTH elements, for any
+// element format (the limit checkTextureDescription applies).
+GPUPOOL_DRIVER_API CUresult cuDeviceGetTexture1DLinearMaxWidth(size_t* maxWidthInElements,
+                                                               CUarray_format format,
+                                                               unsigned numChannels, CUdevice dev) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  if (!maxWidthInElements) return CUDA_ERROR_INVALID_VALUE;
+  int width = 0;
+  if (CUresult r =
+          cuDeviceGetAttribute(&width, CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LINEAR_WIDTH, dev);
+      r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (!validFormat(format, static_cast<int>(numChannels))) {
+    return refuseValue("cuDeviceGetTexture1DLinearMaxWidth: invalid format or channel count");
+  }
+  *maxWidthInElements = static_cast<size_t>(width);
+  return CUDA_SUCCESS;
+}
+
+// ---- The 32-bit ABIs from before CUDA 3.2 ----
+// Programs built against CUDA 3.1 call these names (cuda.h now maps them to the _v2/_v3 entry
+// points above) with 32-bit addresses and sizes, served by widening. An address that needs more
+// than 32 bits cannot be answered through them.
+GPUPOOL_DRIVER_API CUresult cuTexRefSetAddress(unsigned int* ByteOffset, CUtexref hTexRef,
+                                               CUdeviceptr_v1 dptr, unsigned int bytes) {
+  size_t offset = 0;
+  CUresult r = bindLinear(&offset, hTexRef, dptr, bytes);
+  if (r == CUDA_SUCCESS && ByteOffset) *ByteOffset = static_cast<unsigned int>(offset);
+  return r;
+}
+
+GPUPOOL_DRIVER_API CUresult cuTexRefGetAddress(CUdeviceptr_v1* pdptr, CUtexref hTexRef) {
+  CUdeviceptr address = 0;
+  CUresult r = boundAddress(&address, hTexRef);
+  if (r != CUDA_SUCCESS) return r;
+  if (!pdptr) return CUDA_ERROR_INVALID_VALUE;
+  if (address > 0xffffffffu) {
+    return refuseCall(CUDA_ERROR_NOT_SUPPORTED,
+                      "cuTexRefGetAddress (32-bit ABI): the bound address needs 64 bits; call "
+                      "cuTexRefGetAddress_v2");
+  }
+  *pdptr = static_cast<unsigned int>(address);
+  return CUDA_SUCCESS;
+}
+
+GPUPOOL_DRIVER_API CUresult cuTexRefSetAddress2D(CUtexref hTexRef,
+                                                 const CUDA_ARRAY_DESCRIPTOR_v1* desc,
+                                                 CUdeviceptr_v1 dptr, unsigned int Pitch) {
+  if (!desc) return bindPitch2DOf(hTexRef, nullptr, dptr, Pitch);
+  CUDA_ARRAY_DESCRIPTOR wide{};
+  wide.Width = desc->Width;
+  wide.Height = desc->Height;
+  wide.Format = desc->Format;
+  wide.NumChannels = desc->NumChannels;
+  return bindPitch2DOf(hTexRef, &wide, dptr, Pitch);
+}
