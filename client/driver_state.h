@@ -103,6 +103,7 @@ struct ModuleObject {
   uint64_t remote = 0;
   std::map<std::string, FunctionObject*> functions;
   std::map<std::string, std::pair<CUdeviceptr, size_t>> globals;
+  std::map<std::string, bool> managedGlobals;  // which globals are __managed__ variables
 };
 
 struct FunctionObject {
