@@ -108,6 +108,7 @@ struct ModuleObject {
   std::map<std::string, std::pair<CUdeviceptr, size_t>> globals;
   // Texture and surface references handed out, under the lock of client/texture_reference_api.cc.
   std::map<std::string, TextureReferenceObject*> textureReferences;
+  std::map<std::string, bool> managedGlobals;  // which globals are __managed__ variables
 };
 
 struct FunctionObject {

@@ -1,5 +1,7 @@
-// Managed memory: cuMemAllocManaged, cuMemAdvise, cuMemPrefetchAsync, cuMemRangeGetAttribute(s)
-// and cuStreamAttachMemAsync, for devices without concurrent managed access.
+// Managed memory: cuMemAllocManaged, __managed__ variables (cuModuleGetGlobal, cuLibraryGetManaged;
+// module_api.cc asks), cuMemAdvise, cuMemPrefetchAsync and the batch calls,
+// cuMemRangeGetAttribute(s) and cuStreamAttachMemAsync, for devices without concurrent managed
+// access.
 //
 // A managed allocation is device memory on the server plus a host mirror in this process at the
 // same address, so one pointer works in host code and in kernels. The two are made coherent at
@@ -36,6 +38,9 @@
 #undef cuMemPrefetchAsync
 #undef cuMemPrefetchAsync_ptsz
 #undef cuStreamAttachMemAsync
+#undef cuMemPrefetchBatchAsync
+#undef cuMemDiscardBatchAsync
+#undef cuMemDiscardAndPrefetchBatchAsync
 extern "C" {
 CUresult CUDAAPI cuMemAdvise(CUdeviceptr devPtr, size_t count, CUmem_advise advice,
                              CUdevice device);
@@ -45,6 +50,16 @@ CUresult CUDAAPI cuMemPrefetchAsync_ptsz(CUdeviceptr devPtr, size_t count, CUdev
                                          CUstream hStream);
 CUresult CUDAAPI cuStreamAttachMemAsync(CUstream hStream, CUdeviceptr dptr, size_t length,
                                         unsigned int flags);
+CUresult CUDAAPI cuMemPrefetchBatchAsync(CUdeviceptr* dptrs, size_t* sizes, size_t count,
+                                         CUmemLocation* prefetchLocs, size_t* prefetchLocIdxs,
+                                         size_t numPrefetchLocs, unsigned long long flags,
+                                         CUstream hStream);
+CUresult CUDAAPI cuMemDiscardBatchAsync(CUdeviceptr* dptrs, size_t* sizes, size_t count,
+                                        unsigned long long flags, CUstream hStream);
+CUresult CUDAAPI cuMemDiscardAndPrefetchBatchAsync(CUdeviceptr* dptrs, size_t* sizes, size_t count,
+                                                   CUmemLocation* prefetchLocs,
+                                                   size_t* prefetchLocIdxs, size_t numPrefetchLocs,
+                                                   unsigned long long flags, CUstream hStream);
 }
 
 using namespace gpupool::client;
@@ -124,14 +139,19 @@ struct ManagedAllocation {
   bool inWindow = false;  // the mirror replaced part of the session's window reservation
   unsigned attachFlags = CU_MEM_ATTACH_GLOBAL;
   CUstream attachedStream = nullptr;
-  std::vector<uint8_t> advice;  // PageAdvice bits, per page
+  std::vector<uint8_t> advice;     // PageAdvice bits, per page
+  ModuleObject* module = nullptr;  // a __managed__ variable's module, whose unload ends it
 };
 
 std::mutex managedMutex;  // the allocations, the slots' writers, flushes and fetches
-std::map<CUdeviceptr, ManagedAllocation> managedAllocations;
+// Never destroyed: cudart unloads its modules (and so their __managed__ variables) from its own
+// exit handler, which runs after this library's static destructors when cudart loaded it.
+std::map<CUdeviceptr, ManagedAllocation>& managedAllocations =
+    *new std::map<CUdeviceptr, ManagedAllocation>();
 std::atomic<size_t> managedLive{0};
-std::map<RemoteSession*, bool> workSinceFetch;  // under managedMutex
-thread_local bool inManagedCode = false;        // our own requests are not observed
+std::map<RemoteSession*, bool>& workSinceFetch =
+    *new std::map<RemoteSession*, bool>();  // under managedMutex
+thread_local bool inManagedCode = false;    // our own requests are not observed
 
 struct ManagedScope {
   ManagedScope() : outer(inManagedCode) { inManagedCode = true; }
@@ -149,6 +169,8 @@ CUresult flushManagedWrites(RemoteSession& session) {
     MirrorSlot& slot = mirrorSlots[a.slot];
     size_t pages = a.bytes / kManagedPageBytes;
     auto& [runs, bulk] = perContext[a.context];
+    // Runs are coalesced within one allocation only: the server finds each inside one region.
+    const size_t firstRun = runs.size();
     for (size_t w = 0; w < (pages + 63) / 64; ++w) {
       if (!slot.dirty[w].load(std::memory_order_relaxed)) continue;
       uint64_t bits = slot.dirty[w].exchange(0, std::memory_order_acq_rel);
@@ -162,7 +184,7 @@ CUresult flushManagedWrites(RemoteSession& session) {
         uint64_t length = (last - first + 1) * kManagedPageBytes;
         // Read-only again before the bytes are read: a write from now on faults and marks it.
         mprotect(reinterpret_cast<void*>(address), length, PROT_READ);
-        if (!runs.empty() && runs[runs.size() - 2] + runs.back() == address) {
+        if (runs.size() > firstRun && runs[runs.size() - 2] + runs.back() == address) {
           runs.back() += length;
           bulk.back().size += length;
         } else {
@@ -325,6 +347,64 @@ void unmapMirror(const ManagedAllocation& a, CUdeviceptr base) {
   managedLive.fetch_sub(1, std::memory_order_acq_rel);
 }
 
+// Maps the host mirror of [address, address+bytes) of `ctx` (whole pages) at that address, with
+// `contents` (null: zeros), read-only, and records it; null, with the reason in *why, when the
+// address cannot be had in this process or no slot is left.
+ManagedAllocation* mirrorManagedRange(ContextObject* ctx, CUdeviceptr address, size_t bytes,
+                                      const uint8_t* contents, ModuleObject* module,
+                                      std::string* why) {
+  RemoteSession* server = ctx->server;
+  // The mirror sits at the device address itself: inside the window this process reserved for
+  // the server's addresses it replaces that reservation, elsewhere it must find the range free.
+  auto [windowBase, windowSize] = server->addressWindow();
+  bool inWindow = server->addressWindowReserved() && address >= windowBase &&
+                  address - windowBase <= windowSize &&
+                  bytes <= windowSize - (address - windowBase);
+  void* want = reinterpret_cast<void*>(address);
+  void* got =
+      mmap(want, bytes, contents ? PROT_READ | PROT_WRITE : PROT_READ,
+           MAP_PRIVATE | MAP_ANONYMOUS | (inWindow ? MAP_FIXED : MAP_FIXED_NOREPLACE), -1, 0);
+  if (got != want) {
+    if (got != MAP_FAILED) munmap(got, bytes);
+    *why = "the device address " + std::to_string(address) +
+           " is taken in this process, so no host mirror can live there";
+    return nullptr;
+  }
+  if (contents) {
+    std::memcpy(want, contents, bytes);
+    mprotect(want, bytes, PROT_READ);
+  }
+  std::lock_guard lock(managedMutex);
+  size_t slot = 0;
+  while (slot < kMaxMirrors && mirrorSlots[slot].bytes.load(std::memory_order_acquire)) ++slot;
+  if (slot == kMaxMirrors) {
+    munmap(want, bytes);
+    if (inWindow) {
+      mmap(want, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    }
+    *why = "more than " + std::to_string(kMaxMirrors) + " managed allocations";
+    return nullptr;
+  }
+  installManagedFaultHandler();
+  RemoteSession::observeRequests(&kManagedObserver);
+  size_t pages = bytes / kManagedPageBytes;
+  MirrorSlot& s = mirrorSlots[slot];
+  s.dirty = new std::atomic<uint64_t>[(pages + 63) / 64]();
+  s.base.store(address, std::memory_order_release);
+  s.bytes.store(bytes, std::memory_order_release);
+  if (slot >= mirrorSlotsInUse.load()) mirrorSlotsInUse.store(slot + 1, std::memory_order_release);
+  ManagedAllocation a;
+  a.context = ctx;
+  a.bytes = bytes;
+  a.slot = slot;
+  a.inWindow = inWindow;
+  a.advice.assign(pages, 0);
+  a.module = module;
+  ManagedAllocation& recorded = managedAllocations[address] = std::move(a);
+  managedLive.fetch_add(1, std::memory_order_acq_rel);
+  return &recorded;
+}
+
 CUresult allocateManaged(CUdeviceptr* dptr, size_t bytesize, unsigned flags) {
   if (!dptr) return CUDA_ERROR_INVALID_VALUE;
   ContextObject* ctx = nullptr;
@@ -369,48 +449,13 @@ CUresult allocateManaged(CUdeviceptr* dptr, size_t bytesize, unsigned flags) {
     });
     return refuseCall(CUDA_ERROR_OUT_OF_MEMORY, "cuMemAllocManaged: " + why);
   };
-  // The mirror sits at the device address itself: inside the window this process reserved for
-  // the server's addresses it replaces that reservation, elsewhere it must find the range free.
-  auto [windowBase, windowSize] = server->addressWindow();
-  bool inWindow = server->addressWindowReserved() && address >= windowBase &&
-                  address - windowBase <= windowSize &&
-                  bytes <= windowSize - (address - windowBase);
-  void* want = reinterpret_cast<void*>(address);
-  void* got =
-      mmap(want, bytes, PROT_READ,
-           MAP_PRIVATE | MAP_ANONYMOUS | (inWindow ? MAP_FIXED : MAP_FIXED_NOREPLACE), -1, 0);
-  if (got != want) {
-    if (got != MAP_FAILED) munmap(got, bytes);
-    return giveBack("the device address " + std::to_string(address) +
-                    " is taken in this process, so no host mirror can live there");
+  std::string why;
+  ManagedAllocation* a = mirrorManagedRange(ctx, address, bytes, nullptr, nullptr, &why);
+  if (!a) return giveBack(why);
+  {
+    std::lock_guard lock(managedMutex);
+    a->attachFlags = flags;
   }
-  std::lock_guard lock(managedMutex);
-  size_t slot = 0;
-  while (slot < kMaxMirrors && mirrorSlots[slot].bytes.load(std::memory_order_acquire)) ++slot;
-  if (slot == kMaxMirrors) {
-    munmap(want, bytes);
-    if (inWindow) {
-      mmap(want, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
-    }
-    return giveBack("more than " + std::to_string(kMaxMirrors) + " managed allocations");
-  }
-  installManagedFaultHandler();
-  RemoteSession::observeRequests(&kManagedObserver);
-  size_t pages = bytes / kManagedPageBytes;
-  MirrorSlot& s = mirrorSlots[slot];
-  s.dirty = new std::atomic<uint64_t>[(pages + 63) / 64]();
-  s.base.store(address, std::memory_order_release);
-  s.bytes.store(bytes, std::memory_order_release);
-  if (slot >= mirrorSlotsInUse.load()) mirrorSlotsInUse.store(slot + 1, std::memory_order_release);
-  ManagedAllocation a;
-  a.context = ctx;
-  a.bytes = bytes;
-  a.slot = slot;
-  a.inWindow = inWindow;
-  a.attachFlags = flags;
-  a.advice.assign(pages, 0);
-  managedAllocations[address] = std::move(a);
-  managedLive.fetch_add(1, std::memory_order_acq_rel);
   {
     std::lock_guard stateLock(DriverState::get().mutex);
     DeviceAllocation d{bytesize, ctx};
@@ -591,6 +636,62 @@ CUresult rangeAttribute(void* data, size_t dataSize, int attribute, CUdeviceptr 
   }
 }
 
+// cuMemPrefetchBatchAsync, cuMemDiscardBatchAsync and cuMemDiscardAndPrefetchBatchAsync (CUDA
+// 13): every argument is checked as cuda.h documents, each range as cuMemPrefetchAsync checks one.
+// cuda.h also says they return an error unless every device has CONCURRENT_MANAGED_ACCESS, which
+// no pool device has, so with good arguments they are refused: nothing is prefetched or discarded,
+// as on a GPU without concurrent managed access.
+enum class BatchOp { kPrefetch, kDiscard, kDiscardAndPrefetch };
+
+CUresult batchManagedOp(BatchOp op, CUdeviceptr* dptrs, size_t* sizes, size_t count,
+                        CUmemLocation* prefetchLocs, size_t* prefetchLocIdxs,
+                        size_t numPrefetchLocs, unsigned long long flags, CUstream stream,
+                        bool perThread) {
+  const std::string what = op == BatchOp::kPrefetch  ? "cuMemPrefetchBatchAsync"
+                           : op == BatchOp::kDiscard ? "cuMemDiscardBatchAsync"
+                                                     : "cuMemDiscardAndPrefetchBatchAsync";
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  if (flags != 0) return refuseCall(CUDA_ERROR_INVALID_VALUE, what + ": flags must be 0");
+  if (count == 0 || !dptrs || !sizes) {
+    return refuseCall(CUDA_ERROR_INVALID_VALUE, what + ": needs count > 0, dptrs and sizes");
+  }
+  if (stream == CU_STREAM_LEGACY || (stream == nullptr && !perThread)) {
+    return refuseCall(CUDA_ERROR_INVALID_VALUE, what + ": not on the legacy NULL stream");
+  }
+  ContextObject* streamContext = nullptr;
+  uint64_t remoteStream = 0;
+  if (CUresult r = resolveStream(stream, &streamContext, &remoteStream); r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (op != BatchOp::kDiscard) {
+    if (numPrefetchLocs == 0 || numPrefetchLocs > count || !prefetchLocs || !prefetchLocIdxs) {
+      return refuseCall(CUDA_ERROR_INVALID_VALUE,
+                        what + ": needs 1 to count locations and their first indices");
+    }
+    for (size_t i = 0; i < numPrefetchLocs; ++i) {
+      if ((i == 0 && prefetchLocIdxs[0] != 0) ||
+          (i > 0 && prefetchLocIdxs[i] <= prefetchLocIdxs[i - 1]) || prefetchLocIdxs[i] >= count) {
+        return refuseCall(CUDA_ERROR_INVALID_VALUE,
+                          what + ": prefetchLocIdxs must start at 0 and rise below count");
+      }
+      if (targetOf(prefetchLocs[i]) == Target::kInvalid) return CUDA_ERROR_INVALID_DEVICE;
+    }
+  }
+  {
+    std::lock_guard lock(managedMutex);
+    for (size_t i = 0; i < count; ++i) {
+      size_t first = 0, last = 0;
+      if (!managedPages(dptrs[i], sizes[i], &first, &last)) {
+        return refuseCall(CUDA_ERROR_INVALID_VALUE,
+                          what + ": range " + std::to_string(i) + " is not managed memory");
+      }
+    }
+  }
+  return refuseCall(CUDA_ERROR_NOT_SUPPORTED,
+                    what + ": " + kNoConcurrentAccess +
+                        ", and cuda.h says every device needs it for the batch calls");
+}
+
 CUresult attachMemory(CUstream stream, CUdeviceptr dptr, size_t length, unsigned flags) {
   if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
   ContextObject* ctx = nullptr;
@@ -634,6 +735,11 @@ CUresult freeManagedAllocation(CUdeviceptr base, const DeviceAllocation& info) {
     std::lock_guard lock(managedMutex);
     auto it = managedAllocations.find(base);
     if (it == managedAllocations.end()) return CUDA_ERROR_INVALID_VALUE;
+    if (it->second.module) {
+      return refuseCall(
+          CUDA_ERROR_INVALID_VALUE,
+          "cuMemFree: a __managed__ variable belongs to its module, not to cuMemFree");
+    }
     unmapMirror(it->second, base);
     managedAllocations.erase(it);
   }
@@ -662,6 +768,75 @@ void dropManagedAllocationsOf(ContextObject* ctx) {
     unmapMirror(it->second, it->first);
     it = managedAllocations.erase(it);
   }
+}
+
+CUresult adoptManagedGlobal(ModuleObject* m, const std::string& name, CUdeviceptr address) {
+  ContextObject* ctx = m->context;
+  {
+    std::lock_guard lock(managedMutex);
+    if (managedAllocationOf(ctx, address, 0, nullptr)) return CUDA_SUCCESS;  // already mirrored
+  }
+  if (sysconf(_SC_PAGESIZE) != static_cast<long>(kManagedPageBytes)) {
+    return refuseCall(CUDA_ERROR_NOT_SUPPORTED,
+                      "__managed__ variable '" + name +
+                          "': managed memory tracks 4 KiB host pages, and this host's pages are " +
+                          std::to_string(sysconf(_SC_PAGESIZE)) + " bytes");
+  }
+  ManagedScope scope;
+  uint64_t base = 0, bytes = 0;
+  std::vector<uint8_t> contents;
+  CUresult r = ctx->server->call(
+      "cuModuleGetGlobal (managed)",
+      [&](wire::Request::Builder b) {
+        auto a = b.initManagedMemory();
+        a.setContext(ctx->remote);
+        a.setOp(wire::Request::ManagedMemoryOp::ADOPT_GLOBAL);
+        a.setModule(m->remote);
+        a.setName(name);
+      },
+      {},
+      [&](wire::Response::Reader reply, ReplyBulk& bulk) {
+        // One run: the whole pages of managed memory holding the variable, then their bytes.
+        uint64_t run[2];
+        if (reply.getValue() != 1 || !bulk.read(run, sizeof(run))) return CUDA_ERROR_UNKNOWN;
+        base = run[0];
+        bytes = run[1];
+        if (base % kManagedPageBytes || bytes % kManagedPageBytes || bytes == 0 ||
+            address - base >= bytes || bytes != bulk.remaining()) {
+          return CUDA_ERROR_UNKNOWN;
+        }
+        contents.resize(bytes);
+        return bulk.read(contents.data(), bytes) ? CUDA_SUCCESS : CUDA_ERROR_UNKNOWN;
+      });
+  if (r != CUDA_SUCCESS) return r;
+  std::string why;
+  if (!mirrorManagedRange(ctx, base, bytes, contents.data(), m, &why)) {
+    return refuseCall(CUDA_ERROR_OUT_OF_MEMORY, "__managed__ variable '" + name + "': " + why);
+  }
+  std::lock_guard stateLock(DriverState::get().mutex);
+  DeviceAllocation d{bytes, ctx};
+  d.managed = true;
+  DriverState::get().deviceAllocations[base] = d;
+  return CUDA_SUCCESS;
+}
+
+void dropManagedGlobalsOf(ModuleObject* m) {
+  if (managedLive.load(std::memory_order_acquire) == 0) return;
+  std::vector<CUdeviceptr> bases;
+  {
+    std::lock_guard lock(managedMutex);
+    for (auto it = managedAllocations.begin(); it != managedAllocations.end();) {
+      if (it->second.module != m) {
+        ++it;
+        continue;
+      }
+      unmapMirror(it->second, it->first);
+      bases.push_back(it->first);
+      it = managedAllocations.erase(it);
+    }
+  }
+  std::lock_guard lock(DriverState::get().mutex);
+  for (CUdeviceptr base : bases) DriverState::get().deviceAllocations.erase(base);
 }
 
 CUresult refreshManagedAfterWrite(ContextObject* ctx, CUdeviceptr dst) {
@@ -749,4 +924,49 @@ GPUPOOL_DRIVER_API CUresult cuStreamAttachMemAsync_ptsz(CUstream hStream, CUdevi
                                                         size_t length, unsigned int flags) {
   PerThreadDefaultStream perThread;
   return attachMemory(hStream, dptr, length, flags);
+}
+
+GPUPOOL_DRIVER_API CUresult cuMemPrefetchBatchAsync(CUdeviceptr* dptrs, size_t* sizes, size_t count,
+                                                    CUmemLocation* prefetchLocs,
+                                                    size_t* prefetchLocIdxs, size_t numPrefetchLocs,
+                                                    unsigned long long flags, CUstream hStream) {
+  return batchManagedOp(BatchOp::kPrefetch, dptrs, sizes, count, prefetchLocs, prefetchLocIdxs,
+                        numPrefetchLocs, flags, hStream, false);
+}
+
+GPUPOOL_DRIVER_API CUresult cuMemPrefetchBatchAsync_ptsz(
+    CUdeviceptr* dptrs, size_t* sizes, size_t count, CUmemLocation* prefetchLocs,
+    size_t* prefetchLocIdxs, size_t numPrefetchLocs, unsigned long long flags, CUstream hStream) {
+  PerThreadDefaultStream perThread;
+  return batchManagedOp(BatchOp::kPrefetch, dptrs, sizes, count, prefetchLocs, prefetchLocIdxs,
+                        numPrefetchLocs, flags, hStream, true);
+}
+
+GPUPOOL_DRIVER_API CUresult cuMemDiscardBatchAsync(CUdeviceptr* dptrs, size_t* sizes, size_t count,
+                                                   unsigned long long flags, CUstream hStream) {
+  return batchManagedOp(BatchOp::kDiscard, dptrs, sizes, count, nullptr, nullptr, 0, flags, hStream,
+                        false);
+}
+
+GPUPOOL_DRIVER_API CUresult cuMemDiscardBatchAsync_ptsz(CUdeviceptr* dptrs, size_t* sizes,
+                                                        size_t count, unsigned long long flags,
+                                                        CUstream hStream) {
+  PerThreadDefaultStream perThread;
+  return batchManagedOp(BatchOp::kDiscard, dptrs, sizes, count, nullptr, nullptr, 0, flags, hStream,
+                        true);
+}
+
+GPUPOOL_DRIVER_API CUresult cuMemDiscardAndPrefetchBatchAsync(
+    CUdeviceptr* dptrs, size_t* sizes, size_t count, CUmemLocation* prefetchLocs,
+    size_t* prefetchLocIdxs, size_t numPrefetchLocs, unsigned long long flags, CUstream hStream) {
+  return batchManagedOp(BatchOp::kDiscardAndPrefetch, dptrs, sizes, count, prefetchLocs,
+                        prefetchLocIdxs, numPrefetchLocs, flags, hStream, false);
+}
+
+GPUPOOL_DRIVER_API CUresult cuMemDiscardAndPrefetchBatchAsync_ptsz(
+    CUdeviceptr* dptrs, size_t* sizes, size_t count, CUmemLocation* prefetchLocs,
+    size_t* prefetchLocIdxs, size_t numPrefetchLocs, unsigned long long flags, CUstream hStream) {
+  PerThreadDefaultStream perThread;
+  return batchManagedOp(BatchOp::kDiscardAndPrefetch, dptrs, sizes, count, prefetchLocs,
+                        prefetchLocIdxs, numPrefetchLocs, flags, hStream, true);
 }

@@ -8,10 +8,12 @@
 #include <fstream>
 #include <iterator>
 
+#include "client_log.h"
 #include "driver_export.h"
 #include "driver_state.h"
 #include "gpupool/image/image_kind.h"
 #include "host_function_fence.h"
+#include "managed_memory.h"
 #include "module_resolution.h"
 #include "texture_references.h"
 
@@ -86,6 +88,7 @@ CUresult loadModule(CUmodule* out, const void* image) {
 
 void forgetModule(ModuleObject* m) {
   forgetTextureReferences(m);
+  dropManagedGlobalsOf(m);
   for (auto& [name, f] : m->functions) {
     unregisterObject(f);
     delete f;
@@ -104,6 +107,7 @@ CUresult unloadModule(ModuleObject* m) {
   if (m->context->remote) {
     uint64_t context = m->context->remote, module = m->remote;
     HostFunctionFence::await(HostFunctionFence::Work::kCall);  // the unload waits for the device
+    dropManagedGlobalsOf(m);  // before the unload: no write of their pages may follow it
     r = m->context->server->post("cuModuleUnload", [&](wire::Request::Builder b) {
       auto u = b.initModuleUnload();
       u.setContext(context);
@@ -161,15 +165,18 @@ CUresult functionIn(ModuleObject* m, const std::string& name, FunctionObject** o
   return CUDA_SUCCESS;
 }
 
-CUresult globalIn(ModuleObject* m, const std::string& name, CUdeviceptr* address, size_t* bytes) {
+CUresult globalIn(ModuleObject* m, const std::string& name, CUdeviceptr* address, size_t* bytes,
+                  bool* managed = nullptr) {
   if (auto it = m->globals.find(name); it != m->globals.end()) {
     if (address) *address = it->second.first;
     if (bytes) *bytes = it->second.second;
+    if (managed) *managed = m->managedGlobals[name];
     return CUDA_SUCCESS;
   }
   uint64_t context = m->context->remote, module = m->remote;
   CUdeviceptr a = 0;
   size_t n = 0;
+  bool isManaged = false;
   CUresult r = m->context->server->call(
       "cuModuleGetGlobal",
       [&](wire::Request::Builder b) {
@@ -182,17 +189,24 @@ CUresult globalIn(ModuleObject* m, const std::string& name, CUdeviceptr* address
       [&](wire::Response::Reader reply, ReplyBulk&) {
         a = reply.getGlobal().getAddress();
         n = reply.getGlobal().getBytes();
+        isManaged = reply.getGlobal().getManaged();
         return CUDA_SUCCESS;
       });
   if (r != CUDA_SUCCESS) return r;
-  m->globals[name] = {a, n};
-  {
+  if (isManaged) {
+    // Managed memory: one address for host code and kernels, as on a GPU (the mirror registers it
+    // as device memory too).
+    if (CUresult ar = adoptManagedGlobal(m, name, a); ar != CUDA_SUCCESS) return ar;
+  } else {
     // Globals are device memory too: unified copies and pointer queries must recognise them.
     std::lock_guard lock(DriverState::get().mutex);
     DriverState::get().deviceAllocations[a] = DeviceAllocation{std::max<size_t>(n, 1), m->context};
   }
+  m->globals[name] = {a, n};
+  m->managedGlobals[name] = isManaged;
   if (address) *address = a;
   if (bytes) *bytes = n;
+  if (managed) *managed = isManaged;
   return CUDA_SUCCESS;
 }
 
@@ -395,6 +409,24 @@ GPUPOOL_DRIVER_API CUresult cuLibraryGetGlobal(CUdeviceptr* address, size_t* byt
   CUmodule m = nullptr;
   if (CUresult r = cuLibraryGetModule(&m, h); r != CUDA_SUCCESS) return r;
   return globalIn(asModule(m), name, address, bytes);
+}
+
+GPUPOOL_DRIVER_API CUresult cuLibraryGetManaged(CUdeviceptr* address, size_t* bytes, CUlibrary h,
+                                                const char* name) {
+  if (!name) return CUDA_ERROR_INVALID_VALUE;
+  CUmodule m = nullptr;
+  if (CUresult r = cuLibraryGetModule(&m, h); r != CUDA_SUCCESS) return r;
+  CUdeviceptr a = 0;
+  size_t n = 0;
+  bool managed = false;
+  if (CUresult r = globalIn(asModule(m), name, &a, &n, &managed); r != CUDA_SUCCESS) return r;
+  if (!managed) {
+    return refuseCall(CUDA_ERROR_NOT_FOUND, std::string("cuLibraryGetManaged: '") + name +
+                                                "' is a global, not a __managed__ variable");
+  }
+  if (address) *address = a;
+  if (bytes) *bytes = n;
+  return CUDA_SUCCESS;
 }
 
 GPUPOOL_DRIVER_API CUresult cuKernelGetFunction(CUfunction* out, CUkernel h) {

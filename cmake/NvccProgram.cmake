@@ -1,5 +1,7 @@
-# gpupool_nvcc_program(OUTPUT <path> SOURCE <file.cu> [FLAGS ...] [LINK_FLAGS ...] [DEPENDS ...]
-#                      [COMMENT <text>])
+# gpupool_nvcc_program(OUTPUT <path> SOURCE <file.cu> [EXTRA_SOURCES <file.cu>...] [FLAGS ...]
+#                      [LINK_FLAGS ...] [DEPENDS ...] [COMMENT <text>])
+#
+# EXTRA_SOURCES are more translation units of the same program (each its own device module).
 #
 # Builds one CUDA program with nvcc, as users build theirs, in two steps: compile to an object,
 # then link. The compile step goes through ccache when it is installed: the sanitizer builds
@@ -12,7 +14,8 @@ find_program(GPUPOOL_CCACHE ccache)
 option(GPUPOOL_NVCC_CCACHE "Compile the nvcc test programs through ccache when it is found" ON)
 
 function(gpupool_nvcc_program)
-  cmake_parse_arguments(PARSE_ARGV 0 arg "" "OUTPUT;SOURCE;COMMENT" "FLAGS;LINK_FLAGS;DEPENDS")
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "OUTPUT;SOURCE;COMMENT"
+                        "EXTRA_SOURCES;FLAGS;LINK_FLAGS;DEPENDS")
   if(NOT arg_OUTPUT OR NOT arg_SOURCE)
     message(FATAL_ERROR "gpupool_nvcc_program: OUTPUT and SOURCE are required")
   endif()
@@ -26,13 +29,24 @@ function(gpupool_nvcc_program)
   endif()
   get_filename_component(output_dir ${arg_OUTPUT} DIRECTORY)
   set(object ${arg_OUTPUT}.o)
+  set(extra_compiles)
+  set(extra_objects)
+  foreach(extra IN LISTS arg_EXTRA_SOURCES)
+    get_filename_component(extra_name ${extra} NAME_WE)
+    set(extra_object ${arg_OUTPUT}.${extra_name}.o)
+    list(APPEND extra_compiles COMMAND ${launcher} ${GPUPOOL_NVCC} ${arg_FLAGS} -c ${extra} -o
+         ${extra_object})
+    list(APPEND extra_objects ${extra_object})
+  endforeach()
   add_custom_command(
     OUTPUT ${arg_OUTPUT}
     COMMAND ${CMAKE_COMMAND} -E make_directory ${output_dir}
     COMMAND ${launcher} ${GPUPOOL_NVCC} ${arg_FLAGS} -c ${arg_SOURCE} -o ${object}
-    COMMAND ${GPUPOOL_NVCC} ${arg_FLAGS} ${object} -o ${arg_OUTPUT} ${arg_LINK_FLAGS}
-    COMMAND ${CMAKE_COMMAND} -E rm -f ${object}
-    DEPENDS ${arg_SOURCE} ${arg_DEPENDS}
+    ${extra_compiles}
+    COMMAND ${GPUPOOL_NVCC} ${arg_FLAGS} ${object} ${extra_objects} -o ${arg_OUTPUT}
+            ${arg_LINK_FLAGS}
+    COMMAND ${CMAKE_COMMAND} -E rm -f ${object} ${extra_objects}
+    DEPENDS ${arg_SOURCE} ${arg_EXTRA_SOURCES} ${arg_DEPENDS}
     COMMENT "${arg_COMMENT}"
     VERBATIM)
 endfunction()

@@ -644,6 +644,8 @@ struct Request {
     write @2;   # the client's written pages: `runs` (address, bytes pairs), their bytes the bulk
     fetch @3;   # the pages the device changed since the client last saw them: answered with value
                 # (the number of runs), the bulk the runs' (address, bytes) pairs then their bytes
+    adoptGlobal @4;  # the __managed__ variable `name` of `module` becomes a managed region: answered
+                     # as fetch, with one run, the whole pages of managed memory that hold it
   }
   struct ManagedMemory {
     context @0 :UInt64;
@@ -651,6 +653,8 @@ struct Request {
     address @2 :UInt64;
     bytes @3 :UInt64;
     runs @4 :List(UInt64);
+    module @5 :UInt64;  # adoptGlobal
+    name @6 :Text;      # adoptGlobal
   }
   enum IpcMemOp {
     get @0;
@@ -720,6 +724,7 @@ struct Response {
   struct Global {
     address @0 :UInt64;
     bytes @1 :UInt64;
+    managed @2 :Bool;  # a __managed__ variable (moduleGetGlobal): the client mirrors it
   }
   struct StatusReply {
     serverVersion @0 :Text;

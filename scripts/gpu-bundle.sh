@@ -137,9 +137,10 @@ NVCC_FLAGS+=(-I"$link_units")
 # tests/programs, all of them: gpu-check.sh decides what runs where (multi_device needs two
 # devices). Those that call the driver API link it (the stub; the real one at run time); those
 # that check CUDA_API_PER_THREAD_DEFAULT_STREAM are built with --default-stream per-thread.
+# A NAME_second_unit.cu is another translation unit of program NAME, built with it.
 basic=()
 for source in "$ROOT"/tests/programs/*.cu; do
-  basic+=("$(basename "$source" .cu)")
+  [[ $source == *_second_unit.cu ]] || basic+=("$(basename "$source" .cu)")
 done
 # tests/emu_programs except unsupported_mma/unsupported_texture_gather, which test that the emu
 # device refuses what it does not implement (on a GPU they simply run).
@@ -167,6 +168,9 @@ trap 'rm -rf "$jobs_file" "$link_units"' EXIT
     fi
     if grep -q '^#ifndef CUDA_API_PER_THREAD_DEFAULT_STREAM' "$ROOT/tests/programs/$name.cu"; then
       extra="$extra --default-stream per-thread"
+    fi
+    if [[ -f $ROOT/tests/programs/${name}_second_unit.cu ]]; then
+      extra="$extra $ROOT/tests/programs/${name}_second_unit.cu"
     fi
     printf '%s\t%s\t%s\n' "$ROOT/tests/programs/$name.cu" "$DIR/programs/basic/$name" "$extra"
   done

@@ -288,6 +288,16 @@ class BackendContext {
                                    FunctionDescription* function) = 0;
   virtual Status moduleGetGlobal(uint64_t module, const std::string& name, uint64_t* address,
                                  uint64_t* bytes) = 0;
+  // When the global of `module` at `address` (as moduleGetGlobal gave it) is a __managed__
+  // variable: the whole 4 KiB pages of the managed memory that holds it, [*base, *base + *bytes),
+  // which the client mirrors (server/handlers/managed_memory_handlers.cc). *bytes = 0 for an
+  // ordinary global.
+  virtual Status moduleManagedRange(uint64_t /*module*/, uint64_t /*address*/, uint64_t* base,
+                                    uint64_t* bytes) {
+    *base = 0;
+    *bytes = 0;
+    return Status::success();
+  }
   // The module's kernels (entry functions), as cuModuleEnumerateFunctions lists them.
   virtual Status moduleFunctionNames(uint64_t module, std::vector<std::string>* names) = 0;
   // Links `inputs` as cuLinkCreate / cuLinkAddData / cuLinkComplete would, with the scalar

@@ -3,9 +3,12 @@
 // wrote (write); at a synchronization point it asks for the pages the device changed (fetch). The
 // server keeps the hash of every page as the client last saw it, so a fetch returns only pages
 // whose contents differ from that: the client's page tracking covers host writes, these hashes
-// cover device writes, and neither side moves pages nobody wrote.
+// cover device writes, and neither side moves pages nobody wrote. A __managed__ variable's memory
+// (adoptGlobal) is a region like any other, owned by its module rather than freed by the client.
 #include <algorithm>
 #include <cstring>
+#include <optional>
+#include <string>
 
 #include "server/handlers/bulk_placement.h"
 #include "server/handlers/request_table.h"
@@ -89,7 +92,7 @@ Status managedAlloc(RequestContext& request, BackendContext& context, uint64_t i
 Status managedFree(RequestContext& request, BackendContext& context, uint64_t id,
                    uint64_t address) {
   auto it = request.session.managed.find(address);
-  if (it == request.session.managed.end() || it->second.context != id) {
+  if (it == request.session.managed.end() || it->second.context != id || it->second.module) {
     return Status::error(CUDA_ERROR_INVALID_VALUE, "not a managed allocation of this context");
   }
   request.session.managed.erase(it);
@@ -141,17 +144,20 @@ Status managedWrite(RequestContext& request, BackendContext& context, uint64_t i
   return Status::success();
 }
 
-// Adds the pages of [base + from, base + to) whose hash changed to the reply's runs (coalesced).
+// Adds the pages of [base + from, base + to) whose hash changed (all of them with `all`) to the
+// reply's runs, coalesced within the region: the client finds each run inside one allocation, and
+// regions may be adjacent.
 void collectChangedPages(SessionState& session, ManagedRegion& region, uint64_t base,
-                         const uint8_t* contents, uint64_t from, uint64_t to, bool copyBytes) {
+                         const uint8_t* contents, uint64_t from, uint64_t to, bool copyBytes,
+                         bool all = false) {
   for (uint64_t offset = from; offset < to; offset += kManagedPage) {
     const uint8_t* page = contents + (offset - from);
     uint64_t hash = managedPageHash(page);
     uint64_t& seen = region.pageHashes[offset / kManagedPage];
-    if (hash == seen) continue;
+    if (hash == seen && !all) continue;
     seen = hash;
     auto& runs = session.managedReplyRuns;
-    if (!runs.empty() && runs[runs.size() - 2] + runs.back() == base + offset) {
+    if (!runs.empty() && offset > 0 && runs[runs.size() - 2] + runs.back() == base + offset) {
       runs.back() += kManagedPage;
     } else {
       runs.push_back(base + offset);
@@ -163,21 +169,27 @@ void collectChangedPages(SessionState& session, ManagedRegion& region, uint64_t 
   }
 }
 
-// Every managed page of context `id` the device changed since the client last saw it.
-Status managedFetch(RequestContext& request, BackendContext& context, uint64_t id) {
+// Every managed page of context `id` the device changed since the client last saw it; with
+// `onlyBase`, every page of the region at that address (a region just adopted).
+Status managedFetch(RequestContext& request, BackendContext& context, uint64_t id,
+                    std::optional<uint64_t> onlyBase = std::nullopt) {
   SessionState& session = request.session;
   session.managedReplyRuns.clear();
   session.managedReplyBytes.clear();
+  auto wanted = [&](uint64_t base, const ManagedRegion& region) {
+    return region.context == id && (!onlyBase || *onlyBase == base);
+  };
   // Whether the reply's bytes are device memory itself (emu) or copies (a real device).
   bool direct = true;
   for (auto& [base, region] : session.managed) {
-    if (region.context == id && !context.hostView(base, region.bytes)) direct = false;
+    if (wanted(base, region) && !context.hostView(base, region.bytes)) direct = false;
   }
+  const bool all = onlyBase.has_value();
   for (auto& [base, region] : session.managed) {
-    if (region.context != id) continue;
+    if (!wanted(base, region)) continue;
     if (direct) {
       const auto* view = static_cast<const uint8_t*>(context.hostView(base, region.bytes));
-      collectChangedPages(session, region, base, view, 0, region.bytes, false);
+      collectChangedPages(session, region, base, view, 0, region.bytes, false, all);
       continue;
     }
     ScratchBuffer& staging = session.staging;
@@ -187,7 +199,7 @@ Status managedFetch(RequestContext& request, BackendContext& context, uint64_t i
       if (Status st = context.copyDeviceToHost(staging.data(), base + done, n, 0); !st.ok()) {
         return st;
       }
-      collectChangedPages(session, region, base, staging.data(), done, done + n, true);
+      collectChangedPages(session, region, base, staging.data(), done, done + n, true, all);
       done += n;
     }
   }
@@ -206,6 +218,51 @@ Status managedFetch(RequestContext& request, BackendContext& context, uint64_t i
   return Status::success();
 }
 
+// A __managed__ variable of a loaded module becomes a managed region, its pages coherent with the
+// client's mirror like those of cuMemAllocManaged; the reply carries all of them, the mirror's
+// first contents. The module's unload ends the region (module_handlers.cc).
+Status managedAdoptGlobal(RequestContext& request, BackendContext& context, uint64_t id,
+                          uint64_t module, const std::string& name) {
+  uint64_t address = 0, bytes = 0, base = 0, rangeBytes = 0;
+  if (Status st = context.moduleGetGlobal(module, name, &address, &bytes); !st.ok()) return st;
+  if (Status st = context.moduleManagedRange(module, address, &base, &rangeBytes); !st.ok()) {
+    return st;
+  }
+  if (rangeBytes == 0) {
+    return Status::error(CUDA_ERROR_INVALID_VALUE, "'" + name + "' is not a __managed__ variable");
+  }
+  if (base % kManagedPage || rangeBytes % kManagedPage) {
+    return Status::error(CUDA_ERROR_INVALID_VALUE, "managed variable range is not whole pages");
+  }
+  auto& managed = request.session.managed;
+  bool known = false;
+  for (auto it = managed.begin(); it != managed.end();) {
+    const bool overlaps = it->first < base + rangeBytes && base < it->first + it->second.bytes;
+    if (!overlaps) {
+      ++it;
+      continue;
+    }
+    if (it->second.context != id) {
+      it = managed.erase(it);  // a region of a context destroyed since
+      continue;
+    }
+    if (it->first == base && it->second.bytes == rangeBytes && it->second.module == module) {
+      known = true;  // another variable in the same managed memory, or asked again
+      ++it;
+      continue;
+    }
+    return Status::error(CUDA_ERROR_NOT_SUPPORTED,
+                         "managed variable '" + name +
+                             "' shares host pages with other managed memory, which its mirror "
+                             "cannot");
+  }
+  if (!known) {
+    managed[base] =
+        ManagedRegion{id, rangeBytes, std::vector<uint64_t>(rangeBytes / kManagedPage), module};
+  }
+  return managedFetch(request, context, id, base);
+}
+
 Status managedMemory(RequestContext& request, Request::Reader r) {
   auto m = r.getManagedMemory();
   uint64_t id = m.getContext();
@@ -219,6 +276,8 @@ Status managedMemory(RequestContext& request, Request::Reader r) {
         return managedWrite(request, context, id, m.getRuns());
       case Request::ManagedMemoryOp::FETCH:
         return managedFetch(request, context, id);
+      case Request::ManagedMemoryOp::ADOPT_GLOBAL:
+        return managedAdoptGlobal(request, context, id, m.getModule(), m.getName());
     }
     return Status::error(CUDA_ERROR_INVALID_VALUE, "unknown managed memory operation");
   });

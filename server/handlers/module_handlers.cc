@@ -70,6 +70,10 @@ Status unload(RequestContext& request, Request::Reader r) {
   if (Status st = request.context(m.getContext(), &context); !st.ok()) return st;
   if (Status st = context->moduleUnload(m.getModule()); !st.ok()) return st;
   SessionState& session = request.session;
+  // Its __managed__ variables' memory is gone with it (the client drops its mirrors).
+  std::erase_if(session.managed, [&](const auto& region) {
+    return region.second.context == m.getContext() && region.second.module == m.getModule();
+  });
   if (unsigned& held = session.modulesPerContext[m.getContext()]; held > 0) {
     --session.modulesLoaded;
     --held;
@@ -102,9 +106,15 @@ Status getGlobal(RequestContext& request, Request::Reader r) {
   uint64_t address = 0, bytes = 0;
   if (Status st = context->moduleGetGlobal(m.getModule(), m.getName(), &address, &bytes); !st.ok())
     return st;
+  uint64_t managedBase = 0, managedBytes = 0;
+  if (Status st = context->moduleManagedRange(m.getModule(), address, &managedBase, &managedBytes);
+      !st.ok()) {
+    return st;
+  }
   auto out = request.reply.initGlobal();
   out.setAddress(address);
   out.setBytes(bytes);
+  out.setManaged(managedBytes != 0);
   return Status::success();
 }
 

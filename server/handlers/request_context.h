@@ -101,6 +101,7 @@ struct SessionState {
     uint64_t context = 0;
     uint64_t bytes = 0;
     std::vector<uint64_t> pageHashes;
+    uint64_t module = 0;  // a __managed__ variable's module (adoptGlobal); 0: cuMemAllocManaged
   };
   std::map<uint64_t, ManagedRegion> managed;
   std::vector<uint64_t> managedReplyRuns;

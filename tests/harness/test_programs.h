@@ -47,6 +47,8 @@ inline const std::vector<std::string>& testProgramNames() {
                                                  "arrays_driver",
                                                  "managed_memory",
                                                  "managed_memory_driver",
+                                                 "managed_variables",
+                                                 "managed_variables_driver",
                                                  "texture_objects",
                                                  "texture_objects_driver",
                                                  "texture_references_driver",

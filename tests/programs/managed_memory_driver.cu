@@ -2,7 +2,8 @@
 // arguments, host writes seen by a kernel and device writes seen by the host after
 // cuCtxSynchronize, memsets and copies on managed memory, cuPointerGetAttribute(s),
 // cuMemGetAddressRange, cuMemAdvise (both versions), cuMemPrefetchAsync,
-// cuMemRangeGetAttribute(s), cuStreamAttachMemAsync's checks, and cuMemFree.
+// cuMemRangeGetAttribute(s), cuStreamAttachMemAsync's checks, the batch prefetch and discard
+// calls' checks, and cuMemFree.
 #include <cuda.h>
 
 #include <cstdint>
@@ -119,6 +120,73 @@ int main() {
   // Stream attachment.
   CUstream stream;
   CHECK_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+
+  // The batch calls: their arguments as cuda.h documents them; with good ones, a device without
+  // concurrent managed access refuses them (cuda.h: every device must have it), and nothing was
+  // prefetched or discarded.
+  {
+    for (size_t i = 0; i < kCount; ++i) host[i] = static_cast<uint32_t>(3 * i);
+    CUdeviceptr ranges[2] = {p, p + 4096};
+    size_t lengths[2] = {4096, kBytes - 4096};
+    CUmemLocation locations[2] = {cpu, cpu};
+    size_t firsts[2] = {0, 1};
+    const CUresult bad = CUDA_ERROR_INVALID_VALUE;
+    expectError(cuMemPrefetchBatchAsync(ranges, lengths, 0, locations, firsts, 1, 0, stream), bad,
+                "cuMemPrefetchBatchAsync(count 0)");
+    expectError(cuMemPrefetchBatchAsync(nullptr, lengths, 2, locations, firsts, 1, 0, stream), bad,
+                "cuMemPrefetchBatchAsync(no dptrs)");
+    expectError(cuMemPrefetchBatchAsync(ranges, nullptr, 2, locations, firsts, 1, 0, stream), bad,
+                "cuMemPrefetchBatchAsync(no sizes)");
+    expectError(cuMemPrefetchBatchAsync(ranges, lengths, 2, locations, firsts, 1, 1, stream), bad,
+                "cuMemPrefetchBatchAsync(flags 1)");
+    expectError(cuMemPrefetchBatchAsync(ranges, lengths, 2, nullptr, firsts, 1, 0, stream), bad,
+                "cuMemPrefetchBatchAsync(no locations)");
+    expectError(cuMemPrefetchBatchAsync(ranges, lengths, 2, locations, firsts, 0, 0, stream), bad,
+                "cuMemPrefetchBatchAsync(0 locations)");
+    expectError(cuMemPrefetchBatchAsync(ranges, lengths, 1, locations, firsts, 2, 0, stream), bad,
+                "cuMemPrefetchBatchAsync(more locations than ranges)");
+    size_t notFromZero[1] = {1};
+    expectError(cuMemPrefetchBatchAsync(ranges, lengths, 2, locations, notFromZero, 1, 0, stream),
+                bad, "cuMemPrefetchBatchAsync(first index 1)");
+    size_t falling[2] = {0, 0};
+    expectError(cuMemPrefetchBatchAsync(ranges, lengths, 2, locations, falling, 2, 0, stream), bad,
+                "cuMemPrefetchBatchAsync(indices not rising)");
+    expectError(
+        cuMemPrefetchBatchAsync(ranges, lengths, 2, locations, firsts, 1, 0, CU_STREAM_LEGACY), bad,
+        "cuMemPrefetchBatchAsync(legacy NULL stream)");
+    CUdeviceptr notManaged[2] = {p, plain};
+    expectError(cuMemPrefetchBatchAsync(notManaged, lengths, 2, locations, firsts, 1, 0, stream),
+                bad, "cuMemPrefetchBatchAsync(cuMemAlloc memory)");
+    expectError(cuMemDiscardBatchAsync(ranges, lengths, 0, 0, stream), bad,
+                "cuMemDiscardBatchAsync(count 0)");
+    expectError(cuMemDiscardBatchAsync(nullptr, lengths, 2, 0, stream), bad,
+                "cuMemDiscardBatchAsync(no dptrs)");
+    expectError(cuMemDiscardBatchAsync(ranges, lengths, 2, 2, stream), bad,
+                "cuMemDiscardBatchAsync(flags 2)");
+    expectError(cuMemDiscardBatchAsync(notManaged, lengths, 2, 0, stream), bad,
+                "cuMemDiscardBatchAsync(cuMemAlloc memory)");
+    expectError(
+        cuMemDiscardAndPrefetchBatchAsync(ranges, lengths, 2, nullptr, firsts, 1, 0, stream), bad,
+        "cuMemDiscardAndPrefetchBatchAsync(no locations)");
+    expectError(
+        cuMemDiscardAndPrefetchBatchAsync(ranges, nullptr, 2, locations, firsts, 1, 0, stream), bad,
+        "cuMemDiscardAndPrefetchBatchAsync(no sizes)");
+    const CUresult good = concurrent ? CUDA_SUCCESS : CUDA_ERROR_NOT_SUPPORTED;
+    expectError(cuMemPrefetchBatchAsync(ranges, lengths, 2, locations, firsts, 2, 0, stream), good,
+                "cuMemPrefetchBatchAsync");
+    if (!concurrent) {
+      expectError(cuMemDiscardBatchAsync(ranges, lengths, 2, 0, stream), good,
+                  "cuMemDiscardBatchAsync");
+      expectError(
+          cuMemDiscardAndPrefetchBatchAsync(ranges, lengths, 2, locations, firsts, 1, 0, stream),
+          good, "cuMemDiscardAndPrefetchBatchAsync");
+    }
+    CHECK_CU(cuStreamSynchronize(stream));
+    for (size_t i = 0; i < kCount; ++i) {
+      CHECK(host[i] == 3 * i, "element %zu is %u after the batch calls", i, host[i]);
+    }
+    std::printf("the batch prefetch and discard calls\n");
+  }
   CHECK_CU(cuStreamAttachMemAsync(stream, p, 0, CU_MEM_ATTACH_SINGLE));
   CHECK_CU(cuStreamAttachMemAsync(stream, p, 0, CU_MEM_ATTACH_HOST));
   CHECK_CU(cuStreamAttachMemAsync(stream, p, 0, CU_MEM_ATTACH_GLOBAL));

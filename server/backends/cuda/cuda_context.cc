@@ -657,11 +657,50 @@ Status CudaContext::moduleGetGlobal(uint64_t module, const std::string& name, ui
       !s.ok()) {
     return s;
   }
-  // The global becomes memory this context may copy to and from, until the module goes.
-  addresses_.add(pointer, size, module);
+  // The global becomes memory this context may copy to and from, until the module goes; for a
+  // __managed__ variable, the whole pages of managed memory holding it, which travel to and from
+  // the client's mirror page by page.
+  uint64_t managedBase = 0, managedBytes = 0;
+  if (Status s = managedRangeOf(pointer, &managedBase, &managedBytes); !s.ok()) return s;
+  if (managedBytes) {
+    addresses_.add(managedBase, managedBytes, module);
+  } else {
+    addresses_.add(pointer, size, module);
+  }
   *address = pointer;
   *bytes = size;
   return Status::success();
+}
+
+Status CudaContext::managedRangeOf(uint64_t address, uint64_t* base, uint64_t* bytes) {
+  *base = 0;
+  *bytes = 0;
+  // A driver without pointer attributes has no managed memory to speak of.
+  if (!driver_->pointerGetAttribute.fn) return Status::success();
+  unsigned isManaged = 0;
+  if (Status s = driver_->call(driver_->pointerGetAttribute, &isManaged,
+                               CU_POINTER_ATTRIBUTE_IS_MANAGED, CUdeviceptr{address});
+      !s.ok() || !isManaged) {
+    return Status::success();  // not memory the driver tracks as managed
+  }
+  CUdeviceptr rangeBase = 0;
+  size_t rangeBytes = 0;
+  if (Status s =
+          driver_->call(driver_->memGetAddressRange, &rangeBase, &rangeBytes, CUdeviceptr{address});
+      !s.ok()) {
+    return s;
+  }
+  constexpr uint64_t kPage = 4096;
+  *base = rangeBase / kPage * kPage;
+  *bytes = (rangeBase + rangeBytes + kPage - 1) / kPage * kPage - *base;
+  return Status::success();
+}
+
+Status CudaContext::moduleManagedRange(uint64_t module, uint64_t address, uint64_t* base,
+                                       uint64_t* bytes) {
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  if (modules_.find(module) == modules_.end()) return invalidHandle("module", module);
+  return managedRangeOf(address, base, bytes);
 }
 
 // --- Kernels ---

@@ -102,6 +102,8 @@ class CudaContext final : public BackendContext {
                            FunctionDescription* function) override;
   Status moduleGetGlobal(uint64_t module, const std::string& name, uint64_t* address,
                          uint64_t* bytes) override;
+  Status moduleManagedRange(uint64_t module, uint64_t address, uint64_t* base,
+                            uint64_t* bytes) override;
   Status moduleFunctionNames(uint64_t module, std::vector<std::string>* names) override;
   Status link(std::span<const LinkInput> inputs,
               std::span<const std::pair<CUjit_option, uint64_t>> options,
@@ -156,6 +158,9 @@ class CudaContext final : public BackendContext {
               transport::PinnedMemory* pinnedMemory);
 
   Status makeCurrent();
+  // The whole pages of managed memory holding `address` when the driver says it is managed
+  // (a __managed__ variable); *bytes = 0 otherwise.
+  Status managedRangeOf(uint64_t address, uint64_t* base, uint64_t* bytes);
   // Runs the kernel `start` launches on `stream` through gate_, waiting for it to finish.
   Status launchGated(CUstream stream, const std::function<Status()>& start);
   Status findStream(uint64_t id, CUstream* stream) const;

@@ -158,6 +158,8 @@ void CudaDriver::resolveAll() {
   resolve(moduleUnload, 2000, "cuModuleUnload");
   resolve(moduleGetFunction, 2000, "cuModuleGetFunction");
   resolve(moduleGetGlobal, 3020, "cuModuleGetGlobal_v2");
+  resolve(pointerGetAttribute, 4000, "cuPointerGetAttribute");
+  resolve(memGetAddressRange, 3020, "cuMemGetAddressRange_v2");
   resolve(moduleGetFunctionCount, 12040, "cuModuleGetFunctionCount");
   resolve(moduleEnumerateFunctions, 12040, "cuModuleEnumerateFunctions");
   resolve(funcGetName, 12030, "cuFuncGetName");

@@ -144,6 +144,9 @@ class CudaDriver {
   DriverEntryPoint<PFN_cuModuleUnload_v2000> moduleUnload{"cuModuleUnload"};
   DriverEntryPoint<PFN_cuModuleGetFunction_v2000> moduleGetFunction{"cuModuleGetFunction"};
   DriverEntryPoint<PFN_cuModuleGetGlobal_v3020> moduleGetGlobal{"cuModuleGetGlobal"};
+  // Whether a global is a __managed__ variable, and the managed memory that holds it.
+  DriverEntryPoint<PFN_cuPointerGetAttribute_v4000> pointerGetAttribute{"cuPointerGetAttribute"};
+  DriverEntryPoint<PFN_cuMemGetAddressRange_v3020> memGetAddressRange{"cuMemGetAddressRange"};
   DriverEntryPoint<PFN_cuModuleGetFunctionCount_v12040> moduleGetFunctionCount{
       "cuModuleGetFunctionCount"};
   DriverEntryPoint<PFN_cuModuleEnumerateFunctions_v12040> moduleEnumerateFunctions{

@@ -49,6 +49,12 @@ uint64_t extent2D(uint64_t pitch, uint64_t widthBytes, uint64_t height) {
   return pitch * (height - 1) + widthBytes;
 }
 
+// A __managed__ variable's memory: whole 4 KiB pages (the client mirrors it page by page).
+uint64_t managedPageRound(uint64_t bytes) {
+  constexpr uint64_t kManagedPage = 4096;
+  return (std::max<uint64_t>(bytes, 1) + kManagedPage - 1) / kManagedPage * kManagedPage;
+}
+
 }  // namespace
 
 EmuContext::EmuContext(EmuMemory& memory, const DeviceDescription& device,
@@ -527,7 +533,9 @@ Status EmuContext::moduleLoad(std::span<const uint8_t> image, uint64_t* module) 
   std::shared_ptr<ptx::Module> program = std::move(*loadedProgram);
   LoadedModule loaded{program, {}};
   for (const auto& g : program->globals()) {
-    uint64_t address = memory_.allocate(std::max<uint64_t>(g.size, 1), owner_);
+    // A __managed__ variable is managed memory: whole pages of its own, which the client mirrors.
+    uint64_t bytes = g.isManaged ? managedPageRound(g.size) : std::max<uint64_t>(g.size, 1);
+    uint64_t address = memory_.allocate(bytes, owner_);
     if (!address) {
       for (uint64_t a : loaded.globalAddresses) memory_.release(a, owner_);
       return Status::error(CUDA_ERROR_OUT_OF_MEMORY, "no device memory for global " + g.name);
@@ -654,6 +662,22 @@ Status EmuContext::moduleGetGlobal(uint64_t module, const std::string& name, uin
     }
   }
   return Status::error(CUDA_ERROR_NOT_FOUND, "no global named '" + name + "'");
+}
+
+Status EmuContext::moduleManagedRange(uint64_t module, uint64_t address, uint64_t* base,
+                                      uint64_t* bytes) {
+  auto it = modules_.find(module);
+  if (it == modules_.end()) return invalidHandle("unknown module " + hex(module));
+  *base = 0;
+  *bytes = 0;
+  const auto& globals = it->second.program->globals();
+  for (size_t i = 0; i < globals.size(); ++i) {
+    if (globals[i].isManaged && it->second.globalAddresses[i] == address) {
+      *base = address;
+      *bytes = managedPageRound(globals[i].size);
+    }
+  }
+  return Status::success();
 }
 
 // ---- Kernels ----

@@ -83,6 +83,8 @@ class EmuContext final : public BackendContext {
                            FunctionDescription* function) override;
   Status moduleGetGlobal(uint64_t module, const std::string& name, uint64_t* address,
                          uint64_t* bytes) override;
+  Status moduleManagedRange(uint64_t module, uint64_t address, uint64_t* base,
+                            uint64_t* bytes) override;
   Status moduleFunctionNames(uint64_t module, std::vector<std::string>* names) override;
   Status link(std::span<const LinkInput> inputs,
               std::span<const std::pair<CUjit_option, uint64_t>> options,

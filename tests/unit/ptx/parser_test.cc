@@ -71,6 +71,48 @@ $L__tmp_end:
   EXPECT_EQ(m->initialImage(0), (std::vector<uint8_t>{104, 105, 10, 0}));
 }
 
+TEST(Loader, ManagedVariablesAreMarked) {
+  // As nvcc writes __managed__ variables (an array and an initialized scalar), beside a __device__
+  // one; the kernel reads and writes them like any global.
+  std::string text = R"(
+.version 9.0
+.target sm_80
+.address_size 64
+.global .attribute(.managed) .align 4 .b8 x[64];
+.global .attribute(.managed) .align 4 .f32 y = 0f40200000;
+.global .align 4 .b8 plain[16];
+.visible .entry k()
+{
+  .reg .b32 %r<3>;
+  .reg .f32 %f<2>;
+  ld.global.f32 %f1, [y];
+  ld.global.u32 %r1, [x];
+  st.global.u32 [plain], %r1;
+  ret;
+}
+)";
+  auto m = loadOrFail(text);
+  ASSERT_TRUE(m);
+  ASSERT_EQ(m->globals().size(), 3u);
+  EXPECT_EQ(m->globals()[0].name, "x");
+  EXPECT_EQ(m->globals()[0].size, 64u);
+  EXPECT_EQ(m->globals()[0].align, 4u);
+  EXPECT_TRUE(m->globals()[0].isManaged);
+  EXPECT_TRUE(m->globals()[1].isManaged);
+  EXPECT_FALSE(m->globals()[2].isManaged);
+  m->bindGlobals({0x7000000000, 0x7000001000, 0x7000002000});
+  float y = 0;
+  auto image = m->initialImage(1);
+  ASSERT_EQ(image.size(), 4u);
+  std::memcpy(&y, image.data(), 4);
+  EXPECT_EQ(y, 2.5f);
+  // An attribute list that does not close is a syntax error, not a crash.
+  EXPECT_EQ(loadError(".version 9.0\n.target sm_80\n.address_size 64\n"
+                      ".global .attribute(.managed .b32 z;\n")
+                .code,
+            CUDA_ERROR_INVALID_PTX);
+}
+
 TEST(Loader, FunctionAddressesInInitializersUseTheFunctionWindow) {
   std::string text =
       ".version 9.0\n.target sm_75\n.address_size 64\n"

@@ -55,6 +55,7 @@ struct AstVariable {
   uint32_t rangeCount = 0;           // %r<N> declares %r0..%r(N-1)
   std::vector<uint64_t> dimensions;  // array dimensions; a 0 entry means [] (extern/unsized)
   bool isExtern = false;
+  bool isManaged = false;  // .attribute(.managed): a __managed__ variable
   std::vector<AstInitializer> initializer;
   bool hasInitializer = false;
   uint32_t line = 0;

@@ -204,6 +204,7 @@ class Builder {
       g.info.size = variableSize(v);
       g.info.align = variableAlign(v);
       g.info.isConst = v.space == ".const";
+      g.info.isManaged = v.isManaged;
       if (std::count(v.dimensions.begin(), v.dimensions.end(), 0)) {
         // `.global .b8 x[] = {...}`: size from the initializer.
         g.info.size = naturalSize(v) * std::max<size_t>(1, v.initializer.size());

@@ -207,7 +207,7 @@ class Parser {
     return params;
   }
 
-  // space [.align N] [.ptr...] [.vN] type name[<N>][dims][= init] {, name...} [;]
+  // space [.attribute(...)] [.align N] [.ptr...] [.vN] type name[<N>][dims][= init] {, name...} [;]
   std::vector<AstVariable> parseVariableDeclaration(bool terminated) {
     AstVariable proto;
     proto.line = peek().line;
@@ -226,6 +226,21 @@ class Parser {
       } else if (d == ".extern") {
         proto.isExtern = true;
         next();
+      } else if (d == ".attribute") {
+        // .attribute(.managed) (a __managed__ variable); .unified(...) names nothing we need.
+        next();
+        expectPunct('(');
+        do {
+          std::string_view a = expect(TokenKind::kDirective, "variable attribute").text;
+          if (a == ".managed") proto.isManaged = true;
+          if (acceptPunct('(')) {
+            while (!acceptPunct(')')) {
+              if (at(TokenKind::kEnd)) fail("unterminated variable attribute");
+              next();
+            }
+          }
+        } while (accept(','));
+        expectPunct(')');
       } else {
         next();  // .ptr, .global (ptr space), .volatile, ...
       }

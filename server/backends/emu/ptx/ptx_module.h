@@ -49,7 +49,8 @@ struct GlobalVariable {
   std::string name;
   uint64_t size = 0;
   uint32_t align = 1;
-  bool isConst = false;  // declared in .const space
+  bool isConst = false;    // declared in .const space
+  bool isManaged = false;  // .attribute(.managed): a __managed__ variable, managed memory
 };
 
 struct ModuleImage;  // the resolved program; defined in ir.h
