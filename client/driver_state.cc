@@ -51,6 +51,15 @@ bool isRegistered(const void* object) {
   return object && registry().count(object);
 }
 
+CUevent registerEvent(ContextObject* context, uint64_t remote, unsigned flags) {
+  auto* e = new EventObject();
+  e->context = context;
+  e->remote = remote;
+  e->flags = flags;
+  registerObject(e);
+  return reinterpret_cast<CUevent>(e);
+}
+
 ContextObject* asContext(CUcontext h) { return lookup<ContextObject>(h, Tag::kContext); }
 StreamObject* asStream(CUstream h) { return lookup<StreamObject>(h, Tag::kStream); }
 EventObject* asEvent(CUevent h) { return lookup<EventObject>(h, Tag::kEvent); }

@@ -251,6 +251,9 @@ void registerObject(const void* object);
 void unregisterObject(const void* object);
 // Whether `object` is registered (for the validating casts of other files).
 bool isRegistered(const void* object);
+// A registered event object for the server's event `remote` of `context` (cuEventCreate,
+// cuIpcOpenEventHandle).
+CUevent registerEvent(ContextObject* context, uint64_t remote, unsigned flags);
 
 // Validating casts from handles; null when the handle is not a live object of that kind.
 ContextObject* asContext(CUcontext h);

@@ -241,11 +241,7 @@ GPUPOOL_DRIVER_API CUresult cuIpcOpenEventHandle(CUevent* phEvent, CUipcEventHan
         return CUDA_SUCCESS;
       });
   if (r != CUDA_SUCCESS) return r;
-  auto* e = new EventObject();
-  e->context = ctx;
-  e->remote = id;
-  e->flags = CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING;  // what an exportable event has
-  registerObject(e);
-  *phEvent = reinterpret_cast<CUevent>(e);
+  // The flags every exportable event has.
+  *phEvent = registerEvent(ctx, id, CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING);
   return CUDA_SUCCESS;
 }

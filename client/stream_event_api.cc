@@ -438,12 +438,7 @@ GPUPOOL_DRIVER_API CUresult cuEventCreate(CUevent* out, unsigned int flags) {
         return CUDA_SUCCESS;
       });
   if (r != CUDA_SUCCESS) return r;
-  auto* e = new EventObject();
-  e->context = ctx;
-  e->remote = id;
-  e->flags = flags;
-  registerObject(e);
-  *out = reinterpret_cast<CUevent>(e);
+  *out = registerEvent(ctx, id, flags);
   return CUDA_SUCCESS;
 }
 

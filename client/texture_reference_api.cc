@@ -160,6 +160,50 @@ CUresult stateChanged(TextureReferenceObject* r) {
   return CUDA_SUCCESS;
 }
 
+// A cuTexRefGet* / cuSurfRefGet*: once the handle `r` (null: not a reference of that kind) and the
+// output `out` check out, `read` answers from the state under the lock.
+template <typename Output, typename Read>
+CUresult readReference(const TextureReferenceObject* r, Output* out, Read&& read) {
+  if (CUresult c = requireInit(); c != CUDA_SUCCESS) return c;
+  if (!r) return CUDA_ERROR_INVALID_HANDLE;
+  if (!out) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard lock(referencesMutex);
+  return read(*r);
+}
+
+// Whether a cuTexRefSet* changes what the next launch binds, or state that is only stored.
+enum ReferenceState : bool { kStoredOnly = false, kBound = true };
+
+// A cuTexRefSet*: once the handle checks out and `check` (the arguments) says CUDA_SUCCESS,
+// `change` sets the state under the lock.
+template <typename Check, typename Change>
+CUresult changeReference(CUtexref h, ReferenceState which, Check&& check, Change&& change) {
+  if (CUresult c = requireInit(); c != CUDA_SUCCESS) return c;
+  TextureReferenceObject* r = asTexRef(h);
+  if (!r) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult c = check(); c != CUDA_SUCCESS) return c;
+  std::lock_guard lock(referencesMutex);
+  change(*r);
+  return which == kBound ? stateChanged(r) : CUDA_SUCCESS;
+}
+
+// A cuTexRefGet* that copies one field out.
+template <typename Field>
+CUresult readField(CUtexref h, Field* out, Field TextureReferenceObject::*field) {
+  return readReference(asTexRef(h), out, [&](const TextureReferenceObject& r) {
+    *out = r.*field;
+    return CUDA_SUCCESS;
+  });
+}
+
+CUresult checkFilterMode(CUfilter_mode fm, const char* what) {
+  const int mode = rawEnumValue(fm);
+  if (mode < CU_TR_FILTER_MODE_POINT || mode > CU_TR_FILTER_MODE_LINEAR) {
+    return refuseValue(std::string(what) + ": invalid filter mode");
+  }
+  return CUDA_SUCCESS;
+}
+
 CUresult bindPitch2D(TextureReferenceObject* r, const CUDA_ARRAY_DESCRIPTOR* desc, CUdeviceptr dptr,
                      size_t pitch) {
   if (!desc) return CUDA_ERROR_INVALID_VALUE;
@@ -425,223 +469,164 @@ GPUPOOL_DRIVER_API CUresult cuTexRefGetAddress_v2(CUdeviceptr* pdptr, CUtexref h
 }
 
 GPUPOOL_DRIVER_API CUresult cuTexRefGetArray(CUarray* phArray, CUtexref hTexRef) {
-  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
-  TextureReferenceObject* r = asTexRef(hTexRef);
-  if (!r) return CUDA_ERROR_INVALID_HANDLE;
-  if (!phArray) return CUDA_ERROR_INVALID_VALUE;
-  std::lock_guard lock(referencesMutex);
-  if (r->binding != TextureReferenceObject::Binding::kArray) return CUDA_ERROR_INVALID_VALUE;
-  *phArray = r->array;
-  return CUDA_SUCCESS;
+  return readReference(asTexRef(hTexRef), phArray, [&](const TextureReferenceObject& r) {
+    if (r.binding != TextureReferenceObject::Binding::kArray) return CUDA_ERROR_INVALID_VALUE;
+    *phArray = r.array;
+    return CUDA_SUCCESS;
+  });
 }
 
 GPUPOOL_DRIVER_API CUresult cuTexRefGetMipmappedArray(CUmipmappedArray* phMipmappedArray,
                                                       CUtexref hTexRef) {
-  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
-  if (!asTexRef(hTexRef)) return CUDA_ERROR_INVALID_HANDLE;
-  if (!phMipmappedArray) return CUDA_ERROR_INVALID_VALUE;
-  return CUDA_ERROR_INVALID_VALUE;  // as the driver: never bound to a mipmapped array here
+  // As the driver: never bound to a mipmapped array here.
+  return readReference(asTexRef(hTexRef), phMipmappedArray,
+                       [](const TextureReferenceObject&) { return CUDA_ERROR_INVALID_VALUE; });
 }
 
 // ---- The sampler and format ----
 
 GPUPOOL_DRIVER_API CUresult cuTexRefSetFormat(CUtexref hTexRef, CUarray_format fmt,
                                               int NumPackedComponents) {
-  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
-  TextureReferenceObject* r = asTexRef(hTexRef);
-  if (!r) return CUDA_ERROR_INVALID_HANDLE;
-  if (!validFormat(fmt, NumPackedComponents)) {
-    return refuseValue("cuTexRefSetFormat: invalid format or channel count (1, 2 or 4)");
-  }
-  std::lock_guard lock(referencesMutex);
-  r->format = fmt;
-  r->channels = NumPackedComponents;
-  return stateChanged(r);
+  return changeReference(
+      hTexRef, kBound,
+      [&] {
+        return validFormat(fmt, NumPackedComponents)
+                   ? CUDA_SUCCESS
+                   : refuseValue("cuTexRefSetFormat: invalid format or channel count (1, 2 or 4)");
+      },
+      [&](TextureReferenceObject& r) {
+        r.format = fmt;
+        r.channels = NumPackedComponents;
+      });
 }
 
 GPUPOOL_DRIVER_API CUresult cuTexRefGetFormat(CUarray_format* pFormat, int* pNumChannels,
                                               CUtexref hTexRef) {
-  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
-  TextureReferenceObject* r = asTexRef(hTexRef);
-  if (!r) return CUDA_ERROR_INVALID_HANDLE;
-  std::lock_guard lock(referencesMutex);
-  if (pFormat) *pFormat = r->format;
-  if (pNumChannels) *pNumChannels = r->channels;
-  return CUDA_SUCCESS;
+  // Either output may be null: the driver fills those given.
+  return readReference(asTexRef(hTexRef), &pFormat, [&](const TextureReferenceObject& r) {
+    if (pFormat) *pFormat = r.format;
+    if (pNumChannels) *pNumChannels = r.channels;
+    return CUDA_SUCCESS;
+  });
 }
 
 GPUPOOL_DRIVER_API CUresult cuTexRefSetAddressMode(CUtexref hTexRef, int dim, CUaddress_mode am) {
-  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
-  TextureReferenceObject* r = asTexRef(hTexRef);
-  if (!r) return CUDA_ERROR_INVALID_HANDLE;
-  if (dim < 0 || dim > 2) return refuseValue("cuTexRefSetAddressMode: dim must be 0, 1 or 2");
-  const int mode = rawEnumValue(am);
-  if (mode < CU_TR_ADDRESS_MODE_WRAP || mode > CU_TR_ADDRESS_MODE_BORDER) {
-    return refuseValue("cuTexRefSetAddressMode: invalid address mode");
-  }
-  std::lock_guard lock(referencesMutex);
-  r->addressMode[dim] = am;
-  return stateChanged(r);
+  return changeReference(
+      hTexRef, kBound,
+      [&] {
+        if (dim < 0 || dim > 2) return refuseValue("cuTexRefSetAddressMode: dim must be 0, 1 or 2");
+        const int mode = rawEnumValue(am);
+        if (mode < CU_TR_ADDRESS_MODE_WRAP || mode > CU_TR_ADDRESS_MODE_BORDER) {
+          return refuseValue("cuTexRefSetAddressMode: invalid address mode");
+        }
+        return CUDA_SUCCESS;
+      },
+      [&](TextureReferenceObject& r) { r.addressMode[dim] = am; });
 }
 
 GPUPOOL_DRIVER_API CUresult cuTexRefGetAddressMode(CUaddress_mode* pam, CUtexref hTexRef, int dim) {
-  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
-  TextureReferenceObject* r = asTexRef(hTexRef);
-  if (!r) return CUDA_ERROR_INVALID_HANDLE;
-  if (!pam || dim < 0 || dim > 2) return CUDA_ERROR_INVALID_VALUE;
-  std::lock_guard lock(referencesMutex);
-  *pam = r->addressMode[dim];
-  return CUDA_SUCCESS;
+  return readReference(asTexRef(hTexRef), pam, [&](const TextureReferenceObject& r) {
+    if (dim < 0 || dim > 2) return CUDA_ERROR_INVALID_VALUE;
+    *pam = r.addressMode[dim];
+    return CUDA_SUCCESS;
+  });
 }
 
 GPUPOOL_DRIVER_API CUresult cuTexRefSetFilterMode(CUtexref hTexRef, CUfilter_mode fm) {
-  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
-  TextureReferenceObject* r = asTexRef(hTexRef);
-  if (!r) return CUDA_ERROR_INVALID_HANDLE;
-  const int mode = rawEnumValue(fm);
-  if (mode < CU_TR_FILTER_MODE_POINT || mode > CU_TR_FILTER_MODE_LINEAR) {
-    return refuseValue("cuTexRefSetFilterMode: invalid filter mode");
-  }
-  std::lock_guard lock(referencesMutex);
-  r->filterMode = fm;
-  return stateChanged(r);
+  return changeReference(
+      hTexRef, kBound, [&] { return checkFilterMode(fm, "cuTexRefSetFilterMode"); },
+      [&](TextureReferenceObject& r) { r.filterMode = fm; });
 }
 
 GPUPOOL_DRIVER_API CUresult cuTexRefGetFilterMode(CUfilter_mode* pfm, CUtexref hTexRef) {
-  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
-  TextureReferenceObject* r = asTexRef(hTexRef);
-  if (!r) return CUDA_ERROR_INVALID_HANDLE;
-  if (!pfm) return CUDA_ERROR_INVALID_VALUE;
-  std::lock_guard lock(referencesMutex);
-  *pfm = r->filterMode;
-  return CUDA_SUCCESS;
+  return readField(hTexRef, pfm, &TextureReferenceObject::filterMode);
 }
 
 GPUPOOL_DRIVER_API CUresult cuTexRefSetFlags(CUtexref hTexRef, unsigned int Flags) {
-  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
-  TextureReferenceObject* r = asTexRef(hTexRef);
-  if (!r) return CUDA_ERROR_INVALID_HANDLE;
-  if (Flags & ~gpupool::kKnownTextureFlags) return refuseValue("cuTexRefSetFlags: unknown flags");
-  std::lock_guard lock(referencesMutex);
-  r->flags = Flags;
-  return stateChanged(r);
+  return changeReference(
+      hTexRef, kBound,
+      [&] {
+        return (Flags & ~gpupool::kKnownTextureFlags)
+                   ? refuseValue("cuTexRefSetFlags: unknown flags")
+                   : CUDA_SUCCESS;
+      },
+      [&](TextureReferenceObject& r) { r.flags = Flags; });
 }
 
 GPUPOOL_DRIVER_API CUresult cuTexRefGetFlags(unsigned int* pFlags, CUtexref hTexRef) {
-  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
-  TextureReferenceObject* r = asTexRef(hTexRef);
-  if (!r) return CUDA_ERROR_INVALID_HANDLE;
-  if (!pFlags) return CUDA_ERROR_INVALID_VALUE;
-  std::lock_guard lock(referencesMutex);
-  *pFlags = r->flags;
-  return CUDA_SUCCESS;
+  return readField(hTexRef, pFlags, &TextureReferenceObject::flags);
 }
 
 GPUPOOL_DRIVER_API CUresult cuTexRefSetBorderColor(CUtexref hTexRef, float* pBorderColor) {
-  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
-  TextureReferenceObject* r = asTexRef(hTexRef);
-  if (!r) return CUDA_ERROR_INVALID_HANDLE;
-  if (!pBorderColor) return CUDA_ERROR_INVALID_VALUE;
-  std::lock_guard lock(referencesMutex);
-  std::memcpy(r->borderColor, pBorderColor, sizeof r->borderColor);
-  return stateChanged(r);
+  return changeReference(
+      hTexRef, kBound, [&] { return pBorderColor ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE; },
+      [&](TextureReferenceObject& r) {
+        std::memcpy(r.borderColor, pBorderColor, sizeof r.borderColor);
+      });
 }
 
 GPUPOOL_DRIVER_API CUresult cuTexRefGetBorderColor(float* pBorderColor, CUtexref hTexRef) {
-  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
-  TextureReferenceObject* r = asTexRef(hTexRef);
-  if (!r) return CUDA_ERROR_INVALID_HANDLE;
-  if (!pBorderColor) return CUDA_ERROR_INVALID_VALUE;
-  std::lock_guard lock(referencesMutex);
-  std::memcpy(pBorderColor, r->borderColor, sizeof r->borderColor);
-  return CUDA_SUCCESS;
+  return readReference(asTexRef(hTexRef), pBorderColor, [&](const TextureReferenceObject& r) {
+    std::memcpy(pBorderColor, r.borderColor, sizeof r.borderColor);
+    return CUDA_SUCCESS;
+  });
 }
 
 // ---- Stored only (see the note at the top) ----
 
 GPUPOOL_DRIVER_API CUresult cuTexRefSetMipmapFilterMode(CUtexref hTexRef, CUfilter_mode fm) {
-  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
-  TextureReferenceObject* r = asTexRef(hTexRef);
-  if (!r) return CUDA_ERROR_INVALID_HANDLE;
-  const int mode = rawEnumValue(fm);
-  if (mode < CU_TR_FILTER_MODE_POINT || mode > CU_TR_FILTER_MODE_LINEAR) {
-    return refuseValue("cuTexRefSetMipmapFilterMode: invalid filter mode");
-  }
-  std::lock_guard lock(referencesMutex);
-  r->mipmapFilterMode = fm;
-  return CUDA_SUCCESS;
+  return changeReference(
+      hTexRef, kStoredOnly, [&] { return checkFilterMode(fm, "cuTexRefSetMipmapFilterMode"); },
+      [&](TextureReferenceObject& r) { r.mipmapFilterMode = fm; });
 }
 
 GPUPOOL_DRIVER_API CUresult cuTexRefGetMipmapFilterMode(CUfilter_mode* pfm, CUtexref hTexRef) {
-  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
-  TextureReferenceObject* r = asTexRef(hTexRef);
-  if (!r) return CUDA_ERROR_INVALID_HANDLE;
-  if (!pfm) return CUDA_ERROR_INVALID_VALUE;
-  std::lock_guard lock(referencesMutex);
-  *pfm = r->mipmapFilterMode;
-  return CUDA_SUCCESS;
+  return readField(hTexRef, pfm, &TextureReferenceObject::mipmapFilterMode);
 }
 
 GPUPOOL_DRIVER_API CUresult cuTexRefSetMipmapLevelBias(CUtexref hTexRef, float bias) {
-  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
-  TextureReferenceObject* r = asTexRef(hTexRef);
-  if (!r) return CUDA_ERROR_INVALID_HANDLE;
-  std::lock_guard lock(referencesMutex);
-  r->mipmapLevelBias = bias;
-  return CUDA_SUCCESS;
+  return changeReference(
+      hTexRef, kStoredOnly, [] { return CUDA_SUCCESS; },
+      [&](TextureReferenceObject& r) { r.mipmapLevelBias = bias; });
 }
 
 GPUPOOL_DRIVER_API CUresult cuTexRefGetMipmapLevelBias(float* pbias, CUtexref hTexRef) {
-  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
-  TextureReferenceObject* r = asTexRef(hTexRef);
-  if (!r) return CUDA_ERROR_INVALID_HANDLE;
-  if (!pbias) return CUDA_ERROR_INVALID_VALUE;
-  std::lock_guard lock(referencesMutex);
-  *pbias = r->mipmapLevelBias;
-  return CUDA_SUCCESS;
+  return readField(hTexRef, pbias, &TextureReferenceObject::mipmapLevelBias);
 }
 
 GPUPOOL_DRIVER_API CUresult cuTexRefSetMipmapLevelClamp(CUtexref hTexRef, float minMipmapLevelClamp,
                                                         float maxMipmapLevelClamp) {
-  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
-  TextureReferenceObject* r = asTexRef(hTexRef);
-  if (!r) return CUDA_ERROR_INVALID_HANDLE;
-  std::lock_guard lock(referencesMutex);
-  r->minMipmapLevelClamp = minMipmapLevelClamp;
-  r->maxMipmapLevelClamp = maxMipmapLevelClamp;
-  return CUDA_SUCCESS;
+  return changeReference(
+      hTexRef, kStoredOnly, [] { return CUDA_SUCCESS; },
+      [&](TextureReferenceObject& r) {
+        r.minMipmapLevelClamp = minMipmapLevelClamp;
+        r.maxMipmapLevelClamp = maxMipmapLevelClamp;
+      });
 }
 
 GPUPOOL_DRIVER_API CUresult cuTexRefGetMipmapLevelClamp(float* pminMipmapLevelClamp,
                                                         float* pmaxMipmapLevelClamp,
                                                         CUtexref hTexRef) {
-  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
-  TextureReferenceObject* r = asTexRef(hTexRef);
-  if (!r) return CUDA_ERROR_INVALID_HANDLE;
-  if (!pminMipmapLevelClamp || !pmaxMipmapLevelClamp) return CUDA_ERROR_INVALID_VALUE;
-  std::lock_guard lock(referencesMutex);
-  *pminMipmapLevelClamp = r->minMipmapLevelClamp;
-  *pmaxMipmapLevelClamp = r->maxMipmapLevelClamp;
-  return CUDA_SUCCESS;
+  return readReference(asTexRef(hTexRef), pminMipmapLevelClamp,
+                       [&](const TextureReferenceObject& r) {
+                         if (!pmaxMipmapLevelClamp) return CUDA_ERROR_INVALID_VALUE;
+                         *pminMipmapLevelClamp = r.minMipmapLevelClamp;
+                         *pmaxMipmapLevelClamp = r.maxMipmapLevelClamp;
+                         return CUDA_SUCCESS;
+                       });
 }
 
 GPUPOOL_DRIVER_API CUresult cuTexRefSetMaxAnisotropy(CUtexref hTexRef, unsigned int maxAniso) {
-  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
-  TextureReferenceObject* r = asTexRef(hTexRef);
-  if (!r) return CUDA_ERROR_INVALID_HANDLE;
-  std::lock_guard lock(referencesMutex);
-  r->maxAnisotropy = maxAniso;
-  return CUDA_SUCCESS;
+  return changeReference(
+      hTexRef, kStoredOnly, [] { return CUDA_SUCCESS; },
+      [&](TextureReferenceObject& r) { r.maxAnisotropy = maxAniso; });
 }
 
 GPUPOOL_DRIVER_API CUresult cuTexRefGetMaxAnisotropy(int* pmaxAniso, CUtexref hTexRef) {
-  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
-  TextureReferenceObject* r = asTexRef(hTexRef);
-  if (!r) return CUDA_ERROR_INVALID_HANDLE;
-  if (!pmaxAniso) return CUDA_ERROR_INVALID_VALUE;
-  std::lock_guard lock(referencesMutex);
-  *pmaxAniso = static_cast<int>(r->maxAnisotropy);
-  return CUDA_SUCCESS;
+  return readReference(asTexRef(hTexRef), pmaxAniso, [&](const TextureReferenceObject& r) {
+    *pmaxAniso = static_cast<int>(r.maxAnisotropy);
+    return CUDA_SUCCESS;
+  });
 }
 
 // ---- Surface references ----
@@ -670,14 +655,11 @@ GPUPOOL_DRIVER_API CUresult cuSurfRefSetArray(CUsurfref hSurfRef, CUarray hArray
 }
 
 GPUPOOL_DRIVER_API CUresult cuSurfRefGetArray(CUarray* phArray, CUsurfref hSurfRef) {
-  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
-  TextureReferenceObject* r = asSurfRef(hSurfRef);
-  if (!r) return CUDA_ERROR_INVALID_HANDLE;
-  if (!phArray) return CUDA_ERROR_INVALID_VALUE;
-  std::lock_guard lock(referencesMutex);
-  if (r->binding != TextureReferenceObject::Binding::kArray) return CUDA_ERROR_INVALID_VALUE;
-  *phArray = r->array;
-  return CUDA_SUCCESS;
+  return readReference(asSurfRef(hSurfRef), phArray, [&](const TextureReferenceObject& r) {
+    if (r.binding != TextureReferenceObject::Binding::kArray) return CUDA_ERROR_INVALID_VALUE;
+    *phArray = r.array;
+    return CUDA_SUCCESS;
+  });
 }
 
 // ---- The device limit ----

@@ -28,6 +28,35 @@ int deviceOfContext(const SessionContexts& contexts, uint64_t id) {
   return device;
 }
 
+// Publishes `exported` and answers its token (two halves in the `global` reply).
+Status publishToken(IpcMemoryRegistry& registry, const IpcMemoryRegistry::Export& exported,
+                    RequestContext& request) {
+  IpcMemoryRegistry::Token token{};
+  if (Status st = registry.publish(exported, &token); !st.ok()) return st;
+  auto out = request.reply.initGlobal();
+  out.setAddress(tokenHalf(token, 0));
+  out.setBytes(tokenHalf(token, 8));
+  return Status::success();
+}
+
+// The export the request's token names for this session: not its own (as the driver answers a
+// process opening its own handle), of its tenant, of the kind asked for.
+Status findExport(const IpcMemoryRegistry& registry, const SessionState& session,
+                  const std::string& tenant, capnp::Data::Reader bytes, bool event,
+                  IpcMemoryRegistry::Export* exported) {
+  IpcMemoryRegistry::Token token{};
+  if (bytes.size() != token.size()) {
+    return Status::error(CUDA_ERROR_INVALID_HANDLE, "malformed IPC handle");
+  }
+  std::memcpy(token.data(), bytes.begin(), token.size());
+  if (Status st = registry.find(token, tenant, event, exported); !st.ok()) return st;
+  if (exported->session == session.id) {
+    return Status::error(CUDA_ERROR_INVALID_CONTEXT,
+                         "an IPC handle cannot be opened by the process that exported it");
+  }
+  return Status::success();
+}
+
 Status ipcMem(RequestContext& request, Request::Reader r) {
   auto m = r.getIpcMem();
   uint64_t id = m.getContext();
@@ -43,29 +72,18 @@ Status ipcMem(RequestContext& request, Request::Reader r) {
       if (Status st = context->ipcExport(m.getAddress(), &exported.allocation); !st.ok()) {
         return st;
       }
-      IpcMemoryRegistry::Token token{};
-      if (Status st = registry.publish(exported, &token); !st.ok()) return st;
-      auto out = request.reply.initGlobal();
-      out.setAddress(tokenHalf(token, 0));
-      out.setBytes(tokenHalf(token, 8));
-      return Status::success();
+      return publishToken(registry, exported, request);
     }
     case Request::IpcMemOp::OPEN: {
       if (m.getFlags() & ~unsigned{CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS}) {
         return Status::error(CUDA_ERROR_INVALID_VALUE,
                              "unknown cuIpcOpenMemHandle flags " + std::to_string(m.getFlags()));
       }
-      auto bytes = m.getToken();
-      IpcMemoryRegistry::Token token{};
-      if (bytes.size() != token.size()) {
-        return Status::error(CUDA_ERROR_INVALID_HANDLE, "malformed IPC handle");
-      }
-      std::memcpy(token.data(), bytes.begin(), token.size());
       IpcMemoryRegistry::Export exported;
-      if (Status st = registry.find(token, tenant, /*event=*/false, &exported); !st.ok()) return st;
-      if (exported.session == session.id) {
-        return Status::error(CUDA_ERROR_INVALID_CONTEXT,
-                             "an IPC handle cannot be opened by the process that exported it");
+      if (Status st =
+              findExport(registry, session, tenant, m.getToken(), /*event=*/false, &exported);
+          !st.ok()) {
+        return st;
       }
       uint64_t address = 0;
       if (Status st = context->ipcOpen(exported.allocation, &address); !st.ok()) return st;
@@ -83,26 +101,14 @@ Status ipcMem(RequestContext& request, Request::Reader r) {
       if (Status st = context->ipcExportEvent(m.getEvent(), &exported.eventState); !st.ok()) {
         return st;
       }
-      IpcMemoryRegistry::Token token{};
-      if (Status st = registry.publish(exported, &token); !st.ok()) return st;
-      auto out = request.reply.initGlobal();
-      out.setAddress(tokenHalf(token, 0));
-      out.setBytes(tokenHalf(token, 8));
-      return Status::success();
+      return publishToken(registry, exported, request);
     }
     case Request::IpcMemOp::OPEN_EVENT: {
-      auto bytes = m.getToken();
-      IpcMemoryRegistry::Token token{};
-      if (bytes.size() != token.size()) {
-        return Status::error(CUDA_ERROR_INVALID_HANDLE, "malformed IPC event handle");
-      }
-      std::memcpy(token.data(), bytes.begin(), token.size());
       IpcMemoryRegistry::Export exported;
-      if (Status st = registry.find(token, tenant, /*event=*/true, &exported); !st.ok()) return st;
-      if (exported.session == session.id) {
-        return Status::error(
-            CUDA_ERROR_INVALID_CONTEXT,
-            "an IPC event handle cannot be opened by the process that exported it");
+      if (Status st =
+              findExport(registry, session, tenant, m.getToken(), /*event=*/true, &exported);
+          !st.ok()) {
+        return st;
       }
       uint64_t event = 0;
       if (Status st = context->ipcOpenEvent(exported.eventState, &event); !st.ok()) return st;

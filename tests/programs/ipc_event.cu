@@ -10,6 +10,7 @@
 #include <cstring>
 #include <vector>
 
+#include "process_pipe.h"
 #include "self_check.h"
 
 namespace {
@@ -26,19 +27,6 @@ __global__ void slowFill(int* data, int n, int base, int spin) {
   }
   __syncthreads();
   for (int i = threadIdx.x; i < n; i += blockDim.x) data[i] = base + i;
-}
-
-void writeAll(int fd, const void* data, size_t bytes) {
-  CHECK(write(fd, data, bytes) == static_cast<ssize_t>(bytes), "pipe write failed");
-}
-
-void readAll(int fd, void* data, size_t bytes) {
-  size_t got = 0;
-  while (got < bytes) {
-    ssize_t n = read(fd, static_cast<char*>(data) + got, bytes - got);
-    CHECK(n > 0, "pipe read failed (the other process ended?)");
-    got += static_cast<size_t>(n);
-  }
 }
 
 // Copies the memory out on `stream` after what the stream waits for, and checks it holds base + i.

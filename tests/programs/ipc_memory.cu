@@ -9,6 +9,7 @@
 #include <cstring>
 #include <vector>
 
+#include "process_pipe.h"
 #include "self_check.h"
 
 namespace {
@@ -24,19 +25,6 @@ __global__ void fill(int* data, int n, int base) {
 __global__ void countMismatches(const int* data, int n, int base, int* mismatches) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n && data[i] != base + i) atomicAdd(mismatches, 1);
-}
-
-void writeAll(int fd, const void* data, size_t bytes) {
-  CHECK(write(fd, data, bytes) == static_cast<ssize_t>(bytes), "pipe write failed");
-}
-
-void readAll(int fd, void* data, size_t bytes) {
-  size_t got = 0;
-  while (got < bytes) {
-    ssize_t n = read(fd, static_cast<char*>(data) + got, bytes - got);
-    CHECK(n > 0, "pipe read failed (the other process ended?)");
-    got += static_cast<size_t>(n);
-  }
 }
 
 int mismatchesOnDevice(const int* data, int base) {

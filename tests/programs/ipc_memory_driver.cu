@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "driver_check.h"
+#include "process_pipe.h"
 
 namespace {
 
@@ -35,19 +36,6 @@ void checkHolds(CUdeviceptr p, uint32_t salt, const char* who) {
   for (size_t i = 0; i < kCount; ++i) {
     uint32_t want = static_cast<uint32_t>(i) * 2654435761u ^ salt;
     CHECK(host[i] == want, "%s: element %zu reads %u, expected %u", who, i, host[i], want);
-  }
-}
-
-void writeAll(int fd, const void* data, size_t bytes) {
-  CHECK(write(fd, data, bytes) == static_cast<ssize_t>(bytes), "pipe write failed");
-}
-
-void readAll(int fd, void* data, size_t bytes) {
-  size_t got = 0;
-  while (got < bytes) {
-    ssize_t n = read(fd, static_cast<char*>(data) + got, bytes - got);
-    CHECK(n > 0, "pipe read failed (the other process ended?)");
-    got += static_cast<size_t>(n);
   }
 }
 
