@@ -24,6 +24,16 @@ std::vector<uint8_t> ipcPattern(size_t n, uint8_t seed) {
   return v;
 }
 
+// The token a get answered, in its two halves.
+Token tokenOf(const Reply& reply) {
+  Token token{};
+  for (size_t i = 0; i < 8; ++i) {
+    token[i] = static_cast<uint8_t>(reply.handle >> (8 * i));
+    token[8 + i] = static_cast<uint8_t>(reply.bytes >> (8 * i));
+  }
+  return token;
+}
+
 Reply exportAllocation(WireClient& client, uint64_t context, uint64_t address, Token* token) {
   Reply reply = client.call([&](wire::Request::Builder r) {
     auto m = r.initIpcMem();
@@ -31,10 +41,7 @@ Reply exportAllocation(WireClient& client, uint64_t context, uint64_t address, T
     m.setOp(Op::GET);
     m.setAddress(address);
   });
-  for (size_t i = 0; i < 8; ++i) {
-    (*token)[i] = static_cast<uint8_t>(reply.handle >> (8 * i));
-    (*token)[8 + i] = static_cast<uint8_t>(reply.bytes >> (8 * i));
-  }
+  *token = tokenOf(reply);
   return reply;
 }
 
@@ -147,10 +154,7 @@ Reply exportEvent(WireClient& client, uint64_t context, uint64_t event, Token* t
     m.setOp(Op::GET_EVENT);
     m.setEvent(event);
   });
-  for (size_t i = 0; i < 8; ++i) {
-    (*token)[i] = static_cast<uint8_t>(reply.handle >> (8 * i));
-    (*token)[8 + i] = static_cast<uint8_t>(reply.bytes >> (8 * i));
-  }
+  *token = tokenOf(reply);
   return reply;
 }
 
