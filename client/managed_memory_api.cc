@@ -145,13 +145,19 @@ struct ManagedAllocation {
 
 std::mutex managedMutex;  // the allocations, the slots' writers, flushes and fetches
 // Never destroyed: cudart unloads its modules (and so their __managed__ variables) from its own
-// exit handler, which runs after this library's static destructors when cudart loaded it.
-std::map<CUdeviceptr, ManagedAllocation>& managedAllocations =
-    *new std::map<CUdeviceptr, ManagedAllocation>();
+// exit handler, which runs after this library's static destructors when cudart loaded it. Made
+// at first use, not at load: a process that never uses managed memory allocates nothing here
+// (cudart may unload this library when cuInit fails, and leak checkers then count what it held).
+std::map<CUdeviceptr, ManagedAllocation>& managedAllocationMap() {
+  static auto* allocations = new std::map<CUdeviceptr, ManagedAllocation>();
+  return *allocations;
+}
 std::atomic<size_t> managedLive{0};
-std::map<RemoteSession*, bool>& workSinceFetch =
-    *new std::map<RemoteSession*, bool>();  // under managedMutex
-thread_local bool inManagedCode = false;    // our own requests are not observed
+std::map<RemoteSession*, bool>& workSinceFetchMap() {  // under managedMutex
+  static auto* work = new std::map<RemoteSession*, bool>();
+  return *work;
+}
+thread_local bool inManagedCode = false;  // our own requests are not observed
 
 struct ManagedScope {
   ManagedScope() : outer(inManagedCode) { inManagedCode = true; }
@@ -164,7 +170,7 @@ CUresult flushManagedWrites(RemoteSession& session) {
   std::map<ContextObject*,
            std::pair<std::vector<uint64_t>, std::vector<gpupool::transport::ConstBuffer>>>
       perContext;
-  for (auto& [base, a] : managedAllocations) {
+  for (auto& [base, a] : managedAllocationMap()) {
     if (a.context->server != &session || !a.context->remote) continue;
     MirrorSlot& slot = mirrorSlots[a.slot];
     size_t pages = a.bytes / kManagedPageBytes;
@@ -210,7 +216,7 @@ CUresult flushManagedWrites(RemoteSession& session) {
         },
         bulk);
     if (r != CUDA_SUCCESS) return r;
-    workSinceFetch[&session] = true;
+    workSinceFetchMap()[&session] = true;
   }
   return CUDA_SUCCESS;
 }
@@ -218,8 +224,8 @@ CUresult flushManagedWrites(RemoteSession& session) {
 // The allocation holding [address, address+bytes) in `ctx`, or null. Under managedMutex.
 ManagedAllocation* managedAllocationOf(ContextObject* ctx, uint64_t address, uint64_t bytes,
                                        uint64_t* base) {
-  auto it = managedAllocations.upper_bound(address);
-  if (it == managedAllocations.begin()) return nullptr;
+  auto it = managedAllocationMap().upper_bound(address);
+  if (it == managedAllocationMap().begin()) return nullptr;
   --it;
   if ((ctx && it->second.context != ctx) || address - it->first >= it->second.bytes ||
       bytes > it->second.bytes - (address - it->first)) {
@@ -281,13 +287,13 @@ CUresult fetchManagedChanges(ContextObject* ctx) {
 // Fetches for every context of `session` holding managed memory. Under managedMutex.
 CUresult fetchManagedChangesOf(RemoteSession& session) {
   std::vector<ContextObject*> contexts;
-  for (auto& [base, a] : managedAllocations) {
+  for (auto& [base, a] : managedAllocationMap()) {
     if (a.context->server == &session && a.context->remote &&
         std::find(contexts.begin(), contexts.end(), a.context) == contexts.end()) {
       contexts.push_back(a.context);
     }
   }
-  workSinceFetch[&session] = false;
+  workSinceFetchMap()[&session] = false;
   for (ContextObject* ctx : contexts) {
     if (CUresult r = fetchManagedChanges(ctx); r != CUDA_SUCCESS) return r;
   }
@@ -310,7 +316,7 @@ void beforeRequest(RemoteSession& session, const char* what, bool posted) {
   if (inManagedCode || managedLive.load(std::memory_order_acquire) == 0) return;
   ManagedScope scope;
   std::lock_guard lock(managedMutex);
-  if (posted || !synchronizesWithHost(what)) workSinceFetch[&session] = true;
+  if (posted || !synchronizesWithHost(what)) workSinceFetchMap()[&session] = true;
   // A failure here is the connection's, which the request itself reports.
   (void)flushManagedWrites(session);
 }
@@ -322,7 +328,7 @@ void afterCall(RemoteSession& session, const char* what, CUresult result) {
   }
   ManagedScope scope;
   std::lock_guard lock(managedMutex);
-  if (!workSinceFetch[&session]) return;
+  if (!workSinceFetchMap()[&session]) return;
   if (CUresult r = fetchManagedChangesOf(session); r != CUDA_SUCCESS && logLevel() >= 1) {
     logLine("managed memory: fetching the device's changes after " + std::string(what) +
             " failed (" + std::to_string(r) + ")");
@@ -400,7 +406,7 @@ ManagedAllocation* mirrorManagedRange(ContextObject* ctx, CUdeviceptr address, s
   a.inWindow = inWindow;
   a.advice.assign(pages, 0);
   a.module = module;
-  ManagedAllocation& recorded = managedAllocations[address] = std::move(a);
+  ManagedAllocation& recorded = managedAllocationMap()[address] = std::move(a);
   managedLive.fetch_add(1, std::memory_order_acq_rel);
   return &recorded;
 }
@@ -706,8 +712,8 @@ CUresult attachMemory(CUstream stream, CUdeviceptr dptr, size_t length, unsigned
                       "cuStreamAttachMemAsync: the NULL stream cannot be attached to singly");
   }
   std::lock_guard lock(managedMutex);
-  auto it = managedAllocations.find(dptr);
-  if (it == managedAllocations.end()) {
+  auto it = managedAllocationMap().find(dptr);
+  if (it == managedAllocationMap().end()) {
     return refuseCall(CUDA_ERROR_INVALID_VALUE,
                       "cuStreamAttachMemAsync: not the start of a managed allocation (pageable "
                       "memory needs PAGEABLE_MEMORY_ACCESS, which no pool device has)");
@@ -733,15 +739,15 @@ CUresult freeManagedAllocation(CUdeviceptr base, const DeviceAllocation& info) {
   ContextObject* ctx = info.context;
   {
     std::lock_guard lock(managedMutex);
-    auto it = managedAllocations.find(base);
-    if (it == managedAllocations.end()) return CUDA_ERROR_INVALID_VALUE;
+    auto it = managedAllocationMap().find(base);
+    if (it == managedAllocationMap().end()) return CUDA_ERROR_INVALID_VALUE;
     if (it->second.module) {
       return refuseCall(
           CUDA_ERROR_INVALID_VALUE,
           "cuMemFree: a __managed__ variable belongs to its module, not to cuMemFree");
     }
     unmapMirror(it->second, base);
-    managedAllocations.erase(it);
+    managedAllocationMap().erase(it);
   }
   {
     std::lock_guard lock(DriverState::get().mutex);
@@ -760,13 +766,13 @@ CUresult freeManagedAllocation(CUdeviceptr base, const DeviceAllocation& info) {
 void dropManagedAllocationsOf(ContextObject* ctx) {
   if (managedLive.load(std::memory_order_acquire) == 0) return;
   std::lock_guard lock(managedMutex);
-  for (auto it = managedAllocations.begin(); it != managedAllocations.end();) {
+  for (auto it = managedAllocationMap().begin(); it != managedAllocationMap().end();) {
     if (it->second.context != ctx) {
       ++it;
       continue;
     }
     unmapMirror(it->second, it->first);
-    it = managedAllocations.erase(it);
+    it = managedAllocationMap().erase(it);
   }
 }
 
@@ -825,14 +831,14 @@ void dropManagedGlobalsOf(ModuleObject* m) {
   std::vector<CUdeviceptr> bases;
   {
     std::lock_guard lock(managedMutex);
-    for (auto it = managedAllocations.begin(); it != managedAllocations.end();) {
+    for (auto it = managedAllocationMap().begin(); it != managedAllocationMap().end();) {
       if (it->second.module != m) {
         ++it;
         continue;
       }
       unmapMirror(it->second, it->first);
       bases.push_back(it->first);
-      it = managedAllocations.erase(it);
+      it = managedAllocationMap().erase(it);
     }
   }
   std::lock_guard lock(DriverState::get().mutex);
