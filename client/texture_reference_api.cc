@@ -109,7 +109,7 @@ CUresult checkResource(const TextureReferenceObject& r, const char* what,
   return c == CUDA_SUCCESS ? c : refuseCall(c, std::string(what) + ": " + reason);
 }
 
-bool validFormat(CUarray_format f, int channels) {
+bool validFormat(const CUarray_format& f, int channels) {
   return gpupool::arrayFormatNamed(static_cast<unsigned>(rawEnumValue(f))) &&
          (channels == 1 || channels == 2 || channels == 4);
 }
@@ -196,7 +196,8 @@ CUresult readField(CUtexref h, Field* out, Field TextureReferenceObject::*field)
   });
 }
 
-CUresult checkFilterMode(CUfilter_mode fm, const char* what) {
+// (Enums by reference: a caller's out-of-range value is read as an int, never through its type.)
+CUresult checkFilterMode(const CUfilter_mode& fm, const char* what) {
   const int mode = rawEnumValue(fm);
   if (mode < CU_TR_FILTER_MODE_POINT || mode > CU_TR_FILTER_MODE_LINEAR) {
     return refuseValue(std::string(what) + ": invalid filter mode");
