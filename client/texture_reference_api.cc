@@ -196,6 +196,28 @@ CUresult readField(CUtexref h, Field* out, Field TextureReferenceObject::*field)
   });
 }
 
+// Binds `r` (a texture or surface reference) to `array`, whose format it takes, once the resource
+// checks out.
+CUresult bindArray(TextureReferenceObject* r, CUarray hArray, const ArrayObject& array,
+                   const char* what) {
+  std::lock_guard lock(referencesMutex);
+  TextureReferenceObject next = *r;
+  next.binding = TextureReferenceObject::Binding::kArray;
+  next.array = hArray;
+  next.format = static_cast<CUarray_format>(array.shape.format);
+  next.channels = static_cast<int>(array.shape.channels);
+  if (CUresult c = checkResource(next, what, &array.shape); c != CUDA_SUCCESS) return c;
+  *r = next;
+  return stateChanged(r);
+}
+
+// Under referencesMutex: the array `r` is bound to, or INVALID_VALUE when it is bound to none.
+CUresult boundArray(const TextureReferenceObject& r, CUarray* out) {
+  if (r.binding != TextureReferenceObject::Binding::kArray) return CUDA_ERROR_INVALID_VALUE;
+  *out = r.array;
+  return CUDA_SUCCESS;
+}
+
 // (Enums by reference: a caller's out-of-range value is read as an int, never through its type.)
 CUresult checkFilterMode(const CUfilter_mode& fm, const char* what) {
   const int mode = rawEnumValue(fm);
@@ -380,15 +402,7 @@ GPUPOOL_DRIVER_API CUresult cuTexRefSetArray(CUtexref hTexRef, CUarray hArray, u
     return refuseCall(CUDA_ERROR_INVALID_HANDLE,
                       "cuTexRefSetArray: the array belongs to another context than the module");
   }
-  std::lock_guard lock(referencesMutex);
-  TextureReferenceObject next = *r;
-  next.binding = TextureReferenceObject::Binding::kArray;
-  next.array = hArray;
-  next.format = static_cast<CUarray_format>(a->shape.format);
-  next.channels = static_cast<int>(a->shape.channels);
-  if (CUresult c = checkResource(next, "cuTexRefSetArray", &a->shape); c != CUDA_SUCCESS) return c;
-  *r = next;
-  return stateChanged(r);
+  return bindArray(r, hArray, *a, "cuTexRefSetArray");
 }
 
 GPUPOOL_DRIVER_API CUresult cuTexRefSetMipmappedArray(CUtexref hTexRef,
@@ -470,11 +484,8 @@ GPUPOOL_DRIVER_API CUresult cuTexRefGetAddress_v2(CUdeviceptr* pdptr, CUtexref h
 }
 
 GPUPOOL_DRIVER_API CUresult cuTexRefGetArray(CUarray* phArray, CUtexref hTexRef) {
-  return readReference(asTexRef(hTexRef), phArray, [&](const TextureReferenceObject& r) {
-    if (r.binding != TextureReferenceObject::Binding::kArray) return CUDA_ERROR_INVALID_VALUE;
-    *phArray = r.array;
-    return CUDA_SUCCESS;
-  });
+  return readReference(asTexRef(hTexRef), phArray,
+                       [&](const TextureReferenceObject& r) { return boundArray(r, phArray); });
 }
 
 GPUPOOL_DRIVER_API CUresult cuTexRefGetMipmappedArray(CUmipmappedArray* phMipmappedArray,
@@ -644,23 +655,12 @@ GPUPOOL_DRIVER_API CUresult cuSurfRefSetArray(CUsurfref hSurfRef, CUarray hArray
     return refuseCall(CUDA_ERROR_INVALID_HANDLE,
                       "cuSurfRefSetArray: the array belongs to another context than the module");
   }
-  std::lock_guard lock(referencesMutex);
-  TextureReferenceObject next = *r;
-  next.binding = TextureReferenceObject::Binding::kArray;
-  next.array = hArray;
-  next.format = static_cast<CUarray_format>(a->shape.format);
-  next.channels = static_cast<int>(a->shape.channels);
-  if (CUresult c = checkResource(next, "cuSurfRefSetArray", &a->shape); c != CUDA_SUCCESS) return c;
-  *r = next;
-  return stateChanged(r);
+  return bindArray(r, hArray, *a, "cuSurfRefSetArray");
 }
 
 GPUPOOL_DRIVER_API CUresult cuSurfRefGetArray(CUarray* phArray, CUsurfref hSurfRef) {
-  return readReference(asSurfRef(hSurfRef), phArray, [&](const TextureReferenceObject& r) {
-    if (r.binding != TextureReferenceObject::Binding::kArray) return CUDA_ERROR_INVALID_VALUE;
-    *phArray = r.array;
-    return CUDA_SUCCESS;
-  });
+  return readReference(asSurfRef(hSurfRef), phArray,
+                       [&](const TextureReferenceObject& r) { return boundArray(r, phArray); });
 }
 
 // ---- The device limit ----
