@@ -29,8 +29,23 @@ CUresult synchronizeContext(ContextObject* c) {
                          [&](wire::Request::Builder b) { b.setCtxSynchronize(remote); });
 }
 
+// The flags a context may have: one scheduling policy at most, and no core dumps, which are never
+// written for a pool client (see client/coredump_api.cc).
+CUresult checkContextFlags(unsigned flags, const char* call) {
+  unsigned schedule = flags & CU_CTX_SCHED_MASK;
+  if ((flags & ~CU_CTX_FLAGS_MASK) || (schedule & (schedule - 1))) return CUDA_ERROR_INVALID_VALUE;
+  if (flags & (CU_CTX_COREDUMP_ENABLE | CU_CTX_USER_COREDUMP_ENABLE)) {
+    return refuseCall(CUDA_ERROR_NOT_SUPPORTED,
+                      std::string(call) +
+                          ": GPU core dumps (CU_CTX_COREDUMP_ENABLE, CU_CTX_USER_COREDUMP_ENABLE) "
+                          "are not written for a pool client; create the context without them");
+  }
+  return CUDA_SUCCESS;
+}
+
 CUresult createContext(CUcontext* pctx, unsigned flags, CUdevice dev) {
   if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = checkContextFlags(flags, "cuCtxCreate"); r != CUDA_SUCCESS) return r;
   if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
   if (!DriverState::get().device(dev)) return CUDA_ERROR_INVALID_DEVICE;
   auto* c = new ContextObject();
@@ -107,6 +122,9 @@ GPUPOOL_DRIVER_API CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned in
 
 GPUPOOL_DRIVER_API CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags) {
   if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  if (CUresult r = checkContextFlags(flags, "cuDevicePrimaryCtxSetFlags"); r != CUDA_SUCCESS) {
+    return r;
+  }
   ContextObject* c = DriverState::get().primaryContext(dev);
   if (!c) return CUDA_ERROR_INVALID_DEVICE;
   std::lock_guard lock(DriverState::get().mutex);
@@ -295,6 +313,7 @@ GPUPOOL_DRIVER_API CUresult cuCtxGetFlags(unsigned int* flags) {
 GPUPOOL_DRIVER_API CUresult cuCtxSetFlags(unsigned int flags) {
   ContextObject* c = nullptr;
   if (CUresult r = contextOrCurrent(nullptr, &c); r != CUDA_SUCCESS) return r;
+  if (CUresult r = checkContextFlags(flags, "cuCtxSetFlags"); r != CUDA_SUCCESS) return r;
   c->flags = flags;
   return CUDA_SUCCESS;
 }

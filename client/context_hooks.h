@@ -15,4 +15,7 @@ CUresult primaryContextHandle(CUdevice dev, CUcontext* out);
 // and cuCtxDestroy. Destructors run without any lock held, so they may call back into CLS.
 void destroyContextLocalStorage(CUcontext ctx);
 
+// Implemented by client/coredump_api.cc: drops ctx's core dump settings when it is destroyed.
+void forgetCoredumpSettings(CUcontext ctx);
+
 }  // namespace gpupool::client

@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "callback_registry.h"
 #include "driver_export.h"
 #include "driver_state.h"
 #include "raw_enum.h"
@@ -16,6 +17,14 @@ const DeviceSnapshot* deviceOrNull(CUdevice dev, CUresult* r) {
   const DeviceSnapshot* d = DriverState::get().device(dev);
   if (!d) *r = CUDA_ERROR_INVALID_DEVICE;
   return d;
+}
+
+// Device-memory budget callbacks, by device: never called, because no process of the pool runs
+// over budget (each tenant is held to its quota by allocations over it failing with
+// CUDA_ERROR_OUT_OF_MEMORY), which is the one notification cuda.h defines.
+CallbackRegistry<CUasyncCallbackHandle>& budgetCallbacks() {
+  static CallbackRegistry<CUasyncCallbackHandle> callbacks;
+  return callbacks;
 }
 
 }  // namespace
@@ -233,4 +242,21 @@ GPUPOOL_DRIVER_API CUresult cuDeviceGetExecAffinitySupport(int* pi, CUexecAffini
   if (!pi) return CUDA_ERROR_INVALID_VALUE;
   *pi = 0;
   return CUDA_SUCCESS;
+}
+
+GPUPOOL_DRIVER_API CUresult cuDeviceRegisterAsyncNotification(CUdevice dev,
+                                                              CUasyncCallback callback, void*,
+                                                              CUasyncCallbackHandle* handle) {
+  CUresult r;
+  if (!deviceOrNull(dev, &r)) return r;
+  if (!callback || !handle) return CUDA_ERROR_INVALID_VALUE;
+  *handle = budgetCallbacks().add(dev);
+  return CUDA_SUCCESS;
+}
+
+GPUPOOL_DRIVER_API CUresult cuDeviceUnregisterAsyncNotification(CUdevice dev,
+                                                                CUasyncCallbackHandle handle) {
+  CUresult r;
+  if (!deviceOrNull(dev, &r)) return r;
+  return budgetCallbacks().remove(handle, dev) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }

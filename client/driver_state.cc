@@ -275,6 +275,7 @@ void DriverState::releaseRemote(ContextObject* ctx) {
   }
   dropManagedAllocationsOf(ctx);
   destroyContextLocalStorage(reinterpret_cast<CUcontext>(ctx));
+  forgetCoredumpSettings(reinterpret_cast<CUcontext>(ctx));
   if (remote) {
     ctx->server->call("cuCtxDestroy", [&](wire::Request::Builder b) { b.setCtxDestroy(remote); });
   }

@@ -5,10 +5,9 @@
 #include <cudaProfiler.h>
 
 #include <cstdio>
-#include <map>
 #include <memory>
-#include <mutex>
 
+#include "callback_registry.h"
 #include "driver_export.h"
 #include "driver_state.h"
 
@@ -21,33 +20,11 @@ CUresult requireCurrentContext() {
   return DriverState::get().current() ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
 
-// The registered log callbacks. They are never called (nothing is logged), but a handle must
-// stay valid until it is unregistered, and only once.
-class LogCallbacks {
- public:
-  static LogCallbacks& get() {
-    static LogCallbacks callbacks;
-    return callbacks;
-  }
-
-  CUlogsCallbackHandle add() {
-    auto entry = std::make_unique<Entry>();
-    auto* handle = reinterpret_cast<CUlogsCallbackHandle>(entry.get());
-    std::lock_guard lock(mutex_);
-    entries_.emplace(handle, std::move(entry));
-    return handle;
-  }
-
-  bool remove(CUlogsCallbackHandle handle) {
-    std::lock_guard lock(mutex_);
-    return entries_.erase(handle) == 1;
-  }
-
- private:
-  struct Entry {};  // only its address matters: it is the handle
-  std::mutex mutex_;
-  std::map<CUlogsCallbackHandle, std::unique_ptr<Entry>> entries_;
-};
+// The registered log callbacks: never called, since nothing is logged.
+CallbackRegistry<CUlogsCallbackHandle>& logCallbacks() {
+  static CallbackRegistry<CUlogsCallbackHandle> callbacks;
+  return callbacks;
+}
 
 // This driver's log is always empty, so every iterator is at its end: position 0.
 constexpr CUlogIterator kLogEnd = 0;
@@ -63,13 +40,13 @@ GPUPOOL_DRIVER_API CUresult cuProfilerStop() { return requireCurrentContext(); }
 GPUPOOL_DRIVER_API CUresult cuLogsRegisterCallback(CUlogsCallback callback, void*,
                                                    CUlogsCallbackHandle* handle) {
   if (!callback) return CUDA_ERROR_INVALID_VALUE;
-  CUlogsCallbackHandle registered = LogCallbacks::get().add();
+  CUlogsCallbackHandle registered = logCallbacks().add(0);
   if (handle) *handle = registered;  // optional, as cuda.h says
   return CUDA_SUCCESS;
 }
 
 GPUPOOL_DRIVER_API CUresult cuLogsUnregisterCallback(CUlogsCallbackHandle handle) {
-  return LogCallbacks::get().remove(handle) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  return logCallbacks().remove(handle, 0) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 GPUPOOL_DRIVER_API CUresult cuLogsCurrent(CUlogIterator* iterator, unsigned int flags) {
