@@ -1,8 +1,9 @@
 // Instructions the toolkit's header libraries (Thrust, CUB, cooperative groups, libcu++) emit,
 // one tiny PTX snippet each, with the PTX ISA's edge cases: block-wide predicate reductions
 // (bar.red / barrier.cta.red), split arrive/wait barriers, the barrier.cta spellings, elect.sync,
-// lop3, dp4a/dp2a, fns, mbarrier, fp8 conversions, the no-op griddepcontrol/setmaxnreg, and the
-// cooperative-groups grid workspace registers (%envreg1/2).
+// lop3, dp4a/dp2a, fns, mbarrier, fp8 conversions, the no-op griddepcontrol/setmaxnreg, the
+// cooperative-groups grid workspace registers (%envreg1/2), and what cuBLASLt and cuSPARSE add:
+// set, min/max .NaN and cvt.pack.sat.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -430,6 +431,90 @@ TEST(LibraryInstruction, Vabsdiff4) {
   EXPECT_EQ(r.out[3], 10u + 127 + 255 + 255);
   EXPECT_EQ(r.out[4], 0xFFFFFFFFu);
   EXPECT_EQ(static_cast<int32_t>(r.out[5]), 129 + 1 + 1 - 1000);
+}
+
+// set (cuSPARSE's half-precision kernels): a comparison written as all ones or 1.0; with an x2
+// source, each half on its own; with a boolean operation, combined with a predicate first.
+TEST(LibraryInstruction, SetWritesComparisonsAsNumbers) {
+  auto r = runLibrarySnippet(
+      ".reg .b32 %a, %b, %d; .reg .f32 %x, %y; .reg .pred %p, %q, %lo, %hi;",
+      "mov.b32 %a, -1; mov.b32 %b, 2;"
+      "set.lt.u32.s32 %d, %a, %b; st.global.u32 [%out], %d;"      // -1 < 2
+      "set.lt.u32.u32 %d, %a, %b; st.global.u32 [%out+8], %d;"    // 0xFFFFFFFF < 2: no
+      "mov.f32 %x, 0f7FC00000; mov.f32 %y, 0f3F800000;"           // NaN, 1.0
+      "set.ltu.f32.f32 %d, %x, %y; st.global.u32 [%out+16], %d;"  // unordered: 1.0
+      "set.lt.f32.f32 %d, %x, %y; st.global.u32 [%out+24], %d;"   // ordered: 0.0
+      "mov.b32 %a, 0x3C004000; mov.b32 %b, 0x40004000;"           // (hi, lo): (1, 2), (2, 2)
+      "set.eq.u32.f16x2 %d, %a, %b; st.global.u32 [%out+32], %d;"
+      "set.ne.f16x2.f16x2 %d, %a, %b; st.global.u32 [%out+40], %d;"
+      "setp.eq.u32 %p, %tid, 0; setp.ne.u32 %q, %tid, 0;"
+      "set.eq.and.s32.s32 %d, %tid, 0, %q; st.global.u32 [%out+48], %d;"
+      "set.eq.or.f32.s32 %d, %tid, 5, %p; st.global.u32 [%out+56], %d;"
+      // setp on pairs with a boolean operation: each half combined with the predicate.
+      "setp.eq.and.f16x2 %lo|%hi, %a, %b, %p; selp.u32 %d, 1, 0, %lo; st.global.u32 [%out+64], %d;"
+      "selp.u32 %d, 1, 0, %hi; st.global.u32 [%out+72], %d;");
+  EXPECT_EQ(r.out[0], 0xFFFFFFFFu);
+  EXPECT_EQ(r.out[1], 0u);
+  EXPECT_EQ(r.out[2], 0x3F800000u);
+  EXPECT_EQ(r.out[3], 0u);
+  EXPECT_EQ(r.out[4], 0x0000FFFFu);
+  EXPECT_EQ(r.out[5], 0x3C000000u);
+  EXPECT_EQ(r.out[6], 0u);
+  EXPECT_EQ(r.out[7], 0x3F800000u);
+  EXPECT_EQ(r.out[8], 1u);
+  EXPECT_EQ(r.out[9], 0u);
+}
+
+TEST(LibraryInstruction, SetRefusesDestinationsTheIsaLacks) {
+  SnippetResult r = runSnippet(".reg .b64 %d;", "set.eq.u64.s32 %d, %tid, 0;");
+  EXPECT_EQ(r.loadCode, CUDA_ERROR_INVALID_PTX) << r.loadMessage;
+}
+
+// min/max .NaN (cuBLASLt's epilogues): a NaN operand gives NaN, where plain min/max give the
+// other operand.
+TEST(LibraryInstruction, MinMaxNanPropagates) {
+  auto r = runLibrarySnippet(
+      ".reg .f32 %x, %y, %z; .reg .b32 %a, %b, %d;",
+      "mov.f32 %x, 0f7FC00000; mov.f32 %y, 0fC0000000;"  // NaN, -2
+      "min.f32 %z, %x, %y; st.global.f32 [%out], %z;"
+      "min.NaN.f32 %z, %x, %y; st.global.f32 [%out+8], %z;"
+      "max.NaN.f32 %z, %y, %x; st.global.f32 [%out+16], %z;"
+      "max.NaN.f32 %z, %y, 0f40000000; st.global.f32 [%out+24], %z;"
+      "mov.b32 %a, 0x7E003C00; mov.b32 %b, 0x40004000;"  // (NaN, 1), (2, 2) as f16x2
+      "max.NaN.f16x2 %d, %a, %b; st.global.u32 [%out+32], %d;"
+      "max.f16x2 %d, %a, %b; st.global.u32 [%out+40], %d;");
+  EXPECT_EQ(r.out[0], 0xC0000000u);
+  EXPECT_EQ(r.out[1], 0x7FFFFFFFu);  // canonical NaN
+  EXPECT_EQ(r.out[2], 0x7FFFFFFFu);
+  EXPECT_EQ(r.out[3], 0x40000000u);
+  EXPECT_EQ(r.out[4] & 0xFFFF, 0x4000u);
+  const uint32_t high = static_cast<uint32_t>(r.out[4] >> 16);
+  EXPECT_EQ(high & 0x7C00, 0x7C00u);  // a NaN
+  EXPECT_NE(high & 0x03FF, 0u);
+  EXPECT_EQ(r.out[5], 0x40004000u);
+}
+
+// cvt.pack.sat (cuBLASLt's int8 epilogues): two s32 saturated to the narrow type, a above b in
+// d's low bits, c's low bits above them.
+TEST(LibraryInstruction, CvtPackSaturatesAndPacks) {
+  auto r =
+      runLibrarySnippet(".reg .b32 %a, %b, %c, %d;",
+                        "mov.b32 %a, 300; mov.b32 %b, -200; mov.b32 %c, 0xABCD;"
+                        "cvt.pack.sat.s8.s32.b32 %d, %a, %b, %c; st.global.u32 [%out], %d;"
+                        "cvt.pack.sat.u8.s32.b32 %d, %a, %b, %c; st.global.u32 [%out+8], %d;"
+                        "mov.b32 %a, 70000; mov.b32 %b, -5;"
+                        "cvt.pack.sat.u16.s32 %d, %a, %b; st.global.u32 [%out+16], %d;"
+                        "cvt.pack.sat.s16.s32 %d, %a, %b; st.global.u32 [%out+24], %d;"
+                        "mov.b32 %a, 20; mov.b32 %b, 3; mov.b32 %c, 1;"
+                        "cvt.pack.sat.u4.s32.b32 %d, %a, %b, %c; st.global.u32 [%out+32], %d;"
+                        "mov.b32 %a, -9; mov.b32 %b, 1;"
+                        "cvt.pack.sat.s2.s32.b32 %d, %a, %b, %c; st.global.u32 [%out+40], %d;");
+  EXPECT_EQ(r.out[0], 0xABCD7F80u);
+  EXPECT_EQ(r.out[1], 0xABCDFF00u);
+  EXPECT_EQ(r.out[2], 0xFFFF0000u);
+  EXPECT_EQ(r.out[3], 0x7FFFFFFBu);
+  EXPECT_EQ(r.out[4], 0x1F3u);
+  EXPECT_EQ(r.out[5], 0x19u);  // -9 -> -2 (0b10), 1 (0b01), c = 1 above: 0b1_10_01
 }
 
 }  // namespace

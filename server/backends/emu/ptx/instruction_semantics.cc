@@ -1,5 +1,6 @@
 // Semantics of the non-control instructions for the lanes of one scheduled group: moves,
 // loads/stores, conversions, integer/float arithmetic, comparisons, atomics.
+#include <algorithm>
 #include <atomic>
 
 #include "block_runner.h"
@@ -83,6 +84,27 @@ void BlockRunner::floatUnary(const Instr& in, uint32_t exec, Fn fn) {
 }
 
 namespace {
+
+// set's result in its destination type: all ones for integers, 1.0 for floats; with an x2 source
+// each half on its own (0xFFFF per half for .u32/.s32, 1.0 per half for .f16x2/.bf16x2).
+uint64_t setResult(Type dtype, bool r, bool pair, bool r2) {
+  constexpr uint64_t kHalfOne = 0x3C00, kBfloatOne = 0x3F80;
+  switch (dtype) {
+    case Type::kF32:
+      return r ? bits(1.0f) : 0;
+    case Type::kF16:
+      return r ? kHalfOne : 0;
+    case Type::kBF16:
+      return r ? kBfloatOne : 0;
+    case Type::kF16x2:
+      return (r ? kHalfOne : 0) | (r2 ? kHalfOne << 16 : 0);
+    case Type::kBF16x2:
+      return (r ? kBfloatOne : 0) | (r2 ? kBfloatOne << 16 : 0);
+    default:
+      if (pair) return (r ? 0xFFFFu : 0) | (r2 ? 0xFFFF0000u : 0);
+      return r ? 0xFFFFFFFFu : 0;
+  }
+}
 
 uint64_t atomicCombine(const Instr& in, uint64_t old, uint64_t b, uint64_t c) {
   const Type t = in.type;
@@ -619,7 +641,8 @@ void BlockRunner::executeSimple(const Instr& in, uint32_t exec, uint32_t group) 
         set(d, l, (value(in.ops[3], l) & 1) ? value(in.ops[1], l) : value(in.ops[2], l));
       });
       return;
-    case Op::kSetp: {
+    case Op::kSetp:
+    case Op::kSet: {
       const CmpOp cmp = static_cast<CmpOp>(in.mode);
       forLanes(exec, [&](int l) {
         uint64_t a = value(in.ops[1], l), b = value(in.ops[2], l);
@@ -650,24 +673,42 @@ void BlockRunner::executeSimple(const Instr& in, uint32_t exec, uint32_t group) 
               r = intCompare<T>(cmp, static_cast<T>(a), static_cast<T>(b));
             });
         }
-        if (pair) {
-          set(d, l, r);
-          set(in.ops[5], l, r2);
+        const bool c = in.boolOp != BoolOp::kNone && (value(in.ops[3], l) & 1);
+        auto combine = [&](bool x) {
+          return in.boolOp == BoolOp::kNone  ? x
+                 : in.boolOp == BoolOp::kAnd ? (x && c)
+                 : in.boolOp == BoolOp::kOr  ? (x || c)
+                                             : (x != c);
+        };
+        if (in.op == Op::kSet) {
+          set(d, l, setResult(in.type2, combine(r), pair, combine(r2)));
           return;
         }
-        bool q = !r;
-        if (in.boolOp != BoolOp::kNone) {
-          bool c = value(in.ops[3], l) & 1;
-          auto combine = [&](bool x) {
-            return in.boolOp == BoolOp::kAnd  ? (x && c)
-                   : in.boolOp == BoolOp::kOr ? (x || c)
-                                              : (x != c);
-          };
-          r = combine(r);
-          q = combine(q);
+        if (pair) {  // p|q: the low and the high half
+          set(d, l, combine(r));
+          set(in.ops[5], l, combine(r2));
+          return;
         }
+        set(d, l, combine(r));
+        set(in.ops[5], l, combine(!r));
+      });
+      return;
+    }
+    case Op::kCvtPack: {
+      const unsigned width = in.mode;
+      const bool signedConvert = in.type == Type::kS32;
+      const int64_t lo = signedConvert ? -(int64_t{1} << (width - 1)) : 0;
+      const int64_t hi =
+          signedConvert ? (int64_t{1} << (width - 1)) - 1 : (int64_t{1} << width) - 1;
+      const uint32_t mask = static_cast<uint32_t>((uint64_t{1} << width) - 1);
+      forLanes(exec, [&](int l) {
+        auto saturate = [&](const Operand& o) {
+          int64_t v = static_cast<int32_t>(value(o, l));
+          return static_cast<uint32_t>(std::clamp(v, lo, hi)) & mask;
+        };
+        uint32_t r = (saturate(in.ops[1]) << width) | saturate(in.ops[2]);
+        if (in.numOps == 4) r |= static_cast<uint32_t>(value(in.ops[3], l)) << (2 * width);
         set(d, l, r);
-        set(in.ops[5], l, q);
       });
       return;
     }
@@ -833,10 +874,16 @@ void BlockRunner::executeSimple(const Instr& in, uint32_t exec, uint32_t group) 
       floatBinary(in, exec, [](auto a, auto b) { return a / b; });
       return;
     case Op::kMin:
-      floatBinary(in, exec, [](auto a, auto b) { return floatMin(a, b); });
+      if (in.flags & kPropagateNan)
+        floatBinary(in, exec, [](auto a, auto b) { return floatMinNan(a, b); });
+      else
+        floatBinary(in, exec, [](auto a, auto b) { return floatMin(a, b); });
       return;
     case Op::kMax:
-      floatBinary(in, exec, [](auto a, auto b) { return floatMax(a, b); });
+      if (in.flags & kPropagateNan)
+        floatBinary(in, exec, [](auto a, auto b) { return floatMaxNan(a, b); });
+      else
+        floatBinary(in, exec, [](auto a, auto b) { return floatMax(a, b); });
       return;
     case Op::kFma:
     case Op::kMad: {

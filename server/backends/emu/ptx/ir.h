@@ -94,8 +94,10 @@ enum class Op : uint8_t {
   kShl,
   kShr,
   kSetp,
+  kSet,  // set: a comparison written as a number (all ones, 1.0 or 0) into an integer or float
   kSelp,
   kCvt,
+  kCvtPack,  // cvt.pack.sat: two s32 saturated to `mode` bits each, packed (type: kS32 signed)
   kCvta,
   kCvtaTo,
   kBra,
@@ -178,7 +180,8 @@ enum Flag : uint32_t {
   kNoFtz = 1u << 13,
   kArrive = 1u << 14,
   kRelu = 1u << 15,
-  kParity = 1u << 16,  // mbarrier.test_wait/try_wait.parity
+  kParity = 1u << 16,        // mbarrier.test_wait/try_wait.parity
+  kPropagateNan = 1u << 17,  // min.NaN/max.NaN: a NaN operand makes the result NaN
 };
 
 enum class CmpOp : uint8_t {

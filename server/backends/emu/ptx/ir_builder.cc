@@ -395,7 +395,7 @@ class Builder {
     if (v.space == ".reg") {
       Type t = parseType(v.type);
       if (t == Type::kNone) failUnsupported("unsupported register type " + v.type);
-      if (v.rangeCount > (1u << 16) || numRegs_ > (1u << 20))
+      if (v.rangeCount > (1u << 20) || numRegs_ + v.rangeCount > (1u << 20))
         failInvalid("too many registers: " + v.name);
       const uint8_t units = t == Type::kPred ? 0 : typeBytes(t) > 4 ? 2 : 1;
       auto add = [&](const std::string& name) {
@@ -949,6 +949,10 @@ void Builder::decode(const AstInstruction& a, Instr* in) {
         {"and", Op::kAnd}, {"or", Op::kOr},   {"xor", Op::kXor}, {"copysign", Op::kCopysign}};
     for (auto& [n, op] : kOps)
       if (base == n) threeOp(op);
+    if ((base == "min" || base == "max") && take({"NaN"}) >= 0) {
+      if (!isFloat(in->type)) failInvalid(".NaN needs a floating-point type in " + a.opcode);
+      in->flags |= kPropagateNan;
+    }
   } else if (base == "shl" || base == "shr") {
     in->op = base == "shl" ? Op::kShl : Op::kShr;
     in->type = type0();
@@ -965,7 +969,7 @@ void Builder::decode(const AstInstruction& a, Instr* in) {
         {"rcp", Op::kRcp}, {"rsqrt", Op::kRsqrt}, {"sqrt", Op::kSqrt}, {"tanh", Op::kTanh}};
     for (auto& [n, op] : kOps)
       if (base == n) twoOp(op);
-  } else if (base == "setp") {
+  } else if (base == "setp" || base == "set") {
     static constexpr std::string_view kCmp[] = {"eq",  "ne",  "lt",  "le",  "gt",  "ge",
                                                 "lo",  "ls",  "hi",  "hs",  "equ", "neu",
                                                 "ltu", "leu", "gtu", "geu", "num", "nan"};
@@ -977,17 +981,34 @@ void Builder::decode(const AstInstruction& a, Instr* in) {
           used[w] = true;
           break;
         }
-    if (cmp < 0) failInvalid("setp without comparison");
+    if (cmp < 0) failInvalid(std::string(base) + " without comparison");
     in->mode = static_cast<uint8_t>(cmp);
     int b = take({"and", "or", "xor"});
     in->boolOp = b < 0 ? BoolOp::kNone : static_cast<BoolOp>(b + 1);
-    in->op = Op::kSetp;
-    in->type = type0();
-    ops(in->boolOp == BoolOp::kNone ? 3 : 4, in->boolOp == BoolOp::kNone ? 3 : 4);
-    if (in->boolOp == BoolOp::kNone)
-      setOps({dst(0, Type::kPred), src(1, in->type), src(2, in->type)});
-    else
-      setOps({dst(0, Type::kPred), src(1, in->type), src(2, in->type), src(3, Type::kPred)});
+    const size_t count = in->boolOp == BoolOp::kNone ? 3 : 4;
+    ops(count, count);
+    Operand c = count == 4 ? src(3, Type::kPred) : Operand{};
+    if (base == "setp") {
+      in->op = Op::kSetp;
+      in->type = type0();
+      setOps({dst(0, Type::kPred), src(1, in->type), src(2, in->type), c});
+    } else {
+      // set.CmpOp[.BoolOp][.ftz].dtype.stype: d is the comparison as a number of type dtype.
+      if (types.size() != 2) refuseUnknownType("set needs a destination and a source type");
+      in->op = Op::kSet;
+      in->type2 = types[0];
+      in->type = types[1];
+      const bool pairSource = in->type == Type::kF16x2 || in->type == Type::kBF16x2;
+      const Type d = in->type2;
+      const bool allowed =
+          pairSource ? (d == in->type || d == Type::kU32 || d == Type::kS32)
+          : (in->type == Type::kF16 || in->type == Type::kBF16)
+              ? (d == in->type || d == Type::kU32 || d == Type::kS32 || d == Type::kF32)
+              : (d == Type::kU32 || d == Type::kS32 || d == Type::kF32);
+      if (!allowed) failInvalid("set cannot write ." + std::string(a.opcode));
+      setOps({dst(0, d), src(1, in->type), src(2, in->type), c});
+    }
+    if (count == 3) in->numOps = 3;
   } else if (base == "selp") {
     in->op = Op::kSelp;
     in->type = type0();
@@ -1010,6 +1031,33 @@ void Builder::decode(const AstInstruction& a, Instr* in) {
     in->type2 = Type::kF32;
     ops(2, 2);
     setOps({dst(0, Type::kB32), src(1, Type::kF32)});
+  } else if (base == "cvt" && take({"pack"}) >= 0) {
+    // cvt.pack.sat.convertType.s32[.b32] d, a, b[, c]: a and b saturated to convertType and packed
+    // into d's low bits (a above b); with c, d's other bits are c's low bits.
+    const int narrow = take({"u2", "s2", "u4", "s4"});
+    Type convert = narrow >= 0 ? Type::kNone : (types.empty() ? Type::kNone : types[0]);
+    unsigned width = narrow >= 0 ? (narrow < 2 ? 2 : 4) : 0;
+    bool signedConvert = narrow == 1 || narrow == 3;
+    if (narrow < 0) {
+      if (convert == Type::kU8 || convert == Type::kS8) width = 8;
+      if (convert == Type::kU16 || convert == Type::kS16) width = 16;
+      signedConvert = convert == Type::kS8 || convert == Type::kS16;
+      if (!types.empty()) types.erase(types.begin());
+    }
+    if (width == 0 || !(in->flags & kSat) || types.empty() || types[0] != Type::kS32 ||
+        (width == 16) != (types.size() == 1) || (width < 16 && types[1] != Type::kB32))
+      failInvalid("unsupported cvt.pack form " + a.opcode);
+    in->op = Op::kCvtPack;
+    in->flags &= ~kSat;  // always saturating; the flag would also clamp to [0, 1]
+    in->mode = static_cast<uint8_t>(width);
+    in->type = signedConvert ? Type::kS32 : Type::kU32;
+    if (width == 16) {
+      ops(3, 3);
+      setOps({dst(0, Type::kB32), src(1, Type::kS32), src(2, Type::kS32)});
+    } else {
+      ops(4, 4);
+      setOps({dst(0, Type::kB32), src(1, Type::kS32), src(2, Type::kS32), src(3, Type::kB32)});
+    }
   } else if (base == "cvt") {
     in->op = Op::kCvt;
     if (types.size() != 2) refuseUnknownType("cvt needs two types");
@@ -1319,6 +1367,7 @@ void Builder::decode(const AstInstruction& a, Instr* in) {
       case Op::kNeg:
       case Op::kAbs:
       case Op::kSetp:
+      case Op::kSet:
       case Op::kSelp:
       case Op::kAtom:
       case Op::kRed:

@@ -110,6 +110,16 @@ F floatMax(F a, F b) {
   return a > b ? a : b;
 }
 
+// min.NaN/max.NaN: a NaN operand makes the result NaN (canonical once the result is finished).
+template <class F>
+F floatMinNan(F a, F b) {
+  return std::isnan(a) || std::isnan(b) ? std::numeric_limits<F>::quiet_NaN() : floatMin(a, b);
+}
+template <class F>
+F floatMaxNan(F a, F b) {
+  return std::isnan(a) || std::isnan(b) ? std::numeric_limits<F>::quiet_NaN() : floatMax(a, b);
+}
+
 template <class F>
 bool floatCompare(CmpOp op, F a, F b) {
   bool unordered = std::isnan(a) || std::isnan(b);
