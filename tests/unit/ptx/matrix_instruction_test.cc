@@ -398,6 +398,41 @@ TEST(MatrixInstruction, MmaS8WrapsAndSatfiniteClamps) {
   }
 }
 
+// fp8 (sm_89+, cuBLASLt's fp8 GEMMs): m16n8k32 with .e4m3 and .e5m2 A and B in either pairing,
+// the .s8 fragment layout, f32 accumulators. Every fp8 value is exact in double, and small
+// integers keep the sums exact, so the result must equal the reference bit for bit.
+TEST(MatrixInstruction, MmaFp8M16n8k32) {
+  const Operand A{16, 32, 4, 8, isaA_m16n8k32_s8}, B{32, 8, 2, 8, isaB_m16n8k32_s8},
+      C{16, 8, 4, 32, isaC_m16n8};
+  // e4m3: 0x38 = 1.0, 0x40 = 2.0, 0xC0 = -2.0, 0x30 = 0.5; e5m2: 0x3C = 1.0, 0xC0 = -2.0.
+  const uint8_t e4m3[] = {0x38, 0x40, 0xC0, 0x30, 0x00};
+  const double e4m3Value[] = {1.0, 2.0, -2.0, 0.5, 0.0};
+  const uint8_t e5m2[] = {0x3C, 0xC0, 0x40, 0x00};
+  const double e5m2Value[] = {1.0, -2.0, 2.0, 0.0};
+  std::vector<uint64_t> a(16 * 32), b(32 * 8), c(128);
+  std::vector<double> va(a.size()), vb(b.size());
+  std::mt19937 rng(11);
+  for (size_t i = 0; i < a.size(); ++i) {
+    const unsigned pick = rng() % 5;
+    a[i] = e4m3[pick];
+    va[i] = e4m3Value[pick];
+  }
+  for (size_t i = 0; i < b.size(); ++i) {
+    const unsigned pick = rng() % 4;
+    b[i] = e5m2[pick];
+    vb[i] = e5m2Value[pick];
+  }
+  for (unsigned i = 0; i < 128; ++i) c[i] = f32bits(static_cast<float>(i) - 64.0f);
+  auto d = runMma("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e5m2.f32", A, B, C, C, a, b, c);
+  ASSERT_EQ(d.size(), 128u);
+  for (unsigned i = 0; i < 16; ++i)
+    for (unsigned j = 0; j < 8; ++j) {
+      double want = bitsF32(c[i * 8 + j]);
+      for (unsigned k = 0; k < 32; ++k) want += va[i * 32 + k] * vb[k * 8 + j];
+      EXPECT_EQ(bitsF32(d[i * 8 + j]), static_cast<float>(want)) << i << "," << j;
+    }
+}
+
 TEST(MatrixInstruction, MmaB1XorAndPopc) {
   const Operand A{8, 128, 1, 1, isaA_m8n8k128_b1}, B{128, 8, 1, 1, isaB_m8n8k128_b1},
       C{8, 8, 2, 32, isaC_m8n8};
@@ -607,9 +642,9 @@ TEST(MatrixInstruction, UnsupportedFormsAreRefusedAtLoadWithAReason) {
       {"mma.sync.aligned.m8n8k4.row.col.f32.f16.f16.f32 {%o0, %o1, %o2, %o3, %o4, %o5, %o6, %o7}, "
        "{%i0, %i1}, {%i2, %i3}, {%o0, %o1, %o2, %o3, %o4, %o5, %o6, %o7};",
        "quad-pair"},
-      {"mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%o0, %o1, %o2, %o3}, {%i0, %i1, %i2, "
-       "%i3}, {%i4, %i5}, {%o0, %o1, %o2, %o3};",
-       "fp8"},
+      {"mma.sync.aligned.m16n8k32.row.col.kind::f8f6f4.f32.e2m1.e2m1.f32 {%o0, %o1, %o2, %o3}, "
+       "{%i0, %i1, %i2, %i3}, {%i4, %i5}, {%o0, %o1, %o2, %o3};",
+       ".kind::"},
       {"wgmma.fence.sync.aligned;", "unsupported instruction wgmma"},
       {"ldmatrix.sync.aligned.m16n16.x1.trans.shared.b8 {%o0, %o1}, [%i0];", ".m8n8 shape"},
   };

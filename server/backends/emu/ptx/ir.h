@@ -337,7 +337,21 @@ enum class MatrixKind : uint8_t {
 };
 // Element types of matrix fragments. kF16/kBF16 come two to a 32-bit register, 8-bit integers
 // four, 4-bit integers eight, b1 thirty-two; kTF32 and 32-bit types one; kF64 one 64-bit register.
-enum class MatrixType : uint8_t { kF16, kBF16, kTF32, kF32, kF64, kS8, kU8, kS4, kU4, kB1, kS32 };
+enum class MatrixType : uint8_t {
+  kF16,
+  kBF16,
+  kTF32,
+  kF32,
+  kF64,
+  kS8,
+  kU8,
+  kS4,
+  kU4,
+  kB1,
+  kS32,
+  kE4M3,  // fp8 inputs (sm_89+ mma.sync)
+  kE5M2,
+};
 enum class MatrixUse : uint8_t { kA, kB, kC, kD };
 enum class MatrixBitOp : uint8_t { kNone, kXorPopc, kAndPopc };
 

@@ -3,7 +3,7 @@
 // every lane's fragment registers; which lane holds which element is matrix_layout.cc's job. Each
 // instruction rebuilds whole matrices from the fragments, computes, and spreads the result back.
 //
-// Numerics: products of .f16, .bf16 and .tf32 inputs are exact in double; they are summed with C
+// Numerics: products of .f16, .bf16, .tf32 and fp8 (.e4m3, .e5m2) inputs are exact in double; they are summed with C
 // in double in k order and rounded once to the accumulator type (round to nearest even; NaN
 // results become the canonical 0x7fffffff / 0x7fff). .tf32 inputs use the upper 19 bits of their
 // register, as tensor cores do. .f64 (m8n8k4) chains fused multiply-adds in k order. Integer
@@ -23,7 +23,8 @@ uint64_t matrixBitMask(unsigned bits) {
 
 bool matrixIsFloat(MatrixType t) {
   return t == MatrixType::kF16 || t == MatrixType::kBF16 || t == MatrixType::kTF32 ||
-         t == MatrixType::kF32 || t == MatrixType::kF64;
+         t == MatrixType::kF32 || t == MatrixType::kF64 || t == MatrixType::kE4M3 ||
+         t == MatrixType::kE5M2;
 }
 
 double matrixFloatValue(MatrixType t, uint64_t bits) {
@@ -36,6 +37,9 @@ double matrixFloatValue(MatrixType t, uint64_t bits) {
       return std::bit_cast<float>(static_cast<uint32_t>(bits) & 0xffffe000u);
     case MatrixType::kF32:
       return std::bit_cast<float>(static_cast<uint32_t>(bits));
+    case MatrixType::kE4M3:
+    case MatrixType::kE5M2:
+      return fromFp8(static_cast<uint8_t>(bits), t == MatrixType::kE4M3);
     default:
       return std::bit_cast<double>(bits);
   }

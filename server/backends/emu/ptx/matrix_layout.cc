@@ -12,7 +12,8 @@ std::optional<MatrixType> parseMatrixType(std::string_view s) {
       {"f16", MatrixType::kF16}, {"bf16", MatrixType::kBF16}, {"tf32", MatrixType::kTF32},
       {"f32", MatrixType::kF32}, {"f64", MatrixType::kF64},   {"s8", MatrixType::kS8},
       {"u8", MatrixType::kU8},   {"s4", MatrixType::kS4},     {"u4", MatrixType::kU4},
-      {"b1", MatrixType::kB1},   {"s32", MatrixType::kS32},   {"b16", MatrixType::kF16}};
+      {"b1", MatrixType::kB1},   {"s32", MatrixType::kS32},   {"b16", MatrixType::kF16},
+      {"e4m3", MatrixType::kE4M3}, {"e5m2", MatrixType::kE5M2}};
   for (auto& [n, t] : kTypes)
     if (s == n) return t;
   return std::nullopt;
@@ -42,6 +43,7 @@ constexpr MatrixShapeRow kMatrixShapes[] = {
     {false, 8, 8, 32, MatrixType::kS4},   {false, 16, 8, 32, MatrixType::kS4},
     {false, 16, 8, 64, MatrixType::kS4},  {false, 8, 8, 128, MatrixType::kB1},
     {false, 16, 8, 128, MatrixType::kB1}, {false, 16, 8, 256, MatrixType::kB1},
+    {false, 16, 8, 32, MatrixType::kE4M3},
     {true, 16, 16, 16, MatrixType::kF16}, {true, 32, 8, 16, MatrixType::kF16},
     {true, 8, 32, 16, MatrixType::kF16},  {true, 16, 16, 16, MatrixType::kBF16},
     {true, 32, 8, 16, MatrixType::kBF16}, {true, 8, 32, 16, MatrixType::kBF16},
@@ -54,6 +56,7 @@ constexpr MatrixShapeRow kMatrixShapes[] = {
 MatrixType shapeClass(MatrixType t) {
   if (t == MatrixType::kU8) return MatrixType::kS8;
   if (t == MatrixType::kU4) return MatrixType::kS4;
+  if (t == MatrixType::kE5M2) return MatrixType::kE4M3;  // fp8 of either kind, mixed allowed
   return t;
 }
 
@@ -69,6 +72,8 @@ bool knownShape(bool wmma, unsigned m, unsigned n, unsigned k, MatrixType input)
 bool accumulatorFits(MatrixType input, MatrixType acc) {
   switch (input) {
     case MatrixType::kF16:
+    case MatrixType::kE4M3:
+    case MatrixType::kE5M2:
       return acc == MatrixType::kF16 || acc == MatrixType::kF32;
     case MatrixType::kBF16:
     case MatrixType::kTF32:
@@ -91,6 +96,8 @@ unsigned matrixTypeBits(MatrixType t) {
       return 64;
     case MatrixType::kS8:
     case MatrixType::kU8:
+    case MatrixType::kE4M3:
+    case MatrixType::kE5M2:
       return 8;
     case MatrixType::kS4:
     case MatrixType::kU4:
@@ -253,9 +260,8 @@ std::string decodeMatrixOpcode(std::string_view opcode, MatrixInstr* out, bool* 
     } else if (p.rfind("kind::", 0) == 0 || p.rfind("block_scale", 0) == 0 ||
                p.rfind("scale_vec", 0) == 0) {
       return op + ": block-scaled and .kind:: mma forms are not supported";
-    } else if (p.rfind("e4m3", 0) == 0 || p.rfind("e5m2", 0) == 0 || p.rfind("e2m", 0) == 0 ||
-               p.rfind("e3m", 0) == 0) {
-      return op + ": fp8/fp6/fp4 matrix inputs (." + std::string(p) + ") are not supported";
+    } else if (p.rfind("e2m", 0) == 0 || p.rfind("e3m", 0) == 0) {
+      return op + ": fp6/fp4 matrix inputs (." + std::string(p) + ") are not supported";
     } else if (p == "rz" || p == "rm" || p == "rp") {
       return op + ": directed rounding of f64 mma is not supported";
     } else {
@@ -353,6 +359,7 @@ std::string decodeMatrixOpcode(std::string_view opcode, MatrixInstr* out, bool* 
   if (!accumulatorFits(m.a, m.c) || !accumulatorFits(m.a, m.d))
     return bad("accumulator type does not fit the input type");
   if (m.a != MatrixType::kF16 && m.c != m.d) return bad("dtype and ctype must match");
+  if (shapeClass(m.a) == MatrixType::kE4M3 && m.wmma) return bad("wmma has no fp8 inputs");
   // Floating-point wmma.mma once took .satfinite (deprecated since PTX 6.4).
   if (m.satfinite && !isIntegerInput(m.a))
     return op + ": .satfinite on floating-point matrix products is not supported";
