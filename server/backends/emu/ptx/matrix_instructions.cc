@@ -3,11 +3,12 @@
 // every lane's fragment registers; which lane holds which element is matrix_layout.cc's job. Each
 // instruction rebuilds whole matrices from the fragments, computes, and spreads the result back.
 //
-// Numerics: products of .f16, .bf16, .tf32 and fp8 (.e4m3, .e5m2) inputs are exact in double; they are summed with C
-// in double in k order and rounded once to the accumulator type (round to nearest even; NaN
-// results become the canonical 0x7fffffff / 0x7fff). .tf32 inputs use the upper 19 bits of their
-// register, as tensor cores do. .f64 (m8n8k4) chains fused multiply-adds in k order. Integer
-// forms sum exactly and wrap to 32 bits, or clamp with .satfinite; .b1 adds popc(a xor/and b).
+// Numerics: products of .f16, .bf16, .tf32 and fp8 (.e4m3, .e5m2) inputs are exact in double; they
+// are summed with C in double in k order and rounded once to the accumulator type (round to nearest
+// even; NaN results become the canonical 0x7fffffff / 0x7fff). .tf32 inputs use the upper 19 bits
+// of their register, as tensor cores do. .f64 (m8n8k4) chains fused multiply-adds in k order.
+// Integer forms sum exactly and wrap to 32 bits, or clamp with .satfinite; .b1 adds popc(a xor/and
+// b).
 #include <cmath>
 
 #include "block_runner.h"

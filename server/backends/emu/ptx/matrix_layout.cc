@@ -9,10 +9,10 @@ namespace {
 
 std::optional<MatrixType> parseMatrixType(std::string_view s) {
   static const std::pair<std::string_view, MatrixType> kTypes[] = {
-      {"f16", MatrixType::kF16}, {"bf16", MatrixType::kBF16}, {"tf32", MatrixType::kTF32},
-      {"f32", MatrixType::kF32}, {"f64", MatrixType::kF64},   {"s8", MatrixType::kS8},
-      {"u8", MatrixType::kU8},   {"s4", MatrixType::kS4},     {"u4", MatrixType::kU4},
-      {"b1", MatrixType::kB1},   {"s32", MatrixType::kS32},   {"b16", MatrixType::kF16},
+      {"f16", MatrixType::kF16},   {"bf16", MatrixType::kBF16}, {"tf32", MatrixType::kTF32},
+      {"f32", MatrixType::kF32},   {"f64", MatrixType::kF64},   {"s8", MatrixType::kS8},
+      {"u8", MatrixType::kU8},     {"s4", MatrixType::kS4},     {"u4", MatrixType::kU4},
+      {"b1", MatrixType::kB1},     {"s32", MatrixType::kS32},   {"b16", MatrixType::kF16},
       {"e4m3", MatrixType::kE4M3}, {"e5m2", MatrixType::kE5M2}};
   for (auto& [n, t] : kTypes)
     if (s == n) return t;
@@ -35,22 +35,21 @@ struct MatrixShapeRow {
 // PTX ISA, "Matrix shape" tables of mma and wmma, sm_75..sm_90, minus what the emu refuses
 // (see decodeMatrixOpcode).
 constexpr MatrixShapeRow kMatrixShapes[] = {
-    {false, 16, 8, 8, MatrixType::kF16},  {false, 16, 8, 16, MatrixType::kF16},
-    {false, 16, 8, 8, MatrixType::kBF16}, {false, 16, 8, 16, MatrixType::kBF16},
-    {false, 16, 8, 4, MatrixType::kTF32}, {false, 16, 8, 8, MatrixType::kTF32},
-    {false, 8, 8, 4, MatrixType::kF64},   {false, 8, 8, 16, MatrixType::kS8},
-    {false, 16, 8, 16, MatrixType::kS8},  {false, 16, 8, 32, MatrixType::kS8},
-    {false, 8, 8, 32, MatrixType::kS4},   {false, 16, 8, 32, MatrixType::kS4},
-    {false, 16, 8, 64, MatrixType::kS4},  {false, 8, 8, 128, MatrixType::kB1},
-    {false, 16, 8, 128, MatrixType::kB1}, {false, 16, 8, 256, MatrixType::kB1},
-    {false, 16, 8, 32, MatrixType::kE4M3},
-    {true, 16, 16, 16, MatrixType::kF16}, {true, 32, 8, 16, MatrixType::kF16},
-    {true, 8, 32, 16, MatrixType::kF16},  {true, 16, 16, 16, MatrixType::kBF16},
-    {true, 32, 8, 16, MatrixType::kBF16}, {true, 8, 32, 16, MatrixType::kBF16},
-    {true, 16, 16, 8, MatrixType::kTF32}, {true, 16, 16, 16, MatrixType::kS8},
-    {true, 32, 8, 16, MatrixType::kS8},   {true, 8, 32, 16, MatrixType::kS8},
-    {true, 8, 8, 4, MatrixType::kF64},    {true, 8, 8, 32, MatrixType::kS4},
-    {true, 8, 8, 128, MatrixType::kB1},
+    {false, 16, 8, 8, MatrixType::kF16},   {false, 16, 8, 16, MatrixType::kF16},
+    {false, 16, 8, 8, MatrixType::kBF16},  {false, 16, 8, 16, MatrixType::kBF16},
+    {false, 16, 8, 4, MatrixType::kTF32},  {false, 16, 8, 8, MatrixType::kTF32},
+    {false, 8, 8, 4, MatrixType::kF64},    {false, 8, 8, 16, MatrixType::kS8},
+    {false, 16, 8, 16, MatrixType::kS8},   {false, 16, 8, 32, MatrixType::kS8},
+    {false, 8, 8, 32, MatrixType::kS4},    {false, 16, 8, 32, MatrixType::kS4},
+    {false, 16, 8, 64, MatrixType::kS4},   {false, 8, 8, 128, MatrixType::kB1},
+    {false, 16, 8, 128, MatrixType::kB1},  {false, 16, 8, 256, MatrixType::kB1},
+    {false, 16, 8, 32, MatrixType::kE4M3}, {true, 16, 16, 16, MatrixType::kF16},
+    {true, 32, 8, 16, MatrixType::kF16},   {true, 8, 32, 16, MatrixType::kF16},
+    {true, 16, 16, 16, MatrixType::kBF16}, {true, 32, 8, 16, MatrixType::kBF16},
+    {true, 8, 32, 16, MatrixType::kBF16},  {true, 16, 16, 8, MatrixType::kTF32},
+    {true, 16, 16, 16, MatrixType::kS8},   {true, 32, 8, 16, MatrixType::kS8},
+    {true, 8, 32, 16, MatrixType::kS8},    {true, 8, 8, 4, MatrixType::kF64},
+    {true, 8, 8, 32, MatrixType::kS4},     {true, 8, 8, 128, MatrixType::kB1},
 };
 
 MatrixType shapeClass(MatrixType t) {
