@@ -377,9 +377,11 @@ TEST(LibraryInstruction, BulkFormsTheEmuDoesNotRunAreRefusedByName) {
   const std::pair<const char*, const char*> cases[] = {
       {"cp.reduce.async.bulk.global.shared::cta.bulk_group.min.noftz.f16 [%o], [%a], 16;",
        "16-bit floats"},
-      {"cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%a], "
-       "[%o, {%a}], [%a];",
-       "cp.async.bulk.tensor"},
+      {"cp.async.bulk.tensor.3d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes [%a], "
+       "[%o, {%a, %a, %a}], [%a], {%h};",
+       "im2col"},
+      {"cp.reduce.async.bulk.tensor.1d.global.shared::cta.add.tile.bulk_group [%o, {%a}], [%a];",
+       "cp.reduce.async.bulk.tensor"},
       {"cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster "
        "[%a], [%o], 16, [%a], %h;",
        "multicast"},

@@ -4,6 +4,7 @@
 
 #include "block_runner.h"
 #include "device_element_access.h"
+#include "tensor_map.h"
 
 namespace gpupool::ptx::execution {
 
@@ -222,9 +223,75 @@ void BlockRunner::mbarrierCompleteTx(uint64_t addr, uint64_t bytes, int l) {
   std::memcpy(p, &word, 8);
 }
 
+void BlockRunner::tensorCopy(const Instr& in, int l) {
+  const bool load = static_cast<BulkCopyKind>(in.mode) == BulkCopyKind::kTensorLoad;
+  const uint64_t mapAddress = value(in.ops[1], l);
+  if (mapAddress % 64)
+    fault(CUDA_ERROR_MISALIGNED_ADDRESS, l, curPc_, "tensor map address not 64-byte aligned");
+  TensorMapLayout m;
+  if (!decodeTensorMap(access(Space::kGeneric, mapAddress, kTensorMapBytes, l), &m))
+    fault(CUDA_ERROR_ILLEGAL_INSTRUCTION, l, curPc_,
+          "cp.async.bulk.tensor: the operand is not a tensor map the pool encoded");
+  const unsigned rank = in.ops[2].count;
+  if (m.rank != rank)
+    fault(CUDA_ERROR_ILLEGAL_INSTRUCTION, l, curPc_,
+          "cp.async.bulk.tensor: the tensor map's rank differs from the instruction's");
+  const uint64_t shared = address(in.ops[0], l);
+  if (shared % 128)
+    fault(CUDA_ERROR_MISALIGNED_ADDRESS, l, curPc_,
+          "cp.async.bulk.tensor needs a 128-byte aligned shared memory address");
+  const unsigned elem = tensorMapElementBytes(m.dataType);
+  int64_t start[5] = {};
+  uint64_t count[5] = {1, 1, 1, 1, 1}, step[5] = {1, 1, 1, 1, 1}, total = 1;
+  for (unsigned i = 0; i < rank; ++i) {
+    start[i] = static_cast<int32_t>(value(element(in.ops[2], i), l));
+    step[i] = i == 0 ? 1 : m.elementStrides[i];  // dimension 0 has no element stride
+    count[i] = (m.boxDim[i] + step[i] - 1) / step[i];
+    total *= count[i];
+  }
+  // Bank swizzle: 16-byte chunk bits 4.. of the shared address XOR its 128-byte row bits 7...
+  const unsigned swizzleBits = m.swizzle == CU_TENSOR_MAP_SWIZZLE_32B    ? 1
+                               : m.swizzle == CU_TENSOR_MAP_SWIZZLE_64B  ? 2
+                               : m.swizzle == CU_TENSOR_MAP_SWIZZLE_128B ? 3
+                                                                         : 0;
+  const uint64_t swizzleMask = (uint64_t{1} << swizzleBits) - 1;
+  uint8_t* box = access(Space::kShared, shared, total * elem, l);
+  const bool nanFill = load && m.oobFill == CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA;
+  const uint64_t nan = elem == 2 ? 0x7fffu : elem == 4 ? 0x7fffffffu : 0x7fffffffffffffffu;
+  uint64_t index[5] = {};
+  for (uint64_t n = 0; n < total; ++n) {
+    bool inside = true;
+    uint64_t global = m.globalAddress;
+    for (unsigned i = 0; i < rank; ++i) {
+      const int64_t c = start[i] + static_cast<int64_t>(index[i] * step[i]);
+      inside &= c >= 0 && static_cast<uint64_t>(c) < m.globalDim[i];
+      global += static_cast<uint64_t>(c) * (i == 0 ? elem : m.globalStrides[i - 1]);
+    }
+    const uint64_t linear = shared + n * elem;
+    uint8_t* slot = box + ((linear ^ (((linear >> 7) & swizzleMask) << 4)) - shared);
+    if (load) {
+      if (inside)
+        std::memcpy(slot, access(Space::kGlobal, global, elem, l), elem);
+      else if (nanFill)
+        std::memcpy(slot, &nan, elem);
+      else
+        std::memset(slot, 0, elem);
+    } else if (inside) {
+      std::memcpy(access(Space::kGlobal, global, elem, l), slot, elem);
+    }
+    for (unsigned i = 0; i < rank && ++index[i] == count[i]; ++i) index[i] = 0;
+  }
+  // The transaction is the whole box, out-of-bounds elements included.
+  if (load) mbarrierCompleteTx(address(in.ops[3], l), total * elem, l);
+}
+
 void BlockRunner::bulkCopy(const Instr& in, uint32_t exec) {
   const auto kind = static_cast<BulkCopyKind>(in.mode);
   forLanes(exec, [&](int l) {
+    if (kind == BulkCopyKind::kTensorLoad || kind == BulkCopyKind::kTensorStore) {
+      tensorCopy(in, l);
+      return;
+    }
     if (kind == BulkCopyKind::kPrefetch) {  // a hint; its operands must still be valid
       const uint64_t src = address(in.ops[0], l), size = value(in.ops[1], l) & 0xffffffffu;
       if (src % 16 || size % 16)

@@ -627,6 +627,7 @@ class Builder {
   template <class Take>
   void decodeMbarrier(const AstInstruction& a, Instr* in, Take& take, bool hasSpace);
   void decodeBulkCopy(const AstInstruction& a, Instr* in);
+  void decodeBulkTensor(const AstInstruction& a, Instr* in);
 
   // ---- initializers, kernels --------------------------------------------------------------
   void buildInitializer(const AstVariable* v, uint32_t gi) {
@@ -1301,7 +1302,7 @@ void Builder::decode(const AstInstruction& a, Instr* in) {
       failInvalid("unexpected address operand");
     if (o.kind == OperandKind::kVector && in->op != Op::kMov && in->op != Op::kLd &&
         in->op != Op::kSt && in->op != Op::kTex && in->op != Op::kSuld && in->op != Op::kSust &&
-        in->op != Op::kMatrix)
+        in->op != Op::kMatrix && in->op != Op::kBulkCopy)
       failInvalid("unexpected vector operand");
   }
   if ((in->op == Op::kLd || in->op == Op::kSt) && in->vec > 1) {
@@ -1614,8 +1615,10 @@ void Builder::decodeMbarrier(const AstInstruction& a, Instr* in, Take& take, boo
 void Builder::decodeBulkCopy(const AstInstruction& a, Instr* in) {
   const std::string& op = a.opcode;
   auto has = [&](std::string_view q) { return op.find(q) != std::string::npos; };
-  if (has(".tensor"))
-    failUnsupported("cp.async.bulk.tensor (tensor-map copies) is not implemented: " + op);
+  if (has(".tensor")) {
+    decodeBulkTensor(a, in);
+    return;
+  }
   if (has("multicast")) failUnsupported("multicast bulk copies need a cluster: " + op);
   if (has(".cp_mask")) failUnsupported("byte-masked bulk copies are not implemented: " + op);
   auto parts = splitDots(op);
@@ -1718,6 +1721,68 @@ void Builder::decodeBulkCopy(const AstInstruction& a, Instr* in) {
   in->ops[2] = operand(a.operands[2], Type::kU32);
   if (fixed == 4) in->ops[3] = address(3);
   policy(fixed);
+}
+
+// cp.async.bulk.tensor.{1-5}d in .tile mode: global to shared memory completing an mbarrier
+// transaction, or shared memory to global through a bulk group. The tensor map is an emu map
+// (tensor_map.h) at the generic address in a register (a __grid_constant__ parameter's cvta.param
+// address, or global memory).
+void Builder::decodeBulkTensor(const AstInstruction& a, Instr* in) {
+  const std::string& op = a.opcode;
+  auto parts = splitDots(op);
+  if (parts.size() < 7 || parts[1] != "async" || parts[2] != "bulk" || parts[3] != "tensor")
+    failUnsupported("cp.async.bulk.tensor: only the copy forms are implemented: " + op);
+  const std::string_view dims = parts[4];
+  if (dims.size() != 2 || dims[1] != 'd' || dims[0] < '1' || dims[0] > '5')
+    failUnsupported("unsupported instruction " + op);
+  const unsigned rank = static_cast<unsigned>(dims[0] - '0');
+  const std::string_view dst = parts[5], srcSpace = parts[6];
+  size_t at = 7;
+  if (at < parts.size() && parts[at].rfind("im2col", 0) == 0)
+    failUnsupported("cp.async.bulk.tensor im2col modes are not implemented: " + op);
+  if (at < parts.size() && parts[at].rfind("tile", 0) == 0) {
+    if (parts[at] != "tile") failUnsupported("cp.async.bulk.tensor gather modes: " + op);
+    ++at;
+  }
+  const bool load = (dst == "shared::cluster" || dst == "shared::cta") && srcSpace == "global";
+  const bool store = dst == "global" && srcSpace == "shared::cta";
+  if (at >= parts.size() ||
+      !(load ? parts[at] == "mbarrier::complete_tx::bytes" : store && parts[at] == "bulk_group"))
+    failUnsupported("unsupported instruction " + op);
+  bool hint = false;
+  for (++at; at < parts.size(); ++at) {
+    if (parts[at] != "L2::cache_hint")
+      failUnsupported("cp.async.bulk.tensor qualifier ." + std::string(parts[at]) +
+                      " is not implemented: " + op);
+    hint = true;
+  }
+  const size_t fixed = load ? 3 : 2;
+  requireOperands(a, fixed + (hint ? 1 : 0), fixed + (hint ? 1 : 0));
+  const AstOperand& mapOperand = a.operands[load ? 1 : 0];
+  if (mapOperand.kind != AstOperand::Kind::kAddress || mapOperand.name.empty() ||
+      mapOperand.integer != 0 || mapOperand.elements.size() != 1 ||
+      mapOperand.elements[0].kind != AstOperand::Kind::kVector)
+    failInvalid(op + " needs [tensorMap, {coordinates}]");
+  Operand map = resolveName(mapOperand.name, false);
+  if (map.kind != OperandKind::kReg)
+    failUnsupported(op + " needs the tensor map's address in a register");
+  Operand coords = operand(mapOperand.elements[0], Type::kS32);
+  if (coords.kind != OperandKind::kVector || coords.count != rank)
+    failInvalid(op + ": the coordinate vector needs " + std::to_string(rank) + " elements");
+  Operand shared = operand(a.operands[load ? 0 : 1], Type::kU64);
+  if (shared.kind != OperandKind::kAddress) failInvalid(op + " needs a shared memory address");
+  in->op = Op::kBulkCopy;
+  in->type = Type::kB64;
+  in->mode = static_cast<uint8_t>(load ? BulkCopyKind::kTensorLoad : BulkCopyKind::kTensorStore);
+  in->numOps = 4;
+  in->ops[0] = shared;
+  in->ops[1] = map;
+  in->ops[2] = coords;
+  if (load) {
+    in->ops[3] = operand(a.operands[2], Type::kU64);
+    if (in->ops[3].kind != OperandKind::kAddress) failInvalid(op + " needs an mbarrier address");
+  }
+  if (hint) operand(a.operands[fixed], Type::kB64);
 }
 
 void Builder::decodeCall(const AstInstruction& a, Instr* in) {
