@@ -6,6 +6,7 @@
 // set, min/max .NaN and cvt.pack.sat.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -272,12 +273,124 @@ TEST(LibraryInstruction, MbarrierPhasesTokensAndParity) {
   }
 }
 
-TEST(LibraryInstruction, MbarrierRefusesTransactionCountsAndClusters) {
-  for (const char* body : {"mbarrier.arrive.expect_tx.shared.b64 %s, [%a], 16;",
-                           "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%a];"}) {
-    SnippetResult r = runSnippet(".reg .b64 %s; .reg .b32 %a;", body);
+// Hopper bulk copies (cuda::memcpy_async with a barrier on sm_90, CUTLASS's TMA loads) and the
+// mbarrier transaction count. Phase 0: arrive.expect_tx, then the copy. Phase 1: the copy first
+// (the tx-count goes negative; the phase stays incomplete), then arrive.expect_tx. Phase 2:
+// expect_tx, an arrival that leaves the phase waiting on bytes, then complete_tx. Phase 3: a
+// shared-to-shared copy. Then every thread adds one to its slot and thread 0 copies the buffer to
+// global memory through a bulk group. Every thread waits on each phase, and a bar.sync keeps any
+// from falling two phases (one parity) behind.
+TEST(LibraryInstruction, BulkCopiesCompleteMbarrierTransactions) {
+  std::vector<uint64_t> input(64);
+  for (uint64_t i = 0; i < 64; ++i) input[i] = 7000 + 3 * i;
+  SnippetResult r = runLibrarySnippet(
+      ".reg .b32 %bar, %b, %b2, %w, %slot; .reg .b64 %token, %v; .reg .pred %p, %first;",
+      "mov.u32 %bar, mbar; mov.u32 %b, buf; mov.u32 %b2, buf2; setp.eq.u32 %first, %tid, 0;"
+      "@%first mbarrier.init.shared::cta.b64 [%bar], 1; bar.sync 0;"
+      "@%first mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 %token, [%bar], 256;"
+      "@%first cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%b], [%in], "
+      "256, [%bar];"
+      "W0: mbarrier.try_wait.parity.shared::cta.b64 %p, [%bar], 0; @!%p bra W0; bar.sync 0;"
+      "@%first cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint "
+      "[%b+256], [%in+256], 256, [%bar], %token;"
+      "@%first mbarrier.test_wait.parity.shared::cta.b64 %p, [%bar], 1;"
+      "selp.u32 %w, 1, 0, %p; @%first st.shared.u32 [flags], %w;"
+      "@%first mbarrier.arrive.expect_tx.shared::cta.b64 %token, [%bar], 256;"
+      "W1: mbarrier.try_wait.parity.shared::cta.b64 %p, [%bar], 1; @!%p bra W1; bar.sync 0;"
+      "@%first mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%bar], 32;"
+      "@%first mbarrier.arrive.shared::cta.b64 %token, [%bar];"
+      "@%first mbarrier.test_wait.parity.shared::cta.b64 %p, [%bar], 0;"
+      "selp.u32 %w, 1, 0, %p; @%first st.shared.u32 [flags+4], %w;"
+      "@%first mbarrier.complete_tx.relaxed.cta.shared::cta.b64 [%bar], 32;"
+      "W2: mbarrier.try_wait.parity.shared::cta.b64 %p, [%bar], 0; @!%p bra W2; bar.sync 0;"
+      "@%first mbarrier.arrive.expect_tx.shared::cta.b64 %token, [%bar], 512;"
+      "@%first cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%b2], [%b], "
+      "512, [%bar];"
+      "W3: mbarrier.try_wait.parity.shared::cta.b64 %p, [%bar], 1; @!%p bra W3;"
+      "shl.b32 %slot, %tid, 3; add.u32 %slot, %slot, %b2; ld.shared.u64 %v, [%slot];"
+      "add.u64 %v, %v, 1; st.shared.u64 [%slot], %v; fence.proxy.async.shared::cta; bar.sync 0;"
+      "@%first cp.async.bulk.global.shared::cta.bulk_group [%out], [%b2], 512;"
+      "@%first cp.async.bulk.commit_group; @%first cp.async.bulk.wait_group.read 0;"
+      "@%first cp.async.bulk.wait_group 0; @%first cp.async.bulk.prefetch.L2.global [%in], 512;"
+      "@%first ld.shared.v2.u32 {%w, %slot}, [flags];"
+      "@%first st.global.v2.u32 [%in], {%w, %slot};",
+      input, 64,
+      ".shared .align 8 .b8 mbar[8];\n.shared .align 16 .b8 buf[512];\n"
+      ".shared .align 16 .b8 buf2[512];\n.shared .align 8 .b8 flags[8];\n");
+  ASSERT_EQ(r.out.size(), 64u);
+  for (uint64_t t = 0; t < 64; ++t) EXPECT_EQ(r.out[t], 7000 + 3 * t + 1) << t;
+  EXPECT_EQ(r.in[0], 0u) << "phase 1 completed before its expect_tx";
+}
+
+// cp.reduce.async.bulk: element-wise add/min into global memory through a bulk group, and add
+// into shared memory completing an mbarrier transaction.
+TEST(LibraryInstruction, BulkReductionsCombineElementWise) {
+  std::vector<uint64_t> input(64);
+  for (uint64_t i = 0; i < 32; ++i)
+    input[i] = ((i * 0x9e3779b97f4a7c15ull) >> 7) ^ (i % 3 ? 0 : 0x8000000080000000ull);
+  const std::vector<uint64_t> before = input;
+  SnippetResult r = runLibrarySnippet(
+      ".reg .b32 %bar, %b, %b2; .reg .b64 %token; .reg .pred %p;",
+      "mov.u32 %bar, mbar; mov.u32 %b, buf; mov.u32 %b2, buf2;"
+      "mbarrier.init.shared::cta.b64 [%bar], 1;"
+      "mbarrier.arrive.expect_tx.shared::cta.b64 %token, [%bar], 128;"
+      "cp.async.bulk.shared::cta.global.mbarrier::complete_tx::bytes [%b], [%in], 64, [%bar];"
+      "cp.async.bulk.shared::cta.global.mbarrier::complete_tx::bytes [%b2], [%in+192], 64, "
+      "[%bar];"
+      "W0: mbarrier.try_wait.parity.shared::cta.b64 %p, [%bar], 0; @!%p bra W0;"
+      "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.u32 [%in+64], [%b], 64;"
+      "cp.reduce.async.bulk.global.shared::cta.bulk_group.L2::cache_hint.min.s32 [%in+128], "
+      "[%b], 64, %token;"
+      "cp.async.bulk.commit_group; cp.async.bulk.wait_group 0;"
+      "mbarrier.arrive.expect_tx.shared::cta.b64 %token, [%bar], 64;"
+      "cp.reduce.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes.add.u64 "
+      "[%b2], [%b], 64, [%bar];"
+      "W1: mbarrier.try_wait.parity.shared::cta.b64 %p, [%bar], 1; @!%p bra W1;"
+      "cp.async.bulk.global.shared::cta.bulk_group [%out], [%b2], 64;",
+      input, 1,
+      ".shared .align 8 .b8 mbar[8];\n.shared .align 16 .b8 buf[64];\n"
+      ".shared .align 16 .b8 buf2[64];\n");
+  auto lo = [](uint64_t v) { return static_cast<uint32_t>(v); };
+  auto hi = [](uint64_t v) { return static_cast<uint32_t>(v >> 32); };
+  for (size_t i = 0; i < 8; ++i) {
+    const uint64_t s = before[i];
+    const uint64_t added = before[8 + i];
+    EXPECT_EQ(lo(r.in[8 + i]), lo(added) + lo(s)) << i;
+    EXPECT_EQ(hi(r.in[8 + i]), hi(added) + hi(s)) << i;
+    const uint64_t m = before[16 + i];
+    EXPECT_EQ(lo(r.in[16 + i]), static_cast<uint32_t>(std::min<int32_t>(lo(m), lo(s)))) << i;
+    EXPECT_EQ(hi(r.in[16 + i]), static_cast<uint32_t>(std::min<int32_t>(hi(m), hi(s)))) << i;
+    EXPECT_EQ(r.out[i], before[24 + i] + s) << i;
+  }
+}
+
+TEST(LibraryInstruction, BulkCopyFaultsOnMisalignedSize) {
+  SnippetResult r = runSnippet(
+      ".reg .b32 %bar, %b;",
+      "mov.u32 %bar, mbar; mov.u32 %b, buf; mbarrier.init.shared::cta.b64 [%bar], 1;"
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%b], [%in], 24, [%bar];",
+      {}, 1, "sm_90", ".shared .align 8 .b8 mbar[8];\n.shared .align 16 .b8 buf[64];\n");
+  EXPECT_EQ(r.loadCode, CUDA_SUCCESS) << r.loadMessage;
+  EXPECT_EQ(r.launch.status.code, CUDA_ERROR_MISALIGNED_ADDRESS) << r.launch.status.message;
+}
+
+TEST(LibraryInstruction, BulkFormsTheEmuDoesNotRunAreRefusedByName) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"cp.reduce.async.bulk.global.shared::cta.bulk_group.min.noftz.f16 [%o], [%a], 16;",
+       "16-bit floats"},
+      {"cp.async.bulk.tensor.3d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes [%a], "
+       "[%o, {%a, %a, %a}], [%a], {%h};",
+       "im2col"},
+      {"cp.reduce.async.bulk.tensor.1d.global.shared::cta.add.tile.bulk_group [%o, {%a}], [%a];",
+       "cp.reduce.async.bulk.tensor"},
+      {"cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster "
+       "[%a], [%o], 16, [%a], %h;",
+       "multicast"},
+      {"multimem.ld_reduce.relaxed.sys.global.add.u32 %a, [%o];", "multimem"}};
+  for (const auto& [body, reason] : cases) {
+    SnippetResult r = runSnippet(".reg .b64 %o; .reg .b32 %a; .reg .b16 %h;", body);
     EXPECT_EQ(r.loadCode, CUDA_ERROR_NOT_SUPPORTED) << body << ": " << r.loadMessage;
-    EXPECT_NE(r.loadMessage.find("mbarrier"), std::string::npos) << r.loadMessage;
+    EXPECT_NE(r.loadMessage.find(reason), std::string::npos) << r.loadMessage;
   }
 }
 

@@ -894,6 +894,10 @@ class BlockRunner {
   void floatUnary(const Instr& in, uint32_t exec, Fn fn);
   void atomic(const Instr& in, uint32_t exec);
   void mbarrier(const Instr& in, uint32_t exec);
+  // complete_tx of `bytes` on the mbarrier at a shared-space address.
+  void mbarrierCompleteTx(uint64_t addr, uint64_t bytes, int l);
+  void bulkCopy(const Instr& in, uint32_t exec);
+  void tensorCopy(const Instr& in, int l);  // cp.async.bulk.tensor .tile, one lane's
   void fp8Convert(const Instr& in, uint32_t exec);
   void integerOp(const Instr& in, uint32_t exec);
   void textureAccess(const Instr& in, uint32_t exec);  // tex, suld, sust (texture_instructions.cc)

@@ -5,6 +5,7 @@
 
 #include "block_runner.h"
 #include "device_element_access.h"
+#include "tensor_map.h"
 
 namespace gpupool::ptx::execution {
 
@@ -199,18 +200,161 @@ void BlockRunner::atomic(const Instr& in, uint32_t exec) {
 }
 
 // The 64-bit mbarrier object (opaque to programs): pending arrivals of the current phase in bits
-// 0-20, the expected count in bits 21-41, the phase number in bits 42-62. A state token is the
-// phase number (high word) and the pending count right after the arrival (low word).
+// 0-19, the expected arrival count in bits 20-39, the signed transaction count (tx-count) in bits
+// 40-60, the low bits of the phase number in bits 61-63. A phase completes when both its pending
+// arrivals and its tx-count are zero (PTX ISA, "mbarrier"); the next phase then expects the
+// expected count and starts with a tx-count of zero. A state token is the phase number (high
+// word) and the pending count right after the arrival (low word).
 namespace {
-constexpr uint64_t kMbarrierField = (uint64_t{1} << 21) - 1;
-uint64_t mbarrierPending(uint64_t w) { return w & kMbarrierField; }
-uint64_t mbarrierExpected(uint64_t w) { return (w >> 21) & kMbarrierField; }
-uint64_t mbarrierPhase(uint64_t w) { return (w >> 42) & kMbarrierField; }
-uint64_t mbarrierWord(uint64_t pending, uint64_t expected, uint64_t phase) {
-  return (pending & kMbarrierField) | ((expected & kMbarrierField) << 21) |
-         ((phase & kMbarrierField) << 42);
+constexpr uint64_t kMbarrierCountMax = (uint64_t{1} << 20) - 1;  // the ISA's count range
+constexpr int64_t kMbarrierTxMax = (int64_t{1} << 20) - 1;       // and tx-count range
+struct MbarrierState {
+  uint64_t pending, expected, phase;
+  int64_t tx;
+};
+MbarrierState mbarrierState(uint64_t w) {
+  int64_t tx = static_cast<int64_t>((w >> 40) & ((uint64_t{1} << 21) - 1));
+  if (tx >= (int64_t{1} << 20)) tx -= int64_t{1} << 21;
+  return {w & kMbarrierCountMax, (w >> 20) & kMbarrierCountMax, w >> 61, tx};
+}
+uint64_t mbarrierWord(const MbarrierState& m) {
+  return (m.pending & kMbarrierCountMax) | ((m.expected & kMbarrierCountMax) << 20) |
+         ((static_cast<uint64_t>(m.tx) & ((uint64_t{1} << 21) - 1)) << 40) | ((m.phase & 7) << 61);
+}
+// Completes the phase when nothing is pending any more.
+void mbarrierCompletePhase(MbarrierState& m) {
+  if (m.pending != 0 || m.tx != 0) return;
+  m.phase = (m.phase + 1) & 7;
+  m.pending = m.expected;
 }
 }  // namespace
+
+void BlockRunner::mbarrierCompleteTx(uint64_t addr, uint64_t bytes, int l) {
+  if (addr % 8) fault(CUDA_ERROR_MISALIGNED_ADDRESS, l, curPc_, "misaligned mbarrier address");
+  uint8_t* p = access(Space::kShared, addr, 8, l);
+  uint64_t word;
+  std::memcpy(&word, p, 8);
+  MbarrierState m = mbarrierState(word);
+  if (m.expected == 0)
+    fault(CUDA_ERROR_LAUNCH_FAILED, l, curPc_, "complete_tx on an uninitialized mbarrier");
+  m.tx -= static_cast<int64_t>(bytes);
+  if (bytes > static_cast<uint64_t>(kMbarrierTxMax) || m.tx < -kMbarrierTxMax)
+    fault(CUDA_ERROR_LAUNCH_FAILED, l, curPc_, "mbarrier tx-count out of range");
+  mbarrierCompletePhase(m);
+  word = mbarrierWord(m);
+  std::memcpy(p, &word, 8);
+}
+
+void BlockRunner::tensorCopy(const Instr& in, int l) {
+  const bool load = static_cast<BulkCopyKind>(in.mode) == BulkCopyKind::kTensorLoad;
+  const uint64_t mapAddress = value(in.ops[1], l);
+  if (mapAddress % 64)
+    fault(CUDA_ERROR_MISALIGNED_ADDRESS, l, curPc_, "tensor map address not 64-byte aligned");
+  TensorMapLayout m;
+  if (!decodeTensorMap(access(Space::kGeneric, mapAddress, kTensorMapBytes, l), &m))
+    fault(CUDA_ERROR_ILLEGAL_INSTRUCTION, l, curPc_,
+          "cp.async.bulk.tensor: the operand is not a tensor map the pool encoded");
+  const unsigned rank = in.ops[2].count;
+  if (m.rank != rank)
+    fault(CUDA_ERROR_ILLEGAL_INSTRUCTION, l, curPc_,
+          "cp.async.bulk.tensor: the tensor map's rank differs from the instruction's");
+  const uint64_t shared = address(in.ops[0], l);
+  if (shared % 128)
+    fault(CUDA_ERROR_MISALIGNED_ADDRESS, l, curPc_,
+          "cp.async.bulk.tensor needs a 128-byte aligned shared memory address");
+  const unsigned elem = tensorMapElementBytes(m.dataType);
+  int64_t start[5] = {};
+  uint64_t count[5] = {1, 1, 1, 1, 1}, step[5] = {1, 1, 1, 1, 1}, total = 1;
+  for (unsigned i = 0; i < rank; ++i) {
+    start[i] = static_cast<int32_t>(value(element(in.ops[2], i), l));
+    step[i] = i == 0 ? 1 : m.elementStrides[i];  // dimension 0 has no element stride
+    count[i] = (m.boxDim[i] + step[i] - 1) / step[i];
+    total *= count[i];
+  }
+  // Bank swizzle: 16-byte chunk bits 4.. of the shared address XOR its 128-byte row bits 7...
+  const unsigned swizzleBits = m.swizzle == CU_TENSOR_MAP_SWIZZLE_32B    ? 1
+                               : m.swizzle == CU_TENSOR_MAP_SWIZZLE_64B  ? 2
+                               : m.swizzle == CU_TENSOR_MAP_SWIZZLE_128B ? 3
+                                                                         : 0;
+  const uint64_t swizzleMask = (uint64_t{1} << swizzleBits) - 1;
+  uint8_t* box = access(Space::kShared, shared, total * elem, l);
+  const bool nanFill = load && m.oobFill == CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA;
+  const uint64_t nan = elem == 2 ? 0x7fffu : elem == 4 ? 0x7fffffffu : 0x7fffffffffffffffu;
+  uint64_t index[5] = {};
+  for (uint64_t n = 0; n < total; ++n) {
+    bool inside = true;
+    uint64_t global = m.globalAddress;
+    for (unsigned i = 0; i < rank; ++i) {
+      const int64_t c = start[i] + static_cast<int64_t>(index[i] * step[i]);
+      inside &= c >= 0 && static_cast<uint64_t>(c) < m.globalDim[i];
+      global += static_cast<uint64_t>(c) * (i == 0 ? elem : m.globalStrides[i - 1]);
+    }
+    const uint64_t linear = shared + n * elem;
+    uint8_t* slot = box + ((linear ^ (((linear >> 7) & swizzleMask) << 4)) - shared);
+    if (load) {
+      if (inside)
+        std::memcpy(slot, access(Space::kGlobal, global, elem, l), elem);
+      else if (nanFill)
+        std::memcpy(slot, &nan, elem);
+      else
+        std::memset(slot, 0, elem);
+    } else if (inside) {
+      std::memcpy(access(Space::kGlobal, global, elem, l), slot, elem);
+    }
+    for (unsigned i = 0; i < rank && ++index[i] == count[i]; ++i) index[i] = 0;
+  }
+  // The transaction is the whole box, out-of-bounds elements included.
+  if (load) mbarrierCompleteTx(address(in.ops[3], l), total * elem, l);
+}
+
+void BlockRunner::bulkCopy(const Instr& in, uint32_t exec) {
+  const auto kind = static_cast<BulkCopyKind>(in.mode);
+  forLanes(exec, [&](int l) {
+    if (kind == BulkCopyKind::kTensorLoad || kind == BulkCopyKind::kTensorStore) {
+      tensorCopy(in, l);
+      return;
+    }
+    if (kind == BulkCopyKind::kPrefetch) {  // a hint; its operands must still be valid
+      const uint64_t src = address(in.ops[0], l), size = value(in.ops[1], l) & 0xffffffffu;
+      if (src % 16 || size % 16)
+        fault(CUDA_ERROR_MISALIGNED_ADDRESS, l, curPc_,
+              "cp.async.bulk.prefetch needs a 16-byte aligned address and size");
+      if (size) access(Space::kGlobal, src, size, l);
+      return;
+    }
+    const uint64_t dst = address(in.ops[0], l), src = address(in.ops[1], l);
+    const uint64_t size = value(in.ops[2], l) & 0xffffffffu;
+    if (dst % 16 || src % 16 || size % 16)
+      fault(CUDA_ERROR_MISALIGNED_ADDRESS, l, curPc_,
+            "cp.async.bulk needs 16-byte aligned addresses and a size that is a multiple of 16");
+    const bool toGlobal =
+        kind == BulkCopyKind::kSharedToGlobal || kind == BulkCopyKind::kReduceSharedToGlobal;
+    const Space dstSpace = toGlobal ? Space::kGlobal : Space::kShared;
+    const Space srcSpace = kind == BulkCopyKind::kGlobalToShared ? Space::kGlobal : Space::kShared;
+    if (kind == BulkCopyKind::kReduceSharedToShared ||
+        kind == BulkCopyKind::kReduceSharedToGlobal) {
+      // Element by element, each an atomic read-modify-write as red would do it.
+      Instr element = in;
+      element.mode = static_cast<uint8_t>(in.call);
+      const unsigned bytes = typeBytes(in.type);
+      uint8_t* d = size ? access(dstSpace, dst, size, l) : nullptr;
+      const uint8_t* s = size ? access(srcSpace, src, size, l) : nullptr;
+      for (uint64_t at = 0; at < size; at += bytes) {
+        uint64_t b = 0;
+        std::memcpy(&b, s + at, bytes);
+        if (bytes == 2)
+          atomicUpdate<uint16_t>(d + at, element, b, 0);
+        else if (bytes == 4)
+          atomicUpdate<uint32_t>(d + at, element, b, 0);
+        else
+          atomicUpdate<uint64_t>(d + at, element, b, 0);
+      }
+    } else if (size) {
+      std::memmove(access(dstSpace, dst, size, l), access(srcSpace, src, size, l), size);
+    }
+    if (!toGlobal) mbarrierCompleteTx(address(in.ops[3], l), size, l);
+  });
+}
 
 void BlockRunner::fp8Convert(const Instr& in, uint32_t exec) {
   const auto kind = static_cast<Fp8Cvt>(in.mode);
@@ -258,55 +402,73 @@ void BlockRunner::mbarrier(const Instr& in, uint32_t exec) {
     }
     const uint64_t addr = address(in.ops[1], l);
     if (addr % 8) fault(CUDA_ERROR_MISALIGNED_ADDRESS, l, curPc_, "misaligned mbarrier address");
+    if (op == MbarrierOp::kCompleteTx) {
+      uint64_t sharedAddr = addr;
+      if (in.space == Space::kGeneric) {
+        if (addr < kSharedWindow || addr >= kSharedWindow + kWindowSize)
+          fault(CUDA_ERROR_ILLEGAL_ADDRESS, l, curPc_, "mbarrier outside shared memory");
+        sharedAddr = addr - kSharedWindow;
+      }
+      mbarrierCompleteTx(sharedAddr, value(in.ops[2], l) & 0xffffffffu, l);
+      return;
+    }
     uint8_t* p = access(in.space, addr, 8, l);
     uint64_t word;
     std::memcpy(&word, p, 8);
+    MbarrierState m = mbarrierState(word);
+    auto expectTx = [&](uint64_t bytes) {
+      m.tx += static_cast<int64_t>(bytes);
+      if (bytes > static_cast<uint64_t>(kMbarrierTxMax) || m.tx > kMbarrierTxMax)
+        fault(CUDA_ERROR_LAUNCH_FAILED, l, curPc_, "mbarrier tx-count out of range");
+    };
     switch (op) {
       case MbarrierOp::kInit: {
         const uint64_t count = value(in.ops[2], l) & 0xffffffffu;
-        if (count == 0 || count > kMbarrierField)
+        if (count == 0 || count > kMbarrierCountMax)
           fault(CUDA_ERROR_LAUNCH_FAILED, l, curPc_, "mbarrier.init count out of range");
-        word = mbarrierWord(count, count, 0);
+        m = {count, count, 0, 0};
         break;
       }
       case MbarrierOp::kInval:
-        word = 0;
+        m = {0, 0, 0, 0};
+        break;
+      case MbarrierOp::kExpectTx:
+        if (m.expected == 0)
+          fault(CUDA_ERROR_LAUNCH_FAILED, l, curPc_, "expect_tx on an uninitialized mbarrier");
+        expectTx(value(in.ops[2], l) & 0xffffffffu);
+        mbarrierCompletePhase(m);
         break;
       case MbarrierOp::kArrive:
       case MbarrierOp::kArriveDrop: {
+        const bool withTx = in.flags & kExpectTx;
         const uint64_t count =
-            in.ops[2].kind == OperandKind::kNone ? 1 : value(in.ops[2], l) & 0xffffffffu;
-        uint64_t pending = mbarrierPending(word), expected = mbarrierExpected(word);
-        uint64_t phase = mbarrierPhase(word);
-        if (expected == 0 || count == 0 || count > pending)
+            withTx || in.ops[2].kind == OperandKind::kNone ? 1 : value(in.ops[2], l) & 0xffffffffu;
+        if (m.expected == 0 || count == 0 || count > m.pending)
           fault(CUDA_ERROR_LAUNCH_FAILED, l, curPc_,
                 "mbarrier arrival on an uninitialized barrier or beyond its pending count");
-        if (op == MbarrierOp::kArriveDrop) expected -= count;
-        pending -= count;
-        set(in.ops[0], l, (phase << 32) | pending);
-        if (pending == 0) {  // the phase completes; the next one expects the (new) count
-          ++phase;
-          pending = expected;
-        }
-        word = mbarrierWord(pending, expected, phase);
+        if (withTx) expectTx(value(in.ops[2], l) & 0xffffffffu);  // before the arrival
+        if (op == MbarrierOp::kArriveDrop) m.expected -= count;
+        m.pending -= count;
+        set(in.ops[0], l, (m.phase << 32) | m.pending);
+        mbarrierCompletePhase(m);
         break;
       }
       case MbarrierOp::kTestWait:
       case MbarrierOp::kTryWait: {
-        const uint64_t phase = mbarrierPhase(word);
         const uint64_t operandValue = value(in.ops[2], l);
         // A token names the phase it arrived in; a parity names the current phase (parity equal
         // to the current phase's: not complete) or the preceding one (complete).
-        const bool complete = (in.flags & kParity)
-                                  ? (phase & 1) != (operandValue & 1)
-                                  : phase != ((operandValue >> 32) & kMbarrierField);
+        const bool complete = (in.flags & kParity) ? (m.phase & 1) != (operandValue & 1)
+                                                   : m.phase != ((operandValue >> 32) & 7);
         set(in.ops[0], l, complete ? 1 : 0);
         anyWaiting |= !complete;
         return;
       }
       case MbarrierOp::kPendingCount:
+      case MbarrierOp::kCompleteTx:
         return;
     }
+    word = mbarrierWord(m);
     std::memcpy(p, &word, 8);
   });
   // A thread polling an incomplete phase waits for other warps: let them run.
@@ -754,6 +916,9 @@ void BlockRunner::executeSimple(const Instr& in, uint32_t exec, uint32_t group) 
     }
     case Op::kMbarrier:
       mbarrier(in, exec);
+      return;
+    case Op::kBulkCopy:
+      bulkCopy(in, exec);
       return;
     case Op::kPacked16:
       forLanes(exec, [&](int l) {

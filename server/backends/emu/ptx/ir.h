@@ -157,6 +157,10 @@ enum class Op : uint8_t {
   // Warp-wide matrix instructions (mma.sync, wmma.*, ldmatrix, stmatrix, movmatrix): Instr::call
   // indexes ModuleImage::matrixInstrs; semantics in matrix_instructions.cc.
   kMatrix,
+  // cp.async.bulk (non-tensor), cp.reduce.async.bulk and cp.async.bulk.prefetch (Instr::mode:
+  // BulkCopyKind): ops {dst address, src address, size, mbarrier address (or none)}; prefetch:
+  // ops {src address, size}. Reductions: Instr::type is the element type, Instr::call the AtomOp.
+  kBulkCopy,
 };
 
 enum class Space : uint8_t { kGeneric, kGlobal, kShared, kLocal, kParam, kConst };
@@ -181,7 +185,8 @@ enum Flag : uint32_t {
   kArrive = 1u << 14,
   kRelu = 1u << 15,
   kParity = 1u << 16,        // mbarrier.test_wait/try_wait.parity
-  kPropagateNan = 1u << 17,  // min.NaN/max.NaN: a NaN operand makes the result NaN
+  kExpectTx = 1u << 17,      // mbarrier.arrive{_drop}.expect_tx: ops[2] is the transaction count
+  kPropagateNan = 1u << 18,  // min.NaN/max.NaN: a NaN operand makes the result NaN
 };
 
 enum class CmpOp : uint8_t {
@@ -217,7 +222,23 @@ enum class MbarrierOp : uint8_t {
   kTestWait,
   kTryWait,
   kInval,
-  kPendingCount
+  kPendingCount,
+  kExpectTx,   // ops {none, address, transaction bytes}
+  kCompleteTx  // ops {none, address, transaction bytes}
+};
+// Op::kBulkCopy's direction. The pool runs no cluster larger than one CTA, so a .shared::cluster
+// address is one of the CTA's own shared memory.
+enum class BulkCopyKind : uint8_t {
+  kGlobalToShared,
+  kSharedToShared,
+  kSharedToGlobal,
+  kPrefetch,
+  kReduceSharedToShared,
+  kReduceSharedToGlobal,
+  // cp.async.bulk.tensor .tile: ops {shared address, tensor map's generic address (register),
+  // coordinate vector (.s32), mbarrier address (load) or none (store)}.
+  kTensorLoad,
+  kTensorStore
 };
 // cvt with an fp8 pair (Instr::mode; 0 for every other cvt): to e4m3x2/e5m2x2 from f32 or f16x2
 // (Instr::type), or from them to f16x2. kToTf32: cvt.{rna,rn,rz}.tf32.f32 (Instr::round kRN, kRZ,

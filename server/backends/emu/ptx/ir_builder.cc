@@ -626,6 +626,8 @@ class Builder {
   void decodeMatrix(const AstInstruction& a, Instr* in);
   template <class Take>
   void decodeMbarrier(const AstInstruction& a, Instr* in, Take& take, bool hasSpace);
+  void decodeBulkCopy(const AstInstruction& a, Instr* in);
+  void decodeBulkTensor(const AstInstruction& a, Instr* in);
 
   // ---- initializers, kernels --------------------------------------------------------------
   void buildInitializer(const AstVariable* v, uint32_t gi) {
@@ -1253,8 +1255,7 @@ void Builder::decode(const AstInstruction& a, Instr* in) {
     decodeMatrix(a, in);
     std::fill(used.begin(), used.end(), true);
   } else if (base == "mbarrier") {
-    decodeMbarrier(a, in, take, hasSpace);
-    std::fill(used.begin(), used.end(), true);
+    decodeMbarrier(a, in, take, hasSpace);  // a qualifier it does not take is refused below
   } else if (base == "bfe") {
     in->op = Op::kBfe;
     in->type = type0();
@@ -1295,9 +1296,11 @@ void Builder::decode(const AstInstruction& a, Instr* in) {
     in->type = type0();
     ops(2, 2);
     setOps({dst(0, Type::kPred), src(1, in->type)});
+  } else if (base == "cp" && a.opcode.find("bulk") != std::string::npos) {
+    decodeBulkCopy(a, in);
+    std::fill(used.begin(), used.end(), true);
   } else if (base == "cp") {
-    if (take({"async"}) < 0 || a.opcode.find("bulk") != std::string::npos)
-      failUnsupported("unsupported instruction " + a.opcode);
+    if (take({"async"}) < 0) failUnsupported("unsupported instruction " + a.opcode);
     if (a.opcode.find(".mbarrier.arrive") != std::string::npos) {
       // The barrier sees one arrival when the thread's earlier copies complete, which they
       // already have. Without .noinc the pending count is first raised by one, so the net
@@ -1343,11 +1346,11 @@ void Builder::decode(const AstInstruction& a, Instr* in) {
     const Operand& o = in->ops[i];
     if (o.kind == OperandKind::kAddress && in->op != Op::kLd && in->op != Op::kSt &&
         in->op != Op::kAtom && in->op != Op::kRed && in->op != Op::kCpAsync &&
-        in->op != Op::kMbarrier && in->op != Op::kMatrix)
+        in->op != Op::kMbarrier && in->op != Op::kMatrix && in->op != Op::kBulkCopy)
       failInvalid("unexpected address operand");
     if (o.kind == OperandKind::kVector && in->op != Op::kMov && in->op != Op::kLd &&
         in->op != Op::kSt && in->op != Op::kTex && in->op != Op::kSuld && in->op != Op::kSust &&
-        in->op != Op::kMatrix)
+        in->op != Op::kMatrix && in->op != Op::kBulkCopy)
       failInvalid("unexpected vector operand");
   }
   if ((in->op == Op::kLd || in->op == Op::kSt) && in->vec > 1) {
@@ -1583,19 +1586,25 @@ void Builder::decodeFp8Cvt(const AstInstruction& a, Instr* in, Take& take,
 }
 
 // mbarrier on a CTA's shared memory. ops: [0] destination or none, [1] the barrier's address,
-// [2] the count, state or phase parity. The transaction-count forms (expect_tx, complete_tx) only
-// pair with cp.async.bulk, which is refused; so are remote (cluster) barriers.
+// [2] the count, state, phase parity or transaction bytes. Clusters are one CTA (the pool offers
+// no larger ones), so a .shared::cluster barrier is one of the CTA's own.
 template <class Take>
 void Builder::decodeMbarrier(const AstInstruction& a, Instr* in, Take& take, bool hasSpace) {
-  if (a.opcode.find("expect_tx") != std::string::npos ||
-      a.opcode.find("complete_tx") != std::string::npos ||
-      a.opcode.find("shared::cluster") != std::string::npos)
-    failUnsupported("unsupported instruction " + a.opcode);
-  const int kind =
-      take({"init", "arrive", "arrive_drop", "test_wait", "try_wait", "inval", "pending_count"});
+  const int kind = take({"init", "arrive", "arrive_drop", "test_wait", "try_wait", "inval",
+                         "pending_count", "expect_tx", "complete_tx"});
   if (kind < 0) failUnsupported("unsupported instruction " + a.opcode);
   take({"noComplete"});
   if (take({"parity"}) >= 0) in->flags |= kParity;
+  const bool arrival = static_cast<MbarrierOp>(kind) == MbarrierOp::kArrive ||
+                       static_cast<MbarrierOp>(kind) == MbarrierOp::kArriveDrop;
+  if (take({"expect_tx"}) >= 0) {
+    if (!arrival) failInvalid(".expect_tx only qualifies mbarrier.arrive and arrive_drop");
+    in->flags |= kExpectTx;
+  }
+  if (take({"shared::cluster"}) >= 0) {
+    in->space = Space::kShared;
+    hasSpace = true;
+  }
   in->op = Op::kMbarrier;
   in->mode = static_cast<uint8_t>(kind);
   in->type = Type::kB64;
@@ -1620,9 +1629,15 @@ void Builder::decodeMbarrier(const AstInstruction& a, Instr* in, Take& take, boo
       in->ops[1] = address(0);
       in->ops[2] = none;
       break;
+    case MbarrierOp::kExpectTx:
+    case MbarrierOp::kCompleteTx:
+      requireOperands(a, 2, 2);
+      in->ops[1] = address(0);
+      in->ops[2] = operand(a.operands[1], Type::kU32);
+      break;
     case MbarrierOp::kArrive:
     case MbarrierOp::kArriveDrop:
-      requireOperands(a, 2, 3);
+      requireOperands(a, (in->flags & kExpectTx) ? 3 : 2, 3);
       in->ops[0] = destination(a, 0, in, Type::kB64);
       in->ops[1] = address(1);
       in->ops[2] = a.operands.size() == 3 ? operand(a.operands[2], Type::kU32) : none;
@@ -1641,6 +1656,182 @@ void Builder::decodeMbarrier(const AstInstruction& a, Instr* in, Take& take, boo
       in->ops[2] = operand(a.operands[1], Type::kB64);
       break;
   }
+}
+
+// cp.async.bulk (non-tensor), its prefetch and its bulk-group bookkeeping. Copies complete as they
+// are issued (a valid order of the asynchronous proxy), so commit_group and wait_group have
+// nothing left to wait for. Forms the emu does not run are refused by name.
+void Builder::decodeBulkCopy(const AstInstruction& a, Instr* in) {
+  const std::string& op = a.opcode;
+  auto has = [&](std::string_view q) { return op.find(q) != std::string::npos; };
+  if (has(".tensor")) {
+    decodeBulkTensor(a, in);
+    return;
+  }
+  if (has("multicast")) failUnsupported("multicast bulk copies need a cluster: " + op);
+  if (has(".cp_mask")) failUnsupported("byte-masked bulk copies are not implemented: " + op);
+  auto parts = splitDots(op);
+  const bool reduce = parts.size() > 1 && parts[1] == "reduce";
+  if (reduce) {
+    // cp.reduce.async.bulk.dst.src.completion{.L2::cache_hint}.redOp{.noftz}.type: the element
+    // operation and type close the opcode; the rest reads like a copy.
+    if (parts.size() < 9 || parts[2] != "async" || parts[3] != "bulk")
+      failUnsupported("unsupported instruction " + op);
+    const Type t = parseType(parts.back());
+    const bool noftz = parts[parts.size() - 2] == "noftz";
+    const std::string_view redOp = parts[parts.size() - (noftz ? 3 : 2)];
+    static const std::pair<std::string_view, AtomOp> kRedOps[] = {
+        {"add", AtomOp::kAdd}, {"min", AtomOp::kMin}, {"max", AtomOp::kMax}, {"inc", AtomOp::kInc},
+        {"dec", AtomOp::kDec}, {"and", AtomOp::kAnd}, {"or", AtomOp::kOr},   {"xor", AtomOp::kXor}};
+    int found = -1;
+    for (size_t i = 0; i < std::size(kRedOps); ++i)
+      if (kRedOps[i].first == redOp) found = static_cast<int>(i);
+    if (found < 0 || t == Type::kNone) failUnsupported("unsupported instruction " + op);
+    const AtomOp atomOp = kRedOps[found].second;
+    const bool half = t == Type::kF16 || t == Type::kBF16;
+    if (half && (atomOp != AtomOp::kAdd || !noftz))
+      failUnsupported("cp.reduce.async.bulk " + std::string(redOp) + " on 16-bit floats: " + op);
+    if (noftz && !half) failInvalid(".noftz needs .f16 or .bf16: " + op);
+    if ((t == Type::kF32 || t == Type::kF64) && atomOp != AtomOp::kAdd)
+      failInvalid("cp.reduce.async.bulk on floats only adds: " + op);
+    in->type = t;
+    in->call = static_cast<uint32_t>(atomOp);
+    parts.erase(parts.end() - (noftz ? 3 : 2), parts.end());
+    parts.erase(parts.begin() + 1);  // now reads cp.async.bulk.dst.src.completion...
+  }
+  if (parts.size() < 4 || parts[1] != "async" || parts[2] != "bulk")
+    failUnsupported("unsupported instruction " + op);
+  const bool hint = has(".L2::cache_hint");
+  auto address = [&](size_t i) {
+    Operand o = operand(a.operands[i], Type::kU64);
+    if (o.kind != OperandKind::kAddress) failInvalid(op + " needs an address operand");
+    return o;
+  };
+  auto policy = [&](size_t i) {  // the cache policy of .L2::cache_hint: read, then unused
+    if (hint) operand(a.operands[i], Type::kB64);
+  };
+  if (!reduce) in->type = Type::kB64;
+  if (!reduce && (parts[3] == "commit_group" || parts[3] == "wait_group")) {
+    in->op = Op::kNop;
+    const bool wait = parts[3] == "wait_group";
+    const bool readOnly = wait && parts.size() == 5 && parts[4] == "read";
+    if (parts.size() != 4 && !readOnly) failUnsupported("unsupported instruction " + op);
+    requireOperands(a, wait ? 1 : 0, wait ? 1 : 0);
+    if (wait) {
+      Operand n = operand(a.operands[0], Type::kU32);
+      if (n.kind != OperandKind::kImm) failInvalid("cp.async.bulk.wait_group needs a constant");
+    }
+    return;
+  }
+  in->op = Op::kBulkCopy;
+  if (!reduce && parts[3] == "prefetch") {
+    if (parts.size() < 6 || parts[4] != "L2" || parts[5] != "global")
+      failUnsupported("unsupported instruction " + op);
+    requireOperands(a, hint ? 3 : 2, hint ? 3 : 2);
+    in->mode = static_cast<uint8_t>(BulkCopyKind::kPrefetch);
+    in->numOps = 2;
+    in->ops[0] = address(0);
+    in->ops[1] = operand(a.operands[1], Type::kU32);
+    policy(2);
+    return;
+  }
+  if (parts.size() < 6) failUnsupported("unsupported instruction " + op);
+  const std::string_view dst = parts[3], srcSpace = parts[4], completion = parts[5];
+  const bool sharedDst = dst == "shared::cluster" || dst == "shared::cta";
+  const bool mbarrier = completion == "mbarrier::complete_tx::bytes";
+  BulkCopyKind kind;
+  if (sharedDst && srcSpace == "global" && mbarrier)
+    kind = BulkCopyKind::kGlobalToShared;
+  else if (dst == "shared::cluster" && srcSpace == "shared::cta" && mbarrier)
+    kind = BulkCopyKind::kSharedToShared;
+  else if (dst == "global" && srcSpace == "shared::cta" && completion == "bulk_group")
+    kind = BulkCopyKind::kSharedToGlobal;
+  else
+    failUnsupported("unsupported instruction " + op);
+  if (reduce) {
+    if (kind == BulkCopyKind::kGlobalToShared) failUnsupported("unsupported instruction " + op);
+    const bool sharedOk = in->type == Type::kB32 || in->type == Type::kU32 ||
+                          in->type == Type::kS32 || in->type == Type::kB64 ||
+                          in->type == Type::kU64;
+    if (kind == BulkCopyKind::kSharedToShared && !sharedOk)
+      failInvalid("cp.reduce.async.bulk to shared memory takes 32- and 64-bit integers: " + op);
+    kind = kind == BulkCopyKind::kSharedToShared ? BulkCopyKind::kReduceSharedToShared
+                                                 : BulkCopyKind::kReduceSharedToGlobal;
+  }
+  for (size_t i = 6; i < parts.size(); ++i)
+    if (parts[i] != "L2::cache_hint") failUnsupported("unsupported instruction " + op);
+  in->mode = static_cast<uint8_t>(kind);
+  in->numOps = 4;
+  const size_t fixed =
+      kind == BulkCopyKind::kSharedToGlobal || kind == BulkCopyKind::kReduceSharedToGlobal ? 3 : 4;
+  requireOperands(a, fixed + (hint ? 1 : 0), fixed + (hint ? 1 : 0));
+  in->ops[0] = address(0);
+  in->ops[1] = address(1);
+  in->ops[2] = operand(a.operands[2], Type::kU32);
+  if (fixed == 4) in->ops[3] = address(3);
+  policy(fixed);
+}
+
+// cp.async.bulk.tensor.{1-5}d in .tile mode: global to shared memory completing an mbarrier
+// transaction, or shared memory to global through a bulk group. The tensor map is an emu map
+// (tensor_map.h) at the generic address in a register (a __grid_constant__ parameter's cvta.param
+// address, or global memory).
+void Builder::decodeBulkTensor(const AstInstruction& a, Instr* in) {
+  const std::string& op = a.opcode;
+  auto parts = splitDots(op);
+  if (parts.size() < 7 || parts[1] != "async" || parts[2] != "bulk" || parts[3] != "tensor")
+    failUnsupported("cp.async.bulk.tensor: only the copy forms are implemented: " + op);
+  const std::string_view dims = parts[4];
+  if (dims.size() != 2 || dims[1] != 'd' || dims[0] < '1' || dims[0] > '5')
+    failUnsupported("unsupported instruction " + op);
+  const unsigned rank = static_cast<unsigned>(dims[0] - '0');
+  const std::string_view dst = parts[5], srcSpace = parts[6];
+  size_t at = 7;
+  if (at < parts.size() && parts[at].rfind("im2col", 0) == 0)
+    failUnsupported("cp.async.bulk.tensor im2col modes are not implemented: " + op);
+  if (at < parts.size() && parts[at].rfind("tile", 0) == 0) {
+    if (parts[at] != "tile") failUnsupported("cp.async.bulk.tensor gather modes: " + op);
+    ++at;
+  }
+  const bool load = (dst == "shared::cluster" || dst == "shared::cta") && srcSpace == "global";
+  const bool store = dst == "global" && srcSpace == "shared::cta";
+  if (at >= parts.size() ||
+      !(load ? parts[at] == "mbarrier::complete_tx::bytes" : store && parts[at] == "bulk_group"))
+    failUnsupported("unsupported instruction " + op);
+  bool hint = false;
+  for (++at; at < parts.size(); ++at) {
+    if (parts[at] != "L2::cache_hint")
+      failUnsupported("cp.async.bulk.tensor qualifier ." + std::string(parts[at]) +
+                      " is not implemented: " + op);
+    hint = true;
+  }
+  const size_t fixed = load ? 3 : 2;
+  requireOperands(a, fixed + (hint ? 1 : 0), fixed + (hint ? 1 : 0));
+  const AstOperand& mapOperand = a.operands[load ? 1 : 0];
+  if (mapOperand.kind != AstOperand::Kind::kAddress || mapOperand.name.empty() ||
+      mapOperand.integer != 0 || mapOperand.elements.size() != 1 ||
+      mapOperand.elements[0].kind != AstOperand::Kind::kVector)
+    failInvalid(op + " needs [tensorMap, {coordinates}]");
+  Operand map = resolveName(mapOperand.name, false);
+  if (map.kind != OperandKind::kReg)
+    failUnsupported(op + " needs the tensor map's address in a register");
+  Operand coords = operand(mapOperand.elements[0], Type::kS32);
+  if (coords.kind != OperandKind::kVector || coords.count != rank)
+    failInvalid(op + ": the coordinate vector needs " + std::to_string(rank) + " elements");
+  Operand shared = operand(a.operands[load ? 0 : 1], Type::kU64);
+  if (shared.kind != OperandKind::kAddress) failInvalid(op + " needs a shared memory address");
+  in->op = Op::kBulkCopy;
+  in->type = Type::kB64;
+  in->mode = static_cast<uint8_t>(load ? BulkCopyKind::kTensorLoad : BulkCopyKind::kTensorStore);
+  in->numOps = 4;
+  in->ops[0] = shared;
+  in->ops[1] = map;
+  in->ops[2] = coords;
+  if (load) {
+    in->ops[3] = operand(a.operands[2], Type::kU64);
+    if (in->ops[3].kind != OperandKind::kAddress) failInvalid(op + " needs an mbarrier address");
+  }
+  if (hint) operand(a.operands[fixed], Type::kB64);
 }
 
 void Builder::decodeCall(const AstInstruction& a, Instr* in) {

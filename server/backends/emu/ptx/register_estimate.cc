@@ -25,6 +25,7 @@ bool hasDestination(Op op) {
     case Op::kTrap:
     case Op::kNop:
     case Op::kCpAsync:
+    case Op::kBulkCopy:
     case Op::kSust:  // ops[0] is the data stored
       return false;
     default:
