@@ -403,6 +403,8 @@ struct Request {
     findReference @2;   # module's texture or surface reference `name` (surface says which)
     bindReference @3;   # binds it to the resource and sampler given as for create
     checkBound @4;      # whether every reference function `handle` uses is bound (before a launch)
+    encodeTensorMap @5;           # cuTensorMapEncode*: answered with bulk = the 128-byte CUtensorMap
+    replaceTensorMapAddress @6;   # bulk = the map, handle = the new address; answered with the map
   }
   struct TextureOp {
     context @0 :UInt64;
@@ -422,6 +424,21 @@ struct Request {
     borderColor @14 :List(Float32); # 4 channels
     module @15 :UInt64;             # findReference, bindReference: the module and reference name
     name @16 :Text;
+    # encodeTensorMap: handle = the global address, format = the CUtensorMapDataType, and:
+    tensorMode @17 :UInt32;             # 0 tiled, 1 im2col, 2 im2col wide
+    globalDims @18 :List(UInt64);       # one per dimension (the rank)
+    globalStrides @19 :List(UInt64);    # rank - 1
+    boxDims @20 :List(UInt32);          # tiled: rank
+    elementStrides @21 :List(UInt32);   # rank
+    interleave @22 :UInt32;
+    swizzle @23 :UInt32;
+    l2Promotion @24 :UInt32;
+    oobFill @25 :UInt32;
+    pixelBoxLower @26 :List(Int32);     # im2col: rank - 2 corners; im2col wide: one width
+    pixelBoxUpper @27 :List(Int32);
+    channelsPerPixel @28 :UInt32;
+    pixelsPerColumn @29 :UInt32;
+    wideMode @30 :UInt32;               # im2col wide: CUtensorMapIm2ColWideMode
   }
   struct CopyEnd {
     kind @0 :UInt8;               # 0 host (packed bulk), 1 device memory, 2 array

@@ -34,6 +34,7 @@
 
 #include "common/cuda_array_layout.h"
 #include "common/status.h"
+#include "common/tensor_map_request.h"
 #include "common/texture_descriptor.h"
 
 namespace gpupool::server {
@@ -262,6 +263,15 @@ class BackendContext {
     return noTextures();
   }
   virtual Status textureDestroy(uint64_t /*handle*/, bool /*surface*/) { return noTextures(); }
+  // Tensor maps (cuTensorMapEncode*, cuTensorMapReplaceAddress): the backend's own 128-byte
+  // encoding of `request` into *map (the driver's on the cuda backend, the emu's on the emu), and
+  // the address of such a map replaced, with the argument checks cuda.h documents.
+  virtual Status tensorMapEncode(const TensorMapRequest& /*request*/, uint8_t* /*map*/) {
+    return noTensorMaps();
+  }
+  virtual Status tensorMapReplaceAddress(uint8_t* /*map*/, uint64_t /*address*/) {
+    return noTensorMaps();
+  }
   // Texture and surface references (`.global .texref` / `.surfref` of a module): whether `module`
   // has one named `name` of that kind (CUDA_ERROR_NOT_FOUND otherwise), and binding it to the
   // resource and sampler of `desc` (checked as for objects) for the launches that follow.
@@ -408,6 +418,9 @@ class BackendContext {
   }
   static Status noVmm() {
     return Status::error(CUDA_ERROR_NOT_SUPPORTED, "this backend has no virtual memory management");
+  }
+  static Status noTensorMaps() {
+    return Status::error(CUDA_ERROR_NOT_SUPPORTED, "this backend has no tensor maps");
   }
   static Status noTextures() {
     return Status::error(CUDA_ERROR_NOT_SUPPORTED,

@@ -54,7 +54,6 @@ constexpr WithheldCapability kWithheld[] = {
      "cuLaunchCooperativeKernelMultiDevice is not served (deprecated; launch on each device with "
      "cuLaunchCooperativeKernel)"},
     {CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH, 0, "cluster launches are not served yet"},
-    {CU_DEVICE_ATTRIBUTE_TENSOR_MAP_ACCESS_SUPPORTED, 0, "tensor maps are not served yet"},
     {CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED, 0, "multicast objects are not served yet"},
     {CU_DEVICE_ATTRIBUTE_SPARSE_CUDA_ARRAY_SUPPORTED, 0, "sparse CUDA arrays are not served yet"},
     {CU_DEVICE_ATTRIBUTE_DEFERRED_MAPPING_CUDA_ARRAY_SUPPORTED, 0,

@@ -85,6 +85,8 @@ class CudaContext final : public BackendContext {
   // Texture and surface objects (cuda_textures.cc): the driver's, on this context's arrays and
   // memory; the handle is the driver's own, which kernels receive unchanged.
   Status textureCreate(const TextureDescription& desc, uint64_t* handle) override;
+  Status tensorMapEncode(const TensorMapRequest& request, uint8_t* map) override;
+  Status tensorMapReplaceAddress(uint8_t* map, uint64_t address) override;
   Status textureDestroy(uint64_t handle, bool surface) override;
   Status textureReferenceFind(uint64_t module, const std::string& name, bool surface) override;
   Status textureReferenceBind(uint64_t module, const std::string& name,

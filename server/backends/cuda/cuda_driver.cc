@@ -125,6 +125,10 @@ void CudaDriver::resolveAll() {
   resolve(mipmappedArrayCreate, 5000, "cuMipmappedArrayCreate");
   resolve(mipmappedArrayGetLevel, 5000, "cuMipmappedArrayGetLevel");
   resolve(mipmappedArrayDestroy, 5000, "cuMipmappedArrayDestroy");
+  resolve(tensorMapEncodeTiled, 12000, "cuTensorMapEncodeTiled");
+  resolve(tensorMapEncodeIm2col, 12000, "cuTensorMapEncodeIm2col");
+  resolve(tensorMapEncodeIm2colWide, 12080, "cuTensorMapEncodeIm2colWide");
+  resolve(tensorMapReplaceAddress, 12000, "cuTensorMapReplaceAddress");
   resolve(texObjectCreate, 5000, "cuTexObjectCreate");
   resolve(texObjectDestroy, 5000, "cuTexObjectDestroy");
   resolve(surfObjectCreate, 5000, "cuSurfObjectCreate");

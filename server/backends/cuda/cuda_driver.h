@@ -111,6 +111,14 @@ class CudaDriver {
       "cuMipmappedArrayGetLevel"};
   DriverEntryPoint<PFN_cuMipmappedArrayDestroy_v5000> mipmappedArrayDestroy{
       "cuMipmappedArrayDestroy"};
+  DriverEntryPoint<PFN_cuTensorMapEncodeTiled_v12000> tensorMapEncodeTiled{
+      "cuTensorMapEncodeTiled"};
+  DriverEntryPoint<PFN_cuTensorMapEncodeIm2col_v12000> tensorMapEncodeIm2col{
+      "cuTensorMapEncodeIm2col"};
+  DriverEntryPoint<PFN_cuTensorMapEncodeIm2colWide_v12080> tensorMapEncodeIm2colWide{
+      "cuTensorMapEncodeIm2colWide"};
+  DriverEntryPoint<PFN_cuTensorMapReplaceAddress_v12000> tensorMapReplaceAddress{
+      "cuTensorMapReplaceAddress"};
   DriverEntryPoint<PFN_cuTexObjectCreate_v5000> texObjectCreate{"cuTexObjectCreate"};
   DriverEntryPoint<PFN_cuTexObjectDestroy_v5000> texObjectDestroy{"cuTexObjectDestroy"};
   DriverEntryPoint<PFN_cuSurfObjectCreate_v5000> surfObjectCreate{"cuSurfObjectCreate"};

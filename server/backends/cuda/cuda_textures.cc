@@ -4,7 +4,10 @@
 // the driver resolves it within this context only. Destroy accepts only handles this context made.
 // Texture and surface references are the driver's own (cuModuleGetTexRef / cuModuleGetSurfRef of
 // this context's module), bound with cuTexRefSet* / cuSurfRefSetArray: the driver takes their
-// state when a kernel is launched, as it does for any program.
+// state when a kernel is launched, as it does for any program. Tensor maps are the driver's
+// encoding (cuTensorMapEncode*), which kernels take as parameters unchanged.
+#include <cstring>
+
 #include "server/backends/cuda/cuda_context.h"
 
 namespace gpupool::server {
@@ -194,6 +197,59 @@ void CudaContext::textureReleaseAll() {
                    : driver_->call(driver_->texObjectDestroy, handle));
   }
   textures_.clear();
+}
+
+Status CudaContext::tensorMapEncode(const TensorMapRequest& r, uint8_t* map) {
+  const size_t rank = r.globalDims.size();
+  const size_t corners = r.mode == TensorMapMode::kIm2col ? (rank > 2 ? rank - 2 : 0) : 1;
+  if (rank == 0 || rank > kMaxTensorRank || r.globalStrides.size() != rank - 1 ||
+      r.elementStrides.size() != rank ||
+      (r.mode == TensorMapMode::kTiled
+           ? r.boxDims.size() != rank
+           : r.pixelBoxLower.size() != corners || r.pixelBoxUpper.size() != corners)) {
+    return Status::error(CUDA_ERROR_INVALID_VALUE, "tensor map: tensorRank must be 1 to 5");
+  }
+  // The driver writes a 64-byte-aligned CUtensorMap; the reply carries its bytes.
+  CUtensorMap encoded{};
+  auto type = static_cast<CUtensorMapDataType>(r.dataType);
+  auto rank32 = static_cast<cuuint32_t>(rank);
+  auto* address = reinterpret_cast<void*>(r.globalAddress);
+  auto interleave = static_cast<CUtensorMapInterleave>(r.interleave);
+  auto swizzle = static_cast<CUtensorMapSwizzle>(r.swizzle);
+  auto l2 = static_cast<CUtensorMapL2promotion>(r.l2Promotion);
+  auto oob = static_cast<CUtensorMapFloatOOBfill>(r.oobFill);
+  Status st;
+  switch (r.mode) {
+    case TensorMapMode::kTiled:
+      st = driver_->call(driver_->tensorMapEncodeTiled, &encoded, type, rank32, address,
+                         r.globalDims.data(), r.globalStrides.data(), r.boxDims.data(),
+                         r.elementStrides.data(), interleave, swizzle, l2, oob);
+      break;
+    case TensorMapMode::kIm2col:
+      st = driver_->call(driver_->tensorMapEncodeIm2col, &encoded, type, rank32, address,
+                         r.globalDims.data(), r.globalStrides.data(), r.pixelBoxLower.data(),
+                         r.pixelBoxUpper.data(), r.channelsPerPixel, r.pixelsPerColumn,
+                         r.elementStrides.data(), interleave, swizzle, l2, oob);
+      break;
+    case TensorMapMode::kIm2colWide:
+      st = driver_->call(driver_->tensorMapEncodeIm2colWide, &encoded, type, rank32, address,
+                         r.globalDims.data(), r.globalStrides.data(), r.pixelBoxLower[0],
+                         r.pixelBoxUpper[0], r.channelsPerPixel, r.pixelsPerColumn,
+                         r.elementStrides.data(), interleave,
+                         static_cast<CUtensorMapIm2ColWideMode>(r.wideMode), swizzle, l2, oob);
+      break;
+  }
+  if (st.ok()) std::memcpy(map, &encoded, kTensorMapBytes);
+  return st;
+}
+
+Status CudaContext::tensorMapReplaceAddress(uint8_t* map, uint64_t address) {
+  CUtensorMap encoded;
+  std::memcpy(&encoded, map, kTensorMapBytes);
+  Status st =
+      driver_->call(driver_->tensorMapReplaceAddress, &encoded, reinterpret_cast<void*>(address));
+  if (st.ok()) std::memcpy(map, &encoded, kTensorMapBytes);
+  return st;
 }
 
 }  // namespace gpupool::server

@@ -122,6 +122,8 @@ class EmuContext final : public BackendContext {
   // suld and sust resolve by handle, in this context only.
   Status textureCreate(const TextureDescription& desc, uint64_t* handle) override;
   Status textureDestroy(uint64_t handle, bool surface) override;
+  Status tensorMapEncode(const TensorMapRequest& request, uint8_t* map) override;
+  Status tensorMapReplaceAddress(uint8_t* map, uint64_t address) override;
   Status textureReferenceFind(uint64_t module, const std::string& name, bool surface) override;
   Status textureReferenceBind(uint64_t module, const std::string& name,
                               const TextureDescription& desc) override;

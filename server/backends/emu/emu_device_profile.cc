@@ -78,6 +78,8 @@ DeviceDescription describeEmuDevice(unsigned index, const EmuDeviceOptions& opti
   set(CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT, 32);
   set(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, options.computeCapability / 10);
   set(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, options.computeCapability % 10);
+  // Tiled tensor maps and cp.async.bulk.tensor (ptx/tensor_map.h): sm_90's, as on a GPU.
+  set(CU_DEVICE_ATTRIBUTE_TENSOR_MAP_ACCESS_SUPPORTED, options.computeCapability >= 90 ? 1 : 0);
   set(CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED, 1);
   set(CU_DEVICE_ATTRIBUTE_GLOBAL_L1_CACHE_SUPPORTED, 1);
   set(CU_DEVICE_ATTRIBUTE_LOCAL_L1_CACHE_SUPPORTED, 1);

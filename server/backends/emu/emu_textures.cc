@@ -7,6 +7,7 @@
 
 #include "common/hex.h"
 #include "server/backends/emu/emu_context.h"
+#include "server/backends/emu/ptx/tensor_map.h"
 
 namespace gpupool::server::emu {
 
@@ -168,6 +169,41 @@ Status EmuContext::textureReferencesBound(uint64_t function) {
   auto m = modules_.find(f->second.module);
   if (m == modules_.end()) return Status::error(CUDA_ERROR_INVALID_HANDLE, "unknown module");
   return checkReferencesBound(*f->second.program, *f->second.kernel, *m->second.references);
+}
+
+// Tensor maps in the emu's own layout (ptx/tensor_map.h), which cp.async.bulk.tensor reads. The
+// map names an address, not memory: as on a GPU, a copy through it reaches only what the launch's
+// context can reach, so nothing is checked against this context's allocations here.
+Status EmuContext::tensorMapEncode(const TensorMapRequest& r, uint8_t* map) {
+  if (r.mode != TensorMapMode::kTiled) {
+    return Status::error(CUDA_ERROR_NOT_SUPPORTED,
+                         "im2col tensor maps are not served by the emu: it does not run "
+                         "cp.async.bulk.tensor's im2col mode; use a tiled map");
+  }
+  const size_t rank = r.globalDims.size();
+  if (rank == 0 || rank > kMaxTensorRank || r.globalStrides.size() != rank - 1 ||
+      r.boxDims.size() != rank || r.elementStrides.size() != rank) {
+    return Status::error(CUDA_ERROR_INVALID_VALUE, "tensor map: tensorRank must be 1 to 5");
+  }
+  ptx::TensorMapLayout layout;
+  layout.rank = static_cast<uint32_t>(rank);
+  layout.dataType = r.dataType;
+  layout.interleave = r.interleave;
+  layout.swizzle = r.swizzle;
+  layout.l2Promotion = r.l2Promotion;
+  layout.oobFill = r.oobFill;
+  layout.globalAddress = r.globalAddress;
+  for (size_t i = 0; i < rank; ++i) {
+    layout.globalDim[i] = r.globalDims[i];
+    layout.boxDim[i] = r.boxDims[i];
+    layout.elementStrides[i] = r.elementStrides[i];
+    if (i + 1 < rank) layout.globalStrides[i] = r.globalStrides[i];
+  }
+  return ptx::encodeTiledTensorMap(layout, map);
+}
+
+Status EmuContext::tensorMapReplaceAddress(uint8_t* map, uint64_t address) {
+  return ptx::replaceTensorMapAddress(map, address);
 }
 
 }  // namespace gpupool::server::emu
