@@ -161,7 +161,8 @@ GPUPOOL_DRIVER_API CUresult cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* p
 GPUPOOL_DRIVER_API CUresult cuCtxDestroy_v2(CUcontext h) {
   if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
   ContextObject* c = asContext(h);
-  if (!c || c->primary) return CUDA_ERROR_INVALID_CONTEXT;
+  // A green context's context ends with cuGreenCtxDestroy.
+  if (!c || c->primary || c->green) return CUDA_ERROR_INVALID_CONTEXT;
   DriverState::get().releaseRemote(c);
   auto& stack = DriverState::get().stack();
   std::erase(stack, c);

@@ -255,6 +255,7 @@ CUresult DriverState::ensureRemote(ContextObject* ctx) {
         auto c = b.initCtxCreate();
         c.setDevice(ctx->serverDevice);
         c.setFlags(ctx->flags);
+        c.setSmCount(ctx->smCount);
       },
       {},
       [&](wire::Response::Reader reply, ReplyBulk&) {

@@ -42,9 +42,13 @@ enum class Tag : uint32_t {
   kMipmappedArray = 0x676d6970,
   kTextureReference = 0x67747266,  // client/texture_reference_api.cc
   kSurfaceReference = 0x67737266,
+  kGreenContext = 0x67677278,  // client/green_context_api.cc
+  kResourceDesc = 0x67726473,
 };
 
 struct GraphNodeObject;
+
+struct GreenContextObject;
 
 struct ContextObject {
   Tag tag = Tag::kContext;
@@ -59,6 +63,10 @@ struct ContextObject {
   uint64_t remote = 0;           // the server's context id; 0 until first needed
   // cuStreamSetAttribute values of the context's default streams (see StreamObject::attributes).
   std::map<int, CUstreamAttrValue> defaultStreamAttributes;
+  // A green context's context (cuCtxFromGreenCtx): its green context and SM partition; null and 0
+  // for an ordinary context, which has the whole device (client/green_context_api.cc).
+  GreenContextObject* green = nullptr;
+  unsigned smCount = 0;
 };
 
 // The stream priorities offered (cuCtxGetStreamPriorityRange): CUDA's range on current GPUs. The
@@ -274,6 +282,8 @@ CUresult currentRemoteContext(ContextObject** ctx);
 CUresult resolveStream(CUstream h, ContextObject** ctx, uint64_t* remote);
 // Creates a stream on the server in `ctx` (made remote) and sets *id to its handle there.
 CUresult createRemoteStream(ContextObject* ctx, unsigned flags, int priority, uint64_t* id);
+// Creates a stream object in `ctx` (cuStreamCreateWithPriority there; cuGreenCtxStreamCreate).
+CUresult createStreamIn(ContextObject* ctx, unsigned flags, int priority, CUstream* out);
 
 // Held by the _ptsz/_ptds entry points (what cudart calls when a program is built with
 // --default-stream per-thread): while it lives, stream 0 means the thread's default stream.

@@ -665,7 +665,10 @@ GPUPOOL_DRIVER_API CUresult cuOccupancyMaxPotentialBlockSizeWithFlags(
     }
   }
   *blockSize = bestSize;
-  *minGridSize = bestBlocks * d->attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+  // A green context's kernels have its partition's SMs only.
+  const unsigned greenSms = f->module->context->smCount;
+  *minGridSize = bestBlocks * (greenSms ? static_cast<int>(greenSms)
+                                        : d->attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT));
   return CUDA_SUCCESS;
 }
 

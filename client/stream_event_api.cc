@@ -14,20 +14,7 @@ CUresult createStream(CUstream* out, unsigned flags, int priority) {
   if (!out) return CUDA_ERROR_INVALID_VALUE;
   ContextObject* ctx = nullptr;
   if (CUresult r = currentRemoteContext(&ctx); r != CUDA_SUCCESS) return r;
-  // As the driver does, a priority outside the range is clamped to it.
-  priority = clampStreamPriority(priority);
-  uint64_t id = 0;
-  if (CUresult r = createRemoteStream(ctx, flags, priority, &id); r != CUDA_SUCCESS) return r;
-  // Known to cuCtxRecordEvent/cuCtxWaitEvent, and waiting for what the context waits for.
-  if (CUresult r = contextStreamCreated(ctx, id); r != CUDA_SUCCESS) return r;
-  auto* s = new StreamObject();
-  s->context = ctx;
-  s->remote = id;
-  s->flags = flags;
-  s->priority = priority;
-  registerObject(s);
-  *out = reinterpret_cast<CUstream>(s);
-  return CUDA_SUCCESS;
+  return createStreamIn(ctx, flags, priority, out);
 }
 
 // Sends a stream-scoped request (synchronize, query, destroy).
@@ -248,6 +235,27 @@ CUresult elapsed(float* ms, CUevent start, CUevent end) {
 
 }  // namespace
 
+namespace gpupool::client {
+
+CUresult createStreamIn(ContextObject* ctx, unsigned flags, int priority, CUstream* out) {
+  // As the driver does, a priority outside the range is clamped to it.
+  priority = clampStreamPriority(priority);
+  uint64_t id = 0;
+  if (CUresult r = createRemoteStream(ctx, flags, priority, &id); r != CUDA_SUCCESS) return r;
+  // Known to cuCtxRecordEvent/cuCtxWaitEvent, and waiting for what the context waits for.
+  if (CUresult r = contextStreamCreated(ctx, id); r != CUDA_SUCCESS) return r;
+  auto* s = new StreamObject();
+  s->context = ctx;
+  s->remote = id;
+  s->flags = flags;
+  s->priority = priority;
+  registerObject(s);
+  *out = reinterpret_cast<CUstream>(s);
+  return CUDA_SUCCESS;
+}
+
+}  // namespace gpupool::client
+
 GPUPOOL_DRIVER_API CUresult cuStreamCreate(CUstream* out, unsigned int flags) {
   return createStream(out, flags, 0);
 }
@@ -343,11 +351,18 @@ GPUPOOL_DRIVER_API CUresult cuStreamGetCtx_ptsz(CUstream h, CUcontext* pctx) {
   return cuStreamGetCtx(h, pctx);
 }
 
-// The 12050+ ABI: green contexts do not exist here, so a stream's green context is always NULL.
+// The 12050+ ABI: a green context's stream answers its green context, and the device's primary
+// context; any other stream its context and no green context.
 GPUPOOL_DRIVER_API CUresult cuStreamGetCtx_v2(CUstream h, CUcontext* pctx, CUgreenCtx* pgreen) {
   if (!pgreen) return CUDA_ERROR_INVALID_VALUE;
-  if (CUresult r = cuStreamGetCtx(h, pctx); r != CUDA_SUCCESS) return r;
-  *pgreen = nullptr;
+  CUcontext ctx = nullptr;
+  if (CUresult r = cuStreamGetCtx(h, &ctx); r != CUDA_SUCCESS) return r;
+  auto* c = reinterpret_cast<ContextObject*>(ctx);
+  // As documented: the per-thread stream names no stream of a green context.
+  if (h == CU_STREAM_PER_THREAD && c->green) return CUDA_ERROR_INVALID_HANDLE;
+  *pgreen = reinterpret_cast<CUgreenCtx>(c->green);
+  *pctx =
+      c->green ? reinterpret_cast<CUcontext>(DriverState::get().primaryContext(c->device)) : ctx;
   return CUDA_SUCCESS;
 }
 GPUPOOL_DRIVER_API CUresult cuStreamGetCtx_v2_ptsz(CUstream h, CUcontext* pctx,
@@ -356,12 +371,12 @@ GPUPOOL_DRIVER_API CUresult cuStreamGetCtx_v2_ptsz(CUstream h, CUcontext* pctx,
   return cuStreamGetCtx_v2(h, pctx, pgreen);
 }
 
-// Green contexts are refused (client/refused_calls.def), so no stream has one.
+// The green context of the stream's context (client/green_context_api.cc), or NULL.
 GPUPOOL_DRIVER_API CUresult cuStreamGetGreenCtx(CUstream h, CUgreenCtx* phCtx) {
   if (!phCtx) return CUDA_ERROR_INVALID_VALUE;
   CUcontext ctx = nullptr;
   if (CUresult r = cuStreamGetCtx(h, &ctx); r != CUDA_SUCCESS) return r;
-  *phCtx = nullptr;
+  *phCtx = reinterpret_cast<CUgreenCtx>(reinterpret_cast<ContextObject*>(ctx)->green);
   return CUDA_SUCCESS;
 }
 

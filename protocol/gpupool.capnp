@@ -303,6 +303,7 @@ struct Request {
   struct CtxCreate {
     device @0 :Int32;
     flags @1 :UInt32;
+    smCount @2 :UInt32;           # nonzero: a green context on that many of the device's SMs
   }
   struct MemAlloc {
     context @0 :UInt64;

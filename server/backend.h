@@ -442,6 +442,12 @@ class Backend {
   virtual const std::vector<DeviceDescription>& devices() const = 0;
   virtual Status createContext(int device, unsigned flags,
                                std::unique_ptr<BackendContext>* context) = 0;
+  // A green context: a context whose kernels run on `smCount` of the device's SMs (a partition the
+  // client split by the rules of cuDevSmResourceSplitByCount).
+  virtual Status createGreenContext(int /*device*/, unsigned /*smCount*/,
+                                    std::unique_ptr<BackendContext>* /*context*/) {
+    return Status::error(CUDA_ERROR_NOT_SUPPORTED, "this backend has no green contexts");
+  }
   // Bytes currently allocated on `device` by all contexts (for status).
   virtual uint64_t deviceMemoryUsed(int device) const = 0;
   // Where device addresses live, so clients can keep that range free in their own address space

@@ -1,5 +1,5 @@
-// Contexts: creating one on a device the tenant may use, destroying it with everything in it,
-// synchronizing it.
+// Contexts: creating one on a device the tenant may use (a green context when it names an SM
+// count), destroying it with everything in it, synchronizing it.
 #include "server/handlers/request_table.h"
 #include "server/pool_server.h"
 
@@ -16,8 +16,10 @@ Status create(RequestContext& request, Request::Reader r) {
     if (Status st = session.tenant->checkDevice(device); !st.ok()) return st;
   }
   std::unique_ptr<BackendContext> created;
-  if (Status st = session.backend.createContext(c.getDevice(), c.getFlags(), &created); !st.ok())
-    return st;
+  Status st = c.getSmCount() != 0
+                  ? session.backend.createGreenContext(c.getDevice(), c.getSmCount(), &created)
+                  : session.backend.createContext(c.getDevice(), c.getFlags(), &created);
+  if (!st.ok()) return st;
   BackendContext& backend = *created;
   uint64_t id = session.contexts.add(device, std::move(created));
   if (session.tenant) session.tenant->attachContext(id, device, backend);

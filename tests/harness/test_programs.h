@@ -37,6 +37,7 @@ inline const std::vector<std::string>& testProgramNames() {
                                                  "graph_batch_memop_driver",
                                                  "context_capabilities_driver",
                                                  "context_events_driver",
+                                                 "green_contexts_driver",
                                                  "stream_memops_driver",
                                                  "vmm_driver",
                                                  "cooperative_launch",

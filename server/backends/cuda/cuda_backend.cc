@@ -40,6 +40,17 @@ class CudaBackend final : public Backend {
                                context);
   }
 
+  Status createGreenContext(int device, unsigned smCount,
+                            std::unique_ptr<BackendContext>* context) override {
+    if (device < 0 || static_cast<size_t>(device) >= devices_.size()) {
+      return Status::error(CUDA_ERROR_INVALID_DEVICE, "no device " + std::to_string(device) +
+                                                          " (the server has " +
+                                                          std::to_string(devices_.size()) + ")");
+    }
+    return CudaContext::createGreen(driver_, handles_[device], smCount, memoryUsed_[device],
+                                    pinnedMemory_, context);
+  }
+
   uint64_t deviceMemoryUsed(int device) const override {
     if (device < 0 || static_cast<size_t>(device) >= devices_.size()) return 0;
     return memoryUsed_[device]->load();

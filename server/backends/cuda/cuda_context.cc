@@ -47,6 +47,71 @@ Status CudaContext::create(std::shared_ptr<CudaDriver> driver, CUdevice device, 
   return Status::success();
 }
 
+namespace {
+
+// The driver's split of the device's SMs into one group of exactly `smCount`: by the default
+// (co-scheduled) rules first, then treating SMs independently, which allows finer partitions.
+Status splitDeviceSms(const CudaDriver& driver, CUdevice device, unsigned smCount,
+                      CUdevResource* group) {
+  CUdevResource whole{};
+  if (Status st = driver.call(driver.deviceGetDevResource, device, &whole, CU_DEV_RESOURCE_TYPE_SM);
+      !st.ok()) {
+    return st;
+  }
+  unsigned offered = 0;
+  for (unsigned flags : {0u, unsigned{CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING}}) {
+    unsigned groups = 1;
+    CUdevResource candidate{};
+    if (!driver
+             .call(driver.devSmResourceSplitByCount, &candidate, &groups, &whole, nullptr, flags,
+                   smCount)
+             .ok() ||
+        groups != 1) {
+      continue;
+    }
+    offered = candidate.sm.smCount;
+    if (offered == smCount) {
+      *group = candidate;
+      return Status::success();
+    }
+  }
+  return Status::error(CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION,
+                       "the driver cannot split " + std::to_string(smCount) + " of the device's " +
+                           std::to_string(whole.sm.smCount) + " SMs into one group (it offers " +
+                           std::to_string(offered) + ")");
+}
+
+}  // namespace
+
+Status CudaContext::createGreen(std::shared_ptr<CudaDriver> driver, CUdevice device,
+                                unsigned smCount,
+                                std::shared_ptr<std::atomic<uint64_t>> deviceMemoryUsed,
+                                transport::PinnedMemory* pinnedMemory,
+                                std::unique_ptr<BackendContext>* context) {
+  CUdevResource group{};
+  if (Status st = splitDeviceSms(*driver, device, smCount, &group); !st.ok()) return st;
+  CUdevResourceDesc desc = nullptr;
+  if (Status st = driver->call(driver->devResourceGenerateDesc, &desc, &group, 1u); !st.ok()) {
+    return st;
+  }
+  CUgreenCtx green = nullptr;
+  if (Status st = driver->call(driver->greenCtxCreate, &green, desc, device,
+                               unsigned{CU_GREEN_CTX_DEFAULT_STREAM});
+      !st.ok()) {
+    return st;
+  }
+  CUcontext handle = nullptr;
+  if (Status st = driver->call(driver->ctxFromGreenCtx, &handle, green); !st.ok()) {
+    (void)driver->call(driver->greenCtxDestroy, green);
+    return st;
+  }
+  auto* created =
+      new CudaContext(std::move(driver), handle, device, std::move(deviceMemoryUsed), pinnedMemory);
+  created->green_ = green;
+  context->reset(created);
+  return Status::success();
+}
+
 CudaContext::CudaContext(std::shared_ptr<CudaDriver> driver, CUcontext context, CUdevice device,
                          std::shared_ptr<std::atomic<uint64_t>> deviceMemoryUsed,
                          transport::PinnedMemory* pinnedMemory)
@@ -76,7 +141,12 @@ CudaContext::~CudaContext() {
   // Pools are the device's, not the context's: the ones this context made go with it.
   for (auto& [id, pool] : pools_) (void)driver_->call(driver_->memPoolDestroy, pool);
   *deviceMemoryUsed_ -= memoryUsed_;
-  (void)driver_->call(driver_->ctxDestroy, context_);
+  // A green context's CUcontext is the green context's own, ended with it.
+  if (green_) {
+    (void)driver_->call(driver_->greenCtxDestroy, green_);
+  } else {
+    (void)driver_->call(driver_->ctxDestroy, context_);
+  }
 }
 
 Status CudaContext::makeCurrent() { return driver_->call(driver_->ctxSetCurrent, context_); }

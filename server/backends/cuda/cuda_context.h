@@ -37,6 +37,12 @@ class CudaContext final : public BackendContext {
                        std::shared_ptr<std::atomic<uint64_t>> deviceMemoryUsed,
                        transport::PinnedMemory* pinnedMemory,
                        std::unique_ptr<BackendContext>* context);
+  // A green context on exactly `smCount` of the device's SMs: the driver's SM resource split to
+  // that count, its descriptor, cuGreenCtxCreate, and the CUcontext cuCtxFromGreenCtx gives.
+  static Status createGreen(std::shared_ptr<CudaDriver> driver, CUdevice device, unsigned smCount,
+                            std::shared_ptr<std::atomic<uint64_t>> deviceMemoryUsed,
+                            transport::PinnedMemory* pinnedMemory,
+                            std::unique_ptr<BackendContext>* context);
   ~CudaContext() override;
 
   Status memAlloc(uint64_t bytes, uint64_t* address) override;
@@ -237,6 +243,7 @@ class CudaContext final : public BackendContext {
 
   std::shared_ptr<CudaDriver> driver_;
   CUcontext context_;
+  CUgreenCtx green_ = nullptr;  // a green context's own handle; destroying it ends context_
   CUdevice device_;
   std::shared_ptr<std::atomic<uint64_t>> deviceMemoryUsed_;
   transport::PinnedMemory* pinnedMemory_;

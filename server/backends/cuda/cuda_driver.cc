@@ -87,6 +87,12 @@ void CudaDriver::resolveAll() {
   resolve(ctxDestroy, 4000, "cuCtxDestroy_v2");
   resolve(ctxSetCurrent, 4000, "cuCtxSetCurrent");
   resolve(ctxSynchronize, 2000, "cuCtxSynchronize");
+  resolve(deviceGetDevResource, 12040, "cuDeviceGetDevResource");
+  resolve(devSmResourceSplitByCount, 12040, "cuDevSmResourceSplitByCount");
+  resolve(devResourceGenerateDesc, 12040, "cuDevResourceGenerateDesc");
+  resolve(greenCtxCreate, 12040, "cuGreenCtxCreate");
+  resolve(greenCtxDestroy, 12040, "cuGreenCtxDestroy");
+  resolve(ctxFromGreenCtx, 12040, "cuCtxFromGreenCtx");
 
   resolve(memAlloc, 3020, "cuMemAlloc_v2");
   resolve(memFree, 3020, "cuMemFree_v2");

@@ -68,6 +68,16 @@ class CudaDriver {
   DriverEntryPoint<PFN_cuCtxDestroy_v4000> ctxDestroy{"cuCtxDestroy"};
   DriverEntryPoint<PFN_cuCtxSetCurrent_v4000> ctxSetCurrent{"cuCtxSetCurrent"};
   DriverEntryPoint<PFN_cuCtxSynchronize_v2000> ctxSynchronize{"cuCtxSynchronize"};
+  // Green contexts (CudaContext::createGreen).
+  DriverEntryPoint<PFN_cuDeviceGetDevResource_v12040> deviceGetDevResource{
+      "cuDeviceGetDevResource"};
+  DriverEntryPoint<PFN_cuDevSmResourceSplitByCount_v12040> devSmResourceSplitByCount{
+      "cuDevSmResourceSplitByCount"};
+  DriverEntryPoint<PFN_cuDevResourceGenerateDesc_v12040> devResourceGenerateDesc{
+      "cuDevResourceGenerateDesc"};
+  DriverEntryPoint<PFN_cuGreenCtxCreate_v12040> greenCtxCreate{"cuGreenCtxCreate"};
+  DriverEntryPoint<PFN_cuGreenCtxDestroy_v12040> greenCtxDestroy{"cuGreenCtxDestroy"};
+  DriverEntryPoint<PFN_cuCtxFromGreenCtx_v12040> ctxFromGreenCtx{"cuCtxFromGreenCtx"};
 
   DriverEntryPoint<PFN_cuMemAlloc_v3020> memAlloc{"cuMemAlloc"};
   DriverEntryPoint<PFN_cuMemFree_v3020> memFree{"cuMemFree"};

@@ -35,6 +35,22 @@ class EmuBackend final : public Backend {
     return Status::success();
   }
 
+  Status createGreenContext(int device, unsigned smCount,
+                            std::unique_ptr<BackendContext>* context) override {
+    if (device < 0 || static_cast<size_t>(device) >= devices_.size()) {
+      return Status::error(CUDA_ERROR_INVALID_DEVICE, "no device " + std::to_string(device));
+    }
+    int sms = devices_[device].attributes[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT];
+    if (smCount == 0 || smCount > static_cast<unsigned>(sms)) {
+      return Status::error(CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION,
+                           "green context of " + std::to_string(smCount) + " SMs on a device of " +
+                               std::to_string(sms));
+    }
+    *context = std::make_unique<EmuContext>(*memories_[device], devices_[device], options_,
+                                            nextOwner_++, smCount);
+    return Status::success();
+  }
+
   uint64_t deviceMemoryUsed(int device) const override {
     if (device < 0 || static_cast<size_t>(device) >= memories_.size()) return 0;
     return memories_[device]->used();

@@ -58,8 +58,14 @@ uint64_t managedPageRound(uint64_t bytes) {
 }  // namespace
 
 EmuContext::EmuContext(EmuMemory& memory, const DeviceDescription& device,
-                       const EmuBackendOptions& options, uint64_t ownerId)
-    : memory_(memory), device_(device), options_(options), owner_(ownerId) {
+                       const EmuBackendOptions& options, uint64_t ownerId, unsigned smCount)
+    : memory_(memory),
+      device_(device),
+      options_(options),
+      owner_(ownerId),
+      smCount_(smCount ? smCount
+                       : static_cast<unsigned>(
+                             device.attributes[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT])) {
   streams_[0] = Stream{0, std::make_shared<StreamQueue>()};
   pools_[0] = std::make_shared<EmuMemPool>(memory_, owner_);
 }
@@ -831,15 +837,15 @@ Status EmuContext::checkCooperativeGrid(uint64_t function, const LaunchShape& sh
       !st.ok()) {
     return st;
   }
-  uint64_t resident =
-      uint64_t(perSm) * uint64_t(device_.attributes[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT]);
+  // A green context's kernels have only its partition's SMs.
+  uint64_t resident = uint64_t(perSm) * uint64_t(smCount_);
   uint64_t blocks = uint64_t{shape.grid[0]} * shape.grid[1] * shape.grid[2];
   if (blocks > resident) {
-    return Status::error(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE,
-                         "cooperative launch of " + std::to_string(blocks) +
-                             " blocks; the device holds at most " + std::to_string(resident) +
-                             " of this kernel at once (" + std::to_string(perSm) +
-                             " per multiprocessor)");
+    return Status::error(
+        CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE,
+        "cooperative launch of " + std::to_string(blocks) + " blocks; the device holds at most " +
+            std::to_string(resident) + " of this kernel at once (" + std::to_string(perSm) +
+            " per multiprocessor, " + std::to_string(smCount_) + " multiprocessors)");
   }
   return Status::success();
 }

@@ -33,8 +33,9 @@ namespace gpupool::server::emu {
 
 class EmuContext final : public BackendContext {
  public:
+  // `smCount` nonzero: a green context, whose kernels have that many of the device's SMs.
   EmuContext(EmuMemory& memory, const DeviceDescription& device, const EmuBackendOptions& options,
-             uint64_t ownerId);
+             uint64_t ownerId, unsigned smCount = 0);
   ~EmuContext() override;
 
   Status memAlloc(uint64_t bytes, uint64_t* address) override;
@@ -213,6 +214,7 @@ class EmuContext final : public BackendContext {
   const DeviceDescription& device_;
   const EmuBackendOptions& options_;
   const uint64_t owner_;
+  const unsigned smCount_;  // the SMs kernels run on: a green context's partition, or all
   std::atomic<bool> cancelled_{false};  // read by running launches (ptx::LaunchServices::cancel)
   std::shared_ptr<LaunchGate> gate_;    // the pool's scheduler and meter; null when open
   ptx::DeviceHeap heap_;  // device-side malloc() of this context only (outlives the stream workers)
