@@ -159,6 +159,7 @@ std::unique_ptr<RemoteSession> RemoteSession::connect(const transport::Endpoint&
     auto welcome = response.getWelcome();
     session->driverVersion_ = welcome.getDriverVersion();
     session->backendKind_ = welcome.getBackendKind();
+    session->serverInstance_ = welcome.getServerInstance();
     for (auto d : welcome.getDevices()) {
       DeviceSnapshot s;
       s.name = d.getName();

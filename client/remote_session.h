@@ -101,6 +101,8 @@ class RemoteSession {
   DeviceSnapshot& device(int i) { return devices_.at(static_cast<size_t>(i)); }
   int driverVersion() const { return driverVersion_; }
   const std::string& backendKind() const { return backendKind_; }
+  // Random per gpupoold process (Welcome.serverInstance): tells two servers apart.
+  uint64_t serverInstance() const { return serverInstance_; }
   const std::string& url() const { return url_; }
   // The server's Welcome Response as it came, one flat Cap'n Proto message (the NVML library reads
   // it when it shares this session: client/shared_session_channel.cc).
@@ -143,6 +145,7 @@ class RemoteSession {
   std::vector<DeviceSnapshot> devices_;
   int driverVersion_ = 0;
   std::string backendKind_;
+  uint64_t serverInstance_ = 0;
   std::pair<uint64_t, uint64_t> window_{0, 0};
   bool windowReserved_ = false;
 };

@@ -9,10 +9,14 @@
 // (DriverState::deviceAllocations), so copies, memsets and pointer queries route there and may
 // cross chunk boundaries, as on a GPU.
 //
-// Allocations cannot be exported (no shareable handles: a file descriptor of this host means
-// nothing to the GPU's server). cuMemCreate accepts requested handle types, as NCCL asks for them
-// on every allocation and exports only to share with other processes, and the export and import
-// calls are refused (client/refused_calls.def), as is cuMemMapArrayAsync (no sparse CUDA arrays).
+// Shareable handles: an allocation created with requestedHandleTypes POSIX_FILE_DESCRIPTOR may be
+// exported (cuMemExportToShareableHandle) as a file descriptor (client/vmm_shareable_fd.h) that
+// names the server's export token; a process of this host talking to the same server imports it
+// (cuMemImportFromShareableHandle) as a handle to the same physical memory. Fabric and Win32
+// handles are refused, as is cuMemMapArrayAsync (no sparse CUDA arrays: client/refused_calls.def).
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
@@ -21,6 +25,7 @@
 #include "driver_export.h"
 #include "driver_state.h"
 #include "host_function_fence.h"
+#include "vmm_shareable_fd.h"
 
 using namespace gpupool::client;
 
@@ -134,7 +139,8 @@ CUresult vmmContext(int device, ContextObject** ctx) {
 }
 
 CUresult callHandle(ContextObject* ctx, const char* what, wire::Request::VmmHandleOp op,
-                    uint64_t bytes, uint64_t address, uint64_t handle, uint64_t* out) {
+                    uint64_t bytes, uint64_t address, uint64_t handle, uint64_t* out,
+                    bool shareable = false) {
   return ctx->server->call(
       what,
       [&](wire::Request::Builder b) {
@@ -144,6 +150,7 @@ CUresult callHandle(ContextObject* ctx, const char* what, wire::Request::VmmHand
         m.setBytes(bytes);
         m.setAddress(address);
         m.setHandle(handle);
+        m.setShareable(shareable);
       },
       {},
       [&](wire::Response::Reader reply, ReplyBulk&) {
@@ -199,14 +206,15 @@ GPUPOOL_DRIVER_API CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, si
     return refuseCall(CUDA_ERROR_INVALID_VALUE,
                       "cuMemCreate: the size is not a multiple of the granularity (2 MiB)");
   }
-  if (prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE) {
-    // The devices report every HANDLE_TYPE_*_SUPPORTED attribute 0, as NVIDIA's driver does on a
-    // device without that handle type, and refuses the allocation: an allocation that says it is
-    // exportable and then is not would be a lie. NCCL reads the attribute first and asks for none.
-    return refuseCall(CUDA_ERROR_NOT_SUPPORTED,
-                      "cuMemCreate: shareable handle types are not served (a file descriptor or "
-                      "fabric handle of this host cannot name memory on the pool's GPU server); "
-                      "request CU_MEM_HANDLE_TYPE_NONE");
+  if ((prop->requestedHandleTypes & ~CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != 0) {
+    // The devices report HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED 1 and the others 0, as
+    // NVIDIA's driver does on a device without them, and refuses the allocation: an allocation
+    // that says it is exportable and then is not would be a lie. NCCL reads the attributes first.
+    return refuseCall(
+        CUDA_ERROR_NOT_SUPPORTED,
+        "cuMemCreate: only POSIX file descriptor shareable handles are served (fabric "
+        "and Win32 handles cannot name memory on the pool's GPU server); request "
+        "CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR or CU_MEM_HANDLE_TYPE_NONE");
   }
   if (prop->allocFlags.compressionType != 0 || prop->allocFlags.gpuDirectRDMACapable != 0 ||
       prop->allocFlags.usage != 0) {
@@ -217,8 +225,9 @@ GPUPOOL_DRIVER_API CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, si
   ContextObject* ctx = nullptr;
   if (CUresult r = vmmContext(prop->location.id, &ctx); r != CUDA_SUCCESS) return r;
   uint64_t remote = 0;
-  if (CUresult r =
-          callHandle(ctx, "cuMemCreate", wire::Request::VmmHandleOp::CREATE, size, 0, 0, &remote);
+  bool shareable = prop->requestedHandleTypes == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  if (CUresult r = callHandle(ctx, "cuMemCreate", wire::Request::VmmHandleOp::CREATE, size, 0, 0,
+                              &remote, shareable);
       r != CUDA_SUCCESS) {
     return r;
   }
@@ -449,5 +458,135 @@ GPUPOOL_DRIVER_API CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHa
   if (r != CUDA_SUCCESS) return r;
   a->second.refs++;
   *handle = a->first;
+  return CUDA_SUCCESS;
+}
+
+namespace {
+
+CUresult refuseHandleType(const char* call, CUmemAllocationHandleType type) {
+  if (type == CU_MEM_HANDLE_TYPE_FABRIC || type == CU_MEM_HANDLE_TYPE_WIN32 ||
+      type == CU_MEM_HANDLE_TYPE_WIN32_KMT) {
+    return refuseCall(CUDA_ERROR_NOT_SUPPORTED,
+                      std::string(call) +
+                          ": only CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR is served (fabric "
+                          "handles need an NVLink fabric between client hosts, Win32 handles "
+                          "Windows)");
+  }
+  return refuseCall(CUDA_ERROR_INVALID_VALUE,
+                    std::string(call) + ": unknown handle type " + std::to_string(type));
+}
+
+// The pool device that is device `serverDevice` of the server `instance`, or -1.
+int deviceOfServer(uint64_t instance, int serverDevice) {
+  DriverState& state = DriverState::get();
+  for (int d = 0; d < state.deviceCount(); ++d) {
+    RemoteSession* server = state.serverOf(d);
+    if (server && server->serverInstance() == instance && state.serverDeviceOf(d) == serverDevice) {
+      return d;
+    }
+  }
+  return -1;
+}
+
+}  // namespace
+
+GPUPOOL_DRIVER_API CUresult cuMemExportToShareableHandle(void* shareableHandle,
+                                                         CUmemGenericAllocationHandle handle,
+                                                         CUmemAllocationHandleType handleType,
+                                                         unsigned long long flags) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  if (!shareableHandle || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
+    return refuseHandleType("cuMemExportToShareableHandle", handleType);
+  }
+  VmmTable& table = VmmTable::get();
+  std::lock_guard lock(table.mutex);
+  auto it = table.allocations.find(handle);
+  if (it == table.allocations.end() || it->second.refs == 0) return CUDA_ERROR_INVALID_VALUE;
+  VmmAllocation& a = it->second;
+  if ((a.prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) == 0) {
+    return refuseCall(CUDA_ERROR_INVALID_VALUE,
+                      "cuMemExportToShareableHandle: the allocation was not created with "
+                      "requestedHandleTypes CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR");
+  }
+  VmmShareableRecord record;
+  CUresult r = a.context->server->call(
+      "cuMemExportToShareableHandle",
+      [&](wire::Request::Builder b) {
+        auto m = b.initVmmHandle();
+        m.setContext(a.context->remote);
+        m.setOp(wire::Request::VmmHandleOp::EXPORT);
+        m.setHandle(a.remote);
+      },
+      {},
+      [&](wire::Response::Reader reply, ReplyBulk&) {
+        uint64_t halves[2] = {reply.getGlobal().getAddress(), reply.getGlobal().getBytes()};
+        for (size_t i = 0; i < sizeof(record.token); ++i) {
+          record.token[i] = static_cast<uint8_t>(halves[i / 8] >> (8 * (i % 8)));
+        }
+        return CUDA_SUCCESS;
+      });
+  if (r != CUDA_SUCCESS) return r;
+  record.serverInstance = a.context->server->serverInstance();
+  record.serverDevice = DriverState::get().serverDeviceOf(a.context->device);
+  record.bytes = a.size;
+  record.prop = a.prop;
+  int fd = writeVmmShareableFd(record);
+  if (fd < 0) {
+    return refuseCall(
+        CUDA_ERROR_OPERATING_SYSTEM,
+        std::string("cuMemExportToShareableHandle: no file descriptor: ") + std::strerror(errno));
+  }
+  *static_cast<int*>(shareableHandle) = fd;
+  return CUDA_SUCCESS;
+}
+
+GPUPOOL_DRIVER_API CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle,
+                                                           void* osHandle,
+                                                           CUmemAllocationHandleType shHandleType) {
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  if (!handle) return CUDA_ERROR_INVALID_VALUE;
+  if (shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
+    return refuseHandleType("cuMemImportFromShareableHandle", shHandleType);
+  }
+  // For a POSIX file descriptor the handle is the descriptor itself, cast to a pointer.
+  int fd = static_cast<int>(reinterpret_cast<intptr_t>(osHandle));
+  VmmShareableRecord record;
+  if (!readVmmShareableFd(fd, &record)) {
+    return refuseCall(CUDA_ERROR_INVALID_VALUE,
+                      "cuMemImportFromShareableHandle: file descriptor " + std::to_string(fd) +
+                          " is not one cuMemExportToShareableHandle made");
+  }
+  int device = deviceOfServer(record.serverInstance, record.serverDevice);
+  if (device < 0) {
+    return refuseCall(CUDA_ERROR_INVALID_VALUE,
+                      "cuMemImportFromShareableHandle: the file descriptor names memory of a pool "
+                      "server (or device) this process does not use");
+  }
+  ContextObject* ctx = nullptr;
+  if (CUresult r = vmmContext(device, &ctx); r != CUDA_SUCCESS) return r;
+  uint64_t remote = 0, bytes = 0;
+  CUresult r = ctx->server->call(
+      "cuMemImportFromShareableHandle",
+      [&](wire::Request::Builder b) {
+        auto m = b.initVmmHandle();
+        m.setContext(ctx->remote);
+        m.setOp(wire::Request::VmmHandleOp::IMPORT);
+        m.setToken(capnp::Data::Reader(record.token, sizeof(record.token)));
+      },
+      {},
+      [&](wire::Response::Reader reply, ReplyBulk&) {
+        remote = reply.getGlobal().getAddress();
+        bytes = reply.getGlobal().getBytes();
+        return CUDA_SUCCESS;
+      });
+  if (r != CUDA_SUCCESS) return r;
+  CUmemAllocationProp prop = record.prop;
+  prop.location.id = device;
+  VmmTable& table = VmmTable::get();
+  std::lock_guard lock(table.mutex);
+  CUmemGenericAllocationHandle h = table.next++;
+  table.allocations[h] = VmmAllocation{prop, bytes, ctx, remote, 1};
+  *handle = h;
   return CUDA_SUCCESS;
 }

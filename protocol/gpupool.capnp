@@ -261,7 +261,7 @@ struct Request {
 
     # Virtual memory management (cuMemCreate, cuMemAddressReserve, cuMemMap, cuMemSetAccess, ...);
     # served by server/handlers/vmm_handlers.cc.
-    vmmHandle @51 :VmmHandle;    # create and retain answered with handle
+    vmmHandle @51 :VmmHandle;    # create and retain answered with handle; export, import below
     vmmAddress @52 :VmmAddress;  # reserve answered with handle (the address)
     vmmMap @53 :VmmMap;          # getAccess answered with value (1: read-write, 0: none)
 
@@ -600,6 +600,14 @@ struct Request {
     create @0;     # a physical allocation of `bytes`
     retain @1;     # the allocation mapped at `address`, one more reference
     release @2;    # one reference less to `handle`
+    # cuMemExportToShareableHandle (POSIX file descriptor): `handle` published under a random token
+    # for the sessions of the caller's tenant, answered with global {address: the token's bytes
+    # 0-7, bytes: 8-15}.
+    export @3;
+    # cuMemImportFromShareableHandle: the allocation `token` names, one more reference to the same
+    # physical memory in this context, answered with global {address: the new handle, bytes: its
+    # size}.
+    import @4;
   }
   struct VmmHandle {
     context @0 :UInt64;
@@ -607,6 +615,8 @@ struct Request {
     bytes @2 :UInt64;
     address @3 :UInt64;
     handle @4 :UInt64;
+    shareable @5 :Bool;  # create: exportable as a POSIX file descriptor (requestedHandleTypes)
+    token @6 :Data;      # import: the 16-byte token export answered
   }
   struct VmmAddress {
     context @0 :UInt64;

@@ -132,6 +132,15 @@ struct IpcExportedAllocation {
   uint64_t generation = 0;
 };
 
+// A physical allocation exported as a shareable handle (cuMemExportToShareableHandle): what an
+// importing context of the same device needs to reach the same memory. `state` is the backend's
+// (the emu's memfd, the driver's file descriptor) and keeps the memory alive while it is held.
+struct VmmExportedAllocation {
+  const void* memorySpace = nullptr;  // the device memory it lives in
+  uint64_t bytes = 0;
+  std::shared_ptr<void> state;
+};
+
 // An event exported through CUDA IPC (cuIpcGetEventHandle): the backend's shared state of it, which
 // an opening context's event then names too (records and waits of either reach the other).
 struct IpcExportedEvent {
@@ -188,7 +197,10 @@ class BackendContext {
   // released and unmapped everywhere: vmmRelease and vmmUnmap add the bytes so freed to `freed`
   // (the tenant's quota gets them back). A mapping is unreachable until vmmSetAccess makes it
   // readable and writable. Backends without it answer CUDA_ERROR_NOT_SUPPORTED.
-  virtual Status vmmCreate(uint64_t /*bytes*/, uint64_t* /*handle*/) { return noVmm(); }
+  // `shareable`: the allocation may be exported (requestedHandleTypes POSIX_FILE_DESCRIPTOR).
+  virtual Status vmmCreate(uint64_t /*bytes*/, bool /*shareable*/, uint64_t* /*handle*/) {
+    return noVmm();
+  }
   virtual Status vmmRetain(uint64_t /*address*/, uint64_t* /*handle*/) { return noVmm(); }
   virtual Status vmmRelease(uint64_t /*handle*/, uint64_t* /*freed*/) { return noVmm(); }
   virtual Status vmmReserve(uint64_t /*bytes*/, uint64_t /*alignment*/, uint64_t /*hint*/,
@@ -207,6 +219,17 @@ class BackendContext {
     return noVmm();
   }
   virtual Status vmmGetAccess(uint64_t /*address*/, bool* /*readWrite*/) { return noVmm(); }
+  // Shareable handles (server/ipc_memory_registry.h keeps the tokens). vmmExport names physical
+  // allocation `handle` of this context, made shareable (CUDA_ERROR_INVALID_VALUE otherwise, as
+  // the driver answers). vmmImport gives this context a new handle, one reference, to the same
+  // physical memory (CUDA_ERROR_INVALID_DEVICE when it lives on another device); it is not
+  // charged again: the charge stays with the creating context.
+  virtual Status vmmExport(uint64_t /*handle*/, VmmExportedAllocation* /*exported*/) {
+    return noVmm();
+  }
+  virtual Status vmmImport(const VmmExportedAllocation& /*exported*/, uint64_t* /*handle*/) {
+    return noVmm();
+  }
 
   // CUDA IPC memory (server/ipc_memory_registry.h keeps the tokens). ipcExport names the memAlloc
   // allocation that starts at `address` (CUDA_ERROR_INVALID_VALUE for any other address, pool

@@ -31,7 +31,7 @@ Status IpcMemoryRegistry::publish(const Export& exported, Token* token) {
     // cuIpcGetMemHandle may be called many times on one allocation: the same handle each time.
     // (And cuIpcGetEventHandle on one event: the same handle each time.)
     if (e.context == exported.context && e.event == exported.event &&
-        e.allocation.address == exported.allocation.address &&
+        e.vmmHandle == exported.vmmHandle && e.allocation.address == exported.allocation.address &&
         e.allocation.generation == exported.allocation.generation) {
       *token = t;
       return Status::success();
@@ -50,14 +50,17 @@ Status IpcMemoryRegistry::publish(const Export& exported, Token* token) {
   return Status::success();
 }
 
-Status IpcMemoryRegistry::find(const Token& token, const std::string& tenant, bool event,
+Status IpcMemoryRegistry::find(const Token& token, const std::string& tenant, Kind kind,
                                Export* exported) const {
   std::lock_guard lock(mutex_);
   auto it = exports_.find(token);
-  if (it == exports_.end() || it->second.tenant != tenant || (it->second.event != 0) != event) {
-    return Status::error(CUDA_ERROR_INVALID_HANDLE,
-                         event ? "no exported event for this IPC handle on this server"
-                               : "no exported allocation for this IPC handle on this server");
+  if (it == exports_.end() || it->second.tenant != tenant || it->second.kind() != kind) {
+    return Status::error(
+        CUDA_ERROR_INVALID_HANDLE,
+        kind == Kind::kEvent    ? "no exported event for this IPC handle on this server"
+        : kind == Kind::kMemory ? "no exported allocation for this IPC handle on this server"
+                                : "no exported allocation for this shareable handle on this server "
+                                  "(of this tenant, its exporting session still connected)");
   }
   *exported = it->second;
   return Status::success();

@@ -1,6 +1,7 @@
 // The CUDA IPC tokens of one server (cuIpcGetMemHandle, cuIpcOpenMemHandle; cuIpcGetEventHandle,
-// cuIpcOpenEventHandle): each names an allocation or an event one session exported, for the
-// sessions of the same tenant to open. A token is 128
+// cuIpcOpenEventHandle; cuMemExportToShareableHandle, cuMemImportFromShareableHandle): each names
+// an allocation, an event or a physical allocation one session exported, for the sessions of the
+// same tenant to open. A token is 128
 // random bits from the kernel's CSPRNG, the only secret a CUipcMemHandle carries; a token that is
 // unknown, of another tenant, or whose exporter is gone opens nothing. Shared by every session;
 // thread-safe.
@@ -21,6 +22,9 @@ class IpcMemoryRegistry {
  public:
   using Token = std::array<uint8_t, 16>;
 
+  // What a token names; a token opens only as its own kind.
+  enum class Kind { kMemory, kEvent, kVmmAllocation };
+
   struct Export {
     std::string tenant;  // empty when the server runs without tenants
     uint64_t session = 0;
@@ -29,6 +33,12 @@ class IpcMemoryRegistry {
     IpcExportedAllocation allocation;
     uint64_t event = 0;  // an event's handle in the exporting context; 0 for an allocation
     IpcExportedEvent eventState;
+    uint64_t vmmHandle = 0;  // a physical allocation's handle in the exporting context, or 0
+    VmmExportedAllocation vmm;
+
+    Kind kind() const {
+      return vmmHandle != 0 ? Kind::kVmmAllocation : event != 0 ? Kind::kEvent : Kind::kMemory;
+    }
   };
 
   // The token for `exported`: the one handed out before for the same allocation, else a new one.
@@ -37,9 +47,9 @@ class IpcMemoryRegistry {
   // The export `token` names for a session of `tenant`: CUDA_ERROR_INVALID_HANDLE when there is
   // none (unknown, forged, of another tenant, or its session ended), which says nothing about
   // which.
-  // `event` says which kind the caller opens: a memory token never opens as an event, nor the
+  // `kind` says which kind the caller opens: a memory token never opens as an event, nor the
   // reverse.
-  Status find(const Token& token, const std::string& tenant, bool event, Export* exported) const;
+  Status find(const Token& token, const std::string& tenant, Kind kind, Export* exported) const;
   // The session ended, or one of its contexts was destroyed: its tokens open nothing any more.
   void withdrawSession(uint64_t session);
   void withdrawContext(uint64_t session, uint64_t context);

@@ -15,7 +15,11 @@ constexpr const char* kNoConcurrentManaged =
     "the host may not touch managed memory while the device works on it";
 constexpr const char* kHostIsRemote =
     "client host memory is on another machine: a pool GPU cannot address it";
-constexpr const char* kNoExport = "allocations and pools cannot be exported to other processes";
+// POSIX file descriptors of VMM allocations are served (cuMemExportToShareableHandle), so
+// HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED passes through.
+constexpr const char* kNoExport =
+    "only VMM allocations are exported, as POSIX file descriptors: no fabric or Win32 handles, "
+    "pool exports or dma-bufs";
 constexpr const char* kServerLocal = "describes the GPU server's host, which the client cannot use";
 
 constexpr const char* kNoMipmappedTextures =
@@ -37,7 +41,6 @@ constexpr WithheldCapability kWithheld[] = {
     {CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 0, kNoVmm},
     {CU_DEVICE_ATTRIBUTE_GENERIC_COMPRESSION_SUPPORTED, 0, kNoVmm},
     {CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED, 0, kNoVmm},
-    {CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, 0, kNoExport},
     {CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_HANDLE_SUPPORTED, 0, kNoExport},
     {CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_KMT_HANDLE_SUPPORTED, 0, kNoExport},
     {CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED, 0, kNoExport},

@@ -42,14 +42,14 @@ Status publishToken(IpcMemoryRegistry& registry, const IpcMemoryRegistry::Export
 // The export the request's token names for this session: not its own (as the driver answers a
 // process opening its own handle), of its tenant, of the kind asked for.
 Status findExport(const IpcMemoryRegistry& registry, const SessionState& session,
-                  const std::string& tenant, capnp::Data::Reader bytes, bool event,
-                  IpcMemoryRegistry::Export* exported) {
+                  const std::string& tenant, capnp::Data::Reader bytes,
+                  IpcMemoryRegistry::Kind kind, IpcMemoryRegistry::Export* exported) {
   IpcMemoryRegistry::Token token{};
   if (bytes.size() != token.size()) {
     return Status::error(CUDA_ERROR_INVALID_HANDLE, "malformed IPC handle");
   }
   std::memcpy(token.data(), bytes.begin(), token.size());
-  if (Status st = registry.find(token, tenant, event, exported); !st.ok()) return st;
+  if (Status st = registry.find(token, tenant, kind, exported); !st.ok()) return st;
   if (exported->session == session.id) {
     return Status::error(CUDA_ERROR_INVALID_CONTEXT,
                          "an IPC handle cannot be opened by the process that exported it");
@@ -68,7 +68,7 @@ Status ipcMem(RequestContext& request, Request::Reader r) {
   switch (m.getOp()) {
     case Request::IpcMemOp::GET: {
       IpcMemoryRegistry::Export exported{
-          tenant, session.id, id, deviceOfContext(session.contexts, id), {}, 0, {}};
+          tenant, session.id, id, deviceOfContext(session.contexts, id), {}, 0, {}, 0, {}};
       if (Status st = context->ipcExport(m.getAddress(), &exported.allocation); !st.ok()) {
         return st;
       }
@@ -80,8 +80,8 @@ Status ipcMem(RequestContext& request, Request::Reader r) {
                              "unknown cuIpcOpenMemHandle flags " + std::to_string(m.getFlags()));
       }
       IpcMemoryRegistry::Export exported;
-      if (Status st =
-              findExport(registry, session, tenant, m.getToken(), /*event=*/false, &exported);
+      if (Status st = findExport(registry, session, tenant, m.getToken(),
+                                 IpcMemoryRegistry::Kind::kMemory, &exported);
           !st.ok()) {
         return st;
       }
@@ -96,7 +96,8 @@ Status ipcMem(RequestContext& request, Request::Reader r) {
       return context->ipcClose(m.getAddress());
     case Request::IpcMemOp::GET_EVENT: {
       IpcMemoryRegistry::Export exported{
-          tenant, session.id, id, deviceOfContext(session.contexts, id), {}, m.getEvent(), {}};
+          tenant, session.id, id, deviceOfContext(session.contexts, id), {}, m.getEvent(),
+          {},     0,          {}};
       if (exported.event == 0) return Status::error(CUDA_ERROR_INVALID_HANDLE, "no event");
       if (Status st = context->ipcExportEvent(m.getEvent(), &exported.eventState); !st.ok()) {
         return st;
@@ -105,8 +106,8 @@ Status ipcMem(RequestContext& request, Request::Reader r) {
     }
     case Request::IpcMemOp::OPEN_EVENT: {
       IpcMemoryRegistry::Export exported;
-      if (Status st =
-              findExport(registry, session, tenant, m.getToken(), /*event=*/true, &exported);
+      if (Status st = findExport(registry, session, tenant, m.getToken(),
+                                 IpcMemoryRegistry::Kind::kEvent, &exported);
           !st.ok()) {
         return st;
       }

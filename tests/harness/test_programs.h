@@ -40,6 +40,7 @@ inline const std::vector<std::string>& testProgramNames() {
                                                  "green_contexts_driver",
                                                  "stream_memops_driver",
                                                  "vmm_driver",
+                                                 "vmm_shareable_driver",
                                                  "cooperative_launch",
                                                  "cooperative_launch_driver",
                                                  "link_driver",

@@ -131,17 +131,21 @@ int main() {
             got.location.type == CU_MEM_LOCATION_TYPE_DEVICE && got.location.id == device,
         "allocation properties");
 
-  // The device says it has no POSIX file-descriptor handles, and an allocation asking for them
-  // is refused as on such a device (NCCL reads the attribute and then asks for none).
-  int posixHandles = -1;
+  // POSIX file-descriptor handles are served (vmm_shareable_driver tests them); fabric handles
+  // are not, and an allocation asking for them is refused as on a device without them.
+  int posixHandles = -1, fabricHandles = -1;
   CHECK_CU(cuDeviceGetAttribute(
       &posixHandles, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, device));
-  CHECK(posixHandles == 0, "POSIX file-descriptor handles reported");
+  CHECK(posixHandles == 1, "POSIX file-descriptor handles not reported");
+  CHECK_CU(cuDeviceGetAttribute(&fabricHandles, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED,
+                                device));
   CUmemAllocationProp exportable = prop;
-  exportable.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  exportable.requestedHandleTypes = CU_MEM_HANDLE_TYPE_FABRIC;
   CUmemGenericAllocationHandle refused = 0;
-  expectError(cuMemCreate(&refused, chunk, &exportable, 0), CUDA_ERROR_NOT_SUPPORTED,
-              "cuMemCreate asking for a shareable handle");
+  if (fabricHandles == 0) {
+    expectError(cuMemCreate(&refused, chunk, &exportable, 0), CUDA_ERROR_NOT_SUPPORTED,
+                "cuMemCreate asking for a fabric handle");
+  }
 
   // Errors.
   CUmemGenericAllocationHandle third = 0;

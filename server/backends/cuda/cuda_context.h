@@ -51,7 +51,9 @@ class CudaContext final : public BackendContext {
   Status memGetAddressRange(uint64_t address, uint64_t* base, uint64_t* bytes) override;
   uint64_t memoryUsed() const override { return memoryUsed_; }
 
-  Status vmmCreate(uint64_t bytes, uint64_t* handle) override;
+  Status vmmCreate(uint64_t bytes, bool shareable, uint64_t* handle) override;
+  Status vmmExport(uint64_t handle, VmmExportedAllocation* exported) override;
+  Status vmmImport(const VmmExportedAllocation& exported, uint64_t* handle) override;
   Status vmmRetain(uint64_t address, uint64_t* handle) override;
   Status vmmRelease(uint64_t handle, uint64_t* freed) override;
   Status vmmReserve(uint64_t bytes, uint64_t alignment, uint64_t hint, uint64_t* address) override;
@@ -203,6 +205,8 @@ class CudaContext final : public BackendContext {
     uint64_t bytes = 0;
     unsigned refs = 1;  // cuMemCreate and each retain, less releases (each one the driver's too)
     unsigned mappings = 0;
+    bool shareable = false;  // created exportable as a POSIX file descriptor
+    bool counted = true;     // charged here: made by cuMemCreate, not imported
   };
   struct VmmMapping {
     uint64_t bytes = 0;

@@ -110,6 +110,8 @@ void CudaDriver::resolveAll() {
   resolve(memCreate, 10020, "cuMemCreate");
   resolve(memRelease, 10020, "cuMemRelease");
   resolve(memRetainAllocationHandle, 11000, "cuMemRetainAllocationHandle");
+  resolve(memExportToShareableHandle, 10020, "cuMemExportToShareableHandle");
+  resolve(memImportFromShareableHandle, 10020, "cuMemImportFromShareableHandle");
   resolve(memAddressReserve, 10020, "cuMemAddressReserve");
   resolve(memAddressFree, 10020, "cuMemAddressFree");
   resolve(memMap, 10020, "cuMemMap");

@@ -98,6 +98,10 @@ class CudaDriver {
   DriverEntryPoint<PFN_cuMemRelease_v10020> memRelease{"cuMemRelease"};
   DriverEntryPoint<PFN_cuMemRetainAllocationHandle_v11000> memRetainAllocationHandle{
       "cuMemRetainAllocationHandle"};
+  DriverEntryPoint<PFN_cuMemExportToShareableHandle_v10020> memExportToShareableHandle{
+      "cuMemExportToShareableHandle"};
+  DriverEntryPoint<PFN_cuMemImportFromShareableHandle_v10020> memImportFromShareableHandle{
+      "cuMemImportFromShareableHandle"};
   DriverEntryPoint<PFN_cuMemAddressReserve_v10020> memAddressReserve{"cuMemAddressReserve"};
   DriverEntryPoint<PFN_cuMemAddressFree_v10020> memAddressFree{"cuMemAddressFree"};
   DriverEntryPoint<PFN_cuMemMap_v10020> memMap{"cuMemMap"};

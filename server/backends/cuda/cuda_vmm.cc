@@ -1,7 +1,12 @@
 // Virtual memory management on the real driver: cuMemCreate, cuMemAddressReserve, cuMemMap and
 // the rest, forwarded once the handle, reservation or mapping is known to be this context's (the
 // driver would take any tenant's). Read-write mappings enter the context's address map, so copies
-// and launches may use them, across chunk boundaries too.
+// and launches may use them, across chunk boundaries too. Shareable handles pass between sessions
+// as the driver's own POSIX file descriptors (all sessions' contexts are in this process).
+#include <unistd.h>
+
+#include <cstdint>
+
 #include "common/hex.h"
 #include "server/backends/cuda/cuda_context.h"
 
@@ -50,24 +55,81 @@ void CudaContext::vmmPublish() {
 void CudaContext::vmmDropIfUnused(uint64_t id, uint64_t* freed) {
   auto it = vmmAllocations_.find(id);
   if (it == vmmAllocations_.end() || it->second.refs || it->second.mappings) return;
-  memoryUsed_ -= it->second.bytes;
-  *deviceMemoryUsed_ -= it->second.bytes;
-  if (freed) *freed += it->second.bytes;
+  if (it->second.counted) {
+    memoryUsed_ -= it->second.bytes;
+    *deviceMemoryUsed_ -= it->second.bytes;
+    if (freed) *freed += it->second.bytes;
+  }
   vmmAllocations_.erase(it);
 }
 
-Status CudaContext::vmmCreate(uint64_t bytes, uint64_t* handle) {
+Status CudaContext::vmmCreate(uint64_t bytes, bool shareable, uint64_t* handle) {
   if (Status s = makeCurrent(); !s.ok()) return s;
   CUmemAllocationProp prop{};
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   prop.location.id = device_;
+  if (shareable) prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
   CUmemGenericAllocationHandle real = 0;
   if (Status s = driver_->call(driver_->memCreate, &real, bytes, &prop, 0ull); !s.ok()) return s;
   *handle = mintId();
-  vmmAllocations_[*handle] = VmmAllocation{real, bytes, 1, 0};
+  vmmAllocations_[*handle] = VmmAllocation{real, bytes, 1, 0, shareable, true};
   memoryUsed_ += bytes;
   *deviceMemoryUsed_ += bytes;
+  return Status::success();
+}
+
+namespace {
+// The driver's shareable handle of an exported allocation, closed when the export is withdrawn.
+struct CudaVmmExportFd {
+  int fd = -1;
+  ~CudaVmmExportFd() {
+    if (fd >= 0) close(fd);
+  }
+};
+}  // namespace
+
+// Every session's contexts live in this process, so the driver's own file descriptor carries the
+// allocation from the exporting context to the importing one.
+Status CudaContext::vmmExport(uint64_t handle, VmmExportedAllocation* exported) {
+  auto it = vmmAllocations_.find(handle);
+  if (it == vmmAllocations_.end() || it->second.refs == 0) {
+    return notThisContexts("allocation handle " + std::to_string(handle));
+  }
+  if (!it->second.shareable) {
+    return Status::error(CUDA_ERROR_INVALID_VALUE,
+                         "the allocation was not created with requestedHandleTypes "
+                         "CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR");
+  }
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  auto fd = std::make_shared<CudaVmmExportFd>();
+  if (Status s = driver_->call(driver_->memExportToShareableHandle, static_cast<void*>(&fd->fd),
+                               it->second.handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0ull);
+      !s.ok()) {
+    return s;
+  }
+  exported->memorySpace = deviceMemoryUsed_.get();
+  exported->bytes = it->second.bytes;
+  exported->state = fd;
+  return Status::success();
+}
+
+Status CudaContext::vmmImport(const VmmExportedAllocation& exported, uint64_t* handle) {
+  if (exported.memorySpace != deviceMemoryUsed_.get() || !exported.state) {
+    return Status::error(CUDA_ERROR_INVALID_DEVICE,
+                         "the shareable handle names memory of another device");
+  }
+  auto fd = std::static_pointer_cast<CudaVmmExportFd>(exported.state);
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  CUmemGenericAllocationHandle real = 0;
+  if (Status s = driver_->call(driver_->memImportFromShareableHandle, &real,
+                               reinterpret_cast<void*>(static_cast<intptr_t>(fd->fd)),
+                               CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+      !s.ok()) {
+    return s;
+  }
+  *handle = mintId();
+  vmmAllocations_[*handle] = VmmAllocation{real, exported.bytes, 1, 0, true, false};
   return Status::success();
 }
 
@@ -226,6 +288,7 @@ void CudaContext::vmmReleaseAll() {
   vmmMappings_.clear();
   for (auto& [id, a] : vmmAllocations_) {
     for (unsigned i = 0; i < a.refs; ++i) (void)driver_->call(driver_->memRelease, a.handle);
+    if (!a.counted) continue;
     memoryUsed_ -= a.bytes;
     *deviceMemoryUsed_ -= a.bytes;
   }

@@ -293,8 +293,8 @@ Status vmmStatus(CUresult code, const std::string& what) {
 }
 }  // namespace
 
-Status EmuContext::vmmCreate(uint64_t bytes, uint64_t* handle) {
-  return vmmStatus(memory_.vmmCreate(bytes, owner_, handle),
+Status EmuContext::vmmCreate(uint64_t bytes, bool shareable, uint64_t* handle) {
+  return vmmStatus(memory_.vmmCreate(bytes, shareable, owner_, handle),
                    "cannot create a physical allocation of " + std::to_string(bytes) +
                        " bytes (a multiple of 2 MiB, within free device memory)");
 }
@@ -302,6 +302,29 @@ Status EmuContext::vmmCreate(uint64_t bytes, uint64_t* handle) {
 Status EmuContext::vmmRetain(uint64_t address, uint64_t* handle) {
   return vmmStatus(memory_.vmmRetain(address, owner_, handle),
                    "nothing of this context is mapped at " + hex(address));
+}
+
+Status EmuContext::vmmExport(uint64_t handle, VmmExportedAllocation* exported) {
+  std::shared_ptr<int> memfd;
+  if (Status st = vmmStatus(memory_.vmmExport(handle, owner_, &memfd, &exported->bytes),
+                            "not a live allocation handle of this context created with "
+                            "requestedHandleTypes CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR");
+      !st.ok()) {
+    return st;
+  }
+  exported->memorySpace = &memory_;
+  exported->state = memfd;
+  return Status::success();
+}
+
+Status EmuContext::vmmImport(const VmmExportedAllocation& exported, uint64_t* handle) {
+  if (exported.memorySpace != &memory_) {
+    return Status::error(CUDA_ERROR_INVALID_DEVICE,
+                         "the shareable handle names memory of another device");
+  }
+  return vmmStatus(memory_.vmmImport(std::static_pointer_cast<int>(exported.state), exported.bytes,
+                                     owner_, handle),
+                   "cannot import the exported allocation");
 }
 
 Status EmuContext::vmmRelease(uint64_t handle, uint64_t* freed) {

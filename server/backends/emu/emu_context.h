@@ -53,7 +53,9 @@ class EmuContext final : public BackendContext {
   Status memPoolSetAttribute(uint64_t pool, int attribute, uint64_t value) override;
   uint64_t memPoolIdleBytes() override;
 
-  Status vmmCreate(uint64_t bytes, uint64_t* handle) override;
+  Status vmmCreate(uint64_t bytes, bool shareable, uint64_t* handle) override;
+  Status vmmExport(uint64_t handle, VmmExportedAllocation* exported) override;
+  Status vmmImport(const VmmExportedAllocation& exported, uint64_t* handle) override;
   Status vmmRetain(uint64_t address, uint64_t* handle) override;
   Status vmmRelease(uint64_t handle, uint64_t* freed) override;
   Status vmmReserve(uint64_t bytes, uint64_t alignment, uint64_t hint, uint64_t* address) override;

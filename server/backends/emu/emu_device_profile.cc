@@ -96,7 +96,8 @@ DeviceDescription describeEmuDevice(unsigned index, const EmuDeviceOptions& opti
   set(CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE, 134213632);
   set(CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK, 1024);
   set(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 1);
-  set(CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 1);  // emu_memory_vmm.cc
+  set(CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 1);          // emu_memory_vmm.cc
+  set(CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, 1);  // shared memfds
   set(CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES, 0);  // pools cannot be exported (IPC)
   // Stream memory operations: waits and writes of 32 and 64 bits, every wait condition
   // (emu_stream_mem_ops.cc).

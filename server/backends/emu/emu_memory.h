@@ -30,6 +30,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <shared_mutex>
 
 #include "transport/pinned_memory.h"
@@ -93,7 +94,7 @@ class EmuMemory {
   // (the callers check; these check again). Results are CUresults; `freed` gets the bytes of
   // physical memory given back (an allocation is freed once released and unmapped everywhere).
   static constexpr uint64_t kVmmGranularity = 2ull << 20;
-  CUresult vmmCreate(uint64_t bytes, uint64_t owner, uint64_t* handle);
+  CUresult vmmCreate(uint64_t bytes, bool shareable, uint64_t owner, uint64_t* handle);
   CUresult vmmRetain(uint64_t address, uint64_t owner, uint64_t* handle);
   CUresult vmmRelease(uint64_t handle, uint64_t owner, uint64_t* freed);
   // Address space only: `hint` is taken when that range is free, else any range aligned to
@@ -107,6 +108,12 @@ class EmuMemory {
   // `readWrite` false: no access (the mapping stays, unreachable).
   CUresult vmmSetAccess(uint64_t address, uint64_t bytes, bool readWrite, uint64_t owner);
   CUresult vmmGetAccess(uint64_t address, uint64_t owner, bool* readWrite) const;
+  // Shareable handles: vmmExport sets *memfd to a shared copy of the memfd of `owner`'s shareable
+  // allocation `handle` (its size in *bytes), which keeps the memory alive while held; vmmImport
+  // gives `owner` a new handle to that memory, not counted in used() again (its creator's is).
+  CUresult vmmExport(uint64_t handle, uint64_t owner, std::shared_ptr<int>* memfd, uint64_t* bytes);
+  CUresult vmmImport(const std::shared_ptr<int>& memfd, uint64_t bytes, uint64_t owner,
+                     uint64_t* handle);
 
   uint64_t capacity() const { return capacity_; }
   uint64_t used() const;
@@ -175,6 +182,8 @@ class EmuMemory {
     uint64_t owner;
     unsigned handleRefs;  // cuMemCreate and each cuMemRetainAllocationHandle, less releases
     unsigned mappings;
+    bool shareable = false;  // may be exported
+    bool counted = true;     // in used_: the creator's, not an import's
   };
   struct VmmReservation {
     uint64_t size;

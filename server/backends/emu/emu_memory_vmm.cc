@@ -1,6 +1,9 @@
 // Virtual memory management in the emu's device window (see emu_memory.h): physical allocations
 // are memfds, reservations are PROT_NONE address space taken from the window, and a mapping puts
 // part of a memfd MAP_SHARED|MAP_FIXED over part of a reservation, reachable once access is set.
+// An exported allocation's memfd is shared (a duplicate descriptor) with the export and with each
+// importer's allocation, so their mappings alias the same pages.
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -14,7 +17,7 @@ constexpr uint64_t kVmmGranule = EmuMemory::kVmmGranularity;
 bool vmmAligned(uint64_t v) { return v % kVmmGranule == 0; }
 }  // namespace
 
-CUresult EmuMemory::vmmCreate(uint64_t bytes, uint64_t owner, uint64_t* handle) {
+CUresult EmuMemory::vmmCreate(uint64_t bytes, bool shareable, uint64_t owner, uint64_t* handle) {
   if (bytes == 0 || !vmmAligned(bytes)) return CUDA_ERROR_INVALID_VALUE;
   std::unique_lock lock(mutex_);
   if (bytes > capacity_ || used_ + bytes > capacity_) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -25,8 +28,37 @@ CUresult EmuMemory::vmmCreate(uint64_t bytes, uint64_t owner, uint64_t* handle) 
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   *handle = nextHandle_++;
-  physical_[*handle] = {fd, bytes, owner, 1, 0};
+  physical_[*handle] = {fd, bytes, owner, 1, 0, shareable, true};
   used_ += bytes;
+  return CUDA_SUCCESS;
+}
+
+CUresult EmuMemory::vmmExport(uint64_t handle, uint64_t owner, std::shared_ptr<int>* memfd,
+                              uint64_t* bytes) {
+  std::unique_lock lock(mutex_);
+  auto it = physical_.find(handle);
+  if (it == physical_.end() || it->second.owner != owner || it->second.handleRefs == 0 ||
+      !it->second.shareable) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  int copy = fcntl(it->second.fd, F_DUPFD_CLOEXEC, 0);
+  if (copy < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  *memfd = std::shared_ptr<int>(new int(copy), [](int* fd) {
+    close(*fd);
+    delete fd;
+  });
+  *bytes = it->second.size;
+  return CUDA_SUCCESS;
+}
+
+CUresult EmuMemory::vmmImport(const std::shared_ptr<int>& memfd, uint64_t bytes, uint64_t owner,
+                              uint64_t* handle) {
+  if (!memfd || bytes == 0 || !vmmAligned(bytes)) return CUDA_ERROR_INVALID_VALUE;
+  std::unique_lock lock(mutex_);
+  int fd = fcntl(*memfd, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  *handle = nextHandle_++;
+  physical_[*handle] = {fd, bytes, owner, 1, 0, true, false};
   return CUDA_SUCCESS;
 }
 
@@ -47,8 +79,10 @@ void EmuMemory::dropPhysicalIfUnusedLocked(uint64_t handle, uint64_t* freed) {
   auto it = physical_.find(handle);
   if (it == physical_.end() || it->second.handleRefs || it->second.mappings) return;
   close(it->second.fd);
-  used_ -= it->second.size;
-  if (freed) *freed += it->second.size;
+  if (it->second.counted) {
+    used_ -= it->second.size;
+    if (freed) *freed += it->second.size;
+  }
   physical_.erase(it);
 }
 
@@ -261,7 +295,7 @@ void EmuMemory::releaseVmmLocked(uint64_t owner) {
     auto current = it++;
     if (current->second.owner != owner) continue;
     close(current->second.fd);
-    used_ -= current->second.size;
+    if (current->second.counted) used_ -= current->second.size;
     physical_.erase(current);
   }
   for (auto it = reservations_.begin(); it != reservations_.end();) {
