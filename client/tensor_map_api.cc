@@ -35,6 +35,27 @@ struct Encoding {
   int wideMode = 0;
 };
 
+// What every encoding names: the tensor in global memory and how it is read.
+Encoding describe(uint32_t mode, CUtensorMapDataType dataType, cuuint32_t rank, void* address,
+                  const cuuint64_t* globalDim, const cuuint64_t* globalStrides,
+                  const cuuint32_t* elementStrides, const CUtensorMapInterleave& interleave,
+                  const CUtensorMapSwizzle& swizzle, const CUtensorMapL2promotion& l2Promotion,
+                  const CUtensorMapFloatOOBfill& oobFill) {
+  Encoding e;
+  e.mode = mode;
+  e.dataType = rawEnumValue(dataType);
+  e.rank = rank;
+  e.address = address;
+  e.dims = globalDim;
+  e.strides = globalStrides;
+  e.elementStrides = elementStrides;
+  e.interleave = rawEnumValue(interleave);
+  e.swizzle = rawEnumValue(swizzle);
+  e.l2Promotion = rawEnumValue(l2Promotion);
+  e.oobFill = rawEnumValue(oobFill);
+  return e;
+}
+
 // The server of the current context answers; the map's bytes come back in the reply.
 CUresult encode(const char* what, CUtensorMap* map, const Encoding& e) {
   if (!map || !e.dims || (e.rank > 1 && !e.strides) || !e.elementStrides ||
@@ -102,18 +123,9 @@ GPUPOOL_DRIVER_API CUresult cuTensorMapEncodeTiled(
     const cuuint64_t* globalDim, const cuuint64_t* globalStrides, const cuuint32_t* boxDim,
     const cuuint32_t* elementStrides, CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle,
     CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill) {
-  Encoding e;
-  e.dataType = rawEnumValue(dataType);
-  e.rank = rank;
-  e.address = address;
-  e.dims = globalDim;
-  e.strides = globalStrides;
+  Encoding e = describe(0, dataType, rank, address, globalDim, globalStrides, elementStrides,
+                        interleave, swizzle, l2Promotion, oobFill);
   e.box = boxDim;
-  e.elementStrides = elementStrides;
-  e.interleave = rawEnumValue(interleave);
-  e.swizzle = rawEnumValue(swizzle);
-  e.l2Promotion = rawEnumValue(l2Promotion);
-  e.oobFill = rawEnumValue(oobFill);
   return encode("cuTensorMapEncodeTiled", map, e);
 }
 
@@ -123,23 +135,13 @@ GPUPOOL_DRIVER_API CUresult cuTensorMapEncodeIm2col(
     const int* pixelBoxUpperCorner, cuuint32_t channelsPerPixel, cuuint32_t pixelsPerColumn,
     const cuuint32_t* elementStrides, CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle,
     CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill) {
-  Encoding e;
-  e.mode = 1;
-  e.dataType = rawEnumValue(dataType);
-  e.rank = rank;
-  e.address = address;
-  e.dims = globalDim;
-  e.strides = globalStrides;
+  Encoding e = describe(1, dataType, rank, address, globalDim, globalStrides, elementStrides,
+                        interleave, swizzle, l2Promotion, oobFill);
   e.lower = pixelBoxLowerCorner;
   e.upper = pixelBoxUpperCorner;
   e.corners = rank >= 3 && rank <= kMaxRank ? rank - 2 : 0;
   e.channelsPerPixel = channelsPerPixel;
   e.pixelsPerColumn = pixelsPerColumn;
-  e.elementStrides = elementStrides;
-  e.interleave = rawEnumValue(interleave);
-  e.swizzle = rawEnumValue(swizzle);
-  e.l2Promotion = rawEnumValue(l2Promotion);
-  e.oobFill = rawEnumValue(oobFill);
   return encode("cuTensorMapEncodeIm2col", map, e);
 }
 
@@ -150,24 +152,14 @@ GPUPOOL_DRIVER_API CUresult cuTensorMapEncodeIm2colWide(
     const cuuint32_t* elementStrides, CUtensorMapInterleave interleave,
     CUtensorMapIm2ColWideMode mode, CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion,
     CUtensorMapFloatOOBfill oobFill) {
-  Encoding e;
-  e.mode = 2;
-  e.dataType = rawEnumValue(dataType);
-  e.rank = rank;
-  e.address = address;
-  e.dims = globalDim;
-  e.strides = globalStrides;
+  Encoding e = describe(2, dataType, rank, address, globalDim, globalStrides, elementStrides,
+                        interleave, swizzle, l2Promotion, oobFill);
   e.lower = &pixelBoxLowerCornerWidth;
   e.upper = &pixelBoxUpperCornerWidth;
   e.corners = 1;
   e.channelsPerPixel = channelsPerPixel;
   e.pixelsPerColumn = pixelsPerColumn;
-  e.elementStrides = elementStrides;
-  e.interleave = rawEnumValue(interleave);
   e.wideMode = rawEnumValue(mode);
-  e.swizzle = rawEnumValue(swizzle);
-  e.l2Promotion = rawEnumValue(l2Promotion);
-  e.oobFill = rawEnumValue(oobFill);
   return encode("cuTensorMapEncodeIm2colWide", map, e);
 }
 

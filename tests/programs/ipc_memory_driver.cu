@@ -12,38 +12,12 @@
 
 #include "driver_check.h"
 #include "process_pipe.h"
+#include "shared_buffer_check.h"
 
 namespace {
 
 constexpr size_t kCount = 1 << 14;
 constexpr size_t kBytes = kCount * sizeof(uint32_t);
-
-__global__ void fill(uint32_t* p, size_t n, uint32_t salt) {
-  for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-    p[i] = static_cast<uint32_t>(i) * 2654435761u ^ salt;
-  }
-}
-
-void fillOnDevice(CUdeviceptr p, uint32_t salt) {
-  fill<<<64, 256>>>(reinterpret_cast<uint32_t*>(p), kCount, salt);
-  CHECK_CUDA(cudaGetLastError());
-  CHECK_CU(cuCtxSynchronize());
-}
-
-void checkHolds(CUdeviceptr p, uint32_t salt, const char* who) {
-  std::vector<uint32_t> host(kCount);
-  CHECK_CU(cuMemcpyDtoH(host.data(), p, kBytes));
-  for (size_t i = 0; i < kCount; ++i) {
-    uint32_t want = static_cast<uint32_t>(i) * 2654435761u ^ salt;
-    CHECK(host[i] == want, "%s: element %zu reads %u, expected %u", who, i, host[i], want);
-  }
-}
-
-void startPrimaryContext(CUcontext* context) {
-  CHECK_CUDA(cudaFree(nullptr));  // the runtime makes the primary context current
-  CHECK_CU(cuCtxGetCurrent(context));
-  CHECK(*context != nullptr, "no current context");
-}
 
 int child(int fromParent, int toParent) {
   CUipcMemHandle handle;
@@ -68,7 +42,7 @@ int child(int fromParent, int toParent) {
   CHECK_CU(cuIpcOpenMemHandle(&again, handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
   CHECK(again == opened, "a second open returned another pointer");
 
-  checkHolds(opened, 0x1234, "the child reading the parent's data");
+  checkHolds(opened, kCount, 0x1234, "the child reading the parent's data");
 
   CUcontext owner = nullptr;
   CHECK_CU(cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, opened));
@@ -89,10 +63,10 @@ int child(int fromParent, int toParent) {
   expectError(cuIpcCloseMemHandle(opened + 4), CUDA_ERROR_INVALID_VALUE,
               "cuIpcCloseMemHandle(interior pointer)");
 
-  fillOnDevice(opened, 0xbeef);
+  fillOnDevice(opened, kCount, 0xbeef);
   CHECK_CU(cuIpcCloseMemHandle(opened));
   // Still open once: the memory is still reachable.
-  checkHolds(opened, 0xbeef, "the child after one of two closes");
+  checkHolds(opened, kCount, 0xbeef, "the child after one of two closes");
   CHECK_CU(cuIpcCloseMemHandle(opened));
   expectError(cuIpcCloseMemHandle(opened), CUDA_ERROR_INVALID_VALUE, "a third close");
   char done = 'd';
@@ -119,7 +93,7 @@ int main() {
   startPrimaryContext(&context);
   CUdeviceptr data = 0;
   CHECK_CU(cuMemAlloc(&data, kBytes));
-  fillOnDevice(data, 0x1234);
+  fillOnDevice(data, kCount, 0x1234);
 
   unsigned ipcCapable = 0;
   CHECK_CU(
@@ -146,7 +120,7 @@ int main() {
   CHECK(waitpid(pid, &status, 0) == pid, "waitpid failed");
   CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child failed (status %d)", status);
 
-  checkHolds(data, 0xbeef, "the parent reading the child's writes");
+  checkHolds(data, kCount, 0xbeef, "the parent reading the child's writes");
   CHECK_CU(cuMemFree(data));
   std::printf("two processes shared %zu bytes through a driver IPC memory handle\n", kBytes);
   return pass();

@@ -17,27 +17,16 @@
 
 #include "driver_check.h"
 #include "process_pipe.h"
+#include "shared_buffer_check.h"
 
 namespace {
-
-__global__ void fillPattern(uint32_t* p, size_t n, uint32_t salt) {
-  for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-    p[i] = static_cast<uint32_t>(i) * 2654435761u ^ salt;
-  }
-}
 
 // Counts the elements that differ from the pattern of `salt` into *wrong.
 __global__ void countMismatches(const uint32_t* p, size_t n, uint32_t salt,
                                 unsigned long long* wrong) {
   for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-    if (p[i] != (static_cast<uint32_t>(i) * 2654435761u ^ salt)) atomicAdd(wrong, 1ull);
+    if (p[i] != sharedPattern(i, salt)) atomicAdd(wrong, 1ull);
   }
-}
-
-void fillOnDevice(CUdeviceptr p, size_t count, uint32_t salt) {
-  fillPattern<<<64, 256>>>(reinterpret_cast<uint32_t*>(p), count, salt);
-  CHECK_CUDA(cudaGetLastError());
-  CHECK_CU(cuCtxSynchronize());
 }
 
 unsigned long long mismatchesOnDevice(CUdeviceptr p, size_t count, uint32_t salt) {
@@ -51,21 +40,6 @@ unsigned long long mismatchesOnDevice(CUdeviceptr p, size_t count, uint32_t salt
   CHECK_CU(cuMemcpyDtoH(&host, wrong, sizeof(host)));
   CHECK_CU(cuMemFree(wrong));
   return host;
-}
-
-void checkHolds(CUdeviceptr p, size_t count, uint32_t salt, const char* who) {
-  std::vector<uint32_t> host(count);
-  CHECK_CU(cuMemcpyDtoH(host.data(), p, count * sizeof(uint32_t)));
-  for (size_t i = 0; i < count; ++i) {
-    uint32_t want = static_cast<uint32_t>(i) * 2654435761u ^ salt;
-    CHECK(host[i] == want, "%s: element %zu reads %u, expected %u", who, i, host[i], want);
-  }
-}
-
-void startPrimaryContext(CUcontext* context) {
-  CHECK_CUDA(cudaFree(nullptr));  // the runtime makes the primary context current
-  CHECK_CU(cuCtxGetCurrent(context));
-  CHECK(*context != nullptr, "no current context");
 }
 
 void sendDescriptor(int socket, int fd) {
