@@ -32,6 +32,7 @@
 
 #include "build_paths.h"
 #include "child_process.h"
+#include "environment_knob.h"
 #include "gpupool_server.h"
 #include "harness_paths.h"
 #include "process_figures.h"
@@ -59,10 +60,7 @@ constexpr long kDescriptorSlack = 32;
 // until answered, so they count against the per-source limit with the stragglers.
 constexpr size_t kHelloWindow = 200;
 
-unsigned envUnsigned(const char* name, unsigned fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? static_cast<unsigned>(std::strtoul(v, nullptr, 10)) : fallback;
-}
+using gpupool::test_knobs::envUnsigned;
 
 // One frame as the byte-stream transports lay it out: header, then the message.
 std::vector<uint8_t> frameOf(capnp::MessageBuilder& message) {

@@ -13,6 +13,7 @@
 
 #include "build_paths.h"
 #include "child_process.h"
+#include "environment_knob.h"
 #include "gpupool_server.h"
 #include "wire_client.h"
 
@@ -21,10 +22,7 @@ namespace {
 
 using std::chrono::seconds;
 
-unsigned envUnsigned(const char* name, unsigned fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? static_cast<unsigned>(std::strtoul(v, nullptr, 10)) : fallback;
-}
+using gpupool::test_knobs::envUnsigned;
 
 // VmRSS of `pid` in KiB.
 long rssKiB(pid_t pid) {
