@@ -249,6 +249,7 @@ CUresult DriverState::ensureRemote(ContextObject* ctx) {
   std::lock_guard lock(mutex);
   if (ctx->remote) return CUDA_SUCCESS;
   uint64_t id = 0;
+  uint64_t staleContext = 0;  // a full-device context an old server made for a green one
   CUresult r = ctx->server->call(
       "cuCtxCreate",
       [&](wire::Request::Builder b) {
@@ -259,10 +260,26 @@ CUresult DriverState::ensureRemote(ContextObject* ctx) {
       },
       {},
       [&](wire::Response::Reader reply, ReplyBulk&) {
-        id = reply.getHandle();
-        return CUDA_SUCCESS;
+        if (ctx->smCount == 0) {
+          id = reply.getHandle();
+          return CUDA_SUCCESS;
+        }
+        // A green context comes back with its SM count; a server that predates green contexts
+        // answers with a plain handle to a full-device context, which is not what was asked.
+        if (reply.isGlobal() && reply.getGlobal().getBytes() == ctx->smCount) {
+          id = reply.getGlobal().getAddress();
+          return CUDA_SUCCESS;
+        }
+        if (reply.isHandle()) staleContext = reply.getHandle();
+        return refuseCall(CUDA_ERROR_NOT_SUPPORTED,
+                          "cuGreenCtxCreate: the server at " + ctx->server->url() +
+                              " does not make green contexts (it predates them); upgrade gpupoold");
       });
   if (r == CUDA_SUCCESS) ctx->remote = id;
+  if (staleContext) {
+    ctx->server->call("cuCtxDestroy",
+                      [&](wire::Request::Builder b) { b.setCtxDestroy(staleContext); });
+  }
   return r;
 }
 

@@ -23,7 +23,15 @@ Status create(RequestContext& request, Request::Reader r) {
   BackendContext& backend = *created;
   uint64_t id = session.contexts.add(device, std::move(created));
   if (session.tenant) session.tenant->attachContext(id, device, backend);
-  request.reply.setHandle(id);
+  if (c.getSmCount() != 0) {
+    // A green context is answered with its SM count beside its id, so a client can tell it from
+    // the full-device context a server that predates green contexts would have made.
+    auto green = request.reply.initGlobal();
+    green.setAddress(id);
+    green.setBytes(c.getSmCount());
+  } else {
+    request.reply.setHandle(id);
+  }
   return Status::success();
 }
 
