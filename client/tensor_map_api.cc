@@ -35,6 +35,14 @@ struct Encoding {
   int wideMode = 0;
 };
 
+// The map the server sent back as the reply's bulk: exactly 128 bytes.
+CUresult readMap(const char* what, ReplyBulk& bulk, CUtensorMap* map) {
+  if (bulk.remaining() != kMapBytes || !bulk.read(map, kMapBytes)) {
+    return refuseCall(CUDA_ERROR_UNKNOWN, std::string(what) + ": the server sent no map");
+  }
+  return CUDA_SUCCESS;
+}
+
 // What every encoding names: the tensor in global memory and how it is read.
 Encoding describe(uint32_t mode, CUtensorMapDataType dataType, cuuint32_t rank, void* address,
                   const cuuint64_t* globalDim, const cuuint64_t* globalStrides,
@@ -105,13 +113,7 @@ CUresult encode(const char* what, CUtensorMap* map, const Encoding& e) {
         m.setPixelsPerColumn(e.pixelsPerColumn);
         m.setWideMode(static_cast<uint32_t>(e.wideMode));
       },
-      {},
-      [&](wire::Response::Reader, ReplyBulk& bulk) {
-        if (bulk.remaining() != kMapBytes || !bulk.read(&encoded, kMapBytes)) {
-          return refuseCall(CUDA_ERROR_UNKNOWN, std::string(what) + ": the server sent no map");
-        }
-        return CUDA_SUCCESS;
-      });
+      {}, [&](wire::Response::Reader, ReplyBulk& bulk) { return readMap(what, bulk, &encoded); });
   if (r == CUDA_SUCCESS) std::memcpy(map, &encoded, kMapBytes);
   return r;
 }
@@ -179,11 +181,7 @@ GPUPOOL_DRIVER_API CUresult cuTensorMapReplaceAddress(CUtensorMap* map, void* ad
       },
       bulk,
       [&](wire::Response::Reader, ReplyBulk& reply) {
-        if (reply.remaining() != kMapBytes || !reply.read(&replaced, kMapBytes)) {
-          return refuseCall(CUDA_ERROR_UNKNOWN,
-                            "cuTensorMapReplaceAddress: the server sent no map");
-        }
-        return CUDA_SUCCESS;
+        return readMap("cuTensorMapReplaceAddress", reply, &replaced);
       });
   if (r == CUDA_SUCCESS) std::memcpy(map, &replaced, kMapBytes);
   return r;

@@ -25,4 +25,18 @@ struct TensorMapRequest {
 inline constexpr unsigned kTensorMapBytes = 128;
 inline constexpr unsigned kMaxTensorRank = 5;
 
+// Whether the lists have the lengths the mode and rank call for (tiled: rank 1 to 5 with a box per
+// dimension; im2col: rank 3 to 5 with rank - 2 corners each; im2col wide: one corner width each),
+// so a backend may index them by rank.
+inline bool tensorMapShapeConsistent(const TensorMapRequest& r) {
+  const size_t rank = r.globalDims.size();
+  const size_t minRank = r.mode == TensorMapMode::kTiled ? 1 : 3;
+  if (rank < minRank || rank > kMaxTensorRank || r.globalStrides.size() != rank - 1 ||
+      r.elementStrides.size() != rank)
+    return false;
+  if (r.mode == TensorMapMode::kTiled) return r.boxDims.size() == rank;
+  const size_t corners = r.mode == TensorMapMode::kIm2col ? rank - 2 : 1;
+  return r.pixelBoxLower.size() == corners && r.pixelBoxUpper.size() == corners;
+}
+
 }  // namespace gpupool

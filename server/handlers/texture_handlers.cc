@@ -51,6 +51,10 @@ Status encodeTensorMap(RequestContext& request, BackendContext& context,
   t.channelsPerPixel = m.getChannelsPerPixel();
   t.pixelsPerColumn = m.getPixelsPerColumn();
   t.wideMode = m.getWideMode();
+  if (!tensorMapShapeConsistent(t)) {
+    return Status::error(CUDA_ERROR_INVALID_VALUE,
+                         "tensor map: tensorRank out of range, or lists of other lengths");
+  }
   Status st = context.tensorMapEncode(t, replyMap(request));
   if (!st.ok()) request.replyBulk.clear();
   return st;

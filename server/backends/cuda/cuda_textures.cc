@@ -200,15 +200,8 @@ void CudaContext::textureReleaseAll() {
 }
 
 Status CudaContext::tensorMapEncode(const TensorMapRequest& r, uint8_t* map) {
+  // The handler checked the lists' lengths (tensorMapShapeConsistent).
   const size_t rank = r.globalDims.size();
-  const size_t corners = r.mode == TensorMapMode::kIm2col ? (rank > 2 ? rank - 2 : 0) : 1;
-  if (rank == 0 || rank > kMaxTensorRank || r.globalStrides.size() != rank - 1 ||
-      r.elementStrides.size() != rank ||
-      (r.mode == TensorMapMode::kTiled
-           ? r.boxDims.size() != rank
-           : r.pixelBoxLower.size() != corners || r.pixelBoxUpper.size() != corners)) {
-    return Status::error(CUDA_ERROR_INVALID_VALUE, "tensor map: tensorRank must be 1 to 5");
-  }
   // The driver writes a 64-byte-aligned CUtensorMap; the reply carries its bytes.
   CUtensorMap encoded{};
   auto type = static_cast<CUtensorMapDataType>(r.dataType);
