@@ -105,6 +105,41 @@ struct StreamMemOp {
   unsigned flags = 0;
 };
 
+// One node of an executable graph, as the client's cuGraphInstantiate left it for the server and
+// graph_handlers.cc checked it: its kind, what it does, and the indices of the earlier nodes it
+// depends on (always smaller than its own). A copy is device to device: `depth` slices of
+// `height` rows of `widthBytes`.
+struct GraphNodeDescription {
+  enum class Kind { kEmpty, kKernel, kMemset, kCopy, kEventRecord, kEventWait, kMemOps };
+  Kind kind = Kind::kEmpty;
+  std::vector<uint32_t> dependencies;
+  // kKernel
+  uint64_t function = 0;
+  LaunchShape shape;
+  std::vector<uint8_t> params;
+  // kMemset (`dst`, `value` of `elementSize` bytes over `height` rows of `width` elements) and
+  // kCopy (`src` to `dst`, pitches and slices in bytes).
+  uint64_t dst = 0, src = 0;
+  uint32_t value = 0;
+  unsigned elementSize = 1;
+  uint64_t width = 0, height = 1, depth = 1;
+  uint64_t dstPitch = 0, srcPitch = 0, dstSlice = 0, srcSlice = 0;
+  // kEventRecord, kEventWait
+  uint64_t event = 0;
+  // kMemOps
+  std::vector<StreamMemOp> memOps;
+};
+
+// A graph a backend built with its device's own graph support (a CUgraphExec on the cuda
+// backend), so that independent branches overlap on the device. Destroyed before its context.
+class BackendGraph {
+ public:
+  virtual ~BackendGraph() = default;
+  // Queues the whole graph on `stream` of its context. Handles it names (functions, events) must
+  // still exist: CUDA_ERROR_INVALID_HANDLE otherwise. Device ranges are the caller's to check.
+  virtual Status launch(uint64_t stream) = 0;
+};
+
 // Decides when a context's kernels may start on their device (the pool's scheduler) and hears how
 // long each ran (metering). Called on whatever thread runs the kernel; enter() may block.
 // One cuLinkAddData / cuLinkAddFile input.
@@ -377,6 +412,16 @@ class BackendContext {
   // cancelled. Addresses must lie in this context's memory (CUDA_ERROR_INVALID_VALUE otherwise).
   virtual Status streamMemOps(uint64_t /*stream*/, std::span<const StreamMemOp> /*ops*/) {
     return Status::error(CUDA_ERROR_NOT_SUPPORTED, "this backend has no stream memory operations");
+  }
+
+  // Builds `nodes` (a topologically ordered graph) as one graph of the device's own. Leaves
+  // *graph null where the backend does not (the emu) or cannot (a node kind it does not build):
+  // the caller then replays the nodes in order on the launch's stream, one valid schedule of the
+  // same graph. An error is a graph the device refused.
+  virtual Status graphBuild(std::span<const GraphNodeDescription> /*nodes*/,
+                            std::unique_ptr<BackendGraph>* graph) {
+    graph->reset();
+    return Status::success();
   }
 
   // Waits for all work in the context; returns the context's sticky error if a kernel failed.

@@ -49,6 +49,7 @@ Session::~Session() {
   // A stream stopped at a host gate would keep its context from draining.
   state_.hostGates.releaseAll();
   state_.server.ipcMemory().withdrawSession(state_.id);
+  state_.graphs.clear();  // a backend's build of a graph goes before its context
   state_.contexts.takeAll();
 }
 
@@ -157,6 +158,7 @@ void Session::end() {
   // Releases memory, modules, streams and events outside the lock, then gives the tenant's quota
   // back now, not when the session is reaped. Its IPC tokens open nothing from now on.
   state_.server.ipcMemory().withdrawSession(state_.id);
+  state_.graphs.clear();  // a backend's build of a graph goes before its context
   state_.contexts.takeAll();
   state_.tenant.reset();
   stranger_.release();

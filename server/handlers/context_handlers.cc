@@ -46,6 +46,7 @@ Status destroy(RequestContext& request, Request::Reader r) {
   session.server.ipcMemory().withdrawContext(session.id, id);
   // A stream stopped at a host gate would keep the context from draining.
   session.hostGates.releaseContext(id);
+  forgetContextGraphs(session, id);
   // Releases its memory, modules, streams and events (once a wait still running on it is done).
   doomed.reset();
   return Status::success();

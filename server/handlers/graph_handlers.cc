@@ -1,15 +1,18 @@
 // CUDA graphs: an executable graph arrives once (graphCreate, answered with its handle) and each
-// cuGraphLaunch is then one posted graphLaunch naming it, whatever the graph's size. A launch
-// replays the nodes, in the topological order the client sent, on the launch's stream through the
-// backend's own stream operations (launches, memsets, copies, event records and waits, batches of
-// stream memory operations), so it runs on every backend. (Serial replay is one valid
-// schedule of the graph; building a real CUgraph on the cuda backend, which would let independent
-// branches overlap on the GPU, is left for later: docs/architecture.md, "CUDA graphs".)
+// cuGraphLaunch is then one posted graphLaunch naming it, whatever the graph's size. At creation
+// the backend may build it as a graph of the device's own (a real CUgraphExec on the cuda backend,
+// so independent branches overlap on the GPU); a launch then queues that, once its memory ranges
+// are checked. Otherwise (the emu, or a node kind the backend does not build) a launch replays the
+// nodes, in the topological order the client sent, on the launch's stream through the backend's
+// own stream operations: one valid schedule of the graph, on every backend.
 //
-// A graph belongs to the session and the context it was created in: it is freed with the session,
-// and every handle and index in it is checked when it arrives and again when it runs.
+// A graph belongs to the session and the context it was created in: it is freed with the session
+// or the context, and every handle and address in it is checked when it arrives and again when it
+// runs.
 #include <capnp/message.h>
 
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,135 +21,181 @@
 
 namespace gpupool::server {
 
-// The stored copy of a graphCreate's node list.
+// An executable graph: its nodes, and the backend's build of them (null: replayed).
 struct ExecutableGraph {
   uint64_t context = 0;
-  capnp::MallocMessageBuilder message;
-  wire::Request::GraphCreate::Reader nodes() {
-    return message.getRoot<wire::Request::GraphCreate>().asReader();
-  }
+  std::vector<GraphNodeDescription> nodes;
+  std::unique_ptr<BackendGraph> built;
 };
 
 namespace {
 
 using wire::Request;
+using NodeKind = GraphNodeDescription::Kind;
 
 // Executable graphs one session may hold at once: a bound on what a client can make us keep.
 constexpr size_t kMaxGraphsPerSession = 4096;
 constexpr uint32_t kMaxNodesPerGraph = 1u << 20;
 
-Status checkNodes(Request::GraphCreate::Reader g) {
-  auto nodes = g.getNodes();
-  if (nodes.size() > kMaxNodesPerGraph) {
+Status describeNode(Request::GraphNode::Reader n, uint32_t index, GraphNodeDescription* node) {
+  for (uint32_t d : n.getDependencies()) {
+    if (d >= index) {
+      return Status::error(CUDA_ERROR_INVALID_VALUE,
+                           "depends on a node that does not come before it");
+    }
+    node->dependencies.push_back(d);
+  }
+  switch (n.which()) {
+    case Request::GraphNode::EMPTY:
+      node->kind = NodeKind::kEmpty;
+      return Status::success();
+    case Request::GraphNode::KERNEL: {
+      auto k = n.getKernel();
+      node->kind = NodeKind::kKernel;
+      node->function = k.getFunction();
+      node->shape.grid = {k.getGrid().getX(), k.getGrid().getY(), k.getGrid().getZ()};
+      node->shape.block = {k.getBlock().getX(), k.getBlock().getY(), k.getBlock().getZ()};
+      node->shape.sharedBytes = k.getSharedBytes();
+      node->shape.cooperative = k.getCooperative();
+      node->params.assign(k.getParams().begin(), k.getParams().end());
+      return Status::success();
+    }
+    case Request::GraphNode::MEMSET: {
+      auto m = n.getMemset();
+      node->kind = NodeKind::kMemset;
+      node->elementSize = m.getElementSize();
+      if (node->elementSize != 1 && node->elementSize != 2 && node->elementSize != 4) {
+        return Status::error(CUDA_ERROR_INVALID_VALUE, "memset element size must be 1, 2, 4");
+      }
+      if (m.getWidth() > UINT64_MAX / node->elementSize) {
+        return Status::error(CUDA_ERROR_INVALID_VALUE, "memset row is too wide");
+      }
+      node->dst = m.getDst();
+      node->value = m.getValue();
+      node->width = m.getWidth();
+      node->height = m.getHeight();
+      node->dstPitch = m.getPitch();
+      return Status::success();
+    }
+    case Request::GraphNode::COPY: {
+      auto c = n.getCopy();
+      node->kind = NodeKind::kCopy;
+      node->src = c.getSrc();
+      node->srcPitch = c.getSrcPitch();
+      node->srcSlice = c.getSrcSlice();
+      node->dst = c.getDst();
+      node->dstPitch = c.getDstPitch();
+      node->dstSlice = c.getDstSlice();
+      node->width = c.getWidthBytes();
+      node->height = c.getHeight();
+      node->depth = c.getDepth();
+      return Status::success();
+    }
+    case Request::GraphNode::EVENT_RECORD:
+      node->kind = NodeKind::kEventRecord;
+      node->event = n.getEventRecord();
+      return Status::success();
+    case Request::GraphNode::EVENT_WAIT:
+      node->kind = NodeKind::kEventWait;
+      node->event = n.getEventWait();
+      return Status::success();
+    case Request::GraphNode::MEM_OPS:
+      node->kind = NodeKind::kMemOps;
+      return readStreamMemOps(n.getMemOps(), &node->memOps);
+  }
+  return Status::error(CUDA_ERROR_INVALID_VALUE, "a node of an unknown kind");
+}
+
+Status describeNodes(Request::GraphCreate::Reader g, std::vector<GraphNodeDescription>* nodes) {
+  auto list = g.getNodes();
+  if (list.size() > kMaxNodesPerGraph) {
     return Status::error(CUDA_ERROR_INVALID_VALUE, "graph has too many nodes");
   }
-  for (uint32_t i = 0; i < nodes.size(); ++i) {
-    for (uint32_t d : nodes[i].getDependencies()) {
-      if (d >= i) {
-        return Status::error(
-            CUDA_ERROR_INVALID_VALUE,
-            "graph node " + std::to_string(i) + " depends on a node that does not come before it");
-      }
-    }
-    auto n = nodes[i];
-    if (n.isMemOps()) {
-      std::vector<StreamMemOp> ops;
-      if (Status st = readStreamMemOps(n.getMemOps(), &ops); !st.ok()) {
-        return Status::error(st.code, "graph node " + std::to_string(i) + ": " + st.message);
-      }
-    }
-    if (n.isMemset()) {
-      unsigned e = n.getMemset().getElementSize();
-      if (e != 1 && e != 2 && e != 4) {
-        return Status::error(CUDA_ERROR_INVALID_VALUE, "graph memset element size must be 1, 2, 4");
-      }
+  nodes->resize(list.size());
+  for (uint32_t i = 0; i < list.size(); ++i) {
+    if (Status st = describeNode(list[i], i, &(*nodes)[i]); !st.ok()) {
+      return Status::error(st.code, "graph node " + std::to_string(i) + ": " + st.message);
     }
   }
   return Status::success();
 }
 
-Status replayCopy(BackendContext& context, Request::GraphCopy::Reader c, uint64_t stream) {
-  for (uint64_t z = 0; z < c.getDepth(); ++z) {
-    uint64_t src = c.getSrc() + z * c.getSrcSlice();
-    uint64_t dst = c.getDst() + z * c.getDstSlice();
-    if (Status st = checkDeviceRange(context, src, c.getWidthBytes(), "graph copy source",
-                                     c.getSrcPitch(), c.getHeight());
+// The device ranges a memset or copy node touches lie in the context's memory (now: memory may
+// have been freed since the graph was made).
+Status checkNodeRanges(BackendContext& context, const GraphNodeDescription& n) {
+  if (n.kind == NodeKind::kMemset) {
+    return checkDeviceRange(context, n.dst, n.width * n.elementSize, "graph memset", n.dstPitch,
+                            n.height);
+  }
+  if (n.kind != NodeKind::kCopy) return Status::success();
+  for (uint64_t z = 0; z < n.depth; ++z) {
+    if (Status st = checkDeviceRange(context, n.src + z * n.srcSlice, n.width, "graph copy source",
+                                     n.srcPitch, n.height);
         !st.ok())
       return st;
-    if (Status st = checkDeviceRange(context, dst, c.getWidthBytes(), "graph copy destination",
-                                     c.getDstPitch(), c.getHeight());
+    if (Status st = checkDeviceRange(context, n.dst + z * n.dstSlice, n.width,
+                                     "graph copy destination", n.dstPitch, n.height);
         !st.ok())
       return st;
-    if (c.getHeight() == 1) {
-      if (Status st = context.copyDeviceToDevice(dst, src, c.getWidthBytes(), stream, true);
-          !st.ok())
+  }
+  return Status::success();
+}
+
+Status replayCopy(BackendContext& context, const GraphNodeDescription& c, uint64_t stream) {
+  for (uint64_t z = 0; z < c.depth; ++z) {
+    uint64_t src = c.src + z * c.srcSlice;
+    uint64_t dst = c.dst + z * c.dstSlice;
+    if (c.height == 1) {
+      if (Status st = context.copyDeviceToDevice(dst, src, c.width, stream, true); !st.ok())
         return st;
       continue;
     }
     Copy2D copy;
     copy.srcDevice = src;
     copy.dstDevice = dst;
-    copy.srcPitch = c.getSrcPitch();
-    copy.dstPitch = c.getDstPitch();
-    copy.widthBytes = c.getWidthBytes();
-    copy.height = c.getHeight();
+    copy.srcPitch = c.srcPitch;
+    copy.dstPitch = c.dstPitch;
+    copy.widthBytes = c.width;
+    copy.height = c.height;
     if (Status st = context.copy2D(copy, stream, true); !st.ok()) return st;
   }
   return Status::success();
 }
 
-Status replayNode(BackendContext& context, Request::GraphNode::Reader n, uint64_t stream) {
-  switch (n.which()) {
-    case Request::GraphNode::EMPTY:
+Status replayNode(BackendContext& context, const GraphNodeDescription& n, uint64_t stream) {
+  if (Status st = checkNodeRanges(context, n); !st.ok()) return st;
+  switch (n.kind) {
+    case NodeKind::kEmpty:
       return Status::success();
-    case Request::GraphNode::KERNEL: {
-      auto k = n.getKernel();
-      LaunchShape shape;
-      shape.grid = {k.getGrid().getX(), k.getGrid().getY(), k.getGrid().getZ()};
-      shape.block = {k.getBlock().getX(), k.getBlock().getY(), k.getBlock().getZ()};
-      shape.sharedBytes = k.getSharedBytes();
-      shape.cooperative = k.getCooperative();
-      auto params = k.getParams();
-      return context.launch(k.getFunction(), shape, stream,
-                            std::span<const uint8_t>(params.begin(), params.size()));
-    }
-    case Request::GraphNode::MEMSET: {
-      auto m = n.getMemset();
-      uint64_t rowBytes = m.getWidth() * m.getElementSize();
-      if (Status st = checkDeviceRange(context, m.getDst(), rowBytes, "graph memset", m.getPitch(),
-                                       m.getHeight());
-          !st.ok())
-        return st;
-      return context.memset(m.getDst(), m.getValue(), m.getElementSize(), m.getWidth(),
-                            m.getHeight(), m.getPitch(), stream, true);
-    }
-    case Request::GraphNode::COPY:
-      return replayCopy(context, n.getCopy(), stream);
-    case Request::GraphNode::EVENT_RECORD:
-      return context.eventRecord(n.getEventRecord(), stream);
-    case Request::GraphNode::EVENT_WAIT:
-      return context.streamWaitEvent(stream, n.getEventWait());
-    case Request::GraphNode::MEM_OPS: {
+    case NodeKind::kKernel:
+      return context.launch(n.function, n.shape, stream, n.params);
+    case NodeKind::kMemset:
+      return context.memset(n.dst, n.value, n.elementSize, n.width, n.height, n.dstPitch, stream,
+                            true);
+    case NodeKind::kCopy:
+      return replayCopy(context, n, stream);
+    case NodeKind::kEventRecord:
+      return context.eventRecord(n.event, stream);
+    case NodeKind::kEventWait:
+      return context.streamWaitEvent(stream, n.event);
+    case NodeKind::kMemOps:
       // A batch memory operation node is the stream's batch, queued like cuStreamBatchMemOp's.
-      std::vector<StreamMemOp> ops;
-      if (Status st = readStreamMemOps(n.getMemOps(), &ops); !st.ok()) return st;
-      return context.streamMemOps(stream, ops);
-    }
+      return context.streamMemOps(stream, n.memOps);
   }
   return Status::error(CUDA_ERROR_INVALID_VALUE, "graph node of an unknown kind");
 }
 
 Status graphCreate(RequestContext& request, Request::Reader r) {
   auto g = r.getGraphCreate();
-  return request.withContext(g.getContext(), [&](BackendContext&) {
-    if (Status st = checkNodes(g); !st.ok()) return st;
+  return request.withContext(g.getContext(), [&](BackendContext& context) {
     SessionState& session = request.session;
     if (session.graphs.size() >= kMaxGraphsPerSession) {
       return Status::error(CUDA_ERROR_OUT_OF_MEMORY, "too many executable graphs in this session");
     }
     auto graph = std::make_shared<ExecutableGraph>();
     graph->context = g.getContext();
-    graph->message.setRoot(g);
+    if (Status st = describeNodes(g, &graph->nodes); !st.ok()) return st;
+    if (Status st = context.graphBuild(graph->nodes, &graph->built); !st.ok()) return st;
     uint64_t handle = session.nextGraph++;
     session.graphs.emplace(handle, std::move(graph));
     request.reply.setHandle(handle);
@@ -166,12 +215,20 @@ Status graphLaunch(RequestContext& request, Request::Reader r) {
   return request.withContext(l.getContext(), [&](BackendContext& context) {
     ExecutableGraph* graph = findGraph(request, l.getContext(), l.getGraph());
     if (!graph) return Status::error(CUDA_ERROR_INVALID_HANDLE, "no such executable graph");
-    uint32_t index = 0;
-    for (auto node : graph->nodes().getNodes()) {
-      if (Status st = replayNode(context, node, l.getStream()); !st.ok()) {
-        return Status::error(st.code, "graph node " + std::to_string(index) + ": " + st.message);
+    auto failed = [](uint32_t index, const Status& st) {
+      return Status::error(st.code, "graph node " + std::to_string(index) + ": " + st.message);
+    };
+    if (graph->built) {
+      // Nothing is queued unless every node's memory is still this context's.
+      for (uint32_t i = 0; i < graph->nodes.size(); ++i) {
+        if (Status st = checkNodeRanges(context, graph->nodes[i]); !st.ok()) return failed(i, st);
       }
-      ++index;
+      return graph->built->launch(l.getStream());
+    }
+    for (uint32_t i = 0; i < graph->nodes.size(); ++i) {
+      if (Status st = replayNode(context, graph->nodes[i], l.getStream()); !st.ok()) {
+        return failed(i, st);
+      }
     }
     return Status::success();
   });
@@ -195,6 +252,11 @@ constexpr RequestHandlerRow kRows[] = {
 };
 
 }  // namespace
+
+void forgetContextGraphs(SessionState& session, uint64_t context) {
+  std::erase_if(session.graphs,
+                [&](const auto& entry) { return entry.second->context == context; });
+}
 
 std::span<const RequestHandlerRow> graphHandlers() { return kRows; }
 

@@ -160,6 +160,10 @@ Status checkDeviceRange(BackendContext& context, uint64_t address, uint64_t widt
 
 // The operations of a streamMemOps request or of a graph's batch memory operation node, checked
 // (1 to 255 of them; kinds, flags, alignment) into `ops` (memop_handlers.cc).
+// Frees the session's executable graphs of context `context` (graph_handlers.cc): a context's
+// graphs go before it, since a backend's build of one must not outlive the context.
+void forgetContextGraphs(SessionState& session, uint64_t context);
+
 Status readStreamMemOps(capnp::List<wire::Request::StreamMemOp>::Reader list,
                         std::vector<StreamMemOp>* ops);
 

@@ -31,6 +31,30 @@ INSTANTIATE_TEST_SUITE_P(Chained, ChainedProgramTest,
                          ::testing::ValuesIn(cudaBackendProgramFlavours()),
                          [](const auto& info) { return info.param.testName(); });
 
+// The cuda backend builds an executable graph as one CUgraph of its driver and launches it with
+// cuGraphLaunch (here our libcuda, which logs each remote call at GPU_POOL_LOG=2), instead of
+// replaying its nodes one call at a time; a graph with batch memory operations is replayed.
+TEST(ChainedGraphTest, GraphsReachTheDriverAsGraphs) {
+  ServerOptions cudaOptions;
+  cudaOptions.environment["GPU_POOL_LOG"] = "2";
+  ChainedServers servers = startChainedServers(cudaOptions);
+  ProgramResult built = runProgram(programPath("graph_driver"), {},
+                                   clientEnvironment(servers.cuda->endpoint()), seconds(240));
+  ASSERT_TRUE(built.passed()) << built.describe();
+  std::string log = servers.cuda->log();
+  EXPECT_NE(log.find("gpupool: call cuGraphInstantiate"), std::string::npos) << log;
+  EXPECT_NE(log.find("gpupool: post cuGraphLaunch"), std::string::npos) << log;
+  EXPECT_EQ(log.find("gpupool: post cuLaunchKernel"), std::string::npos) << log;
+
+  size_t before = servers.cuda->log().size();
+  ProgramResult replayed = runProgram(programPath("graph_batch_memop_driver"), {},
+                                      clientEnvironment(servers.cuda->endpoint()), seconds(240));
+  ASSERT_TRUE(replayed.passed()) << replayed.describe();
+  std::string later = servers.cuda->log().substr(before);
+  EXPECT_EQ(later.find("gpupool: call cuGraphInstantiate"), std::string::npos) << later;
+  EXPECT_NE(later.find("cuStreamBatchMemOp"), std::string::npos) << later;
+}
+
 TEST(ChainedDeviceQueryTest, MatchesTheDirectEmuServer) {
   ChainedServers servers = startChainedServers();
   ProgramResult direct =

@@ -132,7 +132,9 @@ EnvironmentChanges clientEnvironment(const std::string& endpoint) {
 ServerOptions chainedCudaOptions(const std::string& emuEndpoint, ServerOptions cuda) {
   cuda.backend = "cuda";
   cuda.extraArgs.insert(cuda.extraArgs.end(), {"--driver", libcudaPath()});
-  for (auto& [name, value] : clientEnvironment(emuEndpoint)) cuda.environment[name] = value;
+  // What the caller set for the driver (say GPU_POOL_LOG) stays.
+  for (auto& [name, value] : clientEnvironment(emuEndpoint))
+    cuda.environment.try_emplace(name, value);
   return cuda;
 }
 

@@ -77,7 +77,7 @@ struct ChainedServers {
   std::unique_ptr<GpupoolServer> cuda;
 };
 // `cuda` with the cuda backend, our libcuda.so.1 as its driver, and that driver's environment
-// pointing at the emu server `emuEndpoint`.
+// pointing at the emu server `emuEndpoint` (what `cuda.environment` already sets stays).
 ServerOptions chainedCudaOptions(const std::string& emuEndpoint, ServerOptions cuda = {});
 // Starts the emu server with `emuOptions`, then the cuda server with
 // chainedCudaOptions(cudaOptions).

@@ -782,19 +782,8 @@ Status CudaContext::launch(uint64_t function, const LaunchShape& shape, uint64_t
   if (Status s = findFunction(function, &f); !s.ok()) return s;
   CUstream cuStream = nullptr;
   if (Status s = findStream(stream, &cuStream); !s.ok()) return s;
-  // kernelParams (one pointer per parameter into the packed block) is the path every driver
-  // supports; the driver only reads through these pointers, hence the const_cast.
   std::vector<void*> arguments;
-  arguments.reserve(f->params.size());
-  for (const ParamLayout& param : f->params) {
-    if (uint64_t{param.offset} + param.size > params.size()) {
-      return Status::error(CUDA_ERROR_INVALID_VALUE,
-                           "kernel parameter block is " + std::to_string(params.size()) +
-                               " bytes; the kernel needs " +
-                               std::to_string(uint64_t{param.offset} + param.size));
-    }
-    arguments.push_back(const_cast<uint8_t*>(params.data() + param.offset));
-  }
+  if (Status s = kernelArguments(*f, params, &arguments); !s.ok()) return s;
   auto start = [&] {
     if (shape.cooperative) {
       return driver_->call(driver_->launchCooperativeKernel, f->handle, shape.grid[0],
@@ -808,6 +797,24 @@ Status CudaContext::launch(uint64_t function, const LaunchShape& shape, uint64_t
                          arguments.empty() ? nullptr : arguments.data(), nullptr);
   };
   return gate_ ? launchGated(cuStream, start) : start();
+}
+
+Status CudaContext::kernelArguments(const Function& function, std::span<const uint8_t> params,
+                                    std::vector<void*>* arguments) {
+  // kernelParams (one pointer per parameter into the packed block) is the path every driver
+  // supports; the driver only reads through these pointers, hence the const_cast.
+  arguments->clear();
+  arguments->reserve(function.params.size());
+  for (const ParamLayout& param : function.params) {
+    if (uint64_t{param.offset} + param.size > params.size()) {
+      return Status::error(CUDA_ERROR_INVALID_VALUE,
+                           "kernel parameter block is " + std::to_string(params.size()) +
+                               " bytes; the kernel needs " +
+                               std::to_string(uint64_t{param.offset} + param.size));
+    }
+    arguments->push_back(const_cast<uint8_t*>(params.data() + param.offset));
+  }
+  return Status::success();
 }
 
 Status CudaContext::launchGated(CUstream stream, const std::function<Status()>& start) {

@@ -28,6 +28,8 @@
 
 namespace gpupool::server {
 
+class CudaGraph;  // cuda_graphs.cc
+
 class CudaContext final : public BackendContext {
  public:
   // Creates a context on `device` with `flags` (CUctx_flags). `deviceMemoryUsed` is the
@@ -124,6 +126,9 @@ class CudaContext final : public BackendContext {
 
   Status launch(uint64_t function, const LaunchShape& shape, uint64_t stream,
                 std::span<const uint8_t> params) override;
+  // Executable graphs (cuda_graphs.cc): one CUgraphExec each.
+  Status graphBuild(std::span<const GraphNodeDescription> nodes,
+                    std::unique_ptr<BackendGraph>* graph) override;
   Status funcSetAttribute(uint64_t function, int attribute, int value) override;
   Status occupancyMaxActiveBlocks(uint64_t function, int blockSize, uint64_t dynamicSharedBytes,
                                   unsigned flags, int* numBlocks) override;
@@ -162,6 +167,14 @@ class CudaContext final : public BackendContext {
     uint64_t module = 0;
     std::vector<ParamLayout> params;
   };
+
+  friend class CudaGraph;
+  // Checks that every handle `graph` names is still this context's, then launches it on `stream`.
+  Status graphLaunch(const CudaGraph& graph, uint64_t stream);
+  void graphRelease(CUgraph graph, CUgraphExec exec);
+  // The kernelParams array for `function` over the packed block `params` (pointers into it).
+  static Status kernelArguments(const Function& function, std::span<const uint8_t> params,
+                                std::vector<void*>* arguments);
 
   CudaContext(std::shared_ptr<CudaDriver> driver, CUcontext context, CUdevice device,
               std::shared_ptr<std::atomic<uint64_t>> deviceMemoryUsed,

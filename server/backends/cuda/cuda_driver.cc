@@ -194,6 +194,19 @@ void CudaDriver::resolveAll() {
   resolve(launchHostFunc, 10000, "cuLaunchHostFunc");
   resolve(streamBatchMemOp, 11070, "cuStreamBatchMemOp_v2");
 
+  resolve(graphCreate, 10000, "cuGraphCreate");
+  resolve(graphDestroy, 10000, "cuGraphDestroy");
+  resolve(graphAddEmptyNode, 10000, "cuGraphAddEmptyNode");
+  resolve(graphAddKernelNode, 12000, "cuGraphAddKernelNode_v2");
+  resolve(graphKernelNodeSetAttribute, 11000, "cuGraphKernelNodeSetAttribute");
+  resolve(graphAddMemsetNode, 10000, "cuGraphAddMemsetNode");
+  resolve(graphAddMemcpyNode, 10000, "cuGraphAddMemcpyNode");
+  resolve(graphAddEventRecordNode, 11010, "cuGraphAddEventRecordNode");
+  resolve(graphAddEventWaitNode, 11010, "cuGraphAddEventWaitNode");
+  resolve(graphInstantiateWithFlags, 11040, "cuGraphInstantiateWithFlags");
+  resolve(graphExecDestroy, 10000, "cuGraphExecDestroy");
+  resolve(graphLaunch, 10000, "cuGraphLaunch");
+
   resolve(eventCreate, 2000, "cuEventCreate");
   resolve(eventDestroy, 4000, "cuEventDestroy_v2");
   resolve(eventRecord, 2000, "cuEventRecord");

@@ -195,6 +195,24 @@ class CudaDriver {
   DriverEntryPoint<PFN_cuLaunchHostFunc_v10000> launchHostFunc{"cuLaunchHostFunc"};
   DriverEntryPoint<PFN_cuStreamBatchMemOp_v11070> streamBatchMemOp{"cuStreamBatchMemOp"};
 
+  // Executable graphs (cuda_graphs.cc).
+  DriverEntryPoint<PFN_cuGraphCreate_v10000> graphCreate{"cuGraphCreate"};
+  DriverEntryPoint<PFN_cuGraphDestroy_v10000> graphDestroy{"cuGraphDestroy"};
+  DriverEntryPoint<PFN_cuGraphAddEmptyNode_v10000> graphAddEmptyNode{"cuGraphAddEmptyNode"};
+  DriverEntryPoint<PFN_cuGraphAddKernelNode_v12000> graphAddKernelNode{"cuGraphAddKernelNode"};
+  DriverEntryPoint<PFN_cuGraphKernelNodeSetAttribute_v11000> graphKernelNodeSetAttribute{
+      "cuGraphKernelNodeSetAttribute"};
+  DriverEntryPoint<PFN_cuGraphAddMemsetNode_v10000> graphAddMemsetNode{"cuGraphAddMemsetNode"};
+  DriverEntryPoint<PFN_cuGraphAddMemcpyNode_v10000> graphAddMemcpyNode{"cuGraphAddMemcpyNode"};
+  DriverEntryPoint<PFN_cuGraphAddEventRecordNode_v11010> graphAddEventRecordNode{
+      "cuGraphAddEventRecordNode"};
+  DriverEntryPoint<PFN_cuGraphAddEventWaitNode_v11010> graphAddEventWaitNode{
+      "cuGraphAddEventWaitNode"};
+  DriverEntryPoint<PFN_cuGraphInstantiateWithFlags_v11040> graphInstantiateWithFlags{
+      "cuGraphInstantiateWithFlags"};
+  DriverEntryPoint<PFN_cuGraphExecDestroy_v10000> graphExecDestroy{"cuGraphExecDestroy"};
+  DriverEntryPoint<PFN_cuGraphLaunch_v10000> graphLaunch{"cuGraphLaunch"};
+
   DriverEntryPoint<PFN_cuEventCreate_v2000> eventCreate{"cuEventCreate"};
   DriverEntryPoint<PFN_cuEventDestroy_v4000> eventDestroy{"cuEventDestroy"};
   DriverEntryPoint<PFN_cuEventRecord_v2000> eventRecord{"cuEventRecord"};

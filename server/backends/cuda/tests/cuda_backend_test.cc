@@ -269,6 +269,87 @@ TEST_F(CudaBackendTest, ModulesFunctionsAndGlobals) {
   EXPECT_EQ(context->moduleUnload(module).code, CUDA_ERROR_INVALID_HANDLE);
 }
 
+// Nodes 0 memset, 1 kernel (after 0), 2 copy of two slices (after 1), 3 empty (after 0 and 2).
+std::vector<GraphNodeDescription> fourNodeGraph(uint64_t function, uint64_t buffer) {
+  using Kind = GraphNodeDescription::Kind;
+  std::vector<GraphNodeDescription> nodes(4);
+  nodes[0].kind = Kind::kMemset;
+  nodes[0].dst = buffer;
+  nodes[0].value = 7;
+  nodes[0].elementSize = 4;
+  nodes[0].width = 16;
+  nodes[1].kind = Kind::kKernel;
+  nodes[1].dependencies = {0};
+  nodes[1].function = function;
+  nodes[1].shape.cooperative = true;
+  nodes[1].params.assign(24, 0);
+  int32_t value = 4242;
+  std::memcpy(nodes[1].params.data(), &buffer, 8);
+  std::memcpy(nodes[1].params.data() + 8, &value, 4);
+  nodes[2].kind = Kind::kCopy;
+  nodes[2].dependencies = {1};
+  nodes[2].src = buffer;
+  nodes[2].dst = buffer + 32;
+  nodes[2].width = 4;
+  nodes[2].depth = 2;
+  nodes[2].srcSlice = nodes[2].dstSlice = 4;
+  nodes[3].dependencies = {0, 2};
+  return nodes;
+}
+
+TEST_F(CudaBackendTest, GraphsAreBuiltAsOneDriverGraph) {
+  auto image = fakeModuleImage();
+  uint64_t module = 0, buffer = 0;
+  ASSERT_TRUE(context->moduleLoad(image, &module).ok());
+  FunctionDescription function;
+  ASSERT_TRUE(context->moduleGetFunction(module, "store", &function).ok());
+  ASSERT_TRUE(context->memAlloc(64, &buffer).ok());
+  auto nodes = fourNodeGraph(function.handle, buffer);
+
+  int edgesBefore = fakeCounter("fakeGraphEdges");
+  int launchesBefore = fakeCounter("fakeGraphLaunches");
+  std::unique_ptr<BackendGraph> graph;
+  ASSERT_TRUE(context->graphBuild(nodes, &graph).ok());
+  ASSERT_NE(graph, nullptr);
+  EXPECT_EQ(fakeCounter("fakeLiveGraphs"), 2);  // the graph and its executable graph
+  // 0->1, 1->each of the copy's two slice nodes, and both slices and 0 -> 3.
+  EXPECT_EQ(fakeCounter("fakeGraphEdges") - edgesBefore, 6);
+  ASSERT_TRUE(graph->launch(0).ok());
+  EXPECT_EQ(fakeCounter("fakeGraphLaunches") - launchesBefore, 1);
+  int32_t words[16] = {};
+  ASSERT_TRUE(context->copyDeviceToHost(words, buffer, 64, 0).ok());
+  EXPECT_EQ(words[0], 4242);
+  EXPECT_EQ(words[1], 7);
+  EXPECT_EQ(words[8], 4242);  // slice 0 of the copy
+  EXPECT_EQ(words[9], 7);     // slice 1
+  EXPECT_EQ(words[15], 7);
+  EXPECT_EQ(graph->launch(12345).code, CUDA_ERROR_INVALID_HANDLE);  // no such stream
+  graph.reset();
+  EXPECT_EQ(fakeCounter("fakeLiveGraphs"), 0);
+
+  // A graph naming a kernel whose module is gone never reaches the driver's launch.
+  ASSERT_TRUE(context->graphBuild(nodes, &graph).ok());
+  ASSERT_NE(graph, nullptr);
+  ASSERT_TRUE(context->moduleUnload(module).ok());
+  launchesBefore = fakeCounter("fakeGraphLaunches");
+  EXPECT_EQ(graph->launch(0).code, CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(fakeCounter("fakeGraphLaunches"), launchesBefore);
+  graph.reset();
+  EXPECT_EQ(context->graphBuild(nodes, &graph).code, CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(graph, nullptr);
+  EXPECT_EQ(fakeCounter("fakeLiveGraphs"), 0);  // the half-built graph was destroyed
+}
+
+TEST_F(CudaBackendTest, GraphsWithMemoryOperationsAreLeftToReplay) {
+  std::vector<GraphNodeDescription> nodes(2);
+  nodes[1].kind = GraphNodeDescription::Kind::kMemOps;
+  nodes[1].memOps.resize(1);
+  std::unique_ptr<BackendGraph> graph;
+  ASSERT_TRUE(context->graphBuild(nodes, &graph).ok());
+  EXPECT_EQ(graph, nullptr);
+  EXPECT_EQ(fakeCounter("fakeLiveGraphs"), 0);
+}
+
 TEST_F(CudaBackendTest, DestroyingTheContextReleasesEverything) {
   uint64_t address = 0, stream = 0, module = 0;
   ASSERT_TRUE(context->memAlloc(1024, &address).ok());

@@ -4,16 +4,20 @@
 // every call that needs a context has one current, and memory is touched only with the context
 // that allocated it current. It exports versioned names only (no cuGetProcAddress), so the
 // backend's dlsym fallback is what resolves it, and it has no events, so those calls must come
-// back as CUDA_ERROR_NOT_SUPPORTED.
+// back as CUDA_ERROR_NOT_SUPPORTED. Graphs hold kernel, memset, copy and empty nodes and run them
+// at cuGraphLaunch in the order they were added (which the dependencies must respect).
 //
-// Counters (fakeLive*) let tests see that a destroyed context released everything.
+// Counters (fakeLive*) let tests see that a destroyed context released everything;
+// fakeGraphLaunches and fakeGraphEdges what reached the driver as a graph.
 #include <cuda.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <set>
 #include <string>
+#include <vector>
 
 #define FAKE_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -31,6 +35,25 @@ std::set<void*> modules;
 thread_local FakeContext* current = nullptr;
 alignas(16) unsigned char moduleGlobal[64];  // the global "counter" of every fake module
 int functionToken;                           // CUfunction of `store` is its address
+
+// A graph's node: what it does, kept from its cuGraphAdd*Node call.
+struct FakeGraphNode {
+  enum class Kind { kEmpty, kStore, kMemset, kCopy } kind = Kind::kEmpty;
+  CUdeviceptr out = 0;  // kStore: the kernel's arguments
+  int value = 0;
+  CUDA_MEMSET_NODE_PARAMS memset{};
+  CUDA_MEMCPY3D copy{};
+  bool cooperative = false;
+};
+struct FakeGraph {
+  std::vector<FakeGraphNode*> nodes;  // owned, in the order added
+  ~FakeGraph() {
+    for (FakeGraphNode* node : nodes) delete node;
+  }
+};
+std::set<FakeGraph*> graphs;  // graphs and executable graphs (copies of one)
+int graphLaunches = 0;
+int graphEdges = 0;  // dependencies given to cuGraphAdd*Node, over all graphs
 
 bool hasContext() { return current != nullptr && contexts.count(current) != 0; }
 
@@ -52,6 +75,9 @@ FAKE_EXPORT int fakeLiveContexts() { return static_cast<int>(contexts.size()); }
 FAKE_EXPORT int fakeLiveAllocations() { return static_cast<int>(allocations.size()); }
 FAKE_EXPORT int fakeLiveStreams() { return static_cast<int>(streams.size()); }
 FAKE_EXPORT int fakeLiveModules() { return static_cast<int>(modules.size()); }
+FAKE_EXPORT int fakeLiveGraphs() { return static_cast<int>(graphs.size()); }
+FAKE_EXPORT int fakeGraphLaunches() { return graphLaunches; }
+FAKE_EXPORT int fakeGraphEdges() { return graphEdges; }
 
 // The ordinal of the device whose context made the allocation at `pointer`, or -1.
 FAKE_EXPORT int fakeAllocationDevice(CUdeviceptr pointer) {
@@ -292,5 +318,161 @@ FAKE_EXPORT CUresult cuLaunchKernel(CUfunction function, unsigned, unsigned, uns
   std::memcpy(&value, params[1], sizeof value);
   if (!owned(out, sizeof value)) return CUDA_ERROR_ILLEGAL_ADDRESS;
   std::memcpy(reinterpret_cast<void*>(out), &value, sizeof value);
+  return CUDA_SUCCESS;
+}
+
+namespace {
+
+// Adds `node` to `graph` after `dependencies`, which must be nodes of that graph.
+CUresult addGraphNode(CUgraphNode* added, CUgraph graph, const CUgraphNode* dependencies,
+                      size_t count, FakeGraphNode* node) {
+  auto* fake = reinterpret_cast<FakeGraph*>(graph);
+  if (graphs.count(fake) == 0) {
+    delete node;
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  for (size_t i = 0; i < count; ++i) {
+    auto* dependency = reinterpret_cast<FakeGraphNode*>(dependencies[i]);
+    if (std::find(fake->nodes.begin(), fake->nodes.end(), dependency) == fake->nodes.end()) {
+      delete node;
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+  }
+  graphEdges += static_cast<int>(count);
+  fake->nodes.push_back(node);
+  *added = reinterpret_cast<CUgraphNode>(node);
+  return CUDA_SUCCESS;
+}
+
+CUresult runGraphNode(const FakeGraphNode& node) {
+  switch (node.kind) {
+    case FakeGraphNode::Kind::kEmpty:
+      return CUDA_SUCCESS;
+    case FakeGraphNode::Kind::kStore:
+      if (!owned(node.out, sizeof node.value)) return CUDA_ERROR_ILLEGAL_ADDRESS;
+      std::memcpy(reinterpret_cast<void*>(node.out), &node.value, sizeof node.value);
+      return CUDA_SUCCESS;
+    case FakeGraphNode::Kind::kMemset: {
+      const CUDA_MEMSET_NODE_PARAMS& m = node.memset;
+      size_t row = m.width * m.elementSize;
+      if (!owned(m.dst, (m.height - 1) * m.pitch + row)) return CUDA_ERROR_INVALID_CONTEXT;
+      for (size_t y = 0; y < m.height; ++y) {
+        auto* line = reinterpret_cast<unsigned char*>(m.dst + y * m.pitch);
+        for (size_t x = 0; x < m.width; ++x) {
+          std::memcpy(line + x * m.elementSize, &m.value, m.elementSize);
+        }
+      }
+      return CUDA_SUCCESS;
+    }
+    case FakeGraphNode::Kind::kCopy: {
+      const CUDA_MEMCPY3D& c = node.copy;
+      if (c.Depth != 1 || !owned(c.srcDevice, (c.Height - 1) * c.srcPitch + c.WidthInBytes) ||
+          !owned(c.dstDevice, (c.Height - 1) * c.dstPitch + c.WidthInBytes)) {
+        return CUDA_ERROR_INVALID_CONTEXT;
+      }
+      for (size_t y = 0; y < c.Height; ++y) {
+        std::memmove(reinterpret_cast<void*>(c.dstDevice + y * c.dstPitch),
+                     reinterpret_cast<const void*>(c.srcDevice + y * c.srcPitch), c.WidthInBytes);
+      }
+      return CUDA_SUCCESS;
+    }
+  }
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
+}  // namespace
+
+FAKE_EXPORT CUresult cuGraphCreate(CUgraph* graph, unsigned flags) {
+  std::lock_guard lock(mutex);
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  auto* fake = new FakeGraph;
+  graphs.insert(fake);
+  *graph = reinterpret_cast<CUgraph>(fake);
+  return CUDA_SUCCESS;
+}
+FAKE_EXPORT CUresult cuGraphDestroy(CUgraph graph) {
+  std::lock_guard lock(mutex);
+  auto* fake = reinterpret_cast<FakeGraph*>(graph);
+  if (graphs.erase(fake) == 0) return CUDA_ERROR_INVALID_VALUE;
+  delete fake;
+  return CUDA_SUCCESS;
+}
+FAKE_EXPORT CUresult cuGraphAddEmptyNode(CUgraphNode* node, CUgraph graph,
+                                         const CUgraphNode* dependencies, size_t count) {
+  std::lock_guard lock(mutex);
+  return addGraphNode(node, graph, dependencies, count, new FakeGraphNode);
+}
+FAKE_EXPORT CUresult cuGraphAddKernelNode(CUgraphNode* node, CUgraph graph,
+                                          const CUgraphNode* dependencies, size_t count,
+                                          const CUDA_KERNEL_NODE_PARAMS* params) {  // _v2
+  std::lock_guard lock(mutex);
+  if (params->func != reinterpret_cast<CUfunction>(&functionToken) ||
+      params->kernelParams == nullptr || params->extra != nullptr) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  auto* added = new FakeGraphNode;
+  added->kind = FakeGraphNode::Kind::kStore;
+  std::memcpy(&added->out, params->kernelParams[0], sizeof added->out);
+  std::memcpy(&added->value, params->kernelParams[1], sizeof added->value);
+  return addGraphNode(node, graph, dependencies, count, added);
+}
+FAKE_EXPORT CUresult cuGraphKernelNodeSetAttribute(CUgraphNode node, CUkernelNodeAttrID attribute,
+                                                   const CUkernelNodeAttrValue* value) {
+  std::lock_guard lock(mutex);
+  auto* fake = reinterpret_cast<FakeGraphNode*>(node);
+  if (attribute != CU_KERNEL_NODE_ATTRIBUTE_COOPERATIVE ||
+      fake->kind != FakeGraphNode::Kind::kStore)
+    return CUDA_ERROR_INVALID_VALUE;
+  fake->cooperative = value->cooperative != 0;
+  return CUDA_SUCCESS;
+}
+FAKE_EXPORT CUresult cuGraphAddMemsetNode(CUgraphNode* node, CUgraph graph,
+                                          const CUgraphNode* dependencies, size_t count,
+                                          const CUDA_MEMSET_NODE_PARAMS* params, CUcontext ctx) {
+  std::lock_guard lock(mutex);
+  if (reinterpret_cast<FakeContext*>(ctx) != current) return CUDA_ERROR_INVALID_CONTEXT;
+  auto* added = new FakeGraphNode;
+  added->kind = FakeGraphNode::Kind::kMemset;
+  added->memset = *params;
+  return addGraphNode(node, graph, dependencies, count, added);
+}
+FAKE_EXPORT CUresult cuGraphAddMemcpyNode(CUgraphNode* node, CUgraph graph,
+                                          const CUgraphNode* dependencies, size_t count,
+                                          const CUDA_MEMCPY3D* params, CUcontext ctx) {
+  std::lock_guard lock(mutex);
+  if (reinterpret_cast<FakeContext*>(ctx) != current) return CUDA_ERROR_INVALID_CONTEXT;
+  if (params->srcMemoryType != CU_MEMORYTYPE_DEVICE ||
+      params->dstMemoryType != CU_MEMORYTYPE_DEVICE)
+    return CUDA_ERROR_INVALID_VALUE;
+  auto* added = new FakeGraphNode;
+  added->kind = FakeGraphNode::Kind::kCopy;
+  added->copy = *params;
+  return addGraphNode(node, graph, dependencies, count, added);
+}
+FAKE_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph,
+                                                 unsigned long long flags) {
+  std::lock_guard lock(mutex);
+  auto* fake = reinterpret_cast<FakeGraph*>(graph);
+  if (graphs.count(fake) == 0 || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  auto* copy = new FakeGraph;
+  for (FakeGraphNode* node : fake->nodes) copy->nodes.push_back(new FakeGraphNode(*node));
+  graphs.insert(copy);
+  *exec = reinterpret_cast<CUgraphExec>(copy);
+  return CUDA_SUCCESS;
+}
+FAKE_EXPORT CUresult cuGraphExecDestroy(CUgraphExec exec) {
+  return cuGraphDestroy(reinterpret_cast<CUgraph>(exec));
+}
+FAKE_EXPORT CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
+  std::lock_guard lock(mutex);
+  auto* fake = reinterpret_cast<FakeGraph*>(exec);
+  if (!hasContext()) return CUDA_ERROR_INVALID_CONTEXT;
+  if (graphs.count(fake) == 0 || (stream != nullptr && streams.count(stream) == 0)) {
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  ++graphLaunches;
+  for (const FakeGraphNode* node : fake->nodes) {
+    if (CUresult result = runGraphNode(*node); result != CUDA_SUCCESS) return result;
+  }
   return CUDA_SUCCESS;
 }

@@ -1,0 +1,202 @@
+// Executable graphs on the real driver: the nodes graph_handlers.cc checked become one CUgraph
+// (cuGraphAdd*Node with the same dependencies), instantiated once, and each launch is one
+// cuGraphLaunch, so the GPU sees the graph as a graph: independent branches overlap and the
+// launch costs the driver one submission. Batch memory operation nodes are not built (a wait in
+// one could hold the graph's stream past the context's teardown, which CudaContext meets only for
+// waits it queued itself): such a graph is replayed by the handler instead.
+//
+// The CUgraph names driver handles (functions, events) that the client may destroy later, which
+// would leave the driver a dangling handle; so a launch first checks that every one the graph
+// names is still this context's, by the ids the graph was built from.
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "server/backends/cuda/cuda_context.h"
+
+namespace gpupool::server {
+
+class CudaGraph final : public BackendGraph {
+ public:
+  CudaGraph(CudaContext& owner, CUgraph graph) : owner_(owner), graph_(graph) {}
+  ~CudaGraph() override { owner_.graphRelease(graph_, exec_); }
+  CudaGraph(const CudaGraph&) = delete;
+  CudaGraph& operator=(const CudaGraph&) = delete;
+
+  Status launch(uint64_t stream) override { return owner_.graphLaunch(*this, stream); }
+
+ private:
+  friend class CudaContext;
+  CudaContext& owner_;  // outlives the graph (server/backend.h)
+  CUgraph graph_;
+  CUgraphExec exec_ = nullptr;
+  std::vector<uint64_t> functions_, events_;  // ids the nodes name, checked at each launch
+};
+
+namespace {
+
+using NodeKind = GraphNodeDescription::Kind;
+
+// One slice of a device-to-device copy node as the driver's 3D copy of depth 1.
+CUDA_MEMCPY3D copySlice(const GraphNodeDescription& n, uint64_t z) {
+  CUDA_MEMCPY3D copy{};
+  copy.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  copy.srcDevice = n.src + z * n.srcSlice;
+  copy.srcPitch = n.height > 1 ? n.srcPitch : std::max(n.srcPitch, n.width);
+  copy.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  copy.dstDevice = n.dst + z * n.dstSlice;
+  copy.dstPitch = n.height > 1 ? n.dstPitch : std::max(n.dstPitch, n.width);
+  copy.WidthInBytes = n.width;
+  copy.Height = n.height;
+  copy.Depth = 1;
+  return copy;
+}
+
+}  // namespace
+
+Status CudaContext::graphBuild(std::span<const GraphNodeDescription> nodes,
+                               std::unique_ptr<BackendGraph>* built) {
+  built->reset();
+  for (const GraphNodeDescription& n : nodes) {
+    if (n.kind == NodeKind::kMemOps) return Status::success();  // replayed (above)
+  }
+  // A driver without graphs (none since CUDA 10 lacks them) gets the graph replayed too.
+  if (driver_->graphCreate.fn == nullptr || driver_->graphInstantiateWithFlags.fn == nullptr ||
+      driver_->graphLaunch.fn == nullptr) {
+    return Status::success();
+  }
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  CUgraph cuGraph = nullptr;
+  if (Status s = driver_->call(driver_->graphCreate, &cuGraph, 0u); !s.ok()) return s;
+  auto graph = std::make_unique<CudaGraph>(*this, cuGraph);
+
+  // The driver nodes each description became (a copy of several slices is several nodes), which
+  // its dependents all wait for.
+  std::vector<std::vector<CUgraphNode>> made(nodes.size());
+  std::vector<CUgraphNode> after;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const GraphNodeDescription& n = nodes[i];
+    after.clear();
+    for (uint32_t d : n.dependencies) after.insert(after.end(), made[d].begin(), made[d].end());
+    auto failed = [&](const Status& s) {
+      return Status::error(s.code, "graph node " + std::to_string(i) + ": " + s.message);
+    };
+    CUgraphNode node = nullptr;
+    Status s = Status::success();
+    switch (n.kind) {
+      case NodeKind::kEmpty:
+        s = driver_->call(driver_->graphAddEmptyNode, &node, cuGraph, after.data(), after.size());
+        break;
+      case NodeKind::kKernel: {
+        const Function* f = nullptr;
+        if (s = findFunction(n.function, &f); !s.ok()) break;
+        std::vector<void*> arguments;
+        if (s = kernelArguments(*f, n.params, &arguments); !s.ok()) break;
+        CUDA_KERNEL_NODE_PARAMS params{};
+        params.func = f->handle;
+        params.gridDimX = n.shape.grid[0];
+        params.gridDimY = n.shape.grid[1];
+        params.gridDimZ = n.shape.grid[2];
+        params.blockDimX = n.shape.block[0];
+        params.blockDimY = n.shape.block[1];
+        params.blockDimZ = n.shape.block[2];
+        params.sharedMemBytes = n.shape.sharedBytes;
+        params.kernelParams = arguments.empty() ? nullptr : arguments.data();
+        // The driver copies the parameters into the node.
+        s = driver_->call(driver_->graphAddKernelNode, &node, cuGraph, after.data(), after.size(),
+                          static_cast<const CUDA_KERNEL_NODE_PARAMS*>(&params));
+        if (s.ok() && n.shape.cooperative) {
+          CUkernelNodeAttrValue value{};
+          value.cooperative = 1;
+          s = driver_->call(driver_->graphKernelNodeSetAttribute, node,
+                            CU_KERNEL_NODE_ATTRIBUTE_COOPERATIVE,
+                            static_cast<const CUkernelNodeAttrValue*>(&value));
+        }
+        graph->functions_.push_back(n.function);
+        break;
+      }
+      case NodeKind::kMemset: {
+        CUDA_MEMSET_NODE_PARAMS params{};
+        params.dst = n.dst;
+        params.pitch = n.height > 1 ? n.dstPitch : n.width * n.elementSize;
+        params.value = n.value;
+        params.elementSize = n.elementSize;
+        params.width = n.width;
+        params.height = n.height;
+        s = driver_->call(driver_->graphAddMemsetNode, &node, cuGraph, after.data(), after.size(),
+                          static_cast<const CUDA_MEMSET_NODE_PARAMS*>(&params), context_);
+        break;
+      }
+      case NodeKind::kCopy:
+        // Slices are independent of each other: each a node after the same dependencies.
+        for (uint64_t z = 0; z < n.depth && s.ok(); ++z) {
+          CUDA_MEMCPY3D copy = copySlice(n, z);
+          s = driver_->call(driver_->graphAddMemcpyNode, &node, cuGraph, after.data(), after.size(),
+                            static_cast<const CUDA_MEMCPY3D*>(&copy), context_);
+          if (s.ok()) made[i].push_back(node);
+        }
+        node = nullptr;
+        if (s.ok() && n.depth == 0) {
+          s = driver_->call(driver_->graphAddEmptyNode, &node, cuGraph, after.data(), after.size());
+        }
+        break;
+      case NodeKind::kEventRecord:
+      case NodeKind::kEventWait: {
+        CUevent event = nullptr;
+        if (s = findEvent(n.event, &event); !s.ok()) break;
+        s = n.kind == NodeKind::kEventRecord
+                ? driver_->call(driver_->graphAddEventRecordNode, &node, cuGraph, after.data(),
+                                after.size(), event)
+                : driver_->call(driver_->graphAddEventWaitNode, &node, cuGraph, after.data(),
+                                after.size(), event);
+        graph->events_.push_back(n.event);
+        break;
+      }
+      case NodeKind::kMemOps:
+        break;  // not reached: such graphs are replayed
+    }
+    if (!s.ok()) return failed(s);
+    if (node != nullptr) made[i].push_back(node);
+  }
+  if (Status s = driver_->call(driver_->graphInstantiateWithFlags, &graph->exec_, cuGraph, 0ull);
+      !s.ok()) {
+    graph->exec_ = nullptr;
+    return s;
+  }
+  *built = std::move(graph);
+  return Status::success();
+}
+
+Status CudaContext::graphLaunch(const CudaGraph& graph, uint64_t stream) {
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  for (uint64_t id : graph.functions_) {
+    const Function* f = nullptr;
+    if (Status s = findFunction(id, &f); !s.ok()) {
+      return Status::error(
+          CUDA_ERROR_INVALID_HANDLE,
+          "a kernel of this graph is gone (its module was unloaded): " + s.message);
+    }
+  }
+  for (uint64_t id : graph.events_) {
+    CUevent event = nullptr;
+    if (Status s = findEvent(id, &event); !s.ok()) {
+      return Status::error(CUDA_ERROR_INVALID_HANDLE,
+                           "an event of this graph was destroyed: " + s.message);
+    }
+  }
+  CUstream cuStream = nullptr;
+  if (Status s = findStream(stream, &cuStream); !s.ok()) return s;
+  auto start = [&] { return driver_->call(driver_->graphLaunch, graph.exec_, cuStream); };
+  // Under the pool's scheduler the whole graph is one admission, metered as one kernel.
+  return gate_ ? launchGated(cuStream, start) : start();
+}
+
+void CudaContext::graphRelease(CUgraph graph, CUgraphExec exec) {
+  // Errors have no one to go to: the graph is forgotten either way.
+  (void)makeCurrent();
+  if (exec != nullptr) (void)driver_->call(driver_->graphExecDestroy, exec);
+  if (graph != nullptr) (void)driver_->call(driver_->graphDestroy, graph);
+}
+
+}  // namespace gpupool::server
