@@ -3,6 +3,7 @@
 // exit code (device assert, out-of-bounds access) or are checked here (device printf).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -122,6 +123,32 @@ INSTANTIATE_TEST_SUITE_P(
     [](const testing::TestParamInfo<std::tuple<std::string, std::string>>& info) {
       return std::get<0>(info.param) + "_" + std::get<1>(info.param);
     });
+
+// Hopper programs on the cuda backend, chained onto an emu server advertising compute capability
+// 9.0: the cuda backend's driver (our libcuda, talking to that emu server) encodes the tensor maps
+// and runs the bulk copies, as NVIDIA's would on an H100 or H200.
+class ChainedSm90Suite : public testing::TestWithParam<std::string> {};
+
+TEST_P(ChainedSm90Suite, RunsOnTheChainedCudaBackend) {
+  const std::vector<std::string> built = flavours();
+  if (std::find(built.begin(), built.end(), "sm90") == built.end()) {
+    GTEST_SKIP() << "this build has no sm90 flavour (GPUPOOL_EMU_FLAVOURS)";
+  }
+  e2e::ChainedServers servers = e2e::startChainedServers({}, emuServerOptions(90));
+  const ProgramResult result =
+      runProgram(programPath("sm90", GetParam()), {}, clientEnvironment(servers.cuda->endpoint()),
+                 seconds(180));
+  ASSERT_TRUE(result.exited && result.exitCode == 0)
+      << GetParam() << " (sm90, chained) " << result.describe() << "\n--- cuda server log ---\n"
+      << servers.cuda->log() << "\n--- emu server log ---\n"
+      << servers.emu->log();
+  const std::vector<std::string> outputLines = lines(result.out);
+  ASSERT_FALSE(outputLines.empty());
+  EXPECT_EQ(outputLines.back(), "PASS") << result.describe();
+}
+
+INSTANTIATE_TEST_SUITE_P(Chained, ChainedSm90Suite,
+                         testing::Values("tensor_map_copy", "bulk_copy", "cuda_pipeline"));
 
 }  // namespace
 }  // namespace gpupool::emu_programs
