@@ -223,9 +223,9 @@ int main(int argc, char** argv) {
   listenOptions.pinnedMemory = &pinnedMemory;
   unsigned shmPollUs = static_cast<unsigned>(listenOptions.shmPollMax.count());
   app.add_option("--shm-poll-us", shmPollUs,
-                 "Longest a worker that just served an shm session spins for its next call "
-                 "before returning it to the event loop (adaptive below this; 0, the default, "
-                 "never spins; docs/shm.md)")
+                 "How long a worker that just served an shm session spins for its next call "
+                 "before returning it to the event loop (after 8 misses in a row only every 8th "
+                 "time; 0 never spins; docs/shm.md)")
       ->check(CLI::Range(0u, 1000u))
       ->capture_default_str();
   app.add_option("--tls-cert", listenOptions.tlsCertificateChain,

@@ -85,21 +85,22 @@ void ShmRingEnd::wakePeer(ShmRingCount& count, ShmWaitHooks& hooks) {
 }
 
 bool ShmRingEnd::pollReadable(nanoseconds max) {
+  // Resting after a run of misses: only every kPollProbeEvery-th call spins, to find out whether
+  // the client has started calling back to back again.
+  if (pollMisses_ >= kPollMissesBeforeRest && ++pollRested_ % kPollProbeEvery != 0) return false;
   std::atomic_ref<uint32_t> waiting(control_->head.waiting);
   if (waiting.load() == kShmDoorbell) waiting.store(kShmAwake);
   const auto start = steady_clock::now();
-  nanoseconds took{0};
   do {
     for (int i = 0; i < 64; ++i) {
       if (readable() != 0) {
-        took = std::chrono::duration_cast<nanoseconds>(steady_clock::now() - start);
-        pollSpin_ = std::clamp(std::max(pollSpin_, took * 2), kMinSpin, std::max(kMinSpin, max));
+        pollMisses_ = 0;
         return true;
       }
       cpuRelax();
     }
-  } while (steady_clock::now() - start < std::min(pollSpin_, max));
-  pollSpin_ = std::max(kMinSpin, pollSpin_ / 2);
+  } while (steady_clock::now() - start < max);
+  ++pollMisses_;
   return false;
 }
 
@@ -140,22 +141,40 @@ void waitUntil(Ready ready, ShmRingCount& count, nanoseconds& spin, ShmWaitHooks
 
 }  // namespace
 
-size_t ShmRingEnd::write(const void* src, size_t size, ShmWaitHooks& hooks) {
-  uint32_t room = size_ - (head_ - peerTail());
-  if (room == 0) {
-    waitUntil([&] { return (room = size_ - (head_ - peerTail())) != 0; }, control_->tail, spin_,
-              hooks);
+void ShmRingEnd::write(std::span<const ConstBuffer> parts, ShmWaitHooks& hooks) {
+  size_t part = 0, offset = 0;  // the next byte to copy in
+  auto skipDone = [&] {
+    while (part < parts.size() && offset == parts[part].size) {
+      ++part;
+      offset = 0;
+    }
+  };
+  skipDone();
+  while (part < parts.size()) {
+    uint32_t room = size_ - (head_ - peerTail());
+    if (room == 0) {
+      waitUntil([&] { return (room = size_ - (head_ - peerTail())) != 0; }, control_->tail, spin_,
+                hooks);
+    }
+    // At most a quarter of the ring per step, so the consumer copies out while the rest goes in;
+    // what fits goes in whole, so a small frame is published (and its reader woken) once.
+    size_t step = std::min<size_t>(room, std::max<uint32_t>(size_ / 4, 1));
+    size_t done = 0;
+    while (done < step && part < parts.size()) {
+      size_t n = std::min(step - done, parts[part].size - offset);
+      const auto* src = static_cast<const std::byte*>(parts[part].data) + offset;
+      uint32_t at = (head_ + static_cast<uint32_t>(done)) & (size_ - 1);
+      size_t first = std::min<size_t>(n, size_ - at);
+      std::memcpy(data_ + at, src, first);
+      std::memcpy(data_, src + first, n - first);
+      done += n;
+      offset += n;
+      skipDone();
+    }
+    head_ += static_cast<uint32_t>(done);
+    store(control_->head.value, head_);
+    wakePeer(control_->head, hooks);
   }
-  // At most a quarter of the ring per step, so the consumer copies out while the rest goes in.
-  size_t n = std::min({size, size_t{room}, size_t{std::max<uint32_t>(size_ / 4, 1)}});
-  uint32_t at = head_ & (size_ - 1);
-  size_t first = std::min<size_t>(n, size_ - at);
-  std::memcpy(data_ + at, src, first);
-  std::memcpy(data_, static_cast<const std::byte*>(src) + first, n - first);
-  head_ += static_cast<uint32_t>(n);
-  store(control_->head.value, head_);
-  wakePeer(control_->head, hooks);
-  return n;
 }
 
 size_t ShmRingEnd::read(void* dst, size_t max, bool wait, ShmWaitHooks& hooks,

@@ -170,14 +170,7 @@ class ShmConnection final : public FramedConnection {
   void writeAll(std::span<const ConstBuffer> parts) override {
     if (shutdown_) fail(TransportError::Kind::kDisconnected, "send failed: connection shut down");
     setUp(true);
-    for (const ConstBuffer& part : parts) {
-      auto* p = static_cast<const std::byte*>(part.data);
-      for (size_t left = part.size; left > 0;) {
-        size_t n = out_->write(p, left, sendHooks_);
-        p += n;
-        left -= n;
-      }
-    }
+    out_->write(parts, sendHooks_);
   }
 
   size_t readSome(void* dst, size_t max) override {

@@ -36,10 +36,10 @@ struct ListenOptions {
   // The pinned ranges accepted RDMA connections cache registrations of; null =
   // processPinnedMemory().
   PinnedMemory* pinnedMemory = nullptr;
-  // shm:// only: the longest a worker that just served a frame spins for the session's next one
-  // before returning it to the event loop (ShmRingEnd::pollReadable); 0 never spins (the default:
-  // docs/shm.md has why).
-  std::chrono::microseconds shmPollMax{0};
+  // shm:// only: how long a worker that just served a frame spins for the session's next one
+  // before returning it to the event loop (ShmRingEnd::pollReadable, which rests after a run of
+  // misses); 0 never spins. docs/shm.md has the measurements behind the default.
+  std::chrono::microseconds shmPollMax{50};
 };
 
 // Empty when `scheme`'s transport can be used in this process; otherwise why not (e.g. no RDMA

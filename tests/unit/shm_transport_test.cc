@@ -72,6 +72,58 @@ int shmMappings() {
   return n;
 }
 
+// One ring in plain memory, its producer and consumer ends, and hooks that never need to act.
+struct RingInMemory {
+  static constexpr uint32_t kBytes = 4096;
+  ShmRingControl control{};
+  std::vector<std::byte> data = std::vector<std::byte>(kBytes);
+  ShmRingEnd producer{&control, data.data(), kBytes};
+  ShmRingEnd consumer{&control, data.data(), kBytes};
+  struct Hooks : ShmWaitHooks {
+    unsigned doorbells = 0;
+    void checkWhileWaiting() override {}
+    void ringDoorbell() override { ++doorbells; }
+  } hooks;
+};
+
+// A frame sent as several pieces (header, message segments) is published whole, so a consumer
+// never wakes to a part of it.
+TEST(ShmRingTest, PiecesOfAWriteArePublishedTogether) {
+  RingInMemory ring;
+  const char header[] = "head", body[] = "the message";
+  ConstBuffer parts[] = {{header, 4}, {nullptr, 0}, {body, sizeof body}};
+  ring.control.head.waiting = kShmDoorbell;
+  ring.producer.write(parts, ring.hooks);
+  EXPECT_EQ(ring.hooks.doorbells, 1u);
+  ASSERT_EQ(ring.consumer.readable(), 4 + sizeof body);
+  char got[64] = {};
+  ASSERT_EQ(ring.consumer.read(got, sizeof got, false, ring.hooks, false), 4 + sizeof body);
+  EXPECT_EQ(std::string(got, 4), "head");
+  EXPECT_STREQ(got + 4, "the message");
+}
+
+// After kPollMissesBeforeRest misses in a row the poll rests: it looks only on every
+// kPollProbeEvery-th call (so a client that stopped calling back to back costs no spinning),
+// and one catch makes it look every time again.
+TEST(ShmRingTest, PollingRestsAfterMissesAndWakesOnACatch) {
+  RingInMemory ring;
+  const auto brief = std::chrono::microseconds(1);
+  for (unsigned i = 0; i < ShmRingEnd::kPollMissesBeforeRest; ++i) {
+    EXPECT_FALSE(ring.consumer.pollReadable(brief)) << "miss " << i;
+  }
+  const char byte = 7;
+  ConstBuffer part{&byte, 1};
+  ring.producer.write(std::span<const ConstBuffer>(&part, 1), ring.hooks);
+  for (unsigned i = 1; i < ShmRingEnd::kPollProbeEvery; ++i) {
+    EXPECT_FALSE(ring.consumer.pollReadable(brief)) << "resting call " << i;
+  }
+  EXPECT_TRUE(ring.consumer.pollReadable(brief));  // the probe
+  char got = 0;
+  ASSERT_EQ(ring.consumer.read(&got, 1, false, ring.hooks, false), 1u);
+  ring.producer.write(std::span<const ConstBuffer>(&part, 1), ring.hooks);
+  EXPECT_TRUE(ring.consumer.pollReadable(brief));  // awake again: looks at once
+}
+
 TEST(ShmTransportTest, SaysWhatItIs) {
   auto pair = shmPair(kSmallRing);
   EXPECT_EQ(pair.client->kind(), "shm");
