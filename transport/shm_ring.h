@@ -30,6 +30,9 @@ namespace gpupool::transport {
 struct alignas(64) ShmRingCount {
   uint32_t value;    // head (producer's) or tail (consumer's)
   uint32_t waiting;  // ShmWaiting: how the other count's owner sleeps until this one moves
+  // The core the count's owner last moved it from, plus one (0: not known). A side about to spin
+  // for this count does not when it runs on that very core: the owner could not run while it spun.
+  uint32_t moverCpu;
 };
 
 struct ShmRingControl {

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -114,6 +115,7 @@ TEST(ShmRingTest, PollingRestsAfterMissesAndWakesOnACatch) {
   const char byte = 7;
   ConstBuffer part{&byte, 1};
   ring.producer.write(std::span<const ConstBuffer>(&part, 1), ring.hooks);
+  ring.control.head.moverCpu = 0;  // as if from another core (this thread wrote it)
   for (unsigned i = 1; i < ShmRingEnd::kPollProbeEvery; ++i) {
     EXPECT_FALSE(ring.consumer.pollReadable(brief)) << "resting call " << i;
   }
@@ -121,7 +123,30 @@ TEST(ShmRingTest, PollingRestsAfterMissesAndWakesOnACatch) {
   char got = 0;
   ASSERT_EQ(ring.consumer.read(&got, 1, false, ring.hooks, false), 1u);
   ring.producer.write(std::span<const ConstBuffer>(&part, 1), ring.hooks);
+  ring.control.head.moverCpu = 0;
   EXPECT_TRUE(ring.consumer.pollReadable(brief));  // awake again: looks at once
+}
+
+// A poll does not spin for a producer that last wrote from the poller's own core (it could not
+// run meanwhile): it leaves the frame to the doorbell. The thread is pinned to its core so the
+// producer's core and the poller's are the same for certain.
+TEST(ShmRingTest, NoSpinForAProducerOnThisCore) {
+  cpu_set_t before;
+  ASSERT_EQ(sched_getaffinity(0, sizeof before, &before), 0);
+  cpu_set_t here;
+  CPU_ZERO(&here);
+  CPU_SET(sched_getcpu(), &here);
+  ASSERT_EQ(sched_setaffinity(0, sizeof here, &here), 0);
+  RingInMemory ring;
+  const char byte = 7;
+  ConstBuffer part{&byte, 1};
+  ring.producer.write(std::span<const ConstBuffer>(&part, 1), ring.hooks);
+  EXPECT_EQ(ring.control.head.moverCpu, static_cast<uint32_t>(sched_getcpu()) + 1);
+  EXPECT_FALSE(ring.consumer.pollReadable(std::chrono::microseconds(50)));
+  EXPECT_EQ(ring.consumer.readable(), 1u);  // there all along: the poll did not look
+  ring.control.head.moverCpu = 0;           // a producer on another core, or one not known
+  EXPECT_TRUE(ring.consumer.pollReadable(std::chrono::microseconds(50)));
+  ASSERT_EQ(sched_setaffinity(0, sizeof before, &before), 0);
 }
 
 TEST(ShmTransportTest, SaysWhatItIs) {
