@@ -37,6 +37,11 @@ using NodeKind = GraphNodeDescription::Kind;
 constexpr size_t kMaxGraphsPerSession = 4096;
 constexpr uint32_t kMaxNodesPerGraph = 1u << 20;
 
+// `st` said of node `index` of a graph.
+Status atNode(uint32_t index, const Status& st) {
+  return Status::error(st.code, "graph node " + std::to_string(index) + ": " + st.message);
+}
+
 Status describeNode(Request::GraphNode::Reader n, uint32_t index, GraphNodeDescription* node) {
   for (uint32_t d : n.getDependencies()) {
     if (d >= index) {
@@ -113,9 +118,7 @@ Status describeNodes(Request::GraphCreate::Reader g, std::vector<GraphNodeDescri
   }
   nodes->resize(list.size());
   for (uint32_t i = 0; i < list.size(); ++i) {
-    if (Status st = describeNode(list[i], i, &(*nodes)[i]); !st.ok()) {
-      return Status::error(st.code, "graph node " + std::to_string(i) + ": " + st.message);
-    }
+    if (Status st = describeNode(list[i], i, &(*nodes)[i]); !st.ok()) return atNode(i, st);
   }
   return Status::success();
 }
@@ -215,20 +218,16 @@ Status graphLaunch(RequestContext& request, Request::Reader r) {
   return request.withContext(l.getContext(), [&](BackendContext& context) {
     ExecutableGraph* graph = findGraph(request, l.getContext(), l.getGraph());
     if (!graph) return Status::error(CUDA_ERROR_INVALID_HANDLE, "no such executable graph");
-    auto failed = [](uint32_t index, const Status& st) {
-      return Status::error(st.code, "graph node " + std::to_string(index) + ": " + st.message);
-    };
     if (graph->built) {
       // Nothing is queued unless every node's memory is still this context's.
       for (uint32_t i = 0; i < graph->nodes.size(); ++i) {
-        if (Status st = checkNodeRanges(context, graph->nodes[i]); !st.ok()) return failed(i, st);
+        if (Status st = checkNodeRanges(context, graph->nodes[i]); !st.ok()) return atNode(i, st);
       }
       return graph->built->launch(l.getStream());
     }
     for (uint32_t i = 0; i < graph->nodes.size(); ++i) {
-      if (Status st = replayNode(context, graph->nodes[i], l.getStream()); !st.ok()) {
-        return failed(i, st);
-      }
+      if (Status st = replayNode(context, graph->nodes[i], l.getStream()); !st.ok())
+        return atNode(i, st);
     }
     return Status::success();
   });
