@@ -182,11 +182,12 @@ int main() {
   CHECK(got.count == ops.size() && got.paramArray[0].writeValue.value == 0x4242u,
         "cloned node's operations");
   CHECK_CU(cuGraphDestroy(clone));
-  CHECK_CU(cuGraphDebugDotPrint(graph, "graph_batch_memop_driver.dot", 0));
-  FILE* dot = std::fopen("graph_batch_memop_driver.dot", "r");
+  const std::string dotFile = scratchFileName("graph_batch_memop_driver", ".dot");
+  CHECK_CU(cuGraphDebugDotPrint(graph, dotFile.c_str(), 0));
+  FILE* dot = std::fopen(dotFile.c_str(), "r");
   CHECK(dot != nullptr, "no dot file");
   std::fclose(dot);
-  std::remove("graph_batch_memop_driver.dot");
+  std::remove(dotFile.c_str());
   CHECK_CU(cuGraphExecDestroy(exec));
   CHECK_CU(cuGraphDestroy(graph));
 

@@ -168,14 +168,14 @@ int main() {
   CHECK_CU(cuGraphNodeFindInClone(&scaleInClone, scale, clone));
   CHECK_CU(cuGraphNodeGetType(scaleInClone, &type));
   CHECK(type == CU_GRAPH_NODE_TYPE_KERNEL && scaleInClone != scale, "node found in the clone");
-  const char* dot = "graph_driver.dot";
-  CHECK_CU(cuGraphDebugDotPrint(clone, dot, 0));
-  FILE* file = std::fopen(dot, "r");
+  const std::string dot = scratchFileName("graph_driver", ".dot");
+  CHECK_CU(cuGraphDebugDotPrint(clone, dot.c_str(), 0));
+  FILE* file = std::fopen(dot.c_str(), "r");
   CHECK(file != nullptr, "no DOT file");
   char head[64] = {};
   size_t read = std::fread(head, 1, sizeof head - 1, file);
   std::fclose(file);
-  std::remove(dot);
+  std::remove(dot.c_str());
   CHECK(read > 0 && std::string(head).find("digraph") != std::string::npos, "DOT file: %s", head);
   CHECK_CU(cuGraphDestroy(graph));
   CHECK(count(cuGraphGetNodes, clone) == 7, "the clone has %zu nodes",

@@ -7,8 +7,11 @@
 
 #include <cuda_runtime.h>
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 // Fails the program with a formatted message.
 #define FAIL(...)                                     \
@@ -49,4 +52,10 @@
 inline int pass() {
   std::printf("PASS\n");
   return 0;
+}
+
+// A file name in the working directory that is this process's alone: tests run several programs
+// (and the same program on several backends) at once from one directory.
+inline std::string scratchFileName(const char* stem, const char* extension) {
+  return std::string(stem) + "." + std::to_string(getpid()) + extension;
 }

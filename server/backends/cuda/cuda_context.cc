@@ -933,15 +933,13 @@ Status CudaContext::streamHostWork(uint64_t stream, std::function<void()> work) 
   return s;
 }
 
-// The driver's own cuStreamBatchMemOp_v2, after the addresses are checked to be this context's.
-Status CudaContext::streamMemOps(uint64_t stream, std::span<const StreamMemOp> ops) {
-  if (Status s = makeCurrent(); !s.ok()) return s;
-  CUstream cuStream = nullptr;
-  if (Status s = findStream(stream, &cuStream); !s.ok()) return s;
-  std::vector<CUstreamBatchMemOpParams> params(ops.size());
+// The driver's form of `ops`, each address checked to be this context's.
+Status CudaContext::driverMemOps(std::span<const StreamMemOp> ops,
+                                 std::vector<CUstreamBatchMemOpParams>* params) const {
+  params->assign(ops.size(), CUstreamBatchMemOpParams{});
   for (size_t i = 0; i < ops.size(); ++i) {
     const StreamMemOp& op = ops[i];
-    CUstreamBatchMemOpParams& p = params[i];
+    CUstreamBatchMemOpParams& p = (*params)[i];
     std::memset(&p, 0, sizeof p);
     p.operation = op.kind;
     switch (op.kind) {
@@ -974,6 +972,16 @@ Status CudaContext::streamMemOps(uint64_t stream, std::span<const StreamMemOp> o
       return s;
     }
   }
+  return Status::success();
+}
+
+// The driver's own cuStreamBatchMemOp_v2, after the addresses are checked to be this context's.
+Status CudaContext::streamMemOps(uint64_t stream, std::span<const StreamMemOp> ops) {
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  CUstream cuStream = nullptr;
+  if (Status s = findStream(stream, &cuStream); !s.ok()) return s;
+  std::vector<CUstreamBatchMemOpParams> params;
+  if (Status s = driverMemOps(ops, &params); !s.ok()) return s;
   Status s = driver_->call(driver_->streamBatchMemOp, cuStream,
                            static_cast<unsigned>(params.size()), params.data(), 0u);
   if (!s.ok()) return s;

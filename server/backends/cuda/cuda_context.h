@@ -255,6 +255,9 @@ class CudaContext final : public BackendContext {
   std::map<uint64_t, bool> textures_;  // the driver's handles this context made: surface?
   void textureReleaseAll();
   Status fillCopyEnd(const CopyEnd3D& end, bool source, const Copy3D& copy, CUDA_MEMCPY3D* params);
+  // The driver's form of `ops`, each address checked to be this context's.
+  Status driverMemOps(std::span<const StreamMemOp> ops,
+                      std::vector<CUstreamBatchMemOpParams>* params) const;
   void dropMetWaits();
   void releasePendingWaits();
 

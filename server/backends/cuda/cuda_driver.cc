@@ -203,6 +203,7 @@ void CudaDriver::resolveAll() {
   resolve(graphAddMemcpyNode, 10000, "cuGraphAddMemcpyNode");
   resolve(graphAddEventRecordNode, 11010, "cuGraphAddEventRecordNode");
   resolve(graphAddEventWaitNode, 11010, "cuGraphAddEventWaitNode");
+  resolve(graphAddBatchMemOpNode, 11070, "cuGraphAddBatchMemOpNode");
   resolve(graphInstantiateWithFlags, 11040, "cuGraphInstantiateWithFlags");
   resolve(graphExecDestroy, 10000, "cuGraphExecDestroy");
   resolve(graphLaunch, 10000, "cuGraphLaunch");

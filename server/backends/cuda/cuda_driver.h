@@ -208,6 +208,8 @@ class CudaDriver {
       "cuGraphAddEventRecordNode"};
   DriverEntryPoint<PFN_cuGraphAddEventWaitNode_v11010> graphAddEventWaitNode{
       "cuGraphAddEventWaitNode"};
+  DriverEntryPoint<PFN_cuGraphAddBatchMemOpNode_v11070> graphAddBatchMemOpNode{
+      "cuGraphAddBatchMemOpNode"};
   DriverEntryPoint<PFN_cuGraphInstantiateWithFlags_v11040> graphInstantiateWithFlags{
       "cuGraphInstantiateWithFlags"};
   DriverEntryPoint<PFN_cuGraphExecDestroy_v10000> graphExecDestroy{"cuGraphExecDestroy"};

@@ -1,9 +1,11 @@
 // Executable graphs on the real driver: the nodes graph_handlers.cc checked become one CUgraph
 // (cuGraphAdd*Node with the same dependencies), instantiated once, and each launch is one
 // cuGraphLaunch, so the GPU sees the graph as a graph: independent branches overlap and the
-// launch costs the driver one submission. Batch memory operation nodes are not built (a wait in
-// one could hold the graph's stream past the context's teardown, which CudaContext meets only for
-// waits it queued itself): such a graph is replayed by the handler instead.
+// launch costs the driver one submission. Batch memory operation nodes that only write and fence
+// are built too; a graph with a wait in one is replayed by the handler instead: under the pool's
+// scheduler a graph launch holds the device until the graph ends, so a wait that something after
+// the launch is to meet would hold every tenant's kernels (and, ungated, an unmet wait would hold
+// the stream past the context's teardown, which CudaContext meets only for waits it queued).
 //
 // The CUgraph names driver handles (functions, events) that the client may destroy later, which
 // would leave the driver a dangling handle; so a launch first checks that every one the graph
@@ -11,6 +13,7 @@
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "server/backends/cuda/cuda_context.h"
@@ -32,6 +35,9 @@ class CudaGraph final : public BackendGraph {
   CUgraph graph_;
   CUgraphExec exec_ = nullptr;
   std::vector<uint64_t> functions_, events_;  // ids the nodes name, checked at each launch
+  // What memory operation nodes write (address, bytes), checked at each launch too: the handler
+  // checks only the memset and copy nodes' ranges.
+  std::vector<std::pair<uint64_t, uint64_t>> memOpRanges_;
 };
 
 namespace {
@@ -58,12 +64,21 @@ CUDA_MEMCPY3D copySlice(const GraphNodeDescription& n, uint64_t z) {
 Status CudaContext::graphBuild(std::span<const GraphNodeDescription> nodes,
                                std::unique_ptr<BackendGraph>* built) {
   built->reset();
+  bool memOps = false;
   for (const GraphNodeDescription& n : nodes) {
-    if (n.kind == NodeKind::kMemOps) return Status::success();  // replayed (above)
+    if (n.kind != NodeKind::kMemOps) continue;
+    memOps = true;
+    for (const StreamMemOp& op : n.memOps) {
+      if (op.kind == CU_STREAM_MEM_OP_WAIT_VALUE_32 || op.kind == CU_STREAM_MEM_OP_WAIT_VALUE_64) {
+        return Status::success();  // replayed (above)
+      }
+    }
   }
-  // A driver without graphs (none since CUDA 10 lacks them) gets the graph replayed too.
+  // A driver without graphs (none since CUDA 10 lacks them) gets the graph replayed too, as does
+  // one without memory operation nodes (before CUDA 11.7) a graph that has them.
   if (driver_->graphCreate.fn == nullptr || driver_->graphInstantiateWithFlags.fn == nullptr ||
-      driver_->graphLaunch.fn == nullptr) {
+      driver_->graphLaunch.fn == nullptr ||
+      (memOps && driver_->graphAddBatchMemOpNode.fn == nullptr)) {
     return Status::success();
   }
   if (Status s = makeCurrent(); !s.ok()) return s;
@@ -153,8 +168,24 @@ Status CudaContext::graphBuild(std::span<const GraphNodeDescription> nodes,
         graph->events_.push_back(n.event);
         break;
       }
-      case NodeKind::kMemOps:
-        break;  // not reached: such graphs are replayed
+      case NodeKind::kMemOps: {
+        // Writes and barriers only (waits are replayed, above). The driver copies the array.
+        std::vector<CUstreamBatchMemOpParams> ops;
+        if (s = driverMemOps(n.memOps, &ops); !s.ok()) break;
+        CUDA_BATCH_MEM_OP_NODE_PARAMS params{};
+        params.ctx = context_;
+        params.count = static_cast<unsigned>(ops.size());
+        params.paramArray = ops.data();
+        s = driver_->call(driver_->graphAddBatchMemOpNode, &node, cuGraph, after.data(),
+                          after.size(), static_cast<const CUDA_BATCH_MEM_OP_NODE_PARAMS*>(&params));
+        for (const StreamMemOp& op : n.memOps) {
+          if (op.kind == CU_STREAM_MEM_OP_WRITE_VALUE_32)
+            graph->memOpRanges_.emplace_back(op.address, 4);
+          if (op.kind == CU_STREAM_MEM_OP_WRITE_VALUE_64)
+            graph->memOpRanges_.emplace_back(op.address, 8);
+        }
+        break;
+      }
     }
     if (!s.ok()) return failed(s);
     if (node != nullptr) made[i].push_back(node);
@@ -184,6 +215,9 @@ Status CudaContext::graphLaunch(const CudaGraph& graph, uint64_t stream) {
       return Status::error(CUDA_ERROR_INVALID_HANDLE,
                            "an event of this graph was destroyed: " + s.message);
     }
+  }
+  for (auto [address, bytes] : graph.memOpRanges_) {
+    if (Status s = checkRange("graph memory operation", address, bytes); !s.ok()) return s;
   }
   CUstream cuStream = nullptr;
   if (Status s = findStream(stream, &cuStream); !s.ok()) return s;

@@ -340,11 +340,53 @@ TEST_F(CudaBackendTest, GraphsAreBuiltAsOneDriverGraph) {
   EXPECT_EQ(fakeCounter("fakeLiveGraphs"), 0);  // the half-built graph was destroyed
 }
 
-TEST_F(CudaBackendTest, GraphsWithMemoryOperationsAreLeftToReplay) {
+TEST_F(CudaBackendTest, GraphsWithMemoryWritesAreBuiltAndWaitsReplayed) {
+  using Kind = GraphNodeDescription::Kind;
+  uint64_t buffer = 0;
+  ASSERT_TRUE(context->memAlloc(64, &buffer).ok());
+  // 0: memset of 16 words to 7; 1 (after 0): a 32-bit write of word 2, a barrier and a 64-bit
+  // write of words 4 and 5.
   std::vector<GraphNodeDescription> nodes(2);
-  nodes[1].kind = GraphNodeDescription::Kind::kMemOps;
-  nodes[1].memOps.resize(1);
+  nodes[0].kind = Kind::kMemset;
+  nodes[0].dst = buffer;
+  nodes[0].value = 7;
+  nodes[0].elementSize = 4;
+  nodes[0].width = 16;
+  nodes[1].kind = Kind::kMemOps;
+  nodes[1].dependencies = {0};
+  nodes[1].memOps = {{CU_STREAM_MEM_OP_WRITE_VALUE_32, buffer + 8, 0x1234, 0},
+                     {CU_STREAM_MEM_OP_BARRIER, 0, 0, CU_STREAM_MEMORY_BARRIER_TYPE_SYS},
+                     {CU_STREAM_MEM_OP_WRITE_VALUE_64, buffer + 16, 0x1122334455667788ull, 0}};
+  int launchesBefore = fakeCounter("fakeGraphLaunches");
   std::unique_ptr<BackendGraph> graph;
+  ASSERT_TRUE(context->graphBuild(nodes, &graph).ok());
+  ASSERT_NE(graph, nullptr);
+  ASSERT_TRUE(graph->launch(0).ok());
+  EXPECT_EQ(fakeCounter("fakeGraphLaunches") - launchesBefore, 1);
+  uint32_t words[16] = {};
+  ASSERT_TRUE(context->copyDeviceToHost(words, buffer, 64, 0).ok());
+  EXPECT_EQ(words[0], 7u);
+  EXPECT_EQ(words[2], 0x1234u);
+  EXPECT_EQ(words[4], 0x55667788u);
+  EXPECT_EQ(words[5], 0x11223344u);
+  EXPECT_EQ(words[6], 7u);
+
+  // Memory a write names that was freed since stops the launch before the driver.
+  graph.reset();
+  uint64_t other = 0;
+  ASSERT_TRUE(context->memAlloc(64, &other).ok());
+  nodes[1].memOps[0].address = other;
+  ASSERT_TRUE(context->graphBuild(nodes, &graph).ok());
+  ASSERT_NE(graph, nullptr);
+  ASSERT_TRUE(context->memFree(other).ok());
+  launchesBefore = fakeCounter("fakeGraphLaunches");
+  EXPECT_EQ(graph->launch(0).code, CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(fakeCounter("fakeGraphLaunches"), launchesBefore);
+  graph.reset();
+  EXPECT_EQ(fakeCounter("fakeLiveGraphs"), 0);
+
+  // A wait: replayed by the handler, nothing built.
+  nodes[1].memOps = {{CU_STREAM_MEM_OP_WAIT_VALUE_32, buffer, 7, CU_STREAM_WAIT_VALUE_GEQ}};
   ASSERT_TRUE(context->graphBuild(nodes, &graph).ok());
   EXPECT_EQ(graph, nullptr);
   EXPECT_EQ(fakeCounter("fakeLiveGraphs"), 0);

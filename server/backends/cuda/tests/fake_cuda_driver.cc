@@ -4,8 +4,8 @@
 // every call that needs a context has one current, and memory is touched only with the context
 // that allocated it current. It exports versioned names only (no cuGetProcAddress), so the
 // backend's dlsym fallback is what resolves it, and it has no events, so those calls must come
-// back as CUDA_ERROR_NOT_SUPPORTED. Graphs hold kernel, memset, copy and empty nodes and run them
-// at cuGraphLaunch in the order they were added (which the dependencies must respect).
+// back as CUDA_ERROR_NOT_SUPPORTED. Graphs hold kernel, memset, copy, empty and memory-write nodes
+// and run them at cuGraphLaunch in the order they were added (which the dependencies must respect).
 //
 // Counters (fakeLive*) let tests see that a destroyed context released everything;
 // fakeGraphLaunches and fakeGraphEdges what reached the driver as a graph.
@@ -38,11 +38,12 @@ int functionToken;                           // CUfunction of `store` is its add
 
 // A graph's node: what it does, kept from its cuGraphAdd*Node call.
 struct FakeGraphNode {
-  enum class Kind { kEmpty, kStore, kMemset, kCopy } kind = Kind::kEmpty;
+  enum class Kind { kEmpty, kStore, kMemset, kCopy, kMemOps } kind = Kind::kEmpty;
   CUdeviceptr out = 0;  // kStore: the kernel's arguments
   int value = 0;
   CUDA_MEMSET_NODE_PARAMS memset{};
   CUDA_MEMCPY3D copy{};
+  std::vector<CUstreamBatchMemOpParams> memOps;  // writes and barriers
   bool cooperative = false;
 };
 struct FakeGraph {
@@ -376,6 +377,18 @@ CUresult runGraphNode(const FakeGraphNode& node) {
       }
       return CUDA_SUCCESS;
     }
+    case FakeGraphNode::Kind::kMemOps:
+      for (const CUstreamBatchMemOpParams& op : node.memOps) {
+        if (op.operation == CU_STREAM_MEM_OP_BARRIER) continue;
+        const bool wide = op.operation == CU_STREAM_MEM_OP_WRITE_VALUE_64;
+        if (!owned(op.writeValue.address, wide ? 8 : 4)) return CUDA_ERROR_ILLEGAL_ADDRESS;
+        if (wide) {
+          std::memcpy(reinterpret_cast<void*>(op.writeValue.address), &op.writeValue.value64, 8);
+        } else {
+          std::memcpy(reinterpret_cast<void*>(op.writeValue.address), &op.writeValue.value, 4);
+        }
+      }
+      return CUDA_SUCCESS;
   }
   return CUDA_ERROR_INVALID_VALUE;
 }
@@ -447,6 +460,28 @@ FAKE_EXPORT CUresult cuGraphAddMemcpyNode(CUgraphNode* node, CUgraph graph,
   auto* added = new FakeGraphNode;
   added->kind = FakeGraphNode::Kind::kCopy;
   added->copy = *params;
+  return addGraphNode(node, graph, dependencies, count, added);
+}
+// Writes and barriers; a wait would need another stream to meet it, which a graph run in order
+// at its launch cannot have.
+FAKE_EXPORT CUresult cuGraphAddBatchMemOpNode(CUgraphNode* node, CUgraph graph,
+                                              const CUgraphNode* dependencies, size_t count,
+                                              const CUDA_BATCH_MEM_OP_NODE_PARAMS* params) {
+  std::lock_guard lock(mutex);
+  if (reinterpret_cast<FakeContext*>(params->ctx) != current || params->count == 0 ||
+      params->flags != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  auto* added = new FakeGraphNode;
+  added->kind = FakeGraphNode::Kind::kMemOps;
+  for (unsigned i = 0; i < params->count; ++i) {
+    CUstreamBatchMemOpType kind = params->paramArray[i].operation;
+    if (kind != CU_STREAM_MEM_OP_WRITE_VALUE_32 && kind != CU_STREAM_MEM_OP_WRITE_VALUE_64 &&
+        kind != CU_STREAM_MEM_OP_BARRIER) {
+      delete added;
+      return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    added->memOps.push_back(params->paramArray[i]);
+  }
   return addGraphNode(node, graph, dependencies, count, added);
 }
 FAKE_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph,
