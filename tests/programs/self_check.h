@@ -6,7 +6,6 @@
 #pragma once
 
 #include <cuda_runtime.h>
-
 #include <unistd.h>
 
 #include <cstdio>
