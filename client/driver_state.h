@@ -116,6 +116,9 @@ struct ModuleObject {
   std::map<std::string, std::pair<CUdeviceptr, size_t>> globals;
   // Texture and surface references handed out, under the lock of client/texture_reference_api.cc.
   std::map<std::string, TextureReferenceObject*> textureReferences;
+  // Set once textureReferences first holds one (under that lock), so a launch of a module with
+  // none, the usual case, skips the lock.
+  std::atomic<bool> hasTextureReferences{false};
   std::map<std::string, bool> managedGlobals;  // which globals are __managed__ variables
 };
 

@@ -4,6 +4,7 @@
 #include "stream_capture.h"
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <set>
@@ -39,6 +40,11 @@ std::map<uint64_t, std::unique_ptr<CaptureSequence>>& captures() {
   return *live;
 }
 uint64_t nextCaptureId = 1;
+// How many captures are live (captures().size(), stored under graphMutex at each change), so that
+// calls on streams while nothing captures, the usual case, skip the lock. A capture that begins on
+// another thread while such a call reads 0 begins after that call, as it could under the lock.
+std::atomic<size_t> liveCaptures{0};
+bool nothingCaptures() { return liveCaptures.load(std::memory_order_acquire) == 0; }
 
 CaptureSequence* findSequence(uint64_t id) {
   if (!id) return nullptr;
@@ -86,6 +92,7 @@ void endSequence(CaptureSequence* c) {
     }
   }
   captures().erase(c->id);
+  liveCaptures.store(captures().size(), std::memory_order_release);
 }
 
 // Whether every stream that joined the capture was joined back into its origin: each one's last
@@ -168,6 +175,7 @@ CUresult beginCapture(CUstream h, CUstreamCaptureMode mode, CUgraph into = nullp
   s->captureId = c->id;
   setDeps(s, std::move(start));
   captures()[c->id] = std::move(c);
+  liveCaptures.store(captures().size(), std::memory_order_release);
   return CUDA_SUCCESS;
 }
 
@@ -306,7 +314,7 @@ CaptureScope::CaptureScope() : outer_(inCaptureScope) { inCaptureScope = true; }
 CaptureScope::~CaptureScope() { inCaptureScope = outer_; }
 
 CUresult capturingStreamUse(StreamObject* stream) {
-  if (inCaptureScope) return CUDA_SUCCESS;
+  if (inCaptureScope || nothingCaptures()) return CUDA_SUCCESS;
   std::lock_guard lock(graphMutex());
   CaptureSequence* c = findSequence(stream->captureId);
   if (!c) return CUDA_SUCCESS;
@@ -317,6 +325,7 @@ CUresult capturingStreamUse(StreamObject* stream) {
 }
 
 CUresult legacyStreamUse(ContextObject* ctx) {
+  if (nothingCaptures()) return CUDA_SUCCESS;
   std::lock_guard lock(graphMutex());
   bool implicit = false;
   for (auto& [id, c] : captures()) {
@@ -377,6 +386,7 @@ CUresult checkUnsafeDuringCapture(const char* what) {
 bool captureKernel(CUstream stream, FunctionObject* f, const unsigned grid[3],
                    const unsigned block[3], unsigned sharedBytes,
                    const std::vector<uint8_t>& params, bool cooperative, CUresult* result) {
+  if (nothingCaptures()) return false;
   std::lock_guard lock(graphMutex());
   StreamObject* s = nullptr;
   CaptureSequence* c = capturing(stream, &s);
@@ -388,6 +398,7 @@ bool captureKernel(CUstream stream, FunctionObject* f, const unsigned grid[3],
 }
 
 bool captureHostFunction(CUstream stream, CUhostFn fn, void* data, CUresult* result) {
+  if (nothingCaptures()) return false;
   std::lock_guard lock(graphMutex());
   StreamObject* s = nullptr;
   CaptureSequence* c = capturing(stream, &s);
@@ -400,6 +411,7 @@ bool captureHostFunction(CUstream stream, CUhostFn fn, void* data, CUresult* res
 }
 
 bool captureMemAlloc(CUstream stream, size_t bytes, CUdeviceptr* dptr, CUresult* result) {
+  if (nothingCaptures()) return false;
   std::lock_guard lock(graphMutex());
   StreamObject* s = nullptr;
   CaptureSequence* c = capturing(stream, &s);
@@ -423,6 +435,7 @@ bool captureMemAlloc(CUstream stream, size_t bytes, CUdeviceptr* dptr, CUresult*
 }
 
 bool captureMemFree(CUstream stream, CUdeviceptr dptr, CUresult* result) {
+  if (nothingCaptures()) return false;
   std::lock_guard lock(graphMutex());
   StreamObject* s = nullptr;
   CaptureSequence* c = capturing(stream, &s);
@@ -441,6 +454,7 @@ bool captureMemFree(CUstream stream, CUdeviceptr dptr, CUresult* result) {
 
 bool captureMemset(CUstream stream, CUdeviceptr dst, uint32_t value, unsigned elementSize,
                    size_t width, size_t height, size_t pitch, CUresult* result) {
+  if (nothingCaptures()) return false;
   std::lock_guard lock(graphMutex());
   StreamObject* s = nullptr;
   CaptureSequence* c = capturing(stream, &s);
@@ -464,6 +478,7 @@ bool captureMemset(CUstream stream, CUdeviceptr dst, uint32_t value, unsigned el
 
 bool captureMemOps(CUstream stream, const std::vector<CUstreamBatchMemOpParams>& ops,
                    CUresult* result) {
+  if (nothingCaptures()) return false;
   std::lock_guard lock(graphMutex());
   StreamObject* s = nullptr;
   CaptureSequence* c = capturing(stream, &s);
@@ -477,6 +492,7 @@ bool captureMemOps(CUstream stream, const std::vector<CUstreamBatchMemOpParams>&
 
 bool captureCopy(CUstream stream, CUdeviceptr dst, CUdeviceptr src, size_t bytes,
                  CUresult* result) {
+  if (nothingCaptures()) return false;
   std::lock_guard lock(graphMutex());
   StreamObject* s = nullptr;
   CaptureSequence* c = capturing(stream, &s);
@@ -503,6 +519,7 @@ bool captureCopy(CUstream stream, CUdeviceptr dst, CUdeviceptr src, size_t bytes
 }
 
 bool captureEventRecord(CUstream stream, EventObject* event, unsigned flags, CUresult* result) {
+  if (nothingCaptures()) return false;
   std::lock_guard lock(graphMutex());
   StreamObject* s = nullptr;
   CaptureSequence* c = capturing(stream, &s);

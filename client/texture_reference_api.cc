@@ -143,6 +143,7 @@ CUresult moduleReference(const char* what, CUmodule hmod, const char* name, bool
   if (r != CUDA_SUCCESS) return r;
   std::lock_guard lock(referencesMutex);
   TextureReferenceObject*& slot = m->textureReferences[name];
+  m->hasTextureReferences.store(true, std::memory_order_release);
   if (!slot) {
     slot = new TextureReferenceObject;
     slot->tag = tag;
@@ -255,6 +256,7 @@ namespace gpupool::client {
 
 CUresult bindTextureReferences(FunctionObject* f) {
   ModuleObject* m = f->module;
+  if (!m->hasTextureReferences.load(std::memory_order_acquire)) return CUDA_SUCCESS;
   struct Pending {
     TextureReferenceObject* reference;
     uint64_t version;

@@ -19,6 +19,8 @@ namespace gpupool::protocol {
 
 class OutgoingMessage final : public capnp::MessageBuilder {
  public:
+  static constexpr unsigned kFirstHeapSegmentWords = 128;
+
   explicit OutgoingMessage(transport::Connection& connection, bool queued = false);
   ~OutgoingMessage() noexcept(false) override;
   OutgoingMessage(const OutgoingMessage&) = delete;
@@ -28,9 +30,12 @@ class OutgoingMessage final : public capnp::MessageBuilder {
 
  private:
   transport::Connection& connection_;
-  kj::ArrayPtr<capnp::word> lent_;    // the connection's frame space, when it lent any
-  bool lentReturned_ = false;         // handed to capnp as the first segment
-  capnp::MallocMessageBuilder heap_;  // only its segment allocator is used
+  kj::ArrayPtr<capnp::word> lent_;  // the connection's frame space, when it lent any
+  bool lentReturned_ = false;       // handed to capnp as the first segment
+  // Only its segment allocator is used. Requests and replies are a few dozen words; capnp's
+  // default first segment (1024 words, zeroed at each message) cost a launch posted over shm
+  // more than building it did. Larger messages grow into more segments.
+  capnp::MallocMessageBuilder heap_{kFirstHeapSegmentWords};
 };
 
 }  // namespace gpupool::protocol

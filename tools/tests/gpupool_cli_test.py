@@ -306,6 +306,18 @@ class Bench(unittest.TestCase):
         self.assertIn("divergent_reduce", text.stdout)
         self.assertIn("2 threads", text.stdout)
 
+    def test_async_launches_in_one_run_and_in_bursts(self):
+        """async_launch: one long run, and bursts of a launch queue's size with the issue time."""
+        _, result = self.quick_run()
+        launches = result["async_launch"]
+        self.assertEqual(launches["launches"], 20000)
+        self.assertEqual(launches["burst_launches"], 1000)
+        self.assertEqual(launches["bursts"], 20)
+        for key in ("per_second", "completed_per_second", "burst_per_second"):
+            self.assertGreater(launches[key], 0, key)
+        # Issuing alone cannot be slower than issuing and completing the same launches.
+        self.assertGreaterEqual(launches["per_second"], launches["completed_per_second"])
+
     def test_idle_clients_flag_is_documented(self):
         r = gpupool("bench", "--help")
         self.assertEqual(r.returncode, 0, r.stderr)
