@@ -269,15 +269,22 @@ TEST_F(CudaBackendTest, ModulesFunctionsAndGlobals) {
   EXPECT_EQ(context->moduleUnload(module).code, CUDA_ERROR_INVALID_HANDLE);
 }
 
+// A memset node setting the 16 words at `buffer` to 7.
+GraphNodeDescription fillSixteenWords(uint64_t buffer) {
+  GraphNodeDescription node;
+  node.kind = GraphNodeDescription::Kind::kMemset;
+  node.dst = buffer;
+  node.value = 7;
+  node.elementSize = 4;
+  node.width = 16;
+  return node;
+}
+
 // Nodes 0 memset, 1 kernel (after 0), 2 copy of two slices (after 1), 3 empty (after 0 and 2).
 std::vector<GraphNodeDescription> fourNodeGraph(uint64_t function, uint64_t buffer) {
   using Kind = GraphNodeDescription::Kind;
   std::vector<GraphNodeDescription> nodes(4);
-  nodes[0].kind = Kind::kMemset;
-  nodes[0].dst = buffer;
-  nodes[0].value = 7;
-  nodes[0].elementSize = 4;
-  nodes[0].width = 16;
+  nodes[0] = fillSixteenWords(buffer);
   nodes[1].kind = Kind::kKernel;
   nodes[1].dependencies = {0};
   nodes[1].function = function;
@@ -347,11 +354,7 @@ TEST_F(CudaBackendTest, GraphsWithMemoryWritesAreBuiltAndWaitsReplayed) {
   // 0: memset of 16 words to 7; 1 (after 0): a 32-bit write of word 2, a barrier and a 64-bit
   // write of words 4 and 5.
   std::vector<GraphNodeDescription> nodes(2);
-  nodes[0].kind = Kind::kMemset;
-  nodes[0].dst = buffer;
-  nodes[0].value = 7;
-  nodes[0].elementSize = 4;
-  nodes[0].width = 16;
+  nodes[0] = fillSixteenWords(buffer);
   nodes[1].kind = Kind::kMemOps;
   nodes[1].dependencies = {0};
   nodes[1].memOps = {{CU_STREAM_MEM_OP_WRITE_VALUE_32, buffer + 8, 0x1234, 0},
