@@ -38,14 +38,20 @@ void StreamQueue::run() {
   // threads.
   pthread_setname_np(pthread_self(), "emu-stream");
   std::unique_lock lock(mutex_);
+  std::deque<std::function<void()>> batch;
   for (;;) {
     wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stopping and nothing left
-    auto operation = std::move(queue_.front());
-    queue_.pop_front();
+    // Everything queued so far, under one acquisition: a burst of posted launches then costs the
+    // enqueuing worker no wait for this lock per operation.
+    batch.swap(queue_);
     busy_ = true;
     lock.unlock();
-    operation();
+    for (auto& operation : batch) {
+      operation();
+      operation = nullptr;  // what it holds goes now, as when operations were taken one by one
+    }
+    batch.clear();
     lock.lock();
     busy_ = false;
     if (queue_.empty()) drained_.notify_all();
