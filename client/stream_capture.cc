@@ -7,6 +7,7 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -56,6 +57,14 @@ CaptureSequence* findSequence(uint64_t id) {
 CaptureSequence* capturing(CUstream h, StreamObject** s) {
   *s = asStream(h);
   return *s ? findSequence((*s)->captureId) : nullptr;
+}
+
+// capturing() for a call that a capture takes as a node: takes graphMutex() into `lock` and keeps
+// it while the answer is a sequence; null without touching the lock when nothing captures.
+CaptureSequence* lockCapturing(CUstream h, StreamObject** s, std::unique_lock<std::mutex>& lock) {
+  if (nothingCaptures()) return nullptr;
+  lock = std::unique_lock(graphMutex());
+  return capturing(h, s);
 }
 
 void setDeps(StreamObject* s, std::vector<GraphNodeObject*> deps) {
@@ -386,10 +395,9 @@ CUresult checkUnsafeDuringCapture(const char* what) {
 bool captureKernel(CUstream stream, FunctionObject* f, const unsigned grid[3],
                    const unsigned block[3], unsigned sharedBytes,
                    const std::vector<uint8_t>& params, bool cooperative, CUresult* result) {
-  if (nothingCaptures()) return false;
-  std::lock_guard lock(graphMutex());
+  std::unique_lock<std::mutex> lock;
   StreamObject* s = nullptr;
-  CaptureSequence* c = capturing(stream, &s);
+  CaptureSequence* c = lockCapturing(stream, &s, lock);
   if (!c) return false;
   auto node = std::make_unique<GraphNodeObject>();
   setCapturedKernel(node.get(), f, grid, block, sharedBytes, params);
@@ -398,10 +406,9 @@ bool captureKernel(CUstream stream, FunctionObject* f, const unsigned grid[3],
 }
 
 bool captureHostFunction(CUstream stream, CUhostFn fn, void* data, CUresult* result) {
-  if (nothingCaptures()) return false;
-  std::lock_guard lock(graphMutex());
+  std::unique_lock<std::mutex> lock;
   StreamObject* s = nullptr;
-  CaptureSequence* c = capturing(stream, &s);
+  CaptureSequence* c = lockCapturing(stream, &s, lock);
   if (!c) return false;
   auto node = std::make_unique<GraphNodeObject>();
   node->type = CU_GRAPH_NODE_TYPE_HOST;
@@ -411,10 +418,9 @@ bool captureHostFunction(CUstream stream, CUhostFn fn, void* data, CUresult* res
 }
 
 bool captureMemAlloc(CUstream stream, size_t bytes, CUdeviceptr* dptr, CUresult* result) {
-  if (nothingCaptures()) return false;
-  std::lock_guard lock(graphMutex());
+  std::unique_lock<std::mutex> lock;
   StreamObject* s = nullptr;
-  CaptureSequence* c = capturing(stream, &s);
+  CaptureSequence* c = lockCapturing(stream, &s, lock);
   if (!c) return false;
   if (c->invalidated) {
     *result = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
@@ -435,10 +441,9 @@ bool captureMemAlloc(CUstream stream, size_t bytes, CUdeviceptr* dptr, CUresult*
 }
 
 bool captureMemFree(CUstream stream, CUdeviceptr dptr, CUresult* result) {
-  if (nothingCaptures()) return false;
-  std::lock_guard lock(graphMutex());
+  std::unique_lock<std::mutex> lock;
   StreamObject* s = nullptr;
-  CaptureSequence* c = capturing(stream, &s);
+  CaptureSequence* c = lockCapturing(stream, &s, lock);
   if (!c) return false;
   if (c->invalidated) {
     *result = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
@@ -454,10 +459,9 @@ bool captureMemFree(CUstream stream, CUdeviceptr dptr, CUresult* result) {
 
 bool captureMemset(CUstream stream, CUdeviceptr dst, uint32_t value, unsigned elementSize,
                    size_t width, size_t height, size_t pitch, CUresult* result) {
-  if (nothingCaptures()) return false;
-  std::lock_guard lock(graphMutex());
+  std::unique_lock<std::mutex> lock;
   StreamObject* s = nullptr;
-  CaptureSequence* c = capturing(stream, &s);
+  CaptureSequence* c = lockCapturing(stream, &s, lock);
   if (!c) return false;
   DeviceAllocation info;
   if (!DriverState::get().findDevice(dst, 0, nullptr, &info) || info.context != s->context) {
@@ -478,10 +482,9 @@ bool captureMemset(CUstream stream, CUdeviceptr dst, uint32_t value, unsigned el
 
 bool captureMemOps(CUstream stream, const std::vector<CUstreamBatchMemOpParams>& ops,
                    CUresult* result) {
-  if (nothingCaptures()) return false;
-  std::lock_guard lock(graphMutex());
+  std::unique_lock<std::mutex> lock;
   StreamObject* s = nullptr;
-  CaptureSequence* c = capturing(stream, &s);
+  CaptureSequence* c = lockCapturing(stream, &s, lock);
   if (!c) return false;
   auto node = std::make_unique<GraphNodeObject>();
   node->type = CU_GRAPH_NODE_TYPE_BATCH_MEM_OP;
@@ -492,10 +495,9 @@ bool captureMemOps(CUstream stream, const std::vector<CUstreamBatchMemOpParams>&
 
 bool captureCopy(CUstream stream, CUdeviceptr dst, CUdeviceptr src, size_t bytes,
                  CUresult* result) {
-  if (nothingCaptures()) return false;
-  std::lock_guard lock(graphMutex());
+  std::unique_lock<std::mutex> lock;
   StreamObject* s = nullptr;
-  CaptureSequence* c = capturing(stream, &s);
+  CaptureSequence* c = lockCapturing(stream, &s, lock);
   if (!c) return false;
   DeviceAllocation dstInfo, srcInfo;
   auto& state = DriverState::get();
@@ -519,10 +521,9 @@ bool captureCopy(CUstream stream, CUdeviceptr dst, CUdeviceptr src, size_t bytes
 }
 
 bool captureEventRecord(CUstream stream, EventObject* event, unsigned flags, CUresult* result) {
-  if (nothingCaptures()) return false;
-  std::lock_guard lock(graphMutex());
+  std::unique_lock<std::mutex> lock;
   StreamObject* s = nullptr;
-  CaptureSequence* c = capturing(stream, &s);
+  CaptureSequence* c = lockCapturing(stream, &s, lock);
   if (!c) return false;
   if (event->context != s->context) {
     *result = CUDA_ERROR_INVALID_HANDLE;

@@ -103,6 +103,14 @@ struct StreamMemOp {
   uint64_t address = 0;
   uint64_t value = 0;
   unsigned flags = 0;
+
+  bool isWait() const {
+    return kind == CU_STREAM_MEM_OP_WAIT_VALUE_32 || kind == CU_STREAM_MEM_OP_WAIT_VALUE_64;
+  }
+  // A 64-bit wait or write (else the value at `address` is 32 bits wide).
+  bool wide() const {
+    return kind == CU_STREAM_MEM_OP_WAIT_VALUE_64 || kind == CU_STREAM_MEM_OP_WRITE_VALUE_64;
+  }
 };
 
 // One node of an executable graph, as the client's cuGraphInstantiate left it for the server and

@@ -43,9 +43,7 @@ std::string problem(const StreamMemOp& op) {
     default:
       return "unknown operation " + std::to_string(static_cast<int>(op.kind));
   }
-  const bool wide =
-      op.kind == CU_STREAM_MEM_OP_WAIT_VALUE_64 || op.kind == CU_STREAM_MEM_OP_WRITE_VALUE_64;
-  if (op.address % (wide ? 8 : 4) != 0) return "misaligned address";
+  if (op.address % (op.wide() ? 8 : 4) != 0) return "misaligned address";
   return {};
 }
 

@@ -940,7 +940,6 @@ Status CudaContext::driverMemOps(std::span<const StreamMemOp> ops,
   for (size_t i = 0; i < ops.size(); ++i) {
     const StreamMemOp& op = ops[i];
     CUstreamBatchMemOpParams& p = (*params)[i];
-    std::memset(&p, 0, sizeof p);
     p.operation = op.kind;
     switch (op.kind) {
       case CU_STREAM_MEM_OP_BARRIER:
@@ -966,9 +965,7 @@ Status CudaContext::driverMemOps(std::span<const StreamMemOp> ops,
         }
         break;
     }
-    bool wide =
-        op.kind == CU_STREAM_MEM_OP_WAIT_VALUE_64 || op.kind == CU_STREAM_MEM_OP_WRITE_VALUE_64;
-    if (Status s = checkRange("stream memory operation", op.address, wide ? 8 : 4); !s.ok()) {
+    if (Status s = checkRange("stream memory operation", op.address, op.wide() ? 8 : 4); !s.ok()) {
       return s;
     }
   }
@@ -988,7 +985,7 @@ Status CudaContext::streamMemOps(uint64_t stream, std::span<const StreamMemOp> o
   dropMetWaits();
   PendingWaits pending;
   for (const StreamMemOp& op : ops) {
-    if (op.kind == CU_STREAM_MEM_OP_WAIT_VALUE_32 || op.kind == CU_STREAM_MEM_OP_WAIT_VALUE_64) {
+    if (op.isWait()) {
       pending.waits.push_back(op);
     }
   }
@@ -1023,7 +1020,7 @@ void CudaContext::releasePendingWaits() {
   for (PendingWaits& p : pendingWaits_) {
     std::vector<CUstreamBatchMemOpParams> writes;
     for (const StreamMemOp& w : p.waits) {
-      const bool wide = w.kind == CU_STREAM_MEM_OP_WAIT_VALUE_64;
+      const bool wide = w.wide();
       const uint64_t mask = wide ? ~uint64_t{0} : 0xffffffffull;
       uint64_t value = w.value & mask;
       switch (w.flags) {

@@ -69,9 +69,7 @@ Status CudaContext::graphBuild(std::span<const GraphNodeDescription> nodes,
     if (n.kind != NodeKind::kMemOps) continue;
     memOps = true;
     for (const StreamMemOp& op : n.memOps) {
-      if (op.kind == CU_STREAM_MEM_OP_WAIT_VALUE_32 || op.kind == CU_STREAM_MEM_OP_WAIT_VALUE_64) {
-        return Status::success();  // replayed (above)
-      }
+      if (op.isWait()) return Status::success();  // replayed (above)
     }
   }
   // A driver without graphs (none since CUDA 10 lacks them) gets the graph replayed too, as does
@@ -179,10 +177,9 @@ Status CudaContext::graphBuild(std::span<const GraphNodeDescription> nodes,
         s = driver_->call(driver_->graphAddBatchMemOpNode, &node, cuGraph, after.data(),
                           after.size(), static_cast<const CUDA_BATCH_MEM_OP_NODE_PARAMS*>(&params));
         for (const StreamMemOp& op : n.memOps) {
-          if (op.kind == CU_STREAM_MEM_OP_WRITE_VALUE_32)
-            graph->memOpRanges_.emplace_back(op.address, 4);
-          if (op.kind == CU_STREAM_MEM_OP_WRITE_VALUE_64)
-            graph->memOpRanges_.emplace_back(op.address, 8);
+          if (op.kind != CU_STREAM_MEM_OP_BARRIER) {
+            graph->memOpRanges_.emplace_back(op.address, op.wide() ? 8 : 4);
+          }
         }
         break;
       }

@@ -36,10 +36,6 @@ namespace {
   }
 }
 
-bool is64(CUstreamBatchMemOpType kind) {
-  return kind == CU_STREAM_MEM_OP_WAIT_VALUE_64 || kind == CU_STREAM_MEM_OP_WRITE_VALUE_64;
-}
-
 // The condition CUstreamWaitValue_flags names, on values of `width` bits.
 bool met(uint64_t current, uint64_t value, unsigned flags, bool wide) {
   const uint64_t mask = wide ? ~uint64_t{0} : 0xffffffffull;
@@ -65,7 +61,7 @@ bool met(uint64_t current, uint64_t value, unsigned flags, bool wide) {
 Status EmuContext::streamMemOps(uint64_t stream, std::span<const StreamMemOp> ops) {
   for (const StreamMemOp& op : ops) {
     if (op.kind == CU_STREAM_MEM_OP_BARRIER) continue;
-    if (!view(op.address, is64(op.kind) ? 8 : 4)) {
+    if (!view(op.address, op.wide() ? 8 : 4)) {
       return Status::error(CUDA_ERROR_INVALID_VALUE, "stream memory operation on " +
                                                          hex(op.address) +
                                                          ", which is not memory of this context");
@@ -83,7 +79,7 @@ bool EmuContext::runMemOp(const StreamMemOp& op) {
   // The worker runs the stream's operations one after another and each store is sequentially
   // consistent, so a barrier has nothing left to order.
   if (op.kind == CU_STREAM_MEM_OP_BARRIER) return true;
-  const bool wide = is64(op.kind);
+  const bool wide = op.wide();
   const uint64_t bytes = wide ? 8 : 4;
   if (op.kind == CU_STREAM_MEM_OP_WRITE_VALUE_32 || op.kind == CU_STREAM_MEM_OP_WRITE_VALUE_64) {
     bool live = memory_.accessLive(op.address, bytes, owner_,
