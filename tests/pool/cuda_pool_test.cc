@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "build_paths.h"
+#include "harness_paths.h"
 #include "pool_fixture.h"
 
 namespace gpupool::pooltest {
@@ -51,6 +52,26 @@ TEST(CudaPoolTest, KernelsPassTheGateAndAreMeteredForTheTenantThatLaunched) {
   EXPECT_EQ(bobStatus.at("launches").get<long long>(), 0) << status.dump(2);
   EXPECT_EQ(bobStatus.at("gpu_seconds").get<double>(), 0.0) << status.dump(2);
   EXPECT_GT(bobStatus.at("calls").get<long long>(), 0) << status.dump(2);
+}
+
+// A kernel queued behind a stream wait that only another stream's kernel meets: the kernel's
+// admission by the device's scheduler waits on the device, so the session goes on serving and the
+// kernel that meets the wait gets the device. (Admitting on the serving thread held the device, one
+// kernel at a time, and the session until the wait was met: never, here.) A graph with a wait node
+// is replayed under the scheduler, each kernel its own admission. The programs check their results.
+TEST(CudaPoolTest, KernelsAndGraphsBehindStreamWaitsDoNotHoldTheDevice) {
+  ScratchDirectory dir;
+  dir.write("pool.toml",
+            std::string("[metering]\nflush_ms = 100\n[[device]]\nbackend = \"cuda\"\n") + kTenants);
+  ChainedServers pool = startChainedPool(dir.file("pool.toml"), {"--memory", "256MiB"});
+  for (const char* program : {"stream_memops_driver", "graph_batch_memop_driver"}) {
+    ProgramResult result = e2e::runProgram(
+        e2e::programPath(program), {}, tenantEnvironment(pool.cuda->endpoint(), "a"), seconds(90));
+    ASSERT_TRUE(result.passed()) << program << ": " << result.describe();
+    EXPECT_NE(result.out.find("PASS"), std::string::npos) << program << ": " << result.describe();
+  }
+  nlohmann::json status = queryStatus(pool.cuda->endpoint());
+  EXPECT_GT(tenantIn(status, "alice").at("launches").get<long long>(), 0) << status.dump(2);
 }
 
 TEST(CudaPoolTest, DevicesAreSelectedByUuidAndIndex) {

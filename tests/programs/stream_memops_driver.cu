@@ -200,6 +200,10 @@ int main() {
   CHECK_CU(cuMemsetD32(never, 0, 4));
   CHECK_CU(cuStreamWaitValue32(held, never, 1, CU_STREAM_WAIT_VALUE_EQ));
   CHECK_CU(cuStreamWaitValue64(held, never + 8, 1, CU_STREAM_WAIT_VALUE_GEQ));
+  // Nor does a kernel queued behind it (under a pool's scheduler: nor its admission).
+  copyWord<<<1, 1, 0, held>>>(reinterpret_cast<const unsigned*>(never),
+                              reinterpret_cast<unsigned*>(never + 4));
+  CHECK_CUDA(cudaGetLastError());
   expectHeld(held, "wait never met");
   CHECK_CU(cuCtxDestroy(own));
   CHECK_CU(cuCtxSetCurrent(primary));

@@ -126,6 +126,7 @@ CudaContext::~CudaContext() {
   // cuCtxDestroy releases whatever the explicit calls could not.
   (void)makeCurrent();
   releasePendingWaits();  // else a stream held by a wait could hold the frees below forever
+  gated_.reset();         // after the waits, which could hold its kernels' admission
   staging_.reset();       // waits for its transfers, so no copy is left reading freed memory
   for (CUevent event : events_.takeAll()) (void)driver_->call(driver_->eventDestroy, event);
   for (CUstream stream : streams_.takeAll()) (void)driver_->call(driver_->streamDestroy, stream);
@@ -796,7 +797,7 @@ Status CudaContext::launch(uint64_t function, const LaunchShape& shape, uint64_t
                          shape.sharedBytes, cuStream,
                          arguments.empty() ? nullptr : arguments.data(), nullptr);
   };
-  return gate_ ? launchGated(cuStream, start) : start();
+  return gated_ ? gated_->launch(cuStream, start) : start();
 }
 
 Status CudaContext::kernelArguments(const Function& function, std::span<const uint8_t> params,
@@ -817,38 +818,8 @@ Status CudaContext::kernelArguments(const Function& function, std::span<const ui
   return Status::success();
 }
 
-Status CudaContext::launchGated(CUstream stream, const std::function<Status()>& start) {
-  if (!kernelStarted_) {
-    // Blocking sync: a session waiting for its kernel sleeps instead of spinning a core.
-    Status s = driver_->call(driver_->eventCreate, &kernelStarted_, unsigned{CU_EVENT_DEFAULT});
-    if (s.ok()) {
-      s = driver_->call(driver_->eventCreate, &kernelEnded_, unsigned{CU_EVENT_BLOCKING_SYNC});
-    }
-    if (!s.ok()) {
-      kernelStarted_ = kernelEnded_ = nullptr;  // a half-made pair is released by cuCtxDestroy
-      return s;
-    }
-  }
-  // The scheduler lets one kernel at a time run on the device and must hear when it ends, but the
-  // driver's launches are asynchronous: so a gated launch waits for its kernel. The GPU time
-  // metered is the kernel's own, from events recorded around it on its stream (work queued before
-  // it is not counted); if the driver cannot time the events, the wall time from launch to
-  // completion is used instead.
-  gate_->enter();
-  auto launched = std::chrono::steady_clock::now();
-  Status s = driver_->call(driver_->eventRecord, kernelStarted_, stream);
-  if (s.ok()) s = start();
-  if (s.ok()) s = driver_->call(driver_->eventRecord, kernelEnded_, stream);
-  if (s.ok()) s = driver_->call(driver_->eventSynchronize, kernelEnded_);
-  double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - launched).count();
-  float milliseconds = 0;
-  if (s.ok() &&
-      driver_->call(driver_->eventElapsedTime, &milliseconds, kernelStarted_, kernelEnded_).ok()) {
-    seconds = milliseconds / 1000.0;
-  }
-  gate_->leave(seconds);
-  return s;
+void CudaContext::setLaunchGate(std::shared_ptr<LaunchGate> gate) {
+  gated_ = gate ? std::make_unique<CudaGatedLaunches>(driver_, context_, std::move(gate)) : nullptr;
 }
 
 Status CudaContext::funcSetAttribute(uint64_t function, int attribute, int value) {
@@ -981,25 +952,26 @@ Status CudaContext::streamMemOps(uint64_t stream, std::span<const StreamMemOp> o
   if (Status s = driverMemOps(ops, &params); !s.ok()) return s;
   Status s = driver_->call(driver_->streamBatchMemOp, cuStream,
                            static_cast<unsigned>(params.size()), params.data(), 0u);
-  if (!s.ok()) return s;
+  if (s.ok()) notePendingWaits(cuStream, ops);
+  return s;
+}
+
+void CudaContext::notePendingWaits(CUstream stream, std::span<const StreamMemOp> ops) {
   dropMetWaits();
   PendingWaits pending;
   for (const StreamMemOp& op : ops) {
-    if (op.isWait()) {
-      pending.waits.push_back(op);
-    }
+    if (op.isWait()) pending.waits.push_back(op);
   }
-  if (pending.waits.empty()) return s;
-  // Without the event the wait cannot be released at teardown; the batch is queued already, so
+  if (pending.waits.empty()) return;
+  // Without the event the wait cannot be released at teardown; the work is queued already, so
   // that is the only cost.
   if (driver_->call(driver_->eventCreate, &pending.passed, CU_EVENT_DISABLE_TIMING).ok()) {
-    if (driver_->call(driver_->eventRecord, pending.passed, cuStream).ok()) {
+    if (driver_->call(driver_->eventRecord, pending.passed, stream).ok()) {
       pendingWaits_.push_back(std::move(pending));
     } else {
       (void)driver_->call(driver_->eventDestroy, pending.passed);
     }
   }
-  return s;
 }
 
 void CudaContext::dropMetWaits() {

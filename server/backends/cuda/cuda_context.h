@@ -22,6 +22,7 @@
 
 #include "server/backend.h"
 #include "server/backends/cuda/cuda_driver.h"
+#include "server/backends/cuda/cuda_gated_launches.h"
 #include "server/backends/cuda/cuda_staging.h"
 #include "server/backends/cuda/device_address_map.h"
 #include "server/backends/cuda/driver_handle_table.h"
@@ -149,9 +150,9 @@ class CudaContext final : public BackendContext {
 
   Status synchronize() override;
 
-  // Gated kernels wait for the pool's scheduler and then run to completion before launch()
-  // returns, timed by events (see launch()). Ungated ones stay asynchronous.
-  void setLaunchGate(std::shared_ptr<LaunchGate> gate) override { gate_ = std::move(gate); }
+  // Gated kernels (and graphs) pass the pool's scheduler on the device, in their stream's order,
+  // without the session waiting for them (cuda_gated_launches.h).
+  void setLaunchGate(std::shared_ptr<LaunchGate> gate) override;
 
   // On a real GPU device printf output is written by the driver to the server's stdout; it
   // cannot be captured per context, so there is never any to hand back.
@@ -184,8 +185,6 @@ class CudaContext final : public BackendContext {
   // The whole pages of managed memory holding `address` when the driver says it is managed
   // (a __managed__ variable); *bytes = 0 otherwise.
   Status managedRangeOf(uint64_t address, uint64_t* base, uint64_t* bytes);
-  // Runs the kernel `start` launches on `stream` through gate_, waiting for it to finish.
-  Status launchGated(CUstream stream, const std::function<Status()>& start);
   Status findStream(uint64_t id, CUstream* stream) const;
   Status findEvent(uint64_t id, CUevent* event) const;
   Status findFunction(uint64_t id, const Function** function) const;
@@ -258,6 +257,9 @@ class CudaContext final : public BackendContext {
   // The driver's form of `ops`, each address checked to be this context's.
   Status driverMemOps(std::span<const StreamMemOp> ops,
                       std::vector<CUstreamBatchMemOpParams>* params) const;
+  // Keeps the waits among `ops`, just queued on `stream` (alone or in a graph), for
+  // releasePendingWaits.
+  void notePendingWaits(CUstream stream, std::span<const StreamMemOp> ops);
   void dropMetWaits();
   void releasePendingWaits();
 
@@ -282,9 +284,8 @@ class CudaContext final : public BackendContext {
   std::unique_ptr<CudaStaging> staging_;  // released before the context in the destructor
   std::vector<PendingWaits> pendingWaits_;
 
-  std::shared_ptr<LaunchGate> gate_;  // the pool's scheduler and meter; null when open
-  // Recorded around each gated kernel; created at the first one, released by cuCtxDestroy.
-  CUevent kernelStarted_ = nullptr, kernelEnded_ = nullptr;
+  // Kernels' admission by the pool's scheduler and meter; null when the device is open.
+  std::unique_ptr<CudaGatedLaunches> gated_;
 };
 
 }  // namespace gpupool::server

@@ -1,11 +1,11 @@
 // Executable graphs on the real driver: the nodes graph_handlers.cc checked become one CUgraph
 // (cuGraphAdd*Node with the same dependencies), instantiated once, and each launch is one
 // cuGraphLaunch, so the GPU sees the graph as a graph: independent branches overlap and the
-// launch costs the driver one submission. Batch memory operation nodes that only write and fence
-// are built too; a graph with a wait in one is replayed by the handler instead: under the pool's
-// scheduler a graph launch holds the device until the graph ends, so a wait that something after
-// the launch is to meet would hold every tenant's kernels (and, ungated, an unmet wait would hold
-// the stream past the context's teardown, which CudaContext meets only for waits it queued).
+// launch costs the driver one submission. Batch memory operation nodes are built too, waits
+// included; each launch notes the graph's waits with the context's pending ones, which its
+// teardown meets. Under the pool's scheduler a graph with a wait is replayed by the handler
+// instead: there a graph launch is one admission, holding the device until the graph ends, so a
+// wait that another kernel of the tenant is to meet would hold every tenant's kernels forever.
 //
 // The CUgraph names driver handles (functions, events) that the client may destroy later, which
 // would leave the driver a dangling handle; so a launch first checks that every one the graph
@@ -38,6 +38,7 @@ class CudaGraph final : public BackendGraph {
   // What memory operation nodes write (address, bytes), checked at each launch too: the handler
   // checks only the memset and copy nodes' ranges.
   std::vector<std::pair<uint64_t, uint64_t>> memOpRanges_;
+  std::vector<StreamMemOp> waits_;  // of its memory operation nodes, in node order
 };
 
 namespace {
@@ -65,11 +66,14 @@ Status CudaContext::graphBuild(std::span<const GraphNodeDescription> nodes,
                                std::unique_ptr<BackendGraph>* built) {
   built->reset();
   bool memOps = false;
+  std::vector<StreamMemOp> waits;
   for (const GraphNodeDescription& n : nodes) {
     if (n.kind != NodeKind::kMemOps) continue;
     memOps = true;
     for (const StreamMemOp& op : n.memOps) {
-      if (op.isWait()) return Status::success();  // replayed (above)
+      if (!op.isWait()) continue;
+      if (gated_) return Status::success();  // replayed (above)
+      waits.push_back(op);
     }
   }
   // A driver without graphs (none since CUDA 10 lacks them) gets the graph replayed too, as does
@@ -83,6 +87,7 @@ Status CudaContext::graphBuild(std::span<const GraphNodeDescription> nodes,
   CUgraph cuGraph = nullptr;
   if (Status s = driver_->call(driver_->graphCreate, &cuGraph, 0u); !s.ok()) return s;
   auto graph = std::make_unique<CudaGraph>(*this, cuGraph);
+  graph->waits_ = std::move(waits);
 
   // The driver nodes each description became (a copy of several slices is several nodes), which
   // its dependents all wait for.
@@ -167,7 +172,7 @@ Status CudaContext::graphBuild(std::span<const GraphNodeDescription> nodes,
         break;
       }
       case NodeKind::kMemOps: {
-        // Writes and barriers only (waits are replayed, above). The driver copies the array.
+        // The driver copies the array.
         std::vector<CUstreamBatchMemOpParams> ops;
         if (s = driverMemOps(n.memOps, &ops); !s.ok()) break;
         CUDA_BATCH_MEM_OP_NODE_PARAMS params{};
@@ -220,7 +225,9 @@ Status CudaContext::graphLaunch(const CudaGraph& graph, uint64_t stream) {
   if (Status s = findStream(stream, &cuStream); !s.ok()) return s;
   auto start = [&] { return driver_->call(driver_->graphLaunch, graph.exec_, cuStream); };
   // Under the pool's scheduler the whole graph is one admission, metered as one kernel.
-  return gate_ ? launchGated(cuStream, start) : start();
+  Status s = gated_ ? gated_->launch(cuStream, start) : start();
+  if (s.ok()) notePendingWaits(cuStream, graph.waits_);
+  return s;
 }
 
 void CudaContext::graphRelease(CUgraph graph, CUgraphExec exec) {

@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -35,6 +36,14 @@ std::vector<uint8_t> fakeModuleImage() {
   const char text[] = "fake-module";
   return std::vector<uint8_t>(text, text + sizeof text);  // with its NUL, as PTX would be
 }
+
+// A scheduler that admits every kernel at once and counts them.
+class CountingGate final : public LaunchGate {
+ public:
+  void enter() override { ++entered; }
+  void leave(double) override { ++left; }
+  std::atomic<int> entered = 0, left = 0;
+};
 
 class CudaBackendTest : public ::testing::Test {
  protected:
@@ -347,7 +356,7 @@ TEST_F(CudaBackendTest, GraphsAreBuiltAsOneDriverGraph) {
   EXPECT_EQ(fakeCounter("fakeLiveGraphs"), 0);  // the half-built graph was destroyed
 }
 
-TEST_F(CudaBackendTest, GraphsWithMemoryWritesAreBuiltAndWaitsReplayed) {
+TEST_F(CudaBackendTest, GraphsWithMemoryOperationsAreBuiltUnlessAWaitMeetsTheScheduler) {
   using Kind = GraphNodeDescription::Kind;
   uint64_t buffer = 0;
   ASSERT_TRUE(context->memAlloc(64, &buffer).ok());
@@ -388,8 +397,17 @@ TEST_F(CudaBackendTest, GraphsWithMemoryWritesAreBuiltAndWaitsReplayed) {
   graph.reset();
   EXPECT_EQ(fakeCounter("fakeLiveGraphs"), 0);
 
-  // A wait: replayed by the handler, nothing built.
+  // A wait (met by the memset before it): built, and the driver's launch meets it.
   nodes[1].memOps = {{CU_STREAM_MEM_OP_WAIT_VALUE_32, buffer, 7, CU_STREAM_WAIT_VALUE_GEQ}};
+  ASSERT_TRUE(context->graphBuild(nodes, &graph).ok());
+  ASSERT_NE(graph, nullptr);
+  int waitsBefore = fakeCounter("fakeGraphWaitsMet");
+  ASSERT_TRUE(graph->launch(0).ok());
+  EXPECT_EQ(fakeCounter("fakeGraphWaitsMet") - waitsBefore, 1);
+  graph.reset();
+
+  // Under the pool's scheduler the same graph is replayed by the handler: nothing built.
+  context->setLaunchGate(std::make_shared<CountingGate>());
   ASSERT_TRUE(context->graphBuild(nodes, &graph).ok());
   EXPECT_EQ(graph, nullptr);
   EXPECT_EQ(fakeCounter("fakeLiveGraphs"), 0);

@@ -4,11 +4,12 @@
 // every call that needs a context has one current, and memory is touched only with the context
 // that allocated it current. It exports versioned names only (no cuGetProcAddress), so the
 // backend's dlsym fallback is what resolves it, and it has no events, so those calls must come
-// back as CUDA_ERROR_NOT_SUPPORTED. Graphs hold kernel, memset, copy, empty and memory-write nodes
-// and run them at cuGraphLaunch in the order they were added (which the dependencies must respect).
+// back as CUDA_ERROR_NOT_SUPPORTED. Graphs hold kernel, memset, copy, empty and memory operation
+// nodes and run them at cuGraphLaunch in the order they were added (which the dependencies must
+// respect).
 //
 // Counters (fakeLive*) let tests see that a destroyed context released everything;
-// fakeGraphLaunches and fakeGraphEdges what reached the driver as a graph.
+// fakeGraphLaunches, fakeGraphEdges and fakeGraphWaitsMet what reached the driver as a graph.
 #include <cuda.h>
 
 #include <algorithm>
@@ -43,7 +44,7 @@ struct FakeGraphNode {
   int value = 0;
   CUDA_MEMSET_NODE_PARAMS memset{};
   CUDA_MEMCPY3D copy{};
-  std::vector<CUstreamBatchMemOpParams> memOps;  // writes and barriers
+  std::vector<CUstreamBatchMemOpParams> memOps;  // writes, barriers and met waits
   bool cooperative = false;
 };
 struct FakeGraph {
@@ -54,7 +55,8 @@ struct FakeGraph {
 };
 std::set<FakeGraph*> graphs;  // graphs and executable graphs (copies of one)
 int graphLaunches = 0;
-int graphEdges = 0;  // dependencies given to cuGraphAdd*Node, over all graphs
+int graphWaitsMet = 0;  // wait operations graph launches found met
+int graphEdges = 0;     // dependencies given to cuGraphAdd*Node, over all graphs
 
 bool hasContext() { return current != nullptr && contexts.count(current) != 0; }
 
@@ -79,6 +81,7 @@ FAKE_EXPORT int fakeLiveModules() { return static_cast<int>(modules.size()); }
 FAKE_EXPORT int fakeLiveGraphs() { return static_cast<int>(graphs.size()); }
 FAKE_EXPORT int fakeGraphLaunches() { return graphLaunches; }
 FAKE_EXPORT int fakeGraphEdges() { return graphEdges; }
+FAKE_EXPORT int fakeGraphWaitsMet() { return graphWaitsMet; }
 
 // The ordinal of the device whose context made the allocation at `pointer`, or -1.
 FAKE_EXPORT int fakeAllocationDevice(CUdeviceptr pointer) {
@@ -380,6 +383,17 @@ CUresult runGraphNode(const FakeGraphNode& node) {
     case FakeGraphNode::Kind::kMemOps:
       for (const CUstreamBatchMemOpParams& op : node.memOps) {
         if (op.operation == CU_STREAM_MEM_OP_BARRIER) continue;
+        if (op.operation == CU_STREAM_MEM_OP_WAIT_VALUE_32) {
+          // Run in order at its launch, the graph has nothing that could meet a wait later.
+          if (!owned(op.waitValue.address, 4)) return CUDA_ERROR_ILLEGAL_ADDRESS;
+          uint32_t word = 0;
+          std::memcpy(&word, reinterpret_cast<const void*>(op.waitValue.address), 4);
+          if (op.waitValue.flags != CU_STREAM_WAIT_VALUE_GEQ || word < op.waitValue.value) {
+            return CUDA_ERROR_NOT_SUPPORTED;
+          }
+          ++graphWaitsMet;
+          continue;
+        }
         const bool wide = op.operation == CU_STREAM_MEM_OP_WRITE_VALUE_64;
         if (!owned(op.writeValue.address, wide ? 8 : 4)) return CUDA_ERROR_ILLEGAL_ADDRESS;
         if (wide) {
@@ -462,8 +476,8 @@ FAKE_EXPORT CUresult cuGraphAddMemcpyNode(CUgraphNode* node, CUgraph graph,
   added->copy = *params;
   return addGraphNode(node, graph, dependencies, count, added);
 }
-// Writes and barriers; a wait would need another stream to meet it, which a graph run in order
-// at its launch cannot have.
+// Writes, barriers and 32-bit GEQ waits; a launch fails a wait not met already (it would need
+// another stream to meet it, which a graph run in order at its launch cannot have).
 FAKE_EXPORT CUresult cuGraphAddBatchMemOpNode(CUgraphNode* node, CUgraph graph,
                                               const CUgraphNode* dependencies, size_t count,
                                               const CUDA_BATCH_MEM_OP_NODE_PARAMS* params) {
@@ -476,7 +490,7 @@ FAKE_EXPORT CUresult cuGraphAddBatchMemOpNode(CUgraphNode* node, CUgraph graph,
   for (unsigned i = 0; i < params->count; ++i) {
     CUstreamBatchMemOpType kind = params->paramArray[i].operation;
     if (kind != CU_STREAM_MEM_OP_WRITE_VALUE_32 && kind != CU_STREAM_MEM_OP_WRITE_VALUE_64 &&
-        kind != CU_STREAM_MEM_OP_BARRIER) {
+        kind != CU_STREAM_MEM_OP_WAIT_VALUE_32 && kind != CU_STREAM_MEM_OP_BARRIER) {
       delete added;
       return CUDA_ERROR_NOT_SUPPORTED;
     }
