@@ -18,4 +18,10 @@ void destroyContextLocalStorage(CUcontext ctx);
 // Implemented by client/coredump_api.cc: drops ctx's core dump settings when it is destroyed.
 void forgetCoredumpSettings(CUcontext ctx);
 
+// Implemented by client/module_api.cc: forgets the modules loaded in ctx (their functions, and the
+// libraries' and kernels' entries for ctx) once its server side is gone, as the driver's
+// cuCtxDestroy and cuDevicePrimaryCtxReset end them: their handles are invalid from then on, and a
+// library used again in a context loads again.
+void forgetContextModules(CUcontext ctx);
+
 }  // namespace gpupool::client

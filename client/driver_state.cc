@@ -46,6 +46,11 @@ void unregisterObject(const void* object) {
   registry().erase(object);
 }
 
+std::vector<const void*> registeredObjects() {
+  std::lock_guard lock(registryMutex);
+  return {registry().begin(), registry().end()};
+}
+
 bool isRegistered(const void* object) {
   std::lock_guard lock(registryMutex);
   return object && registry().count(object);
@@ -294,6 +299,7 @@ void DriverState::releaseRemote(ContextObject* ctx) {
   dropManagedAllocationsOf(ctx);
   destroyContextLocalStorage(reinterpret_cast<CUcontext>(ctx));
   forgetCoredumpSettings(reinterpret_cast<CUcontext>(ctx));
+  forgetContextModules(reinterpret_cast<CUcontext>(ctx));
   if (remote) {
     ctx->server->call("cuCtxDestroy", [&](wire::Request::Builder b) { b.setCtxDestroy(remote); });
   }

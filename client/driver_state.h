@@ -262,6 +262,8 @@ void registerObject(const void* object);
 void unregisterObject(const void* object);
 // Whether `object` is registered (for the validating casts of other files).
 bool isRegistered(const void* object);
+// Every registered object, at the time of the call (validate each with the casts below).
+std::vector<const void*> registeredObjects();
 // A registered event object for the server's event `remote` of `context` (cuEventCreate,
 // cuIpcOpenEventHandle).
 CUevent registerEvent(ContextObject* context, uint64_t remote, unsigned flags);

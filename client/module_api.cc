@@ -9,6 +9,7 @@
 #include <iterator>
 
 #include "client_log.h"
+#include "context_hooks.h"
 #include "driver_export.h"
 #include "driver_state.h"
 #include "gpupool/image/image_kind.h"
@@ -261,6 +262,19 @@ CUresult resolveFunction(CUfunction h, ContextObject* ctx, FunctionObject** out)
     return kernelFunctionIn(k, ctx, out);
   }
   return CUDA_ERROR_INVALID_HANDLE;
+}
+
+void forgetContextModules(CUcontext handle) {
+  auto* ctx = reinterpret_cast<ContextObject*>(handle);
+  for (const void* object : registeredObjects()) {
+    auto* h = const_cast<void*>(object);
+    if (LibraryObject* lib = asLibrary(static_cast<CUlibrary>(h))) {
+      lib->modules.erase(ctx);
+      for (auto& [name, k] : lib->kernels) k->functions.erase(ctx);
+    } else if (ModuleObject* m = asModule(static_cast<CUmodule>(h)); m && m->context == ctx) {
+      forgetModule(m);  // the server's side went with its context
+    }
+  }
 }
 
 }  // namespace gpupool::client

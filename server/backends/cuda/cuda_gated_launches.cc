@@ -5,7 +5,17 @@
 #include <vector>
 
 namespace gpupool::server {
+
+// Times one kernel; `started` and `ended` may go unused when the driver cannot time them.
+struct CudaGatedLaunches::TicketEvents {
+  CUevent ready = nullptr;    // the stream's work before the kernel is done
+  CUevent started = nullptr;  // the gate word's wait passed
+  CUevent ended = nullptr;    // the kernel ended (blocking sync: the worker sleeps on it)
+};
+
 namespace {
+
+using TicketEvents = CudaGatedLaunches::TicketEvents;
 
 using Clock = std::chrono::steady_clock;
 
@@ -13,13 +23,6 @@ using Clock = std::chrono::steady_clock;
 // stream is held by something nobody will meet, and its kernel is let through ungated (it cannot
 // run before that something is met anyway).
 constexpr auto kStopGrace = std::chrono::seconds(5);
-
-// Times one kernel; `started` and `ended` may go unused when the driver cannot time them.
-struct TicketEvents {
-  CUevent ready = nullptr;    // the stream's work before the kernel is done
-  CUevent started = nullptr;  // the gate word's wait passed
-  CUevent ended = nullptr;    // the kernel ended (blocking sync: the worker sleeps on it)
-};
 
 Status createEvents(const CudaDriver& driver, TicketEvents* events) {
   Status s = driver.call(driver.eventCreate, &events->ready, unsigned{CU_EVENT_DISABLE_TIMING});

@@ -49,6 +49,8 @@ class CudaGatedLaunches {
   // start()'s status. The calling thread must have the context current.
   Status launch(CUstream stream, const std::function<Status()>& start);
 
+  struct TicketEvents;  // the events around one kernel (cuda_gated_launches.cc)
+
  private:
   class StreamWorker;  // one per stream that launched: its gate word, queue and thread
 
