@@ -157,16 +157,32 @@ void checkLibraryKernels(const void* image) {
   // A kernel from the enumeration launches like any other.
   CUkernel fill = nullptr;
   CHECK_CU(cuLibraryGetKernel(&fill, library, "fillSquares"));
-  CUdeviceptr d = 0;
-  CHECK_CU(cuMemAlloc(&d, kCount * sizeof(int)));
-  int n = kCount;
-  void* params[] = {&d, &n};
-  CHECK_CU(cuLaunchKernel(reinterpret_cast<CUfunction>(fill), (kCount + 127) / 128, 1, 1, 128, 1, 1,
-                          0, nullptr, params, nullptr));
-  std::vector<int> out(kCount);
-  CHECK_CU(cuMemcpyDtoH(out.data(), d, kCount * sizeof(int)));
-  for (int i = 0; i < kCount; ++i) CHECK(out[i] == i * i, "fillSquares: out[%d] = %d", i, out[i]);
-  CHECK_CU(cuMemFree(d));
+  auto launchFill = [&](const char* where) {
+    CUdeviceptr d = 0;
+    CHECK_CU(cuMemAlloc(&d, kCount * sizeof(int)));
+    int n = kCount;
+    void* params[] = {&d, &n};
+    CHECK_CU(cuLaunchKernel(reinterpret_cast<CUfunction>(fill), (kCount + 127) / 128, 1, 1, 128, 1,
+                            1, 0, nullptr, params, nullptr));
+    std::vector<int> out(kCount);
+    CHECK_CU(cuMemcpyDtoH(out.data(), d, kCount * sizeof(int)));
+    for (int i = 0; i < kCount; ++i) {
+      CHECK(out[i] == i * i, "fillSquares in %s: out[%d] = %d", where, i, out[i]);
+    }
+    CHECK_CU(cuMemFree(d));
+  };
+  launchFill("the primary context");
+  // The library is context-independent: its kernel runs in a context made after it was loaded,
+  // that context's end takes only its own copy, and the library goes on in the others.
+  CUcontext primary = nullptr, own = nullptr;
+  CUdevice device;
+  CHECK_CU(cuCtxGetCurrent(&primary));
+  CHECK_CU(cuCtxGetDevice(&device));
+  CHECK_CU(cuCtxCreate(&own, nullptr, 0, device));
+  launchFill("a context of its own");
+  CHECK_CU(cuCtxDestroy(own));
+  CHECK_CU(cuCtxSetCurrent(primary));
+  launchFill("the primary context, after the other context's end");
   CHECK_CU(cuLibraryUnload(library));
 }
 
