@@ -169,8 +169,8 @@ GPUPOOL_DRIVER_API CUresult cuDevSmResourceSplitByCount(
     return refuseCall(CUDA_ERROR_NOT_SUPPORTED,
                       std::string(kWhat) +
                           ": CU_DEV_SM_RESOURCE_SPLIT_MAX_POTENTIAL_CLUSTER_SIZE "
-                          "sizes groups for thread-block clusters, which are not "
-                          "served (devices report CLUSTER_LAUNCH 0)");
+                          "sizes groups for thread-block clusters, which green "
+                          "contexts of the pool are not sized for");
   }
   SmSplitPlan plan =
       planSmSplit(input->sm.smCount, computeMajorOf(origin.device), useFlags, minCount);

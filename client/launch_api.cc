@@ -114,7 +114,9 @@ CUresult checkKernelAttribute(const char* who, int id, const CUlaunchAttributeVa
     case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
     case CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION:
       if (value.clusterDim.x > 1 || value.clusterDim.y > 1 || value.clusterDim.z > 1) {
-        return refuse("thread-block clusters larger than 1x1x1 are not offered by the pool");
+        return refuse(
+            "thread-block clusters larger than 1x1x1 are served only as the CLUSTER_DIMENSION of a "
+            "cuLaunchKernelEx outside stream capture, on a device that reports CLUSTER_LAUNCH");
       }
       return CUDA_SUCCESS;
     default:
@@ -131,7 +133,8 @@ namespace {
 // otherwise), as the driver does. Captured, it is a kernel node with the COOPERATIVE attribute.
 CUresult launch(CUfunction h, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                 unsigned bz, unsigned sharedBytes, CUstream stream, void** kernelParams,
-                void** extra, bool cooperative = false) {
+                void** extra, bool cooperative = false,
+                const CUlaunchAttributeValue* cluster = nullptr) {
   CaptureScope capturing;  // a capturing stream takes the launch as a node
   ContextObject* ctx = nullptr;
   uint64_t s = 0;
@@ -142,12 +145,22 @@ CUresult launch(CUfunction h, unsigned gx, unsigned gy, unsigned gz, unsigned bx
   if (CUresult r = checkShape(*f, gx, gy, gz, bx, by, bz, sharedBytes); r != CUDA_SUCCESS) {
     return r;
   }
+  if (cluster) {
+    // Only a device that runs clusters takes one, as a call: its driver answers at once whether
+    // the cluster fits the grid and the device (CUDA_ERROR_INVALID_CLUSTER_SIZE).
+    const DeviceSnapshot* d = DriverState::get().device(ctx->device);
+    if (!d->attribute(CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH)) {
+      return refuseCall(CUDA_ERROR_INVALID_VALUE,
+                        "cuLaunchKernelEx: a thread-block cluster on a device without cluster "
+                        "launch (it reports CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH 0)");
+    }
+  }
   if (CUresult r = bindTextureReferences(f); r != CUDA_SUCCESS) return r;
   std::vector<uint8_t> params;
   if (CUresult r = packParams(*f, kernelParams, extra, &params); r != CUDA_SUCCESS) return r;
   unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
-  if (CUresult r = CUDA_SUCCESS;
-      captureKernel(stream, f, grid, block, sharedBytes, params, cooperative, &r)) {
+  if (CUresult r = CUDA_SUCCESS; captureKernel(stream, f, grid, block, sharedBytes, params,
+                                               cooperative, cluster != nullptr, &r)) {
     return r;
   }
   auto build = [&](wire::Request::Builder b) {
@@ -164,7 +177,13 @@ CUresult launch(CUfunction h, unsigned gx, unsigned gy, unsigned gz, unsigned bx
     k.setStream(s);
     k.setParams(kj::arrayPtr(params.data(), params.size()));
     k.setCooperative(cooperative);
+    if (cluster) {
+      k.getCluster().setX(cluster->clusterDim.x);
+      k.getCluster().setY(cluster->clusterDim.y);
+      k.getCluster().setZ(cluster->clusterDim.z);
+    }
   };
+  if (cluster) return ctx->server->call("cuLaunchKernelEx", build);
   if (cooperative) return ctx->server->call("cuLaunchCooperativeKernel", build);
   return ctx->server->post("cuLaunchKernel", build);
 }
@@ -193,8 +212,9 @@ CUresult launchEvent(CUevent h, ContextObject* ctx, EventObject** out) {
 //   one it allows.
 // - The programmatic and launch-completion events are recorded when the kernel has completed,
 //   which is after the point either one names: whatever waits for them waits at least as long.
-// - A cooperative launch is served as cuLaunchCooperativeKernel. Real clusters (distributed shared
-//   memory) are refused: the pool does not offer them (the device reports CLUSTER_LAUNCH 0).
+// - A cooperative launch is served as cuLaunchCooperativeKernel. A cluster larger than 1x1x1 goes
+//   to the server's driver as cuLaunchKernelEx with the cluster's shape, on a device that reports
+//   CLUSTER_LAUNCH (the emu device does not: refused there); capturing one is refused.
 CUresult launchEx(const CUlaunchConfig* config, CUfunction h, void** kernelParams, void** extra) {
   if (!config || (config->numAttrs && !config->attrs)) return CUDA_ERROR_INVALID_VALUE;
   ContextObject* ctx = nullptr;
@@ -202,12 +222,19 @@ CUresult launchEx(const CUlaunchConfig* config, CUfunction h, void** kernelParam
   if (CUresult r = resolveStream(config->hStream, &ctx, &s); r != CUDA_SUCCESS) return r;
   std::vector<EventObject*> completionEvents;
   bool cooperative = false;
+  const CUlaunchAttributeValue* cluster = nullptr;
   for (unsigned i = 0; i < config->numAttrs; ++i) {
     const CUlaunchAttribute& a = config->attrs[i];
     const int id = rawEnumValue(a.id);
     switch (id) {
       case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION:
         break;
+      case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION: {
+        const auto& c = a.value.clusterDim;
+        if (c.x == 0 || c.y == 0 || c.z == 0) return refuse("a cluster dimension of 0");
+        if (c.x * c.y * c.z > 1) cluster = &a.value;  // 1x1x1 is an ordinary launch
+        break;
+      }
       case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT: {
         EventObject* e = nullptr;
         if (CUresult r = launchEvent(a.value.programmaticEvent.event, ctx, &e); r != CUDA_SUCCESS) {
@@ -235,7 +262,7 @@ CUresult launchEx(const CUlaunchConfig* config, CUfunction h, void** kernelParam
   if (CUresult r =
           launch(h, config->gridDimX, config->gridDimY, config->gridDimZ, config->blockDimX,
                  config->blockDimY, config->blockDimZ, config->sharedMemBytes, config->hStream,
-                 kernelParams, extra, cooperative);
+                 kernelParams, extra, cooperative, cluster);
       r != CUDA_SUCCESS) {
     return r;
   }

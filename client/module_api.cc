@@ -16,6 +16,7 @@
 #include "host_function_fence.h"
 #include "managed_memory.h"
 #include "module_resolution.h"
+#include "raw_enum.h"
 #include "texture_references.h"
 
 using namespace gpupool::client;
@@ -635,7 +636,70 @@ CUresult occupancy(int* numBlocks, CUfunction h, int blockSize, size_t dynamicSh
       });
 }
 
+// cuOccupancyMaxActiveClusters and cuOccupancyMaxPotentialClusterSize: the launch `config`
+// describes, asked of the server's driver. A kernel handle's context is the stream's, else the
+// current one, as the driver takes it.
+CUresult clusterOccupancy(const char* call, wire::Request::OccupancyQuery query, int* value,
+                          CUfunction h, const CUlaunchConfig* config) {
+  if (!value || !config || (config->numAttrs && !config->attrs)) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  ContextObject* ctx = nullptr;
+  if (config->hStream) {
+    uint64_t stream = 0;
+    if (CUresult r = resolveStream(config->hStream, &ctx, &stream); r != CUDA_SUCCESS) return r;
+  }
+  FunctionObject* f = nullptr;
+  if (CUresult r = resolveFunction(h, ctx, &f); r != CUDA_SUCCESS) return r;
+  ContextObject* owner = f->module->context;
+  if (!DriverState::get().device(owner->device)->attribute(CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH)) {
+    return refuseCall(CUDA_ERROR_NOT_SUPPORTED,
+                      std::string(call) +
+                          ": thread-block clusters are not run by this device "
+                          "(it reports CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH 0)");
+  }
+  CUlaunchAttributeValue cluster{};
+  for (unsigned i = 0; i < config->numAttrs; ++i) {
+    const CUlaunchAttribute& a = config->attrs[i];
+    if (rawEnumValue(a.id) == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) cluster = a.value;
+  }
+  auto setDim = [](wire::Dim3::Builder d, unsigned x, unsigned y, unsigned z) {
+    d.setX(x);
+    d.setY(y);
+    d.setZ(z);
+  };
+  return owner->server->call(
+      call,
+      [&](wire::Request::Builder b) {
+        auto o = b.initOccupancy();
+        o.setContext(owner->remote);
+        o.setFunction(f->remote);
+        o.setQuery(query);
+        o.setDynamicSharedBytes(config->sharedMemBytes);
+        setDim(o.initGrid(), config->gridDimX, config->gridDimY, config->gridDimZ);
+        setDim(o.initBlock(), config->blockDimX, config->blockDimY, config->blockDimZ);
+        setDim(o.initCluster(), cluster.clusterDim.x, cluster.clusterDim.y, cluster.clusterDim.z);
+      },
+      {},
+      [&](wire::Response::Reader reply, ReplyBulk&) {
+        *value = static_cast<int>(reply.getValue());
+        return CUDA_SUCCESS;
+      });
+}
+
 }  // namespace
+
+GPUPOOL_DRIVER_API CUresult cuOccupancyMaxActiveClusters(int* numClusters, CUfunction h,
+                                                         const CUlaunchConfig* config) {
+  return clusterOccupancy("cuOccupancyMaxActiveClusters",
+                          wire::Request::OccupancyQuery::ACTIVE_CLUSTERS, numClusters, h, config);
+}
+
+GPUPOOL_DRIVER_API CUresult cuOccupancyMaxPotentialClusterSize(int* clusterSize, CUfunction h,
+                                                               const CUlaunchConfig* config) {
+  return clusterOccupancy("cuOccupancyMaxPotentialClusterSize",
+                          wire::Request::OccupancyQuery::POTENTIAL_CLUSTER_SIZE, clusterSize, h,
+                          config);
+}
 
 GPUPOOL_DRIVER_API CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int* numBlocks,
                                                                         CUfunction h, int blockSize,

@@ -11,6 +11,7 @@
 #include <set>
 #include <thread>
 
+#include "client_log.h"
 #include "driver_export.h"
 #include "graph_memory.h"
 #include "graph_model.h"
@@ -394,11 +395,17 @@ CUresult checkUnsafeDuringCapture(const char* what) {
 
 bool captureKernel(CUstream stream, FunctionObject* f, const unsigned grid[3],
                    const unsigned block[3], unsigned sharedBytes,
-                   const std::vector<uint8_t>& params, bool cooperative, CUresult* result) {
+                   const std::vector<uint8_t>& params, bool cooperative, bool clustered,
+                   CUresult* result) {
   std::unique_lock<std::mutex> lock;
   StreamObject* s = nullptr;
   CaptureSequence* c = lockCapturing(stream, &s, lock);
   if (!c) return false;
+  if (clustered) {
+    *result = refuseCall(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+                         "cuLaunchKernelEx: cluster launches are not captured into graphs yet");
+    return true;
+  }
   auto node = std::make_unique<GraphNodeObject>();
   setCapturedKernel(node.get(), f, grid, block, sharedBytes, params);
   if (cooperative) node->kernelAttributes[CU_LAUNCH_ATTRIBUTE_COOPERATIVE].cooperative = 1;

@@ -46,9 +46,12 @@ CUresult contextCaptureUse(ContextObject* ctx, EventObject* event, const char* w
 // calling thread's capture mode says so (see cuThreadExchangeStreamCaptureMode).
 CUresult checkUnsafeDuringCapture(const char* what);
 
+// A launch on a capturing stream becomes a kernel node; a clustered one is refused
+// (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED): kernel nodes carry no cluster yet.
 bool captureKernel(CUstream stream, FunctionObject* f, const unsigned grid[3],
                    const unsigned block[3], unsigned sharedBytes,
-                   const std::vector<uint8_t>& params, bool cooperative, CUresult* result);
+                   const std::vector<uint8_t>& params, bool cooperative, bool clustered,
+                   CUresult* result);
 bool captureMemset(CUstream stream, CUdeviceptr dst, uint32_t value, unsigned elementSize,
                    size_t width, size_t height, size_t pitch, CUresult* result);
 bool captureCopy(CUstream stream, CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUresult* result);

@@ -495,6 +495,7 @@ struct Request {
     stream @5 :UInt64;
     params @6 :Data;              # the packed parameter block, laid out as FunctionInfo.params says
     cooperative @7 :Bool;         # cuLaunchCooperativeKernel: all blocks resident, grid-wide sync
+    cluster @8 :Dim3;             # thread-block cluster (cuLaunchKernelEx); unset or 1x1x1: none
   }
   struct FuncSetAttribute {
     context @0 :UInt64;
@@ -508,6 +509,18 @@ struct Request {
     blockSize @2 :Int32;
     dynamicSharedBytes @3 :UInt64;
     flags @4 :UInt32;
+    # Which question: blocks per multiprocessor (blockSize, dynamicSharedBytes, flags), or, for a
+    # launch of grid, block and cluster (dynamicSharedBytes as its shared memory), the most
+    # clusters active at once or the largest cluster size.
+    query @5 :OccupancyQuery;
+    grid @6 :Dim3;
+    block @7 :Dim3;
+    cluster @8 :Dim3;
+  }
+  enum OccupancyQuery {
+    blocksPerMultiprocessor @0;   # cuOccupancyMaxActiveBlocksPerMultiprocessor(WithFlags)
+    activeClusters @1;            # cuOccupancyMaxActiveClusters
+    potentialClusterSize @2;      # cuOccupancyMaxPotentialClusterSize
   }
   struct StreamCreate {
     context @0 :UInt64;

@@ -67,6 +67,10 @@ struct LaunchShape {
   // cuLaunchCooperativeKernel: every block resident at once (the grid may sync as a whole), or
   // CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE when the device cannot hold them all.
   bool cooperative = false;
+  // A thread-block cluster of this shape (the grid a multiple of it), or {1, 1, 1}: none. Only
+  // devices that report CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH run clusters.
+  std::array<uint32_t, 3> cluster{1, 1, 1};
+  bool clustered() const { return cluster[0] * cluster[1] * cluster[2] > 1; }
 };
 
 // A 2D copy. A host end is a packed buffer (pitch = widthBytes is allowed) owned by the caller.
@@ -394,6 +398,16 @@ class BackendContext {
   virtual Status occupancyMaxActiveBlocks(uint64_t function, int blockSize,
                                           uint64_t dynamicSharedBytes, unsigned flags,
                                           int* numBlocks) = 0;
+  // For a launch of `shape` (its cluster included): the most clusters that can be active at once
+  // (cuOccupancyMaxActiveClusters), or with `potentialSize` the largest cluster size it could use
+  // (cuOccupancyMaxPotentialClusterSize). Devices without clusters answer
+  // CUDA_ERROR_NOT_SUPPORTED.
+  virtual Status occupancyClusters(uint64_t /*function*/, const LaunchShape& /*shape*/,
+                                   bool /*potentialSize*/, int* /*value*/) {
+    return Status::error(CUDA_ERROR_NOT_SUPPORTED,
+                         "thread-block clusters are not served by this device (it reports "
+                         "CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH 0)");
+  }
 
   // Streams and events.
   virtual Status streamCreate(unsigned flags, int priority, uint64_t* stream) = 0;

@@ -56,7 +56,6 @@ constexpr WithheldCapability kWithheld[] = {
     {CU_DEVICE_ATTRIBUTE_COOPERATIVE_MULTI_DEVICE_LAUNCH, 0,
      "cuLaunchCooperativeKernelMultiDevice is not served (deprecated; launch on each device with "
      "cuLaunchCooperativeKernel)"},
-    {CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH, 0, "cluster launches are not served yet"},
     {CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED, 0, "multicast objects are not served yet"},
     {CU_DEVICE_ATTRIBUTE_SPARSE_CUDA_ARRAY_SUPPORTED, 0, "sparse CUDA arrays are not served yet"},
     {CU_DEVICE_ATTRIBUTE_DEFERRED_MAPPING_CUDA_ARRAY_SUPPORTED, 0,

@@ -1,6 +1,7 @@
 // Bad input from users: each mistake gets one clear message that says what is wrong.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -113,6 +114,47 @@ TEST(BadInputTest, UnknownPtxInstructionIsNamedWithItsLine) {
       << reply.result;
   EXPECT_NE(reply.message.find("frobnicate"), std::string::npos) << reply.message;
   EXPECT_NE(reply.message.find("line 8"), std::string::npos) << reply.message;
+}
+
+// A client that asks the emu device for thread-block clusters (our libcuda refuses before asking,
+// since the device reports CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH 0) gets the reason, and the same
+// kernel then runs without one.
+TEST(BadInputTest, ClusterLaunchOnTheEmuDeviceIsRefusedWithTheReason) {
+  e2e::GpupoolServer server;
+  WireClient client(server.endpoint());
+  auto ctx = client.createContext().handle;
+  auto module = client.loadPtx(ctx, R"(
+.version 7.0
+.target sm_50
+.address_size 64
+.visible .entry mark(.param .u64 out)
+{
+  .reg .b32 %r<2>;
+  .reg .b64 %rd<2>;
+  ld.param.u64 %rd1, [out];
+  mov.u32 %r1, 7;
+  st.global.u32 [%rd1], %r1;
+  ret;
+}
+)");
+  ASSERT_EQ(module.result, CUDA_SUCCESS) << module.message;
+  auto function = client.function(ctx, module.handle, "mark");
+  ASSERT_EQ(function.result, CUDA_SUCCESS) << function.message;
+  auto out = client.alloc(ctx, 4).handle;
+  std::vector<uint8_t> params(8);
+  std::memcpy(params.data(), &out, 8);
+  auto refused = client.launch(ctx, function.handle, params, 0, 2);
+  EXPECT_EQ(refused.result, CUDA_ERROR_NOT_SUPPORTED);
+  EXPECT_NE(refused.message.find("CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH 0"), std::string::npos)
+      << refused.message;
+  ASSERT_EQ(client.launch(ctx, function.handle, params).result, CUDA_SUCCESS);
+  ASSERT_EQ(client.synchronize(ctx).result, CUDA_SUCCESS);
+  auto read = client.read(ctx, out, 4);
+  ASSERT_EQ(read.result, CUDA_SUCCESS) << read.message;
+  uint32_t value = 0;
+  ASSERT_EQ(read.bulk.size(), 4u);
+  std::memcpy(&value, read.bulk.data(), 4);
+  EXPECT_EQ(value, 7u);
 }
 
 }  // namespace

@@ -187,12 +187,18 @@ Reply WireClient::function(uint64_t context, uint64_t module, const std::string&
 }
 
 Reply WireClient::launch(uint64_t context, uint64_t function, std::span<const uint8_t> params,
-                         uint64_t stream) {
+                         uint64_t stream, uint32_t clusterX) {
   return call([&](wire::Request::Builder r) {
     auto k = r.initLaunchKernel();
     k.setContext(context);
     k.setFunction(function);
-    k.initGrid().setX(1);
+    if (clusterX > 1) {
+      auto cluster = k.initCluster();
+      cluster.setX(clusterX);
+      cluster.setY(1);
+      cluster.setZ(1);
+    }
+    k.initGrid().setX(clusterX);
     k.getGrid().setY(1);
     k.getGrid().setZ(1);
     k.initBlock().setX(1);

@@ -63,8 +63,10 @@ class WireClient {
   Reply loadPtx(uint64_t context, const std::string& ptx);
   Reply function(uint64_t context, uint64_t module, const std::string& name);
   // One block of one thread; `params` is the packed parameter block.
+  // A 1x1x1 block of one thread; `clusterX` > 1 asks for clusters of that many blocks (and as
+  // many blocks).
   Reply launch(uint64_t context, uint64_t function, std::span<const uint8_t> params,
-               uint64_t stream = 0);
+               uint64_t stream = 0, uint32_t clusterX = 1);
   Reply synchronize(uint64_t context);
   // Total device memory in use on the server, from a status request.
   uint64_t serverMemoryUsed();

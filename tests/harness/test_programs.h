@@ -27,6 +27,7 @@ inline const std::vector<std::string>& testProgramNames() {
                                                  "legacy_launch_driver",
                                                  "host_func_order",
                                                  "launch_attributes_driver",
+                                                 "cluster_launch_driver",
                                                  "graph_capture",
                                                  "graph_driver",
                                                  "graph_host",

@@ -14,8 +14,7 @@ TEST(ServedCapabilities, UnservedCapabilitiesReadAsUnsupported) {
   for (CUdevice_attribute withheld :
        {CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
         CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS,
-        CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH, CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED,
-        CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES,
+        CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED, CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES,
         CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS,
         CU_DEVICE_ATTRIBUTE_MEM_DECOMPRESS_ALGORITHM_MASK,
         CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED}) {
@@ -24,11 +23,13 @@ TEST(ServedCapabilities, UnservedCapabilitiesReadAsUnsupported) {
   EXPECT_EQ(served[CU_DEVICE_ATTRIBUTE_NUMA_ID], -1);
 }
 
-// Tensor maps are encoded by the backend (client/tensor_map_api.cc), so the device's answer holds.
-TEST(ServedCapabilities, TensorMapAccessIsTheDevicesAnswer) {
+// Tensor maps are encoded by the backend (client/tensor_map_api.cc), and cluster launches and
+// their occupancy go to the device's driver, so the device's answer holds.
+TEST(ServedCapabilities, TensorMapAccessAndClusterLaunchAreTheDevicesAnswer) {
   for (int32_t value : {0, 1}) {
     std::vector<int32_t> device(CU_DEVICE_ATTRIBUTE_MAX, value);
     EXPECT_EQ(servedAttributes(device)[CU_DEVICE_ATTRIBUTE_TENSOR_MAP_ACCESS_SUPPORTED], value);
+    EXPECT_EQ(servedAttributes(device)[CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH], value);
   }
 }
 

@@ -785,7 +785,15 @@ Status CudaContext::launch(uint64_t function, const LaunchShape& shape, uint64_t
   if (Status s = findStream(stream, &cuStream); !s.ok()) return s;
   std::vector<void*> arguments;
   if (Status s = kernelArguments(*f, params, &arguments); !s.ok()) return s;
+  // A cluster launch is cuLaunchKernelEx with the cluster's shape (and cooperation, if asked).
+  CUlaunchAttribute attributes[2] = {};
+  CUlaunchConfig config = launchConfig(shape, cuStream, attributes);
   auto start = [&] {
+    if (shape.clustered()) {
+      return driver_->call(driver_->launchKernelEx, static_cast<const CUlaunchConfig*>(&config),
+                           f->handle, arguments.empty() ? nullptr : arguments.data(),
+                           static_cast<void**>(nullptr));
+    }
     if (shape.cooperative) {
       return driver_->call(driver_->launchCooperativeKernel, f->handle, shape.grid[0],
                            shape.grid[1], shape.grid[2], shape.block[0], shape.block[1],
@@ -798,6 +806,48 @@ Status CudaContext::launch(uint64_t function, const LaunchShape& shape, uint64_t
                          arguments.empty() ? nullptr : arguments.data(), nullptr);
   };
   return gated_ ? gated_->launch(cuStream, start) : start();
+}
+
+CUlaunchConfig CudaContext::launchConfig(const LaunchShape& shape, CUstream stream,
+                                         CUlaunchAttribute (&attributes)[2]) {
+  CUlaunchConfig config{};
+  config.gridDimX = shape.grid[0];
+  config.gridDimY = shape.grid[1];
+  config.gridDimZ = shape.grid[2];
+  config.blockDimX = shape.block[0];
+  config.blockDimY = shape.block[1];
+  config.blockDimZ = shape.block[2];
+  config.sharedMemBytes = shape.sharedBytes;
+  config.hStream = stream;
+  config.attrs = attributes;
+  // No cluster attribute for none: a kernel compiled with a cluster size of its own refuses any
+  // other, 1x1x1 included.
+  if (shape.clustered()) {
+    CUlaunchAttribute& cluster = attributes[config.numAttrs++];
+    cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    cluster.value.clusterDim.x = shape.cluster[0];
+    cluster.value.clusterDim.y = shape.cluster[1];
+    cluster.value.clusterDim.z = shape.cluster[2];
+  }
+  if (shape.cooperative) {
+    CUlaunchAttribute& cooperative = attributes[config.numAttrs++];
+    cooperative.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+    cooperative.value.cooperative = 1;
+  }
+  return config;
+}
+
+Status CudaContext::occupancyClusters(uint64_t function, const LaunchShape& shape,
+                                      bool potentialSize, int* value) {
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  const Function* f = nullptr;
+  if (Status s = findFunction(function, &f); !s.ok()) return s;
+  CUlaunchAttribute attributes[2] = {};
+  CUlaunchConfig config = launchConfig(shape, nullptr, attributes);
+  return potentialSize ? driver_->call(driver_->occupancyMaxPotentialClusterSize, value, f->handle,
+                                       static_cast<const CUlaunchConfig*>(&config))
+                       : driver_->call(driver_->occupancyMaxActiveClusters, value, f->handle,
+                                       static_cast<const CUlaunchConfig*>(&config));
 }
 
 Status CudaContext::kernelArguments(const Function& function, std::span<const uint8_t> params,

@@ -133,6 +133,8 @@ class CudaContext final : public BackendContext {
   Status funcSetAttribute(uint64_t function, int attribute, int value) override;
   Status occupancyMaxActiveBlocks(uint64_t function, int blockSize, uint64_t dynamicSharedBytes,
                                   unsigned flags, int* numBlocks) override;
+  Status occupancyClusters(uint64_t function, const LaunchShape& shape, bool potentialSize,
+                           int* value) override;
 
   Status streamCreate(unsigned flags, int priority, uint64_t* stream) override;
   Status streamDestroy(uint64_t stream) override;
@@ -173,6 +175,10 @@ class CudaContext final : public BackendContext {
   // Checks that every handle `graph` names is still this context's, then launches it on `stream`.
   Status graphLaunch(const CudaGraph& graph, uint64_t stream);
   void graphRelease(CUgraph graph, CUgraphExec exec);
+  // The driver's launch configuration for `shape` on `stream`, its attributes (cluster,
+  // cooperation) in `attributes`.
+  static CUlaunchConfig launchConfig(const LaunchShape& shape, CUstream stream,
+                                     CUlaunchAttribute (&attributes)[2]);
   // The kernelParams array for `function` over the packed block `params` (pointers into it).
   static Status kernelArguments(const Function& function, std::span<const uint8_t> params,
                                 std::vector<void*>* arguments);

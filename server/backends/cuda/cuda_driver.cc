@@ -185,6 +185,9 @@ void CudaDriver::resolveAll() {
   resolve(launchKernel, 4000, "cuLaunchKernel");
   resolve(launchCooperativeKernel, 9000, "cuLaunchCooperativeKernel");
   resolve(occupancyMaxActiveBlocks, 7000, "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags");
+  resolve(launchKernelEx, 11060, "cuLaunchKernelEx");
+  resolve(occupancyMaxActiveClusters, 11070, "cuOccupancyMaxActiveClusters");
+  resolve(occupancyMaxPotentialClusterSize, 11070, "cuOccupancyMaxPotentialClusterSize");
 
   resolve(streamCreate, 5050, "cuStreamCreateWithPriority");
   resolve(streamDestroy, 4000, "cuStreamDestroy_v2");

@@ -186,6 +186,11 @@ class CudaDriver {
       "cuLaunchCooperativeKernel"};
   DriverEntryPoint<PFN_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags_v7000>
       occupancyMaxActiveBlocks{"cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags"};
+  DriverEntryPoint<PFN_cuLaunchKernelEx_v11060> launchKernelEx{"cuLaunchKernelEx"};
+  DriverEntryPoint<PFN_cuOccupancyMaxActiveClusters_v11070> occupancyMaxActiveClusters{
+      "cuOccupancyMaxActiveClusters"};
+  DriverEntryPoint<PFN_cuOccupancyMaxPotentialClusterSize_v11070> occupancyMaxPotentialClusterSize{
+      "cuOccupancyMaxPotentialClusterSize"};
 
   DriverEntryPoint<PFN_cuStreamCreateWithPriority_v5050> streamCreate{"cuStreamCreateWithPriority"};
   DriverEntryPoint<PFN_cuStreamDestroy_v4000> streamDestroy{"cuStreamDestroy"};

@@ -717,6 +717,11 @@ Status EmuContext::launch(uint64_t function, const LaunchShape& shape, uint64_t 
   if (it == functions_.end()) return invalidHandle("unknown function " + hex(function));
   const Function& f = it->second;
   const auto& attr = device_.attributes;
+  if (shape.clustered()) {
+    return Status::error(CUDA_ERROR_NOT_SUPPORTED,
+                         "the emu device runs no thread-block clusters (it reports "
+                         "CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH 0)");
+  }
   uint64_t threads = uint64_t{shape.block[0]} * shape.block[1] * shape.block[2];
   if (threads == 0 || shape.grid[0] == 0 || shape.grid[1] == 0 || shape.grid[2] == 0) {
     return invalidConfiguration("zero-sized grid or block");

@@ -278,6 +278,50 @@ TEST_F(CudaBackendTest, ModulesFunctionsAndGlobals) {
   EXPECT_EQ(context->moduleUnload(module).code, CUDA_ERROR_INVALID_HANDLE);
 }
 
+// A launch in clusters is cuLaunchKernelEx with the cluster's shape (a cooperative one with both
+// attributes); the driver's refusal of a grid that does not divide comes back; the occupancy
+// questions are the driver's answers.
+TEST_F(CudaBackendTest, ClusterLaunchesAndTheirOccupancyGoToTheDriver) {
+  uint64_t module = 0;
+  auto image = fakeModuleImage();
+  ASSERT_TRUE(context->moduleLoad(image, &module).ok());
+  FunctionDescription function;
+  ASSERT_TRUE(context->moduleGetFunction(module, "store", &function).ok());
+  uint64_t out = 0;
+  ASSERT_TRUE(context->memAlloc(4, &out).ok());
+  std::vector<uint8_t> params(24, 0);
+  int32_t value = 77;
+  std::memcpy(params.data(), &out, 8);
+  std::memcpy(params.data() + 8, &value, 4);
+
+  LaunchShape shape;
+  shape.grid = {4, 2, 1};
+  shape.cluster = {2, 2, 1};
+  ASSERT_TRUE(context->launch(function.handle, shape, 0, params).ok());
+  EXPECT_EQ(fakeCounter("fakeLastLaunchCluster"), 4);
+  EXPECT_EQ(fakeCounter("fakeLastLaunchCooperative"), 0);
+  int32_t result = 0;
+  ASSERT_TRUE(context->copyDeviceToHost(&result, out, 4, 0).ok());
+  EXPECT_EQ(result, 77);
+  shape.cooperative = true;
+  ASSERT_TRUE(context->launch(function.handle, shape, 0, params).ok());
+  EXPECT_EQ(fakeCounter("fakeLastLaunchCooperative"), 1);
+  shape.grid = {3, 2, 1};
+  EXPECT_EQ(context->launch(function.handle, shape, 0, params).code,
+            CUDA_ERROR_INVALID_CLUSTER_SIZE);
+
+  int answer = 0;
+  shape.cooperative = false;
+  ASSERT_TRUE(context->occupancyClusters(function.handle, shape, false, &answer).ok());
+  EXPECT_EQ(answer, 4);  // 16 blocks in clusters of 4
+  ASSERT_TRUE(context->occupancyClusters(function.handle, shape, true, &answer).ok());
+  EXPECT_EQ(answer, 8);
+  shape.cluster = {1, 1, 1};  // no cluster given: the driver needs the kernel's own
+  EXPECT_EQ(context->occupancyClusters(function.handle, shape, false, &answer).code,
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(context->occupancyClusters(999, shape, false, &answer).code, CUDA_ERROR_INVALID_HANDLE);
+}
+
 // A memset node setting the 16 words at `buffer` to 7.
 GraphNodeDescription fillSixteenWords(uint64_t buffer) {
   GraphNodeDescription node;

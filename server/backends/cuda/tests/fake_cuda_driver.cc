@@ -9,7 +9,8 @@
 // respect).
 //
 // Counters (fakeLive*) let tests see that a destroyed context released everything;
-// fakeGraphLaunches, fakeGraphEdges and fakeGraphWaitsMet what reached the driver as a graph.
+// fakeGraphLaunches, fakeGraphEdges and fakeGraphWaitsMet what reached the driver as a graph;
+// fakeLastLaunchCluster and fakeLastLaunchCooperative the last cuLaunchKernelEx's attributes.
 #include <cuda.h>
 
 #include <algorithm>
@@ -55,8 +56,10 @@ struct FakeGraph {
 };
 std::set<FakeGraph*> graphs;  // graphs and executable graphs (copies of one)
 int graphLaunches = 0;
-int graphWaitsMet = 0;  // wait operations graph launches found met
-int graphEdges = 0;     // dependencies given to cuGraphAdd*Node, over all graphs
+int graphWaitsMet = 0;      // wait operations graph launches found met
+int lastLaunchCluster = 1;  // blocks per cluster of the last cuLaunchKernelEx
+bool lastLaunchCooperative = false;
+int graphEdges = 0;  // dependencies given to cuGraphAdd*Node, over all graphs
 
 bool hasContext() { return current != nullptr && contexts.count(current) != 0; }
 
@@ -82,6 +85,8 @@ FAKE_EXPORT int fakeLiveGraphs() { return static_cast<int>(graphs.size()); }
 FAKE_EXPORT int fakeGraphLaunches() { return graphLaunches; }
 FAKE_EXPORT int fakeGraphEdges() { return graphEdges; }
 FAKE_EXPORT int fakeGraphWaitsMet() { return graphWaitsMet; }
+FAKE_EXPORT int fakeLastLaunchCluster() { return lastLaunchCluster; }
+FAKE_EXPORT int fakeLastLaunchCooperative() { return lastLaunchCooperative ? 1 : 0; }
 
 // The ordinal of the device whose context made the allocation at `pointer`, or -1.
 FAKE_EXPORT int fakeAllocationDevice(CUdeviceptr pointer) {
@@ -322,6 +327,56 @@ FAKE_EXPORT CUresult cuLaunchKernel(CUfunction function, unsigned, unsigned, uns
   std::memcpy(&value, params[1], sizeof value);
   if (!owned(out, sizeof value)) return CUDA_ERROR_ILLEGAL_ADDRESS;
   std::memcpy(reinterpret_cast<void*>(out), &value, sizeof value);
+  return CUDA_SUCCESS;
+}
+
+// Clusters: the launch runs as cuLaunchKernel does, once its grid divides into its clusters.
+FAKE_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction function,
+                                      void** params, void** extra) {
+  unsigned cluster[3] = {1, 1, 1};
+  bool cooperative = false;
+  for (unsigned i = 0; i < config->numAttrs; ++i) {
+    const CUlaunchAttribute& a = config->attrs[i];
+    if (a.id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
+      cluster[0] = a.value.clusterDim.x;
+      cluster[1] = a.value.clusterDim.y;
+      cluster[2] = a.value.clusterDim.z;
+    } else if (a.id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE) {
+      cooperative = a.value.cooperative != 0;
+    } else {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+  }
+  if (config->gridDimX % cluster[0] || config->gridDimY % cluster[1] ||
+      config->gridDimZ % cluster[2]) {
+    return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+  }
+  {
+    std::lock_guard lock(mutex);
+    lastLaunchCluster = cluster[0] * cluster[1] * cluster[2];
+    lastLaunchCooperative = cooperative;
+  }
+  return cuLaunchKernel(function, config->gridDimX, config->gridDimY, config->gridDimZ,
+                        config->blockDimX, config->blockDimY, config->blockDimZ,
+                        config->sharedMemBytes, config->hStream, params, extra);
+}
+// 16 blocks fit at once, in clusters of up to 8.
+FAKE_EXPORT CUresult cuOccupancyMaxActiveClusters(int* clusters, CUfunction function,
+                                                  const CUlaunchConfig* config) {
+  if (function != reinterpret_cast<CUfunction>(&functionToken)) return CUDA_ERROR_INVALID_HANDLE;
+  for (unsigned i = 0; i < config->numAttrs; ++i) {
+    if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
+      const auto& c = config->attrs[i].value.clusterDim;
+      *clusters = static_cast<int>(16 / (c.x * c.y * c.z));
+      return CUDA_SUCCESS;
+    }
+  }
+  return CUDA_ERROR_INVALID_VALUE;  // the kernel has no cluster size of its own
+}
+FAKE_EXPORT CUresult cuOccupancyMaxPotentialClusterSize(int* size, CUfunction function,
+                                                        const CUlaunchConfig*) {
+  if (function != reinterpret_cast<CUfunction>(&functionToken)) return CUDA_ERROR_INVALID_HANDLE;
+  *size = 8;
   return CUDA_SUCCESS;
 }
 

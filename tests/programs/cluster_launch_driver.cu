@@ -1,0 +1,136 @@
+// Thread-block clusters through the driver API, as the device offers them:
+// - on a device that reports CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH (Hopper and later, on the cuda
+//   backend): a kernel of sm_90 PTX launched with cuLaunchKernelEx in 2x1x1 clusters sees clusters
+//   of two (%cluster_nctarank) and its rank in them (%cluster_ctarank); a 4x1x1 cluster on a grid
+//   of 6 is refused with CUDA_ERROR_INVALID_CLUSTER_SIZE; cuOccupancyMaxActiveClusters gives at
+//   least one cluster, cuOccupancyMaxPotentialClusterSize at least 2 (8 is portable);
+// - on a device without (the emu device): a 2x1x1 cluster launch is refused with
+//   CUDA_ERROR_INVALID_VALUE and both occupancy calls with CUDA_ERROR_NOT_SUPPORTED, while a
+//   1x1x1 cluster is an ordinary launch.
+#include <cuda.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <vector>
+
+#include "driver_check.h"
+
+namespace {
+
+// Every thread of block b writes {cluster size, rank in the cluster} to out[b].
+const char kClusterShapePtx[] = R"(
+.version 7.8
+.target sm_90
+.address_size 64
+
+.visible .entry clusterShape(.param .u64 out)
+{
+  .reg .b32 %r<4>;
+  .reg .b64 %rd<4>;
+  ld.param.u64 %rd1, [out];
+  cvta.to.global.u64 %rd1, %rd1;
+  mov.u32 %r1, %ctaid.x;
+  mov.u32 %r2, %cluster_nctarank;
+  mov.u32 %r3, %cluster_ctarank;
+  mul.wide.u32 %rd2, %r1, 8;
+  add.s64 %rd3, %rd1, %rd2;
+  st.global.v2.u32 [%rd3], {%r2, %r3};
+  ret;
+}
+)";
+
+// Any device: block b writes b + 1.
+__global__ void markBlocks(unsigned* out) {
+  if (threadIdx.x == 0) out[blockIdx.x] = blockIdx.x + 1;
+}
+
+CUlaunchConfig configOf(unsigned blocks, CUlaunchAttribute* cluster, unsigned x) {
+  CUlaunchConfig config{};
+  config.gridDimX = blocks;
+  config.gridDimY = config.gridDimZ = 1;
+  config.blockDimX = 32;
+  config.blockDimY = config.blockDimZ = 1;
+  *cluster = CUlaunchAttribute{};
+  cluster->id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  cluster->value.clusterDim.x = x;
+  cluster->value.clusterDim.y = cluster->value.clusterDim.z = 1;
+  config.attrs = cluster;
+  config.numAttrs = 1;
+  return config;
+}
+
+void withoutClusters(CUdeviceptr out) {
+  cudaFunction_t found = nullptr;
+  CHECK_CUDA(cudaGetFuncBySymbol(&found, reinterpret_cast<const void*>(markBlocks)));
+  auto mark = reinterpret_cast<CUfunction>(found);
+  CUlaunchAttribute cluster;
+  void* params[] = {&out};
+  CUlaunchConfig two = configOf(4, &cluster, 2);
+  expectError(cuLaunchKernelEx(&two, mark, params, nullptr), CUDA_ERROR_INVALID_VALUE,
+              "a 2x1x1 cluster on a device without cluster launch");
+  int value = -1;
+  expectError(cuOccupancyMaxActiveClusters(&value, mark, &two), CUDA_ERROR_NOT_SUPPORTED,
+              "cuOccupancyMaxActiveClusters without cluster launch");
+  expectError(cuOccupancyMaxPotentialClusterSize(&value, mark, &two), CUDA_ERROR_NOT_SUPPORTED,
+              "cuOccupancyMaxPotentialClusterSize without cluster launch");
+  CUlaunchConfig one = configOf(4, &cluster, 1);
+  CHECK_CU(cuLaunchKernelEx(&one, mark, params, nullptr));
+  unsigned marks[4] = {};
+  CHECK_CU(cuMemcpyDtoH(marks, out, sizeof marks));
+  for (unsigned b = 0; b < 4; ++b) {
+    CHECK(marks[b] == b + 1, "a 1x1x1 cluster launch: block %u wrote %u", b, marks[b]);
+  }
+  std::printf("no thread-block clusters on this device: refused; 1x1x1 runs as a plain launch\n");
+}
+
+void withClusters(CUdeviceptr out) {
+  CUmodule module = nullptr;
+  CHECK_CU(cuModuleLoadData(&module, kClusterShapePtx));
+  CUfunction shape = nullptr;
+  CHECK_CU(cuModuleGetFunction(&shape, module, "clusterShape"));
+  constexpr unsigned kBlocks = 8;
+  CUlaunchAttribute cluster;
+  void* params[] = {&out};
+  CUlaunchConfig pairs = configOf(kBlocks, &cluster, 2);
+  CHECK_CU(cuLaunchKernelEx(&pairs, shape, params, nullptr));
+  uint32_t seen[kBlocks][2] = {};
+  CHECK_CU(cuMemcpyDtoH(seen, out, sizeof seen));
+  for (unsigned b = 0; b < kBlocks; ++b) {
+    CHECK(seen[b][0] == 2 && seen[b][1] == b % 2,
+          "block %u saw a cluster of %u and rank %u, expected 2 and %u", b, seen[b][0], seen[b][1],
+          b % 2);
+  }
+  CUlaunchConfig uneven = configOf(6, &cluster, 4);
+  expectError(cuLaunchKernelEx(&uneven, shape, params, nullptr), CUDA_ERROR_INVALID_CLUSTER_SIZE,
+              "a grid of 6 in clusters of 4");
+  int active = 0, size = 0;
+  CHECK_CU(cuOccupancyMaxActiveClusters(&active, shape, &pairs));
+  CHECK(active >= 1, "cuOccupancyMaxActiveClusters: %d clusters of 2", active);
+  CHECK_CU(cuOccupancyMaxPotentialClusterSize(&size, shape, &pairs));
+  CHECK(size >= 2, "cuOccupancyMaxPotentialClusterSize: %d", size);
+  CHECK_CU(cuModuleUnload(module));
+  std::printf(
+      "clusters of 2: every block saw its cluster; %d clusters fit at once, at most %d "
+      "blocks in one\n",
+      active, size);
+}
+
+}  // namespace
+
+int main() {
+  CHECK_CUDA(cudaSetDevice(0));
+  CHECK_CUDA(cudaFree(nullptr));  // makes the primary context current
+  CUdevice device;
+  CHECK_CU(cuCtxGetDevice(&device));
+  int clusterLaunch = 0;
+  CHECK_CU(cuDeviceGetAttribute(&clusterLaunch, CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH, device));
+  CUdeviceptr out;
+  CHECK_CU(cuMemAlloc(&out, 64 * sizeof(uint32_t)));
+  if (clusterLaunch) {
+    withClusters(out);
+  } else {
+    withoutClusters(out);
+  }
+  CHECK_CU(cuMemFree(out));
+  return pass();
+}
