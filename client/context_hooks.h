@@ -24,4 +24,9 @@ void forgetCoredumpSettings(CUcontext ctx);
 // library used again in a context loads again.
 void forgetContextModules(CUcontext ctx);
 
+// Implemented by client/stream_event_api.cc: ctx's streams and events become invalid handles when
+// its server side is gone, as the driver's are (a later cuStreamDestroy or cuEventDestroy of one
+// returns CUDA_ERROR_INVALID_HANDLE instead of reaching into the ended context).
+void forgetContextStreamsAndEvents(CUcontext ctx);
+
 }  // namespace gpupool::client

@@ -300,6 +300,7 @@ void DriverState::releaseRemote(ContextObject* ctx) {
   destroyContextLocalStorage(reinterpret_cast<CUcontext>(ctx));
   forgetCoredumpSettings(reinterpret_cast<CUcontext>(ctx));
   forgetContextModules(reinterpret_cast<CUcontext>(ctx));
+  forgetContextStreamsAndEvents(reinterpret_cast<CUcontext>(ctx));
   if (remote) {
     ctx->server->call("cuCtxDestroy", [&](wire::Request::Builder b) { b.setCtxDestroy(remote); });
   }

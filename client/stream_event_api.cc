@@ -1,6 +1,7 @@
 // Streams and events: handles here, queues and timestamps on the server.
 #include "client_log.h"
 #include "context_events.h"
+#include "context_hooks.h"
 #include "driver_export.h"
 #include "driver_state.h"
 #include "host_function_fence.h"
@@ -252,6 +253,22 @@ CUresult createStreamIn(ContextObject* ctx, unsigned flags, int priority, CUstre
   registerObject(s);
   *out = reinterpret_cast<CUstream>(s);
   return CUDA_SUCCESS;
+}
+
+void forgetContextStreamsAndEvents(CUcontext handle) {
+  auto* ctx = reinterpret_cast<ContextObject*>(handle);
+  for (const void* object : registeredObjects()) {
+    auto* h = const_cast<void*>(object);
+    // Unregistered, not freed: a capture sequence may still name the stream, and a stale handle
+    // must find no object at its address.
+    if (StreamObject* s = asStream(static_cast<CUstream>(h)); s && s->context == ctx) {
+      unregisterObject(s);
+      s->tag = Tag::kDead;
+    } else if (EventObject* e = asEvent(static_cast<CUevent>(h)); e && e->context == ctx) {
+      unregisterObject(e);
+      e->tag = Tag::kDead;
+    }
+  }
 }
 
 }  // namespace gpupool::client
