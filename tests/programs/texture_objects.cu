@@ -1,5 +1,5 @@
 // Texture and surface objects through the runtime API: tex1Dfetch on linear memory (zeros out of
-// range), a 2D array with point and linear filtering, normalized coordinates with the wrap,
+// range), a 2D array with point and linear filtering and tex2Dgather, normalized coordinates with the wrap,
 // clamp, mirror and border address modes, uint8/int8 read as normalized floats, a 3D array, a
 // layered 2D array, a surface read/write round trip with the trap, clamp and zero boundary modes,
 // and the descriptor checks. Sample points are chosen so the hardware's 8-bit filter weights are
@@ -28,6 +28,11 @@ __global__ void fetchLinearInt(cudaTextureObject_t t, int2* out, int n) {
 __global__ void sample2D(cudaTextureObject_t t, const float2* at, float* out, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) out[i] = tex2D<float>(t, at[i].x, at[i].y);
+}
+
+__global__ void gather2D(cudaTextureObject_t t, const float2* at, float4* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = tex2Dgather<float4>(t, at[i].x, at[i].y, 0);
 }
 
 __global__ void sample1D(cudaTextureObject_t t, const float* at, float* out, int n) {
@@ -199,6 +204,25 @@ void array2D() {
       CHECK(std::fabs(got[i] - want) <= 1e-4f * std::fabs(want) + 1e-5f,
             "%s tex2D(%g, %g) = %g, want %g", linear ? "linear" : "point", x, y, got[i], want);
     }
+    // tex2Dgather (tld4): the footprint's four texels whatever the filter, in the order
+    // (x0, y0 + 1), (x0 + 1, y0 + 1), (x0 + 1, y0), (x0, y0).
+    float4* gathered = nullptr;
+    CHECK_CUDA(cudaMalloc(&gathered, n * sizeof(float4)));
+    gather2D<<<(n + 127) / 128, 128>>>(t, atDev, gathered, n);
+    CHECK_CUDA(cudaGetLastError());
+    std::vector<float4> four = hostCopy(gathered, n);
+    for (int i = 0; i < n; ++i) {
+      int x0 = static_cast<int>(std::floor(at[i].x - 0.5f)),
+          y0 = static_cast<int>(std::floor(at[i].y - 0.5f));
+      const float want[4] = {texel2D(v, w, h, x0, y0 + 1), texel2D(v, w, h, x0 + 1, y0 + 1),
+                             texel2D(v, w, h, x0 + 1, y0), texel2D(v, w, h, x0, y0)};
+      const float got[4] = {four[i].x, four[i].y, four[i].z, four[i].w};
+      for (int k = 0; k < 4; ++k) {
+        CHECK(got[k] == want[k], "tex2Dgather(%g, %g)[%d] = %g, want %g", at[i].x, at[i].y, k,
+              got[k], want[k]);
+      }
+    }
+    CHECK_CUDA(cudaFree(gathered));
     if (linear) {
       cudaTextureDesc back{};
       CHECK_CUDA(cudaGetTextureObjectTextureDesc(&back, t));
@@ -210,7 +234,7 @@ void array2D() {
   CHECK_CUDA(cudaFree(out));
   CHECK_CUDA(cudaFree(atDev));
   CHECK_CUDA(cudaFreeArray(array));
-  std::printf("2D array point and linear filtering ok\n");
+  std::printf("2D array point and linear filtering, and gathers, ok\n");
 }
 
 void addressModes() {

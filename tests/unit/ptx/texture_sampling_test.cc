@@ -120,6 +120,47 @@ TEST(TextureSampling, IntegerFetchOfLinearMemoryReadsZerosOutOfRange) {
   }
 }
 
+// tld4: one channel of the bilinear footprint's four texels, in the order (i0, j1), (i1, j1),
+// (i1, j0), (i0, j0); the address mode applies to each, the filter mode to none.
+TEST(TextureSampling, GatherTakesOneChannelOfTheFootprint) {
+  // 3x3 texels of two channels: channel 0 = 10 * row + column, channel 1 = its negative.
+  std::vector<float> v;
+  for (int row = 0; row < 3; ++row) {
+    for (int column = 0; column < 3; ++column) {
+      v.push_back(10.0f * row + column);
+      v.push_back(-(10.0f * row + column));
+    }
+  }
+  TextureView t;
+  t.format = CU_AD_FORMAT_FLOAT;
+  t.channels = 2;
+  t.dims = 2;
+  t.width = t.height = 3;
+  t.rowPitch = 3 * 2 * sizeof(float);
+  t.slicePitch = t.bytes = v.size() * sizeof(float);
+  t.filterMode = CU_TR_FILTER_MODE_LINEAR;  // ignored by a gather
+  auto gather = [&](float x, float y, unsigned channel) {
+    const float coords[2] = {x, y};
+    uint32_t out[4];
+    gatherTexture(t, reinterpret_cast<const uint8_t*>(v.data()), coords, 0, channel, out);
+    std::vector<float> f(4);
+    std::memcpy(f.data(), out, sizeof out);
+    return f;
+  };
+  // Between texels (0, 0) and (1, 1): i0 = j0 = 0.
+  EXPECT_EQ(gather(1.0f, 1.0f, 0), (std::vector<float>{10, 11, 1, 0}));
+  // x = 1.2, y = 1.9: i0 = 0, j0 = 1.
+  EXPECT_EQ(gather(1.2f, 1.9f, 1), (std::vector<float>{-20, -21, -11, -10}));
+  // Lower right corner (x = 2.7, y = 2.7): i0 = j0 = 2, and the upper ones clamp to 2.
+  EXPECT_EQ(gather(2.7f, 2.7f, 0), (std::vector<float>{22, 22, 22, 22}));
+  // Border: texels outside read the border colour's channel.
+  t.addressMode[0] = t.addressMode[1] = CU_TR_ADDRESS_MODE_BORDER;
+  t.borderColor[0] = -5;
+  EXPECT_EQ(gather(0.2f, 0.2f, 0), (std::vector<float>{-5, 0, -5, -5}));  // i0 = j0 = -1
+  // A channel the format lacks: alpha reads 1.
+  EXPECT_EQ(gather(1.0f, 1.0f, 3), (std::vector<float>{1, 1, 1, 1}));
+}
+
 TEST(TextureSampling, SurfaceBoundaryModes) {
   TextureView t;
   t.surface = true;

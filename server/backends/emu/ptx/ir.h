@@ -151,7 +151,8 @@ enum class Op : uint8_t {
   kMbarrier,
   kPacked16,  // add/sub/min/max on .u16x2/.s16x2: two halfwords at once
   kVabsdiff4,
-  kTex,   // tex.{1d,2d,3d,a1d,a2d}.v4: ops {data vector, texture handle, coordinate vector}
+  kTex,   // tex.{1d,2d,3d,a1d,a2d}.v4 and tld4.{r,g,b,a}.{2d,a2d}.v4 (mode bits 4-6: the channel
+          // gathered plus one): ops {data vector, texture handle, coordinate vector}
   kSuld,  // suld.b: ops {data, surface handle, coordinate vector}
   kSust,  // sust.b: ops {data, surface handle, coordinate vector}
   // Warp-wide matrix instructions (mma.sync, wmma.*, ldmatrix, stmatrix, movmatrix): Instr::call

@@ -1230,7 +1230,7 @@ void Builder::decode(const AstInstruction& a, Instr* in) {
     ops(4, 4);
     const Type acc = isSigned(in->type) || isSigned(in->type2) ? Type::kS32 : Type::kU32;
     setOps({dst(0, acc), src(1, in->type), src(2, in->type2), src(3, acc)});
-  } else if (base == "tex" || base == "suld" || base == "sust") {
+  } else if (base == "tex" || base == "tld4" || base == "suld" || base == "sust") {
     decodeTextureAccess(a, in, take, types);
   } else if (base == "fns") {
     in->op = Op::kFns;
@@ -1480,8 +1480,15 @@ template <class Take>
 void Builder::decodeTextureAccess(const AstInstruction& a, Instr* in, Take& take,
                                   const std::vector<Type>& types) {
   const std::string_view base = std::string_view(a.opcode).substr(0, a.opcode.find('.'));
+  const bool gather = base == "tld4";
+  const bool texture = base == "tex" || gather;
+  // tld4 names the channel it gathers (kTex's mode bits 4-6: the channel plus one).
+  const int channel = gather ? take({"r", "g", "b", "a"}) : -1;
+  if (gather && channel < 0) failInvalid("tld4 needs .r, .g, .b or .a: " + a.opcode);
   const int geometry = take({"1d", "2d", "3d", "a1d", "a2d"});
   if (geometry < 0) failUnsupported("unsupported texture or surface geometry in " + a.opcode);
+  if (gather && geometry != 1 && geometry != 4)
+    failUnsupported("tld4 gathers from 2D and layered 2D textures here: " + a.opcode);
   static constexpr uint8_t kCoordinates[] = {1, 2, 4, 2, 4};  // vector size per geometry
   in->mode = static_cast<uint8_t>(geometry);
   requireOperands(a, 2, 2);
@@ -1493,8 +1500,8 @@ void Builder::decodeTextureAccess(const AstInstruction& a, Instr* in, Take& take
   Operand handle;
   if (auto ref = textureReferences_.find(at.name);
       ref != textureReferences_.end() && !lookupScoped(at.name)) {
-    if (img_.references[ref->second].surface != (base != "tex"))
-      failInvalid(a.opcode + " names " + (base == "tex" ? "surface" : "texture") + " reference " +
+    if (img_.references[ref->second].surface != !texture)
+      failInvalid(a.opcode + " names " + (texture ? "surface" : "texture") + " reference " +
                   at.name);
     handle.kind = OperandKind::kImm;
     handle.imm = textureReferenceHandle(ref->second);
@@ -1504,17 +1511,19 @@ void Builder::decodeTextureAccess(const AstInstruction& a, Instr* in, Take& take
     if (handle.kind != OperandKind::kReg)
       failUnsupported(a.opcode + " needs its handle in a register or a texture reference");
   }
-  if (base == "tex") {
+  if (texture) {
     if (take({"level", "grad", "base"}) >= 0)
       failUnsupported("tex with a level of detail or gradients is not supported: " + a.opcode);
     in->op = Op::kTex;
+    if (gather) in->mode = static_cast<uint8_t>(in->mode | ((channel + 1) << 4));
     if (types.size() != 2 || in->vec != 4) failUnsupported("unsupported texture fetch " + a.opcode);
     in->type = types[0];
     in->type2 = types[1];
     if (in->type != Type::kF32 && in->type != Type::kS32 && in->type != Type::kU32)
       failUnsupported("tex returns .f32, .s32 or .u32 here: " + a.opcode);
-    if (in->type2 != Type::kF32 && in->type2 != Type::kS32)
-      failInvalid("tex coordinates are .f32 or .s32: " + a.opcode);
+    if (in->type2 != Type::kF32 && (gather || in->type2 != Type::kS32))
+      failInvalid(std::string(base) + " coordinates are .f32" + (gather ? "" : " or .s32") + ": " +
+                  a.opcode);
   } else {
     if (take({"b"}) < 0) failUnsupported("only .b surface accesses are supported: " + a.opcode);
     const int boundary = take({"trap", "zero"});

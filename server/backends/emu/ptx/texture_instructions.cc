@@ -1,4 +1,4 @@
-// Semantics of tex, suld.b and sust.b: the handle a kernel holds is resolved through the launch's
+// Semantics of tex, tld4, suld.b and sust.b: the handle a kernel holds is resolved through the launch's
 // TextureTable (the context's objects, so a kernel reaches only its own context's resources), and
 // the resource's memory through DeviceMemory like any global access. Sampling math:
 // texture_sampling.cc.
@@ -25,6 +25,7 @@ unsigned geometryDims(TexGeometry g) {
 
 void BlockRunner::textureAccess(const Instr& in, uint32_t exec) {
   const auto geometry = static_cast<TexGeometry>(in.mode & 15);
+  const unsigned gathered = (in.mode >> 4) & 7;  // tld4: the channel plus one; 0 for tex
   const bool layered = geometry == TexGeometry::kA1d || geometry == TexGeometry::kA2d;
   const unsigned dims = geometryDims(geometry);
   const bool isTexture = in.op == Op::kTex;
@@ -65,7 +66,11 @@ void BlockRunner::textureAccess(const Instr& in, uint32_t exec) {
         i[d] = static_cast<int32_t>(raw[d]);
       }
       uint32_t out[4];
-      sampleTexture(*t, memory, f, i, in.type2 == Type::kS32, layer, out);
+      if (gathered) {
+        gatherTexture(*t, memory, f, layer, gathered - 1, out);
+      } else {
+        sampleTexture(*t, memory, f, i, in.type2 == Type::kS32, layer, out);
+      }
       for (unsigned k = 0; k < 4; ++k) set(element(data, k), l, out[k]);
       return;
     }

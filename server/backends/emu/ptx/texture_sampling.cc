@@ -124,7 +124,52 @@ double boundedCoordinate(double c) {
   return std::clamp(c, -1e15, 1e15);
 }
 
+// The texel at resolved indices (any -1: the border colour) of layer `layerIndex`.
+Texel texelAt(const TextureView& t, const uint8_t* data, const int64_t idx[3],
+              uint64_t layerIndex) {
+  for (unsigned d = 0; d < t.dims; ++d)
+    if (idx[d] < 0) return borderTexel(t);
+  const uint64_t eb = arrayChannelBytes(t.format) * t.channels;
+  uint64_t z = t.layered ? layerIndex : static_cast<uint64_t>(t.dims > 2 ? idx[2] : 0);
+  uint64_t y = static_cast<uint64_t>(t.dims > 1 ? idx[1] : 0);
+  uint64_t off = z * t.slicePitch + y * t.rowPitch + static_cast<uint64_t>(idx[0]) * eb;
+  if (off + eb > t.bytes) return Texel{};  // cannot happen for a view the backend checked
+  return readTexel(t, data + off);
+}
+
+uint64_t layerOf(const TextureView& t, int32_t layer) {
+  return t.layered ? static_cast<uint64_t>(std::clamp<int64_t>(layer, 0, t.layers - 1)) : 0;
+}
+
 }  // namespace
+
+void gatherTexture(const TextureView& t, const uint8_t* data, const float coords[2], int32_t layer,
+                   unsigned component, uint32_t out[4]) {
+  const int64_t extent[2] = {static_cast<int64_t>(t.width), static_cast<int64_t>(t.height)};
+  const uint64_t layerIndex = layerOf(t, layer);
+  // The bilinear footprint: the texels around the sample point, as linear filtering takes them.
+  int64_t lower[2], upper[2];
+  for (unsigned d = 0; d < 2; ++d) {
+    double c = coords[d];
+    if (t.normalizedCoords) c *= static_cast<double>(extent[d]);
+    const auto base = static_cast<int64_t>(std::floor(boundedCoordinate(c) - 0.5));
+    lower[d] = addressIndex(base, extent[d], t.addressMode[d], t.normalizedCoords);
+    upper[d] = addressIndex(base + 1, extent[d], t.addressMode[d], t.normalizedCoords);
+  }
+  const int64_t corners[4][3] = {{lower[0], upper[1], 0},
+                                 {upper[0], upper[1], 0},
+                                 {upper[0], lower[1], 0},
+                                 {lower[0], lower[1], 0}};
+  const bool isFloat = textureReturnsFloat(t);
+  for (unsigned k = 0; k < 4; ++k) {
+    const Texel texel = texelAt(t, data, corners[k], layerIndex);
+    if (isFloat) {
+      std::memcpy(&out[k], &texel.f[component], 4);
+    } else {
+      out[k] = static_cast<uint32_t>(texel.i[component]);
+    }
+  }
+}
 
 bool textureReturnsFloat(const TextureView& t) {
   return textureFormatReturnsFloat(t.format, t.readAsInteger ? CU_TRSF_READ_AS_INTEGER : 0);
@@ -139,20 +184,8 @@ void sampleTexture(const TextureView& t, const uint8_t* data, const float coords
                    uint32_t out[4]) {
   const int64_t extent[3] = {static_cast<int64_t>(t.width), static_cast<int64_t>(t.height),
                              static_cast<int64_t>(t.depth)};
-  const uint64_t eb = textureElementBytes(t);
-  const uint64_t layerIndex =
-      t.layered ? static_cast<uint64_t>(std::clamp<int64_t>(layer, 0, t.layers - 1)) : 0;
+  const uint64_t layerIndex = layerOf(t, layer);
   const bool isFloat = textureReturnsFloat(t);
-  // The texel at resolved indices (any -1: the border colour).
-  auto texelAt = [&](const int64_t idx[3]) {
-    for (unsigned d = 0; d < t.dims; ++d)
-      if (idx[d] < 0) return borderTexel(t);
-    uint64_t z = t.layered ? layerIndex : static_cast<uint64_t>(t.dims > 2 ? idx[2] : 0);
-    uint64_t y = static_cast<uint64_t>(t.dims > 1 ? idx[1] : 0);
-    uint64_t off = z * t.slicePitch + y * t.rowPitch + static_cast<uint64_t>(idx[0]) * eb;
-    if (off + eb > t.bytes) return Texel{};  // cannot happen for a view the backend checked
-    return readTexel(t, data + off);
-  };
   auto emit = [&](const Texel& texel) {
     for (int c = 0; c < 4; ++c) {
       if (isFloat) {
@@ -175,7 +208,7 @@ void sampleTexture(const TextureView& t, const uint8_t* data, const float coords
         idx[d] = addressIndex(idx[d], extent[d], t.addressMode[d], false);
       }
     }
-    emit(texelAt(idx));
+    emit(texelAt(t, data, idx, layerIndex));
     return;
   }
   double scaled[3] = {0, 0, 0};
@@ -190,7 +223,7 @@ void sampleTexture(const TextureView& t, const uint8_t* data, const float coords
       idx[d] = addressIndex(static_cast<int64_t>(std::floor(scaled[d])), extent[d],
                             t.addressMode[d], t.normalizedCoords);
     }
-    emit(texelAt(idx));
+    emit(texelAt(t, data, idx, layerIndex));
     return;
   }
   // Linear: blend the 2^dims texels around the sample point, weights in 1/256 steps.
@@ -215,7 +248,7 @@ void sampleTexture(const TextureView& t, const uint8_t* data, const float coords
       w *= upper ? weight[d] : 1 - weight[d];
     }
     if (w == 0) continue;
-    Texel texel = texelAt(idx);
+    Texel texel = texelAt(t, data, idx, layerIndex);
     for (int c = 0; c < 4; ++c) result.f[c] += w * texel.f[c];
   }
   emit(result);

@@ -1,6 +1,7 @@
 // Texture and surface objects as the interpreter sees them (public: the emu backend fills
 // TextureView from cuTexObjectCreate / cuSurfObjectCreate descriptors), and the sampling math the
-// tex / suld / sust instructions use: addressing modes, point and linear filtering, read modes.
+// tex / tld4 / suld / sust instructions use: addressing modes, point and linear filtering, read
+// modes.
 //
 // Linear filtering follows the hardware (CUDA Programming Guide, "Linear Filtering"): the weight
 // of the upper texel is the fraction rounded to 9-bit fixed point with 8 fractional bits, and the
@@ -61,6 +62,13 @@ unsigned textureElementBytes(const TextureView& t);
 void sampleTexture(const TextureView& t, const uint8_t* data, const float coords[3],
                    const int32_t integerCoords[3], bool useIntegerCoords, int32_t layer,
                    uint32_t out[4]);
+
+// One tld4 (tex2Dgather) on a 2D or layered 2D view: channel `component` (0-3: r, g, b, a) of
+// the four texels that linear filtering at `coords` would blend, in the order the ISA gives:
+// (i0, j1), (i1, j1), (i1, j0), (i0, j0), i0 and j0 the lower texel along x and y. Address modes
+// and normalized coordinates apply as for tex; the filter mode does not.
+void gatherTexture(const TextureView& t, const uint8_t* data, const float coords[2], int32_t layer,
+                   unsigned component, uint32_t out[4]);
 
 // Surface access: suld/sust.b address x in bytes, y and z (or the layer) in elements.
 enum class SurfaceBoundary : uint8_t { kTrap, kClamp, kZero };
