@@ -1,9 +1,9 @@
 // Texture and surface objects through the runtime API: tex1Dfetch on linear memory (zeros out of
-// range), a 2D array with point and linear filtering and tex2Dgather, normalized coordinates with the wrap,
-// clamp, mirror and border address modes, uint8/int8 read as normalized floats, a 3D array, a
-// layered 2D array, a surface read/write round trip with the trap, clamp and zero boundary modes,
-// and the descriptor checks. Sample points are chosen so the hardware's 8-bit filter weights are
-// exact, so every expected value is exact too.
+// range), a 2D array with point and linear filtering and tex2Dgather, normalized coordinates with
+// the wrap, clamp, mirror and border address modes, uint8/int8 read as normalized floats, a 3D
+// array, a layered 2D array, a surface read/write round trip with the trap, clamp and zero boundary
+// modes, and the descriptor checks. Sample points are chosen so the hardware's 8-bit filter weights
+// are exact, so every expected value is exact too.
 #include <cuda_runtime.h>
 
 #include <cmath>

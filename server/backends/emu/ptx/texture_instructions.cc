@@ -1,6 +1,6 @@
-// Semantics of tex, tld4, suld.b and sust.b: the handle a kernel holds is resolved through the launch's
-// TextureTable (the context's objects, so a kernel reaches only its own context's resources), and
-// the resource's memory through DeviceMemory like any global access. Sampling math:
+// Semantics of tex, tld4, suld.b and sust.b: the handle a kernel holds is resolved through the
+// launch's TextureTable (the context's objects, so a kernel reaches only its own context's
+// resources), and the resource's memory through DeviceMemory like any global access. Sampling math:
 // texture_sampling.cc.
 #include "block_runner.h"
 #include "device_element_access.h"
