@@ -342,6 +342,56 @@ TEST(Instruction, VectorOperandsAndSink) {
   EXPECT_EQ(r.out[3], 0x1111111122222222ull);
 }
 
+// The 256-bit forms: eight 32-bit elements in one ld or st; .v8 of other element sizes is refused
+// by name.
+TEST(Instruction, EightElementLoadsAndStores) {
+  auto r = ok(
+      ".reg .b32 %r<8>;",
+      "ld.global.v8.b32 {%r0, %r1, %r2, %r3, %r4, %r5, %r6, %r7}, [%in];"
+      "st.global.v8.b32 [%out], {%r7, %r6, %r5, %r4, %r3, %r2, %r1, %r0};",
+      {0x0000000200000001ull, 0x0000000400000003ull, 0x0000000600000005ull, 0x0000000800000007ull});
+  EXPECT_EQ(r.out[0], 0x0000000700000008ull);
+  EXPECT_EQ(r.out[1], 0x0000000500000006ull);
+  EXPECT_EQ(r.out[2], 0x0000000300000004ull);
+  EXPECT_EQ(r.out[3], 0x0000000100000002ull);
+  SnippetResult wide = runSnippet(
+      ".reg .b16 %h<8>;", "ld.global.v8.b16 {%h0, %h1, %h2, %h3, %h4, %h5, %h6, %h7}, [%in];", {});
+  EXPECT_EQ(wide.loadCode, CUDA_ERROR_NOT_SUPPORTED);
+  EXPECT_NE(wide.loadMessage.find(".v8"), std::string::npos) << wide.loadMessage;
+}
+
+// Scalar video shifts (PTX ISA, vshl/vshr): a sign- or zero-extended by its type, shifted at
+// 64-bit precision by b (.clamp caps it at 32, .wrap takes it mod 32), then .add/.min/.max with c
+// compared by the destination's signedness, and the low 32 bits kept.
+TEST(Instruction, VideoShifts) {
+  auto r =
+      ok(".reg .b32 %a, %b, %c, %d;",
+         "mov.b32 %a, 0x80000000; mov.b32 %b, 4; mov.b32 %c, 1;"
+         "vshr.u32.u32.u32.clamp.add %d, %a, %b, %c; st.global.u32 [%out], %d;"
+         "mov.b32 %b, 40; vshr.u32.u32.u32.clamp.add %d, %a, %b, %c; st.global.u32 [%out+8], %d;"
+         "vshr.s32.s32.u32.clamp %d, %a, %b; st.global.u32 [%out+16], %d;"
+         "mov.b32 %a, 0x100; mov.b32 %b, 36; vshr.u32.u32.u32.wrap %d, %a, %b;"
+         "st.global.u32 [%out+24], %d;"
+         "mov.b32 %a, 1; mov.b32 %b, 32; vshl.u32.u32.u32.clamp %d, %a, %b;"
+         "st.global.u32 [%out+32], %d;"
+         "mov.b32 %b, 33; vshl.u32.u32.u32.wrap %d, %a, %b; st.global.u32 [%out+40], %d;"
+         "mov.b32 %b, 31; mov.b32 %c, 5; vshl.s32.s32.u32.clamp.max %d, %a, %b, %c;"
+         "st.global.u32 [%out+48], %d;"
+         "vshl.s32.s32.u32.clamp.min %d, %a, %b, %c; st.global.u32 [%out+56], %d;");
+  EXPECT_EQ(r.out[0], 0x08000001u);
+  EXPECT_EQ(r.out[1], 1u);           // shifted out entirely, plus c
+  EXPECT_EQ(r.out[2], 0xffffffffu);  // signed: the sign fills
+  EXPECT_EQ(r.out[3], 0x10u);        // 36 wraps to 4
+  EXPECT_EQ(r.out[4], 0u);
+  EXPECT_EQ(r.out[5], 2u);
+  EXPECT_EQ(r.out[6], 0x80000000u);  // 2^31 at 64-bit precision is above 5
+  EXPECT_EQ(r.out[7], 5u);
+  SnippetResult saturating =
+      runSnippet(".reg .b32 %a, %d;", "mov.b32 %a, 1; vshl.u32.u32.u32.sat.clamp %d, %a, %a;", {});
+  EXPECT_EQ(saturating.loadCode, CUDA_ERROR_NOT_SUPPORTED);
+  EXPECT_NE(saturating.loadMessage.find(".sat"), std::string::npos) << saturating.loadMessage;
+}
+
 TEST(Instruction, GenericAddressingOfSharedAndLocal) {
   SnippetResult r = runSnippet(
       ".reg .b64 %s, %g, %l; .reg .b32 %v; .local .align 4 .b8 depot[16];",

@@ -948,6 +948,34 @@ void BlockRunner::executeSimple(const Instr& in, uint32_t exec, uint32_t group) 
         set(d, l, r);
       });
       return;
+    case Op::kVideoShift:
+      forLanes(exec, [&](int l) {
+        const auto raw = static_cast<uint32_t>(value(in.ops[1], l));
+        const int64_t a = isSigned(in.type2) ? static_cast<int64_t>(static_cast<int32_t>(raw))
+                                             : static_cast<int64_t>(raw);
+        uint32_t b = static_cast<uint32_t>(value(in.ops[2], l));
+        b = (in.mode & 8) ? std::min<uint32_t>(b, 32) : (b & 31);
+        int64_t shifted;
+        if (in.mode & 1) {
+          shifted =
+              isSigned(in.type2) ? a >> b : static_cast<int64_t>(static_cast<uint64_t>(a) >> b);
+        } else {
+          shifted = static_cast<int64_t>(static_cast<uint64_t>(a) << b);
+        }
+        const bool signedResult = isSigned(in.type);
+        int64_t result = shifted;
+        const auto secondary = static_cast<VideoSecondaryOp>((in.mode >> 1) & 3);
+        if (secondary != VideoSecondaryOp::kNone) {
+          const auto craw = static_cast<uint32_t>(value(in.ops[3], l));
+          const int64_t c = signedResult ? static_cast<int64_t>(static_cast<int32_t>(craw))
+                                         : static_cast<int64_t>(craw);
+          result = secondary == VideoSecondaryOp::kAdd   ? shifted + c
+                   : secondary == VideoSecondaryOp::kMin ? std::min(shifted, c)
+                                                         : std::max(shifted, c);
+        }
+        set(d, l, static_cast<uint64_t>(result) & 0xffffffffu);
+      });
+      return;
     case Op::kVabsdiff4:
       forLanes(exec, [&](int l) {
         const auto a = static_cast<uint32_t>(value(in.ops[1], l));

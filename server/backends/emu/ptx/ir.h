@@ -151,6 +151,8 @@ enum class Op : uint8_t {
   kMbarrier,
   kPacked16,  // add/sub/min/max on .u16x2/.s16x2: two halfwords at once
   kVabsdiff4,
+  kVideoShift,  // vshl/vshr (mode: VideoShiftMode): ops {d, a, b} or {d, a, b, c} with
+                // .add/.min/.max
   kTex,   // tex.{1d,2d,3d,a1d,a2d}.v4 and tld4.{r,g,b,a}.{2d,a2d}.v4 (mode bits 4-6: the channel
           // gathered plus one): ops {data vector, texture handle, coordinate vector}
   kSuld,  // suld.b: ops {data, surface handle, coordinate vector}
@@ -247,6 +249,11 @@ enum class BulkCopyKind : uint8_t {
 enum class Fp8Cvt : uint8_t { kNone, kToE4m3, kToE5m2, kFromE4m3, kFromE5m2, kToTf32 };
 // Op::kNop's mode for nanosleep: the thread backs off, so its warp lets the block's others run.
 inline constexpr uint8_t kNopYields = 1;
+// Op::kVideoShift's mode: the direction in bit 0, the secondary operation on c in bits 1-2, and
+// bit 3 for .clamp (else .wrap).
+enum class VideoShiftMode : uint8_t { kLeft = 0, kRight = 1 };
+enum class VideoSecondaryOp : uint8_t { kNone = 0, kAdd = 1, kMin = 2, kMax = 3 };
+
 enum class Packed16Op : uint8_t { kAdd, kSub, kMin, kMax };
 enum class ReduxOp : uint8_t { kAdd, kMin, kMax, kAnd, kOr, kXor };
 // tex/suld/sust geometry (Instr::mode, low nibble); surfaces keep their SurfaceBoundary

@@ -803,7 +803,7 @@ void Builder::decode(const AstInstruction& a, Instr* in) {
         hasSpace = true;
         done = true;
       }
-    if (p == "v2" || p == "v4") {
+    if (p == "v2" || p == "v4" || p == "v8") {
       in->vec = static_cast<uint8_t>(p[1] - '0');
       done = true;
     }
@@ -900,6 +900,32 @@ void Builder::decode(const AstInstruction& a, Instr* in) {
                                                     : Packed16Op::kMax);
     ops(3, 3);
     setOps({dst(0, Type::kB32), src(1, Type::kB32), src(2, Type::kB32)});
+  } else if (base == "vshl" || base == "vshr") {
+    // Scalar video shifts, the word forms: a (.u32/.s32, sign- or zero-extended) shifted by b
+    // (.u32; .clamp caps it at 32, .wrap takes it mod 32) at 64-bit precision, then optionally
+    // .add/.min/.max with c. Byte and halfword selectors (operand suffixes) do not parse; .sat
+    // and the merge forms are refused by name.
+    if (types.size() != 3) failInvalid(std::string(base) + " needs three types");
+    for (Type t : {types[0], types[1]})
+      if (t != Type::kU32 && t != Type::kS32) failInvalid(std::string(base) + " needs .u32/.s32");
+    if (types[2] != Type::kU32) failInvalid(std::string(base) + "'s shift is .u32");
+    if (in->flags & kSat) failUnsupported(".sat video shifts are not supported: " + a.opcode);
+    const bool clamp = in->flags & kClamp, wrap = in->flags & kWrap;
+    if (clamp == wrap) failInvalid(std::string(base) + " needs .clamp or .wrap: " + a.opcode);
+    in->flags &= ~(kClamp | kWrap);
+    const int secondary = take({"add", "min", "max"});
+    in->op = Op::kVideoShift;
+    in->type = types[0];
+    in->type2 = types[1];
+    in->mode =
+        static_cast<uint8_t>((base == "vshr" ? 1 : 0) | ((secondary + 1) << 1) | (clamp ? 8 : 0));
+    if (secondary < 0) {
+      ops(3, 3);
+      setOps({dst(0, in->type), src(1, in->type2), src(2, Type::kU32)});
+    } else {
+      ops(4, 4);
+      setOps({dst(0, in->type), src(1, in->type2), src(2, Type::kU32), src(3, in->type)});
+    }
   } else if (base == "vabsdiff4") {
     // Byte-wise |a - b|: into d's bytes, or summed into c with .add. The byte selectors and the
     // destination mask (operand suffixes) are not accepted by the parser, so only the default
@@ -1353,6 +1379,9 @@ void Builder::decode(const AstInstruction& a, Instr* in) {
         in->op != Op::kMatrix && in->op != Op::kBulkCopy)
       failInvalid("unexpected vector operand");
   }
+  // .v8: the 256-bit loads and stores of 32-bit elements (sm_100); nothing else takes eight.
+  if (in->vec == 8 && ((in->op != Op::kLd && in->op != Op::kSt) || typeBytes(in->type) != 4))
+    failUnsupported(".v8 is supported on ld and st of 32-bit elements only: " + a.opcode);
   if ((in->op == Op::kLd || in->op == Op::kSt) && in->vec > 1) {
     const Operand& v = in->ops[in->op == Op::kLd ? 0 : 1];
     if (v.kind != OperandKind::kVector || v.count != in->vec) failInvalid("vector width mismatch");
