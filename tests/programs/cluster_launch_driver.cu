@@ -118,10 +118,7 @@ void withClusters(CUdeviceptr out) {
 }  // namespace
 
 int main() {
-  CHECK_CUDA(cudaSetDevice(0));
-  CHECK_CUDA(cudaFree(nullptr));  // makes the primary context current
-  CUdevice device;
-  CHECK_CU(cuCtxGetDevice(&device));
+  const CUdevice device = usePrimaryContext();
   int clusterLaunch = 0;
   CHECK_CU(cuDeviceGetAttribute(&clusterLaunch, CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH, device));
   CUdeviceptr out;

@@ -23,10 +23,7 @@ void budgetCallback(CUasyncNotificationInfo*, void*, CUasyncCallbackHandle) {}
 }  // namespace
 
 int main() {
-  CHECK_CUDA(cudaSetDevice(0));
-  CHECK_CUDA(cudaFree(nullptr));  // makes the primary context current
-  CUdevice device;
-  CHECK_CU(cuCtxGetDevice(&device));
+  const CUdevice device = usePrimaryContext();
 
   // Execution affinity: answered when the device supports the type, refused as unsupported
   // otherwise; an unknown type is an invalid value.

@@ -20,6 +20,16 @@ inline const char* cuErrorName(CUresult status) {
     }                                                                   \
   } while (0)
 
+// Makes device 0's primary context current through the runtime, as cudart programs start, and
+// returns its device.
+inline CUdevice usePrimaryContext() {
+  CHECK_CUDA(cudaSetDevice(0));
+  CHECK_CUDA(cudaFree(nullptr));  // creates and makes current the primary context
+  CUdevice device;
+  CHECK_CU(cuCtxGetDevice(&device));
+  return device;
+}
+
 // Fails unless a driver API call returns exactly `expected`.
 inline void expectError(CUresult status, CUresult expected, const char* call) {
   CHECK(status == expected, "%s returned %s, expected %s", call, cuErrorName(status),

@@ -53,10 +53,7 @@ void fillReadFree(CUmemoryPool pool, CUstream stream, uint32_t value) {
 }  // namespace
 
 int main() {
-  CHECK_CUDA(cudaSetDevice(0));
-  CHECK_CUDA(cudaFree(nullptr));  // makes the primary context current
-  CUdevice device;
-  CHECK_CU(cuCtxGetDevice(&device));
+  const CUdevice device = usePrimaryContext();
   int supported = 0;
   CHECK_CU(cuDeviceGetAttribute(&supported, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, device));
   CHECK(supported == 1, "memory pools not supported");

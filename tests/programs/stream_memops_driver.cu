@@ -63,10 +63,7 @@ void waitCondition(CUstream waiter, CUstream writer, CUdeviceptr flag, int bits,
 }  // namespace
 
 int main() {
-  CHECK_CUDA(cudaSetDevice(0));
-  CHECK_CUDA(cudaFree(nullptr));  // makes the primary context current
-  CUdevice device;
-  CHECK_CU(cuCtxGetDevice(&device));
+  const CUdevice device = usePrimaryContext();
   int wide = 0, nor = 0, flush = 0;
   CHECK_CU(cuDeviceGetAttribute(&wide, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, device));
   CHECK_CU(cuDeviceGetAttribute(&nor, CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR, device));

@@ -57,10 +57,7 @@ unsigned long long accessOf(CUdeviceptr p, CUdevice device) {
 }  // namespace
 
 int main() {
-  CHECK_CUDA(cudaSetDevice(0));
-  CHECK_CUDA(cudaFree(nullptr));  // makes the primary context current
-  CUdevice device;
-  CHECK_CU(cuCtxGetDevice(&device));
+  const CUdevice device = usePrimaryContext();
   int supported = 0;
   CHECK_CU(cuDeviceGetAttribute(&supported, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
                                 device));

@@ -227,6 +227,14 @@ TEST_F(CudaBackendTest, MemsetAndCopy2DStayInsidePitchedRows) {
   EXPECT_EQ(context->copy2D(copy, 0, false).code, CUDA_ERROR_INVALID_VALUE);
 }
 
+// The parameter block of the fake's `store(int* out, int value, long long)`: stores value at out.
+std::vector<uint8_t> storeParams(uint64_t out, int32_t value) {
+  std::vector<uint8_t> params(24, 0);
+  std::memcpy(params.data(), &out, 8);
+  std::memcpy(params.data() + 8, &value, 4);
+  return params;
+}
+
 TEST_F(CudaBackendTest, ModulesFunctionsAndGlobals) {
   uint8_t wrapper[16] = {0xB1, 0x43, 0x62, 0x46};
   uint64_t module = 0;
@@ -251,10 +259,8 @@ TEST_F(CudaBackendTest, ModulesFunctionsAndGlobals) {
 
   uint64_t out = 0;
   ASSERT_TRUE(context->memAlloc(4, &out).ok());
-  std::vector<uint8_t> params(24, 0);
   int32_t value = 4242;
-  std::memcpy(params.data(), &out, 8);
-  std::memcpy(params.data() + 8, &value, 4);
+  std::vector<uint8_t> params = storeParams(out, value);
   ASSERT_TRUE(context->launch(function.handle, LaunchShape{}, 0, params).ok());
   int32_t result = 0;
   ASSERT_TRUE(context->copyDeviceToHost(&result, out, 4, 0).ok());
@@ -289,10 +295,7 @@ TEST_F(CudaBackendTest, ClusterLaunchesAndTheirOccupancyGoToTheDriver) {
   ASSERT_TRUE(context->moduleGetFunction(module, "store", &function).ok());
   uint64_t out = 0;
   ASSERT_TRUE(context->memAlloc(4, &out).ok());
-  std::vector<uint8_t> params(24, 0);
-  int32_t value = 77;
-  std::memcpy(params.data(), &out, 8);
-  std::memcpy(params.data() + 8, &value, 4);
+  std::vector<uint8_t> params = storeParams(out, 77);
 
   LaunchShape shape;
   shape.grid = {4, 2, 1};

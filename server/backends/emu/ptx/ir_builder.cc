@@ -1518,6 +1518,9 @@ void Builder::decodeTextureAccess(const AstInstruction& a, Instr* in, Take& take
   if (geometry < 0) failUnsupported("unsupported texture or surface geometry in " + a.opcode);
   if (gather && geometry != 1 && geometry != 4)
     failUnsupported("tld4 gathers from 2D and layered 2D textures here: " + a.opcode);
+  // Before the operand count: these forms take a level or gradients as more operands.
+  if (texture && take({"level", "grad", "base"}) >= 0)
+    failUnsupported("tex with a level of detail or gradients is not supported: " + a.opcode);
   static constexpr uint8_t kCoordinates[] = {1, 2, 4, 2, 4};  // vector size per geometry
   in->mode = static_cast<uint8_t>(geometry);
   requireOperands(a, 2, 2);
@@ -1541,8 +1544,6 @@ void Builder::decodeTextureAccess(const AstInstruction& a, Instr* in, Take& take
       failUnsupported(a.opcode + " needs its handle in a register or a texture reference");
   }
   if (texture) {
-    if (take({"level", "grad", "base"}) >= 0)
-      failUnsupported("tex with a level of detail or gradients is not supported: " + a.opcode);
     in->op = Op::kTex;
     if (gather) in->mode = static_cast<uint8_t>(in->mode | ((channel + 1) << 4));
     if (types.size() != 2 || in->vec != 4) failUnsupported("unsupported texture fetch " + a.opcode);

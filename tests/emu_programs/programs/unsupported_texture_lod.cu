@@ -1,6 +1,7 @@
-// A kernel gathering through a texture object (tex2Dgather: `tld4` in PTX), which the emu device
-// does not implement: the module must fail to load with an error naming the instruction. Reports
-// the first error of a launch-related call and exits with 44; exits 1 if the kernel runs.
+// A kernel sampling a texture object at an explicit level of detail (tex2DLod: `tex.level` in
+// PTX), which the emu device does not implement: the module must fail to load with an error naming
+// the instruction. Reports the first error of a launch-related call and exits with 44; exits 1 if
+// the kernel runs.
 #include <cstdio>
 #include <cstring>
 
@@ -8,7 +9,7 @@
 
 __global__ void textureKernel(cudaTextureObject_t texture, float4* out, int n) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = tex2Dgather<float4>(texture, i + 0.5f, 0.5f, 0);
+  if (i < n) out[i] = tex2DLod<float4>(texture, i + 0.5f, 0.5f, 1.0f);
 }
 
 #define REPORT_IF_FAILED(call)                                             \
