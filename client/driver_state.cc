@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <set>
 #include <tuple>
 #include <unordered_set>
@@ -46,9 +47,35 @@ void unregisterObject(const void* object) {
   registry().erase(object);
 }
 
-std::vector<const void*> registeredObjects() {
-  std::lock_guard lock(registryMutex);
-  return {registry().begin(), registry().end()};
+namespace {
+std::mutex childrenMutex;
+std::map<ContextObject*, std::map<const void*, Tag>>& children() {
+  static auto* byContext = new std::map<ContextObject*, std::map<const void*, Tag>>();
+  return *byContext;  // never destroyed: objects may be dropped at exit
+}
+}  // namespace
+
+void noteContextChild(ContextObject* context, const void* child, Tag kind) {
+  std::lock_guard lock(childrenMutex);
+  children()[context][child] = kind;
+}
+
+void dropContextChild(ContextObject* context, const void* child) {
+  std::lock_guard lock(childrenMutex);
+  auto it = children().find(context);
+  if (it == children().end()) return;
+  it->second.erase(child);
+  if (it->second.empty()) children().erase(it);
+}
+
+std::vector<const void*> contextChildren(ContextObject* context, Tag kind) {
+  std::lock_guard lock(childrenMutex);
+  std::vector<const void*> found;
+  auto it = children().find(context);
+  if (it == children().end()) return found;
+  for (auto& [child, childKind] : it->second)
+    if (childKind == kind) found.push_back(child);
+  return found;
 }
 
 bool isRegistered(const void* object) {
@@ -62,6 +89,7 @@ CUevent registerEvent(ContextObject* context, uint64_t remote, unsigned flags) {
   e->remote = remote;
   e->flags = flags;
   registerObject(e);
+  noteContextChild(context, e, Tag::kEvent);
   return reinterpret_cast<CUevent>(e);
 }
 

@@ -262,8 +262,13 @@ void registerObject(const void* object);
 void unregisterObject(const void* object);
 // Whether `object` is registered (for the validating casts of other files).
 bool isRegistered(const void* object);
-// Every registered object, at the time of the call (validate each with the casts below).
-std::vector<const void*> registeredObjects();
+// The modules, streams and events each context holds, for what its end must forget. Kept apart
+// from the registry, which also names objects freed at exit without being unregistered.
+// A child is noted when made and dropped before it is freed.
+void noteContextChild(ContextObject* context, const void* child, Tag kind);
+void dropContextChild(ContextObject* context, const void* child);
+// The children of `kind` that `context` holds now.
+std::vector<const void*> contextChildren(ContextObject* context, Tag kind);
 // A registered event object for the server's event `remote` of `context` (cuEventCreate,
 // cuIpcOpenEventHandle).
 CUevent registerEvent(ContextObject* context, uint64_t remote, unsigned flags);

@@ -7,6 +7,8 @@
 // is.
 #include <fstream>
 #include <iterator>
+#include <mutex>
+#include <set>
 
 #include "client_log.h"
 #include "context_hooks.h"
@@ -24,6 +26,14 @@ using gpupool::transport::ConstBuffer;
 
 namespace gpupool::client {
 namespace {
+
+// The libraries loaded and not unloaded: a context's end removes its entries from each. Never
+// destroyed: cudart unloads its libraries from exit handlers.
+std::mutex liveLibrariesMutex;
+std::set<LibraryObject*>& liveLibraries() {
+  static auto* libraries = new std::set<LibraryObject*>();
+  return *libraries;
+}
 
 CUresult loadRemote(ContextObject* ctx, const std::vector<uint8_t>& image,
                     const protocol::Sha256Digest& hash, uint64_t* module) {
@@ -71,6 +81,7 @@ CUresult newModule(ContextObject* ctx, const std::vector<uint8_t>& image,
   m->context = ctx;
   m->remote = remoteModule;
   registerObject(m);
+  noteContextChild(ctx, m, Tag::kModule);
   *out = m;
   return CUDA_SUCCESS;
 }
@@ -99,6 +110,7 @@ void forgetModule(ModuleObject* m) {
     std::lock_guard lock(DriverState::get().mutex);
     for (auto& [name, g] : m->globals) DriverState::get().deviceAllocations.erase(g.first);
   }
+  dropContextChild(m->context, m);
   unregisterObject(m);
   m->tag = Tag::kDead;
   delete m;
@@ -267,14 +279,16 @@ CUresult resolveFunction(CUfunction h, ContextObject* ctx, FunctionObject** out)
 
 void forgetContextModules(CUcontext handle) {
   auto* ctx = reinterpret_cast<ContextObject*>(handle);
-  for (const void* object : registeredObjects()) {
-    auto* h = const_cast<void*>(object);
-    if (LibraryObject* lib = asLibrary(static_cast<CUlibrary>(h))) {
+  {
+    std::lock_guard lock(liveLibrariesMutex);
+    for (LibraryObject* lib : liveLibraries()) {
       lib->modules.erase(ctx);
       for (auto& [name, k] : lib->kernels) k->functions.erase(ctx);
-    } else if (ModuleObject* m = asModule(static_cast<CUmodule>(h)); m && m->context == ctx) {
-      forgetModule(m);  // the server's side went with its context
     }
+  }
+  for (const void* child : contextChildren(ctx, Tag::kModule)) {
+    // The server's side went with its context.
+    forgetModule(static_cast<ModuleObject*>(const_cast<void*>(child)));
   }
 }
 
@@ -349,6 +363,10 @@ GPUPOOL_DRIVER_API CUresult cuLibraryLoadData(CUlibrary* library, const void* co
     return r;
   }
   registerObject(lib);
+  {
+    std::lock_guard lock(liveLibrariesMutex);
+    liveLibraries().insert(lib);
+  }
   *library = reinterpret_cast<CUlibrary>(lib);
   return CUDA_SUCCESS;
 }
@@ -371,6 +389,10 @@ GPUPOOL_DRIVER_API CUresult cuLibraryUnload(CUlibrary h) {
   for (auto& [name, k] : lib->kernels) {
     unregisterObject(k);
     delete k;
+  }
+  {
+    std::lock_guard lock(liveLibrariesMutex);
+    liveLibraries().erase(lib);
   }
   unregisterObject(lib);
   lib->tag = Tag::kDead;

@@ -1,4 +1,7 @@
 // Streams and events: handles here, queues and timestamps on the server.
+#include <mutex>
+#include <vector>
+
 #include "client_log.h"
 #include "context_events.h"
 #include "context_hooks.h"
@@ -251,23 +254,31 @@ CUresult createStreamIn(ContextObject* ctx, unsigned flags, int priority, CUstre
   s->flags = flags;
   s->priority = priority;
   registerObject(s);
+  noteContextChild(ctx, s, Tag::kStream);
   *out = reinterpret_cast<CUstream>(s);
   return CUDA_SUCCESS;
 }
 
 void forgetContextStreamsAndEvents(CUcontext handle) {
   auto* ctx = reinterpret_cast<ContextObject*>(handle);
-  for (const void* object : registeredObjects()) {
-    auto* h = const_cast<void*>(object);
-    // Unregistered, not freed: a capture sequence may still name the stream, and a stale handle
-    // must find no object at its address.
-    if (StreamObject* s = asStream(static_cast<CUstream>(h)); s && s->context == ctx) {
-      unregisterObject(s);
-      s->tag = Tag::kDead;
-    } else if (EventObject* e = asEvent(static_cast<CUevent>(h)); e && e->context == ctx) {
-      unregisterObject(e);
-      e->tag = Tag::kDead;
-    }
+  // Unregistered, not freed: a capture sequence may still name the stream, and a stale handle
+  // must find no object at its address. Kept here (never destroyed), so they are not leaks.
+  static auto* ended = new std::vector<const void*>();
+  static std::mutex endedMutex;
+  std::lock_guard lock(endedMutex);
+  for (const void* child : contextChildren(ctx, Tag::kStream)) {
+    auto* s = static_cast<StreamObject*>(const_cast<void*>(child));
+    dropContextChild(ctx, s);
+    unregisterObject(s);
+    s->tag = Tag::kDead;
+    ended->push_back(s);
+  }
+  for (const void* child : contextChildren(ctx, Tag::kEvent)) {
+    auto* e = static_cast<EventObject*>(const_cast<void*>(child));
+    dropContextChild(ctx, e);
+    unregisterObject(e);
+    e->tag = Tag::kDead;
+    ended->push_back(e);
   }
 }
 
@@ -297,6 +308,7 @@ GPUPOOL_DRIVER_API CUresult cuStreamDestroy_v2(CUstream h) {
     });
     contextStreamDestroyed(s->context, id);
   }
+  dropContextChild(s->context, s);
   unregisterObject(s);
   s->tag = Tag::kDead;
   delete s;
@@ -487,6 +499,7 @@ GPUPOOL_DRIVER_API CUresult cuEventDestroy_v2(CUevent h) {
       d.setEvent(id);
     });
   }
+  dropContextChild(e->context, e);
   unregisterObject(e);
   e->tag = Tag::kDead;
   delete e;
