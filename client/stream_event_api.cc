@@ -259,27 +259,30 @@ CUresult createStreamIn(ContextObject* ctx, unsigned flags, int priority, CUstre
   return CUDA_SUCCESS;
 }
 
-void forgetContextStreamsAndEvents(CUcontext handle) {
-  auto* ctx = reinterpret_cast<ContextObject*>(handle);
-  // Unregistered, not freed: a capture sequence may still name the stream, and a stale handle
-  // must find no object at its address. Kept here (never destroyed), so they are not leaks.
+namespace {
+
+// Unregistered, not freed: a capture sequence may still name a stream, and a stale handle must
+// find no object at its address. Kept here (never destroyed), so they are not leaks.
+template <typename Object>
+void forgetChildren(ContextObject* ctx, Tag kind) {
   static auto* ended = new std::vector<const void*>();
   static std::mutex endedMutex;
   std::lock_guard lock(endedMutex);
-  for (const void* child : contextChildren(ctx, Tag::kStream)) {
-    auto* s = static_cast<StreamObject*>(const_cast<void*>(child));
-    dropContextChild(ctx, s);
-    unregisterObject(s);
-    s->tag = Tag::kDead;
-    ended->push_back(s);
+  for (const void* child : contextChildren(ctx, kind)) {
+    auto* object = static_cast<Object*>(const_cast<void*>(child));
+    dropContextChild(ctx, object);
+    unregisterObject(object);
+    object->tag = Tag::kDead;
+    ended->push_back(object);
   }
-  for (const void* child : contextChildren(ctx, Tag::kEvent)) {
-    auto* e = static_cast<EventObject*>(const_cast<void*>(child));
-    dropContextChild(ctx, e);
-    unregisterObject(e);
-    e->tag = Tag::kDead;
-    ended->push_back(e);
-  }
+}
+
+}  // namespace
+
+void forgetContextStreamsAndEvents(CUcontext handle) {
+  auto* ctx = reinterpret_cast<ContextObject*>(handle);
+  forgetChildren<StreamObject>(ctx, Tag::kStream);
+  forgetChildren<EventObject>(ctx, Tag::kEvent);
 }
 
 }  // namespace gpupool::client

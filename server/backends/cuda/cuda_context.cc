@@ -785,13 +785,13 @@ Status CudaContext::launch(uint64_t function, const LaunchShape& shape, uint64_t
   if (Status s = findStream(stream, &cuStream); !s.ok()) return s;
   std::vector<void*> arguments;
   if (Status s = kernelArguments(*f, params, &arguments); !s.ok()) return s;
-  // A cluster launch is cuLaunchKernelEx with the cluster's shape (and cooperation, if asked).
-  CUlaunchAttribute attributes[2] = {};
-  CUlaunchConfig config = launchConfig(shape, cuStream, attributes);
   auto start = [&] {
     if (shape.clustered()) {
-      return driver_->call(driver_->launchKernelEx, static_cast<const CUlaunchConfig*>(&config),
-                           f->handle, arguments.empty() ? nullptr : arguments.data(),
+      // cuLaunchKernelEx with the cluster's shape (and cooperation, if asked).
+      CUlaunchAttribute attributes[2] = {};
+      const CUlaunchConfig config = launchConfig(shape, cuStream, attributes);
+      return driver_->call(driver_->launchKernelEx, &config, f->handle,
+                           arguments.empty() ? nullptr : arguments.data(),
                            static_cast<void**>(nullptr));
     }
     if (shape.cooperative) {
@@ -1007,12 +1007,12 @@ Status CudaContext::streamMemOps(uint64_t stream, std::span<const StreamMemOp> o
 }
 
 void CudaContext::notePendingWaits(CUstream stream, std::span<const StreamMemOp> ops) {
-  dropMetWaits();
   PendingWaits pending;
   for (const StreamMemOp& op : ops) {
     if (op.isWait()) pending.waits.push_back(op);
   }
-  if (pending.waits.empty()) return;
+  if (pending.waits.empty()) return;  // the usual graph launch: nothing to look at
+  dropMetWaits();
   // Without the event the wait cannot be released at teardown; the work is queued already, so
   // that is the only cost.
   if (driver_->call(driver_->eventCreate, &pending.passed, CU_EVENT_DISABLE_TIMING).ok()) {

@@ -277,15 +277,15 @@ Status CudaGatedLaunches::queue(CUstream stream, const std::function<Status()>& 
 // behind a stream wait that only a later call meets then holds the session (docs/hardening.md).
 Status CudaGatedLaunches::launchAndWait(CUstream stream, const std::function<Status()>& start) {
   if (!fallbackStarted_) {
-    TicketEvents events;
-    Status s = createEvents(*driver_, &events);
+    Status s = driver_->call(driver_->eventCreate, &fallbackStarted_, unsigned{CU_EVENT_DEFAULT});
+    if (s.ok()) {
+      s = driver_->call(driver_->eventCreate, &fallbackEnded_, unsigned{CU_EVENT_BLOCKING_SYNC});
+    }
     if (!s.ok()) {
-      destroyEvents(*driver_, events);
+      destroyEvents(*driver_, {nullptr, fallbackStarted_, fallbackEnded_});
+      fallbackStarted_ = fallbackEnded_ = nullptr;
       return s;
     }
-    (void)driver_->call(driver_->eventDestroy, events.ready);
-    fallbackStarted_ = events.started;
-    fallbackEnded_ = events.ended;
   }
   gate_->enter();
   auto launched = Clock::now();
