@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "server/backends/emu/emu_memory.h"
+#include "server/backends/emu/owner_device_memory.h"
 #include "server/backends/emu/ptx/ptx_launch.h"
 #include "server/backends/emu/ptx/ptx_module.h"
 
@@ -24,22 +25,23 @@ constexpr unsigned kMatmulN = 192;
 constexpr unsigned kTile = 16;
 constexpr unsigned kBlock = 256;
 
-// The interpreter's view of the emu device memory, as the backend gives it to a context's launches.
-class BenchMemory final : public ptx::DeviceMemory {
+// The emu device memory the bench's buffers live in, seen by the interpreter as a context's
+// launches see it.
+class BenchMemory {
  public:
-  explicit BenchMemory(uint64_t capacity) : memory_(kAddressSlot, 0, capacity) {}
-  void* translate(uint64_t address, uint64_t bytes) override {
-    return memory_.translate(address, bytes, kOwner);
-  }
+  explicit BenchMemory(uint64_t capacity)
+      : memory_(kAddressSlot, 0, capacity), view_(memory_, kOwner) {}
   template <typename T>
   T* allocate(size_t count, uint64_t* address) {
     *address = memory_.allocate(count * sizeof(T), kOwner);
     if (!*address) throw std::runtime_error("the emu device has no room for the bench's buffers");
     return static_cast<T*>(memory_.translate(*address, count * sizeof(T), kOwner));
   }
+  ptx::DeviceMemory& view() { return view_; }
 
  private:
   server::emu::EmuMemory memory_;
+  server::emu::OwnerDeviceMemory view_;
 };
 
 // A kernel's parameter block, each argument at the offset the kernel's .param list gives it.
@@ -71,7 +73,7 @@ Run launchTimed(const ptx::Module& module, const ptx::KernelInfo& kernel,
   services.workerThreads = threads;
   auto started = std::chrono::steady_clock::now();
   ptx::LaunchResult result =
-      ptx::launch(module, kernel, config, arguments.data(), memory, services);
+      ptx::launch(module, kernel, config, arguments.data(), memory.view(), services);
   Run run{std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
           result.threadSteps};
   if (!result.status.ok()) {

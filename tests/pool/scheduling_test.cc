@@ -9,8 +9,9 @@ namespace {
 
 using std::chrono::seconds;
 
-// Loop steps per kernel: a few milliseconds of interpreter time, so a 2.5 s window holds hundreds.
-const std::string kIterations = "30000";
+// Loop steps per kernel: a few milliseconds of interpreter time (about 5 ms on the development
+// machine), so a 2.5 s window holds hundreds.
+const std::string kIterations = "200000";
 const std::string kWindowMs = "2500";
 // Kernels each client keeps queued: its queue never runs dry (a device with one tenant waiting
 // runs that tenant's work, whatever its class), so the scheduler alone decides the share.

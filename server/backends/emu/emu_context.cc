@@ -9,22 +9,10 @@
 #include "gpupool/image/ptx_selection.h"
 #include "server/backends/emu/emu_link.h"
 #include "server/backends/emu/emu_occupancy.h"
+#include "server/backends/emu/owner_device_memory.h"
 
 namespace gpupool::server::emu {
 namespace {
-
-// The interpreter's view of global memory: only this context's allocations resolve.
-class ContextMemory final : public ptx::DeviceMemory {
- public:
-  ContextMemory(const EmuMemory& memory, uint64_t owner) : memory_(memory), owner_(owner) {}
-  void* translate(uint64_t addr, uint64_t len) override {
-    return memory_.translate(addr, len, owner_);
-  }
-
- private:
-  const EmuMemory& memory_;
-  uint64_t owner_;
-};
 
 Status invalidValue(const std::string& what) {
   return Status::error(CUDA_ERROR_INVALID_VALUE, what);
@@ -774,7 +762,7 @@ Status EmuContext::launch(uint64_t function, const LaunchShape& shape, uint64_t 
   if (Status st = checkReferencesBound(*program, *kernel, *references); !st.ok()) return st;
   return enqueue(stream, [this, program, kernel, config, block, gate = gate_, textures = textures_,
                           references]() mutable {
-    ContextMemory memory(memory_, owner_);
+    OwnerDeviceMemory memory(memory_, owner_);
     // A cooperative launch gets its own grid workspace, zeroed, for the launch's lifetime, as the
     // driver provides one to each cooperative launch.
     struct Workspace {

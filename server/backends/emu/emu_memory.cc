@@ -47,7 +47,7 @@ uint64_t EmuMemory::allocate(uint64_t bytes, uint64_t owner) {
   if (bytes == 0) return 0;
   if (bytes > capacity_) return 0;
   uint64_t reserved = roundUp(bytes, kPage);
-  std::unique_lock lock(mutex_);
+  auto lock = lockForChange();
   if (used_ + reserved > capacity_) return 0;
   for (auto it = free_.begin(); it != free_.end(); ++it) {
     if (it->second < reserved) continue;
@@ -70,7 +70,7 @@ uint64_t EmuMemory::allocate(uint64_t bytes, uint64_t owner) {
 }
 
 bool EmuMemory::release(uint64_t address, uint64_t owner) {
-  std::unique_lock lock(mutex_);
+  auto lock = lockForChange();
   auto it = allocations_.find(address);
   if (it == allocations_.end() || it->second.owner != owner || it->second.ownerFreed) return false;
   if (!it->second.openers.empty()) {
@@ -107,7 +107,7 @@ bool EmuMemory::exportable(uint64_t address, uint64_t owner, uint64_t* bytes,
 }
 
 bool EmuMemory::openShared(uint64_t address, uint64_t generation, uint64_t opener) {
-  std::unique_lock lock(mutex_);
+  auto lock = lockForChange();
   auto it = allocations_.find(address);
   if (it == allocations_.end() || it->second.generation != generation || it->second.ownerFreed ||
       it->second.owner == opener) {
@@ -118,7 +118,7 @@ bool EmuMemory::openShared(uint64_t address, uint64_t generation, uint64_t opene
 }
 
 bool EmuMemory::closeShared(uint64_t address, uint64_t opener) {
-  std::unique_lock lock(mutex_);
+  auto lock = lockForChange();
   auto it = allocations_.find(address);
   if (it == allocations_.end()) return false;
   auto open = it->second.openers.find(opener);
@@ -155,7 +155,7 @@ void EmuMemory::giveFreeLocked(uint64_t address, uint64_t bytes) {
 
 uint64_t EmuMemory::releaseAll(uint64_t owner) {
   uint64_t bytes = 0;
-  std::unique_lock lock(mutex_);
+  auto lock = lockForChange();
   for (auto it = allocations_.begin(); it != allocations_.end();) {
     auto next = std::next(it);
     Allocation& a = it->second;
@@ -207,6 +207,23 @@ void* EmuMemory::translateLocked(uint64_t address, uint64_t bytes, uint64_t owne
     at = end;
   }
   return nullptr;
+}
+
+bool EmuMemory::span(uint64_t address, uint64_t bytes, uint64_t owner, uint64_t* base,
+                     uint64_t* size, uint64_t* changeCount) const {
+  std::shared_lock lock(mutex_);
+  if (!translateLocked(address, bytes, owner)) return false;
+  *changeCount = changes_.load(std::memory_order_acquire);
+  auto it = allocations_.upper_bound(address);
+  if (it != allocations_.begin()) {
+    --it;
+    if (address - it->first < it->second.reserved || address - it->first == it->second.size) {
+      *base = it->first;
+      *size = it->second.size;
+      return true;
+    }
+  }
+  return mappedRunLocked(address, owner, base, size);
 }
 
 bool EmuMemory::findAllocation(uint64_t address, uint64_t owner, uint64_t* base,

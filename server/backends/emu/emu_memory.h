@@ -28,6 +28,7 @@
 
 #include <cuda.h>
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -67,6 +68,15 @@ class EmuMemory {
 
   // Host pointer for [address, address+bytes) if it lies in one live allocation of `owner`.
   void* translate(uint64_t address, uint64_t bytes, uint64_t owner) const;
+  // The whole range that [address, address+bytes) resolves in (an allocation, or a run of adjacent
+  // accessible mappings) for `owner`, with changes() as it was then: while changes() still
+  // returns that count, every part of the range resolves as translate() would resolve it, so the
+  // interpreter keeps it instead of asking for each access. False where translate() gives nullptr.
+  bool span(uint64_t address, uint64_t bytes, uint64_t owner, uint64_t* base, uint64_t* size,
+            uint64_t* changeCount) const;
+  // Counts the changes that can make a range stop resolving (every change of the allocation or
+  // mapping tables), bumped before the change is made.
+  const std::atomic<uint64_t>& changes() const { return changes_; }
   // Runs `access(pointer)` on [address, address+bytes) if it lies in one live allocation of
   // `owner`, with the allocation kept alive meanwhile (a stream memory operation's load or store
   // may race a free on another stream); false, without calling it, otherwise.
@@ -152,6 +162,12 @@ class EmuMemory {
       return (who == owner && !ownerFreed) || openers.count(who) != 0;
     }
   };
+  // The table lock, for a change: bumps changes_ first, so no range is used after its change.
+  std::unique_lock<std::shared_mutex> lockForChange() {
+    std::unique_lock lock(mutex_);
+    changes_.fetch_add(1, std::memory_order_acq_rel);
+    return lock;
+  }
   // Frees allocations_ entry `it` (its range back to PROT_NONE).
   void freeLocked(std::map<uint64_t, Allocation>::iterator it);
   void* translateLocked(uint64_t address, uint64_t bytes, uint64_t owner) const;
@@ -171,6 +187,7 @@ class EmuMemory {
   uint64_t window_ = 0;
   transport::PinnedMemory* pinned_;
   mutable std::shared_mutex mutex_;
+  std::atomic<uint64_t> changes_{0};
   std::map<uint64_t, Allocation> allocations_;  // base -> allocation
   std::map<uint64_t, uint64_t> free_;           // base -> size of free address ranges
   uint64_t used_ = 0;

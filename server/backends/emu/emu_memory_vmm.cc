@@ -19,7 +19,7 @@ bool vmmAligned(uint64_t v) { return v % kVmmGranule == 0; }
 
 CUresult EmuMemory::vmmCreate(uint64_t bytes, bool shareable, uint64_t owner, uint64_t* handle) {
   if (bytes == 0 || !vmmAligned(bytes)) return CUDA_ERROR_INVALID_VALUE;
-  std::unique_lock lock(mutex_);
+  auto lock = lockForChange();
   if (bytes > capacity_ || used_ + bytes > capacity_) return CUDA_ERROR_OUT_OF_MEMORY;
   int fd = memfd_create("gpupool-vmm", MFD_CLOEXEC);
   if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -35,7 +35,7 @@ CUresult EmuMemory::vmmCreate(uint64_t bytes, bool shareable, uint64_t owner, ui
 
 CUresult EmuMemory::vmmExport(uint64_t handle, uint64_t owner, std::shared_ptr<int>* memfd,
                               uint64_t* bytes) {
-  std::unique_lock lock(mutex_);
+  auto lock = lockForChange();
   auto it = physical_.find(handle);
   if (it == physical_.end() || it->second.owner != owner || it->second.handleRefs == 0 ||
       !it->second.shareable) {
@@ -54,7 +54,7 @@ CUresult EmuMemory::vmmExport(uint64_t handle, uint64_t owner, std::shared_ptr<i
 CUresult EmuMemory::vmmImport(const std::shared_ptr<int>& memfd, uint64_t bytes, uint64_t owner,
                               uint64_t* handle) {
   if (!memfd || bytes == 0 || !vmmAligned(bytes)) return CUDA_ERROR_INVALID_VALUE;
-  std::unique_lock lock(mutex_);
+  auto lock = lockForChange();
   int fd = fcntl(*memfd, F_DUPFD_CLOEXEC, 0);
   if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
   *handle = nextHandle_++;
@@ -63,7 +63,7 @@ CUresult EmuMemory::vmmImport(const std::shared_ptr<int>& memfd, uint64_t bytes,
 }
 
 CUresult EmuMemory::vmmRetain(uint64_t address, uint64_t owner, uint64_t* handle) {
-  std::unique_lock lock(mutex_);
+  auto lock = lockForChange();
   auto it = mappings_.upper_bound(address);
   if (it == mappings_.begin()) return CUDA_ERROR_INVALID_VALUE;
   --it;
@@ -87,7 +87,7 @@ void EmuMemory::dropPhysicalIfUnusedLocked(uint64_t handle, uint64_t* freed) {
 }
 
 CUresult EmuMemory::vmmRelease(uint64_t handle, uint64_t owner, uint64_t* freed) {
-  std::unique_lock lock(mutex_);
+  auto lock = lockForChange();
   auto it = physical_.find(handle);
   if (it == physical_.end() || it->second.owner != owner || it->second.handleRefs == 0) {
     return CUDA_ERROR_INVALID_VALUE;
@@ -104,7 +104,7 @@ CUresult EmuMemory::vmmReserve(uint64_t bytes, uint64_t alignment, uint64_t hint
       !vmmAligned(alignment) || !vmmAligned(hint)) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  std::unique_lock lock(mutex_);
+  auto lock = lockForChange();
   auto take = [&](std::map<uint64_t, uint64_t>::iterator block, uint64_t at) {
     takeFreeLocked(block, at, bytes);
     reservations_[at] = {bytes, owner};
@@ -129,7 +129,7 @@ CUresult EmuMemory::vmmReserve(uint64_t bytes, uint64_t alignment, uint64_t hint
 }
 
 CUresult EmuMemory::vmmFree(uint64_t address, uint64_t bytes, uint64_t owner) {
-  std::unique_lock lock(mutex_);
+  auto lock = lockForChange();
   auto it = reservations_.find(address);
   if (it == reservations_.end() || it->second.owner != owner || it->second.size != bytes) {
     return CUDA_ERROR_INVALID_VALUE;
@@ -147,7 +147,7 @@ CUresult EmuMemory::vmmMap(uint64_t address, uint64_t bytes, uint64_t handle, ui
   if (bytes == 0 || !vmmAligned(address) || !vmmAligned(bytes) || !vmmAligned(offset)) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  std::unique_lock lock(mutex_);
+  auto lock = lockForChange();
   auto physical = physical_.find(handle);
   if (physical == physical_.end() || physical->second.owner != owner ||
       physical->second.handleRefs == 0) {
@@ -194,7 +194,7 @@ void EmuMemory::unmapLocked(std::map<uint64_t, VmmMapping>::iterator it, uint64_
 }
 
 CUresult EmuMemory::vmmUnmap(uint64_t address, uint64_t bytes, uint64_t owner, uint64_t* freed) {
-  std::unique_lock lock(mutex_);
+  auto lock = lockForChange();
   // The range must be made of whole mappings of the owner's, one after another.
   uint64_t at = address;
   auto it = mappings_.find(address);
@@ -215,7 +215,7 @@ CUresult EmuMemory::vmmUnmap(uint64_t address, uint64_t bytes, uint64_t owner, u
 }
 
 CUresult EmuMemory::vmmSetAccess(uint64_t address, uint64_t bytes, bool readWrite, uint64_t owner) {
-  std::unique_lock lock(mutex_);
+  auto lock = lockForChange();
   // The range must be mapped throughout, by mappings of the owner's.
   auto first = mappings_.upper_bound(address);
   if (first == mappings_.begin() || bytes == 0) return CUDA_ERROR_INVALID_VALUE;

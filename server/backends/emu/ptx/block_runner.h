@@ -6,6 +6,7 @@
 // cooperatively. Arithmetic/memory semantics live in instruction_semantics.cpp.
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -45,7 +46,12 @@ struct Warp {
   uint32_t syncMask[32] = {};
   uint32_t barrierId[32] = {};
   uint32_t barrierCount[32] = {};
-  bool barrierPred[32] = {};                // bar.red: this lane's predicate
+  bool barrierPred[32] = {};  // bar.red: this lane's predicate
+  uint32_t lanesInCalls = 0;  // lanes at call depth 1 or more
+  // The scheduler's knowledge, kept between turns (runWarp): the group that runs next when
+  // non-zero, its key, and the lowest key of the other running lanes.
+  uint32_t nextGroup = 0;
+  uint64_t nextKey = 0, othersKey = ~0ull;
   std::vector<std::vector<uint64_t>> regs;  // [depth][reg * 32 + lane]
   std::vector<Frame> frames[32];
   std::vector<uint8_t> local[32];
@@ -101,33 +107,63 @@ inline uint64_t raw(T v) {
 }
 
 class BlockRunner {
+  friend struct FastSteps;  // fast_steps.cc: specialized forms of executeSimple's cases
+
  public:
-  BlockRunner(LaunchContext& ctx, uint64_t blockIndex, unsigned worker)
-      : ctx_(ctx), img_(ctx.image), code_(ctx.image.code.data()), worker_(worker) {
-    const auto& g = ctx.config.grid;
+  // One runner per worker thread of a launch: start() readies it for each block in turn, reusing
+  // the storage of the last (a block costs no allocation once the first has run).
+  BlockRunner(LaunchContext& ctx, unsigned worker)
+      : ctx_(ctx),
+        img_(ctx.image),
+        code_(ctx.image.code.data()),
+        fastSteps_(ctx.image.fastSteps.size() == ctx.image.code.size() &&
+                           !ctx.services.genericPathOnly
+                       ? ctx.image.fastSteps.data()
+                       : nullptr),
+        worker_(worker),
+        memoryChanges_(ctx.memory.changes()) {}
+
+  void start(uint64_t blockIndex) {
+    const auto& g = ctx_.config.grid;
     block_[0] = static_cast<uint32_t>(blockIndex % g[0]);
     block_[1] = static_cast<uint32_t>((blockIndex / g[0]) % g[1]);
     block_[2] = static_cast<uint32_t>(blockIndex / (uint64_t{g[0]} * g[1]));
-    const auto& b = ctx.config.block;
+    const auto& b = ctx_.config.block;
     threads_ = b[0] * b[1] * b[2];
-    shared_.assign(ctx.sharedBytes, 0);
-    const FunctionImage& entry = img_.functions[ctx.function];
+    shared_.assign(ctx_.sharedBytes, 0);
+    localWarpSteps_ = localThreadSteps_ = 0;
+    yieldWarp_ = false;
+    std::fill(std::begin(arrivals_), std::end(arrivals_), 0u);
+    std::fill(std::begin(arrivalCount_), std::end(arrivalCount_), 0u);
+    const FunctionImage& entry = img_.functions[ctx_.function];
     warps_.resize((threads_ + 31) / 32);
     for (uint32_t wi = 0; wi < warps_.size(); ++wi) {
       Warp& w = warps_[wi];
       w.index = wi;
-      w.regs.resize(1);
-      w.regs[0].assign(std::max<uint32_t>(entry.numRegs, 1) * 32, 0);
+      w.live = 0;
+      // Registers start at zero in a runner's first block, and later blocks find what the last
+      // one left (PTX leaves them undefined): zeroing each block's cost more than its work in
+      // short kernels.
+      w.regs.resize(std::max<size_t>(w.regs.size(), 1));
+      w.regs[0].resize(std::max<uint32_t>(entry.numRegs, 1) * 32, 0);
+      std::fill(std::begin(w.depth), std::end(w.depth), uint16_t{0});
+      std::fill(std::begin(w.carry), std::end(w.carry), uint8_t{0});
+      std::fill(std::begin(w.barrierPred), std::end(w.barrierPred), false);
+      w.lanesInCalls = 0;
       for (int l = 0; l < 32; ++l) {
         bool exists = wi * 32 + l < threads_;
         w.state[l] = exists ? LaneState::kRun : LaneState::kExited;
+        w.frames[l].clear();
         if (!exists) continue;
         w.live |= 1u << l;
         w.pc[l] = entry.entryPc;
-        w.frames[l].push_back(Frame{ctx.function, 0, 0, 0});
+        w.frames[l].push_back(Frame{ctx_.function, 0, 0, 0});
         w.local[l].assign(entry.localBytes, 0);
         w.params[l].assign(entry.frameParamBytes, 0);
       }
+      w.nextGroup = w.live;
+      w.nextKey = scheduleKey(0, entry.entryPc);
+      w.othersKey = ~0ull;
     }
   }
 
@@ -151,44 +187,83 @@ class BlockRunner {
 
  private:
   // ---- scheduling ---------------------------------------------------------------------------
+  // A lane's place in the scheduling order: the group with the lowest key runs next (deepest
+  // call first, then lowest pc).
+  static uint64_t scheduleKey(uint32_t depth, uint32_t pc) {
+    return (uint64_t{0xffffu - depth} << 32) | pc;
+  }
+
   bool runWarp(Warp& w) {
     bool any = false;
     // A warp spinning on memory another warp of the block writes (a flag, a lock) must let that
     // warp run: after this many steps in a row the warp yields.
     constexpr uint32_t kStepsPerTurn = 1u << 16;
+    // While the group that ran stays together and its new key stays below every other running
+    // lane's (othersKey, which only a scan changes: the other lanes do not move meanwhile), it
+    // is the next group again: no need to look at each lane.
     for (uint32_t steps = 0;; ++steps) {
       if (steps == kStepsPerTurn) return true;
-      uint32_t group = 0, pc = 0;
-      int bestDepth = -1;
-      for (int l = 0; l < 32; ++l) {
-        if (w.state[l] != LaneState::kRun) continue;
-        int d = w.depth[l];
-        uint32_t p = w.pc[l];
-        if (d > bestDepth || (d == bestDepth && p < pc)) {
-          bestDepth = d;
-          pc = p;
-          group = 1u << l;
-        } else if (d == bestDepth && p == pc) {
-          group |= 1u << l;
-        }
-      }
+      uint32_t group = w.nextGroup;
+      uint64_t key = w.nextKey;
       if (!group) {
-        if (releaseWarpSync(w)) {
-          any = true;
-          continue;
+        scan(w, &group, &key);
+        if (!group) {
+          if (releaseWarpSync(w)) {
+            any = true;
+            continue;
+          }
+          return any;
         }
-        return any;
       }
-      execute(w, group, pc, static_cast<uint32_t>(bestDepth));
+      const uint32_t depth = 0xffffu - static_cast<uint32_t>(key >> 32);
+      const uint32_t groupPc = execute(w, group, static_cast<uint32_t>(key), depth);
+      w.nextKey = scheduleKey(depth, groupPc);
+      w.nextGroup = groupPc != kScatteredGroup && w.nextKey < w.othersKey ? group : 0;
       any = true;
       ++localWarpSteps_;
-      localThreadSteps_ += static_cast<uint64_t>(std::popcount(group));
+      localThreadSteps_ += group == 0xffffffffu ? 32 : static_cast<uint64_t>(std::popcount(group));
       if ((localWarpSteps_ & 0xfff) == 0) flushSteps();
+      if (!w.live) return true;
       if (yieldWarp_) {
         yieldWarp_ = false;
         return true;
       }
     }
+  }
+
+  // Finds the running lanes with the lowest key (the group), and the lowest key of the others.
+  // Branch-free passes; 32-bit keys (the pc alone) while no lane is inside a call.
+  void scan(Warp& w, uint32_t* group, uint64_t* key) {
+    *group = 0;
+    if (w.lanesInCalls == 0) {
+      uint32_t pcs[32];
+      uint32_t best = ~0u, others = ~0u;
+      for (int l = 0; l < 32; ++l) {
+        pcs[l] = w.state[l] == LaneState::kRun ? w.pc[l] : ~0u;
+        best = std::min(best, pcs[l]);
+      }
+      for (int l = 0; l < 32; ++l) {
+        *group |= static_cast<uint32_t>(pcs[l] == best) << l;
+        others = std::min(others, pcs[l] == best ? ~0u : pcs[l]);
+      }
+      if (best == ~0u) *group = 0;
+      *key = scheduleKey(0, best);
+      w.othersKey = others == ~0u ? ~0ull : scheduleKey(0, others);
+      return;
+    }
+    uint64_t keys[32];
+    uint64_t best = ~0ull, others = ~0ull;
+    for (int l = 0; l < 32; ++l) {
+      keys[l] = w.state[l] == LaneState::kRun ? scheduleKey(w.depth[l], w.pc[l]) : ~0ull;
+      best = std::min(best, keys[l]);
+    }
+    for (int l = 0; l < 32; ++l) {
+      *group |= static_cast<uint32_t>(keys[l] == best) << l;
+      others = std::min<uint64_t>(others, keys[l] == best ? ~0ull : keys[l]);
+    }
+    if (best == ~0ull) *group = 0;
+    *key = best;
+    w.othersKey = others;
   }
 
   void flushSteps() {
@@ -236,7 +311,8 @@ class BlockRunner {
           if (w.state[l] == LaneState::kBarrier && (w.barrierId[l] & 15) == id)
             trueCount += w.barrierPred[l] ? 1 : 0;
         });
-      for (Warp& w : warps_)
+      for (Warp& w : warps_) {
+        w.nextGroup = 0;  // lanes move: the warp's next group is found anew
         forLanes(w.live, [&](int l) {
           if (w.state[l] != LaneState::kBarrier || (w.barrierId[l] & 15) != id) return;
           const Instr& in = code_[w.pc[l]];
@@ -251,6 +327,7 @@ class BlockRunner {
           w.state[l] = LaneState::kRun;
           ++w.pc[l];
         });
+      }
     }
     return released;
   }
@@ -444,6 +521,13 @@ class BlockRunner {
     return const_cast<uint8_t*>(ctx_.params) + off;
   }
   uint8_t* globalPtr(uint64_t addr, uint64_t len, int l) {
+    // Spans come from the device memory, which never lies in the interpreter's windows.
+    if (memoryChanges_ && memoryChanges_->load(std::memory_order_acquire) == spansChangeCount_) {
+      for (const GlobalSpan& s : spans_) {
+        uint64_t offset = addr - s.base;
+        if (s.host && offset <= s.size && len <= s.size - offset) return s.host + offset;
+      }
+    }
     if (addr >= kHeapWindow && addr < kHeapWindow + kWindowSize) {
       if (DeviceHeap* heap = ctx_.services.heap) {
         if (void* p = heap->translate(addr, len)) return static_cast<uint8_t*>(p);
@@ -451,6 +535,18 @@ class BlockRunner {
       return illegal(l, addr, len, "global (heap)");
     }
     if (addr >= kSharedWindow && addr < kWindowsEnd) return illegal(l, addr, len, "global");
+    if (memoryChanges_) {
+      GlobalSpan found;
+      uint64_t changeCount = 0;
+      if (!ctx_.memory.span(addr, len, &found.base, &found.size, &found.host, &changeCount))
+        return illegal(l, addr, len, "global");
+      if (changeCount != spansChangeCount_) {
+        std::fill(std::begin(spans_), std::end(spans_), GlobalSpan{});
+        spansChangeCount_ = changeCount;
+      }
+      spans_[nextSpan_++ % kKeptSpans] = found;
+      return found.host + (addr - found.base);
+    }
     if (void* p = ctx_.memory.translate(addr, len)) return static_cast<uint8_t*>(p);
     return illegal(l, addr, len, "global");
   }
@@ -495,6 +591,10 @@ class BlockRunner {
 
   // ---- execution ----------------------------------------------------------------------------
   void advance(uint32_t mask, uint32_t pc) {
+    if (mask == 0xffffffffu) {
+      std::fill(std::begin(w_->pc), std::end(w_->pc), pc);
+      return;
+    }
     forLanes(mask, [&](int l) { w_->pc[l] = pc; });
   }
   void exitLane(int l) {
@@ -502,35 +602,44 @@ class BlockRunner {
     w_->live &= ~(1u << l);
   }
 
-  void execute(Warp& w, uint32_t group, uint32_t pc, uint32_t depth) {
+  // Runs the instruction at `pc` for the lanes of `group`. Returns where the whole group went when
+  // it stayed together and no lane changed state (pc + 1, or a uniform branch's target), else
+  // kScatteredGroup.
+  static constexpr uint32_t kScatteredGroup = 0xffffffffu;
+  uint32_t execute(Warp& w, uint32_t group, uint32_t pc, uint32_t depth) {
     w_ = &w;
     R_ = w.regs[depth].data();
     curPc_ = pc;
     const Instr& in = code_[pc];
     uint32_t exec = group;
     if (in.guard != Operand::kNoReg) {
-      exec = 0;
-      forLanes(group, [&](int l) {
-        if (((R_[in.guard * 32 + l] & 1) != 0) != in.guardNegated) exec |= 1u << l;
-      });
+      const uint64_t* guard = R_ + size_t{in.guard} * 32;
+      uint32_t set = 0;
+      for (int l = 0; l < 32; ++l) set |= static_cast<uint32_t>(guard[l] & 1) << l;
+      exec = (in.guardNegated ? ~set : set) & group;
+    }
+    if (const FastStep step = fastSteps_ ? fastSteps_[pc] : nullptr) {
+      if (exec) step(*this, in, exec);
+      advance(group, pc + 1);
+      return pc + 1;
     }
     switch (in.op) {
       case Op::kBra:
         advance(exec, in.ops[0].index);
         advance(group & ~exec, pc + 1);
-        return;
+        return exec == group ? in.ops[0].index : exec == 0 ? pc + 1 : kScatteredGroup;
       case Op::kRet:
         doRet(exec);
         advance(group & ~exec, pc + 1);
-        return;
+        return kScatteredGroup;
       case Op::kExit:
         forLanes(exec, [&](int l) { exitLane(l); });
         advance(group & ~exec, pc + 1);
-        return;
+        return kScatteredGroup;
       case Op::kCall:
         doCall(in, exec, pc);
         advance(group & ~exec, pc + 1);
-        return;
+        return kScatteredGroup;
       case Op::kTrap:
         if (exec) fault(CUDA_ERROR_LAUNCH_FAILED, std::countr_zero(exec), pc, "trap");
         break;
@@ -553,7 +662,7 @@ class BlockRunner {
               in.mode >= static_cast<uint8_t>(BarMode::kRedPopc) && (value(in.ops[3], l) & 1) != 0;
         });
         advance(group & ~exec, pc + 1);
-        return;
+        return kScatteredGroup;
       case Op::kShfl:
       case Op::kVote:
       case Op::kRedux:
@@ -576,13 +685,14 @@ class BlockRunner {
         });
         advance(group & ~exec, pc + 1);
         releaseWarpSync(w);
-        return;
+        return kScatteredGroup;
       }
       default:
         if (exec) executeSimple(in, exec, group);
         break;
     }
     advance(group, pc + 1);
+    return pc + 1;
   }
 
   void doCall(const Instr& in, uint32_t exec, uint32_t pc) {
@@ -627,6 +737,7 @@ class BlockRunner {
                     std::min(f.params[i].size, cs.args[i].size));
       w.frames[l].push_back(nf);
       uint32_t d = ++w.depth[l];
+      if (d == 1) ++w.lanesInCalls;
       if (w.regs.size() <= d) w.regs.resize(d + 1);
       if (w.regs[d].size() < uint64_t{f.numRegs} * 32) w.regs[d].resize(uint64_t{f.numRegs} * 32);
       w.pc[l] = f.entryPc;
@@ -651,7 +762,7 @@ class BlockRunner {
                     area + f.paramBase + callee.returns[i].offset,
                     std::min(cs.results[i].size, callee.returns[i].size));
       w.pc[l] = f.callPc + 1;
-      --w.depth[l];
+      if (--w.depth[l] == 0) --w.lanesInCalls;
     });
   }
 
@@ -914,9 +1025,18 @@ class BlockRunner {
     return t == Type::kBF16 || t == Type::kBF16x2 ? doubleToBfloat(r) : doubleToHalf(r);
   }
 
+  // Global memory ranges the device memory named (DeviceMemory::span), so accesses inside them
+  // resolve without asking it (and taking its lock) again; all dropped when its changes() moves.
+  struct GlobalSpan {
+    uint64_t base = 0, size = 0;
+    uint8_t* host = nullptr;
+  };
+  static constexpr unsigned kKeptSpans = 4;
+
   LaunchContext& ctx_;
   const ModuleImage& img_;
   const Instr* code_;
+  const FastStep* fastSteps_;  // per pc, or null where the image has none
   unsigned worker_;
   uint32_t block_[3] = {};
   uint32_t threads_ = 0;
@@ -929,6 +1049,10 @@ class BlockRunner {
   bool yieldWarp_ = false;          // the warp polls something only another warp can change
   uint32_t arrivals_[16] = {};      // bar.arrive arrivals not yet consumed by a release
   uint32_t arrivalCount_[16] = {};  // the thread count those arrivals named
+  const std::atomic<uint64_t>* memoryChanges_;  // null: the memory names no spans
+  GlobalSpan spans_[kKeptSpans];
+  unsigned nextSpan_ = 0;
+  uint64_t spansChangeCount_ = 0;
 };
 
 }  // namespace gpupool::ptx::execution

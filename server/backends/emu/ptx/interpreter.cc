@@ -4,9 +4,14 @@
 
 namespace gpupool::ptx {
 
-void runBlock(LaunchContext& ctx, uint64_t blockIndex, unsigned worker) {
-  execution::BlockRunner runner(ctx, blockIndex, worker);
-  runner.run();
+BlockWorker::BlockWorker(LaunchContext& ctx, unsigned worker)
+    : runner_(std::make_unique<execution::BlockRunner>(ctx, worker)) {}
+
+BlockWorker::~BlockWorker() = default;
+
+void BlockWorker::run(uint64_t blockIndex) {
+  runner_->start(blockIndex);
+  runner_->run();
 }
 
 }  // namespace gpupool::ptx

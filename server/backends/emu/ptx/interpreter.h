@@ -1,10 +1,11 @@
-// Execution core (internal): runs one thread block of a launch to completion. launch.cpp owns
+// Execution core (internal): runs the thread blocks of a launch to completion. launch.cpp owns
 // validation and distributes blocks over worker threads.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -54,7 +55,22 @@ struct LaunchFault {
   Status status;
 };
 
-// Runs block `blockIndex` (linear). Throws LaunchFault on a kernel error.
-void runBlock(LaunchContext& ctx, uint64_t blockIndex, unsigned worker);
+namespace execution {
+class BlockRunner;
+}
+
+// Runs blocks of one launch on one worker thread, one after another in the same storage.
+class BlockWorker {
+ public:
+  BlockWorker(LaunchContext& ctx, unsigned worker);
+  ~BlockWorker();
+  BlockWorker(const BlockWorker&) = delete;
+  BlockWorker& operator=(const BlockWorker&) = delete;
+  // Runs block `blockIndex` (linear). Throws LaunchFault on a kernel error.
+  void run(uint64_t blockIndex);
+
+ private:
+  std::unique_ptr<execution::BlockRunner> runner_;
+};
 
 }  // namespace gpupool::ptx

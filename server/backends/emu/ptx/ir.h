@@ -400,6 +400,13 @@ struct MatrixInstr {
   MatrixBitOp bitOp = MatrixBitOp::kNone;
 };
 
+namespace execution {
+class BlockRunner;
+}
+// A routine specialized for one instruction's form (fast_steps.h): runs it for the lanes of
+// `exec` of the runner's current warp.
+using FastStep = void (*)(execution::BlockRunner&, const Instr&, uint32_t exec);
+
 struct ParamSlot {
   uint32_t offset = 0, size = 0;
 };
@@ -461,6 +468,7 @@ inline constexpr uint32_t kReservedSharedBytes = 1024;
 struct ModuleImage {
   uint32_t targetSm = 0, ptxVersion = 0;
   std::vector<Instr> code;
+  std::vector<FastStep> fastSteps;      // per pc: the instruction's fast step, or null
   std::vector<Operand> vectorElements;  // Vector operands point here
   std::vector<CallSite> calls;
   std::vector<MatrixInstr> matrixInstrs;

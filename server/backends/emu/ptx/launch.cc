@@ -78,11 +78,12 @@ LaunchResult launch(const Module& module, const KernelInfo& kernel, const Launch
     Status failure;
     std::atomic<uint64_t> nextBlock{0};
     auto work = [&](unsigned worker) {
+      BlockWorker blockWorker(ctx, worker);
       while (!ctx.failed.load(std::memory_order_relaxed)) {
         uint64_t b = nextBlock.fetch_add(1);
         if (b >= blocks) return;
         try {
-          runBlock(ctx, b, worker);
+          blockWorker.run(b);
         } catch (const LaunchFault& f) {
           std::lock_guard lock(failureMutex);
           if (!haveFailure && !f.status.message.empty()) {

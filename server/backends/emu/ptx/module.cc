@@ -1,5 +1,6 @@
 #include <cstring>
 
+#include "fast_steps.h"
 #include "ir.h"
 #include "ptx_launch.h"
 #include "ptx_module.h"
@@ -12,6 +13,8 @@ Module::~Module() = default;
 Result<std::unique_ptr<Module>> Module::load(std::string_view ptx) {
   auto image = std::make_unique<ModuleImage>();
   if (Status built = buildModuleImage(ptx, image.get()); !built.ok()) return built;
+  image->fastSteps.reserve(image->code.size());
+  for (const Instr& in : image->code) image->fastSteps.push_back(execution::chooseFastStep(in));
   return std::unique_ptr<Module>(new Module(std::move(image)));
 }
 

@@ -43,6 +43,18 @@ class DeviceMemory {
   // (the interpreter then fails the launch with CUDA_ERROR_ILLEGAL_ADDRESS). Called concurrently
   // from the worker threads of one launch.
   virtual void* translate(uint64_t addr, uint64_t len) = 0;
+
+  // Optional, for speed: a memory that can name the whole range an access resolves in lets the
+  // interpreter keep that range and resolve later accesses inside it itself. span() gives the
+  // range [*base, *base + *size) containing [addr, addr+len), whose bytes sit at host address
+  // *host + (address - *base), and changes()'s value at that moment; the range stays good while
+  // changes() returns that value. Both default to "no spans": translate() is asked every time.
+  virtual bool span(uint64_t addr, uint64_t len, uint64_t* base, uint64_t* size, uint8_t** host,
+                    uint64_t* changeCount) {
+    (void)addr, (void)len, (void)base, (void)size, (void)host, (void)changeCount;
+    return false;
+  }
+  virtual const std::atomic<uint64_t>* changes() const { return nullptr; }
 };
 
 struct LaunchConfig {
@@ -73,6 +85,9 @@ struct LaunchServices {
   DeviceHeap* heap = nullptr;
   // The context's texture and surface objects; null = tex/suld/sust fault. Not owned.
   const TextureTable* textures = nullptr;
+  // Runs every instruction through the interpreter's generic path, not the routines specialized
+  // for common forms at load (fast_steps.h): the tests compare the two.
+  bool genericPathOnly = false;
 };
 
 struct LaunchResult {

@@ -1,0 +1,599 @@
+// The fast steps (fast_steps.h). Each template mirrors one case of the generic path for one
+// fixed form; chooseFastStep() accepts only forms whose generic semantics reduce to that case.
+#include "fast_steps.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+
+#include "block_runner.h"
+#include "device_element_access.h"
+
+namespace gpupool::ptx::execution {
+
+struct FastSteps {
+  // A source operand: a register's 32 lanes, or an immediate.
+  struct Reg {
+    const uint64_t* lanes;
+    Reg(const uint64_t* registers, const Operand& o) : lanes(registers + size_t{o.index} * 32) {}
+    uint64_t operator()(int l) const { return lanes[l]; }
+  };
+  struct Imm {
+    uint64_t value;
+    Imm(const uint64_t*, const Operand& o) : value(o.imm) {}
+    uint64_t operator()(int) const { return value; }
+  };
+
+  // All 32 lanes in a loop the compiler can unroll and vectorize; otherwise lane by lane.
+  template <class Body>
+  static void lanes(uint32_t exec, Body&& body) {
+    if (exec == 0xffffffffu) {
+      for (int l = 0; l < 32; ++l) body(l);
+    } else {
+      forLanes(exec, body);
+    }
+  }
+
+  static uint64_t* destination(BlockRunner& r, const Operand& d) {
+    return r.R_ + size_t{d.index} * 32;
+  }
+
+  // ---- integers (integerOp's add, sub, mul.lo, mad.lo, mul.wide, logic, shifts, min, max) ----
+  enum class IntOp : uint8_t {
+    kAdd,
+    kSub,
+    kMul,
+    kAnd,
+    kOr,
+    kXor,
+    kShl,
+    kShr,
+    kMin,
+    kMax,
+    kDiv,
+    kRem
+  };
+
+  template <class T, IntOp OP>
+  static T intResult(T a, uint64_t bRaw) {
+    using U = std::make_unsigned_t<T>;
+    constexpr unsigned W = sizeof(T) * 8;
+    const T b = static_cast<T>(bRaw);
+    if constexpr (OP == IntOp::kAdd) return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+    if constexpr (OP == IntOp::kSub) return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));
+    if constexpr (OP == IntOp::kMul) return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+    if constexpr (OP == IntOp::kAnd) return static_cast<T>(a & b);
+    if constexpr (OP == IntOp::kOr) return static_cast<T>(a | b);
+    if constexpr (OP == IntOp::kXor) return static_cast<T>(a ^ b);
+    if constexpr (OP == IntOp::kShl) {
+      const uint32_t n = static_cast<uint32_t>(bRaw);
+      return n >= W ? T{0} : static_cast<T>(static_cast<U>(static_cast<U>(a) << n));
+    }
+    if constexpr (OP == IntOp::kShr) {
+      const uint32_t n = static_cast<uint32_t>(bRaw);
+      if constexpr (std::is_signed_v<T>)
+        return n >= W ? static_cast<T>(a < 0 ? -1 : 0) : static_cast<T>(a >> n);
+      else
+        return n >= W ? T{0} : static_cast<T>(a >> n);
+    }
+    if constexpr (OP == IntOp::kMin) return std::min(a, b);
+    if constexpr (OP == IntOp::kMax) return std::max(a, b);
+    if constexpr (OP == IntOp::kDiv) return intDiv<T>(a, b);
+    if constexpr (OP == IntOp::kRem) return intRem<T>(a, b);
+  }
+
+  template <class T, IntOp OP, class B>
+  static void intBinary(BlockRunner& r, const Instr& in, uint32_t exec) {
+    uint64_t* d = destination(r, in.ops[0]);
+    const Reg a(r.R_, in.ops[1]);
+    const B b(r.R_, in.ops[2]);
+    lanes(exec, [&](int l) { d[l] = raw<T>(intResult<T, OP>(static_cast<T>(a(l)), b(l))); });
+  }
+
+  template <class T, class B, class C>
+  static void madLo(BlockRunner& r, const Instr& in, uint32_t exec) {
+    using U = std::make_unsigned_t<T>;
+    uint64_t* d = destination(r, in.ops[0]);
+    const Reg a(r.R_, in.ops[1]);
+    const B b(r.R_, in.ops[2]);
+    const C c(r.R_, in.ops[3]);
+    lanes(exec, [&](int l) {
+      d[l] = raw<U>(
+          static_cast<U>(static_cast<U>(a(l)) * static_cast<U>(b(l)) + static_cast<U>(c(l))));
+    });
+  }
+
+  template <class T, class B>
+  static void mulWide(BlockRunner& r, const Instr& in, uint32_t exec) {
+    using Wide = std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>;
+    uint64_t* d = destination(r, in.ops[0]);
+    const Reg a(r.R_, in.ops[1]);
+    const B b(r.R_, in.ops[2]);
+    lanes(exec, [&](int l) {
+      d[l] = static_cast<uint64_t>(static_cast<Wide>(static_cast<T>(a(l))) *
+                                   static_cast<Wide>(static_cast<T>(b(l))));
+    });
+  }
+
+  // ---- f32 (floatBinary and the fma/mad case, round to nearest, no .ftz/.sat) ----------------
+  enum class FloatOp : uint8_t { kAdd, kSub, kMul };
+
+  static uint64_t f32Result(float v) { return std::isnan(v) ? kCanonicalNanF32 : bits(v); }
+
+  template <FloatOp OP, class A, class B>
+  static void f32Binary(BlockRunner& r, const Instr& in, uint32_t exec) {
+    uint64_t* d = destination(r, in.ops[0]);
+    const A a(r.R_, in.ops[1]);
+    const B b(r.R_, in.ops[2]);
+    lanes(exec, [&](int l) {
+      const float x = f32(a(l)), y = f32(b(l));
+      if constexpr (OP == FloatOp::kAdd) d[l] = f32Result(x + y);
+      if constexpr (OP == FloatOp::kSub) d[l] = f32Result(x - y);
+      if constexpr (OP == FloatOp::kMul) d[l] = f32Result(x * y);
+    });
+  }
+
+  template <class A, class B, class C>
+  static void f32Fma(BlockRunner& r, const Instr& in, uint32_t exec) {
+    uint64_t* d = destination(r, in.ops[0]);
+    const A a(r.R_, in.ops[1]);
+    const B b(r.R_, in.ops[2]);
+    const C c(r.R_, in.ops[3]);
+    lanes(exec, [&](int l) { d[l] = f32Result(std::fma(f32(a(l)), f32(b(l)), f32(c(l)))); });
+  }
+
+  // ---- setp (one or two predicate destinations, no boolean combination) ----------------------
+  template <class T, CmpOp CMP, class B>
+  static void setp(BlockRunner& r, const Instr& in, uint32_t exec) {
+    uint64_t* d = destination(r, in.ops[0]);
+    uint64_t* q = in.ops[5].kind == OperandKind::kReg ? destination(r, in.ops[5]) : nullptr;
+    const Reg a(r.R_, in.ops[1]);
+    const B b(r.R_, in.ops[2]);
+    lanes(exec, [&](int l) {
+      bool v;
+      if constexpr (std::is_same_v<T, float>)
+        v = floatCompare(CMP, f32(a(l)), f32(b(l)));
+      else
+        v = intCompare<T>(CMP, static_cast<T>(a(l)), static_cast<T>(b(l)));
+      d[l] = v;
+      if (q) q[l] = !v;
+    });
+  }
+
+  // ---- selp, mov ------------------------------------------------------------------------------
+  template <class A, class B>
+  static void selp(BlockRunner& r, const Instr& in, uint32_t exec) {
+    uint64_t* d = destination(r, in.ops[0]);
+    const A a(r.R_, in.ops[1]);
+    const B b(r.R_, in.ops[2]);
+    const Reg c(r.R_, in.ops[3]);
+    lanes(exec, [&](int l) { d[l] = (c(l) & 1) ? a(l) : b(l); });
+  }
+
+  template <class S>
+  static void mov(BlockRunner& r, const Instr& in, uint32_t exec) {
+    uint64_t* d = destination(r, in.ops[0]);
+    const S s(r.R_, in.ops[1]);
+    const uint64_t mask = widthMask(typeBytes(in.type));
+    lanes(exec, [&](int l) { d[l] = s(l) & mask; });
+  }
+
+  // cvta/cvta.to of a register (executeSimple's kCvta case): generic addresses of shared and
+  // local memory are their windows' addresses; global ones are the addresses themselves.
+  template <Space SP, bool TO>
+  static void cvta(BlockRunner& r, const Instr& in, uint32_t exec) {
+    uint64_t* d = destination(r, in.ops[0]);
+    const Reg a(r.R_, in.ops[1]);
+    const uint64_t mask = widthMask(typeBytes(in.type));
+    constexpr uint64_t window = SP == Space::kShared  ? kSharedWindow
+                                : SP == Space::kLocal ? kLocalWindow
+                                                      : 0;
+    lanes(exec, [&](int l) {
+      uint64_t v = a(l);
+      if constexpr (window != 0)
+        v = TO ? (v >= window && v < window + kWindowSize ? v - window : v)
+               : (v & 0xffffffffu) + window;
+      d[l] = v & mask;
+    });
+  }
+
+  // mov of a special register the block's shape decides (BlockRunner::special).
+  template <Special S>
+  static void moveSpecial(BlockRunner& r, const Instr& in, uint32_t exec) {
+    uint64_t* d = destination(r, in.ops[0]);
+    const uint64_t mask = widthMask(typeBytes(in.type));
+    const auto& b = r.ctx_.config.block;
+    const uint32_t first = r.w_->index * 32;
+    lanes(exec, [&](int l) {
+      const uint32_t t = first + static_cast<uint32_t>(l);
+      uint64_t v;
+      if constexpr (S == Special::kTidX) v = t % b[0];
+      if constexpr (S == Special::kTidY) v = (t / b[0]) % b[1];
+      if constexpr (S == Special::kTidZ) v = t / (b[0] * b[1]);
+      if constexpr (S == Special::kLaneId) v = static_cast<uint64_t>(l);
+      d[l] = v & mask;
+    });
+  }
+  // The same for the ones every thread of the block reads alike.
+  static void moveUniformSpecial(BlockRunner& r, const Instr& in, uint32_t exec) {
+    uint64_t* d = destination(r, in.ops[0]);
+    const uint64_t v =
+        r.special(in.ops[1].index, std::countr_zero(exec)) & widthMask(typeBytes(in.type));
+    lanes(exec, [&](int l) { d[l] = v; });
+  }
+
+  static FastStep chooseSpecial(const Instr& in) {
+    switch (static_cast<Special>(in.ops[1].index)) {
+      case Special::kTidX:
+        return &moveSpecial<Special::kTidX>;
+      case Special::kTidY:
+        return &moveSpecial<Special::kTidY>;
+      case Special::kTidZ:
+        return &moveSpecial<Special::kTidZ>;
+      case Special::kLaneId:
+        return &moveSpecial<Special::kLaneId>;
+      case Special::kNtidX:
+      case Special::kNtidY:
+      case Special::kNtidZ:
+      case Special::kCtaidX:
+      case Special::kCtaidY:
+      case Special::kCtaidZ:
+      case Special::kNctaidX:
+      case Special::kNctaidY:
+      case Special::kNctaidZ:
+      case Special::kWarpId:
+      case Special::kNWarpId:
+      case Special::kWarpSize:
+        return &moveUniformSpecial;
+      default:
+        return nullptr;  // clocks, lane masks and the rest: the generic path
+    }
+  }
+
+  // ---- ld, st (the generic kLd/kSt cases with the space and element size fixed) --------------
+  // An address operand: a register plus an offset, or anything else (a symbol, an immediate), as
+  // BlockRunner::address reads it.
+  struct RegAddress {
+    const uint64_t* lanes;
+    uint64_t offset;
+    RegAddress(BlockRunner& r, const Operand& o)
+        : lanes(r.R_ + size_t{o.index} * 32), offset(o.imm) {}
+    uint64_t operator()(BlockRunner&, int l) const { return lanes[l] + offset; }
+  };
+  struct OtherAddress {
+    const Operand& operand;
+    OtherAddress(BlockRunner&, const Operand& o) : operand(o) {}
+    uint64_t operator()(BlockRunner& r, int l) const { return r.address(operand, l); }
+  };
+
+  // One register (SCALAR) or a vector of up to four.
+  template <Space SP, unsigned EB, bool SIGNED, class ADDRESS, bool SCALAR>
+  static void load(BlockRunner& r, const Instr& in, uint32_t exec) {
+    const unsigned n = SCALAR ? 1 : in.vec;
+    const Operand& d = in.ops[0];
+    const ADDRESS address(r, in.ops[1]);
+    uint64_t* scalar = SCALAR ? destination(r, d) : nullptr;
+    forLanes(exec, [&](int l) {
+      const uint8_t* p = r.access(SP, address(r, l), uint64_t{EB} * n, l);
+      if constexpr (SCALAR) {
+        scalar[l] = extend(loadDeviceElement(p, EB), EB, SIGNED);
+      } else {
+        for (unsigned k = 0; k < n; ++k)
+          r.set(r.element(d, k), l, extend(loadDeviceElement(p + k * EB, EB), EB, SIGNED));
+      }
+    });
+  }
+
+  // SOURCE: Reg or Imm for one element; void for a vector.
+  template <Space SP, unsigned EB, class ADDRESS, class SOURCE>
+  static void store(BlockRunner& r, const Instr& in, uint32_t exec) {
+    const ADDRESS address(r, in.ops[0]);
+    const Operand& s = in.ops[1];
+    if constexpr (std::is_void_v<SOURCE>) {
+      const unsigned n = in.vec;
+      forLanes(exec, [&](int l) {
+        uint8_t* p = r.access(SP, address(r, l), uint64_t{EB} * n, l);
+        for (unsigned k = 0; k < n; ++k)
+          storeDeviceElement(p + k * EB, EB, r.value(r.element(s, k), l));
+      });
+    } else {
+      const SOURCE source(r.R_, s);
+      forLanes(exec, [&](int l) {
+        storeDeviceElement(r.access(SP, address(r, l), EB, l), EB, source(l));
+      });
+    }
+  }
+
+  // ---- choosing ------------------------------------------------------------------------------
+  static bool isReg(const Operand& o) { return o.kind == OperandKind::kReg && !o.negate; }
+  static bool isImm(const Operand& o) { return o.kind == OperandKind::kImm; }
+  static bool regOrImm(const Operand& o) { return isReg(o) || isImm(o); }
+
+  template <class T, IntOp OP>
+  static FastStep intBinaryStep(const Operand& b) {
+    return isReg(b) ? &intBinary<T, OP, Reg> : &intBinary<T, OP, Imm>;
+  }
+
+  template <class T>
+  static FastStep chooseInt(const Instr& in) {
+    const Operand& b = in.ops[2];
+    switch (in.op) {
+      case Op::kAdd:
+        return intBinaryStep<T, IntOp::kAdd>(b);
+      case Op::kSub:
+        return intBinaryStep<T, IntOp::kSub>(b);
+      case Op::kMul:
+        return intBinaryStep<T, IntOp::kMul>(b);
+      case Op::kAnd:
+        return intBinaryStep<T, IntOp::kAnd>(b);
+      case Op::kOr:
+        return intBinaryStep<T, IntOp::kOr>(b);
+      case Op::kXor:
+        return intBinaryStep<T, IntOp::kXor>(b);
+      case Op::kShl:
+        return intBinaryStep<T, IntOp::kShl>(b);
+      case Op::kShr:
+        return intBinaryStep<T, IntOp::kShr>(b);
+      case Op::kMin:
+        return intBinaryStep<T, IntOp::kMin>(b);
+      case Op::kMax:
+        return intBinaryStep<T, IntOp::kMax>(b);
+      case Op::kDiv:
+        return intBinaryStep<T, IntOp::kDiv>(b);
+      case Op::kRem:
+        return intBinaryStep<T, IntOp::kRem>(b);
+      default:
+        return nullptr;
+    }
+  }
+
+  template <class T>
+  static FastStep chooseMad(const Instr& in) {
+    const bool b = isReg(in.ops[2]), c = isReg(in.ops[3]);
+    return b && c ? &madLo<T, Reg, Reg>
+           : b    ? &madLo<T, Reg, Imm>
+           : c    ? &madLo<T, Imm, Reg>
+                  : &madLo<T, Imm, Imm>;
+  }
+
+  template <class T, CmpOp CMP>
+  static FastStep setpStep(const Operand& b) {
+    return isReg(b) ? &setp<T, CMP, Reg> : &setp<T, CMP, Imm>;
+  }
+
+  template <class T>
+  static FastStep chooseSetp(const Instr& in) {
+    const Operand& b = in.ops[2];
+    switch (static_cast<CmpOp>(in.mode)) {
+      case CmpOp::kEq:
+        return setpStep<T, CmpOp::kEq>(b);
+      case CmpOp::kNe:
+        return setpStep<T, CmpOp::kNe>(b);
+      case CmpOp::kLt:
+      case CmpOp::kLo:
+        return setpStep<T, CmpOp::kLt>(b);
+      case CmpOp::kLe:
+      case CmpOp::kLs:
+        return setpStep<T, CmpOp::kLe>(b);
+      case CmpOp::kGt:
+      case CmpOp::kHi:
+        return setpStep<T, CmpOp::kGt>(b);
+      case CmpOp::kGe:
+      case CmpOp::kHs:
+        return setpStep<T, CmpOp::kGe>(b);
+      default:
+        return nullptr;  // the unordered and NaN tests run the generic path
+    }
+  }
+
+  template <class A, class B>
+  static FastStep f32BinaryStep(Op op) {
+    switch (op) {
+      case Op::kAdd:
+        return &f32Binary<FloatOp::kAdd, A, B>;
+      case Op::kSub:
+        return &f32Binary<FloatOp::kSub, A, B>;
+      case Op::kMul:
+        return &f32Binary<FloatOp::kMul, A, B>;
+      default:
+        return nullptr;
+    }
+  }
+
+  static FastStep chooseF32(const Instr& in) {
+    if (in.flags != 0 || (in.round != Round::kDefault && in.round != Round::kRN)) return nullptr;
+    const Operand &a = in.ops[1], &b = in.ops[2], &c = in.ops[3];
+    if (!regOrImm(a) || !regOrImm(b)) return nullptr;
+    if (in.op == Op::kFma || in.op == Op::kMad) {
+      if (!isReg(a) || !regOrImm(c)) return nullptr;
+      const bool br = isReg(b), cr = isReg(c);
+      return br && cr ? &f32Fma<Reg, Reg, Reg>
+             : br     ? &f32Fma<Reg, Reg, Imm>
+             : cr     ? &f32Fma<Reg, Imm, Reg>
+                      : &f32Fma<Reg, Imm, Imm>;
+    }
+    if (isReg(a)) return isReg(b) ? f32BinaryStep<Reg, Reg>(in.op) : f32BinaryStep<Reg, Imm>(in.op);
+    return isReg(b) ? f32BinaryStep<Imm, Reg>(in.op) : nullptr;
+  }
+
+  template <Space SP, unsigned EB, bool SIGNED, class ADDRESS>
+  static FastStep loadStep(const Instr& in) {
+    return in.vec == 1 ? &load<SP, EB, SIGNED, ADDRESS, true>
+                       : &load<SP, EB, SIGNED, ADDRESS, false>;
+  }
+
+  template <Space SP, unsigned EB, class ADDRESS>
+  static FastStep storeStep(const Instr& in) {
+    if (in.vec != 1) return &store<SP, EB, ADDRESS, void>;
+    return isReg(in.ops[1]) ? &store<SP, EB, ADDRESS, Reg> : &store<SP, EB, ADDRESS, Imm>;
+  }
+
+  template <Space SP, class ADDRESS>
+  static FastStep chooseMemory(const Instr& in) {
+    const unsigned eb = typeBytes(in.type);
+    const bool sgn = isSigned(in.type);
+    if (in.op == Op::kLd) {
+      switch (eb) {
+        case 1:
+          return sgn ? loadStep<SP, 1, true, ADDRESS>(in) : loadStep<SP, 1, false, ADDRESS>(in);
+        case 2:
+          return sgn ? loadStep<SP, 2, true, ADDRESS>(in) : loadStep<SP, 2, false, ADDRESS>(in);
+        case 4:
+          return sgn ? loadStep<SP, 4, true, ADDRESS>(in) : loadStep<SP, 4, false, ADDRESS>(in);
+        case 8:
+          return loadStep<SP, 8, false, ADDRESS>(in);
+        default:
+          return nullptr;
+      }
+    }
+    switch (eb) {
+      case 1:
+        return storeStep<SP, 1, ADDRESS>(in);
+      case 2:
+        return storeStep<SP, 2, ADDRESS>(in);
+      case 4:
+        return storeStep<SP, 4, ADDRESS>(in);
+      case 8:
+        return storeStep<SP, 8, ADDRESS>(in);
+      default:
+        return nullptr;
+    }
+  }
+
+  template <Space SP>
+  static FastStep chooseMemory(const Instr& in) {
+    const Operand& a = in.ops[in.op == Op::kLd ? 1 : 0];
+    const bool registerBased = a.symbol == SymbolKind::kNone && a.index != Operand::kNoReg;
+    return registerBased ? chooseMemory<SP, RegAddress>(in) : chooseMemory<SP, OtherAddress>(in);
+  }
+
+  static FastStep choose(const Instr& in) {
+    const Operand& d = in.ops[0];
+    switch (in.op) {
+      case Op::kLd:
+      case Op::kSt: {
+        // Vectors of up to four registers; .v8 and anything holding a vector element that is not
+        // a plain register keep the generic path.
+        const Operand& data = in.ops[in.op == Op::kLd ? 0 : 1];
+        if (in.vec != 1 && in.vec != 2 && in.vec != 4) return nullptr;
+        if (in.vec == 1 && !(in.op == Op::kLd ? isReg(data) : regOrImm(data))) return nullptr;
+        if (in.vec > 1 && data.kind != OperandKind::kVector) return nullptr;
+        switch (in.space) {
+          case Space::kShared:
+            return chooseMemory<Space::kShared>(in);
+          case Space::kGlobal:
+            return chooseMemory<Space::kGlobal>(in);
+          case Space::kGeneric:
+            return chooseMemory<Space::kGeneric>(in);
+          case Space::kParam:
+            return chooseMemory<Space::kParam>(in);
+          case Space::kLocal:
+            return chooseMemory<Space::kLocal>(in);
+          case Space::kConst:
+            return chooseMemory<Space::kConst>(in);
+        }
+        return nullptr;
+      }
+      case Op::kMov:
+        if (!isReg(d) || in.type == Type::kPred) return nullptr;
+        if (in.ops[1].kind == OperandKind::kSpecial) return chooseSpecial(in);
+        if (!regOrImm(in.ops[1])) return nullptr;
+        return isReg(in.ops[1]) ? &mov<Reg> : &mov<Imm>;
+      case Op::kCvta:
+      case Op::kCvtaTo: {
+        if (!isReg(d) || !isReg(in.ops[1])) return nullptr;
+        const bool to = in.op == Op::kCvtaTo;
+        switch (in.space) {
+          case Space::kShared:
+            return to ? &cvta<Space::kShared, true> : &cvta<Space::kShared, false>;
+          case Space::kLocal:
+            return to ? &cvta<Space::kLocal, true> : &cvta<Space::kLocal, false>;
+          default:
+            return &cvta<Space::kGlobal, false>;
+        }
+      }
+      case Op::kSelp:
+        if (!isReg(d) || !regOrImm(in.ops[1]) || !regOrImm(in.ops[2]) || !isReg(in.ops[3]))
+          return nullptr;
+        return isReg(in.ops[1]) ? (isReg(in.ops[2]) ? &selp<Reg, Reg> : &selp<Reg, Imm>)
+                                : (isReg(in.ops[2]) ? &selp<Imm, Reg> : &selp<Imm, Imm>);
+      case Op::kSetp:
+        if (!isReg(d) || !isReg(in.ops[1]) || !regOrImm(in.ops[2]) || in.boolOp != BoolOp::kNone ||
+            in.flags != 0 || (in.ops[5].kind != OperandKind::kNone && !isReg(in.ops[5])))
+          return nullptr;
+        switch (in.type) {
+          case Type::kU32:
+          case Type::kB32:
+            return chooseSetp<uint32_t>(in);
+          case Type::kS32:
+            return chooseSetp<int32_t>(in);
+          case Type::kU64:
+          case Type::kB64:
+            return chooseSetp<uint64_t>(in);
+          case Type::kS64:
+            return chooseSetp<int64_t>(in);
+          case Type::kF32:
+            return chooseSetp<float>(in);
+          default:
+            return nullptr;
+        }
+      case Op::kAdd:
+      case Op::kSub:
+      case Op::kMul:
+      case Op::kMad:
+      case Op::kFma:
+      case Op::kAnd:
+      case Op::kOr:
+      case Op::kXor:
+      case Op::kShl:
+      case Op::kShr:
+      case Op::kMin:
+      case Op::kMax:
+      case Op::kDiv:
+      case Op::kRem:
+        break;
+      default:
+        return nullptr;
+    }
+    if (!isReg(d)) return nullptr;
+    if (in.type == Type::kF32) return chooseF32(in);
+    if (!isReg(in.ops[1]) || !regOrImm(in.ops[2])) return nullptr;
+    if (in.op == Op::kFma) return nullptr;
+    if ((in.op == Op::kDiv || in.op == Op::kRem) && isFloat(in.type)) return nullptr;
+    // mul and mad: .lo, or mul.wide of 32-bit sources; .hi, .cc and .sat run the generic path.
+    const bool wide = in.flags == kWide;
+    if (in.op == Op::kMul || in.op == Op::kMad) {
+      if (in.flags != kLo && !(wide && in.op == Op::kMul)) return nullptr;
+    } else if (in.flags != 0) {
+      return nullptr;
+    }
+    if (in.op == Op::kMad && !regOrImm(in.ops[3])) return nullptr;
+    const bool bReg = isReg(in.ops[2]);
+    switch (in.type) {
+      case Type::kU32:
+      case Type::kB32:
+        if (wide) return bReg ? &mulWide<uint32_t, Reg> : &mulWide<uint32_t, Imm>;
+        if (in.op == Op::kMad) return chooseMad<uint32_t>(in);
+        return chooseInt<uint32_t>(in);
+      case Type::kS32:
+        if (wide) return bReg ? &mulWide<int32_t, Reg> : &mulWide<int32_t, Imm>;
+        if (in.op == Op::kMad) return chooseMad<uint32_t>(in);
+        return chooseInt<int32_t>(in);
+      case Type::kU64:
+      case Type::kB64:
+        if (wide) return nullptr;
+        if (in.op == Op::kMad) return chooseMad<uint64_t>(in);
+        return chooseInt<uint64_t>(in);
+      case Type::kS64:
+        if (wide) return nullptr;
+        if (in.op == Op::kMad) return chooseMad<uint64_t>(in);
+        return chooseInt<int64_t>(in);
+      default:
+        return nullptr;
+    }
+  }
+};
+
+FastStep chooseFastStep(const Instr& in) { return FastSteps::choose(in); }
+
+}  // namespace gpupool::ptx::execution
