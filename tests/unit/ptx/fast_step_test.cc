@@ -363,3 +363,39 @@ TEST(FastSteps, UnusualFormsKeepTheGenericPath) {
 
 }  // namespace
 }  // namespace gpupool::ptx::testing
+
+namespace gpupool::ptx::testing {
+namespace {
+
+// A warp's loads and stores go at once where every lane's address is good; where one is not, the
+// launch fails naming that lane, as lane by lane.
+TEST(FastSteps, AWholeWarpAccessStillNamesTheLaneThatFaults) {
+  const std::string shared =
+      "mov.u32 %t, sbuf; shl.b32 %o, %tid, 2; setp.eq.u32 %p, %tid, 7; @%p add.u32 %o, %o, 4096;"
+      "add.u32 %t, %t, %o; ld.shared.u32 %v, [%t];";
+  SnippetResult s = runSnippet(".reg .b32 %t, %o, %v; .reg .pred %p;", shared, {}, 32, "sm_90",
+                               ".shared .align 4 .b8 sbuf[128];");
+  EXPECT_EQ(s.launch.status.code, CUDA_ERROR_ILLEGAL_ADDRESS);
+  EXPECT_NE(s.launch.status.message.find("lane 7 "), std::string::npos) << s.launch.status.message;
+
+  // Global: lane 5 one element past the 64 input slots.
+  const std::string global =
+      "mul.wide.u32 %a, %tid, 8; setp.eq.u32 %p, %tid, 5; @%p add.s64 %a, %a, 480;"
+      "add.s64 %a, %in, %a; st.global.u64 [%a], %a;";
+  SnippetResult g = runSnippet(".reg .b64 %a; .reg .pred %p;", global, {}, 32);
+  EXPECT_EQ(g.launch.status.code, CUDA_ERROR_ILLEGAL_ADDRESS);
+  EXPECT_NE(g.launch.status.message.find("lane 5 "), std::string::npos) << g.launch.status.message;
+
+  // And with every address good, the same accesses succeed.
+  SnippetResult ok =
+      runSnippet(".reg .b64 %a;",
+                 "mul.wide.u32 %a, %tid, 8; add.s64 %a, %in, %a;"
+                 "st.global.u64 [%a], %a; ld.global.u64 %a, [%a];"
+                 "mul.wide.u32 %a, %tid, 8; add.s64 %a, %out, %a; st.global.u64 [%a], %a;",
+                 {}, 32);
+  EXPECT_EQ(ok.launch.status.code, CUDA_SUCCESS) << ok.launch.status.message;
+  for (int l = 0; l < 32; ++l) EXPECT_EQ(ok.in[l], ok.out[l] - ok.out[0] + ok.in[0]) << l;
+}
+
+}  // namespace
+}  // namespace gpupool::ptx::testing

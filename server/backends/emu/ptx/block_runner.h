@@ -520,7 +520,9 @@ class BlockRunner {
       return illegal(l, shown, len, "param");
     return const_cast<uint8_t*>(ctx_.params) + off;
   }
-  uint8_t* globalPtr(uint64_t addr, uint64_t len, int l) {
+  // Host pointer for [addr, addr+len) of global memory (the device's, or the device-side heap),
+  // or null where that is not one resolvable range.
+  uint8_t* resolveGlobal(uint64_t addr, uint64_t len) {
     // Spans come from the device memory, which never lies in the interpreter's windows.
     if (memoryChanges_ && memoryChanges_->load(std::memory_order_acquire) == spansChangeCount_) {
       for (const GlobalSpan& s : spans_) {
@@ -529,17 +531,15 @@ class BlockRunner {
       }
     }
     if (addr >= kHeapWindow && addr < kHeapWindow + kWindowSize) {
-      if (DeviceHeap* heap = ctx_.services.heap) {
-        if (void* p = heap->translate(addr, len)) return static_cast<uint8_t*>(p);
-      }
-      return illegal(l, addr, len, "global (heap)");
+      DeviceHeap* heap = ctx_.services.heap;
+      return heap ? static_cast<uint8_t*>(heap->translate(addr, len)) : nullptr;
     }
-    if (addr >= kSharedWindow && addr < kWindowsEnd) return illegal(l, addr, len, "global");
+    if (addr >= kSharedWindow && addr < kWindowsEnd) return nullptr;
     if (memoryChanges_) {
       GlobalSpan found;
       uint64_t changeCount = 0;
       if (!ctx_.memory.span(addr, len, &found.base, &found.size, &found.host, &changeCount))
-        return illegal(l, addr, len, "global");
+        return nullptr;
       if (changeCount != spansChangeCount_) {
         std::fill(std::begin(spans_), std::end(spans_), GlobalSpan{});
         spansChangeCount_ = changeCount;
@@ -547,8 +547,12 @@ class BlockRunner {
       spans_[nextSpan_++ % kKeptSpans] = found;
       return found.host + (addr - found.base);
     }
-    if (void* p = ctx_.memory.translate(addr, len)) return static_cast<uint8_t*>(p);
-    return illegal(l, addr, len, "global");
+    return static_cast<uint8_t*>(ctx_.memory.translate(addr, len));
+  }
+  uint8_t* globalPtr(uint64_t addr, uint64_t len, int l) {
+    if (uint8_t* p = resolveGlobal(addr, len)) return p;
+    const bool heap = addr >= kHeapWindow && addr < kHeapWindow + kWindowSize;
+    return illegal(l, addr, len, heap ? "global (heap)" : "global");
   }
   uint8_t* access(Space sp, uint64_t addr, uint64_t len, int l) {
     switch (sp) {

@@ -142,6 +142,22 @@ struct FastSteps {
     lanes(exec, [&](int l) { d[l] = f32Result(std::fma(f32(a(l)), f32(b(l)), f32(c(l)))); });
   }
 
+  // The same where the host has FMA instructions (chosen at load): std::fma becomes one
+  // instruction instead of a call into libm, with the same, exactly rounded, result.
+  template <class A, class B, class C>
+  __attribute__((target("fma"))) static void f32FmaInstruction(BlockRunner& r, const Instr& in,
+                                                                uint32_t exec) {
+    uint64_t* d = destination(r, in.ops[0]);
+    const A a(r.R_, in.ops[1]);
+    const B b(r.R_, in.ops[2]);
+    const C c(r.R_, in.ops[3]);
+    for (int l = 0; l < 32; ++l) {
+      if (!((exec >> l) & 1)) continue;
+      const float v = __builtin_fmaf(f32(a(l)), f32(b(l)), f32(c(l)));
+      d[l] = v != v ? kCanonicalNanF32 : std::bit_cast<uint32_t>(v);
+    }
+  }
+
   // ---- setp (one or two predicate destinations, no boolean combination) ----------------------
   template <class T, CmpOp CMP, class B>
   static void setp(BlockRunner& r, const Instr& in, uint32_t exec) {
@@ -266,6 +282,35 @@ struct FastSteps {
     uint64_t operator()(BlockRunner& r, int l) const { return r.address(operand, l); }
   };
 
+  // A whole warp's elements at once: where the 32 addresses (each a multiple of EB) fall in one
+  // range the space resolves, the host pointer of the lowest (*low), so that lane l's element is
+  // at that pointer + (addresses[l] - *low). Null otherwise: the lanes then go one by one, which
+  // also names the lane of an illegal address.
+  template <Space SP, unsigned EB>
+  static uint8_t* warpRange(BlockRunner& r, const uint64_t (&addresses)[32], uint64_t* low) {
+    uint64_t lo = ~0ull, hi = 0, misaligned = 0;
+    for (int l = 0; l < 32; ++l) {
+      lo = std::min(lo, addresses[l]);
+      hi = std::max(hi, addresses[l]);
+      misaligned |= addresses[l] & (EB - 1);
+    }
+    if (misaligned || hi > ~0ull - EB) return nullptr;
+    *low = lo;
+    const uint64_t len = hi + EB - lo;
+    if constexpr (SP == Space::kShared) {
+      return hi + EB <= r.shared_.size() ? r.shared_.data() + lo : nullptr;
+    } else if constexpr (SP == Space::kGlobal || SP == Space::kConst) {
+      return r.resolveGlobal(lo, len);
+    } else if constexpr (SP == Space::kGeneric) {
+      if (lo >= kSharedWindow && hi + EB <= kSharedWindow + r.shared_.size())
+        return r.shared_.data() + (lo - kSharedWindow);
+      if (hi + EB <= kSharedWindow || lo >= kWindowsEnd) return r.resolveGlobal(lo, len);
+      return nullptr;
+    } else {
+      return nullptr;
+    }
+  }
+
   // One register (SCALAR) or a vector of up to four.
   template <Space SP, unsigned EB, bool SIGNED, class ADDRESS, bool SCALAR>
   static void load(BlockRunner& r, const Instr& in, uint32_t exec) {
@@ -273,6 +318,17 @@ struct FastSteps {
     const Operand& d = in.ops[0];
     const ADDRESS address(r, in.ops[1]);
     uint64_t* scalar = SCALAR ? destination(r, d) : nullptr;
+    if constexpr (SCALAR && std::is_same_v<ADDRESS, RegAddress>) {
+      if (exec == 0xffffffffu) {
+        uint64_t at[32], low = 0;
+        for (int l = 0; l < 32; ++l) at[l] = address(r, l);
+        if (const uint8_t* base = warpRange<SP, EB>(r, at, &low)) {
+          for (int l = 0; l < 32; ++l)
+            scalar[l] = extend(loadDeviceElement(base + (at[l] - low), EB), EB, SIGNED);
+          return;
+        }
+      }
+    }
     forLanes(exec, [&](int l) {
       const uint8_t* p = r.access(SP, address(r, l), uint64_t{EB} * n, l);
       if constexpr (SCALAR) {
@@ -298,6 +354,16 @@ struct FastSteps {
       });
     } else {
       const SOURCE source(r.R_, s);
+      if constexpr (std::is_same_v<ADDRESS, RegAddress>) {
+        if (exec == 0xffffffffu) {
+          uint64_t at[32], low = 0;
+          for (int l = 0; l < 32; ++l) at[l] = address(r, l);
+          if (uint8_t* base = warpRange<SP, EB>(r, at, &low)) {
+            for (int l = 0; l < 32; ++l) storeDeviceElement(base + (at[l] - low), EB, source(l));
+            return;
+          }
+        }
+      }
       forLanes(exec, [&](int l) {
         storeDeviceElement(r.access(SP, address(r, l), EB, l), EB, source(l));
       });
@@ -407,6 +473,12 @@ struct FastSteps {
     if (in.op == Op::kFma || in.op == Op::kMad) {
       if (!isReg(a) || !regOrImm(c)) return nullptr;
       const bool br = isReg(b), cr = isReg(c);
+      static const bool hostFma = __builtin_cpu_supports("fma");
+      if (hostFma)
+        return br && cr ? &f32FmaInstruction<Reg, Reg, Reg>
+               : br     ? &f32FmaInstruction<Reg, Reg, Imm>
+               : cr     ? &f32FmaInstruction<Reg, Imm, Reg>
+                        : &f32FmaInstruction<Reg, Imm, Imm>;
       return br && cr ? &f32Fma<Reg, Reg, Reg>
              : br     ? &f32Fma<Reg, Reg, Imm>
              : cr     ? &f32Fma<Reg, Imm, Reg>
