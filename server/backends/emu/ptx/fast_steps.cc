@@ -146,7 +146,7 @@ struct FastSteps {
   // instruction instead of a call into libm, with the same, exactly rounded, result.
   template <class A, class B, class C>
   __attribute__((target("fma"))) static void f32FmaInstruction(BlockRunner& r, const Instr& in,
-                                                                uint32_t exec) {
+                                                               uint32_t exec) {
     uint64_t* d = destination(r, in.ops[0]);
     const A a(r.R_, in.ops[1]);
     const B b(r.R_, in.ops[2]);
