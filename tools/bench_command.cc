@@ -552,10 +552,17 @@ static int benchEmu(const BenchOptions& options) {
   json result;
   result["quick"] = options.quick;
   try {
-    progress("emu interpreter: matmul, vector_add, divergent_reduce with 1 and 2 threads");
+    progress(
+        "emu interpreter: matmul, vector_add, divergent_reduce with 1 and 2 threads, and with 1 "
+        "on the generic path");
     json settings;
     result["emu"] = measureEmu(options.quick, &settings);
     result["emu_settings"] = settings;
+    // Fast steps against the generic path, one thread each, same run.
+    for (const auto& [kernel, rates] : result["emu"].items()) {
+      result["ratios"]["emu_" + kernel + "_vs_generic_path"] =
+          rates["threads_1"].get<double>() / rates["generic_path_threads_1"].get<double>();
+    }
   } catch (const std::exception& e) {
     std::cerr << "gpupool bench --emu: " << e.what() << "\n";
     return 1;
@@ -563,7 +570,7 @@ static int benchEmu(const BenchOptions& options) {
   if (options.json) {
     std::cout << result.dump(2) << "\n";
   } else {
-    printEmu(result["emu"], result["emu_settings"]);
+    printEmu(result["emu"], result["emu_settings"], result["ratios"]);
   }
   return 0;
 }

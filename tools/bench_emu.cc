@@ -66,11 +66,19 @@ struct Run {
   uint64_t threadSteps = 0;
 };
 
+// One interpreter run: `threads` worker threads; with `genericPath`, every instruction through
+// the interpreter's generic path (no fast steps): the baseline the ratios compare with.
+struct Mode {
+  unsigned threads = 1;
+  bool genericPath = false;
+};
+
 Run launchTimed(const ptx::Module& module, const ptx::KernelInfo& kernel,
                 const ptx::LaunchConfig& config, const Arguments& arguments, BenchMemory& memory,
-                unsigned threads) {
+                Mode mode) {
   ptx::LaunchServices services;
-  services.workerThreads = threads;
+  services.workerThreads = mode.threads;
+  services.genericPathOnly = mode.genericPath;
   auto started = std::chrono::steady_clock::now();
   ptx::LaunchResult result =
       ptx::launch(module, kernel, config, arguments.data(), memory.view(), services);
@@ -88,14 +96,17 @@ const ptx::KernelInfo& kernelOf(const ptx::Module& module, const char* name) {
   return *kernel;
 }
 
-// Runs `once(threads)` for one and two interpreter threads; the rates, and the thread-instruction
-// count (the same for both, or the kernel would not be deterministic).
-json rates(const std::function<Run(unsigned)>& once, uint64_t* threadSteps) {
+// Runs `once(mode)` for one and two interpreter threads, and for one thread on the generic path;
+// the rates, and the thread-instruction count (the same for all, or the kernel would not be
+// deterministic).
+json rates(const std::function<Run(Mode)>& once, uint64_t* threadSteps) {
   json out;
-  for (unsigned threads : {1u, 2u}) {
-    Run run = once(threads);
+  const std::pair<const char*, Mode> modes[] = {
+      {"threads_1", {1, false}}, {"threads_2", {2, false}}, {"generic_path_threads_1", {1, true}}};
+  for (const auto& [name, mode] : modes) {
+    Run run = once(mode);
     *threadSteps = run.threadSteps;
-    out["threads_" + std::to_string(threads)] = static_cast<double>(run.threadSteps) / run.seconds;
+    out[name] = static_cast<double>(run.threadSteps) / run.seconds;
   }
   return out;
 }
@@ -119,9 +130,9 @@ json matmul(const ptx::Module& module, BenchMemory& memory, json* settings) {
   config.block[0] = config.block[1] = kTile;
   uint64_t steps = 0;
   json out = rates(
-      [&](unsigned threads) {
+      [&](Mode mode) {
         std::memset(hostC, 0, n * n * sizeof(float));
-        Run run = launchTimed(module, kernel, config, arguments, memory, threads);
+        Run run = launchTimed(module, kernel, config, arguments, memory, mode);
         for (unsigned row = 0; row < n; ++row) {
           for (unsigned col = 0; col < n; ++col) {
             float want = 0;
@@ -154,9 +165,9 @@ json vectorAdd(const ptx::Module& module, BenchMemory& memory, bool quick, json*
   config.block[0] = kBlock;
   uint64_t steps = 0;
   json out = rates(
-      [&](unsigned threads) {
+      [&](Mode mode) {
         std::memset(hostC, 0, static_cast<size_t>(n) * sizeof(float));
-        Run run = launchTimed(module, kernel, config, arguments, memory, threads);
+        Run run = launchTimed(module, kernel, config, arguments, memory, mode);
         for (unsigned i = 0; i < n; ++i) {
           if (hostC[i] != static_cast<float>(3 * (i % 1000))) {
             throw std::runtime_error("vector_add: wrong result");
@@ -184,9 +195,9 @@ json divergentReduce(const ptx::Module& module, BenchMemory& memory, bool quick,
   config.block[0] = kBlock;
   uint64_t steps = 0;
   json result = rates(
-      [&](unsigned threads) {
+      [&](Mode mode) {
         std::memset(hostOut, 0, blocks * sizeof(int));
-        Run run = launchTimed(module, kernel, config, arguments, memory, threads);
+        Run run = launchTimed(module, kernel, config, arguments, memory, mode);
         for (unsigned block = 0; block < blocks; ++block) {
           int want = 0;
           for (unsigned i = 0; i < kBlock; ++i) want += hostIn[block * kBlock + i];
@@ -222,15 +233,21 @@ json measureEmu(bool quick, json* settings) {
   return emu;
 }
 
-void printEmu(const json& emu, const json& settings) {
+void printEmu(const json& emu, const json& settings, const json& ratios) {
   std::printf("emu device interpreter, thread-instructions per second (M/s):\n");
-  std::printf("  %-18s %14s %14s %22s\n", "kernel", "1 thread", "2 threads", "thread-instructions");
+  std::printf("  %-18s %10s %10s %14s %9s %20s\n", "kernel", "1 thread", "2 threads",
+              "generic path", "ratio", "thread-instructions");
   for (const char* kernel : {"matmul", "vector_add", "divergent_reduce"}) {
     std::printf(
-        "  %-18s %14.1f %14.1f %22llu\n", kernel, emu[kernel]["threads_1"].get<double>() / 1e6,
-        emu[kernel]["threads_2"].get<double>() / 1e6,
+        "  %-18s %10.1f %10.1f %14.1f %8.2fx %20llu\n", kernel,
+        emu[kernel]["threads_1"].get<double>() / 1e6, emu[kernel]["threads_2"].get<double>() / 1e6,
+        emu[kernel]["generic_path_threads_1"].get<double>() / 1e6,
+        ratios["emu_" + std::string(kernel) + "_vs_generic_path"].get<double>(),
         static_cast<unsigned long long>(settings[kernel]["thread_instructions"].get<uint64_t>()));
   }
+  std::printf(
+      "  (generic path: one thread, every instruction through the interpreter's generic\n"
+      "   code instead of the routines specialized at load; ratio: 1 thread / generic)\n");
 }
 
 }  // namespace gpupool::tools

@@ -288,15 +288,19 @@ class Bench(unittest.TestCase):
         return Bench._quick_run
 
     def test_emu_interpreter_throughput(self):
-        """`bench --emu`: three kernels, one and two interpreter threads, no server needed."""
+        """`bench --emu`: three kernels, one and two interpreter threads and the generic path as
+        the same run's baseline, no server needed."""
         r = gpupool("bench", "--emu", "--quick", "--json", timeout=300)
         self.assertEqual(r.returncode, 0, r.stderr)
         result = json.loads(r.stdout)
         self.assertEqual(list(result["emu"]), ["matmul", "vector_add", "divergent_reduce"])
         for kernel, rates in result["emu"].items():
-            self.assertEqual(set(rates), {"threads_1", "threads_2"}, kernel)
+            self.assertEqual(set(rates), {"threads_1", "threads_2", "generic_path_threads_1"},
+                             kernel)
             for rate in rates.values():
                 self.assertGreater(rate, 0, kernel)
+            ratio = result["ratios"]["emu_%s_vs_generic_path" % kernel]
+            self.assertAlmostEqual(ratio, rates["threads_1"] / rates["generic_path_threads_1"])
             # Every thread-instruction was counted: at least one per thread the kernel ran.
             settings = result["emu_settings"][kernel]
             threads = settings.get("elements", settings.get("n", 0) ** 2)
@@ -305,6 +309,7 @@ class Bench(unittest.TestCase):
         self.assertEqual(text.returncode, 0, text.stderr)
         self.assertIn("divergent_reduce", text.stdout)
         self.assertIn("2 threads", text.stdout)
+        self.assertIn("generic path", text.stdout)
 
     def test_async_launches_in_one_run_and_in_bursts(self):
         """async_launch: one long run, and bursts of a launch queue's size with the issue time."""

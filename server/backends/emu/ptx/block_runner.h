@@ -135,6 +135,7 @@ class BlockRunner {
     yieldWarp_ = false;
     std::fill(std::begin(arrivals_), std::end(arrivals_), 0u);
     std::fill(std::begin(arrivalCount_), std::end(arrivalCount_), 0u);
+    barrierReductions_ = false;
     const FunctionImage& entry = img_.functions[ctx_.function];
     warps_.resize((threads_ + 31) / 32);
     for (uint32_t wi = 0; wi < warps_.size(); ++wi) {
@@ -306,15 +307,27 @@ class BlockRunner {
       if (!arrivals_[id]) arrivalCount_[id] = 0;
       // bar.red: the reduction covers the predicates of the waiting threads.
       uint32_t trueCount = 0;
-      for (Warp& w : warps_)
-        forLanes(w.live, [&](int l) {
-          if (w.state[l] == LaneState::kBarrier && (w.barrierId[l] & 15) == id)
-            trueCount += w.barrierPred[l] ? 1 : 0;
-        });
+      if (barrierReductions_)
+        for (Warp& w : warps_)
+          forLanes(w.live, [&](int l) {
+            if (w.state[l] == LaneState::kBarrier && (w.barrierId[l] & 15) == id)
+              trueCount += w.barrierPred[l] ? 1 : 0;
+          });
       for (Warp& w : warps_) {
-        w.nextGroup = 0;  // lanes move: the warp's next group is found anew
+        // Lanes move: a warp whose running lanes are all released together, at one pc, runs them
+        // next as one group; any other warp's next group is found anew.
+        uint32_t releasedLanes = 0, releasedPc = 0, releasedDepth = 0;
+        bool together = true;
         forLanes(w.live, [&](int l) {
-          if (w.state[l] != LaneState::kBarrier || (w.barrierId[l] & 15) != id) return;
+          if (w.state[l] != LaneState::kBarrier || (w.barrierId[l] & 15) != id) {
+            together &= w.state[l] != LaneState::kRun;
+            return;
+          }
+          if (releasedLanes && (w.pc[l] != releasedPc || w.depth[l] != releasedDepth))
+            together = false;
+          releasedLanes |= 1u << l;
+          releasedPc = w.pc[l];
+          releasedDepth = w.depth[l];
           const Instr& in = code_[w.pc[l]];
           uint64_t* result = in.ops[0].kind == OperandKind::kReg
                                  ? &w.regs[w.depth[l]][in.ops[0].index * 32 + l]
@@ -327,6 +340,10 @@ class BlockRunner {
           w.state[l] = LaneState::kRun;
           ++w.pc[l];
         });
+        if (!releasedLanes) continue;
+        w.nextGroup = together ? releasedLanes : 0;
+        w.nextKey = scheduleKey(releasedDepth, releasedPc + 1);
+        w.othersKey = ~0ull;
       }
     }
     return released;
@@ -665,6 +682,7 @@ class BlockRunner {
           w.barrierPred[l] =
               in.mode >= static_cast<uint8_t>(BarMode::kRedPopc) && (value(in.ops[3], l) & 1) != 0;
         });
+        if (in.mode >= static_cast<uint8_t>(BarMode::kRedPopc)) barrierReductions_ = true;
         advance(group & ~exec, pc + 1);
         return kScatteredGroup;
       case Op::kShfl:
@@ -750,6 +768,12 @@ class BlockRunner {
 
   void doRet(uint32_t exec) {
     Warp& w = *w_;
+    if (w.lanesInCalls == 0) {  // every lane returns from the kernel: it exits
+      for (int l = 0; l < 32; ++l)
+        if ((exec >> l) & 1) w.state[l] = LaneState::kExited;
+      w.live &= ~exec;
+      return;
+    }
     forLanes(exec, [&](int l) {
       if (w.frames[l].size() == 1) {
         exitLane(l);
@@ -1053,6 +1077,7 @@ class BlockRunner {
   bool yieldWarp_ = false;          // the warp polls something only another warp can change
   uint32_t arrivals_[16] = {};      // bar.arrive arrivals not yet consumed by a release
   uint32_t arrivalCount_[16] = {};  // the thread count those arrivals named
+  bool barrierReductions_ = false;  // a bar.red has run in this block: releases count predicates
   const std::atomic<uint64_t>* memoryChanges_;  // null: the memory names no spans
   GlobalSpan spans_[kKeptSpans];
   unsigned nextSpan_ = 0;

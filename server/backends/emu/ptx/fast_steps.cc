@@ -282,6 +282,16 @@ struct FastSteps {
     uint64_t operator()(BlockRunner& r, int l) const { return r.address(operand, l); }
   };
 
+  // ld.param of a kernel parameter: one address for every lane, so one load for the warp.
+  template <unsigned EB, bool SIGNED>
+  static void loadKernelParam(BlockRunner& r, const Instr& in, uint32_t exec) {
+    const int first = std::countr_zero(exec);
+    const uint8_t* p = r.access(Space::kParam, r.address(in.ops[1], first), EB, first);
+    const uint64_t v = extend(loadDeviceElement(p, EB), EB, SIGNED);
+    uint64_t* d = destination(r, in.ops[0]);
+    lanes(exec, [&](int l) { d[l] = v; });
+  }
+
   // A whole warp's elements at once: where the 32 addresses (each a multiple of EB) fall in one
   // range the space resolves, the host pointer of the lowest (*low), so that lane l's element is
   // at that pointer + (addresses[l] - *low). Null otherwise: the lanes then go one by one, which
@@ -532,9 +542,27 @@ struct FastSteps {
     }
   }
 
+  static FastStep chooseKernelParamLoad(const Instr& in) {
+    switch (typeBytes(in.type)) {
+      case 1:
+        return isSigned(in.type) ? &loadKernelParam<1, true> : &loadKernelParam<1, false>;
+      case 2:
+        return isSigned(in.type) ? &loadKernelParam<2, true> : &loadKernelParam<2, false>;
+      case 4:
+        return isSigned(in.type) ? &loadKernelParam<4, true> : &loadKernelParam<4, false>;
+      case 8:
+        return &loadKernelParam<8, false>;
+      default:
+        return nullptr;
+    }
+  }
+
   template <Space SP>
   static FastStep chooseMemory(const Instr& in) {
     const Operand& a = in.ops[in.op == Op::kLd ? 1 : 0];
+    if (SP == Space::kParam && in.op == Op::kLd && in.vec == 1 &&
+        a.symbol == SymbolKind::kKernelParam)
+      return chooseKernelParamLoad(in);
     const bool registerBased = a.symbol == SymbolKind::kNone && a.index != Operand::kNoReg;
     return registerBased ? chooseMemory<SP, RegAddress>(in) : chooseMemory<SP, OtherAddress>(in);
   }
