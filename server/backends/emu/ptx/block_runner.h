@@ -218,8 +218,24 @@ class BlockRunner {
       }
       const uint32_t depth = 0xffffu - static_cast<uint32_t>(key >> 32);
       const uint32_t groupPc = execute(w, group, static_cast<uint32_t>(key), depth);
-      w.nextKey = scheduleKey(depth, groupPc);
-      w.nextGroup = groupPc != kScatteredGroup && w.nextKey < w.othersKey ? group : 0;
+      if (groupPc == kSplitGroup) {
+        // A divergent branch: the half with the lower key runs next if it is below every other
+        // lane; the other half joins the others.
+        const uint64_t takenKey = scheduleKey(depth, splitTarget_);
+        const uint64_t fallKey = scheduleKey(depth, static_cast<uint32_t>(key) + 1);
+        const bool takenFirst = takenKey < fallKey;
+        const uint64_t firstKey = takenFirst ? takenKey : fallKey;
+        const uint32_t firstLanes = takenKey == fallKey ? group
+                                    : takenFirst        ? splitTaken_
+                                                        : group & ~splitTaken_;
+        w.nextGroup = firstKey < w.othersKey ? firstLanes : 0;
+        w.nextKey = firstKey;
+        if (w.nextGroup && firstLanes != group)
+          w.othersKey = std::min(w.othersKey, takenFirst ? fallKey : takenKey);
+      } else {
+        w.nextKey = scheduleKey(depth, groupPc);
+        w.nextGroup = groupPc != kScatteredGroup && w.nextKey < w.othersKey ? group : 0;
+      }
       any = true;
       ++localWarpSteps_;
       localThreadSteps_ += group == 0xffffffffu ? 32 : static_cast<uint64_t>(std::popcount(group));
@@ -627,6 +643,8 @@ class BlockRunner {
   // it stayed together and no lane changed state (pc + 1, or a uniform branch's target), else
   // kScatteredGroup.
   static constexpr uint32_t kScatteredGroup = 0xffffffffu;
+  // A branch taken by some lanes of the group (splitTaken_, to splitTarget_) and not others.
+  static constexpr uint32_t kSplitGroup = 0xfffffffeu;
   uint32_t execute(Warp& w, uint32_t group, uint32_t pc, uint32_t depth) {
     w_ = &w;
     R_ = w.regs[depth].data();
@@ -648,7 +666,11 @@ class BlockRunner {
       case Op::kBra:
         advance(exec, in.ops[0].index);
         advance(group & ~exec, pc + 1);
-        return exec == group ? in.ops[0].index : exec == 0 ? pc + 1 : kScatteredGroup;
+        if (exec == group) return in.ops[0].index;
+        if (exec == 0) return pc + 1;
+        splitTaken_ = exec;
+        splitTarget_ = in.ops[0].index;
+        return kSplitGroup;
       case Op::kRet:
         doRet(exec);
         advance(group & ~exec, pc + 1);
@@ -1077,6 +1099,7 @@ class BlockRunner {
   bool yieldWarp_ = false;          // the warp polls something only another warp can change
   uint32_t arrivals_[16] = {};      // bar.arrive arrivals not yet consumed by a release
   uint32_t arrivalCount_[16] = {};  // the thread count those arrivals named
+  uint32_t splitTaken_ = 0, splitTarget_ = 0;  // execute()'s kSplitGroup
   bool barrierReductions_ = false;  // a bar.red has run in this block: releases count predicates
   const std::atomic<uint64_t>* memoryChanges_;  // null: the memory names no spans
   GlobalSpan spans_[kKeptSpans];

@@ -292,8 +292,16 @@ struct FastSteps {
     lanes(exec, [&](int l) { d[l] = v; });
   }
 
-  // A whole warp's elements at once: where the 32 addresses (each a multiple of EB) fall in one
-  // range the space resolves, the host pointer of the lowest (*low), so that lane l's element is
+  // Every lane's address; lanes outside `exec` get the first active lane's, so the range of the
+  // addresses is that of the active lanes.
+  static void laneAddresses(BlockRunner& r, const RegAddress& address, uint32_t exec,
+                            uint64_t (&at)[32]) {
+    const uint64_t first = address(r, std::countr_zero(exec));
+    for (int l = 0; l < 32; ++l) at[l] = ((exec >> l) & 1) ? address(r, l) : first;
+  }
+
+  // A warp's elements at once: where the 32 addresses (each a multiple of EB) fall in one range
+  // the space resolves, the host pointer of the lowest (*low), so that lane l's element is
   // at that pointer + (addresses[l] - *low). Null otherwise: the lanes then go one by one, which
   // also names the lane of an illegal address.
   template <Space SP, unsigned EB>
@@ -329,14 +337,13 @@ struct FastSteps {
     const ADDRESS address(r, in.ops[1]);
     uint64_t* scalar = SCALAR ? destination(r, d) : nullptr;
     if constexpr (SCALAR && std::is_same_v<ADDRESS, RegAddress>) {
-      if (exec == 0xffffffffu) {
-        uint64_t at[32], low = 0;
-        for (int l = 0; l < 32; ++l) at[l] = address(r, l);
-        if (const uint8_t* base = warpRange<SP, EB>(r, at, &low)) {
-          for (int l = 0; l < 32; ++l)
-            scalar[l] = extend(loadDeviceElement(base + (at[l] - low), EB), EB, SIGNED);
-          return;
-        }
+      uint64_t at[32], low = 0;
+      laneAddresses(r, address, exec, at);
+      if (const uint8_t* base = warpRange<SP, EB>(r, at, &low)) {
+        lanes(exec, [&](int l) {
+          scalar[l] = extend(loadDeviceElement(base + (at[l] - low), EB), EB, SIGNED);
+        });
+        return;
       }
     }
     forLanes(exec, [&](int l) {
@@ -365,13 +372,11 @@ struct FastSteps {
     } else {
       const SOURCE source(r.R_, s);
       if constexpr (std::is_same_v<ADDRESS, RegAddress>) {
-        if (exec == 0xffffffffu) {
-          uint64_t at[32], low = 0;
-          for (int l = 0; l < 32; ++l) at[l] = address(r, l);
-          if (uint8_t* base = warpRange<SP, EB>(r, at, &low)) {
-            for (int l = 0; l < 32; ++l) storeDeviceElement(base + (at[l] - low), EB, source(l));
-            return;
-          }
+        uint64_t at[32], low = 0;
+        laneAddresses(r, address, exec, at);
+        if (uint8_t* base = warpRange<SP, EB>(r, at, &low)) {
+          lanes(exec, [&](int l) { storeDeviceElement(base + (at[l] - low), EB, source(l)); });
+          return;
         }
       }
       forLanes(exec, [&](int l) {
