@@ -180,50 +180,36 @@ void* EmuMemory::translate(uint64_t address, uint64_t bytes, uint64_t owner) con
 }
 
 void* EmuMemory::translateLocked(uint64_t address, uint64_t bytes, uint64_t owner) const {
+  uint64_t base = 0, size = 0;
+  return rangeLocked(address, bytes, owner, &base, &size) ? reinterpret_cast<void*>(address)
+                                                          : nullptr;
+}
+
+bool EmuMemory::rangeLocked(uint64_t address, uint64_t bytes, uint64_t owner, uint64_t* base,
+                            uint64_t* size) const {
   auto it = allocations_.upper_bound(address);
   if (it != allocations_.begin()) {
     --it;
     const Allocation& a = it->second;
     uint64_t offset = address - it->first;
     if (offset < a.reserved || (offset == a.size && bytes == 0)) {
-      if (!a.reachableBy(owner) || offset > a.size || bytes > a.size - offset) return nullptr;
-      return reinterpret_cast<void*>(address);
+      if (!a.reachableBy(owner) || offset > a.size || bytes > a.size - offset) return false;
+      *base = it->first;
+      *size = a.size;
+      return true;
     }
   }
-  if (mappings_.empty()) return nullptr;
-  // Mapped memory: accessible mappings of the owner's, one after another, from `address` on.
-  auto m = mappings_.upper_bound(address);
-  if (m == mappings_.begin()) return nullptr;
-  --m;
-  uint64_t at = address;
-  for (; m != mappings_.end(); ++m) {
-    const VmmMapping& mapping = m->second;
-    if (m->first > at || at - m->first >= mapping.size || mapping.owner != owner ||
-        !mapping.accessible) {
-      return nullptr;
-    }
-    uint64_t end = m->first + mapping.size;
-    if (bytes <= end - address) return reinterpret_cast<void*>(address);
-    at = end;
-  }
-  return nullptr;
+  // Mapped memory: the run of the owner's accessible mappings around `address`.
+  if (mappings_.empty() || !mappedRunLocked(address, owner, base, size)) return false;
+  return bytes <= *base + *size - address;
 }
 
 bool EmuMemory::span(uint64_t address, uint64_t bytes, uint64_t owner, uint64_t* base,
                      uint64_t* size, uint64_t* changeCount) const {
   std::shared_lock lock(mutex_);
-  if (!translateLocked(address, bytes, owner)) return false;
+  if (!rangeLocked(address, bytes, owner, base, size)) return false;
   *changeCount = changes_.load(std::memory_order_acquire);
-  auto it = allocations_.upper_bound(address);
-  if (it != allocations_.begin()) {
-    --it;
-    if (address - it->first < it->second.reserved || address - it->first == it->second.size) {
-      *base = it->first;
-      *size = it->second.size;
-      return true;
-    }
-  }
-  return mappedRunLocked(address, owner, base, size);
+  return true;
 }
 
 bool EmuMemory::findAllocation(uint64_t address, uint64_t owner, uint64_t* base,

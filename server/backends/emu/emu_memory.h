@@ -171,6 +171,10 @@ class EmuMemory {
   // Frees allocations_ entry `it` (its range back to PROT_NONE).
   void freeLocked(std::map<uint64_t, Allocation>::iterator it);
   void* translateLocked(uint64_t address, uint64_t bytes, uint64_t owner) const;
+  // The range [*base, *base + *size) that [address, address+bytes) lies in for `owner`: one
+  // allocation, or a run of adjacent accessible mappings. False if it lies in none.
+  bool rangeLocked(uint64_t address, uint64_t bytes, uint64_t owner, uint64_t* base,
+                   uint64_t* size) const;
   // The run of adjacent accessible mappings of `owner` containing `address`: false if none.
   bool mappedRunLocked(uint64_t address, uint64_t owner, uint64_t* base, uint64_t* size) const;
   // Address-space bookkeeping shared by allocations and reservations.

@@ -101,6 +101,17 @@ inline void withIntType(Type t, F&& f) {
   }
 }
 
+// cvta (to = false) and cvta.to (to = true) between a generic address and one in the space whose
+// generic window starts at `window` (0 for global and the other spaces: the same address).
+constexpr uint64_t cvtaWindow(Space space) {
+  return space == Space::kShared ? kSharedWindow : space == Space::kLocal ? kLocalWindow : 0;
+}
+inline uint64_t cvtaAddress(uint64_t v, uint64_t window, bool to) {
+  if (!window) return v;
+  return to ? (v >= window && v < window + kWindowSize ? v - window : v)
+            : (v & 0xffffffffu) + window;
+}
+
 template <class T>
 inline uint64_t raw(T v) {
   return static_cast<uint64_t>(static_cast<std::make_unsigned_t<T>>(v));
@@ -225,13 +236,10 @@ class BlockRunner {
         const uint64_t fallKey = scheduleKey(depth, static_cast<uint32_t>(key) + 1);
         const bool takenFirst = takenKey < fallKey;
         const uint64_t firstKey = takenFirst ? takenKey : fallKey;
-        const uint32_t firstLanes = takenKey == fallKey ? group
-                                    : takenFirst        ? splitTaken_
-                                                        : group & ~splitTaken_;
-        w.nextGroup = firstKey < w.othersKey ? firstLanes : 0;
+        w.nextGroup =
+            firstKey < w.othersKey ? (takenFirst ? splitTaken_ : group & ~splitTaken_) : 0;
         w.nextKey = firstKey;
-        if (w.nextGroup && firstLanes != group)
-          w.othersKey = std::min(w.othersKey, takenFirst ? fallKey : takenKey);
+        if (w.nextGroup) w.othersKey = std::min(w.othersKey, takenFirst ? fallKey : takenKey);
       } else {
         w.nextKey = scheduleKey(depth, groupPc);
         w.nextGroup = groupPc != kScatteredGroup && w.nextKey < w.othersKey ? group : 0;
@@ -251,36 +259,32 @@ class BlockRunner {
   // Finds the running lanes with the lowest key (the group), and the lowest key of the others.
   // Branch-free passes; 32-bit keys (the pc alone) while no lane is inside a call.
   void scan(Warp& w, uint32_t* group, uint64_t* key) {
-    *group = 0;
-    if (w.lanesInCalls == 0) {
-      uint32_t pcs[32];
-      uint32_t best = ~0u, others = ~0u;
-      for (int l = 0; l < 32; ++l) {
-        pcs[l] = w.state[l] == LaneState::kRun ? w.pc[l] : ~0u;
-        best = std::min(best, pcs[l]);
-      }
-      for (int l = 0; l < 32; ++l) {
-        *group |= static_cast<uint32_t>(pcs[l] == best) << l;
-        others = std::min(others, pcs[l] == best ? ~0u : pcs[l]);
-      }
-      if (best == ~0u) *group = 0;
-      *key = scheduleKey(0, best);
-      w.othersKey = others == ~0u ? ~0ull : scheduleKey(0, others);
-      return;
-    }
-    uint64_t keys[32];
-    uint64_t best = ~0ull, others = ~0ull;
+    if (w.lanesInCalls == 0)
+      scanKeys<uint32_t>(w, group, key, [&](int l) { return w.pc[l]; });
+    else
+      scanKeys<uint64_t>(w, group, key, [&](int l) { return scheduleKey(w.depth[l], w.pc[l]); });
+  }
+  template <class K, class KeyOf>
+  void scanKeys(Warp& w, uint32_t* group, uint64_t* key, KeyOf keyOf) {
+    constexpr K kNone = ~K{0};
+    K keys[32];
+    K best = kNone, others = kNone;
     for (int l = 0; l < 32; ++l) {
-      keys[l] = w.state[l] == LaneState::kRun ? scheduleKey(w.depth[l], w.pc[l]) : ~0ull;
+      keys[l] = w.state[l] == LaneState::kRun ? static_cast<K>(keyOf(l)) : kNone;
       best = std::min(best, keys[l]);
     }
+    *group = 0;
     for (int l = 0; l < 32; ++l) {
       *group |= static_cast<uint32_t>(keys[l] == best) << l;
-      others = std::min<uint64_t>(others, keys[l] == best ? ~0ull : keys[l]);
+      others = std::min(others, keys[l] == best ? kNone : keys[l]);
     }
-    if (best == ~0ull) *group = 0;
-    *key = best;
-    w.othersKey = others;
+    // A 32-bit key is a pc at depth 0.
+    auto full = [](K k) {
+      return sizeof(K) == 8 ? uint64_t{k} : scheduleKey(0, static_cast<uint32_t>(k));
+    };
+    if (best == kNone) *group = 0;
+    *key = full(best);
+    w.othersKey = others == kNone ? ~0ull : full(others);
   }
 
   void flushSteps() {
@@ -643,7 +647,8 @@ class BlockRunner {
   // it stayed together and no lane changed state (pc + 1, or a uniform branch's target), else
   // kScatteredGroup.
   static constexpr uint32_t kScatteredGroup = 0xffffffffu;
-  // A branch taken by some lanes of the group (splitTaken_, to splitTarget_) and not others.
+  // A branch taken by some lanes of the group (splitTaken_, to splitTarget_, not pc + 1) and not
+  // by others.
   static constexpr uint32_t kSplitGroup = 0xfffffffeu;
   uint32_t execute(Warp& w, uint32_t group, uint32_t pc, uint32_t depth) {
     w_ = &w;
@@ -667,7 +672,7 @@ class BlockRunner {
         advance(exec, in.ops[0].index);
         advance(group & ~exec, pc + 1);
         if (exec == group) return in.ops[0].index;
-        if (exec == 0) return pc + 1;
+        if (exec == 0 || in.ops[0].index == pc + 1) return pc + 1;
         splitTaken_ = exec;
         splitTarget_ = in.ops[0].index;
         return kSplitGroup;

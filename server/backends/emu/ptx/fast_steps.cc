@@ -118,8 +118,6 @@ struct FastSteps {
   // ---- f32 (floatBinary and the fma/mad case, round to nearest, no .ftz/.sat) ----------------
   enum class FloatOp : uint8_t { kAdd, kSub, kMul };
 
-  static uint64_t f32Result(float v) { return std::isnan(v) ? kCanonicalNanF32 : bits(v); }
-
   template <FloatOp OP, class A, class B>
   static void f32Binary(BlockRunner& r, const Instr& in, uint32_t exec) {
     uint64_t* d = destination(r, in.ops[0]);
@@ -127,9 +125,9 @@ struct FastSteps {
     const B b(r.R_, in.ops[2]);
     lanes(exec, [&](int l) {
       const float x = f32(a(l)), y = f32(b(l));
-      if constexpr (OP == FloatOp::kAdd) d[l] = f32Result(x + y);
-      if constexpr (OP == FloatOp::kSub) d[l] = f32Result(x - y);
-      if constexpr (OP == FloatOp::kMul) d[l] = f32Result(x * y);
+      if constexpr (OP == FloatOp::kAdd) d[l] = finishF32(x + y, 0);
+      if constexpr (OP == FloatOp::kSub) d[l] = finishF32(x - y, 0);
+      if constexpr (OP == FloatOp::kMul) d[l] = finishF32(x * y, 0);
     });
   }
 
@@ -139,7 +137,7 @@ struct FastSteps {
     const A a(r.R_, in.ops[1]);
     const B b(r.R_, in.ops[2]);
     const C c(r.R_, in.ops[3]);
-    lanes(exec, [&](int l) { d[l] = f32Result(std::fma(f32(a(l)), f32(b(l)), f32(c(l)))); });
+    lanes(exec, [&](int l) { d[l] = finishF32(std::fma(f32(a(l)), f32(b(l)), f32(c(l))), 0); });
   }
 
   // The same where the host has FMA instructions (chosen at load): std::fma becomes one
@@ -153,8 +151,7 @@ struct FastSteps {
     const C c(r.R_, in.ops[3]);
     for (int l = 0; l < 32; ++l) {
       if (!((exec >> l) & 1)) continue;
-      const float v = __builtin_fmaf(f32(a(l)), f32(b(l)), f32(c(l)));
-      d[l] = v != v ? kCanonicalNanF32 : std::bit_cast<uint32_t>(v);
+      d[l] = finishF32(__builtin_fmaf(f32(a(l)), f32(b(l)), f32(c(l))), 0);
     }
   }
 
@@ -201,34 +198,16 @@ struct FastSteps {
     uint64_t* d = destination(r, in.ops[0]);
     const Reg a(r.R_, in.ops[1]);
     const uint64_t mask = widthMask(typeBytes(in.type));
-    constexpr uint64_t window = SP == Space::kShared  ? kSharedWindow
-                                : SP == Space::kLocal ? kLocalWindow
-                                                      : 0;
-    lanes(exec, [&](int l) {
-      uint64_t v = a(l);
-      if constexpr (window != 0)
-        v = TO ? (v >= window && v < window + kWindowSize ? v - window : v)
-               : (v & 0xffffffffu) + window;
-      d[l] = v & mask;
-    });
+    constexpr uint64_t window = cvtaWindow(SP);
+    lanes(exec, [&](int l) { d[l] = cvtaAddress(a(l), window, TO) & mask; });
   }
 
-  // mov of a special register the block's shape decides (BlockRunner::special).
+  // mov of a special register that differs by lane (BlockRunner::special, its switch folded).
   template <Special S>
   static void moveSpecial(BlockRunner& r, const Instr& in, uint32_t exec) {
     uint64_t* d = destination(r, in.ops[0]);
     const uint64_t mask = widthMask(typeBytes(in.type));
-    const auto& b = r.ctx_.config.block;
-    const uint32_t first = r.w_->index * 32;
-    lanes(exec, [&](int l) {
-      const uint32_t t = first + static_cast<uint32_t>(l);
-      uint64_t v;
-      if constexpr (S == Special::kTidX) v = t % b[0];
-      if constexpr (S == Special::kTidY) v = (t / b[0]) % b[1];
-      if constexpr (S == Special::kTidZ) v = t / (b[0] * b[1]);
-      if constexpr (S == Special::kLaneId) v = static_cast<uint64_t>(l);
-      d[l] = v & mask;
-    });
+    lanes(exec, [&](int l) { d[l] = r.special(static_cast<uint32_t>(S), l) & mask; });
   }
   // The same for the ones every thread of the block reads alike.
   static void moveUniformSpecial(BlockRunner& r, const Instr& in, uint32_t exec) {
@@ -390,6 +369,19 @@ struct FastSteps {
   static bool isImm(const Operand& o) { return o.kind == OperandKind::kImm; }
   static bool regOrImm(const Operand& o) { return isReg(o) || isImm(o); }
 
+  // pick(x, y) with x and y Kind<Reg> or Kind<Imm> by the kinds of operands `first` and
+  // `second` (registers or immediates).
+  template <class S>
+  struct Kind {
+    using type = S;
+  };
+  template <class Pick>
+  static FastStep byKinds(const Operand& first, const Operand& second, Pick pick) {
+    if (isReg(first))
+      return isReg(second) ? pick(Kind<Reg>{}, Kind<Reg>{}) : pick(Kind<Reg>{}, Kind<Imm>{});
+    return isReg(second) ? pick(Kind<Imm>{}, Kind<Reg>{}) : pick(Kind<Imm>{}, Kind<Imm>{});
+  }
+
   template <class T, IntOp OP>
   static FastStep intBinaryStep(const Operand& b) {
     return isReg(b) ? &intBinary<T, OP, Reg> : &intBinary<T, OP, Imm>;
@@ -430,11 +422,9 @@ struct FastSteps {
 
   template <class T>
   static FastStep chooseMad(const Instr& in) {
-    const bool b = isReg(in.ops[2]), c = isReg(in.ops[3]);
-    return b && c ? &madLo<T, Reg, Reg>
-           : b    ? &madLo<T, Reg, Imm>
-           : c    ? &madLo<T, Imm, Reg>
-                  : &madLo<T, Imm, Imm>;
+    return byKinds(in.ops[2], in.ops[3], [](auto b, auto c) -> FastStep {
+      return &madLo<T, typename decltype(b)::type, typename decltype(c)::type>;
+    });
   }
 
   template <class T, CmpOp CMP>
@@ -481,26 +471,28 @@ struct FastSteps {
     }
   }
 
+  static bool hostHasFma() {
+    static const bool fma = __builtin_cpu_supports("fma");
+    return fma;
+  }
+
   static FastStep chooseF32(const Instr& in) {
     if (in.flags != 0 || (in.round != Round::kDefault && in.round != Round::kRN)) return nullptr;
     const Operand &a = in.ops[1], &b = in.ops[2], &c = in.ops[3];
     if (!regOrImm(a) || !regOrImm(b)) return nullptr;
     if (in.op == Op::kFma || in.op == Op::kMad) {
       if (!isReg(a) || !regOrImm(c)) return nullptr;
-      const bool br = isReg(b), cr = isReg(c);
-      static const bool hostFma = __builtin_cpu_supports("fma");
-      if (hostFma)
-        return br && cr ? &f32FmaInstruction<Reg, Reg, Reg>
-               : br     ? &f32FmaInstruction<Reg, Reg, Imm>
-               : cr     ? &f32FmaInstruction<Reg, Imm, Reg>
-                        : &f32FmaInstruction<Reg, Imm, Imm>;
-      return br && cr ? &f32Fma<Reg, Reg, Reg>
-             : br     ? &f32Fma<Reg, Reg, Imm>
-             : cr     ? &f32Fma<Reg, Imm, Reg>
-                      : &f32Fma<Reg, Imm, Imm>;
+      const bool hostFma = hostHasFma();
+      return byKinds(b, c, [hostFma](auto bKind, auto cKind) -> FastStep {
+        using B = typename decltype(bKind)::type;
+        using C = typename decltype(cKind)::type;
+        return hostFma ? &f32FmaInstruction<Reg, B, C> : &f32Fma<Reg, B, C>;
+      });
     }
-    if (isReg(a)) return isReg(b) ? f32BinaryStep<Reg, Reg>(in.op) : f32BinaryStep<Reg, Imm>(in.op);
-    return isReg(b) ? f32BinaryStep<Imm, Reg>(in.op) : nullptr;
+    if (isImm(a) && isImm(b)) return nullptr;
+    return byKinds(a, b, [&](auto aKind, auto bKind) {
+      return f32BinaryStep<typename decltype(aKind)::type, typename decltype(bKind)::type>(in.op);
+    });
   }
 
   template <Space SP, unsigned EB, bool SIGNED, class ADDRESS>
@@ -620,8 +612,9 @@ struct FastSteps {
       case Op::kSelp:
         if (!isReg(d) || !regOrImm(in.ops[1]) || !regOrImm(in.ops[2]) || !isReg(in.ops[3]))
           return nullptr;
-        return isReg(in.ops[1]) ? (isReg(in.ops[2]) ? &selp<Reg, Reg> : &selp<Reg, Imm>)
-                                : (isReg(in.ops[2]) ? &selp<Imm, Reg> : &selp<Imm, Imm>);
+        return byKinds(in.ops[1], in.ops[2], [](auto a, auto b) -> FastStep {
+          return &selp<typename decltype(a)::type, typename decltype(b)::type>;
+        });
       case Op::kSetp:
         if (!isReg(d) || !isReg(in.ops[1]) || !regOrImm(in.ops[2]) || in.boolOp != BoolOp::kNone ||
             in.flags != 0 || (in.ops[5].kind != OperandKind::kNone && !isReg(in.ops[5])))

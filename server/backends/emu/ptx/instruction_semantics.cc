@@ -764,15 +764,9 @@ void BlockRunner::executeSimple(const Instr& in, uint32_t exec, uint32_t group) 
     case Op::kCvta:
     case Op::kCvtaTo: {
       const bool to = in.op == Op::kCvtaTo;
-      uint64_t window = in.space == Space::kShared  ? kSharedWindow
-                        : in.space == Space::kLocal ? kLocalWindow
-                                                    : 0;
+      const uint64_t window = cvtaWindow(in.space);
       forLanes(exec, [&](int l) {
-        uint64_t v = value(in.ops[1], l);
-        if (window)
-          v = to ? (v >= window && v < window + kWindowSize ? v - window : v)
-                 : (v & 0xffffffffu) + window;
-        set(d, l, v & widthMask(typeBytes(in.type)));
+        set(d, l, cvtaAddress(value(in.ops[1], l), window, to) & widthMask(typeBytes(in.type)));
       });
       return;
     }
