@@ -19,6 +19,7 @@ import os
 import platform
 import re
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -94,7 +95,8 @@ def parse_args():
                         help="folder for results.json, the table and the logs "
                         "(default ./gpu-check-results)")
     parser.add_argument("--timeout", type=float, default=None,
-                        help="seconds each run of an item may take (default 90; --chained 240)")
+                        help="seconds each run of an item may take (default: programs 30, the "
+                        "bench and Python checks 120; --chained 240 for all)")
     parser.add_argument("--budget", type=float, default=450,
                         help="seconds for the whole check (default 450); items left when it is "
                         "spent are skipped, and runs get at most what is left")
@@ -104,9 +106,13 @@ def parse_args():
                         help="run only items whose name contains this (repeatable)")
     parser.add_argument("--list", action="store_true", help="list the items and exit")
     args = parser.parse_args()
-    if args.timeout is None:
-        args.timeout = 240.0 if args.chained else 90.0
     return args
+
+
+# Per run, by kind, unless --timeout says: on a GPU a program takes seconds (the longest, 2 s), so
+# a hang is known after 30; the first GPU run spent its whole budget on four hangs at 75 s each.
+GPU_TIMEOUTS = {"program": 30.0, "toolkit": 30.0, "bench": 120.0, "python": 120.0}
+CHAINED_TIMEOUT = 240.0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -226,10 +232,14 @@ class RunResult:
         return "exit code %d" % self.exit_code
 
 
-def run_process(argv, env, timeout, log_path):
+def run_process(argv, env, timeout, log_path, line_buffered=False):
     """Runs argv in its own process group, stdout to log_path and stderr to log_path.stderr; the
-    whole group is killed on timeout."""
+    whole group is killed on timeout. line_buffered: through stdbuf -oL where there is one, so that
+    a program killed on a hang has logged its last finished step (a C program writing to a file
+    buffers its whole output, which the kill loses)."""
     started = time.monotonic()
+    if line_buffered and STDBUF:
+        argv = [STDBUF, "-oL", "-eL"] + list(argv)
     with open(log_path, "w+") as log, open(log_path + ".stderr", "w+") as errors:
         try:
             proc = subprocess.Popen(argv, env=env, stdout=log, stderr=errors,
@@ -259,6 +269,9 @@ def kill_group(proc):
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
         pass
+
+
+STDBUF = shutil.which("stdbuf")
 
 
 def clean_environment(extra):
@@ -509,8 +522,10 @@ class Check:
         return clean_environment({"LD_LIBRARY_PATH": library_path(lib_dirs)})
 
     def pooled_env(self, lib_dirs):
+        # GPU_POOL_LOG=1: every failed remote call names itself and the server's reason on stderr,
+        # which the run's .stderr log keeps.
         return clean_environment({"LD_LIBRARY_PATH": library_path([OUR_LIB] + lib_dirs),
-                                  "GPU_POOL_ENDPOINT": self.cuda.endpoint})
+                                  "GPU_POOL_ENDPOINT": self.cuda.endpoint, "GPU_POOL_LOG": "1"})
 
     # --- one item ------------------------------------------------------------------------------
 
@@ -558,7 +573,8 @@ class Check:
             else:
                 env = self.native_env(lib_dirs) if mode == "native" else self.pooled_env(lib_dirs)
                 env["GPU_CHECK_ARTIFACT"] = artifact
-                result = run_process(item.argv, env, self.run_timeout(), log)
+                result = run_process(item.argv, env, self.run_timeout(item), log,
+                                     line_buffered=item.kind in ("program", "toolkit"))
             runs[mode] = result
             record[mode] = {"outcome": result.describe(), "exit_code": result.exit_code,
                             "seconds": round(result.seconds, 3), "timed_out": result.timed_out,
@@ -663,8 +679,13 @@ class Check:
             record["reason"] += "; server down after it: %s" % died
         return record
 
-    def run_timeout(self):
-        return max(1.0, min(self.args.timeout, self.remaining()))
+    def item_timeout(self, item):
+        if self.args.timeout is not None:
+            return self.args.timeout
+        return CHAINED_TIMEOUT if self.args.chained else GPU_TIMEOUTS[item.kind]
+
+    def run_timeout(self, item):
+        return max(1.0, min(self.item_timeout(item), self.remaining()))
 
 
 def safe(name):
@@ -782,8 +803,15 @@ def main():
     started = time.monotonic()
     check = Check(args)
     mode = "chained (emu server behind gpupoold --backend cuda)" if args.chained else "GPU"
-    print("gpu-check: %s mode, %d items, %.0f s per run; results in %s"
-          % (mode, len(items), args.timeout, check.out), flush=True)
+    if args.timeout is not None:
+        per_run = "%.0f s per run" % args.timeout
+    elif args.chained:
+        per_run = "%.0f s per run" % CHAINED_TIMEOUT
+    else:
+        per_run = "per run: programs %.0f s, bench and Python %.0f s" % (GPU_TIMEOUTS["program"],
+                                                                          GPU_TIMEOUTS["python"])
+    print("gpu-check: %s mode, %d items, %s; results in %s" % (mode, len(items), per_run, check.out),
+          flush=True)
     records = []
     error = None
     try:
@@ -826,7 +854,8 @@ def main():
         "mode": "chained" if args.chained else "gpu",
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "wall_seconds": round(wall, 1),
-        "timeout_seconds": args.timeout,
+        "timeout_seconds": args.timeout if args.timeout is not None else (
+            CHAINED_TIMEOUT if args.chained else GPU_TIMEOUTS),
         "driver": check.driver,
         "machine": machine_description(),
         "passed": passed, "failed": failed, "skipped": skipped,

@@ -3,6 +3,13 @@
 from _gpucheck import check, passed, require, skip
 
 numpy = require("numpy")
+if not hasattr(numpy, "row_stack"):
+    # numba-cuda still names numpy.row_stack (an alias of vstack that numpy 2.5, seen on the GPU
+    # machine, no longer has) when it compiles its first kernel; without it every kernel fails to
+    # compile, pool or not.
+    numpy.row_stack = numpy.vstack
+    print("note: numpy %s has no row_stack; aliased to vstack for numba-cuda" % numpy.__version__,
+          flush=True)
 
 numba = require("numba")
 from numba import cuda  # noqa: E402
