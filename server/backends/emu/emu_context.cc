@@ -714,8 +714,13 @@ Status EmuContext::launch(uint64_t function, const LaunchShape& shape, uint64_t 
   if (threads == 0 || shape.grid[0] == 0 || shape.grid[1] == 0 || shape.grid[2] == 0) {
     return invalidConfiguration("zero-sized grid or block");
   }
-  if (threads > static_cast<uint64_t>(attr[CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK]) ||
-      threads > f.kernel->maxThreadsPerBlock ||
+  if (threads > static_cast<uint64_t>(attr[CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK])) {
+    // More threads than any block may have is CUDA_ERROR_INVALID_VALUE, not an invalid
+    // configuration (observed on driver 580.159.04, H200: a block of 2048 threads).
+    return invalidValue("block of " + std::to_string(threads) + " threads exceeds the device's " +
+                        std::to_string(attr[CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK]));
+  }
+  if (threads > f.kernel->maxThreadsPerBlock ||
       shape.block[0] > static_cast<uint32_t>(attr[CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X]) ||
       shape.block[1] > static_cast<uint32_t>(attr[CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y]) ||
       shape.block[2] > static_cast<uint32_t>(attr[CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z])) {
