@@ -170,7 +170,8 @@ class EmuContext final : public BackendContext {
     int maxDynamicSharedBytes = 0;  // cuFuncSetAttribute opt-in
   };
 
-  // CUDA_ERROR_INVALID_VALUE, naming it, unless every reference `kernel` uses is in `bindings`.
+  // CUDA_ERROR_INVALID_VALUE, naming it, unless every surface reference `kernel` uses is in
+  // `bindings` (an unbound texture reference reads 0, as NVIDIA launches such a kernel).
   static Status checkReferencesBound(const ptx::Module& program, const ptx::KernelInfo& kernel,
                                      const ReferenceBindings& bindings);
   // The view a texture or surface object, or a reference bound to `desc`, reads (emu_textures.cc).
