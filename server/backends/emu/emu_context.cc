@@ -756,6 +756,7 @@ Status EmuContext::launch(uint64_t function, const LaunchShape& shape, uint64_t 
   if (shape.cooperative) {
     if (Status st = checkCooperativeGrid(function, shape); !st.ok()) return st;
     config.cooperative = true;
+    cooperativeLaunched_ = true;
   }
   auto program = f.program;
   const ptx::KernelInfo* kernel = f.kernel;
@@ -765,11 +766,13 @@ Status EmuContext::launch(uint64_t function, const LaunchShape& shape, uint64_t 
   if (auto m = modules_.find(f.module); m != modules_.end()) references = m->second.references;
   if (!references) references = std::make_shared<ReferenceBindings>();
   if (Status st = checkReferencesBound(*program, *kernel, *references); !st.ok()) return st;
+  const bool gridWorkspace = config.cooperative || cooperativeLaunched_;
   return enqueue(stream, [this, program, kernel, config, block, gate = gate_, textures = textures_,
-                          references]() mutable {
+                          references, gridWorkspace]() mutable {
     OwnerDeviceMemory memory(memory_, owner_);
     // A cooperative launch gets its own grid workspace, zeroed, for the launch's lifetime, as the
-    // driver provides one to each cooperative launch.
+    // driver provides one to each cooperative launch; so does every launch after the context's
+    // first cooperative one (cooperativeLaunched_).
     struct Workspace {
       EmuMemory& memory;
       uint64_t owner, address = 0;
@@ -777,7 +780,7 @@ Status EmuContext::launch(uint64_t function, const LaunchShape& shape, uint64_t 
         if (address) memory.release(address, owner);
       }
     } workspace{memory_, owner_};
-    if (config.cooperative) {
+    if (gridWorkspace) {
       constexpr uint32_t kWorkspaceBytes = 2 * sizeof(uint32_t);  // {wsSize, barrier}
       workspace.address = memory_.allocate(kWorkspaceBytes, owner_);
       auto* words =
@@ -786,7 +789,7 @@ Status EmuContext::launch(uint64_t function, const LaunchShape& shape, uint64_t 
               : nullptr;
       if (!words) {
         fail(CUDA_ERROR_OUT_OF_MEMORY,
-             "kernel " + kernel->name + ": no device memory for the cooperative grid workspace");
+             "kernel " + kernel->name + ": no device memory for the grid workspace");
         return;
       }
       words[0] = kWorkspaceBytes;

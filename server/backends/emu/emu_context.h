@@ -242,6 +242,10 @@ class EmuContext final : public BackendContext {
     }
   };
   std::shared_ptr<const TextureObjects> textures_ = std::make_shared<TextureObjects>();
+  // Set by the context's first cooperative launch: from then on every launch gets a grid
+  // workspace, so this_grid().is_valid() is true in ordinary launches too, as on NVIDIA's driver
+  // (observed on driver 580.159.04, H200: false before any cooperative launch, true after).
+  std::atomic<bool> cooperativeLaunched_{false};
 
   mutable std::mutex errorMutex_;
   CUresult stickyCode_ = CUDA_SUCCESS;
