@@ -2,6 +2,7 @@
 // levels and destruction. The array lives on the server of the current context (its layout there:
 // docs/arrays.md); the client keeps its descriptor, so descriptor queries stay local. Sparse,
 // deferred-mapping and multi-planar arrays are refused, with the reason logged.
+#include <algorithm>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -128,6 +129,14 @@ CUresult memoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS* out, const ArrayObje
   int count = 0;
   if (CUresult r = cuDeviceGetCount(&count); r != CUDA_SUCCESS) return r;
   if (device < 0 || device >= count) return CUDA_ERROR_INVALID_DEVICE;
+  // NVIDIA answers only for arrays created with CUDA_ARRAY3D_DEFERRED_MAPPING; an ordinary array
+  // gets CUDA_ERROR_INVALID_VALUE (observed on driver 580.159.04, H200). Deferred-mapping arrays
+  // are refused at creation, so every array served here is an ordinary one.
+  if (!(array->shape.flags & CUDA_ARRAY3D_DEFERRED_MAPPING)) {
+    return refuseCall(CUDA_ERROR_INVALID_VALUE,
+                      "memory requirements are only for arrays created with "
+                      "CUDA_ARRAY3D_DEFERRED_MAPPING");
+  }
   *out = {};
   uint64_t bytes = arrayTotalBytes(array->shape, array->levels);
   out->size =
@@ -223,8 +232,12 @@ GPUPOOL_DRIVER_API CUresult cuMipmappedArrayCreate(CUmipmappedArray* handle,
                                                    const CUDA_ARRAY3D_DESCRIPTOR* desc,
                                                    unsigned int levels) {
   if (!handle || !desc) return CUDA_ERROR_INVALID_VALUE;
+  // NVIDIA clamps the level count to [1, 1 + floor(log2(largest extent))] (documented; more levels
+  // than the extent has were accepted on driver 580.159.04, H200).
+  ArrayShape shape = shapeOf(*desc);
+  levels = std::clamp(levels, 1u, arrayMaxLevels(shape));
   ArrayObject* array = nullptr;
-  if (CUresult r = createArray("cuMipmappedArrayCreate", shapeOf(*desc), levels, true, &array);
+  if (CUresult r = createArray("cuMipmappedArrayCreate", shape, levels, true, &array);
       r != CUDA_SUCCESS) {
     return r;
   }

@@ -319,9 +319,9 @@ GPUPOOL_DRIVER_API CUresult cuCtxSetFlags(unsigned int flags) {
   return CUDA_SUCCESS;
 }
 
-// No context has an execution affinity: cuCtxCreate_v3/_v4 refuse one and
-// cuDeviceGetExecAffinitySupport reports every type unsupported, so the query answers as the
-// driver does for a type the device does not support.
+// A context's SM-count execution affinity: the SMs it may use, its partition for a green
+// context's context and the whole device otherwise. NVIDIA answers so for an ordinary context even
+// where cuDeviceGetExecAffinitySupport reports 0 (observed on driver 580.159.04, H200).
 GPUPOOL_DRIVER_API CUresult cuCtxGetExecAffinity(CUexecAffinityParam* affinity,
                                                  CUexecAffinityType type) {
   if (!affinity) return CUDA_ERROR_INVALID_VALUE;
@@ -329,9 +329,15 @@ GPUPOOL_DRIVER_API CUresult cuCtxGetExecAffinity(CUexecAffinityParam* affinity,
   if (CUresult r = contextOrCurrent(nullptr, &c); r != CUDA_SUCCESS) return r;
   const int raw = rawEnumValue(type);
   if (raw < 0 || raw >= CU_EXEC_AFFINITY_TYPE_MAX) return CUDA_ERROR_INVALID_VALUE;
-  return refuseCall(CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY,
-                    "cuCtxGetExecAffinity: execution affinity is not supported on pool devices "
-                    "(cuDeviceGetExecAffinitySupport reports 0)");
+  unsigned sms = c->smCount;
+  if (sms == 0) {
+    sms = static_cast<unsigned>(
+        DriverState::get().device(c->device)->attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT));
+  }
+  *affinity = {};
+  affinity->type = CU_EXEC_AFFINITY_TYPE_SM_COUNT;
+  affinity->param.smCount.val = sms;
+  return CUDA_SUCCESS;
 }
 
 GPUPOOL_DRIVER_API CUresult cuCtxGetId(CUcontext h, unsigned long long* id) {

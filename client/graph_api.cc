@@ -8,6 +8,7 @@
 #include <set>
 #include <string>
 
+#include "client_log.h"
 #include "driver_export.h"
 #include "graph_memory.h"
 #include "graph_model.h"
@@ -394,6 +395,18 @@ GPUPOOL_DRIVER_API CUresult cuGraphKernelNodeSetAttribute(CUgraphNode h, CUkerne
   if (!value) return CUDA_ERROR_INVALID_VALUE;
   return withNode(h, CU_GRAPH_NODE_TYPE_KERNEL, [&](GraphNodeObject* n) {
     const int id = rawEnumValue(attr);
+    if (id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
+      // A cluster shape that does not divide the node's grid is the driver's
+      // CUDA_ERROR_INVALID_CLUSTER_SIZE (observed on driver 580.159.04, H200: 2x1x1 on a grid of
+      // 5); the shapes that fit but are larger than 1x1x1 are refused below.
+      const auto& c = value->clusterDim;
+      if (c.x && c.y && c.z &&
+          (n->grid[0] % c.x != 0 || n->grid[1] % c.y != 0 || n->grid[2] % c.z != 0)) {
+        return refuseCall(CUDA_ERROR_INVALID_CLUSTER_SIZE,
+                          "cuGraphKernelNodeSetAttribute: the cluster shape does not divide the "
+                          "node's grid");
+      }
+    }
     bool cooperative = false;
     if (CUresult r =
             checkKernelAttribute("cuGraphKernelNodeSetAttribute", id, *value, &cooperative);

@@ -211,10 +211,12 @@ CUresult execUpdate(CUgraphExec h, CUgraph g, CUgraphExecUpdateResult* result,
       return graphRefusal(CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE, "cuGraphExecUpdate",
                           "the graph does not match the executable graph's (see the result)");
     }
+    // The exec's nodes keep being named by the nodes of the graph it was made from only: a node
+    // of the update's graph is CUDA_ERROR_INVALID_VALUE to the per-node setters (observed on
+    // driver 580.159.04, H200, for cuGraphExecKernelNodeSetParams).
+    (void)nodes;
     for (size_t i = 0; i < copy.nodes.size(); ++i) {
       copyParameters(copy.nodes[i].get(), *next->nodes[i]);
-      // The new graph's nodes name the exec's nodes too, for the per-node setters.
-      nodes[next->nodes[i].get()] = copy.nodes[i].get();
     }
     return CUDA_SUCCESS;
   });

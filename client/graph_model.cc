@@ -293,10 +293,14 @@ CUresult setBatchMemOpNode(GraphNodeObject* node, const CUDA_BATCH_MEM_OP_NODE_P
   } else if (CUresult r = currentRemoteContext(&ctx); r != CUDA_SUCCESS) {
     return r;
   }
+  // A node of no operations is accepted and does nothing (observed on driver 580.159.04, H200);
+  // the server gets it as an empty node (fillNode).
   std::vector<CUstreamBatchMemOpParams> ops;
-  if (CUresult r = checkStreamMemOps(call, ctx, true, p.count, p.paramArray, &ops);
-      r != CUDA_SUCCESS) {
-    return r;
+  if (p.count != 0) {
+    if (CUresult r = checkStreamMemOps(call, ctx, true, p.count, p.paramArray, &ops);
+        r != CUDA_SUCCESS) {
+      return r;
+    }
   }
   node->type = CU_GRAPH_NODE_TYPE_BATCH_MEM_OP;
   node->context = ctx;
@@ -538,6 +542,10 @@ void fillNode(wire::Request::GraphNode::Builder b, const FlatNode& f) {
       b.setEventWait(n->event->remote);
       return;
     case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
+      if (n->memOps.empty()) {
+        b.setEmpty();  // a batch of no operations
+        return;
+      }
       fillStreamMemOps(b.initMemOps(static_cast<unsigned>(n->memOps.size())), n->memOps);
       return;
     default:

@@ -66,6 +66,9 @@ CUresult checkShape(const FunctionObject& f, unsigned gx, unsigned gy, unsigned 
   if (fattr(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)) {
     maxThreads = std::min(maxThreads, fattr(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK));
   }
+  // More threads than any block of the device may have is CUDA_ERROR_INVALID_VALUE, not an invalid
+  // configuration (observed on driver 580.159.04, H200: a block of 2048 threads).
+  if (threads > attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)) return CUDA_ERROR_INVALID_VALUE;
   if (threads == 0 || gx == 0 || gy == 0 || gz == 0 || threads > maxThreads ||
       bx > attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X) ||
       by > attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y) ||

@@ -674,11 +674,14 @@ CUresult batchManagedOp(BatchOp op, CUdeviceptr* dptrs, size_t* sizes, size_t co
       return refuseCall(CUDA_ERROR_INVALID_VALUE,
                         what + ": needs 1 to count locations and their first indices");
     }
+    // prefetchLocIdxs[i] is the first range location i applies to, up to the next location's
+    // first. Equal indices are accepted (observed on driver 580.159.04, H200: {0, 0}): the earlier
+    // location then applies to no range.
     for (size_t i = 0; i < numPrefetchLocs; ++i) {
       if ((i == 0 && prefetchLocIdxs[0] != 0) ||
-          (i > 0 && prefetchLocIdxs[i] <= prefetchLocIdxs[i - 1]) || prefetchLocIdxs[i] >= count) {
+          (i > 0 && prefetchLocIdxs[i] < prefetchLocIdxs[i - 1]) || prefetchLocIdxs[i] >= count) {
         return refuseCall(CUDA_ERROR_INVALID_VALUE,
-                          what + ": prefetchLocIdxs must start at 0 and rise below count");
+                          what + ": prefetchLocIdxs must start at 0 and not fall, below count");
       }
       if (targetOf(prefetchLocs[i]) == Target::kInvalid) return CUDA_ERROR_INVALID_DEVICE;
     }

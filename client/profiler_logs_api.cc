@@ -65,11 +65,12 @@ GPUPOOL_DRIVER_API CUresult cuLogsDumpToFile(CUlogIterator* iterator, const char
   return CUDA_SUCCESS;
 }
 
-// No entries: *size becomes 0 and the buffer holds only the terminator the driver always writes.
+// No entries: *size becomes 0 and the buffer is left as it was.
 GPUPOOL_DRIVER_API CUresult cuLogsDumpToMemory(CUlogIterator* iterator, char* buffer, size_t* size,
                                                unsigned int flags) {
   if (!buffer || !size || *size == 0 || flags != 0) return CUDA_ERROR_INVALID_VALUE;
-  buffer[0] = '\0';
+  // Nothing logged: size 0 and the buffer untouched, no terminator written (observed on driver
+  // 580.159.04, H200).
   *size = 0;
   if (iterator) *iterator = kLogEnd;
   return CUDA_SUCCESS;

@@ -31,14 +31,12 @@ struct SmSplitPlan {
 inline SmSplitPlan planSmSplit(unsigned inputSms, int computeMajor, unsigned useFlags,
                                unsigned minCount) {
   SmSplitPlan plan;
-  if (minCount > inputSms) {
-    plan.result = CUDA_ERROR_INVALID_VALUE;  // "must be between 0 and the SM count of input"
-    return plan;
-  }
   SmPartitionRules rules = smPartitionRules(computeMajor, useFlags);
   unsigned size = minCount < rules.minSize ? rules.minSize : minCount;
   size = (size + rules.alignment - 1) / rules.alignment * rules.alignment;
-  if (size > inputSms) {
+  // More SMs than the input has is a configuration no group fits, like one that rounds up past
+  // it (observed on driver 580.159.04, H200: CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION).
+  if (minCount > inputSms || size > inputSms) {
     plan.result = CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION;  // not even one group fits
     return plan;
   }

@@ -39,9 +39,10 @@ struct VmmAllocation {
   CUmemAllocationProp prop{};
   size_t size = 0;
   ContextObject* context = nullptr;
-  uint64_t remote = 0;  // the server's handle
-  unsigned refs = 1;    // cuMemCreate, and one per cuMemRetainAllocationHandle, less releases
-  unsigned mapped = 0;  // mappings of it; the entry lives while either count is nonzero
+  uint64_t remote = 0;    // the server's handle
+  unsigned refs = 1;      // cuMemCreate, and one per cuMemRetainAllocationHandle, less releases
+  unsigned mapped = 0;    // mappings of it; the entry lives while either count is nonzero
+  bool imported = false;  // by cuMemImportFromShareableHandle
 };
 struct VmmReservation {
   size_t size = 0;
@@ -437,6 +438,9 @@ GPUPOOL_DRIVER_API CUresult cuMemGetAllocationPropertiesFromHandle(
   auto it = table.allocations.find(handle);
   if (it == table.allocations.end() || it->second.refs == 0) return CUDA_ERROR_INVALID_VALUE;
   *prop = it->second.prop;
+  // An imported allocation reports no requested handle types (observed on driver 580.159.04,
+  // H200).
+  if (it->second.imported) prop->requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
   return CUDA_SUCCESS;
 }
 
@@ -586,7 +590,9 @@ GPUPOOL_DRIVER_API CUresult cuMemImportFromShareableHandle(CUmemGenericAllocatio
   VmmTable& table = VmmTable::get();
   std::lock_guard lock(table.mutex);
   CUmemGenericAllocationHandle h = table.next++;
-  table.allocations[h] = VmmAllocation{prop, bytes, ctx, remote, 1};
+  VmmAllocation& a = table.allocations[h];
+  a = VmmAllocation{prop, bytes, ctx, remote, 1};
+  a.imported = true;
   *handle = h;
   return CUDA_SUCCESS;
 }

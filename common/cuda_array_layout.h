@@ -116,7 +116,8 @@ inline unsigned arrayMaxLevels(const ArrayShape& s) {
 }
 
 // CUDA_SUCCESS when the driver would create the array (levels: 0 for cuArray3DCreate, else
-// cuMipmappedArrayCreate's numMipmapLevels); otherwise the driver's error, with *reason.
+// cuMipmappedArrayCreate's numMipmapLevels, which the client has clamped to
+// [1, arrayMaxLevels] as the driver does); otherwise the driver's error, with *reason.
 // Valid requests gpupool cannot serve (sparse arrays, video and block-compressed formats) are
 // CUDA_ERROR_NOT_SUPPORTED.
 inline CUresult checkArrayShape(const ArrayShape& s, unsigned levels, bool mipmapped,

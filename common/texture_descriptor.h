@@ -112,11 +112,13 @@ inline CUresult checkTextureDescription(const TextureDescription& d, std::string
             d.height > kTexture2DLinearMaxHeight) {
           return fail(CUDA_ERROR_INVALID_VALUE, "pitch2D texture extent out of range");
         }
-        if (d.pitchBytes % kTexturePitchAlignment != 0 || d.pitchBytes > kTexture2DLinearMaxPitch ||
-            d.pitchBytes < d.width * element) {
+        // A pitch smaller than a row is accepted, its rows overlapping (observed on driver
+        // 580.159.04, H200); the memory must still hold (height - 1) * pitch + a row.
+        if (d.pitchBytes == 0 || d.pitchBytes % kTexturePitchAlignment != 0 ||
+            d.pitchBytes > kTexture2DLinearMaxPitch) {
           return fail(CUDA_ERROR_INVALID_VALUE,
-                      "pitch2D pitch must be a multiple of TEXTURE_PITCH_ALIGNMENT (32 bytes), "
-                      "hold a row and stay within the limit");
+                      "pitch2D pitch must be a nonzero multiple of TEXTURE_PITCH_ALIGNMENT (32 "
+                      "bytes) within the limit");
         }
       }
       if (!d.surface && d.resourceType == CU_RESOURCE_TYPE_PITCH2D &&

@@ -1,5 +1,6 @@
 // Context and device calls whose answer follows from what the device reports: the execution
-// affinity of a context (cuCtxGetExecAffinity, per cuDeviceGetExecAffinitySupport), host atomics
+// affinity of a context (cuCtxGetExecAffinity: its SMs, answered even where
+// cuDeviceGetExecAffinitySupport reports 0), host atomics
 // (cuDeviceGetHostAtomicCapabilities, per HOST_NATIVE_ATOMIC_SUPPORTED), the GPUDirect RDMA write
 // flush (per GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS), dma_buf handles (per DMA_BUF_SUPPORTED), and
 // memory budget notifications. Each answer must agree with the attribute that announces it.
@@ -25,22 +26,18 @@ void budgetCallback(CUasyncNotificationInfo*, void*, CUasyncCallbackHandle) {}
 int main() {
   const CUdevice device = usePrimaryContext();
 
-  // Execution affinity: answered when the device supports the type, refused as unsupported
-  // otherwise; an unknown type is an invalid value.
+  // Execution affinity: the support query answers; an unknown type is an invalid value.
   int affinitySupported = 0;
   CHECK_CU(
       cuDeviceGetExecAffinitySupport(&affinitySupported, CU_EXEC_AFFINITY_TYPE_SM_COUNT, device));
+  // An ordinary context's SM-count affinity is the whole device, whatever the support query says
+  // (observed on driver 580.159.04, H200: success where the support query reported 0).
   CUexecAffinityParam affinity = {};
-  CUresult r = cuCtxGetExecAffinity(&affinity, CU_EXEC_AFFINITY_TYPE_SM_COUNT);
-  if (affinitySupported) {
-    CHECK(r == CUDA_SUCCESS, "cuCtxGetExecAffinity returned %s", cuErrorName(r));
-    CHECK(affinity.param.smCount.val > 0 &&
-              static_cast<int>(affinity.param.smCount.val) <=
-                  attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device),
-          "SM count affinity %u", affinity.param.smCount.val);
-  } else {
-    expectError(r, CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY, "cuCtxGetExecAffinity(SM_COUNT)");
-  }
+  CHECK_CU(cuCtxGetExecAffinity(&affinity, CU_EXEC_AFFINITY_TYPE_SM_COUNT));
+  CHECK(affinity.param.smCount.val > 0 &&
+            static_cast<int>(affinity.param.smCount.val) <=
+                attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device),
+        "SM count affinity %u", affinity.param.smCount.val);
   expectError(cuCtxGetExecAffinity(nullptr, CU_EXEC_AFFINITY_TYPE_SM_COUNT),
               CUDA_ERROR_INVALID_VALUE, "cuCtxGetExecAffinity(null)");
   expectError(cuCtxGetExecAffinity(&affinity, CU_EXEC_AFFINITY_TYPE_MAX), CUDA_ERROR_INVALID_VALUE,
@@ -65,8 +62,8 @@ int main() {
   // The GPUDirect RDMA write flush exists where the device offers it to the host.
   const int flushOptions =
       attribute(CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS, device);
-  r = cuFlushGPUDirectRDMAWrites(CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TARGET_CURRENT_CTX,
-                                 CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER);
+  CUresult r = cuFlushGPUDirectRDMAWrites(CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TARGET_CURRENT_CTX,
+                                          CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER);
   if (flushOptions & CU_FLUSH_GPU_DIRECT_RDMA_WRITES_OPTION_HOST) {
     CHECK(r == CUDA_SUCCESS, "cuFlushGPUDirectRDMAWrites returned %s", cuErrorName(r));
   } else {

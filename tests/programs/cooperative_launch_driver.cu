@@ -168,8 +168,10 @@ int main() {
   value = CUkernelNodeAttrValue{};
   value.clusterDim.x = 2;
   value.clusterDim.y = value.clusterDim.z = 1;
+  // 2x1x1 does not divide the node's grid of kBlocks = 5 blocks (observed on driver 580.159.04,
+  // H200).
   expectError(cuGraphKernelNodeSetAttribute(first, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, &value),
-              CUDA_ERROR_INVALID_VALUE, "cuGraphKernelNodeSetAttribute(a 2x1x1 cluster)");
+              CUDA_ERROR_INVALID_CLUSTER_SIZE, "cuGraphKernelNodeSetAttribute(a 2x1x1 cluster)");
   expectError(cuGraphKernelNodeGetAttribute(
                   first, CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, &value),
               CUDA_ERROR_INVALID_VALUE,

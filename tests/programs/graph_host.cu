@@ -111,7 +111,14 @@ void checkUserObjects(cudaStream_t s) {
   CHECK_CUDA(cudaGraphExecDestroy(exec));
   CHECK(destroyed == 1, "destroyed while the launch still runs");
   CHECK_CUDA(cudaStreamSynchronize(s));
-  CHECK(destroyed == 2, "not destroyed once the launch's work ran (%d)", destroyed.load());
+  // NVIDIA runs the destructor on an internal thread some time after the launch's work released
+  // the last reference (not yet at the synchronization, observed on driver 580.159.04, H200): it
+  // must happen, within a bounded wait.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (destroyed < 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  CHECK(destroyed == 2, "not destroyed within 5 s of the launch's work (%d)", destroyed.load());
   std::printf("user objects ok\n");
 }
 

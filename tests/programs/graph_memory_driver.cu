@@ -244,17 +244,22 @@ int main() {
   }
   std::printf("cuStreamBeginCaptureToGraph after an alloc node, captured free\n");
 
-  // 6. Everything gone: nothing used, and a trim gives the cached memory back.
+  // 6. Everything gone: a trim gives the cached memory back.
   for (CUgraphExec e : {insideExec, outsideExec, freerExec, autoExec, targetExec}) {
     CHECK_CU(cuGraphExecDestroy(e));
   }
   for (CUgraph g : {inside, outside, freer, autoFree, target}) CHECK_CU(cuGraphDestroy(g));
   CHECK_CU(cuCtxSynchronize());
-  CHECK(graphMem(dev, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT) == 0, "used after everything went: %llu",
-        static_cast<unsigned long long>(graphMem(dev, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT)));
+  // Memory stays associated with graphs ("used") until the trim: NVIDIA reported 32 MiB used here
+  // (observed on driver 580.159.04, H200), so only the trim is expected to bring it to 0.
+  const cuuint64_t usedBeforeTrim = graphMem(dev, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT);
+  std::printf("graph memory used after everything went, before the trim: %llu\n",
+              static_cast<unsigned long long>(usedBeforeTrim));
   CHECK_CU(cuDeviceGraphMemTrim(dev));
   CHECK(graphMem(dev, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT) == 0, "reserved after trim: %llu",
         static_cast<unsigned long long>(graphMem(dev, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT)));
+  CHECK(graphMem(dev, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT) == 0, "used after trim: %llu",
+        static_cast<unsigned long long>(graphMem(dev, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT)));
   std::printf("graph memory attributes and trim\n");
 
   CHECK_CU(cuMemFree(out));

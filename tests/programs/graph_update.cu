@@ -1,8 +1,8 @@
 // Re-capturing a stream and updating the executable graph in place, as frameworks do between
 // steps (runtime API): cudaGraphExecUpdate with a capture of the same shape takes effect on the
 // next launch; one with another shape fails with the topology result and leaves the executable
-// graph as it was; cudaGraphExecKernelNodeSetParams on a node of the updated graph and
-// cudaGraphNodeSetEnabled change what the next launch computes.
+// graph as it was; cudaGraphExecKernelNodeSetParams on a node of the original graph (not of the
+// graph it was updated from) and cudaGraphNodeSetEnabled change what the next launch computes.
 #include <cstdio>
 #include <cstring>
 #include <vector>
@@ -91,8 +91,8 @@ int main() {
         static_cast<int>(info.result));
   launchAndCheck(exec, s, y, input, 3, 7, "after a refused update");
 
-  // The updated graph's kernel node names the executable graph's.
-  cudaGraphNode_t kernel = kernelNodeOf(second);
+  // The executable graph's nodes are named by the graph it was instantiated from; a node of the
+  // graph it was updated from names none of them (observed on driver 580.159.04, H200).
   int k = 4, b = -3, n = kCount;
   const int* xc = x;
   void* args[] = {&y, &xc, &k, &b, &n};
@@ -101,6 +101,9 @@ int main() {
   p.gridDim = dim3(kBlocks);
   p.blockDim = dim3(kThreads);
   p.kernelParams = args;
+  EXPECT_CUDA_ERROR(cudaGraphExecKernelNodeSetParams(exec, kernelNodeOf(second), &p),
+                    cudaErrorInvalidValue);
+  cudaGraphNode_t kernel = kernelNodeOf(first);
   CHECK_CUDA(cudaGraphExecKernelNodeSetParams(exec, kernel, &p));
   launchAndCheck(exec, s, y, input, 4, -3, "cudaGraphExecKernelNodeSetParams");
 

@@ -142,8 +142,10 @@ int main() {
   expectError(cuDevSmResourceSplitByCount(groups, nullptr, &whole, nullptr, 0, minCount),
               CUDA_ERROR_INVALID_VALUE, "cuDevSmResourceSplitByCount(nbGroups NULL)");
   unsigned one = 1;
+  // Observed on driver 580.159.04, H200.
   expectError(cuDevSmResourceSplitByCount(&scratch, &one, &whole, nullptr, 0, whole.sm.smCount + 1),
-              CUDA_ERROR_INVALID_VALUE, "cuDevSmResourceSplitByCount(minCount > smCount)");
+              CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION,
+              "cuDevSmResourceSplitByCount(minCount > smCount)");
   CUdevResource invalid{};
   expectError(cuDevSmResourceSplitByCount(&scratch, &one, &invalid, nullptr, 0, minCount),
               CUDA_ERROR_INVALID_RESOURCE_TYPE, "cuDevSmResourceSplitByCount(TYPE_INVALID input)");

@@ -35,7 +35,10 @@ void checkLogs() {
   std::vector<char> buffer(25600, 'x');  // the most the driver keeps
   size_t size = buffer.size();
   CHECK_CU(cuLogsDumpToMemory(&iterator, buffer.data(), &size, 0));
-  CHECK(size < buffer.size() && buffer[size] == '\0', "dump of %zu bytes is not terminated", size);
+  // With nothing logged the driver answers size 0 and writes no terminator (observed on driver
+  // 580.159.04, H200); a dump of some bytes is terminated.
+  CHECK(size < buffer.size() && (size == 0 || buffer[size] == '\0'),
+        "dump of %zu bytes is not terminated", size);
   std::printf("logs: %zu bytes since the iterator\n", size);
 
   expectError(cuLogsRegisterCallback(nullptr, nullptr, &handle), CUDA_ERROR_INVALID_VALUE,

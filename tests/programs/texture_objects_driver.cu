@@ -104,7 +104,8 @@ void pitchedLinearFilter() {
             (backTex.flags & CU_TRSF_NORMALIZED_COORDINATES) != 0,
         "cuTexObjectGetTextureDesc");
   CUDA_RESOURCE_VIEW_DESC view{};
-  EXPECT_CU_ERROR(cuTexObjectGetResourceViewDesc(&view, t), CUDA_ERROR_INVALID_VALUE);
+  // Created without a view: success (observed on driver 580.159.04, H200; the contents were not).
+  CHECK_CU(cuTexObjectGetResourceViewDesc(&view, t));
   CHECK_CU(cuTexObjectDestroy(t));
   CHECK_CU(cuMemFree(out));
   CHECK_CU(cuMemFree(atDev));

@@ -5,8 +5,8 @@
 // (CU_TRSF_READ_AS_INTEGER); 1D linear memory (cuTexRefSetAddress, with its byte offset) and 2D
 // pitched memory (cuTexRefSetAddress2D); a surface reference written with sust; rebinding between
 // launches (state set after a launch changes only later launches); the old launch API with
-// cuParamSetTexRef; every Get answering what was Set; and the errors: an unbound reference at
-// launch, bad formats, modes and flags, names that are not references.
+// cuParamSetTexRef; every Get answering what was Set; a launch reading an unbound texture
+// reference (it runs); and the errors: bad formats, modes and flags, names that are not references.
 #include <cuda.h>
 
 #include <cmath>
@@ -520,7 +520,8 @@ void legacyLaunch() {
   CHECK_CU(cuTexRefSetAddress(&offset, texLinear, mem, n * sizeof(int)));
   CUdeviceptr out;
   CHECK_CU(cuMemAlloc(&out, n * sizeof(int)));
-  EXPECT_CU_ERROR(cuParamSetTexRef(fetchLinear, 0, texLinear), CUDA_ERROR_INVALID_VALUE);
+  // A deprecated call NVIDIA accepts whatever the unit (observed on driver 580.159.04, H200).
+  CHECK_CU(cuParamSetTexRef(fetchLinear, 0, texLinear));
   CHECK_CU(cuParamSetTexRef(fetchLinear, CU_PARAM_TR_DEFAULT, texLinear));
   CHECK_CU(cuFuncSetBlockShape(fetchLinear, n, 1, 1));
   CHECK_CU(cuParamSetv(fetchLinear, 0, &out, sizeof out));
@@ -607,12 +608,11 @@ void lookupsAndErrors(CUdevice device) {
   EXPECT_CU_ERROR(cuDeviceGetTexture1DLinearMaxWidth(&maxWidth, CU_AD_FORMAT_FLOAT, 3, device),
                   CUDA_ERROR_INVALID_VALUE);
 
-  // A kernel reading a reference nothing was bound to is refused at launch.
+  // A kernel reading a texture reference nothing was bound to launches and completes (observed
+  // on driver 580.159.04, H200; what it reads was not observed, so it is not checked).
   void* args[] = {&mem};
-  CUresult r = cuLaunchKernel(readUnbound, 1, 1, 1, 1, 1, 1, 0, nullptr, args, nullptr);
-  if (r == CUDA_SUCCESS) r = cuCtxSynchronize();
-  CHECK(r == CUDA_ERROR_INVALID_VALUE, "launch with an unbound reference returned %s",
-        cuErrorName(r));
+  CHECK_CU(cuLaunchKernel(readUnbound, 1, 1, 1, 1, 1, 1, 0, nullptr, args, nullptr));
+  CHECK_CU(cuCtxSynchronize());
   CHECK_CU(cuMemFree(mem));
   std::printf("lookups, created references, device limit and errors ok\n");
 }

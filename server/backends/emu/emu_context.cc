@@ -714,8 +714,13 @@ Status EmuContext::launch(uint64_t function, const LaunchShape& shape, uint64_t 
   if (threads == 0 || shape.grid[0] == 0 || shape.grid[1] == 0 || shape.grid[2] == 0) {
     return invalidConfiguration("zero-sized grid or block");
   }
-  if (threads > static_cast<uint64_t>(attr[CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK]) ||
-      threads > f.kernel->maxThreadsPerBlock ||
+  if (threads > static_cast<uint64_t>(attr[CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK])) {
+    // More threads than any block may have is CUDA_ERROR_INVALID_VALUE, not an invalid
+    // configuration (observed on driver 580.159.04, H200: a block of 2048 threads).
+    return invalidValue("block of " + std::to_string(threads) + " threads exceeds the device's " +
+                        std::to_string(attr[CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK]));
+  }
+  if (threads > f.kernel->maxThreadsPerBlock ||
       shape.block[0] > static_cast<uint32_t>(attr[CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X]) ||
       shape.block[1] > static_cast<uint32_t>(attr[CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y]) ||
       shape.block[2] > static_cast<uint32_t>(attr[CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z])) {
@@ -751,6 +756,7 @@ Status EmuContext::launch(uint64_t function, const LaunchShape& shape, uint64_t 
   if (shape.cooperative) {
     if (Status st = checkCooperativeGrid(function, shape); !st.ok()) return st;
     config.cooperative = true;
+    cooperativeLaunched_ = true;
   }
   auto program = f.program;
   const ptx::KernelInfo* kernel = f.kernel;
@@ -760,11 +766,13 @@ Status EmuContext::launch(uint64_t function, const LaunchShape& shape, uint64_t 
   if (auto m = modules_.find(f.module); m != modules_.end()) references = m->second.references;
   if (!references) references = std::make_shared<ReferenceBindings>();
   if (Status st = checkReferencesBound(*program, *kernel, *references); !st.ok()) return st;
+  const bool gridWorkspace = config.cooperative || cooperativeLaunched_;
   return enqueue(stream, [this, program, kernel, config, block, gate = gate_, textures = textures_,
-                          references]() mutable {
+                          references, gridWorkspace]() mutable {
     OwnerDeviceMemory memory(memory_, owner_);
     // A cooperative launch gets its own grid workspace, zeroed, for the launch's lifetime, as the
-    // driver provides one to each cooperative launch.
+    // driver provides one to each cooperative launch; so does every launch after the context's
+    // first cooperative one (cooperativeLaunched_).
     struct Workspace {
       EmuMemory& memory;
       uint64_t owner, address = 0;
@@ -772,7 +780,7 @@ Status EmuContext::launch(uint64_t function, const LaunchShape& shape, uint64_t 
         if (address) memory.release(address, owner);
       }
     } workspace{memory_, owner_};
-    if (config.cooperative) {
+    if (gridWorkspace) {
       constexpr uint32_t kWorkspaceBytes = 2 * sizeof(uint32_t);  // {wsSize, barrier}
       workspace.address = memory_.allocate(kWorkspaceBytes, owner_);
       auto* words =
@@ -781,7 +789,7 @@ Status EmuContext::launch(uint64_t function, const LaunchShape& shape, uint64_t 
               : nullptr;
       if (!words) {
         fail(CUDA_ERROR_OUT_OF_MEMORY,
-             "kernel " + kernel->name + ": no device memory for the cooperative grid workspace");
+             "kernel " + kernel->name + ": no device memory for the grid workspace");
         return;
       }
       words[0] = kWorkspaceBytes;

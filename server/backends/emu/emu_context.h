@@ -170,7 +170,8 @@ class EmuContext final : public BackendContext {
     int maxDynamicSharedBytes = 0;  // cuFuncSetAttribute opt-in
   };
 
-  // CUDA_ERROR_INVALID_VALUE, naming it, unless every reference `kernel` uses is in `bindings`.
+  // CUDA_ERROR_INVALID_VALUE, naming it, unless every surface reference `kernel` uses is in
+  // `bindings` (an unbound texture reference reads 0, as NVIDIA launches such a kernel).
   static Status checkReferencesBound(const ptx::Module& program, const ptx::KernelInfo& kernel,
                                      const ReferenceBindings& bindings);
   // The view a texture or surface object, or a reference bound to `desc`, reads (emu_textures.cc).
@@ -241,6 +242,10 @@ class EmuContext final : public BackendContext {
     }
   };
   std::shared_ptr<const TextureObjects> textures_ = std::make_shared<TextureObjects>();
+  // Set by the context's first cooperative launch: from then on every launch gets a grid
+  // workspace, so this_grid().is_valid() is true in ordinary launches too, as on NVIDIA's driver
+  // (observed on driver 580.159.04, H200: false before any cooperative launch, true after).
+  std::atomic<bool> cooperativeLaunched_{false};
 
   mutable std::mutex errorMutex_;
   CUresult stickyCode_ = CUDA_SUCCESS;

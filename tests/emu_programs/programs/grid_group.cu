@@ -1,5 +1,6 @@
 // Cooperative groups' grid group. A module holding a grid.sync() kernel loads and its other
-// kernels run; in an ordinary launch this_grid() is not valid (no grid workspace) while its rank
+// kernels run; in an ordinary launch before any cooperative one this_grid() is not valid (no grid
+// workspace; after one, NVIDIA's driver gives ordinary launches a workspace too) while its rank
 // and size still are. The grid.sync() kernel runs only where the device offers cooperative
 // launches (cudaDevAttrCooperativeLaunch); elsewhere cudaLaunchCooperativeKernel must fail
 // rather than run the kernel without a grid-wide barrier.

@@ -66,7 +66,8 @@ struct LaunchConfig {
   uint32_t maxSharedBytesOptIn = 0;
   // A cooperative launch runs every block at once, each on its own host thread, so a grid-wide
   // barrier can complete; gridWorkspace is the device address %envreg1/%envreg2 give the kernel
-  // (cooperative groups' grid_workspace: {wsSize, barrier}), 0 for an ordinary launch.
+  // (cooperative groups' grid_workspace: {wsSize, barrier}); 0 for an ordinary launch until the
+  // context's first cooperative launch (emu_context.cc).
   bool cooperative = false;
   uint64_t gridWorkspace = 0;
 };

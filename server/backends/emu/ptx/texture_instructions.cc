@@ -33,6 +33,12 @@ void BlockRunner::textureAccess(const Instr& in, uint32_t exec) {
   forLanes(exec, [&](int l) {
     const uint64_t handle = value(in.ops[1], l);
     const TextureView* t = ctx_.services.textures ? ctx_.services.textures->find(handle) : nullptr;
+    if (!t && isTexture && handle >= kTextureReferenceHandleBase) {
+      // A texture reference nothing was bound to: NVIDIA launches the kernel and it completes
+      // (observed on driver 580.159.04, H200); what it reads was not observed. The emu reads 0.
+      for (unsigned k = 0; k < 4; ++k) set(element(data, k), l, 0);
+      return;
+    }
     if (!t || t->surface != !isTexture) {
       std::ostringstream what;
       if (handle >= kTextureReferenceHandleBase) {
