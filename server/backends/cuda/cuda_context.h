@@ -188,9 +188,11 @@ class CudaContext final : public BackendContext {
               transport::PinnedMemory* pinnedMemory);
 
   Status makeCurrent();
-  // The whole pages of managed memory holding `address` when the driver says it is managed
-  // (a __managed__ variable); *bytes = 0 otherwise.
-  Status managedRangeOf(uint64_t address, uint64_t* base, uint64_t* bytes);
+  // The whole pages of managed memory holding the global [address, address+size) of `module`
+  // when the driver says it is managed (a __managed__ variable); *bytes = 0 otherwise. Recorded in
+  // managedRanges_ and addresses_.
+  Status managedRangeOf(uint64_t module, uint64_t address, uint64_t size, uint64_t* base,
+                        uint64_t* bytes);
   Status findStream(uint64_t id, CUstream* stream) const;
   Status findEvent(uint64_t id, CUevent* event) const;
   Status findFunction(uint64_t id, const Function** function) const;
@@ -280,6 +282,9 @@ class CudaContext final : public BackendContext {
 
   DeviceAddressMap addresses_;
   std::map<uint64_t, CUmodule> modules_;
+  // The managed memory of each module's __managed__ variables looked up so far: base -> bytes,
+  // whole pages, disjoint (managedRangeOf).
+  std::map<uint64_t, std::map<uint64_t, uint64_t>> managedRanges_;
   std::map<uint64_t, CUmemoryPool> pools_;  // the pools this context created (0: its default)
   std::map<uint64_t, Function> functions_;
   std::map<CUfunction, uint64_t> functionIds_;  // so repeated lookups return the same id
