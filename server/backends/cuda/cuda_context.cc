@@ -1043,6 +1043,7 @@ void CudaContext::notePendingWaits(CUstream stream, std::span<const StreamMemOp>
     if (op.isWait()) pending.waits.push_back(op);
   }
   if (pending.waits.empty()) return;  // the usual graph launch: nothing to look at
+  std::lock_guard lock(pendingMutex_);
   dropMetWaits();
   // Without the event the wait cannot be released at teardown; the work is queued already, so
   // that is the only cost.
@@ -1066,6 +1067,7 @@ void CudaContext::dropMetWaits() {
 // Writes, for each wait still pending, a value that meets it (the memory is about to be freed, and
 // nobody else can see it), in the order they were queued, giving each batch a moment to pass.
 void CudaContext::releasePendingWaits() {
+  std::lock_guard lock(pendingMutex_);
   dropMetWaits();
   if (pendingWaits_.empty()) return;
   CUstream helper = nullptr;
@@ -1163,6 +1165,13 @@ Status CudaContext::eventElapsedTime(uint64_t start, uint64_t end, float* millis
 }
 
 // May run on a waiter thread: the driver's context synchronization is thread-safe.
+// From any thread (the server's watch on busy sessions, or the session's end), while other threads
+// may use the context: the pending waits are under their own lock.
+void CudaContext::cancel() {
+  (void)makeCurrent();
+  releasePendingWaits();
+}
+
 Status CudaContext::synchronize() {
   if (Status s = makeCurrent(); !s.ok()) return s;
   return driver_->call(driver_->ctxSynchronize);

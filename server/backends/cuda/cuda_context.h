@@ -18,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "server/backend.h"
@@ -151,6 +152,10 @@ class CudaContext final : public BackendContext {
   Status eventElapsedTime(uint64_t start, uint64_t end, float* milliseconds) override;
 
   Status synchronize() override;
+  // The client is gone: the stream waits it left pending are met, so that the waits for their
+  // streams (a waiter thread's cuStreamSynchronize for it) return and the session can end. From
+  // any thread, as the contract says.
+  void cancel() override;
 
   // Gated kernels (and graphs) pass the pool's scheduler on the device, in their stream's order,
   // without the session waiting for them (cuda_gated_launches.h).
@@ -268,6 +273,7 @@ class CudaContext final : public BackendContext {
   // Keeps the waits among `ops`, just queued on `stream` (alone or in a graph), for
   // releasePendingWaits.
   void notePendingWaits(CUstream stream, std::span<const StreamMemOp> ops);
+  // Under pendingMutex_; releasePendingWaits takes it.
   void dropMetWaits();
   void releasePendingWaits();
 
@@ -293,7 +299,9 @@ class CudaContext final : public BackendContext {
   DriverHandleTable<CUevent> events_{
       [this](CUevent event) { return driver_->call(driver_->eventDestroy, event); }};
   std::unique_ptr<CudaStaging> staging_;  // released before the context in the destructor
-  std::vector<PendingWaits> pendingWaits_;
+  std::vector<PendingWaits>
+      pendingWaits_;  // under pendingMutex_: cancel() may come from any thread
+  std::mutex pendingMutex_;
 
   // Kernels' admission by the pool's scheduler and meter; null when the device is open.
   std::unique_ptr<CudaGatedLaunches> gated_;
