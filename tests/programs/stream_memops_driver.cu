@@ -77,6 +77,14 @@ int main() {
   CHECK_CU(cuMemAlloc(&words, 64 * sizeof(unsigned)));
   CHECK_CU(cuMemsetD32(words, 0, 64));
   CUdeviceptr flag = words, data = words + 4, copied = words + 8, flag64 = words + 16;
+  // Each kernel runs once before any stream is held: NVIDIA's driver loads a kernel at its first
+  // launch (lazy loading, CUDA 12's default), and loading may synchronize the context, which would
+  // wait for a held stream whose wait only a later launch meets.
+  store64<<<1, 1>>>(reinterpret_cast<unsigned long long*>(words + 192), 0);
+  copyWord<<<1, 1>>>(reinterpret_cast<const unsigned*>(words + 200),
+                     reinterpret_cast<unsigned*>(words + 204));
+  CHECK_CUDA(cudaGetLastError());
+  CHECK_CU(cuCtxSynchronize());
 
   // Ordering: the copy queued behind the wait on `a` sees the data `b` set before its write.
   CHECK_CU(cuStreamWaitValue32(a, flag, 1, CU_STREAM_WAIT_VALUE_GEQ));
@@ -198,6 +206,11 @@ int main() {
   CUdeviceptr never;
   CHECK_CU(cuMemAlloc(&never, 16));
   CHECK_CU(cuMemsetD32(never, 0, 4));
+  // The kernel loads in this context before the stream is held (see the first launches above).
+  copyWord<<<1, 1, 0, held>>>(reinterpret_cast<const unsigned*>(never),
+                              reinterpret_cast<unsigned*>(never + 4));
+  CHECK_CUDA(cudaGetLastError());
+  CHECK_CU(cuStreamSynchronize(held));
   CHECK_CU(cuStreamWaitValue32(held, never, 1, CU_STREAM_WAIT_VALUE_EQ));
   CHECK_CU(cuStreamWaitValue64(held, never + 8, 1, CU_STREAM_WAIT_VALUE_GEQ));
   copyWord<<<1, 1, 0, held>>>(reinterpret_cast<const unsigned*>(never),
