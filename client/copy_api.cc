@@ -6,9 +6,11 @@
 // into it.
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "array_objects.h"
+#include "client_log.h"
 #include "driver_export.h"
 #include "driver_state.h"
 #include "host_function_fence.h"
@@ -196,9 +198,25 @@ CUresult memset(const char* what, CUdeviceptr dst, uint32_t value, unsigned elem
   CaptureScope capturing;  // a capturing stream takes the memset as a node
   ContextObject* ctx = nullptr;
   uint64_t s = 0;
-  if (CUresult r = route(stream, dst, pitch * (height - 1) + width * elementSize, &ctx, &s);
-      r != CUDA_SUCCESS) {
-    return r;
+  const size_t extent = pitch * (height - 1) + width * elementSize;
+  if (CUresult r = route(stream, dst, extent, &ctx, &s); r != CUDA_SUCCESS) {
+    if (r != CUDA_ERROR_INVALID_VALUE || logLevel() < 1) return r;
+    // Says which memory it missed (GPU_POOL_LOG=1): a program the driver serves may reach past
+    // the allocations recorded here.
+    std::string near = "no device allocation below it";
+    {
+      auto& state = DriverState::get();
+      std::lock_guard lock(state.mutex);
+      auto it = state.deviceAllocations.upper_bound(dst);
+      if (it != state.deviceAllocations.begin()) {
+        --it;
+        near = "the allocation below it is [" + std::to_string(it->first) + ", +" +
+               std::to_string(it->second.size) + ")";
+      }
+    }
+    return refuseCall(r, std::string(what) + ": [" + std::to_string(dst) + ", +" +
+                             std::to_string(extent) + ") is not inside one device allocation; " +
+                             near);
   }
   if (CUresult r = CUDA_SUCCESS;
       captureMemset(stream, dst, value, elementSize, width, height, pitch, &r)) {

@@ -114,7 +114,8 @@ GPUPOOL_DRIVER_API CUresult cuDeviceGetPCIBusId(char* busId, int len, CUdevice d
   const DeviceSnapshot* d = deviceOrNull(dev, &r);
   if (!d) return r;
   if (!busId || len <= 0) return CUDA_ERROR_INVALID_VALUE;
-  std::snprintf(busId, static_cast<size_t>(len), "%08x:%02x:%02x.0",
+  // As NVIDIA's driver writes it: the domain in four hex digits when it fits in them.
+  std::snprintf(busId, static_cast<size_t>(len), "%04x:%02x:%02x.0",
                 d->attribute(CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID),
                 d->attribute(CU_DEVICE_ATTRIBUTE_PCI_BUS_ID),
                 d->attribute(CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID));

@@ -187,6 +187,7 @@ struct DeviceAllocation {
   unsigned long long id = nextAllocationId();
   bool vmm = false;      // adjacent cuMemMap mappings (vmm_api.cc): cuMemUnmap's, never cuMemFree's
   bool managed = false;  // cuMemAllocManaged: also host memory here (managed_memory_api.cc)
+  bool moduleVariable = false;  // managed memory of a module's __managed__ variables
   // cuIpcOpenMemHandle opens of this context not yet closed (ipc_api.cc): cuIpcCloseMemHandle's,
   // never cuMemFree's.
   unsigned ipcOpens = 0;

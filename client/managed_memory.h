@@ -17,10 +17,13 @@ CUresult freeManagedAllocation(CUdeviceptr base, const DeviceAllocation& info);
 // The server side of `ctx` is gone: its managed allocations' mirrors go too.
 void dropManagedAllocationsOf(ContextObject* ctx);
 
-// The __managed__ variable `name` of module m, at `address`: unless a mirror already holds it, the
-// server makes the managed memory holding it a managed region, and a host mirror takes its pages
-// here, so the address is valid in host code too.
-CUresult adoptManagedGlobal(ModuleObject* m, const std::string& name, CUdeviceptr address);
+// The __managed__ variable `name` of module m, [address, address+variableBytes): unless a mirror
+// already holds it, the server makes the managed memory holding it a managed region, and a host
+// mirror takes its pages here, so the address is valid in host code too. That region may hold
+// mirrored ones of the same module (a driver that names no allocation for a module's variables
+// gives each its pages, joined where they meet): their mirrors give way to it.
+CUresult adoptManagedGlobal(ModuleObject* m, const std::string& name, CUdeviceptr address,
+                            size_t variableBytes);
 
 // Module m is being unloaded: the mirrors of its __managed__ variables go.
 void dropManagedGlobalsOf(ModuleObject* m);

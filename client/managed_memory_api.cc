@@ -779,11 +779,18 @@ void dropManagedAllocationsOf(ContextObject* ctx) {
   }
 }
 
-CUresult adoptManagedGlobal(ModuleObject* m, const std::string& name, CUdeviceptr address) {
+CUresult adoptManagedGlobal(ModuleObject* m, const std::string& name, CUdeviceptr address,
+                            size_t variableBytes) {
   ContextObject* ctx = m->context;
   {
     std::lock_guard lock(managedMutex);
-    if (managedAllocationOf(ctx, address, 0, nullptr)) return CUDA_SUCCESS;  // already mirrored
+    if (managedAllocationOf(ctx, address, std::max<size_t>(variableBytes, 1), nullptr)) {
+      return CUDA_SUCCESS;  // already mirrored
+    }
+    // The server may grow a mirrored range of the module to hold this variable too: what the host
+    // wrote there goes first, as the reply's contents replace the mirror.
+    ManagedScope scope;
+    if (CUresult r = flushManagedWrites(*ctx->server); r != CUDA_SUCCESS) return r;
   }
   if (sysconf(_SC_PAGESIZE) != static_cast<long>(kManagedPageBytes)) {
     return refuseCall(CUDA_ERROR_NOT_SUPPORTED,
@@ -818,6 +825,25 @@ CUresult adoptManagedGlobal(ModuleObject* m, const std::string& name, CUdevicept
         return bulk.read(contents.data(), bytes) ? CUDA_SUCCESS : CUDA_ERROR_UNKNOWN;
       });
   if (r != CUDA_SUCCESS) return r;
+  // The module's mirrors the range grew over (the server dropped their regions) make way.
+  std::vector<CUdeviceptr> replaced;
+  {
+    std::lock_guard lock(managedMutex);
+    for (auto it = managedAllocationMap().begin(); it != managedAllocationMap().end();) {
+      if (it->second.context != ctx || it->second.module != m || it->first < base ||
+          it->first + it->second.bytes > base + bytes) {
+        ++it;
+        continue;
+      }
+      unmapMirror(it->second, it->first);
+      replaced.push_back(it->first);
+      it = managedAllocationMap().erase(it);
+    }
+  }
+  if (!replaced.empty()) {
+    std::lock_guard stateLock(DriverState::get().mutex);
+    for (CUdeviceptr old : replaced) DriverState::get().deviceAllocations.erase(old);
+  }
   std::string why;
   if (!mirrorManagedRange(ctx, base, bytes, contents.data(), m, &why)) {
     return refuseCall(CUDA_ERROR_OUT_OF_MEMORY, "__managed__ variable '" + name + "': " + why);
@@ -825,6 +851,7 @@ CUresult adoptManagedGlobal(ModuleObject* m, const std::string& name, CUdevicept
   std::lock_guard stateLock(DriverState::get().mutex);
   DeviceAllocation d{bytes, ctx};
   d.managed = true;
+  d.moduleVariable = true;
   DriverState::get().deviceAllocations[base] = d;
   return CUDA_SUCCESS;
 }

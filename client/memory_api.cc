@@ -160,6 +160,10 @@ GPUPOOL_DRIVER_API CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* s
   DeviceAllocation info;
   CUdeviceptr b = 0;
   if (!DriverState::get().findDevice(dptr, 0, &b, &info)) return CUDA_ERROR_NOT_FOUND;
+  // NVIDIA's driver names no allocation for a module's __managed__ variables (it refuses, as the
+  // pooled runs on a GPU showed); nor does this one, so the cuda backend chained in front of it
+  // meets what it meets there.
+  if (info.moduleVariable) return CUDA_ERROR_INVALID_VALUE;
   if (base) *base = b;
   if (size) *size = info.size;
   return CUDA_SUCCESS;

@@ -210,7 +210,7 @@ CUresult globalIn(ModuleObject* m, const std::string& name, CUdeviceptr* address
   if (isManaged) {
     // Managed memory: one address for host code and kernels, as on a GPU (the mirror registers it
     // as device memory too).
-    if (CUresult ar = adoptManagedGlobal(m, name, a); ar != CUDA_SUCCESS) return ar;
+    if (CUresult ar = adoptManagedGlobal(m, name, a, n); ar != CUDA_SUCCESS) return ar;
   } else {
     // Globals are device memory too: unified copies and pointer queries must recognise them.
     std::lock_guard lock(DriverState::get().mutex);

@@ -251,6 +251,14 @@ Status managedAdoptGlobal(RequestContext& request, BackendContext& context, uint
       ++it;
       continue;
     }
+    if (it->second.module == module && base <= it->first &&
+        it->first + it->second.bytes <= base + rangeBytes) {
+      // The module's managed memory known so far, grown by this variable's pages (a driver that
+      // names no allocation for them: cuda_context.cc): the client's mirror of it makes way for
+      // one of the whole range, which the reply fills, after it sent its writes.
+      it = managed.erase(it);
+      continue;
+    }
     return Status::error(CUDA_ERROR_NOT_SUPPORTED,
                          "managed variable '" + name +
                              "' shares host pages with other managed memory, which its mirror "

@@ -132,5 +132,34 @@ TEST(StatusTest, AStreamHeldByAHostFunctionIsReleasedWhenTheProgramIsKilled) {
   EXPECT_TRUE(after.at("sessions").empty()) << after.dump(2);
 }
 
+// A client killed while the server waits, for it, on a stream held by a stream wait nothing meets
+// (the cuda backend, chained: the wait is its driver's): the session ends, its memory is
+// released, and the server goes on serving. The backend's cancel meets the wait.
+TEST(StatusTest, AStreamHeldByAStreamWaitIsReleasedWhenTheProgramIsKilled) {
+  ChainedServers servers = startChainedServers();
+  const GpupoolServer& server = *servers.cuda;
+  ChildProcess program(
+      {e2eProgramPath("hold_stream_wait"), {}, clientEnvironment(server.endpoint()), {}});
+  ASSERT_TRUE(program.waitForStdout("READY", seconds(60))) << program.finish(seconds(1)).describe();
+  std::this_thread::sleep_for(milliseconds(500));  // the synchronization reaches the server
+  nlohmann::json busy = queryStatus(server);
+  ASSERT_FALSE(busy.empty());
+  EXPECT_GE(deviceMemoryUsed(busy), kHeldBytes) << busy.dump(2);
+
+  program.signal(SIGKILL);
+  program.finish(seconds(10));
+  nlohmann::json after;
+  auto deadline = steady_clock::now() + seconds(10);
+  do {
+    after = queryStatus(server);
+    if (after.empty()) break;
+    if (deviceMemoryUsed(after) == 0 && after.at("sessions").empty()) break;
+    std::this_thread::sleep_for(milliseconds(100));
+  } while (steady_clock::now() < deadline);
+  ASSERT_FALSE(after.empty()) << "the server stopped answering";
+  EXPECT_EQ(deviceMemoryUsed(after), 0u) << after.dump(2);
+  EXPECT_TRUE(after.at("sessions").empty()) << after.dump(2);
+}
+
 }  // namespace
 }  // namespace gpupool::e2e

@@ -1,6 +1,8 @@
 // Queries every device through the runtime API and prints the results as stable key=value lines
 // (nothing that changes between runs, such as free memory), so two runs can be compared. Checks
 // that the properties agree with cudaDeviceGetAttribute and obey basic invariants.
+#include <strings.h>
+
 #include <cstring>
 
 #include "self_check.h"
@@ -89,6 +91,12 @@ void queryDevice(int device) {
   char busId[32] = {};
   CHECK_CUDA(cudaDeviceGetPCIBusId(busId, sizeof(busId), device));
   std::printf("device%d.pci_bus_id_string=%s\n", device, busId);
+  // As NVIDIA's driver writes it: a domain of four hex digits when it fits in them.
+  char expectedBusId[32] = {};
+  std::snprintf(expectedBusId, sizeof(expectedBusId), "%04x:%02x:%02x.0", prop.pciDomainID,
+                prop.pciBusID, prop.pciDeviceID);
+  CHECK(strcasecmp(busId, expectedBusId) == 0, "cudaDeviceGetPCIBusId gave %s, expected %s", busId,
+        expectedBusId);
   int sameDevice = -1;
   CHECK_CUDA(cudaDeviceGetByPCIBusId(&sameDevice, busId));
   CHECK(sameDevice == device, "cudaDeviceGetByPCIBusId(%s) gave %d, expected %d", busId, sameDevice,

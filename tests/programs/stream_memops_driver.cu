@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include "driver_check.h"
@@ -76,6 +77,14 @@ int main() {
   CHECK_CU(cuMemAlloc(&words, 64 * sizeof(unsigned)));
   CHECK_CU(cuMemsetD32(words, 0, 64));
   CUdeviceptr flag = words, data = words + 4, copied = words + 8, flag64 = words + 16;
+  // Each kernel runs once before any stream is held: NVIDIA's driver loads a kernel at its first
+  // launch (lazy loading, CUDA 12's default), and loading may synchronize the context, which would
+  // wait for a held stream whose wait only a later launch meets.
+  store64<<<1, 1>>>(reinterpret_cast<unsigned long long*>(words + 192), 0);
+  copyWord<<<1, 1>>>(reinterpret_cast<const unsigned*>(words + 200),
+                     reinterpret_cast<unsigned*>(words + 204));
+  CHECK_CUDA(cudaGetLastError());
+  CHECK_CU(cuCtxSynchronize());
 
   // Ordering: the copy queued behind the wait on `a` sees the data `b` set before its write.
   CHECK_CU(cuStreamWaitValue32(a, flag, 1, CU_STREAM_WAIT_VALUE_GEQ));
@@ -185,25 +194,31 @@ int main() {
   CHECK_CU(cuStreamDestroy(a));
   CHECK_CU(cuStreamDestroy(b));
 
-  // A wait nothing meets does not hold its context's destruction (nor the server's teardown of it
-  // when a client leaves with one pending): cuCtxDestroy returns, here within the test's timeout.
-  CUcontext primary, own;
-  CHECK_CU(cuCtxGetCurrent(&primary));
+  // A wait nothing meets, with a kernel queued behind it, in a context the program leaves without
+  // destroying: the process ends with them pending. (cuCtxDestroy would wait for them forever on
+  // NVIDIA's driver, which lets a context's work finish first; so would cudart's exit handlers.)
+  // Under the pool the server tears the context down when the client goes, and must not be held
+  // by the wait, nor by the kernel's admission under a pool's scheduler.
+  CUcontext own;
   CHECK_CU(cuCtxCreate(&own, nullptr, 0, device));
   CUstream held;
   CHECK_CU(cuStreamCreate(&held, CU_STREAM_NON_BLOCKING));
   CUdeviceptr never;
   CHECK_CU(cuMemAlloc(&never, 16));
   CHECK_CU(cuMemsetD32(never, 0, 4));
+  // The kernel loads in this context before the stream is held (see the first launches above).
+  copyWord<<<1, 1, 0, held>>>(reinterpret_cast<const unsigned*>(never),
+                              reinterpret_cast<unsigned*>(never + 4));
+  CHECK_CUDA(cudaGetLastError());
+  CHECK_CU(cuStreamSynchronize(held));
   CHECK_CU(cuStreamWaitValue32(held, never, 1, CU_STREAM_WAIT_VALUE_EQ));
   CHECK_CU(cuStreamWaitValue64(held, never + 8, 1, CU_STREAM_WAIT_VALUE_GEQ));
-  // Nor does a kernel queued behind it (under a pool's scheduler: nor its admission).
   copyWord<<<1, 1, 0, held>>>(reinterpret_cast<const unsigned*>(never),
                               reinterpret_cast<unsigned*>(never + 4));
   CHECK_CUDA(cudaGetLastError());
   expectHeld(held, "wait never met");
-  CHECK_CU(cuCtxDestroy(own));
-  CHECK_CU(cuCtxSetCurrent(primary));
   std::printf("stream memory operations: waits held across streams, kernels, host copies: ok\n");
-  return pass();
+  pass();
+  std::fflush(stdout);
+  std::_Exit(0);  // no exit handlers: none may wait for the held stream
 }

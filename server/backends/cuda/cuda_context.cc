@@ -571,6 +571,7 @@ Status CudaContext::moduleUnload(uint64_t module) {
   if (Status s = driver_->call(driver_->moduleUnload, it->second); !s.ok()) return s;
   modules_.erase(it);
   addresses_.removeOwnedBy(module);
+  managedRanges_.erase(module);
   std::erase_if(functions_, [&](const auto& entry) {
     if (entry.second.module != module) return false;
     functionIds_.erase(entry.second.handle);
@@ -732,18 +733,17 @@ Status CudaContext::moduleGetGlobal(uint64_t module, const std::string& name, ui
   // __managed__ variable, the whole pages of managed memory holding it, which travel to and from
   // the client's mirror page by page.
   uint64_t managedBase = 0, managedBytes = 0;
-  if (Status s = managedRangeOf(pointer, &managedBase, &managedBytes); !s.ok()) return s;
-  if (managedBytes) {
-    addresses_.add(managedBase, managedBytes, module);
-  } else {
-    addresses_.add(pointer, size, module);
+  if (Status s = managedRangeOf(module, pointer, size, &managedBase, &managedBytes); !s.ok()) {
+    return s;
   }
+  if (!managedBytes) addresses_.add(pointer, size, module);
   *address = pointer;
   *bytes = size;
   return Status::success();
 }
 
-Status CudaContext::managedRangeOf(uint64_t address, uint64_t* base, uint64_t* bytes) {
+Status CudaContext::managedRangeOf(uint64_t module, uint64_t address, uint64_t size, uint64_t* base,
+                                   uint64_t* bytes) {
   *base = 0;
   *bytes = 0;
   // A driver without pointer attributes has no managed memory to speak of.
@@ -754,24 +754,55 @@ Status CudaContext::managedRangeOf(uint64_t address, uint64_t* base, uint64_t* b
       !s.ok() || !isManaged) {
     return Status::success();  // not memory the driver tracks as managed
   }
+  constexpr uint64_t kPage = 4096;
+  const uint64_t end = address + std::max<uint64_t>(size, 1);
+  // The allocation holding it, when the driver names one. NVIDIA's driver does not for a module's
+  // managed variables (cuMemGetAddressRange fails there, as it may for any managed memory): then
+  // the variable's own pages, joined with those of the module's other managed variables they
+  // overlap, as one module's variables may share a page.
+  uint64_t first = address / kPage * kPage;
+  uint64_t last = (end + kPage - 1) / kPage * kPage;
   CUdeviceptr rangeBase = 0;
   size_t rangeBytes = 0;
-  if (Status s =
-          driver_->call(driver_->memGetAddressRange, &rangeBase, &rangeBytes, CUdeviceptr{address});
-      !s.ok()) {
-    return s;
+  if (driver_->call(driver_->memGetAddressRange, &rangeBase, &rangeBytes, CUdeviceptr{address})
+          .ok() &&
+      rangeBase <= address && end - rangeBase <= rangeBytes) {
+    first = std::min<uint64_t>(first, rangeBase / kPage * kPage);
+    last = std::max<uint64_t>(last, (rangeBase + rangeBytes + kPage - 1) / kPage * kPage);
   }
-  constexpr uint64_t kPage = 4096;
-  *base = rangeBase / kPage * kPage;
-  *bytes = (rangeBase + rangeBytes + kPage - 1) / kPage * kPage - *base;
+  auto& ranges = managedRanges_[module];
+  for (auto it = ranges.begin(); it != ranges.end();) {
+    if (it->first >= last || it->first + it->second <= first) {
+      ++it;
+      continue;
+    }
+    first = std::min(first, it->first);
+    last = std::max(last, it->first + it->second);
+    addresses_.remove(it->first);
+    it = ranges.erase(it);
+  }
+  ranges[first] = last - first;
+  addresses_.add(first, last - first, module);
+  *base = first;
+  *bytes = last - first;
   return Status::success();
 }
 
 Status CudaContext::moduleManagedRange(uint64_t module, uint64_t address, uint64_t* base,
                                        uint64_t* bytes) {
-  if (Status s = makeCurrent(); !s.ok()) return s;
+  *base = 0;
+  *bytes = 0;
   if (modules_.find(module) == modules_.end()) return invalidHandle("module", module);
-  return managedRangeOf(address, base, bytes);
+  // As the lookup of the variable (moduleGetGlobal) recorded it.
+  auto found = managedRanges_.find(module);
+  if (found == managedRanges_.end()) return Status::success();
+  auto it = found->second.upper_bound(address);
+  if (it == found->second.begin()) return Status::success();
+  --it;
+  if (address - it->first >= it->second) return Status::success();
+  *base = it->first;
+  *bytes = it->second;
+  return Status::success();
 }
 
 // --- Kernels ---
@@ -1012,6 +1043,7 @@ void CudaContext::notePendingWaits(CUstream stream, std::span<const StreamMemOp>
     if (op.isWait()) pending.waits.push_back(op);
   }
   if (pending.waits.empty()) return;  // the usual graph launch: nothing to look at
+  std::lock_guard lock(pendingMutex_);
   dropMetWaits();
   // Without the event the wait cannot be released at teardown; the work is queued already, so
   // that is the only cost.
@@ -1035,6 +1067,7 @@ void CudaContext::dropMetWaits() {
 // Writes, for each wait still pending, a value that meets it (the memory is about to be freed, and
 // nobody else can see it), in the order they were queued, giving each batch a moment to pass.
 void CudaContext::releasePendingWaits() {
+  std::lock_guard lock(pendingMutex_);
   dropMetWaits();
   if (pendingWaits_.empty()) return;
   CUstream helper = nullptr;
@@ -1132,6 +1165,13 @@ Status CudaContext::eventElapsedTime(uint64_t start, uint64_t end, float* millis
 }
 
 // May run on a waiter thread: the driver's context synchronization is thread-safe.
+// From any thread (the server's watch on busy sessions, or the session's end), while other threads
+// may use the context: the pending waits are under their own lock.
+void CudaContext::cancel() {
+  (void)makeCurrent();
+  releasePendingWaits();
+}
+
 Status CudaContext::synchronize() {
   if (Status s = makeCurrent(); !s.ok()) return s;
   return driver_->call(driver_->ctxSynchronize);

@@ -18,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "server/backend.h"
@@ -151,6 +152,10 @@ class CudaContext final : public BackendContext {
   Status eventElapsedTime(uint64_t start, uint64_t end, float* milliseconds) override;
 
   Status synchronize() override;
+  // The client is gone: the stream waits it left pending are met, so that the waits for their
+  // streams (a waiter thread's cuStreamSynchronize for it) return and the session can end. From
+  // any thread, as the contract says.
+  void cancel() override;
 
   // Gated kernels (and graphs) pass the pool's scheduler on the device, in their stream's order,
   // without the session waiting for them (cuda_gated_launches.h).
@@ -188,9 +193,11 @@ class CudaContext final : public BackendContext {
               transport::PinnedMemory* pinnedMemory);
 
   Status makeCurrent();
-  // The whole pages of managed memory holding `address` when the driver says it is managed
-  // (a __managed__ variable); *bytes = 0 otherwise.
-  Status managedRangeOf(uint64_t address, uint64_t* base, uint64_t* bytes);
+  // The whole pages of managed memory holding the global [address, address+size) of `module`
+  // when the driver says it is managed (a __managed__ variable); *bytes = 0 otherwise. Recorded in
+  // managedRanges_ and addresses_.
+  Status managedRangeOf(uint64_t module, uint64_t address, uint64_t size, uint64_t* base,
+                        uint64_t* bytes);
   Status findStream(uint64_t id, CUstream* stream) const;
   Status findEvent(uint64_t id, CUevent* event) const;
   Status findFunction(uint64_t id, const Function** function) const;
@@ -266,6 +273,7 @@ class CudaContext final : public BackendContext {
   // Keeps the waits among `ops`, just queued on `stream` (alone or in a graph), for
   // releasePendingWaits.
   void notePendingWaits(CUstream stream, std::span<const StreamMemOp> ops);
+  // Under pendingMutex_; releasePendingWaits takes it.
   void dropMetWaits();
   void releasePendingWaits();
 
@@ -280,6 +288,9 @@ class CudaContext final : public BackendContext {
 
   DeviceAddressMap addresses_;
   std::map<uint64_t, CUmodule> modules_;
+  // The managed memory of each module's __managed__ variables looked up so far: base -> bytes,
+  // whole pages, disjoint (managedRangeOf).
+  std::map<uint64_t, std::map<uint64_t, uint64_t>> managedRanges_;
   std::map<uint64_t, CUmemoryPool> pools_;  // the pools this context created (0: its default)
   std::map<uint64_t, Function> functions_;
   std::map<CUfunction, uint64_t> functionIds_;  // so repeated lookups return the same id
@@ -288,7 +299,9 @@ class CudaContext final : public BackendContext {
   DriverHandleTable<CUevent> events_{
       [this](CUevent event) { return driver_->call(driver_->eventDestroy, event); }};
   std::unique_ptr<CudaStaging> staging_;  // released before the context in the destructor
-  std::vector<PendingWaits> pendingWaits_;
+  std::vector<PendingWaits>
+      pendingWaits_;  // under pendingMutex_: cancel() may come from any thread
+  std::mutex pendingMutex_;
 
   // Kernels' admission by the pool's scheduler and meter; null when the device is open.
   std::unique_ptr<CudaGatedLaunches> gated_;

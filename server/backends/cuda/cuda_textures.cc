@@ -200,6 +200,9 @@ void CudaContext::textureReleaseAll() {
 }
 
 Status CudaContext::tensorMapEncode(const TensorMapRequest& r, uint8_t* map) {
+  // As every call on the context: a session's calls come from any of the server's threads, and
+  // the driver may judge the tensor's address by the calling thread's context.
+  if (Status s = makeCurrent(); !s.ok()) return s;
   // The handler checked the lists' lengths (tensorMapShapeConsistent).
   const size_t rank = r.globalDims.size();
   // The driver writes a 64-byte-aligned CUtensorMap; the reply carries its bytes.
@@ -237,6 +240,7 @@ Status CudaContext::tensorMapEncode(const TensorMapRequest& r, uint8_t* map) {
 }
 
 Status CudaContext::tensorMapReplaceAddress(uint8_t* map, uint64_t address) {
+  if (Status s = makeCurrent(); !s.ok()) return s;
   CUtensorMap encoded;
   std::memcpy(&encoded, map, kTensorMapBytes);
   Status st =

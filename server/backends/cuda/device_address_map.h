@@ -32,6 +32,9 @@ class DeviceAddressMap {
   // is none (an interior pointer, a global, or a foreign address).
   std::optional<uint64_t> removeAllocation(uint64_t base);
 
+  // Removes the range that starts exactly at `base`, whoever owns it.
+  void remove(uint64_t base) { ranges_.erase(base); }
+
   // Removes every range owned by `owner` (a module being unloaded).
   void removeOwnedBy(uint64_t owner);
 

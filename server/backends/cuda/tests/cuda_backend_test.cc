@@ -284,6 +284,47 @@ TEST_F(CudaBackendTest, ModulesFunctionsAndGlobals) {
   EXPECT_EQ(context->moduleUnload(module).code, CUDA_ERROR_INVALID_HANDLE);
 }
 
+// A module's __managed__ variables, for which NVIDIA's driver names no allocation
+// (cuMemGetAddressRange fails): each is its own pages, joined with those of the module's variables
+// it shares a page with; the range is the context's memory until the module goes.
+TEST_F(CudaBackendTest, ManagedVariablesSharingAPageAreOneRange) {
+  uint64_t module = 0;
+  auto image = fakeModuleImage();
+  ASSERT_TRUE(context->moduleLoad(image, &module).ok());
+  uint64_t values = 0, valuesBytes = 0, base = 0, bytes = 0;
+  ASSERT_TRUE(context->moduleGetGlobal(module, "values", &values, &valuesBytes).ok());
+  EXPECT_EQ(valuesBytes, 5000u);
+  ASSERT_TRUE(context->moduleManagedRange(module, values, &base, &bytes).ok());
+  EXPECT_EQ(base, values);
+  EXPECT_EQ(bytes, 8192u);
+
+  uint64_t count = 0, countBytes = 0;
+  ASSERT_TRUE(context->moduleGetGlobal(module, "count", &count, &countBytes).ok());
+  ASSERT_TRUE(context->moduleManagedRange(module, count, &base, &bytes).ok());
+  EXPECT_EQ(base, values);
+  EXPECT_EQ(bytes, 8192u);
+  ASSERT_TRUE(context->moduleManagedRange(module, values, &base, &bytes).ok());
+  EXPECT_EQ(bytes, 8192u);
+
+  uint64_t other = 0, otherBytes = 0;
+  ASSERT_TRUE(context->moduleGetGlobal(module, "other", &other, &otherBytes).ok());
+  ASSERT_TRUE(context->moduleManagedRange(module, other, &base, &bytes).ok());
+  EXPECT_EQ(base, values + 8192);
+  EXPECT_EQ(bytes, 4096u);
+
+  // The joined pages are one range for copies; an ordinary global is no managed memory.
+  std::vector<uint8_t> page(8192, 7);
+  EXPECT_TRUE(context->copyHostToDevice(values, page.data(), page.size(), 0, false).ok());
+  uint64_t counter = 0, counterBytes = 0;
+  ASSERT_TRUE(context->moduleGetGlobal(module, "counter", &counter, &counterBytes).ok());
+  ASSERT_TRUE(context->moduleManagedRange(module, counter, &base, &bytes).ok());
+  EXPECT_EQ(bytes, 0u);
+
+  ASSERT_TRUE(context->moduleUnload(module).ok());
+  EXPECT_EQ(context->copyHostToDevice(values, page.data(), page.size(), 0, false).code,
+            CUDA_ERROR_INVALID_VALUE);
+}
+
 // A launch in clusters is cuLaunchKernelEx with the cluster's shape (a cooperative one with both
 // attributes); the driver's refusal of a grid that does not divide comes back; the occupancy
 // questions are the driver's answers.

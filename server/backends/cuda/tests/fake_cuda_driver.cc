@@ -36,7 +36,11 @@ std::set<void*> streams;
 std::set<void*> modules;
 thread_local FakeContext* current = nullptr;
 alignas(16) unsigned char moduleGlobal[64];  // the global "counter" of every fake module
-int functionToken;                           // CUfunction of `store` is its address
+// The __managed__ variables of every fake module, packed as NVIDIA's driver packs them: "values"
+// (5000 bytes, pages 0-1) and "count" (4 bytes, page 1, after values), then "other" (page 2).
+alignas(4096) unsigned char managedArea[3 * 4096];
+constexpr size_t kManagedValuesBytes = 5000, kManagedOtherOffset = 8192 + 16;
+int functionToken;  // CUfunction of `store` is its address
 
 // A graph's node: what it does, kept from its cuGraphAdd*Node call.
 struct FakeGraphNode {
@@ -67,6 +71,10 @@ bool hasContext() { return current != nullptr && contexts.count(current) != 0; }
 bool owned(CUdeviceptr p, size_t n) {
   if (p >= reinterpret_cast<CUdeviceptr>(moduleGlobal) &&
       p + n <= reinterpret_cast<CUdeviceptr>(moduleGlobal) + sizeof moduleGlobal) {
+    return true;
+  }
+  if (p >= reinterpret_cast<CUdeviceptr>(managedArea) &&
+      p + n <= reinterpret_cast<CUdeviceptr>(managedArea) + sizeof managedArea) {
     return true;
   }
   auto it = allocations.upper_bound(p);
@@ -296,10 +304,39 @@ FAKE_EXPORT CUresult cuModuleGetFunction(CUfunction* function, CUmodule module, 
 FAKE_EXPORT CUresult cuModuleGetGlobal(CUdeviceptr* pointer, size_t* bytes, CUmodule module,
                                        const char* name) {  // cuModuleGetGlobal_v2
   if (modules.count(module) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  const auto managed = reinterpret_cast<CUdeviceptr>(managedArea);
+  if (std::strcmp(name, "values") == 0) {
+    *pointer = managed;
+    *bytes = kManagedValuesBytes;
+    return CUDA_SUCCESS;
+  }
+  if (std::strcmp(name, "count") == 0) {
+    *pointer = managed + kManagedValuesBytes;
+    *bytes = 4;
+    return CUDA_SUCCESS;
+  }
+  if (std::strcmp(name, "other") == 0) {
+    *pointer = managed + kManagedOtherOffset;
+    *bytes = 4;
+    return CUDA_SUCCESS;
+  }
   if (std::strcmp(name, "counter") != 0) return CUDA_ERROR_NOT_FOUND;
   *pointer = reinterpret_cast<CUdeviceptr>(moduleGlobal);
   *bytes = sizeof moduleGlobal;
   return CUDA_SUCCESS;
+}
+// Only IS_MANAGED, true for the managed variables.
+FAKE_EXPORT CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute,
+                                           CUdeviceptr p) {
+  if (attribute != CU_POINTER_ATTRIBUTE_IS_MANAGED) return CUDA_ERROR_INVALID_VALUE;
+  *static_cast<unsigned*>(data) =
+      p >= reinterpret_cast<CUdeviceptr>(managedArea) &&
+      p < reinterpret_cast<CUdeviceptr>(managedArea) + sizeof managedArea;
+  return CUDA_SUCCESS;
+}
+// As NVIDIA's driver answers for a module's managed variables (and this fake for everything).
+FAKE_EXPORT CUresult cuMemGetAddressRange(CUdeviceptr*, size_t*, CUdeviceptr) {  // _v2
+  return CUDA_ERROR_INVALID_VALUE;
 }
 FAKE_EXPORT CUresult cuFuncGetParamInfo(CUfunction, size_t index, size_t* offset, size_t* size) {
   static const size_t layout[3][2] = {{0, 8}, {8, 4}, {16, 8}};  // int*, int, long long
