@@ -496,6 +496,10 @@ class BackendContext {
   // Backends that cannot gate or time kernels ignore it.
   virtual void setLaunchGate(std::shared_ptr<LaunchGate> /*gate*/) {}
 
+  // Who the context serves ("session 3 (tenant alice)"), for the server's log when one of its
+  // calls hits a fatal device fault (set once, right after creation).
+  virtual void setOwner(const std::string& /*owner*/) {}
+
  private:
   static Status noIpcEvents() {
     return Status::error(CUDA_ERROR_NOT_SUPPORTED,
@@ -524,6 +528,14 @@ class BackendContext {
   }
 };
 
+// A fatal ("sticky") device fault that lost the device's state for every session of the process
+// (the cuda backend: cuda_fault.h). The emu backend contains faults per context and has none.
+struct DeviceFault {
+  CUresult code = CUDA_SUCCESS;
+  std::string errorName;    // e.g. "CUDA_ERROR_ASSERT"
+  std::string description;  // one line: the call, the error and the session that hit it
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -545,6 +557,15 @@ class Backend {
   virtual std::pair<uint64_t, uint64_t> deviceAddressWindow() const = 0;
   // Whether a context's event can be opened by another session's context (CUDA IPC events).
   virtual bool sharesEventsBetweenSessions() const { return false; }
+  // What happens after a fatal device fault (backends that can have one): every later call on the
+  // backend is refused with the fault's code and a message ending in `consequence` ("gpupoold is
+  // restarting"), and `handler` runs once, on the thread whose call hit the fault (it must not
+  // block). Set before serving.
+  virtual void setDeviceFaultPolicy(std::string /*consequence*/,
+                                    std::function<void(const DeviceFault&)> /*handler*/) {}
+  // Whether a fatal device fault lost this backend's devices (all of them: the driver's state is
+  // the process's).
+  virtual bool deviceFaulted() const { return false; }
 };
 
 }  // namespace gpupool::server

@@ -3,8 +3,12 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <iostream>
+#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -26,6 +30,12 @@
 #endif
 
 namespace {
+
+// gpupoold's exit status after a fatal device fault under --on-device-fault exit (EX_TEMPFAIL of
+// sysexits.h: try again later), so that its supervisor restarts it (deploy/).
+constexpr int kDeviceFaultExitStatus = 75;
+// How long a faulted gpupoold goes on answering (refusing) calls before it exits.
+constexpr auto kDeviceFaultGrace = std::chrono::seconds(1);
 
 // "4GiB", "512MiB", "64KiB", "1G", or plain bytes.
 bool parseSize(const std::string& text, uint64_t* out) {
@@ -237,6 +247,15 @@ int main(int argc, char** argv) {
                  "reloads its tenants");
   app.add_option("--metrics-listen", metricsListen,
                  "Serve Prometheus metrics at http://HOST:PORT/metrics");
+  std::string onDeviceFault = "exit";
+  app.add_option("--on-device-fault", onDeviceFault,
+                 "What a fatal device fault of the cuda backend does (a device-side assert, an "
+                 "illegal address...: the driver's state in this process is then lost for every "
+                 "session): exit (with status 75 after about a second of refusing calls, so that "
+                 "the supervisor restarts gpupoold) or refuse (keep running, refusing every cuda "
+                 "call with the fault's error until restarted; docs/architecture.md)")
+      ->check(CLI::IsMember({"exit", "refuse"}))
+      ->capture_default_str();
   bool listDevices = false;
   app.add_flag("--list-devices", listDevices,
                "Print the devices this machine could pool (GPUs and MIG instances, from NVML: "
@@ -379,6 +398,32 @@ int main(int argc, char** argv) {
   if (backend->kind() == "cuda") {
     views = cudaDeviceViews(*backend, poolConfig ? &*poolConfig : nullptr, nvmlLibrary, verbose);
   }
+  // A fatal device fault (cuda backend): every later cuda call is refused, and under `exit` the
+  // server stops as on SIGTERM once in-flight calls had a moment to be answered, and exits with
+  // kDeviceFaultExitStatus. `pool` outlives the thread: main waits for it before returning.
+  std::atomic<bool> faultExit{false};
+  std::thread faultStopper;
+  std::mutex faultMutex;
+  std::condition_variable faultSeen;
+  bool serving = true;  // until serve() returns (under faultMutex)
+  bool exitOnFault = onDeviceFault == "exit";
+  backend->setDeviceFaultPolicy(
+      exitOnFault ? "gpupoold is restarting"
+                  : "gpupoold refuses cuda work until it is restarted (--on-device-fault refuse)",
+      [&](const server::DeviceFault& fault) {
+        std::cerr << "gpupoold: device fault: " << fault.description << "\n";
+        if (!exitOnFault) {
+          std::cerr << "gpupoold: --on-device-fault refuse: still serving; every cuda call is "
+                       "refused with "
+                    << fault.errorName << " until gpupoold is restarted\n";
+          return;
+        }
+        std::cerr << "gpupoold: exiting with status " << kDeviceFaultExitStatus << " in "
+                  << kDeviceFaultGrace.count() << " s (--on-device-fault exit)\n";
+        std::lock_guard lock(faultMutex);
+        faultExit = true;
+        faultSeen.notify_all();
+      });
   server::PoolServer pool(std::move(backend), verbose);
   pool.setLimits(limits);
   pool.setWorkers(workers);
@@ -451,6 +496,21 @@ int main(int argc, char** argv) {
     pool.shutdown();
   });
   signals.detach();
+  faultStopper = std::thread([&] {
+    std::unique_lock lock(faultMutex);
+    faultSeen.wait(lock, [&] { return faultExit.load() || !serving; });
+    if (!faultExit) return;
+    lock.unlock();
+    std::this_thread::sleep_for(kDeviceFaultGrace);
+    std::cerr << "gpupoold: stopping after a fatal device fault\n";
+    pool.shutdown();  // as on SIGTERM: stops accepting, ends every session, serve() returns
+  });
   pool.serve(std::move(listener));
-  return 0;
+  {
+    std::lock_guard lock(faultMutex);
+    serving = false;
+    faultSeen.notify_all();
+  }
+  faultStopper.join();
+  return faultExit ? kDeviceFaultExitStatus : 0;
 }

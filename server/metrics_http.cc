@@ -122,6 +122,12 @@ std::string renderMetrics(PoolServer& server) {
   Family(out, "gpupool_handshake_deadline_closed_total", "counter",
          "Connections closed for not completing their handshake in time")
       .sample("", strangers.closedByDeadline);
+  // A fatal device fault loses the driver's state of the whole process, so every device at once
+  // (docs/architecture.md, "Fatal device faults").
+  Family faulted(out, "gpupool_device_faulted", "gauge",
+                 "1 once a fatal device fault lost the device's CUDA state in this gpupoold");
+  for (size_t d = 0; d < server.deviceCount(); ++d)
+    faulted.sample("device=\"" + std::to_string(d) + "\"", server.deviceFaulted() ? 1 : 0);
   // Failures are counted on the tenant's account, not metered, so they are not in the status reply.
   if (TenantPool* tenants = server.tenantPool()) {
     Family failed(out, "gpupool_tenant_failed_calls_total", "counter",

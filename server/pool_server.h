@@ -98,6 +98,9 @@ class PoolServer {
   // Connections that have not completed their Hello: how many, and how many were refused or
   // closed for it (for /metrics).
   StrangerGate::Counters strangerCounters() const { return strangers_.counters(); }
+  // Whether a fatal device fault lost the backend's devices (Backend::deviceFaulted), for /metrics.
+  bool deviceFaulted() const { return backend_->deviceFaulted(); }
+  size_t deviceCount() const { return backend_->devices().size(); }
 
  private:
   struct Running {

@@ -20,6 +20,8 @@ Status create(RequestContext& request, Request::Reader r) {
                   ? session.backend.createGreenContext(c.getDevice(), c.getSmCount(), &created)
                   : session.backend.createContext(c.getDevice(), c.getFlags(), &created);
   if (!st.ok()) return st;
+  created->setOwner("session " + std::to_string(session.id) +
+                    (session.tenant ? " (tenant " + session.tenant->tenant() + ")" : ""));
   BackendContext& backend = *created;
   uint64_t id = session.contexts.add(device, std::move(created));
   if (session.tenant) session.tenant->attachContext(id, device, backend);

@@ -59,6 +59,12 @@ SPECIAL_ENDINGS = {
     "emu/device_assert": (42, "cudaDeviceSynchronize after failing assert: cudaErrorAssert"),
     "emu/out_of_bounds": (43, "cudaDeviceSynchronize after the bad store: cudaErrorIllegalAddress"),
 }
+# After the pooled run of one of these (a device-side assert, an illegal address: fatal driver
+# errors), gpupoold --backend cuda refuses every call and exits with this status about a second
+# later, for its supervisor to restart it (--on-device-fault exit; docs/architecture.md, "Fatal
+# device faults"). The check waits for that and restarts it, so the next item meets a fresh server.
+DEVICE_FAULT_EXIT = 75
+DEVICE_FAULT_EXIT_WAIT = 10  # seconds
 # Programs whose key=value lines (device properties) must be the same natively and pooled.
 COMPARE_KEY_VALUES = {"basic/device_query"}
 # CUDA IPC between two processes is served by the emu backend only; the pooled run goes through
@@ -489,6 +495,26 @@ class Check:
             return str(error)
         return None
 
+    def await_device_fault_exit(self):
+        """After an item whose kernel faults fatally: waits for the cuda server's exit with
+        DEVICE_FAULT_EXIT and restarts it (not counted against MAX_STARTS). Returns what happened,
+        or None when the server did not exit so (ensure_servers then reports it if it died)."""
+        deadline = time.monotonic() + DEVICE_FAULT_EXIT_WAIT
+        while self.cuda.alive() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if self.cuda.alive() or self.cuda.proc is None:
+            return None
+        if self.cuda.proc.returncode != DEVICE_FAULT_EXIT:
+            return None
+        try:
+            self.cuda.start()
+            self.cuda.starts -= 1  # an expected restart
+        except RuntimeError as error:
+            return "gpupoold --backend cuda exited with %d; the restart failed: %s" % (
+                DEVICE_FAULT_EXIT, error)
+        return "gpupoold --backend cuda exited with %d after the fault, as it should; restarted" % (
+            DEVICE_FAULT_EXIT)
+
     def ensure_servers(self):
         """Restarts what died since the last item; says what died, or returns None. In chained mode
         a new emu server means a new endpoint, so the cuda server restarts pointed at it."""
@@ -585,8 +611,11 @@ class Check:
             if mode == "native" and result.skip_reason() is not None:
                 record.update(status="skip", reason="native run: " + result.skip_reason())
                 return record
+        fault = self.await_device_fault_exit() if item.name in SPECIAL_ENDINGS else None
         died = self.ensure_servers()
         problems = self.judge(item, runs["native"], runs["pooled"], record)
+        if fault:
+            record["device_fault"] = fault
         if died:
             record["server_died"] = died
             problems.append("server down after this item: %s" % died)

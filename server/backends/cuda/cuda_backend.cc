@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 
 #include "server/backends/cuda/cuda_context.h"
 #include "server/backends/cuda/cuda_driver.h"
@@ -36,6 +37,7 @@ class CudaBackend final : public Backend {
                                                           " (the server has " +
                                                           std::to_string(devices_.size()) + ")");
     }
+    CudaDriver::setCaller(nullptr);  // the new context is not yet anyone's
     return CudaContext::create(driver_, handles_[device], flags, memoryUsed_[device], pinnedMemory_,
                                context);
   }
@@ -47,6 +49,7 @@ class CudaBackend final : public Backend {
                                                           " (the server has " +
                                                           std::to_string(devices_.size()) + ")");
     }
+    CudaDriver::setCaller(nullptr);
     return CudaContext::createGreen(driver_, handles_[device], smCount, memoryUsed_[device],
                                     pinnedMemory_, context);
   }
@@ -57,6 +60,18 @@ class CudaBackend final : public Backend {
   }
 
   std::pair<uint64_t, uint64_t> deviceAddressWindow() const override { return {0, 0}; }
+
+  void setDeviceFaultPolicy(std::string consequence,
+                            std::function<void(const DeviceFault&)> handler) override {
+    driver_->fault().setPolicy(
+        std::move(consequence), [handler = std::move(handler)](const CudaFault& fault) {
+          if (handler) {
+            handler({fault.code, fault.errorName,
+                     fault.call + " returned " + fault.described + " in " + fault.caller});
+          }
+        });
+  }
+  bool deviceFaulted() const override { return driver_->fault().faulted(); }
 
  private:
   std::shared_ptr<CudaDriver> driver_;

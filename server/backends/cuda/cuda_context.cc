@@ -150,7 +150,10 @@ CudaContext::~CudaContext() {
   }
 }
 
-Status CudaContext::makeCurrent() { return driver_->call(driver_->ctxSetCurrent, context_); }
+Status CudaContext::makeCurrent() {
+  CudaDriver::setCaller(owner_);
+  return driver_->call(driver_->ctxSetCurrent, context_);
+}
 
 Status CudaContext::findStream(uint64_t id, CUstream* stream) const {
   if (id == 0) {

@@ -165,6 +165,11 @@ class CudaContext final : public BackendContext {
   // cannot be captured per context, so there is never any to hand back.
   std::string takeDeviceOutput() override { return {}; }
 
+  // Named in the log line of a fatal fault one of its calls hits (cuda_fault.h).
+  void setOwner(const std::string& owner) override {
+    owner_ = std::make_shared<const std::string>(owner);
+  }
+
  private:
   // The driver's linker over `inputs` (link, linkCheckInput); `complete` links them into an image.
   Status runDriverLink(std::span<const LinkInput> inputs,
@@ -278,6 +283,7 @@ class CudaContext final : public BackendContext {
   void releasePendingWaits();
 
   std::shared_ptr<CudaDriver> driver_;
+  std::shared_ptr<const std::string> owner_;  // setOwner; null: not told
   CUcontext context_;
   CUgreenCtx green_ = nullptr;  // a green context's own handle; destroying it ends context_
   CUdevice device_;

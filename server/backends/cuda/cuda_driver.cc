@@ -58,6 +58,29 @@ std::string CudaDriver::describe(CUresult result) const {
   return out;
 }
 
+std::string CudaDriver::errorName(CUresult result) const {
+  const char* name = nullptr;
+  if (getErrorName_ == nullptr || getErrorName_(result, &name) != CUDA_SUCCESS || !name) {
+    name = fatalErrorName(result);
+  }
+  return name ? name : "CUDA error " + std::to_string(static_cast<int>(result));
+}
+
+namespace {
+// The caller of this thread's driver calls (setCaller): a label, not a registry.
+thread_local std::shared_ptr<const std::string> tCaller;
+}  // namespace
+
+void CudaDriver::setCaller(const std::shared_ptr<const std::string>& caller) {
+  if (tCaller != caller) tCaller = caller;
+}
+
+std::shared_ptr<const std::string> CudaDriver::caller() { return tCaller; }
+
+void CudaDriver::noteFatal(CUresult result, const char* call) const {
+  fault_.record(result, errorName(result), call, describe(result), tCaller);
+}
+
 void* CudaDriver::resolve(const char* name, int abiVersion, const char* exportedName) const {
   // A driver older than the ABI would hand back an older ABI of the same name under
   // cuGetProcAddress, with a different signature; such an entry point is simply absent.

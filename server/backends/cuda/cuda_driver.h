@@ -17,6 +17,7 @@
 #include <string>
 
 #include "server/backend.h"
+#include "server/backends/cuda/cuda_fault.h"
 
 namespace gpupool::server {
 
@@ -24,6 +25,9 @@ template <typename Fn>
 struct DriverEntryPoint {
   const char* name;  // the base name, for messages
   Fn fn = nullptr;
+  // Releases something (a destroy, free, unload or unmap) or makes a context current: still
+  // called after a fatal fault, so that sessions' teardown gives back what the driver can.
+  bool release = false;
 };
 
 class CudaDriver {
@@ -37,20 +41,34 @@ class CudaDriver {
   CudaDriver(const CudaDriver&) = delete;
   CudaDriver& operator=(const CudaDriver&) = delete;
 
-  // Calls an entry point; a failure becomes a Status naming the call and the error.
+  // Calls an entry point; a failure becomes a Status naming the call and the error. A fatal error
+  // (isFatalDriverError) marks the driver faulted (fault()); after that every call but the
+  // releases is refused, without reaching the driver, with the fault's code and a message naming
+  // it.
   template <typename Fn, typename... Args>
   Status call(const DriverEntryPoint<Fn>& entry, Args... args) const {
     if (entry.fn == nullptr) {
       return Status::error(CUDA_ERROR_NOT_SUPPORTED,
                            std::string("the CUDA driver does not provide ") + entry.name);
     }
+    if (fault_.faulted() && !entry.release) return fault_.refusal(entry.name, caller());
     CUresult result = entry.fn(args...);
     if (result == CUDA_SUCCESS) return Status::success();
+    if (isFatalDriverError(result)) noteFatal(result, entry.name);
     return Status::error(result, std::string(entry.name) + " failed: " + describe(result));
   }
 
+  // The fatal fault this process's driver state was lost to, if any (cuda_fault.h).
+  CudaFaultState& fault() const { return fault_; }
+  // Who this thread's driver calls are made for ("session 3 (tenant alice)"), for the fault's log
+  // line: a context sets it before each of its calls (CudaContext::makeCurrent).
+  static void setCaller(const std::shared_ptr<const std::string>& caller);
+  static std::shared_ptr<const std::string> caller();
+
   // "CUDA_ERROR_X (the driver's description)", or the number when the driver cannot name it.
   std::string describe(CUresult result) const;
+  // "CUDA_ERROR_X", or the number when the driver cannot name it.
+  std::string errorName(CUresult result) const;
 
   // What cuDriverGetVersion reported at load.
   int version() const { return version_; }
@@ -65,8 +83,8 @@ class CudaDriver {
 
   DriverEntryPoint<PFN_cuCtxCreate_v12050> ctxCreateV4{"cuCtxCreate"};
   DriverEntryPoint<PFN_cuCtxCreate_v3020> ctxCreateV2{"cuCtxCreate"};  // drivers before 12.5
-  DriverEntryPoint<PFN_cuCtxDestroy_v4000> ctxDestroy{"cuCtxDestroy"};
-  DriverEntryPoint<PFN_cuCtxSetCurrent_v4000> ctxSetCurrent{"cuCtxSetCurrent"};
+  DriverEntryPoint<PFN_cuCtxDestroy_v4000> ctxDestroy{"cuCtxDestroy", nullptr, true};
+  DriverEntryPoint<PFN_cuCtxSetCurrent_v4000> ctxSetCurrent{"cuCtxSetCurrent", nullptr, true};
   DriverEntryPoint<PFN_cuCtxSynchronize_v2000> ctxSynchronize{"cuCtxSynchronize"};
   // Green contexts (CudaContext::createGreen).
   DriverEntryPoint<PFN_cuDeviceGetDevResource_v12040> deviceGetDevResource{
@@ -76,26 +94,27 @@ class CudaDriver {
   DriverEntryPoint<PFN_cuDevResourceGenerateDesc_v12040> devResourceGenerateDesc{
       "cuDevResourceGenerateDesc"};
   DriverEntryPoint<PFN_cuGreenCtxCreate_v12040> greenCtxCreate{"cuGreenCtxCreate"};
-  DriverEntryPoint<PFN_cuGreenCtxDestroy_v12040> greenCtxDestroy{"cuGreenCtxDestroy"};
+  DriverEntryPoint<PFN_cuGreenCtxDestroy_v12040> greenCtxDestroy{"cuGreenCtxDestroy", nullptr,
+                                                                 true};
   DriverEntryPoint<PFN_cuCtxFromGreenCtx_v12040> ctxFromGreenCtx{"cuCtxFromGreenCtx"};
 
   DriverEntryPoint<PFN_cuMemAlloc_v3020> memAlloc{"cuMemAlloc"};
-  DriverEntryPoint<PFN_cuMemFree_v3020> memFree{"cuMemFree"};
+  DriverEntryPoint<PFN_cuMemFree_v3020> memFree{"cuMemFree", nullptr, true};
   DriverEntryPoint<PFN_cuMemGetInfo_v3020> memGetInfo{"cuMemGetInfo"};
   DriverEntryPoint<PFN_cuMemHostAlloc_v2020> memHostAlloc{"cuMemHostAlloc"};
-  DriverEntryPoint<PFN_cuMemFreeHost_v2000> memFreeHost{"cuMemFreeHost"};
+  DriverEntryPoint<PFN_cuMemFreeHost_v2000> memFreeHost{"cuMemFreeHost", nullptr, true};
 
   DriverEntryPoint<PFN_cuMemPoolCreate_v11020> memPoolCreate{"cuMemPoolCreate"};
-  DriverEntryPoint<PFN_cuMemPoolDestroy_v11020> memPoolDestroy{"cuMemPoolDestroy"};
+  DriverEntryPoint<PFN_cuMemPoolDestroy_v11020> memPoolDestroy{"cuMemPoolDestroy", nullptr, true};
   DriverEntryPoint<PFN_cuMemAllocFromPoolAsync_v11020> memAllocFromPoolAsync{
       "cuMemAllocFromPoolAsync"};
-  DriverEntryPoint<PFN_cuMemFreeAsync_v11020> memFreeAsync{"cuMemFreeAsync"};
+  DriverEntryPoint<PFN_cuMemFreeAsync_v11020> memFreeAsync{"cuMemFreeAsync", nullptr, true};
   DriverEntryPoint<PFN_cuMemPoolTrimTo_v11020> memPoolTrimTo{"cuMemPoolTrimTo"};
   DriverEntryPoint<PFN_cuMemPoolSetAttribute_v11020> memPoolSetAttribute{"cuMemPoolSetAttribute"};
   DriverEntryPoint<PFN_cuMemPoolGetAttribute_v11020> memPoolGetAttribute{"cuMemPoolGetAttribute"};
 
   DriverEntryPoint<PFN_cuMemCreate_v10020> memCreate{"cuMemCreate"};
-  DriverEntryPoint<PFN_cuMemRelease_v10020> memRelease{"cuMemRelease"};
+  DriverEntryPoint<PFN_cuMemRelease_v10020> memRelease{"cuMemRelease", nullptr, true};
   DriverEntryPoint<PFN_cuMemRetainAllocationHandle_v11000> memRetainAllocationHandle{
       "cuMemRetainAllocationHandle"};
   DriverEntryPoint<PFN_cuMemExportToShareableHandle_v10020> memExportToShareableHandle{
@@ -103,9 +122,9 @@ class CudaDriver {
   DriverEntryPoint<PFN_cuMemImportFromShareableHandle_v10020> memImportFromShareableHandle{
       "cuMemImportFromShareableHandle"};
   DriverEntryPoint<PFN_cuMemAddressReserve_v10020> memAddressReserve{"cuMemAddressReserve"};
-  DriverEntryPoint<PFN_cuMemAddressFree_v10020> memAddressFree{"cuMemAddressFree"};
+  DriverEntryPoint<PFN_cuMemAddressFree_v10020> memAddressFree{"cuMemAddressFree", nullptr, true};
   DriverEntryPoint<PFN_cuMemMap_v10020> memMap{"cuMemMap"};
-  DriverEntryPoint<PFN_cuMemUnmap_v10020> memUnmap{"cuMemUnmap"};
+  DriverEntryPoint<PFN_cuMemUnmap_v10020> memUnmap{"cuMemUnmap", nullptr, true};
   DriverEntryPoint<PFN_cuMemSetAccess_v10020> memSetAccess{"cuMemSetAccess"};
   DriverEntryPoint<PFN_cuMemGetAccess_v10020> memGetAccess{"cuMemGetAccess"};
 
@@ -119,12 +138,12 @@ class CudaDriver {
   DriverEntryPoint<PFN_cuMemcpy2DAsync_v3020> memcpy2DAsync{"cuMemcpy2DAsync"};
   DriverEntryPoint<PFN_cuMemcpy3DAsync_v3020> memcpy3DAsync{"cuMemcpy3DAsync"};
   DriverEntryPoint<PFN_cuArray3DCreate_v3020> array3DCreate{"cuArray3DCreate"};
-  DriverEntryPoint<PFN_cuArrayDestroy_v2000> arrayDestroy{"cuArrayDestroy"};
+  DriverEntryPoint<PFN_cuArrayDestroy_v2000> arrayDestroy{"cuArrayDestroy", nullptr, true};
   DriverEntryPoint<PFN_cuMipmappedArrayCreate_v5000> mipmappedArrayCreate{"cuMipmappedArrayCreate"};
   DriverEntryPoint<PFN_cuMipmappedArrayGetLevel_v5000> mipmappedArrayGetLevel{
       "cuMipmappedArrayGetLevel"};
   DriverEntryPoint<PFN_cuMipmappedArrayDestroy_v5000> mipmappedArrayDestroy{
-      "cuMipmappedArrayDestroy"};
+      "cuMipmappedArrayDestroy", nullptr, true};
   DriverEntryPoint<PFN_cuTensorMapEncodeTiled_v12000> tensorMapEncodeTiled{
       "cuTensorMapEncodeTiled"};
   DriverEntryPoint<PFN_cuTensorMapEncodeIm2col_v12000> tensorMapEncodeIm2col{
@@ -134,9 +153,11 @@ class CudaDriver {
   DriverEntryPoint<PFN_cuTensorMapReplaceAddress_v12000> tensorMapReplaceAddress{
       "cuTensorMapReplaceAddress"};
   DriverEntryPoint<PFN_cuTexObjectCreate_v5000> texObjectCreate{"cuTexObjectCreate"};
-  DriverEntryPoint<PFN_cuTexObjectDestroy_v5000> texObjectDestroy{"cuTexObjectDestroy"};
+  DriverEntryPoint<PFN_cuTexObjectDestroy_v5000> texObjectDestroy{"cuTexObjectDestroy", nullptr,
+                                                                  true};
   DriverEntryPoint<PFN_cuSurfObjectCreate_v5000> surfObjectCreate{"cuSurfObjectCreate"};
-  DriverEntryPoint<PFN_cuSurfObjectDestroy_v5000> surfObjectDestroy{"cuSurfObjectDestroy"};
+  DriverEntryPoint<PFN_cuSurfObjectDestroy_v5000> surfObjectDestroy{"cuSurfObjectDestroy", nullptr,
+                                                                    true};
   DriverEntryPoint<PFN_cuModuleGetTexRef_v2000> moduleGetTexRef{"cuModuleGetTexRef"};
   DriverEntryPoint<PFN_cuModuleGetSurfRef_v3000> moduleGetSurfRef{"cuModuleGetSurfRef"};
   DriverEntryPoint<PFN_cuTexRefSetArray_v2000> texRefSetArray{"cuTexRefSetArray"};
@@ -163,7 +184,7 @@ class CudaDriver {
   DriverEntryPoint<PFN_cuMemsetD2D32Async_v3020> memsetD2D32Async{"cuMemsetD2D32Async"};
 
   DriverEntryPoint<PFN_cuModuleLoadData_v2000> moduleLoadData{"cuModuleLoadData"};
-  DriverEntryPoint<PFN_cuModuleUnload_v2000> moduleUnload{"cuModuleUnload"};
+  DriverEntryPoint<PFN_cuModuleUnload_v2000> moduleUnload{"cuModuleUnload", nullptr, true};
   DriverEntryPoint<PFN_cuModuleGetFunction_v2000> moduleGetFunction{"cuModuleGetFunction"};
   DriverEntryPoint<PFN_cuModuleGetGlobal_v3020> moduleGetGlobal{"cuModuleGetGlobal"};
   // Whether a global is a __managed__ variable, and the managed memory that holds it.
@@ -177,7 +198,7 @@ class CudaDriver {
   DriverEntryPoint<PFN_cuLinkCreate_v6050> linkCreate{"cuLinkCreate"};
   DriverEntryPoint<PFN_cuLinkAddData_v6050> linkAddData{"cuLinkAddData"};
   DriverEntryPoint<PFN_cuLinkComplete_v5050> linkComplete{"cuLinkComplete"};
-  DriverEntryPoint<PFN_cuLinkDestroy_v5050> linkDestroy{"cuLinkDestroy"};
+  DriverEntryPoint<PFN_cuLinkDestroy_v5050> linkDestroy{"cuLinkDestroy", nullptr, true};
   DriverEntryPoint<PFN_cuFuncGetParamInfo_v12040> funcGetParamInfo{"cuFuncGetParamInfo"};
   DriverEntryPoint<PFN_cuFuncGetAttribute_v2020> funcGetAttribute{"cuFuncGetAttribute"};
   DriverEntryPoint<PFN_cuFuncSetAttribute_v9000> funcSetAttribute{"cuFuncSetAttribute"};
@@ -193,7 +214,7 @@ class CudaDriver {
       "cuOccupancyMaxPotentialClusterSize"};
 
   DriverEntryPoint<PFN_cuStreamCreateWithPriority_v5050> streamCreate{"cuStreamCreateWithPriority"};
-  DriverEntryPoint<PFN_cuStreamDestroy_v4000> streamDestroy{"cuStreamDestroy"};
+  DriverEntryPoint<PFN_cuStreamDestroy_v4000> streamDestroy{"cuStreamDestroy", nullptr, true};
   DriverEntryPoint<PFN_cuStreamSynchronize_v2000> streamSynchronize{"cuStreamSynchronize"};
   DriverEntryPoint<PFN_cuStreamQuery_v2000> streamQuery{"cuStreamQuery"};
   DriverEntryPoint<PFN_cuStreamWaitEvent_v3020> streamWaitEvent{"cuStreamWaitEvent"};
@@ -202,7 +223,7 @@ class CudaDriver {
 
   // Executable graphs (cuda_graphs.cc).
   DriverEntryPoint<PFN_cuGraphCreate_v10000> graphCreate{"cuGraphCreate"};
-  DriverEntryPoint<PFN_cuGraphDestroy_v10000> graphDestroy{"cuGraphDestroy"};
+  DriverEntryPoint<PFN_cuGraphDestroy_v10000> graphDestroy{"cuGraphDestroy", nullptr, true};
   DriverEntryPoint<PFN_cuGraphAddEmptyNode_v10000> graphAddEmptyNode{"cuGraphAddEmptyNode"};
   DriverEntryPoint<PFN_cuGraphAddKernelNode_v12000> graphAddKernelNode{"cuGraphAddKernelNode"};
   DriverEntryPoint<PFN_cuGraphKernelNodeSetAttribute_v11000> graphKernelNodeSetAttribute{
@@ -217,11 +238,12 @@ class CudaDriver {
       "cuGraphAddBatchMemOpNode"};
   DriverEntryPoint<PFN_cuGraphInstantiateWithFlags_v11040> graphInstantiateWithFlags{
       "cuGraphInstantiateWithFlags"};
-  DriverEntryPoint<PFN_cuGraphExecDestroy_v10000> graphExecDestroy{"cuGraphExecDestroy"};
+  DriverEntryPoint<PFN_cuGraphExecDestroy_v10000> graphExecDestroy{"cuGraphExecDestroy", nullptr,
+                                                                   true};
   DriverEntryPoint<PFN_cuGraphLaunch_v10000> graphLaunch{"cuGraphLaunch"};
 
   DriverEntryPoint<PFN_cuEventCreate_v2000> eventCreate{"cuEventCreate"};
-  DriverEntryPoint<PFN_cuEventDestroy_v4000> eventDestroy{"cuEventDestroy"};
+  DriverEntryPoint<PFN_cuEventDestroy_v4000> eventDestroy{"cuEventDestroy", nullptr, true};
   DriverEntryPoint<PFN_cuEventRecord_v2000> eventRecord{"cuEventRecord"};
   DriverEntryPoint<PFN_cuEventSynchronize_v2000> eventSynchronize{"cuEventSynchronize"};
   DriverEntryPoint<PFN_cuEventQuery_v2000> eventQuery{"cuEventQuery"};
@@ -236,6 +258,9 @@ class CudaDriver {
     entry.fn = reinterpret_cast<Fn>(resolve(entry.name, abiVersion, exportedName));
   }
 
+  void noteFatal(CUresult result, const char* call) const;
+
+  mutable CudaFaultState fault_;
   void* library_ = nullptr;
   int version_ = 0;
   PFN_cuGetProcAddress_v12000 getProcAddress_ = nullptr;

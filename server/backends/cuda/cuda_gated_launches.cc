@@ -69,7 +69,10 @@ class CudaGatedLaunches::StreamWorker {
     Status s = d.call(d.streamBatchMemOp, gateStream, 1u, &zero, 0u);
     if (s.ok()) s = d.call(d.streamSynchronize, gateStream);
     if (!s.ok()) return s;
-    made->thread_ = std::thread([w = made.get()] { w->run(); });
+    made->thread_ = std::thread([w = made.get(), caller = CudaDriver::caller()] {
+      CudaDriver::setCaller(caller);  // its fatal faults are its session's
+      w->run();
+    });
     *worker = std::move(made);
     return Status::success();
   }

@@ -519,5 +519,71 @@ TEST_F(CudaBackendTest, DestroyingTheContextReleasesEverything) {
   EXPECT_EQ(backend->deviceMemoryUsed(0), 0u);
 }
 
+// A fatal driver error (here the fake's device assert) loses the driver's state for the whole
+// process on NVIDIA's driver: the backend marks itself faulted, tells the server once, and refuses
+// every later call but the releases, in every context and in new ones, with the fault's code and a
+// message naming it, without reaching the driver.
+TEST_F(CudaBackendTest, AFatalFaultIsContainedToRefusalsInEveryContext) {
+  std::vector<DeviceFault> seen;
+  backend->setDeviceFaultPolicy("gpupoold is restarting",
+                                [&](const DeviceFault& fault) { seen.push_back(fault); });
+  context->setOwner("session 7 (tenant alice)");
+  std::unique_ptr<BackendContext> other;
+  ASSERT_TRUE(backend->createContext(0, 0, &other).ok());
+  other->setOwner("session 8 (tenant bob)");
+  uint64_t otherMemory = 0;
+  ASSERT_TRUE(other->memAlloc(64, &otherMemory).ok());
+
+  auto image = fakeModuleImage();
+  uint64_t module = 0;
+  ASSERT_TRUE(context->moduleLoad(image, &module).ok());
+  FunctionDescription function;
+  ASSERT_TRUE(context->moduleGetFunction(module, "store", &function).ok());
+  uint64_t out = 0;
+  ASSERT_TRUE(context->memAlloc(4, &out).ok());
+  EXPECT_FALSE(backend->deviceFaulted());
+
+  // The session that hits the fault gets the driver's error, as without containment.
+  Status hit = context->launch(function.handle, LaunchShape{}, 0, storeParams(out, 0xA55E27));
+  EXPECT_EQ(hit.code, CUDA_ERROR_ASSERT);
+  EXPECT_NE(hit.message.find("cuLaunchKernel failed"), std::string::npos) << hit.message;
+  EXPECT_TRUE(backend->deviceFaulted());
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].code, CUDA_ERROR_ASSERT);
+  EXPECT_EQ(seen[0].errorName, "CUDA_ERROR_ASSERT");
+  EXPECT_NE(seen[0].description.find("cuLaunchKernel"), std::string::npos);
+  EXPECT_NE(seen[0].description.find("session 7 (tenant alice)"), std::string::npos)
+      << seen[0].description;
+
+  // Its later calls, another session's and a new context are refused with the same code.
+  int32_t value = 1;
+  Status own = context->copyHostToDevice(out, &value, 4, 0, false);
+  EXPECT_EQ(own.code, CUDA_ERROR_ASSERT);
+  EXPECT_NE(own.message.find("in this session"), std::string::npos) << own.message;
+  Status foreign = other->copyHostToDevice(otherMemory, &value, 4, 0, false);
+  EXPECT_EQ(foreign.code, CUDA_ERROR_ASSERT);
+  EXPECT_NE(foreign.message.find("the GPU's CUDA state in this gpupoold was lost to a fatal fault "
+                                 "(CUDA_ERROR_ASSERT at cuLaunchKernel) in another session; "
+                                 "gpupoold is restarting"),
+            std::string::npos)
+      << foreign.message;
+  uint64_t more = 0;
+  EXPECT_EQ(other->memAlloc(64, &more).code, CUDA_ERROR_ASSERT);
+  std::unique_ptr<BackendContext> late;
+  Status created = backend->createContext(0, 0, &late);
+  EXPECT_EQ(created.code, CUDA_ERROR_ASSERT);
+  EXPECT_NE(created.message.find("lost to a fatal fault"), std::string::npos) << created.message;
+  EXPECT_EQ(late, nullptr);
+
+  // A second fatal error is not a second fault; releases still reach the driver.
+  EXPECT_EQ(seen.size(), 1u);
+  EXPECT_TRUE(other->memFree(otherMemory).ok());
+  other.reset();
+  context.reset();
+  EXPECT_EQ(fakeCounter("fakeLiveContexts"), 0);
+  EXPECT_EQ(fakeCounter("fakeLiveAllocations"), 0);
+  EXPECT_EQ(backend->deviceMemoryUsed(0), 0u);
+}
+
 }  // namespace
 }  // namespace gpupool::server

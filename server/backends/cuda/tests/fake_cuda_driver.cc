@@ -8,6 +8,9 @@
 // nodes and run them at cuGraphLaunch in the order they were added (which the dependencies must
 // respect).
 //
+// `store` of the value 0xA55E27 fails with CUDA_ERROR_ASSERT, as a kernel's device-side assert
+// would (tests of the backend's fatal fault containment).
+//
 // Counters (fakeLive*) let tests see that a destroyed context released everything;
 // fakeGraphLaunches, fakeGraphEdges and fakeGraphWaitsMet what reached the driver as a graph;
 // fakeLastLaunchCluster and fakeLastLaunchCooperative the last cuLaunchKernelEx's attributes.
@@ -41,6 +44,7 @@ alignas(16) unsigned char moduleGlobal[64];  // the global "counter" of every fa
 alignas(4096) unsigned char managedArea[3 * 4096];
 constexpr size_t kManagedValuesBytes = 5000, kManagedOtherOffset = 8192 + 16;
 int functionToken;  // CUfunction of `store` is its address
+constexpr int kFakeAssertValue = 0xA55E27;  // `store` of this value fails a device assert
 
 // A graph's node: what it does, kept from its cuGraphAdd*Node call.
 struct FakeGraphNode {
@@ -363,6 +367,9 @@ FAKE_EXPORT CUresult cuLaunchKernel(CUfunction function, unsigned, unsigned, uns
   std::memcpy(&out, params[0], sizeof out);
   std::memcpy(&value, params[1], sizeof value);
   if (!owned(out, sizeof value)) return CUDA_ERROR_ILLEGAL_ADDRESS;
+  // The value kFakeAssertValue fails a device-side assert (the fake's state stays usable: only the
+  // backend's containment makes the fault the whole process's, as NVIDIA's driver does).
+  if (value == kFakeAssertValue) return CUDA_ERROR_ASSERT;
   std::memcpy(reinterpret_cast<void*>(out), &value, sizeof value);
   return CUDA_SUCCESS;
 }
