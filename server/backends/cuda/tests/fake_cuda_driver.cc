@@ -43,7 +43,7 @@ alignas(16) unsigned char moduleGlobal[64];  // the global "counter" of every fa
 // (5000 bytes, pages 0-1) and "count" (4 bytes, page 1, after values), then "other" (page 2).
 alignas(4096) unsigned char managedArea[3 * 4096];
 constexpr size_t kManagedValuesBytes = 5000, kManagedOtherOffset = 8192 + 16;
-int functionToken;  // CUfunction of `store` is its address
+int functionToken;                          // CUfunction of `store` is its address
 constexpr int kFakeAssertValue = 0xA55E27;  // `store` of this value fails a device assert
 
 // A graph's node: what it does, kept from its cuGraphAdd*Node call.
