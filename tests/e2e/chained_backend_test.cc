@@ -47,9 +47,9 @@ TEST(ChainedGraphTest, GraphsReachTheDriverAsGraphs) {
   EXPECT_NE(log.find("gpupool: post cuGraphLaunch"), std::string::npos) << log;
   EXPECT_EQ(log.find("gpupool: post cuLaunchKernel"), std::string::npos) << log;
 
-  // graph_batch_memop_driver launches seven graphs: five of writes, one whose wait node holds its
-  // stream until another stream writes, and one captured from a write, a wait and a batch. All
-  // seven reach the driver as graph launches.
+  // graph_batch_memop_driver launches eight graphs: five of writes, one whose wait node holds its
+  // stream until another stream writes, one captured from a write, a wait and a batch, and one of
+  // an empty batch node. All eight reach the driver as graph launches.
   size_t before = servers.cuda->log().size();
   ProgramResult memOps = runProgram(programPath("graph_batch_memop_driver"), {},
                                     clientEnvironment(servers.cuda->endpoint()), seconds(240));
@@ -61,7 +61,7 @@ TEST(ChainedGraphTest, GraphsReachTheDriverAsGraphs) {
        at = later.find("gpupool: post cuGraphLaunch", at + 1)) {
     ++graphLaunches;
   }
-  EXPECT_EQ(graphLaunches, 7u) << later;
+  EXPECT_EQ(graphLaunches, 8u) << later;
 }
 
 TEST(ChainedDeviceQueryTest, MatchesTheDirectEmuServer) {

@@ -40,6 +40,20 @@ uint64_t deviceMemoryUsed(const nlohmann::json& status) {
   return status.at("devices").at(0).at("memory_used").get<uint64_t>();
 }
 
+// The status once no session and no memory is left, or after 10 s; empty if the server stopped
+// answering. Sessions are torn down after their clients go: the server takes a moment.
+nlohmann::json statusOnceIdle(const GpupoolServer& server) {
+  nlohmann::json status;
+  auto deadline = steady_clock::now() + seconds(10);
+  do {
+    status = queryStatus(server);
+    if (status.empty()) break;
+    if (deviceMemoryUsed(status) == 0 && status.at("sessions").empty()) break;
+    std::this_thread::sleep_for(milliseconds(100));
+  } while (steady_clock::now() < deadline);
+  return status;
+}
+
 TEST(StatusTest, ShowsHeldMemoryAndSessionsUntilTheProgramExits) {
   GpupoolServer server;
   nlohmann::json idle = queryStatus(server);
@@ -68,15 +82,7 @@ TEST(StatusTest, ShowsHeldMemoryAndSessionsUntilTheProgramExits) {
   ProgramResult result = program.finish(seconds(60));
   ASSERT_TRUE(result.passed()) << result.describe();
 
-  // The session is torn down after the client disconnects; give the server a moment.
-  nlohmann::json after;
-  auto deadline = steady_clock::now() + seconds(10);
-  do {
-    after = queryStatus(server);
-    if (after.empty()) break;
-    if (deviceMemoryUsed(after) == 0 && after.at("sessions").empty()) break;
-    std::this_thread::sleep_for(milliseconds(100));
-  } while (steady_clock::now() < deadline);
+  nlohmann::json after = statusOnceIdle(server);
   ASSERT_FALSE(after.empty());
   EXPECT_EQ(deviceMemoryUsed(after), 0u) << after.dump(2);
   EXPECT_TRUE(after.at("sessions").empty()) << after.dump(2);
@@ -94,13 +100,7 @@ TEST(StatusTest, MemoryIsReleasedWhenAProgramIsKilled) {
 
   program.signal(SIGKILL);
   program.finish(seconds(10));
-  nlohmann::json after;
-  auto deadline = steady_clock::now() + seconds(10);
-  do {
-    after = queryStatus(server);
-    if (after.empty() || deviceMemoryUsed(after) == 0) break;
-    std::this_thread::sleep_for(milliseconds(100));
-  } while (steady_clock::now() < deadline);
+  nlohmann::json after = statusOnceIdle(server);
   ASSERT_FALSE(after.empty());
   EXPECT_EQ(deviceMemoryUsed(after), 0u) << after.dump(2);
   EXPECT_TRUE(after.at("sessions").empty()) << after.dump(2);
@@ -119,14 +119,7 @@ TEST(StatusTest, AStreamHeldByAHostFunctionIsReleasedWhenTheProgramIsKilled) {
 
   program.signal(SIGKILL);
   program.finish(seconds(10));
-  nlohmann::json after;
-  auto deadline = steady_clock::now() + seconds(10);
-  do {
-    after = queryStatus(server);
-    if (after.empty()) break;
-    if (deviceMemoryUsed(after) == 0 && after.at("sessions").empty()) break;
-    std::this_thread::sleep_for(milliseconds(100));
-  } while (steady_clock::now() < deadline);
+  nlohmann::json after = statusOnceIdle(server);
   ASSERT_FALSE(after.empty()) << "the server stopped answering";
   EXPECT_EQ(deviceMemoryUsed(after), 0u) << after.dump(2);
   EXPECT_TRUE(after.at("sessions").empty()) << after.dump(2);
@@ -148,14 +141,7 @@ TEST(StatusTest, AStreamHeldByAStreamWaitIsReleasedWhenTheProgramIsKilled) {
 
   program.signal(SIGKILL);
   program.finish(seconds(10));
-  nlohmann::json after;
-  auto deadline = steady_clock::now() + seconds(10);
-  do {
-    after = queryStatus(server);
-    if (after.empty()) break;
-    if (deviceMemoryUsed(after) == 0 && after.at("sessions").empty()) break;
-    std::this_thread::sleep_for(milliseconds(100));
-  } while (steady_clock::now() < deadline);
+  nlohmann::json after = statusOnceIdle(server);
   ASSERT_FALSE(after.empty()) << "the server stopped answering";
   EXPECT_EQ(deviceMemoryUsed(after), 0u) << after.dump(2);
   EXPECT_TRUE(after.at("sessions").empty()) << after.dump(2);

@@ -65,8 +65,9 @@ SPECIAL_ENDINGS = {
 # device faults"). The check waits for that and restarts it, so the next item meets a fresh server.
 DEVICE_FAULT_EXIT = 75
 DEVICE_FAULT_EXIT_WAIT = 10  # seconds
-# Programs whose key=value lines (device properties) must be the same natively and pooled.
-COMPARE_KEY_VALUES = {"basic/device_query"}
+# Programs whose key=value lines (device properties) must be the same natively and pooled;
+# export_tables_driver: which private driver tables NVIDIA's libraries ask for the driver has.
+COMPARE_KEY_VALUES = {"basic/device_query", "basic/export_tables_driver"}
 # CUDA IPC between two processes is served by the emu backend only; the pooled run goes through
 # the cuda backend, which refuses it (docs/architecture.md, CUDA IPC memory).
 IPC_NOT_POOLED = ("the cuda backend refuses CUDA IPC memory and event handles (one server "

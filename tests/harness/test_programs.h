@@ -18,6 +18,7 @@ inline const std::vector<std::string>& testProgramNames() {
                                                  "error_cases",
                                                  "vector_add",
                                                  "driver_ptx",
+                                                 "export_tables_driver",
                                                  "mempool_async",
                                                  "mempool_driver",
                                                  "profiler_range",
