@@ -207,7 +207,9 @@ class DlopenNvml final : public NvmlQueries {
 }  // namespace
 
 std::unique_ptr<NvmlQueries> openNvml(const std::string& library, std::string* error) {
-  void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  // RTLD_NODELETE: an NVML library may keep state past nvmlShutdown (ours keeps its endpoint and
+  // device list), which unloading would turn into leaked memory.
+  void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (!handle) {
     *error = "cannot load " + library + ": " + dlerror();
     return nullptr;
