@@ -202,7 +202,10 @@ CUresult execUpdate(CUgraphExec h, CUgraph g, CUgraphExecUpdateResult* result,
                     CUgraphNode* errorNode, CUgraphNode* errorFrom) {
   Mismatch found;
   bool checked = false;
-  CUresult r = updateExecGraph(h, "cuGraphExecUpdate", [&](GraphObject& copy, NodeMap& nodes) {
+  // The lambda leaves the node map alone: the exec's nodes keep being named by the nodes of the
+  // graph it was made from only; a node of the update's graph is CUDA_ERROR_INVALID_VALUE to the
+  // per-node setters (observed on driver 580.159.04, H200, for cuGraphExecKernelNodeSetParams).
+  CUresult r = updateExecGraph(h, "cuGraphExecUpdate", [&](GraphObject& copy, NodeMap&) {
     const GraphObject* next = asGraph(g);
     if (!next) return CUDA_ERROR_INVALID_VALUE;
     checked = true;
@@ -211,10 +214,6 @@ CUresult execUpdate(CUgraphExec h, CUgraph g, CUgraphExecUpdateResult* result,
       return graphRefusal(CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE, "cuGraphExecUpdate",
                           "the graph does not match the executable graph's (see the result)");
     }
-    // The exec's nodes keep being named by the nodes of the graph it was made from only: a node
-    // of the update's graph is CUDA_ERROR_INVALID_VALUE to the per-node setters (observed on
-    // driver 580.159.04, H200, for cuGraphExecKernelNodeSetParams).
-    (void)nodes;
     for (size_t i = 0; i < copy.nodes.size(); ++i) {
       copyParameters(copy.nodes[i].get(), *next->nodes[i]);
     }

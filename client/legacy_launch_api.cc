@@ -116,12 +116,11 @@ GPUPOOL_DRIVER_API CUresult cuParamSetv(CUfunction h, int offset, void* bytes, u
 // The launch binds every reference of the function's module; this only checks that the reference
 // is the module's. Any texunit is accepted, the call a no-op (NVIDIA accepted texunit 0 on driver
 // 580.159.04, H200).
-GPUPOOL_DRIVER_API CUresult cuParamSetTexRef(CUfunction h, int texunit, CUtexref hTexRef) {
+GPUPOOL_DRIVER_API CUresult cuParamSetTexRef(CUfunction h, int /*texunit*/, CUtexref hTexRef) {
   if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
   FunctionObject* f = asFunction(h);
   ModuleObject* module = nullptr;
   if (!f || !textureReferenceModule(hTexRef, &module)) return CUDA_ERROR_INVALID_HANDLE;
-  (void)texunit;
   if (module != f->module) {
     return refuseCall(CUDA_ERROR_INVALID_VALUE,
                       "cuParamSetTexRef: the texture reference is not of the function's module");
