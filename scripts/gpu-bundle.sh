@@ -15,7 +15,10 @@
 # Layout of DIR:
 #   gpu-check.sh, gpu_check.py    the check (gpu-check.sh --help)
 #   bin/gpupoold, bin/gpupool     stripped, RPATH $ORIGIN/../lib/deps
-#   lib/libcuda.so.1              our driver: the only file pooled programs put on LD_LIBRARY_PATH
+#   lib/libcuda.so.1              our driver, and lib/libnvidia-ml.so.1 our NVML: what pooled
+#                                 programs find first on LD_LIBRARY_PATH (a GPU-less host has no
+#                                 NVIDIA NVML, and NVIDIA's asks libcuda for a private table)
+#   lib/trace/                    gpu-check.sh --trace-export-tables' preload library
 #   lib/deps/                     every shared library the three need except glibc's own
 #                                 (libstdc++, libgcc_s, capnp, kj, ssl, crypto, zstd, lz4, ...)
 #   programs.tar.xz               programs/, packed (xz): they share most of their bytes (static
@@ -79,24 +82,34 @@ else
     -DCMAKE_EXE_LINKER_FLAGS=-Wl,--disable-new-dtags \
     -DCMAKE_SHARED_LINKER_FLAGS=-Wl,--disable-new-dtags \
     "${launcher[@]}" >/dev/null
-  cmake --build "$BUILD" -j "$JOBS" --target gpupoold gpupool cuda
+  cmake --build "$BUILD" -j "$JOBS" --target gpupoold gpupool gpupool_libcuda gpupool_libnvml
 fi
 
 rm -rf "${DIR:?}"/*
 mkdir -p "$DIR/bin" "$DIR/lib/deps" "$DIR/programs/basic" "$DIR/programs/emu" \
   "$DIR/programs/toolkit" "$DIR/python"
 cp "$BUILD/bin/gpupoold" "$BUILD/bin/gpupool" "$DIR/bin/"
-cp -L "$BUILD/lib/libcuda.so.1" "$DIR/lib/"
-strip --strip-unneeded "$DIR/bin/gpupoold" "$DIR/bin/gpupool" "$DIR/lib/libcuda.so.1"
+cp -L "$BUILD/lib/libcuda.so.1" "$BUILD/lib/libnvidia-ml.so.1" "$DIR/lib/"
+strip --strip-unneeded "$DIR/bin/gpupoold" "$DIR/bin/gpupool" "$DIR/lib/libcuda.so.1" \
+  "$DIR/lib/libnvidia-ml.so.1"
+# gpu-check.sh --trace-export-tables preloads this into native runs (tests/gpu_check/export_trace.cc);
+# glibc and libstdc++ only, static libstdc++ so that it loads into any program.
+mkdir -p "$DIR/lib/trace"
+"${CXX:-c++}" -O2 -std=c++20 -Wall -Wextra -Werror -shared -fPIC -static-libstdc++ -static-libgcc \
+  "$ROOT/tests/gpu_check/export_trace.cc" -o "$DIR/lib/trace/libgpupool_export_trace.so" -ldl ||
+  die "could not compile tests/gpu_check/export_trace.cc"
+strip --strip-unneeded "$DIR/lib/trace/libgpupool_export_trace.so"
 if [[ -n $FROM_BUILD ]]; then
-  for elf in "$DIR/bin/gpupoold" "$DIR/bin/gpupool" "$DIR/lib/libcuda.so.1"; do
+  for elf in "$DIR/bin/gpupoold" "$DIR/bin/gpupool" "$DIR/lib/libcuda.so.1" \
+    "$DIR/lib/libnvidia-ml.so.1"; do
     # shellcheck disable=SC2016 # $ORIGIN is for the dynamic loader
     patchelf --force-rpath --set-rpath '$ORIGIN/../lib/deps' "$elf"
   done
 fi
 
 # 2. Their shared libraries, except glibc's. ldd lists the transitive closure.
-for elf in "$DIR/bin/gpupoold" "$DIR/bin/gpupool" "$DIR/lib/libcuda.so.1"; do
+for elf in "$DIR/bin/gpupoold" "$DIR/bin/gpupool" "$DIR/lib/libcuda.so.1" \
+  "$DIR/lib/libnvidia-ml.so.1"; do
   ldd "$elf" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' |
     while read -r soname path; do
       [[ $soname =~ $GLIBC_LIBS ]] && continue

@@ -36,7 +36,10 @@ bytes=$(du -sb "$BUNDLE" | cut -f1)
 
 started=$SECONDS
 set +e
-"$BUNDLE/gpu-check.sh" --chained --out "$RESULTS" | tee "$RESULTS.log"
+# --trace-export-tables with the tools-callback table ({8C7994A0-...}, which our libcuda serves and
+# cudart calls at startup): the trace library's trampolines must run in every native run.
+GPU_CHECK_TRACE_TABLES=8C7994A0 "$BUNDLE/gpu-check.sh" --chained --trace-export-tables \
+  --out "$RESULTS" | tee "$RESULTS.log"
 status=${PIPESTATUS[0]}
 set -e
 echo "chained_test: gpu-check.sh --chained took $((SECONDS - started)) s"
@@ -47,7 +50,8 @@ echo "chained_test: gpu-check.sh --chained took $((SECONDS - started)) s"
 # checked as what those load). libcuda.so.1 itself is the machine's or ours, found at run time;
 # the toolkit programs also link the machine's CUDA libraries (libcu*, libnv*).
 mapfile -t roots < <(find "$BUNDLE/bin" "$BUNDLE/programs" -type f ! -name NEEDS -print;
-  echo "$BUNDLE/lib/libcuda.so.1")
+  echo "$BUNDLE/lib/libcuda.so.1"; echo "$BUNDLE/lib/libnvidia-ml.so.1"
+  echo "$BUNDLE/lib/trace/libgpupool_export_trace.so")
 for elf in "${roots[@]}"; do
   toolkit_program=false
   [[ $elf == "$BUNDLE/programs/toolkit/"* ]] && toolkit_program=true
@@ -100,6 +104,12 @@ need(sum(n.startswith("toolkit/") for n in items) >= 8, "fewer than 8 toolkit pr
 need(sum(n.startswith("python/") for n in items) >= 15, "fewer than 15 Python checks")
 need(items.get("bench", {}).get("status") == "pass", "gpupool bench failed")
 need(results["failed"] == 0, "%d items failed" % results["failed"])
+# The trace of a cudart program: the table it asked for, its slots, and calls through them.
+trace_path = os.path.join(os.path.dirname(sys.argv[1]), "logs", "basic_events.native.trace")
+trace = open(trace_path).read() if os.path.exists(trace_path) else ""
+need("table {8C7994A0-742E-742E-93F2-0800200C0A66}" in trace and "traced as table" in trace
+     and "call {8C7994A0-742E-742E-93F2-0800200C0A66} slot " in trace,
+     "%s does not show calls through the traced table" % trace_path)
 sys.exit(0 if ok else 1)
 PYTHON
 

@@ -23,12 +23,15 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 BUNDLE = os.path.dirname(os.path.abspath(__file__))
 OUR_LIB = os.path.join(BUNDLE, "lib")
 GPUPOOLD = os.path.join(BUNDLE, "bin", "gpupoold")
 GPUPOOL = os.path.join(BUNDLE, "bin", "gpupool")
+EXPORT_TRACE = os.path.join(BUNDLE, "lib", "trace", "libgpupool_export_trace.so")
 # The CUDA programs: scripts/gpu-bundle.sh packs them into programs.tar.xz (they share most of their
 # bytes, static cudart, so packed they fit the bundle's 64 MiB); unpack_programs() unpacks them
 # here, or into a temporary folder when the bundle is read-only.
@@ -64,6 +67,12 @@ SPECIAL_ENDINGS = {
 # later, for its supervisor to restart it (--on-device-fault exit; docs/architecture.md, "Fatal
 # device faults"). The check waits for that and restarts it, so the next item meets a fresh server.
 DEVICE_FAULT_EXIT = 75
+# Programs of threads and streams at once that judge by elapsed time or need the device to
+# themselves (tests/harness/test_programs.h, concurrencyProgramNames): with other items beside
+# them on the machine, they fail natively too. They run alone, after the others.
+TIMING_PROGRAMS = {"basic/" + name for name in (
+    "concurrent_flag_handoff", "concurrent_flag_handoff_driver", "concurrent_calls_during_sync",
+    "concurrent_streams_16", "stream_overlap", "stream_ordering", "stream_ordering_per_thread")}
 DEVICE_FAULT_EXIT_WAIT = 10  # seconds
 # Programs whose key=value lines (device properties) must be the same natively and pooled;
 # export_tables_driver: which private driver tables NVIDIA's libraries ask for the driver has.
@@ -111,8 +120,19 @@ def parse_args():
                         "ldconfig and the usual paths)")
     parser.add_argument("--only", action="append", default=[],
                         help="run only items whose name contains this (repeatable)")
+    parser.add_argument("--jobs", type=int, default=None,
+                        help="items run at once (default: 6 on a GPU, 2 --chained); the bench "
+                        "and the items that fault the device run alone afterwards")
+    parser.add_argument("--trace-export-tables", action="store_true",
+                        help="native runs preload lib/trace/libgpupool_export_trace.so, which "
+                        "logs the calls through the private export tables our libcuda lacks "
+                        "(GPU_CHECK_TRACE_TABLES picks others) into logs/ITEM.native.trace")
     parser.add_argument("--list", action="store_true", help="list the items and exit")
     args = parser.parse_args()
+    if args.jobs is None:
+        args.jobs = 2 if args.chained else 6
+    if args.jobs < 1:
+        parser.error("--jobs must be at least 1")
     return args
 
 
@@ -432,7 +452,6 @@ def discover_items():
         base = os.path.basename(path)
         if os.access(path, os.X_OK) and os.path.isfile(path):
             items.append(Item("toolkit/" + base, "toolkit", [path], needs=needs.get(base, [])))
-    # The bench before the Python checks: these take longest, and the budget may run out.
     items.append(Item("bench", "bench", [GPUPOOL, "bench", "--json"]))
     for path in sorted(glob.glob(os.path.join(BUNDLE, "python", "*.py"))):
         base = os.path.basename(path)
@@ -466,6 +485,8 @@ class Check:
         self.emu = None
         self.cuda = None
         self.deadline = time.monotonic() + args.budget
+        # Items run on several threads (--jobs): restarting a server is done by one at a time.
+        self.server_lock = threading.RLock()
 
     # --- servers -------------------------------------------------------------------------------
 
@@ -519,6 +540,10 @@ class Check:
     def ensure_servers(self):
         """Restarts what died since the last item; says what died, or returns None. In chained mode
         a new emu server means a new endpoint, so the cuda server restarts pointed at it."""
+        with self.server_lock:
+            return self._ensure_servers()
+
+    def _ensure_servers(self):
         died = []
         emu_restarted = False
         if self.emu is not None and not self.emu.alive():
@@ -600,6 +625,10 @@ class Check:
             else:
                 env = self.native_env(lib_dirs) if mode == "native" else self.pooled_env(lib_dirs)
                 env["GPU_CHECK_ARTIFACT"] = artifact
+                if mode == "native" and self.args.trace_export_tables:
+                    env["LD_PRELOAD"] = EXPORT_TRACE
+                    env["GPU_CHECK_TRACE_LOG"] = os.path.join(
+                        self.logs, "%s.native.trace" % safe(item.name))
                 result = run_process(item.argv, env, self.run_timeout(item), log,
                                      line_buffered=item.kind in ("program", "toolkit"))
             runs[mode] = result
@@ -820,6 +849,51 @@ def machine_description():
     return info
 
 
+def run_one(check, item):
+    try:
+        return check.run_item(item)
+    except Exception as error:  # a bug of the check must not hide the other items
+        return {"name": item.name, "kind": item.kind, "status": "fail",
+                "reason": "gpu-check itself failed: %r" % error}
+
+
+def runs_alone(item):
+    """The bench and the timing programs measure time, and a device fault makes the cuda server
+    exit: each would spoil, or be spoilt by, the items running beside it."""
+    return item.kind == "bench" or item.name in SPECIAL_ENDINGS or item.name in TIMING_PROGRAMS
+
+
+def run_items(check, items, jobs):
+    """Runs the bench first (on an idle machine, and before the budget can run out), then the
+    items `jobs` at a time, then the timing programs and the device-fault items one by one;
+    returns the records in the items' order and prints each as it ends."""
+    records = {}
+    printing = threading.Lock()
+
+    def finish(index, item):
+        record = run_one(check, item)
+        with printing:
+            records[index] = record
+            print_line(record)
+
+    for i, item in enumerate(items):
+        if item.kind == "bench":
+            finish(i, item)
+    # The Python checks take longest (torch.compile 20 s): started first, they do not trail.
+    together = sorted(((i, item) for i, item in enumerate(items) if not runs_alone(item)),
+                      key=lambda pair: (pair[1].kind != "python", pair[0]))
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        for future in [pool.submit(finish, i, item) for i, item in together]:
+            future.result()
+    for i, item in enumerate(items):
+        if item.name in TIMING_PROGRAMS:
+            finish(i, item)
+    for i, item in enumerate(items):
+        if item.name in SPECIAL_ENDINGS:
+            finish(i, item)
+    return [records[i] for i in range(len(items))]
+
+
 def main():
     args = parse_args()
     unpack_programs()
@@ -840,8 +914,8 @@ def main():
     else:
         per_run = "per run: programs %.0f s, bench and Python %.0f s" % (GPU_TIMEOUTS["program"],
                                                                           GPU_TIMEOUTS["python"])
-    print("gpu-check: %s mode, %d items, %s; results in %s" % (mode, len(items), per_run, check.out),
-          flush=True)
+    print("gpu-check: %s mode, %d items, %d at a time, %s; results in %s" % (
+        mode, len(items), args.jobs, per_run, check.out), flush=True)
     records = []
     error = None
     try:
@@ -854,14 +928,7 @@ def main():
             check.driver, check.cuda.endpoint,
             ("; emu server " + check.native_endpoint) if check.native_endpoint else ""),
             flush=True)
-        for item in items:
-            try:
-                record = check.run_item(item)
-            except Exception as error:  # a bug of the check must not hide the other items
-                record = {"name": item.name, "kind": item.kind, "status": "fail",
-                          "reason": "gpu-check itself failed: %r" % error}
-            records.append(record)
-            print_line(record)
+        records += run_items(check, items, args.jobs)
     except RuntimeError as failure:
         error = str(failure)
         print("gpu-check: %s" % error, flush=True)
