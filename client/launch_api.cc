@@ -222,7 +222,12 @@ CUresult launchEx(const CUlaunchConfig* config, CUfunction h, void** kernelParam
   if (!config || (config->numAttrs && !config->attrs)) return CUDA_ERROR_INVALID_VALUE;
   ContextObject* ctx = nullptr;
   uint64_t s = 0;
-  if (CUresult r = resolveStream(config->hStream, &ctx, &s); r != CUDA_SUCCESS) return r;
+  {
+    // On a capturing stream launch() below takes the kernel as a node, and the completion events
+    // become event-record nodes after it.
+    CaptureScope capturing;
+    if (CUresult r = resolveStream(config->hStream, &ctx, &s); r != CUDA_SUCCESS) return r;
+  }
   std::vector<EventObject*> completionEvents;
   bool cooperative = false;
   const CUlaunchAttributeValue* cluster = nullptr;
@@ -270,6 +275,10 @@ CUresult launchEx(const CUlaunchConfig* config, CUfunction h, void** kernelParam
     return r;
   }
   for (EventObject* e : completionEvents) {
+    if (CUresult r = CUDA_SUCCESS; captureEventRecord(config->hStream, e, 0, &r)) {
+      if (r != CUDA_SUCCESS) return r;
+      continue;
+    }
     CUresult r = ctx->server->post("cuLaunchKernelEx", [&](wire::Request::Builder b) {
       auto rec = b.initEventRecord();
       rec.setContext(ctx->remote);

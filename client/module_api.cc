@@ -19,6 +19,7 @@
 #include "managed_memory.h"
 #include "module_resolution.h"
 #include "raw_enum.h"
+#include "stream_capture.h"
 #include "texture_references.h"
 
 using namespace gpupool::client;
@@ -667,6 +668,7 @@ CUresult clusterOccupancy(const char* call, wire::Request::OccupancyQuery query,
   if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
   ContextObject* ctx = nullptr;
   if (config->hStream) {
+    CaptureScope queryOnly;  // nothing is enqueued: a capturing stream is no obstacle
     uint64_t stream = 0;
     if (CUresult r = resolveStream(config->hStream, &ctx, &stream); r != CUDA_SUCCESS) return r;
   }

@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <string>
 #include <thread>
 
 #include "client_log.h"
@@ -323,15 +324,17 @@ CUresult updateCaptureDependencies(CUstream h, CUgraphNode* deps, const CUgraphE
 CaptureScope::CaptureScope() : outer_(inCaptureScope) { inCaptureScope = true; }
 CaptureScope::~CaptureScope() { inCaptureScope = outer_; }
 
-CUresult capturingStreamUse(StreamObject* stream) {
+CUresult capturingStreamUse(StreamObject* stream, const char* what) {
   if (inCaptureScope || nothingCaptures()) return CUDA_SUCCESS;
   std::lock_guard lock(graphMutex());
   CaptureSequence* c = findSequence(stream->captureId);
   if (!c) return CUDA_SUCCESS;
   c->invalidated = true;
-  return graphRefusal(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "stream capture",
-                      "a call that cannot be captured was made on a capturing stream; the "
-                      "capture is invalidated");
+  const std::string why = std::string(what ? what : "a call") +
+                          " cannot be captured and was made on a capturing stream; the capture "
+                          "is invalidated";
+  return graphRefusal(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, what ? what : "stream capture",
+                      why.c_str());
 }
 
 CUresult legacyStreamUse(ContextObject* ctx) {

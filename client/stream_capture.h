@@ -35,7 +35,7 @@ class CaptureScope {
 // For resolveStream: a call on a capturing stream outside a CaptureScope cannot be captured
 // (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, capture invalidated); the legacy stream while a blocking
 // stream of `ctx` captures would be an implicit dependency (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT).
-CUresult capturingStreamUse(StreamObject* stream);
+CUresult capturingStreamUse(StreamObject* stream, const char* what = nullptr);
 CUresult legacyStreamUse(ContextObject* ctx);
 // A call on the whole context (cuCtxRecordEvent, cuCtxWaitEvent): refused with
 // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, invalidating the captures, while a stream of `ctx`

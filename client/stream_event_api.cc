@@ -26,7 +26,7 @@ template <typename Setter>
 CUresult streamCall(const char* what, CUstream h, Setter set) {
   ContextObject* ctx = nullptr;
   uint64_t s = 0;
-  if (CUresult r = resolveStream(h, &ctx, &s); r != CUDA_SUCCESS) return r;
+  if (CUresult r = resolveStream(h, &ctx, &s, what); r != CUDA_SUCCESS) return r;
   return ctx->server->call(what, [&](wire::Request::Builder b) { set(b, ctx->remote, s); });
 }
 

@@ -3,7 +3,7 @@
 // structure; instantiated once and launched several times with new inputs in between; and the
 // capture rules: cudaStreamIsCapturing tells the truth, and a cudaStreamSynchronize of a capturing
 // stream fails and invalidates the capture; the dependency set edited during a capture
-// (cudaStreamUpdateCaptureDependencies, set and add).
+// (cudaStreamUpdateCaptureDependencies, set and add); cudaLaunchKernelEx captured as <<<>>> is.
 #include <cuda_runtime.h>
 
 #include <vector>
@@ -212,6 +212,38 @@ int main() {
   CHECK_CUDA(cudaMemcpy(result.data(), a, kBytes, cudaMemcpyDeviceToHost));
   CHECK(result[0] == 7, "a[0] = %d, expected 7", result[0]);
   std::printf("synchronize during capture -> invalidated ok\n");
+
+  // cudaLaunchKernelEx (cuBLAS launches its kernels so) is captured as a kernel node like <<<>>>,
+  // with an attribute that capture accepts; and an occupancy query naming the capturing stream
+  // enqueues nothing, so it leaves the capture alone.
+  CHECK_CUDA(cudaStreamBeginCapture(s1, cudaStreamCaptureModeGlobal));
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(kBlocks);
+  config.blockDim = dim3(kThreads);
+  config.stream = s1;
+  cudaLaunchAttribute attribute = {};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 0;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  CHECK_CUDA(cudaLaunchKernelEx(&config, addConstant, a, 5, kCount));
+  CHECK(captureStatus(s1) == cudaStreamCaptureStatusActive, "cudaLaunchKernelEx ended the capture");
+  cudaGraph_t exGraph = nullptr;
+  CHECK_CUDA(cudaStreamEndCapture(s1, &exGraph));
+  size_t exNodes = 0;
+  CHECK_CUDA(cudaGraphGetNodes(exGraph, nullptr, &exNodes));
+  CHECK(exNodes == 1, "the cudaLaunchKernelEx capture has %zu nodes, expected 1", exNodes);
+  cudaGraphExec_t exExec = nullptr;
+  CHECK_CUDA(cudaGraphInstantiate(&exExec, exGraph, 0));
+  CHECK_CUDA(cudaGraphLaunch(exExec, s1));
+  CHECK_CUDA(cudaGraphLaunch(exExec, s1));
+  CHECK_CUDA(cudaStreamSynchronize(s1));
+  CHECK_CUDA(cudaMemcpy(result.data(), a, kBytes, cudaMemcpyDeviceToHost));
+  CHECK(result[0] == 17 && result[kCount - 1] == 17, "after two launches a[0] = %d, expected 17",
+        result[0]);
+  CHECK_CUDA(cudaGraphExecDestroy(exExec));
+  CHECK_CUDA(cudaGraphDestroy(exGraph));
+  std::printf("cudaLaunchKernelEx captured ok\n");
 
   CHECK_CUDA(cudaGraphExecDestroy(exec));
   CHECK_CUDA(cudaGraphDestroy(graph));
