@@ -199,24 +199,14 @@ CUresult memset(const char* what, CUdeviceptr dst, uint32_t value, unsigned elem
   ContextObject* ctx = nullptr;
   uint64_t s = 0;
   const size_t extent = pitch * (height - 1) + width * elementSize;
+  bool known = true;
   if (CUresult r = route(stream, dst, extent, &ctx, &s); r != CUDA_SUCCESS) {
-    if (r != CUDA_ERROR_INVALID_VALUE || logLevel() < 1) return r;
-    // Says which memory it missed (GPU_POOL_LOG=1): a program the driver serves may reach past
-    // the allocations recorded here.
-    std::string near = "no device allocation below it";
-    {
-      auto& state = DriverState::get();
-      std::lock_guard lock(state.mutex);
-      auto it = state.deviceAllocations.upper_bound(dst);
-      if (it != state.deviceAllocations.begin()) {
-        --it;
-        near = "the allocation below it is [" + std::to_string(it->first) + ", +" +
-               std::to_string(it->second.size) + ")";
-      }
-    }
-    return refuseCall(r, std::string(what) + ": [" + std::to_string(dst) + ", +" +
-                             std::to_string(extent) + ") is not inside one device allocation; " +
-                             near);
+    if (r != CUDA_ERROR_INVALID_VALUE) return r;
+    // Memory this library did not hand out (a module's global, another library's mapping): the
+    // server knows its context's memory and says whether the range is there, synchronously, as
+    // the driver refuses an unknown range at the call.
+    if (CUresult rr = resolveStream(stream, &ctx, &s, what); rr != CUDA_SUCCESS) return rr;
+    known = false;
   }
   if (CUresult r = CUDA_SUCCESS;
       captureMemset(stream, dst, value, elementSize, width, height, pitch, &r)) {
@@ -224,7 +214,7 @@ CUresult memset(const char* what, CUdeviceptr dst, uint32_t value, unsigned elem
   }
   if (!async)
     HostFunctionFence::await(HostFunctionFence::Work::kCall);  // the server waits for it in order
-  return ctx->server->post(what, [&](wire::Request::Builder b) {
+  auto build = [&](wire::Request::Builder b) {
     auto m = b.initMemset();
     m.setContext(ctx->remote);
     m.setDst(dst);
@@ -235,7 +225,8 @@ CUresult memset(const char* what, CUdeviceptr dst, uint32_t value, unsigned elem
     m.setPitch(pitch);
     m.setStream(s);
     m.setAsync(async);
-  });
+  };
+  return known ? ctx->server->post(what, build) : ctx->server->call(what, build);
 }
 
 // Where one end of a 2D copy lives.
