@@ -53,14 +53,14 @@ int main() {
 
   // Again and again: each round the host changes a few elements and the factor.
   for (int round = 0; round < 6; ++round) {
-    values[round * 700] = -round;
+    values[round * 600] = -round;
     factor = round % 2 ? 2.0 : 1.0;
     scaleValues<<<blocks, 256>>>(round);
     CHECK_CUDA(cudaGetLastError());
     CHECK_CUDA(cudaDeviceSynchronize());
     int expected = static_cast<int>(-round * factor) + round;
-    CHECK(values[round * 700] == expected, "round %d: values[%d] is %d, expected %d", round,
-          round * 700, values[round * 700], expected);
+    CHECK(values[round * 600] == expected, "round %d: values[%d] is %d, expected %d", round,
+          round * 600, values[round * 600], expected);
     CHECK(launches == 2u + round, "round %d: launches is %u", round, launches);
   }
   std::printf("six rounds of host writes, kernels and synchronization\n");

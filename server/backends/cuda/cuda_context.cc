@@ -376,6 +376,23 @@ Status CudaContext::memPoolSetAttribute(uint64_t pool, int attribute, uint64_t v
   return driver_->call(driver_->memPoolSetAttribute, found, which, &wide);
 }
 
+// Applied to this client context's own driver context, where its kernels run: a kernel that
+// recurses deeper than the default 1 KiB stack needs it (without it the launch faults).
+Status CudaContext::limit(uint32_t which, bool set, uint64_t value, uint64_t* held) {
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  const auto limit = static_cast<CUlimit>(which);
+  if (set) {
+    if (Status s = driver_->call(driver_->ctxSetLimit, limit, static_cast<size_t>(value));
+        !s.ok()) {
+      return s;
+    }
+  }
+  size_t now = 0;
+  if (Status s = driver_->call(driver_->ctxGetLimit, &now, limit); !s.ok()) return s;
+  *held = now;
+  return Status::success();
+}
+
 Status CudaContext::memGetInfo(uint64_t* freeBytes, uint64_t* totalBytes) {
   if (Status s = makeCurrent(); !s.ok()) return s;
   size_t free = 0, total = 0;
@@ -399,6 +416,29 @@ Status CudaContext::memGetAddressRange(uint64_t address, uint64_t* base, uint64_
 
 // --- Copies ---
 
+template <typename Copy>
+bool CudaContext::copyManagedVariables(uint64_t address, uint64_t bytes, Copy copy,
+                                       Status* status) {
+  *status = Status::success();
+  const uint64_t end = address + bytes;
+  for (const auto& [module, ranges] : managedRanges_) {
+    auto range = ranges.upper_bound(address);
+    if (range == ranges.begin()) continue;
+    --range;
+    if (end > range->first + range->second) continue;
+    for (const auto& [variable, size] : managedVariables_[module]) {
+      const uint64_t from = std::max(address, variable), to = std::min(end, variable + size);
+      if (from >= to) continue;
+      if (Status s = copy(from, from - address, to - from); !s.ok()) {
+        *status = s;
+        break;
+      }
+    }
+    return true;
+  }
+  return false;
+}
+
 Status CudaContext::copyHostToDevice(uint64_t dst, const void* src, uint64_t bytes, uint64_t stream,
                                      bool async) {
   if (Status s = makeCurrent(); !s.ok()) return s;
@@ -406,6 +446,19 @@ Status CudaContext::copyHostToDevice(uint64_t dst, const void* src, uint64_t byt
   if (Status s = findStream(stream, &cuStream); !s.ok()) return s;
   if (bytes == 0) return Status::success();
   if (Status s = checkRange("destination", dst, bytes); !s.ok()) return s;
+  Status managed;
+  if (copyManagedVariables(
+          dst, bytes,
+          [&](uint64_t to, uint64_t offset, uint64_t n) {
+            if (stream != 0) {
+              if (Status s = driver_->call(driver_->streamSynchronize, cuStream); !s.ok()) return s;
+            }
+            return driver_->call(driver_->memcpyHtoD, to, static_cast<const char*>(src) + offset,
+                                 n);
+          },
+          &managed)) {
+    return managed;
+  }
   if (!async) return driver_->call(driver_->memcpyHtoD, dst, src, bytes);
   // `src` belongs to the caller only until we return, so the copy must have read it by then:
   // wait for the stream. (A pinned staging buffer would let this return earlier.)
@@ -421,6 +474,23 @@ Status CudaContext::copyDeviceToHost(void* dst, uint64_t src, uint64_t bytes, ui
   if (Status s = findStream(stream, &cuStream); !s.ok()) return s;
   if (bytes == 0) return Status::success();
   if (Status s = checkRange("source", src, bytes); !s.ok()) return s;
+  // Inside a module's managed pages: the bytes that belong to no variable read as zeros.
+  Status managed;
+  const bool inManagedPages = copyManagedVariables(
+      src, bytes, [](uint64_t, uint64_t, uint64_t) { return Status::success(); }, &managed);
+  if (inManagedPages) {
+    std::memset(dst, 0, bytes);
+    copyManagedVariables(
+        src, bytes,
+        [&](uint64_t from, uint64_t offset, uint64_t n) {
+          if (stream != 0) {
+            if (Status s = driver_->call(driver_->streamSynchronize, cuStream); !s.ok()) return s;
+          }
+          return driver_->call(driver_->memcpyDtoH, static_cast<char*>(dst) + offset, from, n);
+        },
+        &managed);
+    return managed;
+  }
   if (stream == 0) return driver_->call(driver_->memcpyDtoH, dst, src, bytes);
   // Ordered after the stream's earlier work, and complete on return as the contract requires.
   if (Status s = driver_->call(driver_->memcpyDtoHAsync, dst, src, bytes, cuStream); !s.ok()) {
@@ -575,6 +645,7 @@ Status CudaContext::moduleUnload(uint64_t module) {
   modules_.erase(it);
   addresses_.removeOwnedBy(module);
   managedRanges_.erase(module);
+  managedVariables_.erase(module);
   std::erase_if(functions_, [&](const auto& entry) {
     if (entry.second.module != module) return false;
     functionIds_.erase(entry.second.handle);
@@ -786,6 +857,7 @@ Status CudaContext::managedRangeOf(uint64_t module, uint64_t address, uint64_t s
   }
   ranges[first] = last - first;
   addresses_.add(first, last - first, module);
+  managedVariables_[module][address] = std::max<uint64_t>(size, 1);
   *base = first;
   *bytes = last - first;
   return Status::success();

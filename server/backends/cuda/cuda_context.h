@@ -51,6 +51,7 @@ class CudaContext final : public BackendContext {
 
   Status memAlloc(uint64_t bytes, uint64_t* address) override;
   Status memFree(uint64_t address) override;
+  Status limit(uint32_t which, bool set, uint64_t value, uint64_t* held) override;
   Status memGetInfo(uint64_t* freeBytes, uint64_t* totalBytes) override;
   Status memGetAddressRange(uint64_t address, uint64_t* base, uint64_t* bytes) override;
   uint64_t memoryUsed() const override { return memoryUsed_; }
@@ -203,6 +204,12 @@ class CudaContext final : public BackendContext {
   // managedRanges_ and addresses_.
   Status managedRangeOf(uint64_t module, uint64_t address, uint64_t size, uint64_t* base,
                         uint64_t* bytes);
+  // A copy of [address, address+bytes) inside a module's managed pages goes variable by variable:
+  // NVIDIA's driver refuses a copy that reaches past a __managed__ variable into the rest of its
+  // page. Calls copy(variableAddress, offset, length) for each overlap and returns true, or
+  // returns false (nothing called) when the range is not in managed pages.
+  template <typename Copy>
+  bool copyManagedVariables(uint64_t address, uint64_t bytes, Copy copy, Status* status);
   Status findStream(uint64_t id, CUstream* stream) const;
   Status findEvent(uint64_t id, CUevent* event) const;
   Status findFunction(uint64_t id, const Function** function) const;
@@ -297,6 +304,8 @@ class CudaContext final : public BackendContext {
   // The managed memory of each module's __managed__ variables looked up so far: base -> bytes,
   // whole pages, disjoint (managedRangeOf).
   std::map<uint64_t, std::map<uint64_t, uint64_t>> managedRanges_;
+  // The __managed__ variables of each module looked up so far: address -> bytes.
+  std::map<uint64_t, std::map<uint64_t, uint64_t>> managedVariables_;
   std::map<uint64_t, CUmemoryPool> pools_;  // the pools this context created (0: its default)
   std::map<uint64_t, Function> functions_;
   std::map<CUfunction, uint64_t> functionIds_;  // so repeated lookups return the same id
