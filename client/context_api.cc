@@ -348,68 +348,53 @@ GPUPOOL_DRIVER_API CUresult cuCtxGetId(CUcontext h, unsigned long long* id) {
   return CUDA_SUCCESS;
 }
 
-GPUPOOL_DRIVER_API CUresult cuCtxGetLimit(size_t* value, CUlimit limit) {
-  if (!value) return CUDA_ERROR_INVALID_VALUE;
+namespace {
+
+// cuCtxSetLimit and cuCtxGetLimit: the server's device driver keeps the limit (a GPU needs a
+// larger stack before a deeply recursive kernel runs, not after); the value it holds afterwards
+// is remembered here, so reading it back costs no round trip.
+CUresult contextLimit(CUlimit limit, bool set, size_t value, size_t* held) {
   ContextObject* c = nullptr;
   if (CUresult r = contextOrCurrent(nullptr, &c); r != CUDA_SUCCESS) return r;
-  const DeviceSnapshot* d = DriverState::get().device(c->device);
-  {
+  if (!set) {
     std::lock_guard lock(DriverState::get().mutex);
     if (auto it = c->limits.find(limit); it != c->limits.end()) {
-      *value = it->second;
+      *held = it->second;
       return CUDA_SUCCESS;
     }
   }
-  switch (limit) {
-    case CU_LIMIT_STACK_SIZE:
-      *value = 1024;
-      break;
-    case CU_LIMIT_PRINTF_FIFO_SIZE:
-      *value = 1 << 20;
-      break;
-    case CU_LIMIT_MALLOC_HEAP_SIZE:
-      *value = 8 << 20;
-      break;
-    case CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH:
-      *value = 2;
-      break;
-    case CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT:
-      *value = 2048;
-      break;
-    case CU_LIMIT_MAX_L2_FETCH_GRANULARITY:
-      *value = 64;
-      break;
-    case CU_LIMIT_PERSISTING_L2_CACHE_SIZE:
-      *value = 0;
-      break;
-    case CU_LIMIT_SHMEM_SIZE:
-      *value =
-          static_cast<size_t>(d->attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN));
-      break;
-    case CU_LIMIT_CIG_ENABLED:
-      *value = 0;
-      break;
-    case CU_LIMIT_CIG_SHMEM_FALLBACK_ENABLED:
-      *value = 0;
-      break;
-    default:
-      return CUDA_ERROR_UNSUPPORTED_LIMIT;
-  }
+  if (CUresult r = DriverState::get().ensureRemote(c); r != CUDA_SUCCESS) return r;
+  uint64_t answered = 0;
+  CUresult r = c->server->call(
+      set ? "cuCtxSetLimit" : "cuCtxGetLimit",
+      [&](wire::Request::Builder b) {
+        auto l = b.initCtxLimit();
+        l.setContext(c->remote);
+        l.setLimit(static_cast<uint32_t>(limit));
+        l.setSet(set);
+        l.setValue(value);
+      },
+      {},
+      [&](wire::Response::Reader reply, ReplyBulk&) {
+        answered = static_cast<uint64_t>(reply.getValue());
+        return CUDA_SUCCESS;
+      });
+  if (r != CUDA_SUCCESS) return r;
+  std::lock_guard lock(DriverState::get().mutex);
+  c->limits[limit] = answered;
+  if (held) *held = answered;
   return CUDA_SUCCESS;
 }
 
+}  // namespace
+
+GPUPOOL_DRIVER_API CUresult cuCtxGetLimit(size_t* value, CUlimit limit) {
+  if (!value) return CUDA_ERROR_INVALID_VALUE;
+  return contextLimit(limit, false, 0, value);
+}
+
 GPUPOOL_DRIVER_API CUresult cuCtxSetLimit(CUlimit limit, size_t value) {
-  ContextObject* c = nullptr;
-  if (CUresult r = contextOrCurrent(nullptr, &c); r != CUDA_SUCCESS) return r;
-  if (limit >= CU_LIMIT_MAX || limit == CU_LIMIT_SHMEM_SIZE || limit == CU_LIMIT_CIG_ENABLED) {
-    return CUDA_ERROR_UNSUPPORTED_LIMIT;
-  }
-  // Kept per context and read back by cuCtxGetLimit. The emu device sizes stacks and its heap
-  // itself (a deep call chain or a large heap still works); a real device on the server gets the
-  // values applied when its context is created in a later release.
-  std::lock_guard lock(DriverState::get().mutex);
-  c->limits[limit] = value;
-  return CUDA_SUCCESS;
+  return contextLimit(limit, true, value, nullptr);
 }
 
 GPUPOOL_DRIVER_API CUresult cuCtxGetCacheConfig(CUfunc_cache* config) {

@@ -423,7 +423,7 @@ CUresult createRemoteStream(ContextObject* ctx, unsigned flags, int priority, ui
       });
 }
 
-CUresult resolveStream(CUstream h, ContextObject** ctx, uint64_t* remote) {
+CUresult resolveStream(CUstream h, ContextObject** ctx, uint64_t* remote, const char* what) {
   if (h == CU_STREAM_PER_THREAD || (h == nullptr && nullIsPerThread)) {
     if (CUresult r = currentRemoteContext(ctx); r != CUDA_SUCCESS) return r;
     HostFunctionFence::await(HostFunctionFence::Work::kBlockingStream);
@@ -439,7 +439,7 @@ CUresult resolveStream(CUstream h, ContextObject** ctx, uint64_t* remote) {
   if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
   StreamObject* s = asStream(h);
   if (!s) return CUDA_ERROR_INVALID_HANDLE;
-  if (CUresult r = capturingStreamUse(s); r != CUDA_SUCCESS) return r;
+  if (CUresult r = capturingStreamUse(s, what); r != CUDA_SUCCESS) return r;
   HostFunctionFence::await((s->flags & CU_STREAM_NON_BLOCKING)
                                ? HostFunctionFence::Work::kNonBlockingStream
                                : HostFunctionFence::Work::kBlockingStream);

@@ -57,10 +57,11 @@ struct ContextObject {
   int serverDevice = 0;             // the device's ordinal on that server
   bool primary = false;
   unsigned flags = 0;
-  int refcount = 0;              // primary contexts: cuDevicePrimaryCtxRetain count
-  int usage = 1;                 // cuCtxAttach/cuCtxDetach count of a created context
-  std::map<int, size_t> limits;  // cuCtxSetLimit values; unset limits read as the defaults
-  uint64_t remote = 0;           // the server's context id; 0 until first needed
+  int refcount = 0;  // primary contexts: cuDevicePrimaryCtxRetain count
+  int usage = 1;     // cuCtxAttach/cuCtxDetach count of a created context
+  std::map<int, size_t>
+      limits;           // what the server said each limit is (cuCtxSetLimit, cuCtxGetLimit)
+  uint64_t remote = 0;  // the server's context id; 0 until first needed
   // cuStreamSetAttribute values of the context's default streams (see StreamObject::attributes).
   std::map<int, CUstreamAttrValue> defaultStreamAttributes;
   // A green context's context (cuCtxFromGreenCtx): its green context and SM partition; null and 0
@@ -290,7 +291,9 @@ CUresult currentRemoteContext(ContextObject** ctx);
 // stream id, and the context it belongs to. CU_STREAM_PER_THREAD, and 0 inside a
 // PerThreadDefaultStream scope, name the calling thread's own default stream in the current
 // context: a blocking stream created on first use, as CUDA's per-thread default stream is one.
-CUresult resolveStream(CUstream h, ContextObject** ctx, uint64_t* remote);
+// `what` names the call in the refusal a capturing stream gets outside a CaptureScope.
+CUresult resolveStream(CUstream h, ContextObject** ctx, uint64_t* remote,
+                       const char* what = nullptr);
 // Creates a stream on the server in `ctx` (made remote) and sets *id to its handle there.
 CUresult createRemoteStream(ContextObject* ctx, unsigned flags, int priority, uint64_t* id);
 // Creates a stream object in `ctx` (cuStreamCreateWithPriority there; cuGreenCtxStreamCreate).

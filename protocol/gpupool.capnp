@@ -289,6 +289,11 @@ struct Request {
     # Texture and surface objects (cuTexObjectCreate, cuSurfObjectCreate, ...); served by
     # server/handlers/texture_handlers.cc. Create is answered with handle: the value kernels get.
     textureOp @59 :TextureOp;
+
+    # cuCtxSetLimit and cuCtxGetLimit: a limit of the context (stack size, printf FIFO, malloc
+    # heap, ...), applied by the device's driver; answered with value: what the context holds
+    # afterwards (a driver rounds some values). Served by server/handlers/context_handlers.cc.
+    ctxLimit @60 :CtxLimit;
   }
 
   # Fire-and-forget: the server sends no Response. A failure is kept and reported, once, by the next
@@ -339,6 +344,12 @@ struct Request {
     context @0 :UInt64;
     stream @1 :UInt64;              # hostGateOpen only
     gate @2 :UInt64;                # minted by the client, unique in its session
+  }
+  struct CtxLimit {
+    context @0 :UInt64;
+    limit @1 :UInt32;             # CUlimit
+    set @2 :Bool;                 # false: read it
+    value @3 :UInt64;             # the value to set
   }
   struct MemPoolAttribute {
     context @0 :UInt64;

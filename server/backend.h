@@ -207,6 +207,11 @@ class BackendContext {
  public:
   virtual ~BackendContext() = default;
 
+  // cuCtxSetLimit (when `set`, with `value`) and cuCtxGetLimit: *held is the value the context
+  // holds afterwards. CUDA_ERROR_UNSUPPORTED_LIMIT for a limit the device does not have or that
+  // cannot be set.
+  virtual Status limit(uint32_t which, bool set, uint64_t value, uint64_t* held) = 0;
+
   // Memory.
   virtual Status memAlloc(uint64_t bytes, uint64_t* address) = 0;
   virtual Status memFree(uint64_t address) = 0;

@@ -1,5 +1,5 @@
 // Contexts: creating one on a device the tenant may use (a green context when it names an SM
-// count), destroying it with everything in it, synchronizing it.
+// count), destroying it with everything in it, synchronizing it, its limits (cuCtxSetLimit).
 #include "server/handlers/request_table.h"
 #include "server/pool_server.h"
 
@@ -67,8 +67,20 @@ Status idle(RequestContext& request, Request::Reader r) {
   return context->idle();
 }
 
+// cuCtxSetLimit / cuCtxGetLimit, answered with the value the context holds afterwards.
+Status limit(RequestContext& request, Request::Reader r) {
+  auto l = r.getCtxLimit();
+  BackendContext* context = nullptr;
+  if (Status st = request.context(l.getContext(), &context); !st.ok()) return st;
+  uint64_t held = 0;
+  Status st = context->limit(l.getLimit(), l.getSet(), l.getValue(), &held);
+  if (st.ok()) request.reply.setValue(static_cast<int64_t>(held));
+  return st;
+}
+
 constexpr RequestHandlerRow kRows[] = {
     {Request::CTX_CREATE, create},
+    {Request::CTX_LIMIT, limit},
     {Request::CTX_DESTROY, destroy},
     {Request::CTX_SYNCHRONIZE, synchronize, synchronize, idle},
 };

@@ -110,6 +110,8 @@ void CudaDriver::resolveAll() {
   resolve(ctxDestroy, 4000, "cuCtxDestroy_v2");
   resolve(ctxSetCurrent, 4000, "cuCtxSetCurrent");
   resolve(ctxSynchronize, 2000, "cuCtxSynchronize");
+  resolve(ctxSetLimit, 3010, "cuCtxSetLimit");
+  resolve(ctxGetLimit, 3010, "cuCtxGetLimit");
   resolve(deviceGetDevResource, 12040, "cuDeviceGetDevResource");
   resolve(devSmResourceSplitByCount, 12040, "cuDevSmResourceSplitByCount");
   resolve(devResourceGenerateDesc, 12040, "cuDevResourceGenerateDesc");

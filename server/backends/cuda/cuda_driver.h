@@ -86,6 +86,8 @@ class CudaDriver {
   DriverEntryPoint<PFN_cuCtxDestroy_v4000> ctxDestroy{"cuCtxDestroy", nullptr, true};
   DriverEntryPoint<PFN_cuCtxSetCurrent_v4000> ctxSetCurrent{"cuCtxSetCurrent", nullptr, true};
   DriverEntryPoint<PFN_cuCtxSynchronize_v2000> ctxSynchronize{"cuCtxSynchronize"};
+  DriverEntryPoint<PFN_cuCtxSetLimit_v3010> ctxSetLimit{"cuCtxSetLimit"};
+  DriverEntryPoint<PFN_cuCtxGetLimit_v3010> ctxGetLimit{"cuCtxGetLimit"};
   // Green contexts (CudaContext::createGreen).
   DriverEntryPoint<PFN_cuDeviceGetDevResource_v12040> deviceGetDevResource{
       "cuDeviceGetDevResource"};

@@ -189,6 +189,54 @@ Status EmuContext::memFree(uint64_t address) {
   return sticky();
 }
 
+// Limits are kept and read back as a GPU's driver keeps them; the emu device needs none of them
+// to run (a thread's stack and the device heap grow as a kernel uses them), so any value is met.
+Status EmuContext::limit(uint32_t which, bool set, uint64_t value, uint64_t* held) {
+  uint64_t fallback = 0;
+  switch (which) {
+    case CU_LIMIT_STACK_SIZE:
+      fallback = 1024;
+      break;
+    case CU_LIMIT_PRINTF_FIFO_SIZE:
+      fallback = 1 << 20;
+      break;
+    case CU_LIMIT_MALLOC_HEAP_SIZE:
+      fallback = 8 << 20;
+      break;
+    case CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH:
+      fallback = 2;
+      break;
+    case CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT:
+      fallback = 2048;
+      break;
+    case CU_LIMIT_MAX_L2_FETCH_GRANULARITY:
+      fallback = 64;
+      break;
+    case CU_LIMIT_PERSISTING_L2_CACHE_SIZE:
+    case CU_LIMIT_CIG_ENABLED:
+    case CU_LIMIT_CIG_SHMEM_FALLBACK_ENABLED:
+      fallback = 0;
+      break;
+    case CU_LIMIT_SHMEM_SIZE:
+      fallback = static_cast<uint64_t>(
+          device_.attributes.at(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN));
+      break;
+    default:
+      return Status::error(CUDA_ERROR_UNSUPPORTED_LIMIT,
+                           "limit " + std::to_string(which) + " is not a limit of this device");
+  }
+  if (set) {
+    if (which == CU_LIMIT_SHMEM_SIZE || which == CU_LIMIT_CIG_ENABLED) {
+      return Status::error(CUDA_ERROR_UNSUPPORTED_LIMIT,
+                           "limit " + std::to_string(which) + " can only be read");
+    }
+    limits_[which] = value;
+  }
+  auto it = limits_.find(which);
+  *held = it != limits_.end() ? it->second : fallback;
+  return Status::success();
+}
+
 Status EmuContext::memGetInfo(uint64_t* freeBytes, uint64_t* totalBytes) {
   *totalBytes = memory_.capacity();
   *freeBytes = memory_.capacity() - memory_.used();

@@ -38,6 +38,8 @@ class EmuContext final : public BackendContext {
              uint64_t ownerId, unsigned smCount = 0);
   ~EmuContext() override;
 
+  Status limit(uint32_t which, bool set, uint64_t value, uint64_t* held) override;
+
   Status memAlloc(uint64_t bytes, uint64_t* address) override;
   Status memFree(uint64_t address) override;
   Status memGetInfo(uint64_t* freeBytes, uint64_t* totalBytes) override;
@@ -222,7 +224,8 @@ class EmuContext final : public BackendContext {
   std::shared_ptr<LaunchGate> gate_;    // the pool's scheduler and meter; null when open
   ptx::DeviceHeap heap_;  // device-side malloc() of this context only (outlives the stream workers)
 
-  mutable std::mutex tablesMutex_;  // guards streams_ and events_ (see the threads note above)
+  mutable std::mutex tablesMutex_;       // guards streams_ and events_ (see the threads note above)
+  std::map<uint32_t, uint64_t> limits_;  // cuCtxSetLimit values; the others read as defaults
   std::map<uint64_t, Stream> streams_;
   std::map<uint64_t, std::shared_ptr<Event>> events_;
   std::map<uint64_t, LoadedModule> modules_;
