@@ -653,6 +653,12 @@ GPUPOOL_DRIVER_API CUresult cuSurfRefSetArray(CUsurfref hSurfRef, CUarray hArray
   const ArrayObject* a = asArray(hArray);
   if (!a) return CUDA_ERROR_INVALID_HANDLE;
   if (Flags != 0) return refuseValue("cuSurfRefSetArray: Flags must be 0");
+  // cuda.h: "The CUDA_ARRAY3D_SURFACE_LDST flag must have been set for the CUDA array" (a surface
+  // object does without it).
+  if (!(a->shape.flags & CUDA_ARRAY3D_SURFACE_LDST)) {
+    return refuseValue(
+        "cuSurfRefSetArray: the array was created without CUDA_ARRAY3D_SURFACE_LDST");
+  }
   if (a->context != r->module->context) {
     return refuseCall(CUDA_ERROR_INVALID_HANDLE,
                       "cuSurfRefSetArray: the array belongs to another context than the module");
