@@ -321,14 +321,15 @@ GPUPOOL_DRIVER_API CUresult cuCtxSetFlags(unsigned int flags) {
 
 // A context's SM-count execution affinity: the SMs it may use, its partition for a green
 // context's context and the whole device otherwise. NVIDIA answers so for an ordinary context even
-// where cuDeviceGetExecAffinitySupport reports 0 (observed on driver 580.159.04, H200).
+// where cuDeviceGetExecAffinitySupport reports 0 (observed on driver 580.159.04, H200). Any other
+// type is an unsupported affinity, not an invalid value (CU_EXEC_AFFINITY_TYPE_MAX: likewise).
 GPUPOOL_DRIVER_API CUresult cuCtxGetExecAffinity(CUexecAffinityParam* affinity,
                                                  CUexecAffinityType type) {
   if (!affinity) return CUDA_ERROR_INVALID_VALUE;
   ContextObject* c = nullptr;
   if (CUresult r = contextOrCurrent(nullptr, &c); r != CUDA_SUCCESS) return r;
   const int raw = rawEnumValue(type);
-  if (raw < 0 || raw >= CU_EXEC_AFFINITY_TYPE_MAX) return CUDA_ERROR_INVALID_VALUE;
+  if (raw != CU_EXEC_AFFINITY_TYPE_SM_COUNT) return CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY;
   unsigned sms = c->smCount;
   if (sms == 0) {
     sms = static_cast<unsigned>(

@@ -180,7 +180,9 @@ class CoredumpSettings {
   }
   std::string file() const {
     if (const char* env = std::getenv("CUDA_COREDUMP_FILE")) return env;
-    return global_.file.value_or(defaultName("core.cuda."));
+    // Unset, the file reads empty (observed on driver 580.159.04, H200), though a dump would go to
+    // core.cuda.HOSTNAME.PID as cuda.h says.
+    return global_.file.value_or("");
   }
   std::string pipe() const {
     if (const char* env = std::getenv("CUDA_COREDUMP_PIPE")) return env;

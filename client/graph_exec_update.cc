@@ -158,6 +158,22 @@ Mismatch compareGraphs(const GraphObject& now, const GraphObject& next) {
     indexNow[now.nodes[i].get()] = i;
     indexNext[next.nodes[i].get()] = i;
   }
+  // More exit nodes in the new graph is checked before the edges, and names one of its exit
+  // nodes: the first whose partner in the exec is not one (as NVIDIA does: driver 580.159.04, H200,
+  // named the first of two exit nodes where the second's dependency also differed).
+  std::vector<bool> exitNow(now.nodes.size(), true), exitNext(next.nodes.size(), true);
+  for (size_t i = 0; i < now.nodes.size(); ++i) {
+    for (const GraphNodeObject* d : now.nodes[i]->dependencies) exitNow[indexNow.at(d)] = false;
+    for (const GraphNodeObject* d : next.nodes[i]->dependencies) exitNext[indexNext.at(d)] = false;
+  }
+  if (std::count(exitNext.begin(), exitNext.end(), true) >
+      std::count(exitNow.begin(), exitNow.end(), true)) {
+    for (size_t i = 0; i < next.nodes.size(); ++i) {
+      if (exitNext[i] && !exitNow[i]) {
+        return {CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED, next.nodes[i].get()};
+      }
+    }
+  }
   for (size_t i = 0; i < now.nodes.size(); ++i) {
     std::set<size_t> depsNow, depsNext;
     for (const GraphNodeObject* d : now.nodes[i]->dependencies) depsNow.insert(indexNow.at(d));

@@ -215,11 +215,14 @@ GPUPOOL_DRIVER_API CUresult cuDevResourceGenerateDesc(CUdevResourceDesc* phDesc,
       return refuseCall(CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION,
                         std::string(kWhat) + ": the resources come from different devices");
     }
-    if (nbResources > 1 && (origin.split == 0 || origin.split != first.split)) {
+    // Several resources must be split outputs, though not of one split call: NVIDIA accepts groups
+    // of two splits (observed on driver 580.159.04, H200), whatever its documentation says. The
+    // descriptor holds their SM counts together, no more than the device has (checked below).
+    if (nbResources > 1 && origin.split == 0) {
       return refuseCall(CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION,
                         std::string(kWhat) +
-                            ": several SM resources must all come from one "
-                            "cuDevSmResourceSplitByCount call");
+                            ": several SM resources must all be outputs of "
+                            "cuDevSmResourceSplitByCount");
     }
     smCount += resources[i].sm.smCount;
   }

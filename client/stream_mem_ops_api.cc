@@ -5,9 +5,10 @@
 // server queues the operations on the stream, where a wait holds that stream only
 // (server/handlers/memop_handlers.cc). On a capturing stream the batch becomes a batch memory
 // operation node (stream_capture.cc), as the driver has captured them since CUDA 11.7. What the
-// pool cannot do is refused with CUDA_ERROR_INVALID_VALUE and its reason under GPU_POOL_LOG=1:
-// FLUSH and FLUSH_REMOTE_WRITES (the pool reports CAN_FLUSH_REMOTE_WRITES 0), and memory that is
-// not the stream's context's device memory (host memory is on another machine).
+// pool cannot do is refused, with its reason under GPU_POOL_LOG=1: FLUSH and FLUSH_REMOTE_WRITES
+// with CUDA_ERROR_NOT_SUPPORTED, as NVIDIA refuses them where CAN_FLUSH_REMOTE_WRITES is 0 (the
+// pool reports 0; observed on driver 580.159.04, H200), and memory that is not the stream's
+// context's device memory (host memory is on another machine) with CUDA_ERROR_INVALID_VALUE.
 #include <string>
 #include <vector>
 
@@ -28,6 +29,11 @@ CUresult refuse(const char* what, const std::string& why) {
   return refuseCall(CUDA_ERROR_INVALID_VALUE, std::string(what) + ": " + why);
 }
 
+CUresult refuseFlush(const char* what, const char* which) {
+  return refuseCall(CUDA_ERROR_NOT_SUPPORTED, std::string(what) + ": " + which +
+                                                  ": the pool reports CAN_FLUSH_REMOTE_WRITES 0");
+}
+
 // Checks one operation of a batch for `ctx`; `v2` selects the _v2 ABI's rules. Clears the write
 // flag NO_MEMORY_BARRIER, which only permits reordering: a write with its barrier honours it.
 CUresult check(const char* what, ContextObject* ctx, bool v2, CUstreamBatchMemOpParams* op) {
@@ -40,8 +46,7 @@ CUresult check(const char* what, ContextObject* ctx, bool v2, CUstreamBatchMemOp
     case CU_STREAM_MEM_OP_WAIT_VALUE_32: {
       unsigned flags = op->waitValue.flags;
       if (flags & CU_STREAM_WAIT_VALUE_FLUSH) {
-        return refuse(what,
-                      "CU_STREAM_WAIT_VALUE_FLUSH: the pool reports CAN_FLUSH_REMOTE_WRITES 0");
+        return refuseFlush(what, "CU_STREAM_WAIT_VALUE_FLUSH");
       }
       if (flags > CU_STREAM_WAIT_VALUE_NOR) return refuse(what, "unknown wait flags");
       break;
@@ -69,9 +74,7 @@ CUresult check(const char* what, ContextObject* ctx, bool v2, CUstreamBatchMemOp
       }
       return CUDA_SUCCESS;
     case CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES:
-      return refuse(what,
-                    "CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES: the pool reports "
-                    "CAN_FLUSH_REMOTE_WRITES 0");
+      return refuseFlush(what, "CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES");
     default:
       return refuse(what, "unknown operation " + std::to_string(kind));
   }

@@ -504,9 +504,12 @@ GPUPOOL_DRIVER_API CUresult cuTexRefSetFormat(CUtexref hTexRef, CUarray_format f
   return changeReference(
       hTexRef, kBound,
       [&] {
-        return validFormat(fmt, NumPackedComponents)
+        // Any format is taken, one cuda.h does not name too (observed on driver 580.159.04,
+        // H200); it is checked where it matters: binding linear or pitched memory, and the
+        // launch, refuse it (CUDA_ERROR_INVALID_VALUE), and an array binding takes the array's.
+        return NumPackedComponents == 1 || NumPackedComponents == 2 || NumPackedComponents == 4
                    ? CUDA_SUCCESS
-                   : refuseValue("cuTexRefSetFormat: invalid format or channel count (1, 2 or 4)");
+                   : refuseValue("cuTexRefSetFormat: invalid channel count (1, 2 or 4)");
       },
       [&](TextureReferenceObject& r) {
         r.format = fmt;
@@ -653,6 +656,12 @@ GPUPOOL_DRIVER_API CUresult cuSurfRefSetArray(CUsurfref hSurfRef, CUarray hArray
   const ArrayObject* a = asArray(hArray);
   if (!a) return CUDA_ERROR_INVALID_HANDLE;
   if (Flags != 0) return refuseValue("cuSurfRefSetArray: Flags must be 0");
+  // cuda.h: "The CUDA_ARRAY3D_SURFACE_LDST flag must have been set for the CUDA array" (a surface
+  // object does without it).
+  if (!(a->shape.flags & CUDA_ARRAY3D_SURFACE_LDST)) {
+    return refuseValue(
+        "cuSurfRefSetArray: the array was created without CUDA_ARRAY3D_SURFACE_LDST");
+  }
   if (a->context != r->module->context) {
     return refuseCall(CUDA_ERROR_INVALID_HANDLE,
                       "cuSurfRefSetArray: the array belongs to another context than the module");

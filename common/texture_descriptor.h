@@ -142,10 +142,9 @@ inline CUresult checkTextureArray(const TextureDescription& d, const ArrayShape&
     *reason = why;
     return r;
   };
-  if (d.surface && !(s.flags & CUDA_ARRAY3D_SURFACE_LDST)) {
-    return fail(CUDA_ERROR_INVALID_VALUE,
-                "a surface object needs an array created with CUDA_ARRAY3D_SURFACE_LDST");
-  }
+  // A surface object takes an array made without CUDA_ARRAY3D_SURFACE_LDST too: cuda.h does not
+  // ask for the flag there, and NVIDIA accepts such an array (observed on driver 580.159.04, H200).
+  // A surface reference needs it (cuSurfRefSetArray checks).
   if (s.flags & CUDA_ARRAY3D_CUBEMAP) {
     return fail(CUDA_ERROR_NOT_SUPPORTED, "cubemap textures and surfaces are not served");
   }

@@ -3,6 +3,7 @@
 // (graph_handlers.cc replays batch memory operation nodes through the same check).
 // The client checks them too; this is what a client that skipped its checks meets.
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "server/handlers/request_table.h"
@@ -17,33 +18,41 @@ constexpr size_t kMaxOps = 255;
 
 Status refuse(const std::string& why) { return Status::error(CUDA_ERROR_INVALID_VALUE, why); }
 
-// Why `op` cannot be served, or empty.
-std::string problem(const StreamMemOp& op) {
+// Why `op` cannot be served, or an empty reason. FLUSH is not supported where
+// CAN_FLUSH_REMOTE_WRITES is 0 (NVIDIA's error there); anything else is an invalid value.
+struct Problem {
+  CUresult code = CUDA_ERROR_INVALID_VALUE;
+  std::string why;
+};
+Problem invalid(std::string why) { return {CUDA_ERROR_INVALID_VALUE, std::move(why)}; }
+Problem problem(const StreamMemOp& op) {
+  constexpr const char* kNoFlush = ": the pool reports CAN_FLUSH_REMOTE_WRITES 0";
   switch (op.kind) {
     case CU_STREAM_MEM_OP_WAIT_VALUE_32:
     case CU_STREAM_MEM_OP_WAIT_VALUE_64: {
       if (op.flags & CU_STREAM_WAIT_VALUE_FLUSH) {
-        return "CU_STREAM_WAIT_VALUE_FLUSH: the pool reports CAN_FLUSH_REMOTE_WRITES 0";
+        return {CUDA_ERROR_NOT_SUPPORTED, std::string("CU_STREAM_WAIT_VALUE_FLUSH") + kNoFlush};
       }
-      if (op.flags > CU_STREAM_WAIT_VALUE_NOR) return "unknown wait flags";
+      if (op.flags > CU_STREAM_WAIT_VALUE_NOR) return invalid("unknown wait flags");
       break;
     }
     case CU_STREAM_MEM_OP_WRITE_VALUE_32:
     case CU_STREAM_MEM_OP_WRITE_VALUE_64:
-      if (op.flags != CU_STREAM_WRITE_VALUE_DEFAULT) return "unknown write flags";
+      if (op.flags != CU_STREAM_WRITE_VALUE_DEFAULT) return invalid("unknown write flags");
       break;
     case CU_STREAM_MEM_OP_BARRIER:
       if (op.flags != CU_STREAM_MEMORY_BARRIER_TYPE_SYS &&
           op.flags != CU_STREAM_MEMORY_BARRIER_TYPE_GPU) {
-        return "unknown memory barrier type";
+        return invalid("unknown memory barrier type");
       }
       return {};
     case CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES:
-      return "CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES: the pool reports CAN_FLUSH_REMOTE_WRITES 0";
+      return {CUDA_ERROR_NOT_SUPPORTED,
+              std::string("CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES") + kNoFlush};
     default:
-      return "unknown operation " + std::to_string(static_cast<int>(op.kind));
+      return invalid("unknown operation " + std::to_string(static_cast<int>(op.kind)));
   }
-  if (op.address % (op.wide() ? 8 : 4) != 0) return "misaligned address";
+  if (op.address % (op.wide() ? 8 : 4) != 0) return invalid("misaligned address");
   return {};
 }
 
@@ -80,8 +89,9 @@ Status readStreamMemOps(capnp::List<wire::Request::StreamMemOp>::Reader list,
     o.address = op.getAddress();
     o.value = op.getValue();
     o.flags = op.getFlags();
-    if (std::string why = problem(o); !why.empty()) {
-      return refuse("stream memory operation " + std::to_string(ops->size()) + ": " + why);
+    if (Problem p = problem(o); !p.why.empty()) {
+      return Status::error(p.code,
+                           "stream memory operation " + std::to_string(ops->size()) + ": " + p.why);
     }
     ops->push_back(o);
   }

@@ -128,7 +128,7 @@ TEST_F(IsolationTest, StreamMemoryOperationsOnForeignPointersAreRefused) {
   EXPECT_EQ(memOp(CU_STREAM_MEM_OP_WRITE_VALUE_32, own.handle + 2, 0, 0).result,
             CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(memOp(CU_STREAM_MEM_OP_WAIT_VALUE_32, own.handle, 0, CU_STREAM_WAIT_VALUE_FLUSH).result,
-            CUDA_ERROR_INVALID_VALUE);
+            CUDA_ERROR_NOT_SUPPORTED);
   // B's own memory works, and B's session is still usable.
   EXPECT_EQ(memOp(CU_STREAM_MEM_OP_WRITE_VALUE_32, own.handle, 0x1234, 0).result, CUDA_SUCCESS);
   EXPECT_EQ(b_->synchronize(ctxB_).result, CUDA_SUCCESS);

@@ -26,7 +26,7 @@ void budgetCallback(CUasyncNotificationInfo*, void*, CUasyncCallbackHandle) {}
 int main() {
   const CUdevice device = usePrimaryContext();
 
-  // Execution affinity: the support query answers; an unknown type is an invalid value.
+  // Execution affinity: the support query answers; an unknown type is an unsupported affinity.
   int affinitySupported = 0;
   CHECK_CU(
       cuDeviceGetExecAffinitySupport(&affinitySupported, CU_EXEC_AFFINITY_TYPE_SM_COUNT, device));
@@ -40,8 +40,9 @@ int main() {
         "SM count affinity %u", affinity.param.smCount.val);
   expectError(cuCtxGetExecAffinity(nullptr, CU_EXEC_AFFINITY_TYPE_SM_COUNT),
               CUDA_ERROR_INVALID_VALUE, "cuCtxGetExecAffinity(null)");
-  expectError(cuCtxGetExecAffinity(&affinity, CU_EXEC_AFFINITY_TYPE_MAX), CUDA_ERROR_INVALID_VALUE,
-              "cuCtxGetExecAffinity(MAX)");
+  // An unknown type is an unsupported affinity (observed on driver 580.159.04, H200).
+  expectError(cuCtxGetExecAffinity(&affinity, CU_EXEC_AFFINITY_TYPE_MAX),
+              CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY, "cuCtxGetExecAffinity(MAX)");
 
   // Host atomics: without native host atomics no operation has a capability.
   CUatomicOperation ops[] = {CU_ATOMIC_OPERATION_INTEGER_ADD, CU_ATOMIC_OPERATION_CAS,

@@ -5,8 +5,8 @@
 // from a stream, and a kernel node given CU_LAUNCH_ATTRIBUTE_COOPERATIVE with
 // cuGraphKernelNodeSetAttribute (and another given it by cuGraphKernelNodeCopyAttributes), run as
 // cooperative launches in a graph; node attributes read back, unset ones as zero, and those a
-// node cannot carry or the pool cannot serve are refused; the deprecated multi-device form is
-// refused.
+// node cannot carry or the pool cannot serve are refused; the deprecated multi-device form runs
+// on one device where COOPERATIVE_MULTI_DEVICE_LAUNCH is 1 and is refused where it is 0.
 #include <cooperative_groups.h>
 #include <cuda.h>
 
@@ -197,18 +197,34 @@ int main() {
   CHECK_CU(cuGraphDestroy(graph));
   std::printf("cooperative kernel nodes: captured, set by attribute, copied\n");
 
-  CHECK(multiDevice == 0, "COOPERATIVE_MULTI_DEVICE_LAUNCH is %d", multiDevice);
+  // The deprecated multi-device form: NVIDIA reports COOPERATIVE_MULTI_DEVICE_LAUNCH 1 (driver
+  // 580.159.04, H200) and then launches on one device as cuLaunchCooperativeKernel would; the pool
+  // does not serve it, reports 0 and refuses the launch. Either way the call does what the
+  // attribute says.
+  CHECK(multiDevice == 0 || multiDevice == 1, "COOPERATIVE_MULTI_DEVICE_LAUNCH is %d", multiDevice);
   CUDA_LAUNCH_PARAMS launch{};
   launch.function = f;
-  launch.gridDimX = launch.gridDimY = launch.gridDimZ = 1;
-  launch.blockDimX = launch.blockDimY = launch.blockDimZ = 1;
+  launch.gridDimX = kBlocks;
+  launch.gridDimY = launch.gridDimZ = 1;
+  launch.blockDimX = kThreads;
+  launch.blockDimY = launch.blockDimZ = 1;
   launch.hStream = stream;
   launch.kernelParams = params;
+  CHECK_CU(cuMemsetD32Async(counts, 0, kRounds, stream));
+  CHECK_CU(cuMemsetD32Async(errors, 0, 1, stream));
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"  // deprecated is what it tests
-  expectError(cuLaunchCooperativeKernelMultiDevice(&launch, 1, 0), CUDA_ERROR_NOT_SUPPORTED,
-              "cuLaunchCooperativeKernelMultiDevice");
+  const CUresult multi = cuLaunchCooperativeKernelMultiDevice(&launch, 1, 0);
 #pragma GCC diagnostic pop
+  if (multiDevice) {
+    CHECK(multi == CUDA_SUCCESS, "cuLaunchCooperativeKernelMultiDevice returned %s",
+          cuErrorName(multi));
+    CHECK_CU(cuStreamSynchronize(stream));
+    checkRun(counts, errors, kRounds, kBlocks, "cuLaunchCooperativeKernelMultiDevice");
+  } else {
+    expectError(multi, CUDA_ERROR_NOT_SUPPORTED, "cuLaunchCooperativeKernelMultiDevice");
+    std::printf("cuLaunchCooperativeKernelMultiDevice refused where the attribute is 0\n");
+  }
 
   CHECK_CU(cuStreamDestroy(stream));
   CHECK_CU(cuMemFree(counts));

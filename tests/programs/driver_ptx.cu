@@ -151,10 +151,16 @@ int main() {
   expectAffine(dOut, in, scale, offset, 1.0f, "kernelParams launch");
 
   // Launch 2: a new bias through the global, parameters packed into one buffer at their
-  // natural alignment (8, 8, 4, 4, 4 -> offsets 0, 8, 16, 20, 24).
+  // natural alignment (8, 8, 4, 4, 4 -> offsets 0, 8, 16, 20, 24), on a non-blocking stream. That
+  // stream does not wait for the legacy stream, where cuMemsetD32 and cuMemcpyHtoD may still be
+  // running when they return (cuMemsetD32 on device memory is asynchronous: natively the kernel
+  // ran first and the memset's sentinel overwrote its results, driver 580.159.04, H200), so the
+  // copy and the memset are queued on the launch's own stream.
+  CUstream stream;
+  CHECK_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
   const float newBias = 0.25f;
-  CHECK_CU(cuMemcpyHtoD(bias, &newBias, sizeof(newBias)));
-  CHECK_CU(cuMemsetD32(dOut, kSentinel, kN + kGuardElements));
+  CHECK_CU(cuMemcpyHtoDAsync(bias, &newBias, sizeof(newBias), stream));
+  CHECK_CU(cuMemsetD32Async(dOut, kSentinel, kN + kGuardElements, stream));
   scale = -2.0f;
   offset = 0.5f;
   unsigned char packed[28];
@@ -166,8 +172,6 @@ int main() {
   size_t packedSize = sizeof(packed);
   void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, packed, CU_LAUNCH_PARAM_BUFFER_SIZE, &packedSize,
                    CU_LAUNCH_PARAM_END};
-  CUstream stream;
-  CHECK_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
   CHECK_CU(cuLaunchKernel(affine, grid, 1, 1, kBlock, 1, 1, 0, stream, nullptr, extra));
   CHECK_CU(cuStreamSynchronize(stream));
   expectAffine(dOut, in, scale, offset, newBias, "packed extra launch");

@@ -91,6 +91,10 @@ int main() {
   CUdeviceptr words;  // [0] x, [2..3] 64-bit y, [4] flag, [5] data, [6] copy, [8..] scratch
   CHECK_CU(cuMemAlloc(&words, 64 * sizeof(unsigned)));
   CHECK_CU(cuMemsetD32(words, 0, 64));
+  // cuMemsetD32 on device memory may still be running when it returns, on the legacy stream, which
+  // the non-blocking streams do not wait for: natively the first graph's write ran first and the
+  // memset cleared it (driver 580.159.04, H200). The context's synchronization orders it.
+  CHECK_CU(cuCtxSynchronize());
   const CUdeviceptr x = words, y = words + 8, flag = words + 16, data = words + 20,
                     copied = words + 24, z = words + 32;
 
@@ -257,6 +261,7 @@ int main() {
   // Capture: each stream memory operation on a capturing stream becomes a batch memory
   // operation node, run when the graph is launched and not before.
   CHECK_CU(cuMemsetD32(words, 0, 64));
+  CHECK_CU(cuCtxSynchronize());  // the memset before the non-blocking stream's graph (see above)
   cudaStream_t capturing = reinterpret_cast<cudaStream_t>(a);
   CHECK_CUDA(cudaStreamBeginCapture(capturing, cudaStreamCaptureModeGlobal));
   CHECK_CU(cuStreamWriteValue32(a, x, 11, CU_STREAM_WRITE_VALUE_DEFAULT));

@@ -155,16 +155,16 @@ int main() {
   std::printf("split: %u groups of %u SMs fit; 2 made, %u SMs remaining\n", fit, groupSize,
               remaining.sm.smCount);
 
-  // Descriptors: one group; two groups of one split; groups of two splits are refused.
+  // Descriptors: one group; two groups of one split; groups of two splits, which NVIDIA accepts
+  // although its documentation asks for one split (observed on driver 580.159.04, H200).
   CUdevResourceDesc desc = nullptr, pair = nullptr, mixedDesc = nullptr;
   CHECK_CU(cuDevResourceGenerateDesc(&desc, &groups[0], 1));
   CHECK_CU(cuDevResourceGenerateDesc(&pair, groups, 2));
   expectError(cuDevResourceGenerateDesc(nullptr, groups, 1), CUDA_ERROR_INVALID_VALUE,
               "cuDevResourceGenerateDesc(NULL)");
   CUdevResource mixed[2] = {groups[0], many[0]};
-  expectError(cuDevResourceGenerateDesc(&mixedDesc, mixed, 2),
-              CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION,
-              "cuDevResourceGenerateDesc(groups of two splits)");
+  CHECK_CU(cuDevResourceGenerateDesc(&mixedDesc, mixed, 2));
+  CHECK(mixedDesc != nullptr, "cuDevResourceGenerateDesc(groups of two splits) gave NULL");
 
   // Green contexts.
   CUgreenCtx green = nullptr, greenPair = nullptr;

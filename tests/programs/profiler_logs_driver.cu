@@ -8,7 +8,6 @@
 // documented; the bracketed fill is read back and checked.
 #include <cuda.h>
 #include <cudaProfiler.h>
-#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -109,13 +108,11 @@ void checkCoredumpDefaults() {
   CHECK(!getBool(CU_COREDUMP_LIGHTWEIGHT, true), "lightweight dumps are on by default");
   CHECK(getFlags(true) == CU_COREDUMP_DEFAULT_FLAGS, "generation flags are %d by default",
         getFlags(true));
+  // The dump file, unset, reads empty although cuda.h names core.cuda.HOSTNAME.PID as where a dump
+  // goes (observed on driver 580.159.04, H200).
   if (!std::getenv("CUDA_COREDUMP_FILE")) {
     std::string file = getName(CU_COREDUMP_FILE, true);
-    std::string pid = "." + std::to_string(getpid());
-    CHECK(file.rfind("core.cuda.", 0) == 0 && file.size() > pid.size() &&
-              file.compare(file.size() - pid.size(), pid.size(), pid) == 0,
-          "the default dump file is '%s', expected core.cuda.HOSTNAME%s", file.c_str(),
-          pid.c_str());
+    CHECK(file.empty(), "the default dump file is '%s', expected ''", file.c_str());
   }
   size_t size = 0;
   CHECK_CU(cuCoredumpGetAttributeGlobal(CU_COREDUMP_ENABLE_ON_EXCEPTION, nullptr, &size));
