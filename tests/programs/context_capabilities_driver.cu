@@ -3,7 +3,8 @@
 // cuDeviceGetExecAffinitySupport reports 0), host atomics
 // (cuDeviceGetHostAtomicCapabilities, per HOST_NATIVE_ATOMIC_SUPPORTED), the GPUDirect RDMA write
 // flush (per GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS), dma_buf handles (per DMA_BUF_SUPPORTED), and
-// memory budget notifications. Each answer must agree with the attribute that announces it.
+// memory budget notifications. Each answer must agree with the attribute that announces it. Limits
+// set on the context read back (cuCtxSetLimit, cuCtxGetLimit).
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -89,6 +90,26 @@ int main() {
   } else {
     expectError(r, CUDA_ERROR_NOT_SUPPORTED, "cuDeviceRegisterAsyncNotification");
   }
+
+  // Context limits are the device driver's: a value set reads back (at least as large: a driver
+  // rounds the stack size up), a limit that is not one is refused either way.
+  const size_t stackWanted = 24 * 1024;
+  CHECK_CU(cuCtxSetLimit(CU_LIMIT_STACK_SIZE, stackWanted));
+  size_t stack = 0;
+  CHECK_CU(cuCtxGetLimit(&stack, CU_LIMIT_STACK_SIZE));
+  CHECK(stack >= stackWanted, "stack size %zu after setting %zu", stack, stackWanted);
+  const size_t fifoWanted = 3u << 20;
+  CHECK_CU(cuCtxSetLimit(CU_LIMIT_PRINTF_FIFO_SIZE, fifoWanted));
+  size_t fifo = 0;
+  CHECK_CU(cuCtxGetLimit(&fifo, CU_LIMIT_PRINTF_FIFO_SIZE));
+  CHECK(fifo >= fifoWanted, "printf FIFO %zu after setting %zu", fifo, fifoWanted);
+  size_t unused = 0;
+  expectError(cuCtxGetLimit(&unused, CU_LIMIT_MAX), CUDA_ERROR_UNSUPPORTED_LIMIT,
+              "cuCtxGetLimit(CU_LIMIT_MAX)");
+  expectError(cuCtxSetLimit(CU_LIMIT_MAX, 1), CUDA_ERROR_UNSUPPORTED_LIMIT,
+              "cuCtxSetLimit(CU_LIMIT_MAX)");
+  expectError(cuCtxGetLimit(nullptr, CU_LIMIT_STACK_SIZE), CUDA_ERROR_INVALID_VALUE,
+              "cuCtxGetLimit(null)");
 
   std::printf("context_capabilities_driver: ok\n");
   return pass();
