@@ -179,7 +179,7 @@ void PoolServer::watchPeers() {
     auto deadline = std::chrono::milliseconds(limits_.handshakeDeadlineMs);
     for (auto& s : running) {
       if (s->busy()) s->cancelIfPeerGone();
-      if (s->closeIfHandshakeLate(now, deadline)) {
+      s->closeIfHandshakeLate(now, deadline, [&] {
         strangers_.countDeadlineClose();
         std::string source = sourceAddressOf(s->peer());
         if (strangers_.shouldLog(source, now)) {
@@ -188,7 +188,7 @@ void PoolServer::watchPeers() {
                     << " ms (--handshake-deadline-ms; logged once per "
                     << StrangerGate::kLogInterval.count() << " s per address)\n";
         }
-      }
+      });
     }
     lock.lock();
   }

@@ -56,9 +56,11 @@ Session::~Session() {
 void Session::stop() { connection_->shutdown(); }
 
 bool Session::closeIfHandshakeLate(std::chrono::steady_clock::time_point now,
-                                   std::chrono::milliseconds deadline) {
+                                   std::chrono::milliseconds deadline,
+                                   const std::function<void()>& beforeClose) {
   if (handshakeDone_.load() || now - acceptedAt_ < deadline) return false;
   if (closedAsLate_.exchange(true)) return false;
+  beforeClose();
   // The session's thread, blocked reading (or in the TLS handshake), gets a TransportError.
   connection_->shutdown();
   return true;

@@ -81,10 +81,12 @@ class Session {
   // and the session can end (PoolServer's watchdog calls this from its own thread).
   void cancelIfPeerGone();
 
-  // Closes the connection when its Hello has not been answered within `deadline` of its accept;
-  // true the one time it does so. Safe from any thread.
+  // Closes the connection when its Hello has not been answered within `deadline` of its accept,
+  // calling `beforeClose` first (so what it counts and logs is there once the peer sees the
+  // close); true the one time it does so. Safe from any thread.
   bool closeIfHandshakeLate(std::chrono::steady_clock::time_point now,
-                            std::chrono::milliseconds deadline);
+                            std::chrono::milliseconds deadline,
+                            const std::function<void()>& beforeClose);
   std::string peer() const { return connection_->peer(); }
 
   SessionSnapshot snapshot() const;
