@@ -186,6 +186,39 @@ CUresult copyUnified(const char* what, CUdeviceptr dst, CUdeviceptr src, size_t 
   return CUDA_SUCCESS;
 }
 
+// Whether [dst, dst+extent) lies in one pinned host allocation of this library (cuMemHostAlloc,
+// cuMemAllocHost, cuMemHostRegister): under unified addressing a program may memset it like
+// device memory (XLA's autotuner does).
+bool inPinnedHostMemory(CUdeviceptr dst, size_t extent) {
+  uintptr_t base = 0;
+  HostAllocation info;
+  if (!DriverState::get().findHost(reinterpret_cast<const void*>(dst), &base, &info)) return false;
+  return dst - base <= info.size && extent <= info.size - (dst - base);
+}
+
+// A memset of pinned host memory, in stream order: the stream's earlier work is waited for, then
+// the bytes are written here, where they live (a pool GPU cannot reach them). Later work that
+// reads them (a copy from it) reads them at its call, so it sees them. Refused on a capturing
+// stream: a graph node could not write the client's memory.
+CUresult memsetHost(const char* what, CUdeviceptr dst, uint32_t value, unsigned elementSize,
+                    size_t width, size_t height, size_t pitch, CUstream stream) {
+  ContextObject* ctx = nullptr;
+  uint64_t s = 0;
+  if (CUresult r = resolveStream(stream, &ctx, &s, what); r != CUDA_SUCCESS) return r;
+  HostFunctionFence::await(HostFunctionFence::Work::kCall);
+  CUresult r = ctx->server->call(what, [&](wire::Request::Builder b) {
+    auto sync = b.initStreamSynchronize();
+    sync.setContext(ctx->remote);
+    sync.setStream(s);
+  });
+  if (r != CUDA_SUCCESS) return r;
+  for (size_t row = 0; row < height; ++row) {
+    auto* at = reinterpret_cast<uint8_t*>(dst + row * pitch);
+    for (size_t i = 0; i < width; ++i) std::memcpy(at + i * elementSize, &value, elementSize);
+  }
+  return CUDA_SUCCESS;
+}
+
 CUresult memset(const char* what, CUdeviceptr dst, uint32_t value, unsigned elementSize,
                 size_t width, size_t height, size_t pitch, CUstream stream, bool async) {
   if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
@@ -195,6 +228,9 @@ CUresult memset(const char* what, CUdeviceptr dst, uint32_t value, unsigned elem
   if (width == 0 || height == 0) return CUDA_SUCCESS;
   if (height == 1) pitch = width * elementSize;
   if (pitch < width * elementSize) return CUDA_ERROR_INVALID_VALUE;
+  if (inPinnedHostMemory(dst, pitch * (height - 1) + width * elementSize)) {
+    return memsetHost(what, dst, value, elementSize, width, height, pitch, stream);
+  }
   CaptureScope capturing;  // a capturing stream takes the memset as a node
   ContextObject* ctx = nullptr;
   uint64_t s = 0;

@@ -1,6 +1,7 @@
 // Device memsets through the runtime (cudaMemset, cudaMemsetAsync) and the driver API
 // (cuMemsetD8/D16/D32 and their Async forms) on the runtime's current context. Each fill is read
-// back and checked element by element, together with the bytes around it.
+// back and checked element by element, together with the bytes around it. Pinned host memory is
+// memset like device memory, in stream order.
 #include <cuda.h>
 
 #include <cstdint>
@@ -110,6 +111,28 @@ int main() {
   Buffer untouched(32);
   CHECK_CUDA(cudaMemset(untouched.device + 1, 0, 0));
   expectFill(untouched, 0, 0, 1, 0, "zero-length cudaMemset");
+
+  // Pinned host memory is addressable like device memory under unified addressing: a memset of
+  // it lands in stream order, after the copy queued before it (XLA's autotuner memsets so).
+  {
+    const size_t n = 4096;
+    uint32_t* pinned = nullptr;
+    CHECK_CUDA(cudaMallocHost(&pinned, n * sizeof(uint32_t)));
+    Buffer source(n * sizeof(uint32_t));
+    CHECK_CUDA(cudaMemset(source.device, 0x11, n * sizeof(uint32_t)));
+    CHECK_CUDA(cudaMemcpyAsync(pinned, source.device, n * sizeof(uint32_t),
+                               cudaMemcpyDeviceToHost, stream));
+    CHECK_CU(cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(pinned + 16), 0x5EED5EED, 8,
+                              static_cast<CUstream>(stream)));
+    CHECK_CUDA(cudaStreamSynchronize(stream));
+    for (size_t i = 0; i < n; ++i) {
+      const uint32_t want = i >= 16 && i < 24 ? 0x5EED5EEDu : 0x11111111u;
+      CHECK(pinned[i] == want, "pinned[%zu] = %#x after the memset, expected %#x", i, pinned[i],
+            want);
+    }
+    CHECK_CUDA(cudaFreeHost(pinned));
+    std::printf("memset of pinned host memory ok\n");
+  }
 
   CHECK_CUDA(cudaStreamDestroy(stream));
   return pass();
