@@ -120,8 +120,8 @@ int main() {
     CHECK_CUDA(cudaMallocHost(&pinned, n * sizeof(uint32_t)));
     Buffer source(n * sizeof(uint32_t));
     CHECK_CUDA(cudaMemset(source.device, 0x11, n * sizeof(uint32_t)));
-    CHECK_CUDA(cudaMemcpyAsync(pinned, source.device, n * sizeof(uint32_t),
-                               cudaMemcpyDeviceToHost, stream));
+    CHECK_CUDA(cudaMemcpyAsync(pinned, source.device, n * sizeof(uint32_t), cudaMemcpyDeviceToHost,
+                               stream));
     CHECK_CU(cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(pinned + 16), 0x5EED5EED, 8,
                               static_cast<CUstream>(stream)));
     CHECK_CUDA(cudaStreamSynchronize(stream));
