@@ -352,21 +352,13 @@ GPUPOOL_DRIVER_API CUresult cuCtxGetId(CUcontext h, unsigned long long* id) {
 namespace {
 
 // cuCtxSetLimit and cuCtxGetLimit: the server's device driver keeps the limit (a GPU needs a
-// larger stack before a deeply recursive kernel runs, not after); the value it holds afterwards
-// is remembered here, so reading it back costs no round trip.
+// larger stack before a deeply recursive kernel runs, not after), and it is asked each time: a
+// driver may change one itself (it grows the stack for a kernel that needs more).
 CUresult contextLimit(CUlimit limit, bool set, size_t value, size_t* held) {
   ContextObject* c = nullptr;
   if (CUresult r = contextOrCurrent(nullptr, &c); r != CUDA_SUCCESS) return r;
-  if (!set) {
-    std::lock_guard lock(DriverState::get().mutex);
-    if (auto it = c->limits.find(limit); it != c->limits.end()) {
-      *held = it->second;
-      return CUDA_SUCCESS;
-    }
-  }
   if (CUresult r = DriverState::get().ensureRemote(c); r != CUDA_SUCCESS) return r;
-  uint64_t answered = 0;
-  CUresult r = c->server->call(
+  return c->server->call(
       set ? "cuCtxSetLimit" : "cuCtxGetLimit",
       [&](wire::Request::Builder b) {
         auto l = b.initCtxLimit();
@@ -377,14 +369,9 @@ CUresult contextLimit(CUlimit limit, bool set, size_t value, size_t* held) {
       },
       {},
       [&](wire::Response::Reader reply, ReplyBulk&) {
-        answered = static_cast<uint64_t>(reply.getValue());
+        if (held) *held = static_cast<size_t>(reply.getValue());
         return CUDA_SUCCESS;
       });
-  if (r != CUDA_SUCCESS) return r;
-  std::lock_guard lock(DriverState::get().mutex);
-  c->limits[limit] = answered;
-  if (held) *held = answered;
-  return CUDA_SUCCESS;
 }
 
 }  // namespace

@@ -231,22 +231,25 @@ CUresult memset(const char* what, CUdeviceptr dst, uint32_t value, unsigned elem
   if (inPinnedHostMemory(dst, pitch * (height - 1) + width * elementSize)) {
     return memsetHost(what, dst, value, elementSize, width, height, pitch, stream);
   }
-  CaptureScope capturing;  // a capturing stream takes the memset as a node
   ContextObject* ctx = nullptr;
   uint64_t s = 0;
   const size_t extent = pitch * (height - 1) + width * elementSize;
   bool known = true;
-  if (CUresult r = route(stream, dst, extent, &ctx, &s); r != CUDA_SUCCESS) {
-    if (r != CUDA_ERROR_INVALID_VALUE) return r;
-    // Memory this library did not hand out (a module's global, another library's mapping): the
-    // server knows its context's memory and says whether the range is there, synchronously, as
-    // the driver refuses an unknown range at the call.
-    if (CUresult rr = resolveStream(stream, &ctx, &s, what); rr != CUDA_SUCCESS) return rr;
-    known = false;
+  {
+    CaptureScope capturing;  // a capturing stream takes the memset as a node
+    if (CUresult r = route(stream, dst, extent, &ctx, &s); r != CUDA_SUCCESS) {
+      if (r != CUDA_ERROR_INVALID_VALUE) return r;
+      known = false;
+    } else if (CUresult r = CUDA_SUCCESS;
+               captureMemset(stream, dst, value, elementSize, width, height, pitch, &r)) {
+      return r;
+    }
   }
-  if (CUresult r = CUDA_SUCCESS;
-      captureMemset(stream, dst, value, elementSize, width, height, pitch, &r)) {
-    return r;
+  if (!known) {
+    // Memory this library did not hand out (another library's mapping, say): the server knows
+    // its context's memory and says whether the range is there, synchronously, as the driver
+    // refuses an unknown range at the call. A capturing stream cannot take it as a node.
+    if (CUresult r = resolveStream(stream, &ctx, &s, what); r != CUDA_SUCCESS) return r;
   }
   if (!async)
     HostFunctionFence::await(HostFunctionFence::Work::kCall);  // the server waits for it in order

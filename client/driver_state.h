@@ -57,10 +57,8 @@ struct ContextObject {
   int serverDevice = 0;             // the device's ordinal on that server
   bool primary = false;
   unsigned flags = 0;
-  int refcount = 0;  // primary contexts: cuDevicePrimaryCtxRetain count
-  int usage = 1;     // cuCtxAttach/cuCtxDetach count of a created context
-  std::map<int, size_t>
-      limits;           // what the server said each limit is (cuCtxSetLimit, cuCtxGetLimit)
+  int refcount = 0;     // primary contexts: cuDevicePrimaryCtxRetain count
+  int usage = 1;        // cuCtxAttach/cuCtxDetach count of a created context
   uint64_t remote = 0;  // the server's context id; 0 until first needed
   // cuStreamSetAttribute values of the context's default streams (see StreamObject::attributes).
   std::map<int, CUstreamAttrValue> defaultStreamAttributes;
