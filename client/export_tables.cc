@@ -185,10 +185,28 @@ void reportUnknownTableOnce(const ExportTableId& id) {
                 "%02X%02X%02X%02X-%02X%02X-%02X%02X-%02X%02X-%02X%02X%02X%02X%02X%02X", id[0],
                 id[1], id[2], id[3], id[4], id[5], id[6], id[7], id[8], id[9], id[10], id[11],
                 id[12], id[13], id[14], id[15]);
+  // Tables seen asked for on a GPU (docs/gpu-validation.md, "Second GPU run"), and what their
+  // absence means for the caller.
+  static const struct {
+    const char* prefix;
+    const char* what;
+  } kSeen[] = {
+      {"69A28E9F",
+       "NVIDIA's own libnvidia-ml.so.1 asks for it: put gpupool's "
+       "libnvidia-ml.so.1 first (gpupool run does)"},
+      {"1734DC26",
+       "cuBLAS asks for it (a private handshake): its FP16/BF16 tensor-core GEMMs "
+       "then fail, FP32 SGEMM runs"},
+      {"6E163FBE", "cuFFT asks for it; its plans fail"},
+  };
+  const char* what = nullptr;
+  for (const auto& seen : kSeen) {
+    if (std::strncmp(text, seen.prefix, 8) == 0) what = seen.what;
+  }
   std::fprintf(stderr,
                "gpupool: cuGetExportTable: unknown table {%s} (returning "
-               "CUDA_ERROR_INVALID_VALUE)\n",
-               text);
+               "CUDA_ERROR_INVALID_VALUE)%s%s\n",
+               text, what ? ": " : "", what ? what : "");
 }
 
 }  // namespace
