@@ -228,12 +228,12 @@ CUresult memset(const char* what, CUdeviceptr dst, uint32_t value, unsigned elem
   if (width == 0 || height == 0) return CUDA_SUCCESS;
   if (height == 1) pitch = width * elementSize;
   if (pitch < width * elementSize) return CUDA_ERROR_INVALID_VALUE;
-  if (inPinnedHostMemory(dst, pitch * (height - 1) + width * elementSize)) {
+  const size_t extent = pitch * (height - 1) + width * elementSize;
+  if (inPinnedHostMemory(dst, extent)) {
     return memsetHost(what, dst, value, elementSize, width, height, pitch, stream);
   }
   ContextObject* ctx = nullptr;
   uint64_t s = 0;
-  const size_t extent = pitch * (height - 1) + width * elementSize;
   bool known = true;
   {
     CaptureScope capturing;  // a capturing stream takes the memset as a node

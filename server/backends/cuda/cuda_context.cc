@@ -416,27 +416,34 @@ Status CudaContext::memGetAddressRange(uint64_t address, uint64_t* base, uint64_
 
 // --- Copies ---
 
-template <typename Copy>
-bool CudaContext::copyManagedVariables(uint64_t address, uint64_t bytes, Copy copy,
-                                       Status* status) {
-  *status = Status::success();
+const std::map<uint64_t, uint64_t>* CudaContext::managedVariablesAround(uint64_t address,
+                                                                        uint64_t bytes) const {
   const uint64_t end = address + bytes;
   for (const auto& [module, ranges] : managedRanges_) {
     auto range = ranges.upper_bound(address);
     if (range == ranges.begin()) continue;
     --range;
     if (end > range->first + range->second) continue;
-    for (const auto& [variable, size] : managedVariables_[module]) {
-      const uint64_t from = std::max(address, variable), to = std::min(end, variable + size);
-      if (from >= to) continue;
-      if (Status s = copy(from, from - address, to - from); !s.ok()) {
-        *status = s;
-        break;
-      }
-    }
-    return true;
+    auto variables = managedVariables_.find(module);
+    return variables != managedVariables_.end() ? &variables->second : nullptr;
   }
-  return false;
+  return nullptr;
+}
+
+template <typename Copy>
+Status CudaContext::copyManagedVariables(const std::map<uint64_t, uint64_t>& variables,
+                                         uint64_t address, uint64_t bytes, uint64_t stream,
+                                         CUstream cuStream, Copy copy) {
+  if (stream != 0) {
+    if (Status s = driver_->call(driver_->streamSynchronize, cuStream); !s.ok()) return s;
+  }
+  const uint64_t end = address + bytes;
+  for (const auto& [variable, size] : variables) {
+    const uint64_t from = std::max(address, variable), to = std::min(end, variable + size);
+    if (from >= to) continue;
+    if (Status s = copy(from, from - address, to - from); !s.ok()) return s;
+  }
+  return Status::success();
 }
 
 Status CudaContext::copyHostToDevice(uint64_t dst, const void* src, uint64_t bytes, uint64_t stream,
@@ -446,18 +453,11 @@ Status CudaContext::copyHostToDevice(uint64_t dst, const void* src, uint64_t byt
   if (Status s = findStream(stream, &cuStream); !s.ok()) return s;
   if (bytes == 0) return Status::success();
   if (Status s = checkRange("destination", dst, bytes); !s.ok()) return s;
-  Status managed;
-  if (copyManagedVariables(
-          dst, bytes,
-          [&](uint64_t to, uint64_t offset, uint64_t n) {
-            if (stream != 0) {
-              if (Status s = driver_->call(driver_->streamSynchronize, cuStream); !s.ok()) return s;
-            }
-            return driver_->call(driver_->memcpyHtoD, to, static_cast<const char*>(src) + offset,
-                                 n);
-          },
-          &managed)) {
-    return managed;
+  if (const auto* variables = managedVariablesAround(dst, bytes)) {
+    return copyManagedVariables(
+        *variables, dst, bytes, stream, cuStream, [&](uint64_t to, uint64_t offset, uint64_t n) {
+          return driver_->call(driver_->memcpyHtoD, to, static_cast<const char*>(src) + offset, n);
+        });
   }
   if (!async) return driver_->call(driver_->memcpyHtoD, dst, src, bytes);
   // `src` belongs to the caller only until we return, so the copy must have read it by then:
@@ -474,22 +474,13 @@ Status CudaContext::copyDeviceToHost(void* dst, uint64_t src, uint64_t bytes, ui
   if (Status s = findStream(stream, &cuStream); !s.ok()) return s;
   if (bytes == 0) return Status::success();
   if (Status s = checkRange("source", src, bytes); !s.ok()) return s;
-  // Inside a module's managed pages: the bytes that belong to no variable read as zeros.
-  Status managed;
-  const bool inManagedPages = copyManagedVariables(
-      src, bytes, [](uint64_t, uint64_t, uint64_t) { return Status::success(); }, &managed);
-  if (inManagedPages) {
+  if (const auto* variables = managedVariablesAround(src, bytes)) {
+    // The bytes of the pages that belong to no variable read as zeros.
     std::memset(dst, 0, bytes);
-    copyManagedVariables(
-        src, bytes,
-        [&](uint64_t from, uint64_t offset, uint64_t n) {
-          if (stream != 0) {
-            if (Status s = driver_->call(driver_->streamSynchronize, cuStream); !s.ok()) return s;
-          }
+    return copyManagedVariables(
+        *variables, src, bytes, stream, cuStream, [&](uint64_t from, uint64_t offset, uint64_t n) {
           return driver_->call(driver_->memcpyDtoH, static_cast<char*>(dst) + offset, from, n);
-        },
-        &managed);
-    return managed;
+        });
   }
   if (stream == 0) return driver_->call(driver_->memcpyDtoH, dst, src, bytes);
   // Ordered after the stream's earlier work, and complete on return as the contract requires.

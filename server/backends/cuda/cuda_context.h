@@ -204,12 +204,17 @@ class CudaContext final : public BackendContext {
   // managedRanges_ and addresses_.
   Status managedRangeOf(uint64_t module, uint64_t address, uint64_t size, uint64_t* base,
                         uint64_t* bytes);
-  // A copy of [address, address+bytes) inside a module's managed pages goes variable by variable:
-  // NVIDIA's driver refuses a copy that reaches past a __managed__ variable into the rest of its
-  // page. Calls copy(variableAddress, offset, length) for each overlap and returns true, or
-  // returns false (nothing called) when the range is not in managed pages.
+  // The __managed__ variables (address -> bytes) of the module whose managed pages hold all of
+  // [address, address+bytes), or null. A copy there goes variable by variable: NVIDIA's driver
+  // refuses one that reaches past a variable into the rest of its page.
+  const std::map<uint64_t, uint64_t>* managedVariablesAround(uint64_t address,
+                                                             uint64_t bytes) const;
+  // Calls copy(variableAddress, offset, length) for each part of [address, address+bytes) that is
+  // one of `variables`, after the stream's earlier work (a copy on the legacy stream is ordered by
+  // the driver); stops at the first failure.
   template <typename Copy>
-  bool copyManagedVariables(uint64_t address, uint64_t bytes, Copy copy, Status* status);
+  Status copyManagedVariables(const std::map<uint64_t, uint64_t>& variables, uint64_t address,
+                              uint64_t bytes, uint64_t stream, CUstream cuStream, Copy copy);
   Status findStream(uint64_t id, CUstream* stream) const;
   Status findEvent(uint64_t id, CUevent* event) const;
   Status findFunction(uint64_t id, const Function** function) const;
