@@ -122,7 +122,8 @@ def parse_args():
                         help="run only items whose name contains this (repeatable)")
     parser.add_argument("--jobs", type=int, default=None,
                         help="items run at once (default: 6 on a GPU, 2 --chained); the bench "
-                        "and the items that fault the device run alone afterwards")
+                        "runs alone first, the timing programs and the items that fault the "
+                        "device alone last")
     parser.add_argument("--trace-export-tables", action="store_true",
                         help="native runs preload lib/trace/libgpupool_export_trace.so, which "
                         "logs the calls through the private export tables our libcuda lacks "
