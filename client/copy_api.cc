@@ -2,8 +2,8 @@
 // each also as its per-thread-default-stream twin.
 //
 // Device pointers are the server's addresses, unchanged. Host memory never leaves this process
-// except as the bulk bytes of a copy: sent straight from the caller's buffer and received straight
-// into it.
+// except as the bulk bytes of a copy, sent straight from the caller's buffer and received straight
+// into it, or, for pinned memory a server on this host maps (shared_host_memory.h), not at all.
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -69,10 +69,27 @@ CUresult copyHostToDevice(const char* what, CUdeviceptr dst, const void* src, si
   ContextObject* ctx = nullptr;
   uint64_t s = 0;
   if (CUresult r = route(stream, dst, bytes, &ctx, &s); r != CUDA_SUCCESS) return r;
-  ConstBuffer bulk{src, bytes};
   // The bytes are taken now, so a host function still to run before this copy must have run; and
   // a synchronous copy would stop the server's thread at its gate.
   HostFunctionFence::await(HostFunctionFence::Work::kCall);
+  if (auto shared = sharedHostRange(*ctx->server, src, bytes)) {
+    // The server reads them where they lie (its mapping of this pinned memory): nothing travels.
+    // Synchronous, it must have read them before this returns, so the caller may reuse them.
+    auto build = [&](wire::Request::Builder b) {
+      auto m = b.initMemcpyHtoD();
+      m.setContext(ctx->remote);
+      m.setDst(dst);
+      m.setBytes(bytes);
+      m.setStream(s);
+      m.setAsync(async);
+      m.setHostFile(shared->file);
+      m.setHostOffset(shared->offset);
+    };
+    if (async) return ctx->server->post(what, build);
+    if (CUresult r = ctx->server->call(what, build); r != CUDA_SUCCESS) return r;
+    return refreshManagedAfterWrite(ctx, dst);
+  }
+  ConstBuffer bulk{src, bytes};
   // No answer needed: like CUDA from pageable memory, the call is done once the bytes are handed
   // over; a failure on the server shows at the next synchronizing call.
   CUresult posted = ctx->server->post(
@@ -108,6 +125,18 @@ CUresult copyDeviceToHost(const char* what, void* dst, CUdeviceptr src, size_t b
     // An unknown source still goes to the server, which says precisely what is wrong with it.
     if (r != CUDA_ERROR_INVALID_VALUE) return r;
     if (CUresult rr = resolveStream(stream, &ctx, &s); rr != CUDA_SUCCESS) return rr;
+  }
+  if (auto shared = sharedHostRange(*ctx->server, dst, bytes)) {
+    // The server writes them where they lie (its mapping of this pinned memory).
+    return ctx->server->call(what, [&](wire::Request::Builder b) {
+      auto m = b.initMemcpyDtoH();
+      m.setContext(ctx->remote);
+      m.setSrc(src);
+      m.setBytes(bytes);
+      m.setStream(s);
+      m.setHostFile(shared->file);
+      m.setHostOffset(shared->offset);
+    });
   }
   return ctx->server->call(
       what,

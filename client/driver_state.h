@@ -20,6 +20,7 @@
 
 #include "protocol/sha256.h"
 #include "remote_session.h"
+#include "shared_host_memory.h"
 
 namespace gpupool::client {
 
@@ -201,6 +202,8 @@ struct HostAllocation {
   bool registered = false;           // cuMemHostRegister (user memory) rather than cuMemHostAlloc
   ContextObject* context = nullptr;  // current when it was allocated or registered
   unsigned long long id = nextAllocationId();
+  // Set when it lives in a memory file its server may map (client/shared_host_memory.h).
+  std::shared_ptr<SharedHostFile> file;
 };
 
 class DriverState {

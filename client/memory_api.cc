@@ -5,6 +5,7 @@
 // this process, noted so that an RDMA connection registers it once and moves its bytes in place.
 #include <sys/mman.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -110,14 +111,30 @@ CUresult hostAllocate(void** pp, size_t bytes, unsigned flags) {
     *pp = nullptr;
     return CUDA_SUCCESS;
   }
-  // Page-aligned and page-granular, as pinned memory is; it is ordinary memory of this process.
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
   ContextObject* owner = DriverState::get().current();
+  // Page-aligned and page-granular, as pinned memory is. A server on this host (shm) maps it from
+  // a memory file, so copies of it need not carry its bytes; elsewhere it is ordinary memory of
+  // this process.
+  std::shared_ptr<SharedHostFile> file;
+  void* p = nullptr;
+  if (owner && owner->server && owner->server->sharesHostFiles()) {
+    p = allocateSharedHostMemory(bytes, &file);
+    if (!p && logLevel() >= 1)
+      logLine(std::string("note: pinned memory in a memory file failed (") + std::strerror(errno) +
+              "); this allocation's copies carry their bytes");
+  }
+  if (!p) {
+    p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   {
     std::lock_guard lock(DriverState::get().mutex);
-    DriverState::get().hostAllocations[reinterpret_cast<uintptr_t>(p)] = {bytes, flags, false,
-                                                                          owner};
+    HostAllocation a;
+    a.size = bytes;
+    a.flags = flags;
+    a.context = owner;
+    a.file = std::move(file);
+    DriverState::get().hostAllocations[reinterpret_cast<uintptr_t>(p)] = std::move(a);
   }
   // Lets an RDMA connection register it once and move its bytes without a copy.
   gpupool::transport::processPinnedMemory().note(p, bytes);
@@ -182,15 +199,21 @@ GPUPOOL_DRIVER_API CUresult cuMemHostAlloc(void** pp, size_t bytes, unsigned int
 GPUPOOL_DRIVER_API CUresult cuMemFreeHost(void* p) {
   if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
   size_t size = 0;
+  std::shared_ptr<SharedHostFile> file;
   {
     std::lock_guard lock(DriverState::get().mutex);
     auto& hosts = DriverState::get().hostAllocations;
     auto it = hosts.find(reinterpret_cast<uintptr_t>(p));
     if (it == hosts.end() || it->second.registered) return CUDA_ERROR_INVALID_VALUE;
     size = it->second.size;
+    file = std::move(it->second.file);
     hosts.erase(it);
   }
   gpupool::transport::processPinnedMemory().forget(p);
+  if (file) {
+    releaseSharedHostMemory(*file);  // the servers unmap their views; the file closes with `file`
+    size = file->bytes;
+  }
   munmap(p, size);
   return CUDA_SUCCESS;
 }
@@ -217,7 +240,12 @@ GPUPOOL_DRIVER_API CUresult cuMemHostRegister_v2(void* p, size_t bytes, unsigned
   if (DriverState::get().findHost(p)) return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
   ContextObject* owner = DriverState::get().current();
   std::lock_guard lock(DriverState::get().mutex);
-  DriverState::get().hostAllocations[reinterpret_cast<uintptr_t>(p)] = {bytes, flags, true, owner};
+  HostAllocation registered;
+  registered.size = bytes;
+  registered.flags = flags;
+  registered.registered = true;
+  registered.context = owner;
+  DriverState::get().hostAllocations[reinterpret_cast<uintptr_t>(p)] = std::move(registered);
   gpupool::transport::processPinnedMemory().note(p, bytes);
   return CUDA_SUCCESS;
 }

@@ -182,6 +182,7 @@ std::unique_ptr<RemoteSession> RemoteSession::connect(const transport::Endpoint&
       }
       session->windowReserved_ = got == want;
     }
+    bool serverSharesHostFiles = welcome.getSharesHostFiles();
     std::string kind = session->connection_->kind();
     if (kind == "tcp" || kind == "tls") {
       // `welcome` points into the first connection's buffer: done with it before replacing it.
@@ -195,6 +196,9 @@ std::unique_ptr<RemoteSession> RemoteSession::connect(const transport::Endpoint&
         if (auto rdma = upgradeToRdma(rdmaUrl)) session->connection_ = std::move(rdma);
       }
     }
+    const char* hostFiles = std::getenv("GPU_POOL_SHM_HOST_FILES");
+    session->sharesHostFiles_ = serverSharesHostFiles && session->connection_->kind() == "shm" &&
+                                !(hostFiles && std::string(hostFiles) == "0");
     // A live server answers every call; a silent one for this long is treated as lost.
     session->connection_->setReceiveTimeoutMs(envMs("GPU_POOL_CALL_TIMEOUT_MS", 0));
     // A server whose host stops answering TCP heartbeats this long is lost, however long its
@@ -322,6 +326,39 @@ CUresult RemoteSession::post(const char* what, const Build& build,
   } catch (const transport::TransportError& e) {
     return lost(what, e.what());
   }
+}
+
+CUresult RemoteSession::shareHostFile(int fd, uint64_t id, uint64_t bytes) {
+  // One share at a time: the server pairs each share request with the oldest file it was passed.
+  std::lock_guard sharing(sharing_);
+  {
+    std::lock_guard lock(mutex_);
+    if (broken_) return CUDA_ERROR_DEVICE_UNAVAILABLE;
+    try {
+      if (!connection_->sendFile(fd)) return CUDA_ERROR_NOT_SUPPORTED;
+    } catch (const transport::TransportError& e) {
+      return lost("cuMemHostAlloc (sharing pinned memory)", e.what());
+    }
+  }
+  CUresult r =
+      call("cuMemHostAlloc (sharing pinned memory with the server)", [&](wire::Request::Builder b) {
+        auto m = b.initHostFile();
+        m.setOp(wire::Request::HostFileOpKind::SHARE);
+        m.setId(id);
+        m.setBytes(bytes);
+      });
+  if (r != CUDA_SUCCESS && logLevel() >= 1)
+    logLine("note: pinned memory of " + std::to_string(bytes) +
+            " bytes stays unshared; its copies carry their bytes (" + std::to_string(r) + ")");
+  return r;
+}
+
+void RemoteSession::releaseHostFile(uint64_t id) {
+  (void)post("cuMemFreeHost (releasing shared pinned memory)", [&](wire::Request::Builder b) {
+    auto m = b.initHostFile();
+    m.setOp(wire::Request::HostFileOpKind::RELEASE);
+    m.setId(id);
+  });
 }
 
 CUresult RemoteSession::call(const char* what, const Build& build,

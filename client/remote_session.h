@@ -87,6 +87,13 @@ class RemoteSession {
 
   ~RemoteSession();
 
+  // Pinned memory in memory files (client/shared_host_memory.h): whether this session's server
+  // maps them (an shm session), passing one with its id and size (CUDA_SUCCESS once the server
+  // mapped it), and letting one go.
+  bool sharesHostFiles() const { return sharesHostFiles_; }
+  CUresult shareHostFile(int fd, uint64_t id, uint64_t bytes);
+  void releaseHostFile(uint64_t id);
+
   // Watches every request of every session (managed memory, client/managed_memory_api.cc): `before`
   // runs before a call or post builds anything, on the caller's thread, so it may post and call
   // itself; `after` when a call returned (never for posts).
@@ -148,6 +155,8 @@ class RemoteSession {
   uint64_t serverInstance_ = 0;
   std::pair<uint64_t, uint64_t> window_{0, 0};
   bool windowReserved_ = false;
+  bool sharesHostFiles_ = false;
+  std::mutex sharing_;  // held over passing a file and its share request
 };
 
 }  // namespace gpupool::client

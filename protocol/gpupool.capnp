@@ -62,6 +62,9 @@ struct Welcome {
   # same server behind it (serverInstance), unless GPU_POOL_TRANSPORT=tcp.
   shmEndpoint @10 :Text;
   serverInstance @11 :UInt64;     # random per gpupoold process: tells two servers apart
+  # On an shm session: the client may pass pinned host memory as memory files (HostFileOp), and
+  # copies may name them (hostFile in MemcpyHtoD/MemcpyDtoH) instead of carrying their bytes.
+  sharesHostFiles @12 :Bool;
 }
 
 struct Dim3 {
@@ -294,6 +297,10 @@ struct Request {
     # heap, ...), applied by the device's driver; answered with value: what the context holds
     # afterwards (a driver rounds some values). Served by server/handlers/context_handlers.cc.
     ctxLimit @60 :CtxLimit;
+    # Pinned host memory shared with the server over an shm session (share: the memory file
+    # arrives on the session's socket, SCM_RIGHTS, before this request; release: forget it).
+    # Served by server/handlers/host_file_handlers.cc.
+    hostFile @61 :HostFileOp;
   }
 
   # Fire-and-forget: the server sends no Response. A failure is kept and reported, once, by the next
@@ -364,12 +371,25 @@ struct Request {
     bytes @2 :UInt64;
     stream @3 :UInt64;
     async @4 :Bool;
+    hostFile @5 :UInt64;          # not 0: the bytes lie in this shared host file at hostOffset (no bulk)
+    hostOffset @6 :UInt64;
   }
   struct MemcpyDtoH {
     context @0 :UInt64;
     src @1 :UInt64;
     bytes @2 :UInt64;
     stream @3 :UInt64;
+    hostFile @4 :UInt64;          # not 0: written into this shared host file at hostOffset (no bulk)
+    hostOffset @5 :UInt64;
+  }
+  enum HostFileOpKind {
+    share @0;
+    release @1;
+  }
+  struct HostFileOp {
+    op @0 :HostFileOpKind;
+    id @1 :UInt64;                # the client's name for the file, unique in its session
+    bytes @2 :UInt64;             # share: the file's size (page-granular, fully allocated)
   }
   struct MemcpyDtoD {
     context @0 :UInt64;

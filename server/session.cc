@@ -268,6 +268,7 @@ bool Session::handshake() {
   w.setRdmaEndpoint(state_.server.rdmaEndpoint());
   w.setShmEndpoint(state_.server.shmEndpoint());
   w.setServerInstance(state_.server.instance());
+  w.setSharesHostFiles(true);  // host_file_handlers.cc, where the transport passes files (shm)
   auto [base, size] = state_.backend.deviceAddressWindow();
   w.setDeviceAddressBase(base);
   w.setDeviceAddressSize(size);

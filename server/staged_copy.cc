@@ -1,6 +1,7 @@
 #include "server/staged_copy.h"
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "protocol/message_codec.h"
@@ -20,11 +21,11 @@ Status drainSlots(BackendContext& context, unsigned slotsUsed) {
   return Status::success();
 }
 
-}  // namespace
-
-std::optional<Status> stagedHostToDevice(transport::Connection& connection, BackendContext& context,
-                                         uint64_t dst, uint64_t bytes, uint64_t stream,
-                                         bool async) {
+// The chunks of [dst, dst + bytes), each filled into its slot by fill(slot buffer, offset, size)
+// while the device copies the one before.
+template <typename Fill>
+std::optional<Status> stageChunksToDevice(BackendContext& context, uint64_t dst, uint64_t bytes,
+                                          uint64_t stream, bool async, Fill&& fill) {
   unsigned slotsUsed = 0;
   for (uint64_t done = 0, chunk = 0; done < bytes; ++chunk) {
     unsigned slot = static_cast<unsigned>(chunk % kSlots);
@@ -32,13 +33,31 @@ std::optional<Status> stagedHostToDevice(transport::Connection& connection, Back
     if (Status s = context.stagingBuffer(slot, &buffer); !s.ok()) return s;
     if (!buffer) return std::nullopt;  // the backend has no staging (known at the first chunk)
     uint64_t n = std::min(bytes - done, kChunk);
-    connection.receiveBulk(buffer, n);
+    fill(buffer, done, n);
     if (Status s = context.stageToDevice(slot, dst + done, n, stream); !s.ok()) return s;
     slotsUsed = std::max(slotsUsed, slot + 1);
     done += n;
   }
   if (async) return Status::success();
   return drainSlots(context, slotsUsed);
+}
+
+}  // namespace
+
+std::optional<Status> stagedHostToDevice(transport::Connection& connection, BackendContext& context,
+                                         uint64_t dst, uint64_t bytes, uint64_t stream,
+                                         bool async) {
+  return stageChunksToDevice(
+      context, dst, bytes, stream, async,
+      [&](void* buffer, uint64_t, uint64_t n) { connection.receiveBulk(buffer, n); });
+}
+
+std::optional<Status> stagedHostToDevice(const std::byte* src, BackendContext& context,
+                                         uint64_t dst, uint64_t bytes, uint64_t stream,
+                                         bool async) {
+  return stageChunksToDevice(
+      context, dst, bytes, stream, async,
+      [&](void* buffer, uint64_t offset, uint64_t n) { std::memcpy(buffer, src + offset, n); });
 }
 
 std::optional<Status> StagedDeviceRead::start(transport::Connection& connection,

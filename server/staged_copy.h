@@ -5,6 +5,7 @@
 
 #include <capnp/message.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 
@@ -19,6 +20,12 @@ namespace gpupool::server {
 // in stream order. On an error the rest of the bulk is left unread for the caller to discard.
 // Nullopt (nothing read) when the backend has no staging.
 std::optional<Status> stagedHostToDevice(transport::Connection& connection, BackendContext& context,
+                                         uint64_t dst, uint64_t bytes, uint64_t stream, bool async);
+
+// The same from memory this server holds that its caller may change once the copy has returned
+// (a client's shared pinned memory, server/shared_host_files.h): an asynchronous copy has read
+// `src` on return. Nullopt when the backend has no staging.
+std::optional<Status> stagedHostToDevice(const std::byte* src, BackendContext& context,
                                          uint64_t dst, uint64_t bytes, uint64_t stream, bool async);
 
 // A device→host copy sent as the bulk of a reply while it is still being read: the device copy of

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "transport/file_descriptor.h"
 #include "transport/transport_counters.h"
 
 namespace gpupool::transport {
@@ -178,6 +179,15 @@ class Connection {
   // Whether the peer has closed or reset the connection, without receiving anything. Safe to call
   // from another thread while one is blocked in a call on this connection (false when unknown).
   virtual bool peerClosed() const { return false; }
+
+  // Memory files passed to the peer (shm, whose peer shares this host): sendFile passes a
+  // duplicate of `fd` ahead of every frame sent after it returns; false where the transport
+  // cannot. On the receiving side takeFile hands over the oldest file the peer passed that no one
+  // has taken (the caller owns it), or an empty descriptor when none came. Files and frames are
+  // matched by the protocol, in order (a share request takes the file passed before it). Either
+  // may be called from any thread.
+  virtual bool sendFile(int /*fd*/) { return false; }
+  virtual FileDescriptor takeFile() { return {}; }
 
   // How this connection's bulk bytes moved so far (gpupool status, tests); nullopt for transports
   // that copy everything through one stream (TCP, TLS).

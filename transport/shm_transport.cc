@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <deque>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -28,6 +29,9 @@ using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
 constexpr unsigned kSetupWaitSliceMs = 50;
+// Files the peer may have passed ahead of the requests that take them; more is a malformed peer
+// (one that passes files nothing asks for would otherwise pile up descriptors here).
+constexpr size_t kMaxUntakenFiles = 16;
 constexpr int kSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
 
 [[noreturn]] void fail(TransportError::Kind kind, const std::string& what) {
@@ -160,6 +164,40 @@ class ShmConnection final : public FramedConnection {
                                                std::to_string(receiveTimeoutMs_.load()) + " ms");
   }
 
+  bool sendFile(int fd) override {
+    if (shutdown_) fail(TransportError::Kind::kDisconnected, "send failed: connection shut down");
+    char tag = 2;  // any byte: the record is what carries the file
+    iovec io{&tag, 1};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    msghdr message{};
+    message.msg_iov = &io;
+    message.msg_iovlen = 1;
+    message.msg_control = control;
+    message.msg_controllen = sizeof control;
+    cmsghdr* c = CMSG_FIRSTHDR(&message);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+    ssize_t n;
+    do {
+      n = ::sendmsg(socket_.get(), &message, MSG_NOSIGNAL);
+    } while (n < 0 && errno == EINTR);
+    if (n != 1) fail(TransportError::Kind::kDisconnected, "cannot pass a file: " + errnoText());
+    return true;
+  }
+
+  FileDescriptor takeFile() override {
+    // Before the setup message is taken, the socket's first record is that message, not a file.
+    if (!server_ || !setUp(false)) return {};
+    (void)drainSocket();
+    std::lock_guard lock(filesMutex_);
+    if (files_.empty()) return {};
+    FileDescriptor file = std::move(files_.front());
+    files_.pop_front();
+    return file;
+  }
+
   void ringDoorbell() {
     char bell = 1;
     // A full socket already holds doorbells the consumer has not read: one more changes nothing.
@@ -269,16 +307,50 @@ class ShmConnection final : public FramedConnection {
     return true;
   }
 
-  // Reads whatever doorbell bytes wait on the socket; true once the peer has closed it.
+  // Reads whatever doorbell bytes wait on the socket, keeping the files a client passed (the
+  // server's side; the client's closes any); true once the peer has closed it.
   bool drainSocket() {
-    char scratch[256];
     for (;;) {
-      ssize_t n = ::recv(socket_.get(), scratch, sizeof scratch, MSG_DONTWAIT);
-      if (n > 0) continue;
+      char scratch[256];
+      iovec io{scratch, sizeof scratch};
+      alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))];
+      msghdr message{};
+      message.msg_iov = &io;
+      message.msg_iovlen = 1;
+      message.msg_control = control;
+      message.msg_controllen = sizeof control;
+      ssize_t n = ::recvmsg(socket_.get(), &message, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+      if (n > 0) {
+        keepFiles(message);
+        continue;
+      }
       if (n == 0) return true;
       if (errno == EINTR) continue;
       return errno != EAGAIN && errno != EWOULDBLOCK;
     }
+  }
+
+  void keepFiles(msghdr& message) {
+    for (cmsghdr* c = CMSG_FIRSTHDR(&message); c; c = CMSG_NXTHDR(&message, c)) {
+      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+      size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < count; ++i) {
+        int fd;
+        std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+        FileDescriptor file(fd);
+        if (!server_) continue;  // a server passes nothing: closed
+        std::lock_guard lock(filesMutex_);
+        if (files_.size() >= kMaxUntakenFiles) {
+          tooManyFiles_ = true;
+          continue;
+        }
+        files_.push_back(std::move(file));
+      }
+    }
+    if (tooManyFiles_)
+      fail(TransportError::Kind::kMalformed, "the peer passed more than " +
+                                                 std::to_string(kMaxUntakenFiles) +
+                                                 " files that no request took");
   }
 
   FileDescriptor socket_;
@@ -291,6 +363,9 @@ class ShmConnection final : public FramedConnection {
   std::atomic<bool> shutdown_{false};
   std::atomic<unsigned> receiveTimeoutMs_{0};
   std::chrono::nanoseconds pollMax_{0};  // server side: set by the listener
+  std::mutex filesMutex_;
+  std::deque<FileDescriptor> files_;  // passed by the client, not yet taken, oldest first
+  std::atomic<bool> tooManyFiles_{false};
   Hooks receiveHooks_{*this, true};
   Hooks sendHooks_{*this, false};
 };

@@ -1,7 +1,9 @@
 // Copies between host and device and within a device: ranges checked before a byte moves, bulk
-// placed by bulk_placement.
+// placed by bulk_placement, or read from and written to the client's shared pinned memory
+// (shared_host_files.h) where the copy names a shared file.
 #include "server/handlers/bulk_placement.h"
 #include "server/handlers/request_table.h"
+#include "server/staged_copy.h"
 
 namespace gpupool::server {
 namespace {
@@ -13,12 +15,27 @@ Status hostToDevice(RequestContext& request, Request::Reader r) {
   BackendContext* context = nullptr;
   if (Status st = request.context(m.getContext(), &context); !st.ok()) return st;
   uint64_t bytes = m.getBytes();
-  if (bytes != request.bulkBytes()) {
+  uint64_t sent = m.getHostFile() ? 0 : bytes;  // from a shared file, no bytes travel
+  if (sent != request.bulkBytes()) {
     return Status::error(CUDA_ERROR_INVALID_VALUE, "copy size does not match the bytes sent");
   }
   // The whole destination is checked first, so a bad range writes nothing.
   if (Status st = checkDeviceRange(*context, m.getDst(), bytes, "host-to-device copy"); !st.ok())
     return st;
+  if (m.getHostFile()) {
+    // Read where the client's pinned memory lies (mapped here): the bytes move once.
+    SharedHostFiles::Range source;
+    if (Status st = request.session.hostFiles.find(m.getHostFile(), m.getHostOffset(), bytes,
+                                                   "host-to-device copy", &source);
+        !st.ok())
+      return st;
+    // Through the staging slots where the backend has them (the cuda backend: an asynchronous
+    // copy then waits for no earlier work of its stream), else straight from the mapping.
+    if (auto staged = stagedHostToDevice(source.data, *context, m.getDst(), bytes, m.getStream(),
+                                         m.getAsync()))
+      return *staged;
+    return context->copyHostToDevice(m.getDst(), source.data, bytes, m.getStream(), m.getAsync());
+  }
   return receiveIntoDevice(request, *context, m.getDst(), bytes, m.getStream(), m.getAsync());
 }
 
@@ -29,6 +46,15 @@ Status deviceToHost(RequestContext& request, Request::Reader r) {
   uint64_t bytes = m.getBytes();
   if (Status st = checkDeviceRange(*context, m.getSrc(), bytes, "device-to-host copy"); !st.ok())
     return st;
+  if (m.getHostFile()) {
+    // Written where the client's pinned memory lies (mapped here); the reply carries no bytes.
+    SharedHostFiles::Range target;
+    if (Status st = request.session.hostFiles.find(m.getHostFile(), m.getHostOffset(), bytes,
+                                                   "device-to-host copy", &target);
+        !st.ok())
+      return st;
+    return context->copyDeviceToHost(target.data, m.getSrc(), bytes, m.getStream());
+  }
   return replyFromDevice(request, *context, m.getSrc(), bytes, m.getStream());
 }
 

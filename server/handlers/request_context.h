@@ -23,6 +23,7 @@
 #include "server/host_gates.h"
 #include "server/module_cache.h"
 #include "server/scratch_buffer.h"
+#include "server/shared_host_files.h"
 #include "server/staged_copy.h"
 #include "server/tenant_session.h"
 #include "transport/connection.h"
@@ -82,8 +83,9 @@ struct SessionState {
   PoolServer& server;
 
   SessionContexts contexts;
-  HostGates hostGates;    // host functions' gates in this session's streams
-  ScratchBuffer staging;  // bulk bytes in and out, reused across requests
+  HostGates hostGates;        // host functions' gates in this session's streams
+  ScratchBuffer staging;      // bulk bytes in and out, reused across requests
+  SharedHostFiles hostFiles;  // the client's pinned memory shared as files (shm sessions)
   // A device→host copy whose bytes follow the reply as they are read (set by a handler).
   std::optional<StagedDeviceRead> stagedReply;
   // The tenant this session authenticated as; null when the server runs without --config.

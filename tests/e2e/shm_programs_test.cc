@@ -1,7 +1,8 @@
 // The CUDA test programs (tests/programs, built by nvcc, unmodified) over shm:// against a gpupoold
 // on the emu backend that listens on TCP and on a Unix socket (--shm-listen): each prints what it
-// prints over TCP; the programs of threads and streams at once pass over it. And a client killed
-// while it holds a session leaves none of its shared memory mapped in gpupoold.
+// prints over TCP; the programs of threads and streams at once pass over it. A client killed
+// while it holds a session leaves none of its shared memory mapped in gpupoold, and its pinned
+// memory is mapped there while it is allocated, as files copies name instead of carrying bytes.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -42,13 +43,24 @@ struct ShmServer {
   }
   // Sessions that came in over shm: their peer is named by the client's user and pid.
   bool sawShmSession() const { return server->log().find("from local-uid-") != std::string::npos; }
-  // gpupoold's mappings of client memory files.
-  int mappedClientFiles() const {
+  // gpupoold's mappings of client memory files: rings (gpupool-shm) or pinned memory
+  // (gpupool-pinned).
+  int mappedClientFiles(const std::string& name = "gpupool-shm") const {
     std::ifstream maps("/proc/" + std::to_string(server->pid()) + "/maps");
     int n = 0;
     for (std::string line; std::getline(maps, line);)
-      n += line.find("memfd:gpupool-shm") != std::string::npos;
+      n += line.find("memfd:" + name + " ") != std::string::npos;
     return n;
+  }
+  // Waits up to 10 s for `n` mappings of pinned memory (a release is posted, so it comes soon
+  // after the free, not at once).
+  bool awaitPinnedFiles(int n) const {
+    auto deadline = steady_clock::now() + seconds(10);
+    while (mappedClientFiles("gpupool-pinned") != n) {
+      if (steady_clock::now() >= deadline) return false;
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+    return true;
   }
 };
 
@@ -124,6 +136,77 @@ TEST(ShmSessionTest, KilledClientLeavesNothingMappedInTheServer) {
   ProgramResult next =
       runProgram(programPath("vector_add"), {}, clientEnvironment(shm.url), kProgramTimeout);
   EXPECT_TRUE(next.passed()) << next.describe() << shm.server->log();
+}
+
+// Pinned memory of an shm client lives in memory files gpupoold maps: mapped there from the
+// first copy that names it until cuMemFreeHost, and the program's copies (sync, async, at
+// offsets, around kernels) are right byte for byte.
+TEST(ShmSessionTest, PinnedMemoryIsMappedByTheServerUntilFreed) {
+  ShmServer shm;
+  ChildProcess program({e2eProgramPath("pinned_files"), {}, clientEnvironment(shm.url), {}});
+  ASSERT_TRUE(program.waitForStdout("READY", seconds(120)))
+      << program.finish(seconds(1)).describe();
+  EXPECT_TRUE(shm.awaitPinnedFiles(2)) << shm.mappedClientFiles("gpupool-pinned");
+  program.writeStdin("\n");
+  ASSERT_TRUE(program.waitForStdout("FREED", seconds(60))) << program.finish(seconds(1)).describe();
+  EXPECT_TRUE(shm.awaitPinnedFiles(1)) << shm.mappedClientFiles("gpupool-pinned");
+  program.writeStdin("\n");
+  ProgramResult result = program.finish(seconds(60));
+  EXPECT_TRUE(result.passed()) << result.describe() << shm.server->log();
+  EXPECT_TRUE(shm.awaitPinnedFiles(0)) << shm.mappedClientFiles("gpupool-pinned");
+}
+
+// The same program where pinned memory is not shared: over TCP (it travels through the socket),
+// and over shm with GPU_POOL_SHM_HOST_FILES=0 (through the rings). Nothing is mapped, the bytes
+// are the same.
+TEST(ShmSessionTest, PinnedMemoryTravelsWhereItIsNotShared) {
+  ShmServer shm;
+  EnvironmentChanges overTcp = clientEnvironment(shm.server->endpoint());
+  overTcp["GPU_POOL_TRANSPORT"] = "tcp";
+  EnvironmentChanges unshared = clientEnvironment(shm.url);
+  unshared["GPU_POOL_SHM_HOST_FILES"] = "0";
+  for (const auto& environment : {overTcp, unshared}) {
+    ChildProcess program({e2eProgramPath("pinned_files"), {}, environment, {}});
+    ASSERT_TRUE(program.waitForStdout("READY", seconds(120)))
+        << program.finish(seconds(1)).describe();
+    EXPECT_EQ(shm.mappedClientFiles("gpupool-pinned"), 0);
+    program.writeStdin("\n\n");
+    ProgramResult result = program.finish(seconds(60));
+    EXPECT_TRUE(result.passed()) << result.describe() << shm.server->log();
+  }
+}
+
+// The cuda backend (chained onto our libcuda and an emu server) serves the same copies from the
+// files it maps: through its staging slots host-to-device, straight into the mapping back.
+TEST(ShmSessionTest, PinnedMemoryOnTheCudaBackend) {
+  ScratchDirectory scratch;
+  std::string url = "shm://" + scratch.file("gpupool.sock");
+  ServerOptions cudaOptions;
+  cudaOptions.extraArgs = {"--shm-listen", url};
+  ChainedServers servers = startChainedServers(cudaOptions);
+  ChildProcess program({e2eProgramPath("pinned_files"), {}, clientEnvironment(url), {}});
+  ASSERT_TRUE(program.waitForStdout("READY", seconds(240)))
+      << program.finish(seconds(1)).describe() << servers.cuda->log();
+  std::ifstream maps("/proc/" + std::to_string(servers.cuda->pid()) + "/maps");
+  int pinned = 0;
+  for (std::string line; std::getline(maps, line);)
+    pinned += line.find("memfd:gpupool-pinned ") != std::string::npos;
+  EXPECT_EQ(pinned, 2);
+  program.writeStdin("\n\n");
+  ProgramResult result = program.finish(seconds(120));
+  EXPECT_TRUE(result.passed()) << result.describe() << servers.cuda->log();
+}
+
+// A client killed while the server maps its pinned memory leaves none of it mapped.
+TEST(ShmSessionTest, KilledClientsPinnedMemoryIsUnmapped) {
+  ShmServer shm;
+  ChildProcess program({e2eProgramPath("pinned_files"), {}, clientEnvironment(shm.url), {}});
+  ASSERT_TRUE(program.waitForStdout("READY", seconds(120)))
+      << program.finish(seconds(1)).describe();
+  EXPECT_TRUE(shm.awaitPinnedFiles(2)) << shm.mappedClientFiles("gpupool-pinned");
+  program.signal(SIGKILL);
+  program.finish(seconds(10));
+  EXPECT_TRUE(shm.awaitPinnedFiles(0)) << shm.mappedClientFiles("gpupool-pinned");
 }
 
 // By default a worker spins for a session's next call after each one it served, with the doorbell

@@ -18,6 +18,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <future>
 #include <numeric>
@@ -481,6 +482,80 @@ TEST(ShmTransportTest, ATailAheadOfTheHeadFailsTheServersSend) {
   } catch (const TransportError& e) {
     EXPECT_EQ(e.kind(), TransportError::Kind::kMalformed) << e.what();
   }
+}
+
+}  // namespace
+}  // namespace gpupool::transport
+
+namespace gpupool::transport {
+namespace {
+
+// A memory file holding `text`, for passing.
+FileDescriptor memoryFileWith(const std::string& text) {
+  FileDescriptor file(::memfd_create("gpupool-test-file", MFD_CLOEXEC));
+  EXPECT_GE(file.get(), 0);
+  EXPECT_EQ(::write(file.get(), text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  return file;
+}
+
+std::string contentsOf(int fd) {
+  char buffer[64] = {};
+  ssize_t n = ::pread(fd, buffer, sizeof buffer, 0);
+  return n > 0 ? std::string(buffer, static_cast<size_t>(n)) : std::string();
+}
+
+// Files the client passes reach the server in order, interleaved with frames and doorbells, each
+// taken once; a client takes none (the server passes nothing), and a server with none to give
+// hands out an empty descriptor.
+TEST(ShmTransportTest, PassedFilesArriveInOrderBesideFrames) {
+  auto pair = shmPair(kSmallRing);
+  EXPECT_EQ(pair.server->takeFile().get(), -1);
+  for (int i = 0; i < 3; ++i) {
+    FileDescriptor file = memoryFileWith("file " + std::to_string(i));
+    ASSERT_TRUE(pair.client->sendFile(file.get()));
+    auto message = words(4, static_cast<uint64_t>(i));
+    ConstBuffer m{message.data(), message.size() * 8};
+    pair.client->sendFrame(std::span(&m, 1), {});
+  }
+  for (int i = 0; i < 3; ++i) {
+    ReceivedFrame frame = pair.server->receiveFrame();
+    EXPECT_EQ(asWords(frame.message), words(4, static_cast<uint64_t>(i)));
+    FileDescriptor file = pair.server->takeFile();
+    ASSERT_GE(file.get(), 0);
+    EXPECT_EQ(contentsOf(file.get()), "file " + std::to_string(i));
+  }
+  EXPECT_EQ(pair.server->takeFile().get(), -1);
+  EXPECT_EQ(pair.client->takeFile().get(), -1);
+}
+
+// A client that passes files nothing takes fails its own session (a malformed peer), rather than
+// piling up descriptors in the server.
+TEST(ShmTransportTest, FilesNoRequestTakesFailTheSession) {
+  auto pair = shmPair(kSmallRing);
+  int before = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    (void)entry;
+    ++before;
+  }
+  for (int i = 0; i < 40; ++i) {
+    FileDescriptor file = memoryFileWith("unasked");
+    ASSERT_TRUE(pair.client->sendFile(file.get()));
+  }
+  try {
+    (void)pair.server->takeFile();
+    ADD_FAILURE() << "40 untaken files were accepted";
+  } catch (const TransportError& e) {
+    EXPECT_EQ(e.kind(), TransportError::Kind::kMalformed) << e.what();
+  }
+  pair.server.reset();
+  pair.client.reset();
+  int after = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    (void)entry;
+    ++after;
+  }
+  // Every passed descriptor was closed (the two connections' sockets and files went too).
+  EXPECT_LE(after, before);
 }
 
 }  // namespace
