@@ -88,7 +88,8 @@ CUresult release(CUdeviceptr dptr) {
 }
 
 // Mapped pinned memory (DEVICEMAP) would hand a remote kernel an address of this host, which it
-// cannot reach: refused, as the devices report CAN_MAP_HOST_MEMORY = 0.
+// cannot reach: refused, as the devices report CAN_MAP_HOST_MEMORY = 0 (except on shm sessions
+// whose server maps it: shared_host_memory.h).
 constexpr const char* kNoMappedHostMemory =
     "pinned host memory lives on the client host and a pool GPU cannot address it (devices "
     "report CAN_MAP_HOST_MEMORY = 0); allocate device memory and copy instead";
@@ -102,7 +103,11 @@ CUresult hostAllocate(void** pp, size_t bytes, unsigned flags) {
     return refuseCall(CUDA_ERROR_INVALID_VALUE,
                       "cuMemHostAlloc: unknown flag bits " + std::to_string(flags & ~kKnownFlags));
   }
-  if (flags & CU_MEMHOSTALLOC_DEVICEMAP) {
+  ContextObject* owner = DriverState::get().current();
+  // Where the session maps pinned memory into device addresses, every allocation is mapped, as
+  // under unified addressing on a GPU (the flag changes nothing there); elsewhere none can be.
+  bool mapped = owner && owner->server && owner->server->mapsHostMemory();
+  if ((flags & CU_MEMHOSTALLOC_DEVICEMAP) && !mapped) {
     return refuseCall(
         CUDA_ERROR_NOT_SUPPORTED,
         std::string("cuMemHostAlloc(CU_MEMHOSTALLOC_DEVICEMAP): ") + kNoMappedHostMemory);
@@ -111,13 +116,18 @@ CUresult hostAllocate(void** pp, size_t bytes, unsigned flags) {
     *pp = nullptr;
     return CUDA_SUCCESS;
   }
-  ContextObject* owner = DriverState::get().current();
   // Page-aligned and page-granular, as pinned memory is. A server on this host (shm) maps it from
   // a memory file, so copies of it need not carry its bytes; elsewhere it is ordinary memory of
   // this process.
   std::shared_ptr<SharedHostFile> file;
   void* p = nullptr;
-  if (owner && owner->server && owner->server->sharesHostFiles()) {
+  if (mapped) {
+    // One address for the host and the current context's kernels (shared_host_memory.h).
+    if (CUresult r = DriverState::get().ensureRemote(owner); r != CUDA_SUCCESS) return r;
+    CUresult error = CUDA_SUCCESS;
+    p = allocateMappedHostMemory(*owner->server, owner->remote, bytes, &file, &error);
+    if (!p) return error;
+  } else if (owner && owner->server && owner->server->sharesHostFiles()) {
     p = allocateSharedHostMemory(bytes, &file);
     if (!p && logLevel() >= 1)
       logLine(std::string("note: pinned memory in a memory file failed (") + std::strerror(errno) +
@@ -212,9 +222,10 @@ GPUPOOL_DRIVER_API CUresult cuMemFreeHost(void* p) {
   gpupool::transport::processPinnedMemory().forget(p);
   if (file) {
     releaseSharedHostMemory(*file);  // the servers unmap their views; the file closes with `file`
-    size = file->bytes;
+    unmapSharedHostMemory(p, *file);
+  } else {
+    munmap(p, size);
   }
-  munmap(p, size);
   return CUDA_SUCCESS;
 }
 
@@ -262,6 +273,23 @@ GPUPOOL_DRIVER_API CUresult cuMemHostUnregister(void* p) {
   if (it == hosts.end() || !it->second.registered) return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
   hosts.erase(it);
   gpupool::transport::processPinnedMemory().forget(p);
+  return CUDA_SUCCESS;
+}
+
+// Mapped pinned memory has one address on both sides (shared_host_memory.h); other host memory
+// has none on the device.
+GPUPOOL_DRIVER_API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr* pdptr, void* p,
+                                                         unsigned int flags) {
+  if (!pdptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  uintptr_t base = 0;
+  HostAllocation info;
+  if (!DriverState::get().findHost(p, &base, &info) || !info.file || !info.file->deviceAddress) {
+    return refuseCall(CUDA_ERROR_INVALID_VALUE,
+                      "cuMemHostGetDevicePointer: not mapped pinned memory (allocate it with "
+                      "CU_MEMHOSTALLOC_DEVICEMAP on a session that serves it: docs/shm.md)");
+  }
+  *pdptr = info.file->deviceAddress + (reinterpret_cast<uintptr_t>(p) - base);
   return CUDA_SUCCESS;
 }
 
@@ -326,6 +354,7 @@ CUresult pointerAttribute(void* data, int attribute, CUdeviceptr ptr, bool lenie
   bool isDevice = state.findDevice(ptr, 0, &devBase, &dev);
   bool isHost = !isDevice && state.findHost(reinterpret_cast<void*>(ptr), &hostBase, &host);
   if (!isDevice && !isHost && !lenient) return CUDA_ERROR_INVALID_VALUE;
+  bool mappedHost = isHost && host.file && host.file->deviceAddress;
   auto writeUnsigned = [data](unsigned v) { *static_cast<unsigned*>(data) = v; };
   switch (attribute) {
     case CU_POINTER_ATTRIBUTE_CONTEXT:
@@ -336,7 +365,8 @@ CUresult pointerAttribute(void* data, int attribute, CUdeviceptr ptr, bool lenie
       writeUnsigned(isDevice ? CU_MEMORYTYPE_DEVICE : (isHost ? CU_MEMORYTYPE_HOST : 0));
       break;
     case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
-      if (!isDevice) return CUDA_ERROR_INVALID_VALUE;  // host memory is not mapped remotely
+      // Host memory is not mapped remotely, except mapped pinned memory, at the same address.
+      if (!isDevice && !mappedHost) return CUDA_ERROR_INVALID_VALUE;
       *static_cast<CUdeviceptr*>(data) = ptr;
       break;
     case CU_POINTER_ATTRIBUTE_HOST_POINTER:
@@ -361,12 +391,12 @@ CUresult pointerAttribute(void* data, int attribute, CUdeviceptr ptr, bool lenie
       writeUnsigned(0);
       break;
     case CU_POINTER_ATTRIBUTE_MAPPED:
-      writeUnsigned(isDevice ? 1 : 0);
+      writeUnsigned(isDevice || mappedHost ? 1 : 0);
       break;
     case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
-      // The device reaches its own memory, and none of this host's (no mapped host memory).
-      writeUnsigned(isDevice ? CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE
-                             : CU_POINTER_ATTRIBUTE_ACCESS_FLAG_NONE);
+      // The device reaches its own memory, and of this host's only mapped pinned memory.
+      writeUnsigned(isDevice || mappedHost ? CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE
+                                           : CU_POINTER_ATTRIBUTE_ACCESS_FLAG_NONE);
       break;
     case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
       writeUnsigned(isDevice ? dev.syncMemops : 1);

@@ -183,6 +183,7 @@ std::unique_ptr<RemoteSession> RemoteSession::connect(const transport::Endpoint&
       session->windowReserved_ = got == want;
     }
     bool serverSharesHostFiles = welcome.getSharesHostFiles();
+    bool serverMapsHostFiles = welcome.getMapsHostFiles();
     std::string kind = session->connection_->kind();
     if (kind == "tcp" || kind == "tls") {
       // `welcome` points into the first connection's buffer: done with it before replacing it.
@@ -199,6 +200,16 @@ std::unique_ptr<RemoteSession> RemoteSession::connect(const transport::Endpoint&
     const char* hostFiles = std::getenv("GPU_POOL_SHM_HOST_FILES");
     session->sharesHostFiles_ = serverSharesHostFiles && session->connection_->kind() == "shm" &&
                                 !(hostFiles && std::string(hostFiles) == "0");
+    session->mapsHostMemory_ =
+        session->sharesHostFiles_ && serverMapsHostFiles && session->windowReserved_;
+    if (session->mapsHostMemory_) {
+      // The server withholds it from every session (served_capabilities.cc); this one, sharing
+      // this host's memory files, can map pinned memory for its kernels.
+      for (DeviceSnapshot& d : session->devices_) {
+        if (d.attributes.size() > CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY)
+          d.attributes[CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY] = 1;
+      }
+    }
     // A live server answers every call; a silent one for this long is treated as lost.
     session->connection_->setReceiveTimeoutMs(envMs("GPU_POOL_CALL_TIMEOUT_MS", 0));
     // A server whose host stops answering TCP heartbeats this long is lost, however long its
@@ -351,6 +362,22 @@ CUresult RemoteSession::shareHostFile(int fd, uint64_t id, uint64_t bytes) {
     logLine("note: pinned memory of " + std::to_string(bytes) +
             " bytes stays unshared; its copies carry their bytes (" + std::to_string(r) + ")");
   return r;
+}
+
+CUresult RemoteSession::mapHostFile(uint64_t id, uint64_t remoteContext, uint64_t* address) {
+  return call(
+      "cuMemHostAlloc(CU_MEMHOSTALLOC_DEVICEMAP)",
+      [&](wire::Request::Builder b) {
+        auto m = b.initHostFile();
+        m.setOp(wire::Request::HostFileOpKind::MAP_DEVICE);
+        m.setId(id);
+        m.setContext(remoteContext);
+      },
+      {},
+      [&](wire::Response::Reader reply, ReplyBulk&) {
+        *address = reply.getHandle();
+        return CUDA_SUCCESS;
+      });
 }
 
 void RemoteSession::releaseHostFile(uint64_t id) {

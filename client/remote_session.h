@@ -93,6 +93,11 @@ class RemoteSession {
   bool sharesHostFiles() const { return sharesHostFiles_; }
   CUresult shareHostFile(int fd, uint64_t id, uint64_t bytes);
   void releaseHostFile(uint64_t id);
+  // Mapped pinned memory: whether this session serves it (its server maps shared files into
+  // device addresses, and this process holds the device window, where it maps them at the same
+  // address), and mapping shared file `id` into context `remoteContext`'s device addresses.
+  bool mapsHostMemory() const { return mapsHostMemory_; }
+  CUresult mapHostFile(uint64_t id, uint64_t remoteContext, uint64_t* address);
 
   // Watches every request of every session (managed memory, client/managed_memory_api.cc): `before`
   // runs before a call or post builds anything, on the caller's thread, so it may post and call
@@ -156,6 +161,7 @@ class RemoteSession {
   std::pair<uint64_t, uint64_t> window_{0, 0};
   bool windowReserved_ = false;
   bool sharesHostFiles_ = false;
+  bool mapsHostMemory_ = false;
   std::mutex sharing_;  // held over passing a file and its share request
 };
 

@@ -27,29 +27,87 @@ bool contains(const std::vector<RemoteSession*>& sessions, const RemoteSession* 
 
 }  // namespace
 
-void* allocateSharedHostMemory(size_t bytes, std::shared_ptr<SharedHostFile>* out) {
-  size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  if (bytes > SIZE_MAX - page) {
+namespace {
+
+// A sealed memory file of `bytes` rounded up to `unit`, its pages allocated now, as pinned memory's
+// are: they are this process's before the server ever touches them (it refuses a file with holes).
+std::shared_ptr<SharedHostFile> createFile(size_t bytes, size_t unit) {
+  if (bytes > SIZE_MAX - unit) {
     errno = ENOMEM;
     return nullptr;
   }
-  size_t rounded = (bytes + page - 1) / page * page;
+  size_t rounded = (bytes + unit - 1) / unit * unit;
   transport::FileDescriptor file(::memfd_create("gpupool-pinned", MFD_CLOEXEC | MFD_ALLOW_SEALING));
-  // Allocated now, as pinned memory is: its pages are this process's before the server ever
-  // touches them (it refuses a file with holes).
   if (file.get() < 0 || ::ftruncate(file.get(), static_cast<off_t>(rounded)) != 0 ||
       ::fallocate(file.get(), 0, 0, static_cast<off_t>(rounded)) != 0 ||
       ::fcntl(file.get(), F_ADD_SEALS, kSeals) != 0)
     return nullptr;
-  void* p =
-      ::mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, file.get(), 0);
-  if (p == MAP_FAILED) return nullptr;
   auto shared = std::make_shared<SharedHostFile>();
   shared->file = std::move(file);
   shared->id = nextFileId.fetch_add(1, std::memory_order_relaxed);
   shared->bytes = rounded;
+  return shared;
+}
+
+}  // namespace
+
+void* allocateSharedHostMemory(size_t bytes, std::shared_ptr<SharedHostFile>* out) {
+  auto shared = createFile(bytes, static_cast<size_t>(::sysconf(_SC_PAGESIZE)));
+  if (!shared) return nullptr;
+  void* p = ::mmap(nullptr, shared->bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
+                   shared->file.get(), 0);
+  if (p == MAP_FAILED) return nullptr;
   *out = std::move(shared);
   return p;
+}
+
+void* allocateMappedHostMemory(RemoteSession& session, uint64_t remoteContext, size_t bytes,
+                               std::shared_ptr<SharedHostFile>* out, CUresult* error) {
+  auto shared = createFile(bytes, static_cast<size_t>(::sysconf(_SC_PAGESIZE)));
+  if (!shared) {
+    *error = CUDA_ERROR_OUT_OF_MEMORY;
+    return nullptr;
+  }
+  if (!shareHostFileWith(session, *shared)) {
+    *error = CUDA_ERROR_OUT_OF_MEMORY;
+    return nullptr;
+  }
+  uint64_t address = 0;
+  *error = session.mapHostFile(shared->id, remoteContext, &address);
+  if (*error != CUDA_SUCCESS) {
+    releaseSharedHostMemory(*shared);
+    return nullptr;
+  }
+  auto [windowBase, windowSize] = session.addressWindow();
+  if (address < windowBase || address - windowBase > windowSize ||
+      shared->bytes > windowSize - (address - windowBase)) {
+    releaseSharedHostMemory(*shared);
+    *error = refuseCall(CUDA_ERROR_UNKNOWN,
+                        "cuMemHostAlloc(CU_MEMHOSTALLOC_DEVICEMAP): the server mapped it outside "
+                        "its device address window");
+    return nullptr;
+  }
+  // Over this process's own PROT_NONE reservation of the window: nothing else lives there.
+  void* p = ::mmap(reinterpret_cast<void*>(address), shared->bytes, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_FIXED | MAP_POPULATE, shared->file.get(), 0);
+  if (p == MAP_FAILED) {
+    releaseSharedHostMemory(*shared);
+    *error = CUDA_ERROR_OUT_OF_MEMORY;
+    return nullptr;
+  }
+  shared->deviceAddress = address;
+  *out = std::move(shared);
+  return p;
+}
+
+void unmapSharedHostMemory(void* p, const SharedHostFile& file) {
+  if (!file.deviceAddress) {
+    ::munmap(p, file.bytes);
+    return;
+  }
+  // Back to the window's reservation, so no host mapping can land on device addresses.
+  (void)::mmap(p, file.bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
+               -1, 0);
 }
 
 bool shareHostFileWith(RemoteSession& session, SharedHostFile& file) {

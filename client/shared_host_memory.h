@@ -9,6 +9,8 @@
 // there when the memory is freed.
 #pragma once
 
+#include <cuda.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -28,8 +30,11 @@ constexpr size_t kSharedHostCopyMinBytes = 64 * 1024;
 
 struct SharedHostFile {
   transport::FileDescriptor file;
-  uint64_t id = 0;                         // unique in this process, never reused
-  size_t bytes = 0;                        // the file's (and mapping's) size: whole pages
+  uint64_t id = 0;   // unique in this process, never reused
+  size_t bytes = 0;  // the file's (and mapping's) size: whole pages
+  // Mapped pinned memory: where the file lies here and in its server's device addresses (the
+  // same address); 0 for other pinned memory.
+  uint64_t deviceAddress = 0;
   std::mutex mutex;                        // guards the two lists
   std::vector<RemoteSession*> sharedWith;  // sessions that mapped it (they live until exit)
   std::vector<RemoteSession*> refusedBy;   // sessions that would not: copies there use the ring
@@ -38,6 +43,19 @@ struct SharedHostFile {
 // Maps `bytes` of zeroed, populated memory from a new sealed memory file; null (errno set) when
 // the file cannot be made, so the caller can fall back to ordinary memory.
 void* allocateSharedHostMemory(size_t bytes, std::shared_ptr<SharedHostFile>* file);
+
+// Mapped pinned memory where `session` can serve it (RemoteSession::mapsHostMemory: then every
+// cuMemHostAlloc is, with or without CU_MEMHOSTALLOC_DEVICEMAP): a file of whole pages, shared
+// with `session`, mapped into
+// the device addresses of its context `remoteContext` there, and mapped here at that same address
+// (inside the device window this process keeps reserved), so one pointer is the host's and the
+// device's, as under unified addressing. Null with *error set when it cannot be made.
+void* allocateMappedHostMemory(RemoteSession& session, uint64_t remoteContext, size_t bytes,
+                               std::shared_ptr<SharedHostFile>* file, CUresult* error);
+
+// Takes `file`'s memory out of this process (after releaseSharedHostMemory): unmapped, or for
+// mapped pinned memory given back to the device window's reservation.
+void unmapSharedHostMemory(void* p, const SharedHostFile& file);
 
 // Whether copies to and from `file` in `session` may name it: shares it there first when it has
 // not been (once; a refusal is remembered and logged).

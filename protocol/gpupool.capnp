@@ -65,6 +65,9 @@ struct Welcome {
   # On an shm session: the client may pass pinned host memory as memory files (HostFileOp), and
   # copies may name them (hostFile in MemcpyHtoD/MemcpyDtoH) instead of carrying their bytes.
   sharesHostFiles @12 :Bool;
+  # And its backend maps such files into device addresses (HostFileOp mapDevice), so a client on an
+  # shm session can serve CU_MEMHOSTALLOC_DEVICEMAP.
+  mapsHostFiles @13 :Bool;
 }
 
 struct Dim3 {
@@ -384,12 +387,14 @@ struct Request {
   }
   enum HostFileOpKind {
     share @0;
-    release @1;
+    release @1;                   # also unmaps it from device addresses
+    mapDevice @2;                 # into context's device addresses; answered with handle = address
   }
   struct HostFileOp {
     op @0 :HostFileOpKind;
     id @1 :UInt64;                # the client's name for the file, unique in its session
     bytes @2 :UInt64;             # share: the file's size (page-granular, fully allocated)
+    context @3 :UInt64;           # mapDevice
   }
   struct MemcpyDtoD {
     context @0 :UInt64;

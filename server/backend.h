@@ -308,6 +308,22 @@ class BackendContext {
     return noIpcEvents();
   }
 
+  // Pinned host memory that a client on this host shares as a memory file
+  // (server/shared_host_files.h), mapped into this context's device addresses so its kernels reach
+  // it (CU_MEMHOSTALLOC_DEVICEMAP): `bytes` a multiple of kHostFileMapGranularity; *address where.
+  // Unmapped by hostFileUnmap, or with the context. CUDA_ERROR_NOT_SUPPORTED where the backend
+  // cannot (Backend::mapsHostFiles() says so in advance).
+  static constexpr uint64_t kHostFileMapGranularity = 4096;
+  virtual Status hostFileMap(const std::shared_ptr<int>& /*memfd*/, uint64_t /*bytes*/,
+                             uint64_t* /*address*/) {
+    return Status::error(CUDA_ERROR_NOT_SUPPORTED,
+                         "this backend cannot map client host memory into device addresses");
+  }
+  virtual Status hostFileUnmap(uint64_t /*address*/, uint64_t /*bytes*/) {
+    return Status::error(CUDA_ERROR_NOT_SUPPORTED,
+                         "this backend cannot map client host memory into device addresses");
+  }
+
   // Copies. Synchronous ones (async=false, and every device→host copy) are complete, in stream
   // order, when they return. An async host→device copy has consumed `src` when it returns.
   virtual Status copyHostToDevice(uint64_t dst, const void* src, uint64_t bytes, uint64_t stream,
@@ -562,6 +578,9 @@ class Backend {
   virtual std::pair<uint64_t, uint64_t> deviceAddressWindow() const = 0;
   // Whether a context's event can be opened by another session's context (CUDA IPC events).
   virtual bool sharesEventsBetweenSessions() const { return false; }
+  // Whether BackendContext::hostFileMap works here (clients on shm sessions then report
+  // CAN_MAP_HOST_MEMORY).
+  virtual bool mapsHostFiles() const { return false; }
   // What happens after a fatal device fault (backends that can have one): every later call on the
   // backend is refused with the fault's code and a message ending in `consequence` ("gpupoold is
   // restarting"), and `handler` runs once, on the thread whose call hit the fault (it must not

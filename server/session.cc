@@ -269,6 +269,7 @@ bool Session::handshake() {
   w.setShmEndpoint(state_.server.shmEndpoint());
   w.setServerInstance(state_.server.instance());
   w.setSharesHostFiles(true);  // host_file_handlers.cc, where the transport passes files (shm)
+  w.setMapsHostFiles(state_.backend.mapsHostFiles());
   auto [base, size] = state_.backend.deviceAddressWindow();
   w.setDeviceAddressBase(base);
   w.setDeviceAddressSize(size);

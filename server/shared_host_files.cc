@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -47,26 +48,57 @@ Status SharedHostFiles::share(uint64_t id, uint64_t bytes, transport::FileDescri
   }
   void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, file.get(), 0);
   if (base == MAP_FAILED) return refused(std::string("cannot map it: ") + std::strerror(errno));
-  auto mapping = std::make_shared<const Mapping>(static_cast<std::byte*>(base), bytes);
+  Entry entry;
+  entry.mapping = std::make_shared<const Mapping>(static_cast<std::byte*>(base), bytes);
+  entry.memfd = std::shared_ptr<int>(new int(file.release()), [](int* fd) {
+    ::close(*fd);
+    delete fd;
+  });
   std::lock_guard lock(mutex_);
   // Checked again: another thread of this session cannot share meanwhile (one request at a time),
   // but the map is the authority.
-  if (!files_.emplace(id, std::move(mapping)).second)
+  if (!files_.emplace(id, std::move(entry)).second)
     return refused("file id " + std::to_string(id) + " is in use");
   totalBytes_ += bytes;
   return Status::success();
 }
 
-Status SharedHostFiles::release(uint64_t id) {
-  std::shared_ptr<const Mapping> gone;  // unmapped outside the lock
+Status SharedHostFiles::descriptor(uint64_t id, std::shared_ptr<int>* memfd,
+                                   uint64_t* bytes) const {
+  std::lock_guard lock(mutex_);
+  auto it = files_.find(id);
+  if (it == files_.end())
+    return Status::error(CUDA_ERROR_INVALID_VALUE,
+                         "no shared host file " + std::to_string(id) + " in this session");
+  *memfd = it->second.memfd;
+  *bytes = it->second.mapping->bytes();
+  return Status::success();
+}
+
+Status SharedHostFiles::noteDeviceMapping(uint64_t id, const DeviceMapping& mapping) {
+  std::lock_guard lock(mutex_);
+  auto it = files_.find(id);
+  if (it == files_.end())
+    return Status::error(CUDA_ERROR_INVALID_VALUE,
+                         "no shared host file " + std::to_string(id) + " in this session");
+  if (it->second.device.context)
+    return Status::error(CUDA_ERROR_INVALID_VALUE, "shared host file " + std::to_string(id) +
+                                                       " is mapped into device addresses already");
+  it->second.device = mapping;
+  return Status::success();
+}
+
+Status SharedHostFiles::release(uint64_t id, DeviceMapping* unmap) {
+  Entry gone;  // unmapped outside the lock
   std::lock_guard lock(mutex_);
   auto it = files_.find(id);
   if (it == files_.end())
     return Status::error(CUDA_ERROR_INVALID_VALUE,
                          "no shared host file " + std::to_string(id) + " in this session");
   gone = std::move(it->second);
-  totalBytes_ -= gone->bytes();
+  totalBytes_ -= gone.mapping->bytes();
   files_.erase(it);
+  if (unmap) *unmap = gone.device;
   return Status::success();
 }
 
@@ -77,7 +109,7 @@ Status SharedHostFiles::find(uint64_t id, uint64_t offset, uint64_t bytes, const
   if (it == files_.end())
     return Status::error(CUDA_ERROR_INVALID_VALUE, std::string(what) + ": no shared host file " +
                                                        std::to_string(id) + " in this session");
-  const auto& mapping = it->second;
+  const auto& mapping = it->second.mapping;
   if (offset > mapping->bytes() || bytes > mapping->bytes() - offset)
     return Status::error(CUDA_ERROR_INVALID_VALUE,
                          std::string(what) + ": bytes " + std::to_string(offset) + "+" +

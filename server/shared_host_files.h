@@ -49,8 +49,20 @@ class SharedHostFiles {
   // allocated already (the client's, so this server is never made to allocate them), and `id` not
   // in use. CUDA_ERROR_INVALID_VALUE with the reason otherwise; `file` is closed either way.
   Status share(uint64_t id, uint64_t bytes, transport::FileDescriptor file);
-  // Forgets file `id` (copies holding a Range of it finish first).
-  Status release(uint64_t id);
+  // Where a file is mapped into device addresses too (BackendContext::hostFileMap).
+  struct DeviceMapping {
+    uint64_t context = 0;  // 0: nowhere
+    uint64_t address = 0;
+    uint64_t bytes = 0;
+  };
+  // File `id`'s descriptor and size, for mapping it into device addresses.
+  Status descriptor(uint64_t id, std::shared_ptr<int>* memfd, uint64_t* bytes) const;
+  // Notes where file `id` is mapped into device addresses (one place per file);
+  // CUDA_ERROR_INVALID_VALUE when it is already mapped or unknown.
+  Status noteDeviceMapping(uint64_t id, const DeviceMapping& mapping);
+  // Forgets file `id` (copies holding a Range of it finish first); *unmap says where it is still
+  // mapped into device addresses, for the caller to undo.
+  Status release(uint64_t id, DeviceMapping* unmap = nullptr);
   // [offset, offset + bytes) of file `id`; CUDA_ERROR_INVALID_VALUE naming `what` when the file is
   // unknown or the range does not lie inside it.
   Status find(uint64_t id, uint64_t offset, uint64_t bytes, const char* what, Range* range) const;
@@ -59,8 +71,13 @@ class SharedHostFiles {
   uint64_t totalBytes() const;
 
  private:
+  struct Entry {
+    std::shared_ptr<const Mapping> mapping;
+    std::shared_ptr<int> memfd;  // closed when the last holder lets go
+    DeviceMapping device;
+  };
   mutable std::mutex mutex_;
-  std::map<uint64_t, std::shared_ptr<const Mapping>> files_;
+  std::map<uint64_t, Entry> files_;
   uint64_t totalBytes_ = 0;
 };
 

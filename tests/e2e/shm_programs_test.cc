@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -29,6 +30,20 @@ using std::chrono::steady_clock;
 
 constexpr auto kProgramTimeout = seconds(400);
 
+// How many distinct memory files named `name` process `pid` maps (by inode).
+int distinctMappedFiles(pid_t pid, const std::string& name) {
+  std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+  std::set<std::string> inodes;
+  for (std::string line; std::getline(maps, line);) {
+    if (line.find("memfd:" + name + " ") == std::string::npos) continue;
+    std::istringstream fields(line);
+    std::string range, permissions, offset, device, inode;
+    fields >> range >> permissions >> offset >> device >> inode;
+    inodes.insert(inode);
+  }
+  return static_cast<int>(inodes.size());
+}
+
 // A gpupoold on tcp://127.0.0.1 that also listens on shm://<scratch>/gpupool.sock.
 struct ShmServer {
   ScratchDirectory scratch;
@@ -43,14 +58,11 @@ struct ShmServer {
   }
   // Sessions that came in over shm: their peer is named by the client's user and pid.
   bool sawShmSession() const { return server->log().find("from local-uid-") != std::string::npos; }
-  // gpupoold's mappings of client memory files: rings (gpupool-shm) or pinned memory
-  // (gpupool-pinned).
+  // The client memory files gpupoold maps, each counted once however often it is mapped (the emu
+  // maps pinned memory twice: for copies, and into device addresses): rings (gpupool-shm) or
+  // pinned memory (gpupool-pinned).
   int mappedClientFiles(const std::string& name = "gpupool-shm") const {
-    std::ifstream maps("/proc/" + std::to_string(server->pid()) + "/maps");
-    int n = 0;
-    for (std::string line; std::getline(maps, line);)
-      n += line.find("memfd:" + name + " ") != std::string::npos;
-    return n;
+    return distinctMappedFiles(server->pid(), name);
   }
   // Waits up to 10 s for `n` mappings of pinned memory (a release is posted, so it comes soon
   // after the free, not at once).
@@ -187,14 +199,44 @@ TEST(ShmSessionTest, PinnedMemoryOnTheCudaBackend) {
   ChildProcess program({e2eProgramPath("pinned_files"), {}, clientEnvironment(url), {}});
   ASSERT_TRUE(program.waitForStdout("READY", seconds(240)))
       << program.finish(seconds(1)).describe() << servers.cuda->log();
-  std::ifstream maps("/proc/" + std::to_string(servers.cuda->pid()) + "/maps");
-  int pinned = 0;
-  for (std::string line; std::getline(maps, line);)
-    pinned += line.find("memfd:gpupool-pinned ") != std::string::npos;
-  EXPECT_EQ(pinned, 2);
+  EXPECT_EQ(distinctMappedFiles(servers.cuda->pid(), "gpupool-pinned"), 2);
   program.writeStdin("\n\n");
   ProgramResult result = program.finish(seconds(120));
   EXPECT_TRUE(result.passed()) << result.describe() << servers.cuda->log();
+}
+
+// Mapped pinned memory (cudaHostAllocMapped) is served over shm by a backend that maps the files
+// into device addresses (the emu): zero-copy both ways, one pointer for host and device. Where it
+// is not served (over TCP, with GPU_POOL_SHM_HOST_FILES=0, on the cuda backend) the device says
+// it cannot map host memory and the allocation fails.
+TEST(ShmSessionTest, MappedPinnedMemoryIsServedOnlyWhereTheServerMapsIt) {
+  ShmServer shm;
+  ProgramResult served =
+      runProgram(e2eProgramPath("mapped_pinned"), {}, clientEnvironment(shm.url), kProgramTimeout);
+  ASSERT_TRUE(served.passed()) << served.describe() << shm.server->log();
+  EXPECT_NE(served.out.find("PASS"), std::string::npos) << served.describe();
+  EXPECT_TRUE(shm.awaitPinnedFiles(0)) << shm.mappedClientFiles("gpupool-pinned");
+
+  EnvironmentChanges overTcp = clientEnvironment(shm.server->endpoint());
+  overTcp["GPU_POOL_TRANSPORT"] = "tcp";
+  EnvironmentChanges unshared = clientEnvironment(shm.url);
+  unshared["GPU_POOL_SHM_HOST_FILES"] = "0";
+  for (const auto& environment : {overTcp, unshared}) {
+    ProgramResult refused =
+        runProgram(e2eProgramPath("mapped_pinned"), {}, environment, kProgramTimeout);
+    ASSERT_TRUE(refused.passed()) << refused.describe();
+    EXPECT_NE(refused.out.find("REFUSED"), std::string::npos) << refused.describe();
+  }
+
+  ScratchDirectory scratch;
+  std::string url = "shm://" + scratch.file("gpupool.sock");
+  ServerOptions cudaOptions;
+  cudaOptions.extraArgs = {"--shm-listen", url};
+  ChainedServers servers = startChainedServers(cudaOptions);
+  ProgramResult onCuda =
+      runProgram(e2eProgramPath("mapped_pinned"), {}, clientEnvironment(url), kProgramTimeout);
+  ASSERT_TRUE(onCuda.passed()) << onCuda.describe();
+  EXPECT_NE(onCuda.out.find("REFUSED"), std::string::npos) << onCuda.describe();
 }
 
 // A client killed while the server maps its pinned memory leaves none of it mapped.

@@ -1,12 +1,14 @@
 // The server's store of client pinned memory shared as memory files (server/shared_host_files.h):
 // only a sealed, fully allocated memory file of the announced size is mapped; ranges outside a
 // file, unknown files and reused ids are refused with a reason; a range still held keeps its
-// mapping after the file is released.
+// mapping after the file is released; where a file is mapped into device addresses is kept for
+// its release.
 #include "server/shared_host_files.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -116,6 +118,40 @@ TEST(SharedHostFilesTest, AReleasedFileStaysMappedForARangeStillHeld) {
   EXPECT_EQ(std::string(back, 10), "still here");
   // Released, the id may name a new file.
   EXPECT_TRUE(files.share(9, kBytes, clientFile()).ok());
+}
+
+// Where a file is also mapped into device addresses is kept with it, once, and handed back at
+// release for the caller to undo; its descriptor stays usable for mapping while it is shared.
+TEST(SharedHostFilesTest, KeepsWhereAFileIsMappedIntoDeviceAddresses) {
+  SharedHostFiles files;
+  ASSERT_TRUE(files.share(5, kBytes, clientFile()).ok());
+  std::shared_ptr<int> memfd;
+  uint64_t bytes = 0;
+  ASSERT_TRUE(files.descriptor(5, &memfd, &bytes).ok());
+  EXPECT_EQ(bytes, kBytes);
+  ASSERT_TRUE(memfd);
+  struct stat st {};
+  ASSERT_EQ(::fstat(*memfd, &st), 0);
+  EXPECT_EQ(static_cast<uint64_t>(st.st_size), kBytes);
+  expectRefused(files.descriptor(6, &memfd, &bytes), "no shared host file 6");
+
+  ASSERT_TRUE(files.noteDeviceMapping(5, {3, 0x7000000000, kBytes}).ok());
+  expectRefused(files.noteDeviceMapping(5, {3, 0x7000100000, kBytes}), "already");
+  expectRefused(files.noteDeviceMapping(6, {3, 0x7000100000, kBytes}), "no shared host file 6");
+
+  SharedHostFiles::DeviceMapping unmap;
+  ASSERT_TRUE(files.release(5, &unmap).ok());
+  EXPECT_EQ(unmap.context, 3u);
+  EXPECT_EQ(unmap.address, 0x7000000000u);
+  EXPECT_EQ(unmap.bytes, kBytes);
+  // The descriptor handed out before stays open for its holder.
+  EXPECT_EQ(::fstat(*memfd, &st), 0);
+
+  // A file never mapped into device addresses hands back nothing to undo.
+  ASSERT_TRUE(files.share(8, kBytes, clientFile()).ok());
+  SharedHostFiles::DeviceMapping none{1, 2, 3};
+  ASSERT_TRUE(files.release(8, &none).ok());
+  EXPECT_EQ(none.context, 0u);
 }
 
 }  // namespace

@@ -58,6 +58,7 @@ class EmuBackend final : public Backend {
 
   // Events are shared state any context may hold (EmuContext::ipcOpenEvent).
   bool sharesEventsBetweenSessions() const override { return true; }
+  bool mapsHostFiles() const override { return true; }
   std::pair<uint64_t, uint64_t> deviceAddressWindow() const override {
     return {EmuMemory::windowOf(options_.addressSlot, 0),
             EmuMemory::kWindowStride * std::max(1u, options_.devices)};

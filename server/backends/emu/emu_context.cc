@@ -353,6 +353,39 @@ Status EmuContext::vmmExport(uint64_t handle, VmmExportedAllocation* exported) {
   return Status::success();
 }
 
+// A client's shared pinned memory as a VMM mapping of its file: reserved, mapped, made
+// accessible, its handle let go (the mapping holds the memory). Not counted as device memory.
+Status EmuContext::hostFileMap(const std::shared_ptr<int>& memfd, uint64_t bytes,
+                               uint64_t* address) {
+  uint64_t handle = 0, reserved = 0;
+  if (CUresult r = memory_.vmmImport(memfd, bytes, owner_, &handle, kHostFileMapGranularity);
+      r != CUDA_SUCCESS)
+    return Status::error(r, "cannot take the host memory file");
+  CUresult r = memory_.vmmReserve(bytes, 0, 0, owner_, &reserved, kHostFileMapGranularity);
+  if (r == CUDA_SUCCESS)
+    r = memory_.vmmMap(reserved, bytes, handle, 0, owner_, kHostFileMapGranularity);
+  if (r == CUDA_SUCCESS) r = memory_.vmmSetAccess(reserved, bytes, true, owner_);
+  uint64_t freed = 0;
+  (void)memory_.vmmRelease(handle, owner_, &freed);
+  if (r != CUDA_SUCCESS) {
+    if (reserved) {
+      (void)memory_.vmmUnmap(reserved, bytes, owner_, &freed);
+      (void)memory_.vmmFree(reserved, bytes, owner_);
+    }
+    return Status::error(
+        r, "no device address range of " + std::to_string(bytes) + " bytes for mapped host memory");
+  }
+  *address = reserved;
+  return Status::success();
+}
+
+Status EmuContext::hostFileUnmap(uint64_t address, uint64_t bytes) {
+  uint64_t freed = 0;
+  CUresult r = memory_.vmmUnmap(address, bytes, owner_, &freed);
+  if (r == CUDA_SUCCESS) r = memory_.vmmFree(address, bytes, owner_);
+  return vmmStatus(r, "no mapped host memory of this context at " + hex(address));
+}
+
 Status EmuContext::vmmImport(const VmmExportedAllocation& exported, uint64_t* handle) {
   if (exported.memorySpace != &memory_) {
     return Status::error(CUDA_ERROR_INVALID_DEVICE,

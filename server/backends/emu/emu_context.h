@@ -55,6 +55,8 @@ class EmuContext final : public BackendContext {
   Status memPoolSetAttribute(uint64_t pool, int attribute, uint64_t value) override;
   uint64_t memPoolIdleBytes() override;
 
+  Status hostFileMap(const std::shared_ptr<int>& memfd, uint64_t bytes, uint64_t* address) override;
+  Status hostFileUnmap(uint64_t address, uint64_t bytes) override;
   Status vmmCreate(uint64_t bytes, bool shareable, uint64_t* handle) override;
   Status vmmExport(uint64_t handle, VmmExportedAllocation* exported) override;
   Status vmmImport(const VmmExportedAllocation& exported, uint64_t* handle) override;

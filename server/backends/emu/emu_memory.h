@@ -101,8 +101,9 @@ class EmuMemory {
   bool findAllocation(uint64_t address, uint64_t owner, uint64_t* base, uint64_t* size) const;
 
   // Virtual memory management. Sizes, offsets and addresses are multiples of kVmmGranularity
-  // (the callers check; these check again). Results are CUresults; `freed` gets the bytes of
-  // physical memory given back (an allocation is freed once released and unmapped everywhere).
+  // (the callers check; these check again), or of `granule` where given: a client's mapped pinned
+  // memory (EmuContext::hostFileMap) comes in pages. Results are CUresults; `freed` gets the bytes
+  // of physical memory given back (an allocation is freed once released and unmapped everywhere).
   static constexpr uint64_t kVmmGranularity = 2ull << 20;
   CUresult vmmCreate(uint64_t bytes, bool shareable, uint64_t owner, uint64_t* handle);
   CUresult vmmRetain(uint64_t address, uint64_t owner, uint64_t* handle);
@@ -110,10 +111,10 @@ class EmuMemory {
   // Address space only: `hint` is taken when that range is free, else any range aligned to
   // `alignment` (a power of two, or 0 for the granularity).
   CUresult vmmReserve(uint64_t bytes, uint64_t alignment, uint64_t hint, uint64_t owner,
-                      uint64_t* address);
+                      uint64_t* address, uint64_t granule = kVmmGranularity);
   CUresult vmmFree(uint64_t address, uint64_t bytes, uint64_t owner);
   CUresult vmmMap(uint64_t address, uint64_t bytes, uint64_t handle, uint64_t offset,
-                  uint64_t owner);
+                  uint64_t owner, uint64_t granule = kVmmGranularity);
   CUresult vmmUnmap(uint64_t address, uint64_t bytes, uint64_t owner, uint64_t* freed);
   // `readWrite` false: no access (the mapping stays, unreachable).
   CUresult vmmSetAccess(uint64_t address, uint64_t bytes, bool readWrite, uint64_t owner);
@@ -123,7 +124,7 @@ class EmuMemory {
   // gives `owner` a new handle to that memory, not counted in used() again (its creator's is).
   CUresult vmmExport(uint64_t handle, uint64_t owner, std::shared_ptr<int>* memfd, uint64_t* bytes);
   CUresult vmmImport(const std::shared_ptr<int>& memfd, uint64_t bytes, uint64_t owner,
-                     uint64_t* handle);
+                     uint64_t* handle, uint64_t granule = kVmmGranularity);
 
   uint64_t capacity() const { return capacity_; }
   uint64_t used() const;

@@ -14,7 +14,7 @@
 namespace gpupool::server::emu {
 namespace {
 constexpr uint64_t kVmmGranule = EmuMemory::kVmmGranularity;
-bool vmmAligned(uint64_t v) { return v % kVmmGranule == 0; }
+bool vmmAligned(uint64_t v, uint64_t granule = kVmmGranule) { return v % granule == 0; }
 }  // namespace
 
 CUresult EmuMemory::vmmCreate(uint64_t bytes, bool shareable, uint64_t owner, uint64_t* handle) {
@@ -52,8 +52,8 @@ CUresult EmuMemory::vmmExport(uint64_t handle, uint64_t owner, std::shared_ptr<i
 }
 
 CUresult EmuMemory::vmmImport(const std::shared_ptr<int>& memfd, uint64_t bytes, uint64_t owner,
-                              uint64_t* handle) {
-  if (!memfd || bytes == 0 || !vmmAligned(bytes)) return CUDA_ERROR_INVALID_VALUE;
+                              uint64_t* handle, uint64_t granule) {
+  if (!memfd || bytes == 0 || !vmmAligned(bytes, granule)) return CUDA_ERROR_INVALID_VALUE;
   auto lock = lockForChange();
   int fd = fcntl(*memfd, F_DUPFD_CLOEXEC, 0);
   if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -98,10 +98,10 @@ CUresult EmuMemory::vmmRelease(uint64_t handle, uint64_t owner, uint64_t* freed)
 }
 
 CUresult EmuMemory::vmmReserve(uint64_t bytes, uint64_t alignment, uint64_t hint, uint64_t owner,
-                               uint64_t* address) {
-  if (alignment == 0) alignment = kVmmGranule;
-  if (bytes == 0 || !vmmAligned(bytes) || (alignment & (alignment - 1)) != 0 ||
-      !vmmAligned(alignment) || !vmmAligned(hint)) {
+                               uint64_t* address, uint64_t granule) {
+  if (alignment == 0) alignment = granule;
+  if (bytes == 0 || !vmmAligned(bytes, granule) || (alignment & (alignment - 1)) != 0 ||
+      !vmmAligned(alignment, granule) || !vmmAligned(hint, granule)) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   auto lock = lockForChange();
@@ -143,8 +143,9 @@ CUresult EmuMemory::vmmFree(uint64_t address, uint64_t bytes, uint64_t owner) {
 }
 
 CUresult EmuMemory::vmmMap(uint64_t address, uint64_t bytes, uint64_t handle, uint64_t offset,
-                           uint64_t owner) {
-  if (bytes == 0 || !vmmAligned(address) || !vmmAligned(bytes) || !vmmAligned(offset)) {
+                           uint64_t owner, uint64_t granule) {
+  if (bytes == 0 || !vmmAligned(address, granule) || !vmmAligned(bytes, granule) ||
+      !vmmAligned(offset, granule)) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   auto lock = lockForChange();
