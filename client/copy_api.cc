@@ -72,37 +72,30 @@ CUresult copyHostToDevice(const char* what, CUdeviceptr dst, const void* src, si
   // The bytes are taken now, so a host function still to run before this copy must have run; and
   // a synchronous copy would stop the server's thread at its gate.
   HostFunctionFence::await(HostFunctionFence::Work::kCall);
-  if (auto shared = sharedHostRange(*ctx->server, src, bytes)) {
-    // The server reads them where they lie (its mapping of this pinned memory): nothing travels.
-    // Synchronous, it must have read them before this returns, so the caller may reuse them.
-    auto build = [&](wire::Request::Builder b) {
-      auto m = b.initMemcpyHtoD();
-      m.setContext(ctx->remote);
-      m.setDst(dst);
-      m.setBytes(bytes);
-      m.setStream(s);
-      m.setAsync(async);
+  auto shared = sharedHostRange(*ctx->server, src, bytes);
+  auto build = [&](wire::Request::Builder b) {
+    auto m = b.initMemcpyHtoD();
+    m.setContext(ctx->remote);
+    m.setDst(dst);
+    m.setBytes(bytes);
+    m.setStream(s);
+    m.setAsync(async);
+    if (shared) {
       m.setHostFile(shared->file);
       m.setHostOffset(shared->offset);
-    };
-    if (async) return ctx->server->post(what, build);
-    if (CUresult r = ctx->server->call(what, build); r != CUDA_SUCCESS) return r;
-    return refreshManagedAfterWrite(ctx, dst);
+    }
+  };
+  CUresult posted;
+  if (shared) {
+    // The server reads them where they lie (its mapping of this pinned memory): nothing travels.
+    // Synchronous, it must have read them before this returns, so the caller may reuse them.
+    posted = async ? ctx->server->post(what, build) : ctx->server->call(what, build);
+  } else {
+    // No answer needed: like CUDA from pageable memory, the call is done once the bytes are
+    // handed over; a failure on the server shows at the next synchronizing call.
+    ConstBuffer bulk{src, bytes};
+    posted = ctx->server->post(what, build, std::span<const ConstBuffer>(&bulk, 1));
   }
-  ConstBuffer bulk{src, bytes};
-  // No answer needed: like CUDA from pageable memory, the call is done once the bytes are handed
-  // over; a failure on the server shows at the next synchronizing call.
-  CUresult posted = ctx->server->post(
-      what,
-      [&](wire::Request::Builder b) {
-        auto m = b.initMemcpyHtoD();
-        m.setContext(ctx->remote);
-        m.setDst(dst);
-        m.setBytes(bytes);
-        m.setStream(s);
-        m.setAsync(async);
-      },
-      std::span<const ConstBuffer>(&bulk, 1));
   if (posted != CUDA_SUCCESS || async) return posted;
   return refreshManagedAfterWrite(ctx, dst);
 }
@@ -126,18 +119,8 @@ CUresult copyDeviceToHost(const char* what, void* dst, CUdeviceptr src, size_t b
     if (r != CUDA_ERROR_INVALID_VALUE) return r;
     if (CUresult rr = resolveStream(stream, &ctx, &s); rr != CUDA_SUCCESS) return rr;
   }
-  if (auto shared = sharedHostRange(*ctx->server, dst, bytes)) {
-    // The server writes them where they lie (its mapping of this pinned memory).
-    return ctx->server->call(what, [&](wire::Request::Builder b) {
-      auto m = b.initMemcpyDtoH();
-      m.setContext(ctx->remote);
-      m.setSrc(src);
-      m.setBytes(bytes);
-      m.setStream(s);
-      m.setHostFile(shared->file);
-      m.setHostOffset(shared->offset);
-    });
-  }
+  // Pinned memory the server maps is written where it lies, and the reply carries no bytes.
+  auto shared = sharedHostRange(*ctx->server, dst, bytes);
   return ctx->server->call(
       what,
       [&](wire::Request::Builder b) {
@@ -146,13 +129,18 @@ CUresult copyDeviceToHost(const char* what, void* dst, CUdeviceptr src, size_t b
         m.setSrc(src);
         m.setBytes(bytes);
         m.setStream(s);
+        if (shared) {
+          m.setHostFile(shared->file);
+          m.setHostOffset(shared->offset);
+        }
       },
       {},
       [&](wire::Response::Reader, ReplyBulk& bulk) {
         // Straight into the caller's buffer: no intermediate copy.
+        if (shared) return CUDA_SUCCESS;
         return bulk.read(dst, bytes) ? CUDA_SUCCESS : CUDA_ERROR_UNKNOWN;
       },
-      gpupool::transport::MutableBuffer{dst, bytes});
+      shared ? gpupool::transport::MutableBuffer{} : gpupool::transport::MutableBuffer{dst, bytes});
 }
 
 CUresult copyDeviceToDevice(const char* what, CUdeviceptr dst, CUdeviceptr src, size_t bytes,

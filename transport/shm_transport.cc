@@ -17,6 +17,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "transport/file_descriptor.h"
 #include "transport/framed_connection.h"
@@ -58,6 +59,58 @@ std::string peerOf(int socket) {
   socklen_t size = sizeof credentials;
   if (::getsockopt(socket, SOL_SOCKET, SO_PEERCRED, &credentials, &size) != 0) return "local:0";
   return "local-uid-" + std::to_string(credentials.uid) + ":" + std::to_string(credentials.pid);
+}
+
+// Sends one record of `size` bytes carrying descriptor `fd` (SCM_RIGHTS); false (errno set) when
+// it did not go whole.
+bool sendRecordWithFile(int socket, const void* data, size_t size, int fd) {
+  iovec io{const_cast<void*>(data), size};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr message{};
+  message.msg_iov = &io;
+  message.msg_iovlen = 1;
+  message.msg_control = control;
+  message.msg_controllen = sizeof control;
+  cmsghdr* c = CMSG_FIRSTHDR(&message);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+  ssize_t n;
+  do {
+    n = ::sendmsg(socket, &message, MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  return n == static_cast<ssize_t>(size);
+}
+
+// Receives one record into [data, data + size) without waiting, with the descriptors it carried
+// (closed when `files` goes, unless taken from it). Returns what recvmsg did (-1 with errno);
+// *truncated when the record or its descriptors did not fit.
+ssize_t receiveRecord(int socket, void* data, size_t size, std::vector<FileDescriptor>* files,
+                      bool* truncated) {
+  iovec io{data, size};
+  alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))];
+  msghdr message{};
+  message.msg_iov = &io;
+  message.msg_iovlen = 1;
+  message.msg_control = control;
+  message.msg_controllen = sizeof control;
+  ssize_t n;
+  do {
+    n = ::recvmsg(socket, &message, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return n;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&message); c; c = CMSG_NXTHDR(&message, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+      files->emplace_back(fd);
+    }
+  }
+  *truncated = message.msg_flags & (MSG_TRUNC | MSG_CTRUNC);
+  return n;
 }
 
 class Mapping {
@@ -167,23 +220,8 @@ class ShmConnection final : public FramedConnection {
   bool sendFile(int fd) override {
     if (shutdown_) fail(TransportError::Kind::kDisconnected, "send failed: connection shut down");
     char tag = 2;  // any byte: the record is what carries the file
-    iovec io{&tag, 1};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    msghdr message{};
-    message.msg_iov = &io;
-    message.msg_iovlen = 1;
-    message.msg_control = control;
-    message.msg_controllen = sizeof control;
-    cmsghdr* c = CMSG_FIRSTHDR(&message);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
-    ssize_t n;
-    do {
-      n = ::sendmsg(socket_.get(), &message, MSG_NOSIGNAL);
-    } while (n < 0 && errno == EINTR);
-    if (n != 1) fail(TransportError::Kind::kDisconnected, "cannot pass a file: " + errnoText());
+    if (!sendRecordWithFile(socket_.get(), &tag, 1, fd))
+      fail(TransportError::Kind::kDisconnected, "cannot pass a file: " + errnoText());
     return true;
   }
 
@@ -265,37 +303,14 @@ class ShmConnection final : public FramedConnection {
 
   bool takeSetup() {
     ShmSetup setup{};
-    iovec io{&setup, sizeof setup};
-    alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))];
-    msghdr message{};
-    message.msg_iov = &io;
-    message.msg_iovlen = 1;
-    message.msg_control = control;
-    message.msg_controllen = sizeof control;
-    ssize_t n;
-    do {
-      n = ::recvmsg(socket_.get(), &message, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-    } while (n < 0 && errno == EINTR);
+    std::vector<FileDescriptor>
+        files;  // every descriptor that came is closed here but the one kept
+    bool truncated = false;
+    ssize_t n = receiveRecord(socket_.get(), &setup, sizeof setup, &files, &truncated);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return false;
     if (n == 0) fail(TransportError::Kind::kDisconnected, "shm setup: connection closed by peer");
     if (n < 0) fail(TransportError::Kind::kDisconnected, "shm setup: " + errnoText());
-    // Every descriptor that came is closed here, whatever else is wrong with the message.
-    FileDescriptor file;
-    unsigned files = 0;
-    for (cmsghdr* c = CMSG_FIRSTHDR(&message); c; c = CMSG_NXTHDR(&message, c)) {
-      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-      size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      for (size_t i = 0; i < count; ++i) {
-        int fd;
-        std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-        if (files++ == 0) {
-          file.reset(fd);
-        } else {
-          ::close(fd);
-        }
-      }
-    }
-    if (message.msg_flags & (MSG_TRUNC | MSG_CTRUNC) || n != sizeof setup || files != 1)
+    if (truncated || n != sizeof setup || files.size() != 1)
       fail(TransportError::Kind::kMalformed,
            "shm setup refused: expected one setup message with one memory file");
     if (setup.magic != kShmSetupMagic || setup.version != kShmSetupVersion)
@@ -303,7 +318,7 @@ class ShmConnection final : public FramedConnection {
     if (!validRingBytes(setup.ringBytes))
       fail(TransportError::Kind::kMalformed,
            "shm setup refused: ring size " + std::to_string(setup.ringBytes));
-    attach(mapRings(file.get(), setup.ringBytes), setup.ringBytes);
+    attach(mapRings(files[0].get(), setup.ringBytes), setup.ringBytes);
     return true;
   }
 
@@ -312,16 +327,11 @@ class ShmConnection final : public FramedConnection {
   bool drainSocket() {
     for (;;) {
       char scratch[256];
-      iovec io{scratch, sizeof scratch};
-      alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))];
-      msghdr message{};
-      message.msg_iov = &io;
-      message.msg_iovlen = 1;
-      message.msg_control = control;
-      message.msg_controllen = sizeof control;
-      ssize_t n = ::recvmsg(socket_.get(), &message, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+      std::vector<FileDescriptor> files;
+      bool truncated = false;
+      ssize_t n = receiveRecord(socket_.get(), scratch, sizeof scratch, &files, &truncated);
       if (n > 0) {
-        keepFiles(message);
+        if (server_ && !files.empty()) keepFiles(std::move(files));  // a server passes nothing
         continue;
       }
       if (n == 0) return true;
@@ -330,19 +340,13 @@ class ShmConnection final : public FramedConnection {
     }
   }
 
-  void keepFiles(msghdr& message) {
-    for (cmsghdr* c = CMSG_FIRSTHDR(&message); c; c = CMSG_NXTHDR(&message, c)) {
-      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-      size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      for (size_t i = 0; i < count; ++i) {
-        int fd;
-        std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-        FileDescriptor file(fd);
-        if (!server_) continue;  // a server passes nothing: closed
-        std::lock_guard lock(filesMutex_);
+  void keepFiles(std::vector<FileDescriptor> files) {
+    {
+      std::lock_guard lock(filesMutex_);
+      for (FileDescriptor& file : files) {
         if (files_.size() >= kMaxUntakenFiles) {
           tooManyFiles_ = true;
-          continue;
+          break;
         }
         files_.push_back(std::move(file));
       }
@@ -455,20 +459,7 @@ std::unique_ptr<Connection> shmConnect(const Endpoint& endpoint, uint32_t ringBy
   Mapping mapping(base, bytes);
 
   ShmSetup setup{kShmSetupMagic, kShmSetupVersion, ringBytes};
-  iovec io{&setup, sizeof setup};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr message{};
-  message.msg_iov = &io;
-  message.msg_iovlen = 1;
-  message.msg_control = control;
-  message.msg_controllen = sizeof control;
-  cmsghdr* c = CMSG_FIRSTHDR(&message);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  int fd = file.get();
-  std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
-  if (::sendmsg(socket.get(), &message, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof setup))
+  if (!sendRecordWithFile(socket.get(), &setup, sizeof setup, file.get()))
     fail(TransportError::Kind::kUnavailable, "shm: cannot pass the memory file: " + errnoText());
   return std::make_unique<ShmConnection>(socket.release(), false, std::move(mapping), ringBytes);
 }
