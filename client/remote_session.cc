@@ -366,7 +366,7 @@ CUresult RemoteSession::shareHostFile(int fd, uint64_t id, uint64_t bytes) {
 
 CUresult RemoteSession::mapHostFile(uint64_t id, uint64_t remoteContext, uint64_t* address) {
   return call(
-      "cuMemHostAlloc(CU_MEMHOSTALLOC_DEVICEMAP)",
+      "cuMemHostAlloc (mapping pinned memory into device addresses)",
       [&](wire::Request::Builder b) {
         auto m = b.initHostFile();
         m.setOp(wire::Request::HostFileOpKind::MAP_DEVICE);

@@ -25,10 +25,6 @@ bool contains(const std::vector<RemoteSession*>& sessions, const RemoteSession* 
   return std::find(sessions.begin(), sessions.end(), s) != sessions.end();
 }
 
-}  // namespace
-
-namespace {
-
 // A sealed memory file of `bytes` rounded up to `unit`, its pages allocated now, as pinned memory's
 // are: they are this process's before the server ever touches them (it refuses a file with holes).
 std::shared_ptr<SharedHostFile> createFile(size_t bytes, size_t unit) {
@@ -83,8 +79,8 @@ void* allocateMappedHostMemory(RemoteSession& session, uint64_t remoteContext, s
       shared->bytes > windowSize - (address - windowBase)) {
     releaseSharedHostMemory(*shared);
     *error = refuseCall(CUDA_ERROR_UNKNOWN,
-                        "cuMemHostAlloc(CU_MEMHOSTALLOC_DEVICEMAP): the server mapped it outside "
-                        "its device address window");
+                        "cuMemHostAlloc: the server mapped pinned memory outside its device "
+                        "address window");
     return nullptr;
   }
   // Over this process's own PROT_NONE reservation of the window: nothing else lives there.

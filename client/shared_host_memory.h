@@ -46,10 +46,10 @@ void* allocateSharedHostMemory(size_t bytes, std::shared_ptr<SharedHostFile>* fi
 
 // Mapped pinned memory where `session` can serve it (RemoteSession::mapsHostMemory: then every
 // cuMemHostAlloc is, with or without CU_MEMHOSTALLOC_DEVICEMAP): a file of whole pages, shared
-// with `session`, mapped into
-// the device addresses of its context `remoteContext` there, and mapped here at that same address
-// (inside the device window this process keeps reserved), so one pointer is the host's and the
-// device's, as under unified addressing. Null with *error set when it cannot be made.
+// with `session`, mapped into the device addresses of its context `remoteContext` there, and
+// mapped here at that same address (inside the device window this process keeps reserved), so one
+// pointer is the host's and the device's, as under unified addressing. Null with *error set when
+// it cannot be made.
 void* allocateMappedHostMemory(RemoteSession& session, uint64_t remoteContext, size_t bytes,
                                std::shared_ptr<SharedHostFile>* file, CUresult* error);
 

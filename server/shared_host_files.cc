@@ -9,6 +9,8 @@
 #include <cstring>
 #include <string>
 
+#include "server/backend.h"
+
 namespace gpupool::server {
 namespace {
 
@@ -25,7 +27,8 @@ SharedHostFiles::Mapping::~Mapping() { ::munmap(base_, bytes_); }
 Status SharedHostFiles::share(uint64_t id, uint64_t bytes, transport::FileDescriptor file) {
   if (file.get() < 0) return refused("no memory file came with the request");
   if (id == 0) return refused("file id 0");
-  if (bytes == 0 || bytes % 4096)
+  // Whole pages, so any backend can also map it into device addresses (hostFileMap).
+  if (bytes == 0 || bytes % BackendContext::kHostFileMapGranularity)
     return refused("size " + std::to_string(bytes) + " is not whole pages");
   struct stat st {};
   if (::fstat(file.get(), &st) != 0 || !S_ISREG(st.st_mode)) return refused("not a memory file");

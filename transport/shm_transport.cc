@@ -303,8 +303,8 @@ class ShmConnection final : public FramedConnection {
 
   bool takeSetup() {
     ShmSetup setup{};
-    std::vector<FileDescriptor>
-        files;  // every descriptor that came is closed here but the one kept
+    // Every descriptor that came is closed here, whatever else is wrong with the message.
+    std::vector<FileDescriptor> files;
     bool truncated = false;
     ssize_t n = receiveRecord(socket_.get(), &setup, sizeof setup, &files, &truncated);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return false;
@@ -340,18 +340,20 @@ class ShmConnection final : public FramedConnection {
     }
   }
 
+  // Throws once more files wait than kMaxUntakenFiles (those left over close with `files`).
   void keepFiles(std::vector<FileDescriptor> files) {
+    bool full = false;
     {
       std::lock_guard lock(filesMutex_);
       for (FileDescriptor& file : files) {
         if (files_.size() >= kMaxUntakenFiles) {
-          tooManyFiles_ = true;
+          full = true;
           break;
         }
         files_.push_back(std::move(file));
       }
     }
-    if (tooManyFiles_)
+    if (full)
       fail(TransportError::Kind::kMalformed, "the peer passed more than " +
                                                  std::to_string(kMaxUntakenFiles) +
                                                  " files that no request took");
@@ -369,7 +371,6 @@ class ShmConnection final : public FramedConnection {
   std::chrono::nanoseconds pollMax_{0};  // server side: set by the listener
   std::mutex filesMutex_;
   std::deque<FileDescriptor> files_;  // passed by the client, not yet taken, oldest first
-  std::atomic<bool> tooManyFiles_{false};
   Hooks receiveHooks_{*this, true};
   Hooks sendHooks_{*this, false};
 };

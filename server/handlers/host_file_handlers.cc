@@ -27,12 +27,8 @@ Status hostFile(RequestContext& request, Request::Reader r) {
     case wire::Request::HostFileOpKind::MAP_DEVICE: {
       std::shared_ptr<int> memfd;
       uint64_t bytes = 0;
+      // Whole pages (kHostFileMapGranularity), as share() required.
       if (Status st = session.hostFiles.descriptor(m.getId(), &memfd, &bytes); !st.ok()) return st;
-      if (bytes % BackendContext::kHostFileMapGranularity)
-        return Status::error(CUDA_ERROR_INVALID_VALUE,
-                             "mapped host memory comes in multiples of " +
-                                 std::to_string(BackendContext::kHostFileMapGranularity) +
-                                 " bytes");
       BackendContext* context = nullptr;
       if (Status st = request.context(m.getContext(), &context); !st.ok()) return st;
       uint64_t address = 0;
