@@ -276,6 +276,15 @@ GPUPOOL_DRIVER_API CUresult cuMemHostUnregister(void* p) {
   return CUDA_SUCCESS;
 }
 
+// Whether `host` is pinned memory mapped into the current context's device addresses: only the
+// context current at its allocation has it (shared_host_memory.h), so no other context is told
+// of an address its kernels cannot reach.
+namespace {
+bool mappedForCurrentContext(const HostAllocation& host) {
+  return host.file && host.file->deviceAddress && host.context == DriverState::get().current();
+}
+}  // namespace
+
 // Mapped pinned memory has one address on both sides (shared_host_memory.h); other host memory
 // has none on the device.
 GPUPOOL_DRIVER_API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr* pdptr, void* p,
@@ -284,10 +293,11 @@ GPUPOOL_DRIVER_API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr* pdptr, voi
   if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
   uintptr_t base = 0;
   HostAllocation info;
-  if (!DriverState::get().findHost(p, &base, &info) || !info.file || !info.file->deviceAddress) {
+  if (!DriverState::get().findHost(p, &base, &info) || !mappedForCurrentContext(info)) {
     return refuseCall(CUDA_ERROR_INVALID_VALUE,
-                      "cuMemHostGetDevicePointer: not mapped pinned memory (allocate it with "
-                      "CU_MEMHOSTALLOC_DEVICEMAP on a session that serves it: docs/shm.md)");
+                      "cuMemHostGetDevicePointer: not pinned memory mapped for the current "
+                      "context (memory is mapped into the context current when it was allocated, "
+                      "on a session that serves it: docs/shm.md)");
   }
   *pdptr = info.file->deviceAddress + (reinterpret_cast<uintptr_t>(p) - base);
   return CUDA_SUCCESS;
@@ -354,7 +364,7 @@ CUresult pointerAttribute(void* data, int attribute, CUdeviceptr ptr, bool lenie
   bool isDevice = state.findDevice(ptr, 0, &devBase, &dev);
   bool isHost = !isDevice && state.findHost(reinterpret_cast<void*>(ptr), &hostBase, &host);
   if (!isDevice && !isHost && !lenient) return CUDA_ERROR_INVALID_VALUE;
-  bool mappedHost = isHost && host.file && host.file->deviceAddress;
+  bool mappedHost = isHost && mappedForCurrentContext(host);
   auto writeUnsigned = [data](unsigned v) { *static_cast<unsigned*>(data) = v; };
   switch (attribute) {
     case CU_POINTER_ATTRIBUTE_CONTEXT:
