@@ -1,8 +1,9 @@
 // The CUDA graph API: building graphs node by node, reading them back, cloning, instantiating and
 // launching. Graphs are built on the client (graph_model.h); an executable graph lives on the
 // server and each launch is one posted message (one per run between host nodes, which run on the
-// client). Memory alloc and free nodes are in graph_memory_api.cc; node kinds not served (external
-// semaphores, conditional) return CUDA_ERROR_NOT_SUPPORTED.
+// client). Memory alloc and free nodes are in graph_memory_api.cc; external semaphore nodes return
+// CUDA_ERROR_NOT_SUPPORTED. Conditional nodes carry their bodies to the server, which decides
+// between them as the graph runs (server/handlers/graph_handlers.cc).
 #include <algorithm>
 #include <cstdio>
 #include <set>
@@ -287,6 +288,8 @@ const char* typeName(CUgraphNodeType t) {
       return "MEM_FREE";
     case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
       return "BATCH_MEM_OP";
+    case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+      return "CONDITIONAL";
     default:
       return "EMPTY";
   }
@@ -307,6 +310,11 @@ void dotGraph(FILE* f, const GraphObject& g, const std::string& prefix) {
       std::snprintf(inner, sizeof inner, "%p/", static_cast<void*>(n.get()));
       dotGraph(f, *n->child, prefix + inner);
     }
+    for (size_t b = 0; b < n->bodies.size(); ++b) {
+      char inner[80];
+      std::snprintf(inner, sizeof inner, "%p/body%zu/", static_cast<void*>(n.get()), b);
+      dotGraph(f, *n->bodies[b], prefix + inner);
+    }
   }
 }
 
@@ -325,6 +333,10 @@ GPUPOOL_DRIVER_API CUresult cuGraphDestroy(CUgraph h) {
   if (lock.init() != CUDA_SUCCESS) return lock.init();
   GraphObject* graph = asGraph(h);
   if (!graph) return CUDA_ERROR_INVALID_VALUE;
+  if (graph->owner) {
+    return graphRefusal(CUDA_ERROR_INVALID_VALUE, "cuGraphDestroy",
+                        "the graph belongs to a child graph or conditional node, and goes with it");
+  }
   destroyGraph(graph);
   return CUDA_SUCCESS;
 }
@@ -687,8 +699,60 @@ GPUPOOL_DRIVER_API CUresult cuGraphAddNode_v2(CUgraphNode* out, CUgraph h, const
     if (p->type == CU_GRAPH_NODE_TYPE_MEM_FREE) {
       return setFreeNode(n, asGraph(h), p->free.dptr, "cuGraphAddNode");
     }
+    if (p->type == CU_GRAPH_NODE_TYPE_CONDITIONAL) {
+      if (p->reserved0[0] || p->reserved0[1] || p->reserved0[2] || p->reserved2) {
+        return CUDA_ERROR_INVALID_VALUE;
+      }
+      return setConditionalNode(n, asGraph(h), p->conditional, "cuGraphAddNode");
+    }
     return nodeFromParams(n, *p, "cuGraphAddNode");
   });
+}
+
+// ---- Conditional handles ----
+
+GPUPOOL_DRIVER_API CUresult cuGraphConditionalHandleCreate(CUgraphConditionalHandle* out, CUgraph h,
+                                                           CUcontext ctxHandle,
+                                                           unsigned int defaultLaunchValue,
+                                                           unsigned int flags) {
+  constexpr const char* kCall = "cuGraphConditionalHandleCreate";
+  if (!out || (flags & ~unsigned{CU_GRAPH_COND_ASSIGN_DEFAULT})) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  ContextObject* ctx = nullptr;
+  if (ctxHandle) {
+    ctx = asContext(ctxHandle);
+    if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
+    if (CUresult r = DriverState::get().ensureRemote(ctx); r != CUDA_SUCCESS) return r;
+  } else if (CUresult r = currentRemoteContext(&ctx); r != CUDA_SUCCESS) {
+    return r;
+  }
+  {
+    std::lock_guard lock(graphMutex());
+    if (!asGraph(h)) return CUDA_ERROR_INVALID_VALUE;
+  }
+  // The handle is the server's: kernels hand it to cudaGraphSetConditional, which the server's
+  // device (or driver) resolves. The call holds the session's lock, so not the graph lock.
+  uint64_t handle = 0;
+  CUresult r = ctx->server->call(
+      kCall,
+      [&](wire::Request::Builder b) {
+        auto c = b.initGraphConditionalHandle();
+        c.setContext(ctx->remote);
+        c.setDefaultValue(defaultLaunchValue);
+        c.setAssignDefault((flags & CU_GRAPH_COND_ASSIGN_DEFAULT) != 0);
+      },
+      {},
+      [&](wire::Response::Reader reply, ReplyBulk&) {
+        handle = reply.getHandle();
+        return CUDA_SUCCESS;
+      });
+  if (r != CUDA_SUCCESS) return r;
+  std::lock_guard lock(graphMutex());
+  GraphObject* graph = asGraph(h);
+  if (!graph) return CUDA_ERROR_INVALID_VALUE;  // destroyed meanwhile
+  graph->conditionHandles[handle] = ctx;
+  *out = handle;
+  return CUDA_SUCCESS;
 }
 GPUPOOL_DRIVER_API CUresult cuGraphAddNode(CUgraphNode* out, CUgraph h, const CUgraphNode* deps,
                                            size_t count, CUgraphNodeParams* p) {

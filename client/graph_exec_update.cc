@@ -140,6 +140,19 @@ Mismatch compareNodes(const GraphNodeObject& a, const GraphNodeObject& b) {
         return fail(m.result);  // reported against the child graph node itself
       }
       break;
+    case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+      // The same handle and kind; the bodies pair up as graphs do.
+      if (a.conditionHandle != b.conditionHandle || a.conditionType != b.conditionType ||
+          a.bodies.size() != b.bodies.size()) {
+        return fail(CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED);
+      }
+      for (size_t i = 0; i < a.bodies.size(); ++i) {
+        if (Mismatch m = compareGraphs(*a.bodies[i], *b.bodies[i]);
+            m.result != CU_GRAPH_EXEC_UPDATE_SUCCESS) {
+          return fail(m.result);  // reported against the conditional node itself
+        }
+      }
+      break;
     case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
     case CU_GRAPH_NODE_TYPE_MEM_FREE:
       // Memory nodes cannot change: an allocation's address is fixed.
@@ -211,6 +224,12 @@ void copyParameters(GraphNodeObject* to, const GraphNodeObject& from) {
   if (from.child) {
     destroyGraph(to->child.release());
     to->child = cloneGraph(*from.child, nullptr);
+  }
+  // Body nodes change in place: the exec's node map names them (compareNodes paired them up).
+  for (size_t b = 0; b < from.bodies.size(); ++b) {
+    for (size_t i = 0; i < from.bodies[b]->nodes.size(); ++i) {
+      copyParameters(to->bodies[b]->nodes[i].get(), *from.bodies[b]->nodes[i]);
+    }
   }
 }
 

@@ -30,13 +30,43 @@ T* lookup(const void* handle, Tag tag) {
   return object->tag == tag ? object : nullptr;
 }
 
+void unregisterNodes(GraphObject& graph);
+
+// Unregisters the graphs `node` owns (a child graph, conditional bodies) and their nodes.
+void unregisterOwned(GraphNodeObject& node) {
+  if (node.child) {
+    unregisterNodes(*node.child);
+    unregisterObject(node.child.get());
+  }
+  for (auto& body : node.bodies) {
+    unregisterNodes(*body);
+    unregisterObject(body.get());
+  }
+}
+
 void unregisterNodes(GraphObject& graph) {
   for (auto& node : graph.nodes) {
-    if (node->child) unregisterNodes(*node->child);
-    if (node->child) unregisterObject(node->child.get());
+    unregisterOwned(*node);
     unregisterObject(node.get());
     node->tag = Tag::kDead;
   }
+}
+
+// Why `graph` cannot be (in) a conditional node's body, or null: the node kinds a body may hold.
+const char* bodyRefusal(const GraphObject& graph) {
+  for (const auto& node : graph.nodes) {
+    if (!allowedInConditionalBody(node->type)) {
+      return "a conditional node's body may hold kernel, empty, child graph, memset, memcpy and "
+             "conditional nodes only";
+    }
+    if (node->child) {
+      if (const char* why = bodyRefusal(*node->child)) return why;
+    }
+    for (const auto& body : node->bodies) {
+      if (const char* why = bodyRefusal(*body)) return why;
+    }
+  }
+  return nullptr;
 }
 
 // Points each of node->paramPointers at its parameter in node->params.
@@ -77,20 +107,52 @@ void destroyGraph(GraphObject* graph) {
   delete graph;
 }
 
+bool allowedInConditionalBody(CUgraphNodeType type) {
+  switch (type) {
+    case CU_GRAPH_NODE_TYPE_KERNEL:
+    case CU_GRAPH_NODE_TYPE_EMPTY:
+    case CU_GRAPH_NODE_TYPE_GRAPH:
+    case CU_GRAPH_NODE_TYPE_MEMSET:
+    case CU_GRAPH_NODE_TYPE_MEMCPY:
+    case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool insideConditionalBody(const GraphObject* graph) {
+  for (; graph && graph->owner; graph = graph->owner->graph) {
+    if (graph->owner->type == CU_GRAPH_NODE_TYPE_CONDITIONAL) return true;
+  }
+  return false;
+}
+
 GraphNodeObject* addNode(GraphObject* graph, std::unique_ptr<GraphNodeObject> node,
                          const CUgraphNode* deps, size_t count, CUresult* error) {
-  if (count && !deps) {
-    *error = CUDA_ERROR_INVALID_VALUE;
+  // A node that does not join the graph takes the graphs it owns with it.
+  auto refuse = [&](CUresult code) {
+    unregisterOwned(*node);
+    *error = code;
     return nullptr;
-  }
+  };
+  if (count && !deps) return refuse(CUDA_ERROR_INVALID_VALUE);
   std::vector<GraphNodeObject*> found;
   for (size_t i = 0; i < count; ++i) {
     GraphNodeObject* d = asGraphNode(deps[i]);
     if (!d || d->graph != graph || std::count(found.begin(), found.end(), d)) {
-      *error = CUDA_ERROR_INVALID_VALUE;
-      return nullptr;
+      return refuse(CUDA_ERROR_INVALID_VALUE);
     }
     found.push_back(d);
+  }
+  if (insideConditionalBody(graph)) {
+    const char* why = allowedInConditionalBody(node->type) ? nullptr : "";
+    if (!why && node->child) why = bodyRefusal(*node->child);
+    if (why) {
+      return refuse(graphRefusal(CUDA_ERROR_INVALID_VALUE, "cuGraphAdd*Node",
+                                 "a conditional node's body may hold kernel, empty, child graph, "
+                                 "memset, memcpy and conditional nodes only"));
+    }
   }
   return addNode(graph, std::move(node), found);
 }
@@ -99,6 +161,8 @@ GraphNodeObject* addNode(GraphObject* graph, std::unique_ptr<GraphNodeObject> no
                          const std::vector<GraphNodeObject*>& deps) {
   GraphNodeObject* n = node.get();
   n->graph = graph;
+  if (n->child) n->child->owner = n;
+  for (auto& body : n->bodies) body->owner = n;
   n->dependencies = deps;
   for (GraphNodeObject* d : deps) d->dependents.push_back(n);
   graph->nodes.push_back(std::move(node));
@@ -113,10 +177,7 @@ void removeNode(GraphNodeObject* node) {
   for (GraphNodeObject* d : node->dependencies) drop(d->dependents, node);
   for (GraphNodeObject* d : node->dependents) drop(d->dependencies, node);
   GraphObject* graph = node->graph;
-  if (node->child) {
-    unregisterNodes(*node->child);
-    unregisterObject(node->child.get());
-  }
+  unregisterOwned(*node);
   unregisterObject(node);
   node->tag = Tag::kDead;
   auto it = std::find_if(graph->nodes.begin(), graph->nodes.end(),
@@ -130,7 +191,9 @@ std::unique_ptr<GraphObject> cloneGraph(
   registerObject(copy.get());
   for (auto [object, count] : graph.userRefs) retainUserObject(object, count);
   copy->userRefs = graph.userRefs;
+  copy->conditionHandles = graph.conditionHandles;
   std::map<const GraphNodeObject*, GraphNodeObject*> map;
+  std::map<const GraphNodeObject*, GraphNodeObject*> bodyNodes;
   for (const auto& node : graph.nodes) {
     auto n = std::make_unique<GraphNodeObject>();
     n->type = node->type;
@@ -153,6 +216,15 @@ std::unique_ptr<GraphObject> cloneGraph(
     n->memOps = node->memOps;
     n->alloc.accessDescs = n->accessDescs.data();
     if (node->child) n->child = cloneGraph(*node->child, nullptr);
+    n->conditionHandle = node->conditionHandle;
+    n->conditionType = node->conditionType;
+    for (const auto& body : node->bodies) {
+      // Body nodes are mapped too: the exec setters and cuGraphNodeFindInClone reach them.
+      std::map<const GraphNodeObject*, GraphNodeObject*> inBody;
+      n->bodies.push_back(cloneGraph(*body, &inBody));
+      n->bodyHandles.push_back(reinterpret_cast<CUgraph>(n->bodies.back().get()));
+      bodyNodes.insert(inBody.begin(), inBody.end());
+    }
     map[node.get()] = addNode(copy.get(), std::move(n), {});
   }
   // Edges second: cuGraphAddDependencies may have made a node depend on a later one.
@@ -163,8 +235,59 @@ std::unique_ptr<GraphObject> cloneGraph(
       map.at(d)->dependents.push_back(n);
     }
   }
-  if (mapping) *mapping = std::move(map);
+  if (mapping) {
+    map.insert(bodyNodes.begin(), bodyNodes.end());
+    *mapping = std::move(map);
+  }
   return copy;
+}
+
+CUresult setConditionalNode(GraphNodeObject* node, GraphObject* graph,
+                            CUDA_CONDITIONAL_NODE_PARAMS& p, const char* call) {
+  // The handle must have been made for this graph or one it is nested in.
+  ContextObject* ctx = nullptr;
+  for (const GraphObject* g = graph; g && !ctx; g = g->owner ? g->owner->graph : nullptr) {
+    auto it = g->conditionHandles.find(p.handle);
+    if (it != g->conditionHandles.end()) ctx = it->second;
+  }
+  if (!ctx) {
+    return graphRefusal(CUDA_ERROR_INVALID_VALUE, call,
+                        "the conditional handle was not made for this graph or a graph it is in");
+  }
+  if (p.ctx && asContext(p.ctx) != ctx) {
+    return graphRefusal(CUDA_ERROR_INVALID_VALUE, call,
+                        "a conditional node runs in the context its handle was made in");
+  }
+  bool sized = false;
+  switch (p.type) {
+    case CU_GRAPH_COND_TYPE_IF:
+      sized = p.size == 1 || p.size == 2;
+      break;
+    case CU_GRAPH_COND_TYPE_WHILE:
+      sized = p.size == 1;
+      break;
+    case CU_GRAPH_COND_TYPE_SWITCH:
+      sized = p.size >= 1;
+      break;
+    default:
+      return graphRefusal(CUDA_ERROR_INVALID_VALUE, call, "unknown conditional node type");
+  }
+  if (!sized) {
+    return graphRefusal(CUDA_ERROR_INVALID_VALUE, call,
+                        "size must be 1 or 2 for an if node, 1 for a while node, at least 1 for a "
+                        "switch node");
+  }
+  node->type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+  node->context = ctx;
+  node->conditionHandle = p.handle;
+  node->conditionType = p.type;
+  for (unsigned i = 0; i < p.size; ++i) {
+    node->bodies.push_back(std::make_unique<GraphObject>());
+    registerObject(node->bodies.back().get());
+    node->bodyHandles.push_back(reinterpret_cast<CUgraph>(node->bodies.back().get()));
+  }
+  p.phGraph_out = node->bodyHandles.data();
+  return CUDA_SUCCESS;
 }
 
 CUresult setKernelNode(GraphNodeObject* node, CUfunction h, CUkernel kernel, CUcontext ctxHandle,
@@ -383,10 +506,14 @@ CUresult nodeFromParams(GraphNodeObject* node, const CUgraphNodeParams& p, const
       // cuGraphAddNode makes them (graph_api.cc); once made they do not change.
       return graphRefusal(CUDA_ERROR_INVALID_VALUE, call,
                           "memory alloc and free nodes cannot change their parameters");
+    case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+      // cuGraphAddNode makes them (graph_api.cc); their bodies stay theirs.
+      return graphRefusal(CUDA_ERROR_INVALID_VALUE, call,
+                          "a conditional node's parameters cannot change once it is made");
     default:
       return graphRefusal(CUDA_ERROR_NOT_SUPPORTED, call,
-                          "this node kind (external semaphore or conditional) is not served "
-                          "yet");
+                          "external semaphore nodes are not served (external semaphores cannot "
+                          "be imported into a remote GPU)");
   }
 }
 
@@ -396,7 +523,20 @@ namespace {
 struct FlatNode {
   const GraphNodeObject* node = nullptr;  // null: an empty node standing for a child's edges
   std::vector<uint32_t> deps;
+  std::vector<std::vector<FlatNode>> bodies;  // a conditional node's, each flattened
 };
+
+// Calls `visit` on every node of `nodes`, bodies included.
+template <typename Visit>
+CUresult visitFlat(const std::vector<FlatNode>& nodes, const Visit& visit) {
+  for (const FlatNode& f : nodes) {
+    if (CUresult r = visit(f); r != CUDA_SUCCESS) return r;
+    for (const auto& body : f.bodies) {
+      if (CUresult r = visitFlat(body, visit); r != CUDA_SUCCESS) return r;
+    }
+  }
+  return CUDA_SUCCESS;
+}
 
 class Flattener {
  public:
@@ -424,6 +564,20 @@ class Flattener {
         std::vector<uint32_t> childExits;
         if (CUresult r = add(*n->child, deps, &childExits); r != CUDA_SUCCESS) return r;
         at[n] = push(nullptr, childExits.empty() ? deps : childExits);
+      } else if (n->type == CU_GRAPH_NODE_TYPE_CONDITIONAL) {
+        // Each body is a graph of its own on the server, flattened the same way.
+        std::vector<std::vector<FlatNode>> bodies;
+        for (const auto& body : n->bodies) {
+          if (const char* why = bodyRefusal(*body)) {
+            return graphRefusal(CUDA_ERROR_INVALID_VALUE, "cuGraphInstantiate", why);
+          }
+          Flattener inner;
+          std::vector<uint32_t> bodyExits;
+          if (CUresult r = inner.add(*body, {}, &bodyExits); r != CUDA_SUCCESS) return r;
+          bodies.push_back(std::move(inner.nodes));
+        }
+        at[n] = push(n, deps);
+        nodes.back().bodies = std::move(bodies);
       } else {
         at[n] = push(n, deps);
       }
@@ -445,30 +599,30 @@ class Flattener {
 
  private:
   uint32_t push(const GraphNodeObject* node, std::vector<uint32_t> deps) {
-    nodes.push_back({node, std::move(deps)});
+    nodes.push_back({node, std::move(deps), {}});
     return static_cast<uint32_t>(nodes.size() - 1);
   }
 };
 
 // The context every node runs in; graphs spanning contexts are refused.
 CUresult graphContext(const std::vector<FlatNode>& nodes, ContextObject** ctx) {
-  for (const FlatNode& f : nodes) {
-    if (!f.node) continue;
+  return visitFlat(nodes, [&](const FlatNode& f) {
+    if (!f.node) return CUDA_SUCCESS;
     ContextObject* c = f.node->context;
     if (f.node->event) c = f.node->event->context;
-    if (!c) continue;
+    if (!c) return CUDA_SUCCESS;
     if (*ctx && *ctx != c) {
       return graphRefusal(CUDA_ERROR_NOT_SUPPORTED, "cuGraphInstantiate",
                           "graphs whose nodes run in more than one context are not served");
     }
     *ctx = c;
-  }
-  return CUDA_SUCCESS;
+    return CUDA_SUCCESS;
+  });
 }
 
 CUresult checkNodeHandles(const std::vector<FlatNode>& nodes) {
-  for (const FlatNode& f : nodes) {
-    if (!f.node) continue;
+  return visitFlat(nodes, [](const FlatNode& f) {
+    if (!f.node) return CUDA_SUCCESS;
     if (f.node->event && !asEvent(reinterpret_cast<CUevent>(f.node->event))) {
       return graphRefusal(CUDA_ERROR_INVALID_HANDLE, "cuGraphInstantiate",
                           "an event node names a destroyed event");
@@ -477,8 +631,8 @@ CUresult checkNodeHandles(const std::vector<FlatNode>& nodes) {
       return graphRefusal(CUDA_ERROR_INVALID_HANDLE, "cuGraphInstantiate",
                           "a kernel node names an unloaded function");
     }
-  }
-  return CUDA_SUCCESS;
+    return CUDA_SUCCESS;
+  });
 }
 
 void fillCopy(wire::Request::GraphCopy::Builder b, const CUDA_MEMCPY3D& p) {
@@ -548,6 +702,17 @@ void fillNode(wire::Request::GraphNode::Builder b, const FlatNode& f) {
       }
       fillStreamMemOps(b.initMemOps(static_cast<unsigned>(n->memOps.size())), n->memOps);
       return;
+    case CU_GRAPH_NODE_TYPE_CONDITIONAL: {
+      auto c = b.initConditional();
+      c.setHandle(n->conditionHandle);
+      c.setType(static_cast<uint32_t>(n->conditionType));
+      auto bodies = c.initBodies(static_cast<unsigned>(f.bodies.size()));
+      for (unsigned i = 0; i < f.bodies.size(); ++i) {
+        auto list = bodies[i].initNodes(static_cast<unsigned>(f.bodies[i].size()));
+        for (unsigned j = 0; j < f.bodies[i].size(); ++j) fillNode(list[j], f.bodies[i][j]);
+      }
+      return;
+    }
     default:
       b.setEmpty();
       return;

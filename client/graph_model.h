@@ -62,6 +62,12 @@ struct GraphNodeObject {
   // Batch memory operation node: its operations, checked and copied when set (its context is
   // `context`); cuGraphBatchMemOpNodeGetParams hands out this array.
   std::vector<CUstreamBatchMemOpParams> memOps;
+  // Conditional node: its handle, kind and bodies (graphs the node owns, handed out by
+  // cuGraphAddNode as phGraph_out, which points at bodyHandles).
+  CUgraphConditionalHandle conditionHandle = 0;
+  CUgraphConditionalNodeType conditionType = CU_GRAPH_COND_TYPE_IF;
+  std::vector<std::unique_ptr<GraphObject>> bodies;
+  std::vector<CUgraph> bodyHandles;
   // An executable graph's kernel, memset or memcpy node switched off by cuGraphNodeSetEnabled:
   // it runs as an empty node, its edges kept.
   bool enabled = true;
@@ -90,6 +96,12 @@ struct GraphObject {
   std::vector<std::unique_ptr<GraphNodeObject>> nodes;  // in the order they were added
   // A clone's nodes by the original's (cuGraphNodeFindInClone).
   std::map<const GraphNodeObject*, GraphNodeObject*> clonedFrom;
+  // The child graph or conditional node that owns this graph (null: the application's own, which
+  // only it may destroy).
+  GraphNodeObject* owner = nullptr;
+  // The conditional handles made for this graph (cuGraphConditionalHandleCreate), with the
+  // context each was made in: a conditional node here or in a graph nested in it may use them.
+  std::map<CUgraphConditionalHandle, ContextObject*> conditionHandles;
 };
 
 // One run of an executable graph's nodes between host nodes (a graph on the server, by its
@@ -165,6 +177,15 @@ CUresult setBatchMemOpNode(GraphNodeObject* node, const CUDA_BATCH_MEM_OP_NODE_P
 // and empty nodes; other kinds are refused (CUDA_ERROR_NOT_SUPPORTED, named under GPU_POOL_LOG=1 as
 // `call`).
 CUresult nodeFromParams(GraphNodeObject* node, const CUgraphNodeParams& p, const char* call);
+
+// Checks and fills a conditional node of `graph` from cuGraphAddNode's parameters, making its
+// bodies (returned through p.phGraph_out).
+CUresult setConditionalNode(GraphNodeObject* node, GraphObject* graph,
+                            CUDA_CONDITIONAL_NODE_PARAMS& p, const char* call);
+// Whether a node of kind `type` may be in a conditional node's body (a graph nested in one).
+bool allowedInConditionalBody(CUgraphNodeType type);
+// Whether `graph` is a conditional node's body, or nested in one.
+bool insideConditionalBody(const GraphObject* graph);
 
 // Creates the executable form of `graph` on the server. Call without graphMutex() held.
 CUresult instantiateGraph(GraphObject* graph, unsigned long long flags, GraphExecObject** out);

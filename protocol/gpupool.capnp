@@ -304,6 +304,9 @@ struct Request {
     # arrives on the session's socket, SCM_RIGHTS, before this request; release: forget it).
     # Served by server/handlers/host_file_handlers.cc.
     hostFile @61 :HostFileOp;
+    # cuGraphConditionalHandleCreate: a conditional handle of the context, answered with handle
+    # (the value kernels pass to cudaGraphSetConditional).
+    graphConditionalHandle @62 :GraphConditionalHandle;
   }
 
   # Fire-and-forget: the server sends no Response. A failure is kept and reported, once, by the next
@@ -606,7 +609,23 @@ struct Request {
       eventRecord @5 :UInt64;     # event
       eventWait @6 :UInt64;       # event
       memOps @7 :List(StreamMemOp);  # a batch memory operation node, run as cuStreamBatchMemOp
+      conditional @8 :GraphConditional;
     }
+  }
+  # A conditional node: `type` is CUgraphConditionalNodeType (0 if, 1 while, 2 switch); each body
+  # is a graph of its own in the same form as GraphCreate.nodes (dependencies index its own list).
+  struct GraphConditional {
+    handle @0 :UInt64;
+    type @1 :UInt32;
+    bodies @2 :List(GraphBody);
+  }
+  struct GraphBody {
+    nodes @0 :List(GraphNode);
+  }
+  struct GraphConditionalHandle {
+    context @0 :UInt64;
+    defaultValue @1 :UInt32;
+    assignDefault @2 :Bool;       # CU_GRAPH_COND_ASSIGN_DEFAULT: the default at each launch's start
   }
   struct GraphKernel {
     function @0 :UInt64;

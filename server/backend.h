@@ -122,7 +122,16 @@ struct StreamMemOp {
 // depends on (always smaller than its own). A copy is device to device: `depth` slices of
 // `height` rows of `widthBytes`.
 struct GraphNodeDescription {
-  enum class Kind { kEmpty, kKernel, kMemset, kCopy, kEventRecord, kEventWait, kMemOps };
+  enum class Kind {
+    kEmpty,
+    kKernel,
+    kMemset,
+    kCopy,
+    kEventRecord,
+    kEventWait,
+    kMemOps,
+    kConditional
+  };
   Kind kind = Kind::kEmpty;
   std::vector<uint32_t> dependencies;
   // kKernel
@@ -140,6 +149,12 @@ struct GraphNodeDescription {
   uint64_t event = 0;
   // kMemOps
   std::vector<StreamMemOp> memOps;
+  // kConditional: the handle (BackendContext::graphConditionalCreate), the
+  // CUgraphConditionalNodeType and the bodies, each a graph in the same form (dependencies index
+  // its own list).
+  uint64_t conditionHandle = 0;
+  unsigned conditionType = 0;
+  std::vector<std::vector<GraphNodeDescription>> bodies;
 };
 
 // A graph a backend built with its device's own graph support (a CUgraphExec on the cuda
@@ -455,6 +470,34 @@ class BackendContext {
   // cancelled. Addresses must lie in this context's memory (CUDA_ERROR_INVALID_VALUE otherwise).
   virtual Status streamMemOps(uint64_t /*stream*/, std::span<const StreamMemOp> /*ops*/) {
     return Status::error(CUDA_ERROR_NOT_SUPPORTED, "this backend has no stream memory operations");
+  }
+
+  // Conditional nodes. A handle of this context whose value kernels set with
+  // cudaGraphSetConditional; it starts at `defaultValue` and, with `assignDefault`, is set to it
+  // again at the start of each launch of a graph that uses it. It lives as long as the context.
+  virtual Status graphConditionalCreate(uint32_t /*defaultValue*/, bool /*assignDefault*/,
+                                        uint64_t* /*handle*/) {
+    return Status::error(CUDA_ERROR_NOT_SUPPORTED, "this backend runs no conditional nodes");
+  }
+  // For graphs the caller replays (graphBuild left them unbuilt): the handle's value now, and the
+  // handles with assignDefault set to their defaults. Called on a stream's thread from a
+  // streamConditionalStep step.
+  virtual Status graphConditionalValue(uint64_t /*handle*/, uint32_t* /*value*/) {
+    return Status::error(CUDA_ERROR_NOT_SUPPORTED, "this backend runs no conditional nodes");
+  }
+  virtual Status graphConditionalAssignDefaults(std::span<const uint64_t> /*handles*/) {
+    return Status::error(CUDA_ERROR_NOT_SUPPORTED, "this backend runs no conditional nodes");
+  }
+  // Queues on `stream` a step that runs when the stream reaches it, on the stream's own thread:
+  // step(helper, &again) may queue work on `helper` (a stream of this context kept for nesting
+  // level `depth`, which no client names); the stream then waits for that work, and runs the step
+  // again while it set `again`. A failing step breaks the context as a failed kernel does. This is
+  // how a replayed conditional node decides at its place in the stream, after the kernels before
+  // it have set its condition.
+  static constexpr unsigned kMaxConditionalDepth = 8;
+  virtual Status streamConditionalStep(uint64_t /*stream*/, unsigned /*depth*/,
+                                       std::function<Status(uint64_t, bool*)> /*step*/) {
+    return Status::error(CUDA_ERROR_NOT_SUPPORTED, "this backend runs no conditional nodes");
   }
 
   // Builds `nodes` (a topologically ordered graph) as one graph of the device's own. Leaves

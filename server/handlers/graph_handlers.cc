@@ -6,11 +6,18 @@
 // nodes, in the topological order the client sent, on the launch's stream through the backend's
 // own stream operations: one valid schedule of the graph, on every backend.
 //
+// A conditional node (if, while, switch) carries its bodies as graphs of their own. Replayed, it is
+// a step queued at its place in the stream (BackendContext::streamConditionalStep): when the
+// stream reaches it, the kernels before it have set its condition, and the step queues the body
+// it chose on a helper stream of its nesting level and waits for it (a while node then looks
+// again). The cuda backend builds conditional nodes into its CUgraph, where the GPU decides.
+//
 // A graph belongs to the session and the context it was created in: it is freed with the session
 // or the context, and every handle and address in it is checked when it arrives and again when it
 // runs.
 #include <capnp/message.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -26,6 +33,7 @@ struct ExecutableGraph {
   uint64_t context = 0;
   std::vector<GraphNodeDescription> nodes;
   std::unique_ptr<BackendGraph> built;
+  std::vector<uint64_t> conditionHandles;  // every conditional node's, once each
 };
 
 namespace {
@@ -42,7 +50,64 @@ Status atNode(uint32_t index, const Status& st) {
   return Status::error(st.code, "graph node " + std::to_string(index) + ": " + st.message);
 }
 
-Status describeNode(Request::GraphNode::Reader n, uint32_t index, GraphNodeDescription* node) {
+// What a graph's description has used of its limits so far: nodes and bodies at every level.
+struct DescribeBudget {
+  uint64_t items = 0;
+  std::vector<uint64_t>* handles = nullptr;
+};
+
+Status describeNodes(capnp::List<Request::GraphNode>::Reader list, unsigned depth,
+                     DescribeBudget& budget, std::vector<GraphNodeDescription>* nodes);
+
+Status describeConditional(Request::GraphConditional::Reader c, unsigned depth,
+                           DescribeBudget& budget, GraphNodeDescription* node) {
+  node->kind = NodeKind::kConditional;
+  node->conditionHandle = c.getHandle();
+  node->conditionType = c.getType();
+  auto bodies = c.getBodies();
+  bool sized = false;
+  switch (node->conditionType) {
+    case CU_GRAPH_COND_TYPE_IF:
+      sized = bodies.size() == 1 || bodies.size() == 2;
+      break;
+    case CU_GRAPH_COND_TYPE_WHILE:
+      sized = bodies.size() == 1;
+      break;
+    case CU_GRAPH_COND_TYPE_SWITCH:
+      sized = bodies.size() >= 1;
+      break;
+    default:
+      return Status::error(CUDA_ERROR_INVALID_VALUE, "a conditional node of an unknown type");
+  }
+  if (!sized) {
+    return Status::error(CUDA_ERROR_INVALID_VALUE,
+                         "a conditional node with a number of bodies its type does not take");
+  }
+  if (depth + 1 >= BackendContext::kMaxConditionalDepth) {
+    return Status::error(CUDA_ERROR_INVALID_VALUE,
+                         "conditional nodes nested more than " +
+                             std::to_string(BackendContext::kMaxConditionalDepth - 1) + " deep");
+  }
+  budget.items += bodies.size();
+  if (budget.items > kMaxNodesPerGraph) {
+    return Status::error(CUDA_ERROR_INVALID_VALUE, "graph has too many nodes");
+  }
+  if (std::find(budget.handles->begin(), budget.handles->end(), node->conditionHandle) ==
+      budget.handles->end()) {
+    budget.handles->push_back(node->conditionHandle);
+  }
+  node->bodies.resize(bodies.size());
+  for (uint32_t b = 0; b < bodies.size(); ++b) {
+    if (Status st = describeNodes(bodies[b].getNodes(), depth + 1, budget, &node->bodies[b]);
+        !st.ok()) {
+      return Status::error(st.code, "body " + std::to_string(b) + ": " + st.message);
+    }
+  }
+  return Status::success();
+}
+
+Status describeNode(Request::GraphNode::Reader n, uint32_t index, unsigned depth,
+                    DescribeBudget& budget, GraphNodeDescription* node) {
   for (uint32_t d : n.getDependencies()) {
     if (d >= index) {
       return Status::error(CUDA_ERROR_INVALID_VALUE,
@@ -107,18 +172,22 @@ Status describeNode(Request::GraphNode::Reader n, uint32_t index, GraphNodeDescr
     case Request::GraphNode::MEM_OPS:
       node->kind = NodeKind::kMemOps;
       return readStreamMemOps(n.getMemOps(), &node->memOps);
+    case Request::GraphNode::CONDITIONAL:
+      return describeConditional(n.getConditional(), depth, budget, node);
   }
   return Status::error(CUDA_ERROR_INVALID_VALUE, "a node of an unknown kind");
 }
 
-Status describeNodes(Request::GraphCreate::Reader g, std::vector<GraphNodeDescription>* nodes) {
-  auto list = g.getNodes();
-  if (list.size() > kMaxNodesPerGraph) {
+Status describeNodes(capnp::List<Request::GraphNode>::Reader list, unsigned depth,
+                     DescribeBudget& budget, std::vector<GraphNodeDescription>* nodes) {
+  budget.items += list.size();
+  if (budget.items > kMaxNodesPerGraph) {
     return Status::error(CUDA_ERROR_INVALID_VALUE, "graph has too many nodes");
   }
   nodes->resize(list.size());
   for (uint32_t i = 0; i < list.size(); ++i) {
-    if (Status st = describeNode(list[i], i, &(*nodes)[i]); !st.ok()) return atNode(i, st);
+    if (Status st = describeNode(list[i], i, depth, budget, &(*nodes)[i]); !st.ok())
+      return atNode(i, st);
   }
   return Status::success();
 }
@@ -165,7 +234,56 @@ Status replayCopy(BackendContext& context, const GraphNodeDescription& c, uint64
   return Status::success();
 }
 
-Status replayNode(BackendContext& context, const GraphNodeDescription& n, uint64_t stream) {
+// Every node's ranges, bodies included.
+Status checkGraphRanges(BackendContext& context, const std::vector<GraphNodeDescription>& nodes) {
+  for (uint32_t i = 0; i < nodes.size(); ++i) {
+    if (Status st = checkNodeRanges(context, nodes[i]); !st.ok()) return atNode(i, st);
+    for (const auto& body : nodes[i].bodies) {
+      if (Status st = checkGraphRanges(context, body); !st.ok()) return atNode(i, st);
+    }
+  }
+  return Status::success();
+}
+
+Status replayNodes(BackendContext& context, const std::shared_ptr<const ExecutableGraph>& graph,
+                   const std::vector<GraphNodeDescription>& nodes, uint64_t stream, unsigned depth);
+
+// The body a conditional node runs for `value` (null: none), and whether it looks again after.
+const std::vector<GraphNodeDescription>* chosenBody(const GraphNodeDescription& n, uint32_t value,
+                                                    bool* again) {
+  *again = false;
+  switch (n.conditionType) {
+    case CU_GRAPH_COND_TYPE_IF:
+      if (value) return &n.bodies[0];
+      return n.bodies.size() > 1 ? &n.bodies[1] : nullptr;
+    case CU_GRAPH_COND_TYPE_WHILE:
+      *again = value != 0;
+      return value ? &n.bodies[0] : nullptr;
+    case CU_GRAPH_COND_TYPE_SWITCH:
+      return value < n.bodies.size() ? &n.bodies[value] : nullptr;
+    default:
+      return nullptr;
+  }
+}
+
+// Queues conditional node `n` at its place on `stream`: a step that decides when the stream gets
+// there. `graph` keeps `n` alive until then, whatever the client destroys meanwhile.
+Status replayConditional(BackendContext& context,
+                         const std::shared_ptr<const ExecutableGraph>& graph,
+                         const GraphNodeDescription& n, uint64_t stream, unsigned depth) {
+  return context.streamConditionalStep(
+      stream, depth, [&context, graph, &n, depth](uint64_t helper, bool* again) {
+        uint32_t value = 0;
+        if (Status st = context.graphConditionalValue(n.conditionHandle, &value); !st.ok()) {
+          return st;
+        }
+        const std::vector<GraphNodeDescription>* body = chosenBody(n, value, again);
+        return body ? replayNodes(context, graph, *body, helper, depth + 1) : Status::success();
+      });
+}
+
+Status replayNode(BackendContext& context, const std::shared_ptr<const ExecutableGraph>& graph,
+                  const GraphNodeDescription& n, uint64_t stream, unsigned depth) {
   if (Status st = checkNodeRanges(context, n); !st.ok()) return st;
   switch (n.kind) {
     case NodeKind::kEmpty:
@@ -184,8 +302,20 @@ Status replayNode(BackendContext& context, const GraphNodeDescription& n, uint64
     case NodeKind::kMemOps:
       // A batch memory operation node is the stream's batch, queued like cuStreamBatchMemOp's.
       return context.streamMemOps(stream, n.memOps);
+    case NodeKind::kConditional:
+      return replayConditional(context, graph, n, stream, depth);
   }
   return Status::error(CUDA_ERROR_INVALID_VALUE, "graph node of an unknown kind");
+}
+
+Status replayNodes(BackendContext& context, const std::shared_ptr<const ExecutableGraph>& graph,
+                   const std::vector<GraphNodeDescription>& nodes, uint64_t stream,
+                   unsigned depth) {
+  for (uint32_t i = 0; i < nodes.size(); ++i) {
+    if (Status st = replayNode(context, graph, nodes[i], stream, depth); !st.ok())
+      return atNode(i, st);
+  }
+  return Status::success();
 }
 
 Status graphCreate(RequestContext& request, Request::Reader r) {
@@ -197,8 +327,17 @@ Status graphCreate(RequestContext& request, Request::Reader r) {
     }
     auto graph = std::make_shared<ExecutableGraph>();
     graph->context = g.getContext();
-    if (Status st = describeNodes(g, &graph->nodes); !st.ok()) return st;
+    DescribeBudget budget;
+    budget.handles = &graph->conditionHandles;
+    if (Status st = describeNodes(g.getNodes(), 0, budget, &graph->nodes); !st.ok()) return st;
     if (Status st = context.graphBuild(graph->nodes, &graph->built); !st.ok()) return st;
+    if (!graph->built) {
+      // Replayed: a handle this context never made is refused now, not at the first launch.
+      for (uint64_t handle : graph->conditionHandles) {
+        uint32_t value = 0;
+        if (Status st = context.graphConditionalValue(handle, &value); !st.ok()) return st;
+      }
+    }
     uint64_t handle = session.nextGraph++;
     session.graphs.emplace(handle, std::move(graph));
     request.reply.setHandle(handle);
@@ -207,29 +346,46 @@ Status graphCreate(RequestContext& request, Request::Reader r) {
 }
 
 // The session's graph `id`, created in context `contextId`; null when there is none.
-ExecutableGraph* findGraph(RequestContext& request, uint64_t contextId, uint64_t id) {
+std::shared_ptr<ExecutableGraph> findGraph(RequestContext& request, uint64_t contextId,
+                                           uint64_t id) {
   auto it = request.session.graphs.find(id);
   if (it == request.session.graphs.end() || it->second->context != contextId) return nullptr;
-  return it->second.get();
+  return it->second;
 }
 
 Status graphLaunch(RequestContext& request, Request::Reader r) {
   auto l = r.getGraphLaunch();
   return request.withContext(l.getContext(), [&](BackendContext& context) {
-    ExecutableGraph* graph = findGraph(request, l.getContext(), l.getGraph());
+    std::shared_ptr<const ExecutableGraph> graph = findGraph(request, l.getContext(), l.getGraph());
     if (!graph) return Status::error(CUDA_ERROR_INVALID_HANDLE, "no such executable graph");
     if (graph->built) {
       // Nothing is queued unless every node's memory is still this context's.
-      for (uint32_t i = 0; i < graph->nodes.size(); ++i) {
-        if (Status st = checkNodeRanges(context, graph->nodes[i]); !st.ok()) return atNode(i, st);
-      }
+      if (Status st = checkGraphRanges(context, graph->nodes); !st.ok()) return st;
       return graph->built->launch(l.getStream());
     }
-    for (uint32_t i = 0; i < graph->nodes.size(); ++i) {
-      if (Status st = replayNode(context, graph->nodes[i], l.getStream()); !st.ok())
-        return atNode(i, st);
+    if (!graph->conditionHandles.empty()) {
+      // Bodies are queued when the stream reaches them, where a bad range can only break the
+      // context: so every range is checked now too.
+      if (Status st = checkGraphRanges(context, graph->nodes); !st.ok()) return st;
+      // Defaults apply at the start of each launch, in stream order.
+      Status st =
+          context.streamConditionalStep(l.getStream(), 0, [&context, graph](uint64_t, bool* again) {
+            *again = false;
+            return context.graphConditionalAssignDefaults(graph->conditionHandles);
+          });
+      if (!st.ok()) return st;
     }
-    return Status::success();
+    return replayNodes(context, graph, graph->nodes, l.getStream(), 0);
+  });
+}
+
+Status graphConditionalHandle(RequestContext& request, Request::Reader r) {
+  auto c = r.getGraphConditionalHandle();
+  return request.withContext(c.getContext(), [&](BackendContext& context) {
+    uint64_t handle = 0;
+    Status st = context.graphConditionalCreate(c.getDefaultValue(), c.getAssignDefault(), &handle);
+    if (st.ok()) request.reply.setHandle(handle);
+    return st;
   });
 }
 
@@ -248,6 +404,7 @@ constexpr RequestHandlerRow kRows[] = {
     {Request::GRAPH_CREATE, graphCreate},
     {Request::GRAPH_LAUNCH, graphLaunch},
     {Request::GRAPH_DESTROY, graphDestroy},
+    {Request::GRAPH_CONDITIONAL_HANDLE, graphConditionalHandle},
 };
 
 }  // namespace

@@ -247,6 +247,127 @@ TEST_F(IsolationTest, GraphsAreCheckedAndStayWithTheirSession) {
   EXPECT_EQ(launch(*a_, ctxA_, graphA.handle).result, CUDA_ERROR_INVALID_HANDLE);
 }
 
+TEST_F(IsolationTest, ConditionalHandlesStayWithTheirContextAndBadNodesAreRefused) {
+  auto handleIn = [](WireClient& c, uint64_t context) {
+    return c.call([&](wire::Request::Builder r) {
+      auto h = r.initGraphConditionalHandle();
+      h.setContext(context);
+      h.setDefaultValue(1);
+      h.setAssignDefault(true);
+    });
+  };
+  // A graph of one conditional node of `type` with `bodies` bodies of one memset each, nested
+  // `depth` times, over `handle`.
+  auto create = [&](WireClient& c, uint64_t context, uint64_t handle, uint32_t type,
+                    unsigned bodies, unsigned depth, uint64_t address) {
+    return c.call([&](wire::Request::Builder r) {
+      auto g = r.initGraphCreate();
+      g.setContext(context);
+      auto node = g.initNodes(1)[0];
+      for (unsigned level = 0;; ++level) {
+        auto cond = node.initConditional();
+        cond.setHandle(handle);
+        cond.setType(type);
+        auto list = cond.initBodies(bodies);
+        for (unsigned b = 1; b < bodies; ++b) list[b].initNodes(0);
+        auto inner = list[0].initNodes(1)[0];
+        if (level + 1 == depth) {
+          auto m = inner.initMemset();
+          m.setDst(address);
+          m.setValue(0xab);
+          m.setElementSize(1);
+          m.setWidth(64);
+          m.setHeight(1);
+          m.setPitch(64);
+          break;
+        }
+        node = inner;
+      }
+    });
+  };
+  auto launch = [](WireClient& c, uint64_t context, uint64_t graph) {
+    return c.call([&](wire::Request::Builder r) {
+      auto l = r.initGraphLaunch();
+      l.setContext(context);
+      l.setGraph(graph);
+    });
+  };
+  auto own = a_->alloc(ctxA_, 256);
+  ASSERT_EQ(own.result, CUDA_SUCCESS);
+  auto handleA = handleIn(*a_, ctxA_);
+  ASSERT_EQ(handleA.result, CUDA_SUCCESS) << handleA.message;
+
+  // A's if node runs its body (the default, 1, applies at launch).
+  auto graphA = create(*a_, ctxA_, handleA.handle, CU_GRAPH_COND_TYPE_IF, 1, 2, own.handle);
+  ASSERT_EQ(graphA.result, CUDA_SUCCESS) << graphA.message;
+  EXPECT_EQ(launch(*a_, ctxA_, graphA.handle).result, CUDA_SUCCESS);
+  ASSERT_EQ(a_->synchronize(ctxA_).result, CUDA_SUCCESS);
+  auto set = a_->read(ctxA_, own.handle, 64);
+  ASSERT_EQ(set.result, CUDA_SUCCESS);
+  EXPECT_EQ(set.bulk, std::vector<uint8_t>(64, 0xab));
+
+  // B cannot use A's handle, and malformed conditional nodes are refused on arrival.
+  auto ownB = b_->alloc(ctxB_, 256);
+  ASSERT_EQ(ownB.result, CUDA_SUCCESS);
+  auto foreign = create(*b_, ctxB_, handleA.handle, CU_GRAPH_COND_TYPE_IF, 1, 1, ownB.handle);
+  EXPECT_EQ(foreign.result, CUDA_ERROR_INVALID_VALUE) << foreign.message;
+  auto handleB = handleIn(*b_, ctxB_);
+  ASSERT_EQ(handleB.result, CUDA_SUCCESS) << handleB.message;
+  EXPECT_EQ(create(*b_, ctxB_, handleB.handle, CU_GRAPH_COND_TYPE_WHILE, 2, 1, ownB.handle).result,
+            CUDA_ERROR_INVALID_VALUE);  // a while node has one body
+  EXPECT_EQ(create(*b_, ctxB_, handleB.handle, CU_GRAPH_COND_TYPE_IF, 3, 1, ownB.handle).result,
+            CUDA_ERROR_INVALID_VALUE);  // an if node one or two
+  EXPECT_EQ(create(*b_, ctxB_, handleB.handle, 7, 1, 1, ownB.handle).result,
+            CUDA_ERROR_INVALID_VALUE);  // no such kind
+  auto deep = create(*b_, ctxB_, handleB.handle, CU_GRAPH_COND_TYPE_IF, 1, 40, ownB.handle);
+  EXPECT_EQ(deep.result, CUDA_ERROR_INVALID_VALUE) << deep.message;
+  EXPECT_NE(deep.message.find("nested"), std::string::npos) << deep.message;
+  // A body over A's memory is refused when it would run.
+  auto overA = create(*b_, ctxB_, handleB.handle, CU_GRAPH_COND_TYPE_IF, 1, 1, memA_);
+  ASSERT_EQ(overA.result, CUDA_SUCCESS) << overA.message;
+  EXPECT_EQ(launch(*b_, ctxB_, overA.handle).result, CUDA_ERROR_INVALID_VALUE);
+  expectAUntouched();
+}
+
+// A while node whose condition nothing clears loops for ever, as on a GPU; it holds its own
+// stream only, and ends with its session.
+TEST_F(IsolationTest, EndlessWhileNodeHoldsOnlyItsSessionAndEndsWithIt) {
+  auto handle = b_->call([&](wire::Request::Builder r) {
+    auto h = r.initGraphConditionalHandle();
+    h.setContext(ctxB_);
+    h.setDefaultValue(1);
+  });
+  ASSERT_EQ(handle.result, CUDA_SUCCESS) << handle.message;
+  auto graph = b_->call([&](wire::Request::Builder r) {
+    auto g = r.initGraphCreate();
+    g.setContext(ctxB_);
+    auto cond = g.initNodes(1)[0].initConditional();
+    cond.setHandle(handle.handle);
+    cond.setType(CU_GRAPH_COND_TYPE_WHILE);
+    cond.initBodies(1)[0].initNodes(1)[0].setEmpty();
+  });
+  ASSERT_EQ(graph.result, CUDA_SUCCESS) << graph.message;
+  auto launched = b_->call([&](wire::Request::Builder r) {
+    auto l = r.initGraphLaunch();
+    l.setContext(ctxB_);
+    l.setGraph(graph.handle);
+  });
+  ASSERT_EQ(launched.result, CUDA_SUCCESS) << launched.message;
+  // A works meanwhile.
+  ASSERT_EQ(a_->write(ctxA_, memA_, secret_).result, CUDA_SUCCESS);
+  ASSERT_EQ(a_->synchronize(ctxA_).result, CUDA_SUCCESS);
+  expectAUntouched();
+  // B goes; its context, loop and all, goes with it, and the server serves a new session.
+  b_.reset();
+  WireClient c(server_->endpoint());
+  auto ctxC = c.createContext();
+  ASSERT_EQ(ctxC.result, CUDA_SUCCESS) << ctxC.message;
+  EXPECT_EQ(c.synchronize(ctxC.handle).result, CUDA_SUCCESS);
+  // The loop is gone: the server stops at once (SIGTERM), without the kill that follows 10 s.
+  e2e::ProgramResult stopped = server_->stop();
+  EXPECT_TRUE(stopped.exited && stopped.exitCode == 0) << server_->log();
+}
+
 TEST_F(IsolationTest, ForeignModuleFunctionStreamEventAndContextIdsAreRefused) {
   auto module = a_->loadPtx(ctxA_, kCopyWordPtx);
   ASSERT_EQ(module.result, CUDA_SUCCESS) << module.message;

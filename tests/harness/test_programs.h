@@ -37,6 +37,8 @@ inline const std::vector<std::string>& testProgramNames() {
                                                  "graph_update",
                                                  "graph_update_driver",
                                                  "graph_batch_memop_driver",
+                                                 "graph_conditional",
+                                                 "graph_conditional_driver",
                                                  "context_capabilities_driver",
                                                  "context_events_driver",
                                                  "green_contexts_driver",

@@ -128,6 +128,7 @@ CudaContext::~CudaContext() {
   releasePendingWaits();  // else a stream held by a wait could hold the frees below forever
   gated_.reset();         // after the waits, which could hold its kernels' admission
   staging_.reset();       // waits for its transfers, so no copy is left reading freed memory
+  if (conditionalHome_ != nullptr) (void)driver_->call(driver_->graphDestroy, conditionalHome_);
   for (CUevent event : events_.takeAll()) (void)driver_->call(driver_->eventDestroy, event);
   for (CUstream stream : streams_.takeAll()) (void)driver_->call(driver_->streamDestroy, stream);
   for (auto& [id, module] : modules_) (void)driver_->call(driver_->moduleUnload, module);

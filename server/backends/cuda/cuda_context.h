@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <vector>
 
 #include "server/backend.h"
@@ -132,6 +133,10 @@ class CudaContext final : public BackendContext {
   // Executable graphs (cuda_graphs.cc): one CUgraphExec each.
   Status graphBuild(std::span<const GraphNodeDescription> nodes,
                     std::unique_ptr<BackendGraph>* graph) override;
+  // Conditional handles live in one CUgraph of this context (conditionalHome_), into which each
+  // graph with conditional nodes is built (cuda_graphs.cc).
+  Status graphConditionalCreate(uint32_t defaultValue, bool assignDefault,
+                                uint64_t* handle) override;
   Status funcSetAttribute(uint64_t function, int attribute, int value) override;
   Status occupancyMaxActiveBlocks(uint64_t function, int blockSize, uint64_t dynamicSharedBytes,
                                   unsigned flags, int* numBlocks) override;
@@ -186,6 +191,10 @@ class CudaContext final : public BackendContext {
   // Checks that every handle `graph` names is still this context's, then launches it on `stream`.
   Status graphLaunch(const CudaGraph& graph, uint64_t stream);
   void graphRelease(CUgraph graph, CUgraphExec exec);
+  // Adds `nodes` to `cuGraph` (bodies of conditional nodes too), noting in `graph` what each
+  // launch must check; `made` receives the driver nodes of each description.
+  Status graphAddNodes(CUgraph cuGraph, std::span<const GraphNodeDescription> nodes,
+                       CudaGraph& graph, std::vector<std::vector<CUgraphNode>>* made);
   // The driver's launch configuration for `shape` on `stream`, its attributes (cluster,
   // cooperation) in `attributes`.
   static CUlaunchConfig launchConfig(const LaunchShape& shape, CUstream stream,
@@ -325,6 +334,9 @@ class CudaContext final : public BackendContext {
 
   // Kernels' admission by the pool's scheduler and meter; null when the device is open.
   std::unique_ptr<CudaGatedLaunches> gated_;
+  // The graph the conditional handles were made in, empty between builds; null until the first.
+  CUgraph conditionalHome_ = nullptr;
+  std::set<uint64_t> conditionalHandles_;
 };
 
 }  // namespace gpupool::server

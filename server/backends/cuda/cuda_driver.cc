@@ -232,6 +232,9 @@ void CudaDriver::resolveAll() {
   resolve(graphAddEventRecordNode, 11010, "cuGraphAddEventRecordNode");
   resolve(graphAddEventWaitNode, 11010, "cuGraphAddEventWaitNode");
   resolve(graphAddBatchMemOpNode, 11070, "cuGraphAddBatchMemOpNode");
+  resolve(graphAddNode, 12020, "cuGraphAddNode");
+  resolve(graphConditionalHandleCreate, 12030, "cuGraphConditionalHandleCreate");
+  resolve(graphDestroyNode, 10000, "cuGraphDestroyNode");
   resolve(graphInstantiateWithFlags, 11040, "cuGraphInstantiateWithFlags");
   resolve(graphExecDestroy, 10000, "cuGraphExecDestroy");
   resolve(graphLaunch, 10000, "cuGraphLaunch");

@@ -238,6 +238,11 @@ class CudaDriver {
       "cuGraphAddEventWaitNode"};
   DriverEntryPoint<PFN_cuGraphAddBatchMemOpNode_v11070> graphAddBatchMemOpNode{
       "cuGraphAddBatchMemOpNode"};
+  // Conditional nodes (CUDA 12.3 on): cuGraphAddNode makes them, their handles live in a graph.
+  DriverEntryPoint<PFN_cuGraphAddNode_v12020> graphAddNode{"cuGraphAddNode"};
+  DriverEntryPoint<PFN_cuGraphConditionalHandleCreate_v12030> graphConditionalHandleCreate{
+      "cuGraphConditionalHandleCreate"};
+  DriverEntryPoint<PFN_cuGraphDestroyNode_v10000> graphDestroyNode{"cuGraphDestroyNode"};
   DriverEntryPoint<PFN_cuGraphInstantiateWithFlags_v11040> graphInstantiateWithFlags{
       "cuGraphInstantiateWithFlags"};
   DriverEntryPoint<PFN_cuGraphExecDestroy_v10000> graphExecDestroy{"cuGraphExecDestroy", nullptr,

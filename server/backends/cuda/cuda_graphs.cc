@@ -10,6 +10,12 @@
 // The CUgraph names driver handles (functions, events) that the client may destroy later, which
 // would leave the driver a dangling handle; so a launch first checks that every one the graph
 // names is still this context's, by the ids the graph was built from.
+//
+// Conditional nodes are built as the driver's own (cuGraphAddNode, their bodies filled the same
+// way), so the GPU evaluates them. A conditional handle belongs to the graph it was made in, and
+// the client makes its handles before it instantiates: so each context keeps one CUgraph in which
+// every handle is made, builds each graph with conditional nodes in it, instantiates it (the
+// executable graph is a copy) and takes the nodes out again. Not yet run on a GPU.
 #include <algorithm>
 #include <memory>
 #include <string>
@@ -62,41 +68,118 @@ CUDA_MEMCPY3D copySlice(const GraphNodeDescription& n, uint64_t z) {
 
 }  // namespace
 
+namespace {
+
+bool hasConditional(std::span<const GraphNodeDescription> nodes) {
+  return std::any_of(nodes.begin(), nodes.end(), [](const GraphNodeDescription& n) {
+    return n.kind == NodeKind::kConditional;
+  });
+}
+
+}  // namespace
+
+Status CudaContext::graphConditionalCreate(uint32_t defaultValue, bool assignDefault,
+                                           uint64_t* handle) {
+  if (driver_->graphConditionalHandleCreate.fn == nullptr || driver_->graphAddNode.fn == nullptr) {
+    return Status::error(CUDA_ERROR_NOT_SUPPORTED,
+                         "the server's driver has no conditional graph nodes (CUDA 12.3 on)");
+  }
+  if (Status s = makeCurrent(); !s.ok()) return s;
+  if (conditionalHome_ == nullptr) {
+    if (Status s = driver_->call(driver_->graphCreate, &conditionalHome_, 0u); !s.ok()) {
+      conditionalHome_ = nullptr;
+      return s;
+    }
+  }
+  CUgraphConditionalHandle h = 0;
+  if (Status s =
+          driver_->call(driver_->graphConditionalHandleCreate, &h, conditionalHome_, context_,
+                        defaultValue, assignDefault ? unsigned{CU_GRAPH_COND_ASSIGN_DEFAULT} : 0u);
+      !s.ok()) {
+    return s;
+  }
+  conditionalHandles_.insert(h);
+  *handle = h;
+  return Status::success();
+}
+
 Status CudaContext::graphBuild(std::span<const GraphNodeDescription> nodes,
                                std::unique_ptr<BackendGraph>* built) {
   built->reset();
   bool memOps = false;
+  bool replay = false;
   std::vector<StreamMemOp> waits;
   for (const GraphNodeDescription& n : nodes) {
     if (n.kind != NodeKind::kMemOps) continue;
     memOps = true;
     for (const StreamMemOp& op : n.memOps) {
       if (!op.isWait()) continue;
-      if (gated_) return Status::success();  // replayed (above)
+      if (gated_) replay = true;  // replayed (above)
       waits.push_back(op);
     }
+  }
+  const bool conditional = hasConditional(nodes);
+  if (replay) {
+    if (!conditional) return Status::success();
+    // A replayed conditional node reads its condition on the host, which a real handle's
+    // condition cannot be.
+    return Status::error(CUDA_ERROR_NOT_SUPPORTED,
+                         "a graph with conditional nodes and stream memory waits is not served "
+                         "under the pool's scheduler");
   }
   // A driver without graphs (none since CUDA 10 lacks them) gets the graph replayed too, as does
   // one without memory operation nodes (before CUDA 11.7) a graph that has them.
   if (driver_->graphCreate.fn == nullptr || driver_->graphInstantiateWithFlags.fn == nullptr ||
       driver_->graphLaunch.fn == nullptr ||
       (memOps && driver_->graphAddBatchMemOpNode.fn == nullptr)) {
-    return Status::success();
+    if (!conditional) return Status::success();
+    return Status::error(CUDA_ERROR_NOT_SUPPORTED,
+                         "the server's driver cannot build this graph's conditional nodes");
   }
   if (Status s = makeCurrent(); !s.ok()) return s;
+  // A graph with conditional nodes is built in the graph its handles were made in (a handle
+  // belongs to a graph), then taken out of it again once instantiated.
   CUgraph cuGraph = nullptr;
-  if (Status s = driver_->call(driver_->graphCreate, &cuGraph, 0u); !s.ok()) return s;
-  auto graph = std::make_unique<CudaGraph>(*this, cuGraph);
+  if (conditional) {
+    if (conditionalHome_ == nullptr) {
+      return Status::error(CUDA_ERROR_INVALID_VALUE,
+                           "a conditional node names a handle this context did not make");
+    }
+    cuGraph = conditionalHome_;
+  } else if (Status s = driver_->call(driver_->graphCreate, &cuGraph, 0u); !s.ok()) {
+    return s;
+  }
+  auto graph = std::make_unique<CudaGraph>(*this, conditional ? nullptr : cuGraph);
   graph->waits_ = std::move(waits);
+  std::vector<std::vector<CUgraphNode>> made;
+  Status s = graphAddNodes(cuGraph, nodes, *graph, &made);
+  if (s.ok()) {
+    s = driver_->call(driver_->graphInstantiateWithFlags, &graph->exec_, cuGraph, 0ull);
+    if (!s.ok()) graph->exec_ = nullptr;
+  }
+  if (conditional) {
+    // Destroying a conditional node destroys its bodies.
+    for (const auto& list : made) {
+      for (CUgraphNode node : list) (void)driver_->call(driver_->graphDestroyNode, node);
+    }
+  }
+  if (!s.ok()) return s;
+  *built = std::move(graph);
+  return Status::success();
+}
 
+Status CudaContext::graphAddNodes(CUgraph cuGraph, std::span<const GraphNodeDescription> nodes,
+                                  CudaGraph& graph, std::vector<std::vector<CUgraphNode>>* made) {
   // The driver nodes each description became (a copy of several slices is several nodes), which
   // its dependents all wait for.
-  std::vector<std::vector<CUgraphNode>> made(nodes.size());
+  made->assign(nodes.size(), {});
   std::vector<CUgraphNode> after;
   for (size_t i = 0; i < nodes.size(); ++i) {
     const GraphNodeDescription& n = nodes[i];
     after.clear();
-    for (uint32_t d : n.dependencies) after.insert(after.end(), made[d].begin(), made[d].end());
+    for (uint32_t d : n.dependencies) {
+      after.insert(after.end(), (*made)[d].begin(), (*made)[d].end());
+    }
     auto failed = [&](const Status& s) {
       return Status::error(s.code, "graph node " + std::to_string(i) + ": " + s.message);
     };
@@ -131,7 +214,7 @@ Status CudaContext::graphBuild(std::span<const GraphNodeDescription> nodes,
                             CU_KERNEL_NODE_ATTRIBUTE_COOPERATIVE,
                             static_cast<const CUkernelNodeAttrValue*>(&value));
         }
-        graph->functions_.push_back(n.function);
+        graph.functions_.push_back(n.function);
         break;
       }
       case NodeKind::kMemset: {
@@ -152,7 +235,7 @@ Status CudaContext::graphBuild(std::span<const GraphNodeDescription> nodes,
           CUDA_MEMCPY3D copy = copySlice(n, z);
           s = driver_->call(driver_->graphAddMemcpyNode, &node, cuGraph, after.data(), after.size(),
                             static_cast<const CUDA_MEMCPY3D*>(&copy), context_);
-          if (s.ok()) made[i].push_back(node);
+          if (s.ok()) (*made)[i].push_back(node);
         }
         node = nullptr;
         if (s.ok() && n.depth == 0) {
@@ -168,7 +251,7 @@ Status CudaContext::graphBuild(std::span<const GraphNodeDescription> nodes,
                                 after.size(), event)
                 : driver_->call(driver_->graphAddEventWaitNode, &node, cuGraph, after.data(),
                                 after.size(), event);
-        graph->events_.push_back(n.event);
+        graph.events_.push_back(n.event);
         break;
       }
       case NodeKind::kMemOps: {
@@ -183,21 +266,39 @@ Status CudaContext::graphBuild(std::span<const GraphNodeDescription> nodes,
                           after.size(), static_cast<const CUDA_BATCH_MEM_OP_NODE_PARAMS*>(&params));
         for (const StreamMemOp& op : n.memOps) {
           if (op.kind != CU_STREAM_MEM_OP_BARRIER) {
-            graph->memOpRanges_.emplace_back(op.address, op.wide() ? 8 : 4);
+            graph.memOpRanges_.emplace_back(op.address, op.wide() ? 8 : 4);
           }
         }
         break;
       }
+      case NodeKind::kConditional: {
+        // Only this context's handles: another context's (another tenant's) are not the
+        // client's to name.
+        if (!conditionalHandles_.count(n.conditionHandle)) {
+          s = Status::error(CUDA_ERROR_INVALID_VALUE,
+                            "a conditional node names a handle this context did not make");
+          break;
+        }
+        CUgraphNodeParams params{};
+        params.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+        params.conditional.handle = n.conditionHandle;
+        params.conditional.type = static_cast<CUgraphConditionalNodeType>(n.conditionType);
+        params.conditional.size = static_cast<unsigned>(n.bodies.size());
+        params.conditional.ctx = context_;
+        s = driver_->call(driver_->graphAddNode, &node, cuGraph, after.data(), after.size(),
+                          &params);
+        // The bodies are the node's: they go with it, also when filling one fails.
+        for (size_t b = 0; s.ok() && b < n.bodies.size(); ++b) {
+          std::vector<std::vector<CUgraphNode>> bodyMade;
+          s = graphAddNodes(params.conditional.phGraph_out[b], n.bodies[b], graph, &bodyMade);
+          if (!s.ok()) s = Status::error(s.code, "body " + std::to_string(b) + ": " + s.message);
+        }
+        break;
+      }
     }
+    if (node != nullptr) (*made)[i].push_back(node);
     if (!s.ok()) return failed(s);
-    if (node != nullptr) made[i].push_back(node);
   }
-  if (Status s = driver_->call(driver_->graphInstantiateWithFlags, &graph->exec_, cuGraph, 0ull);
-      !s.ok()) {
-    graph->exec_ = nullptr;
-    return s;
-  }
-  *built = std::move(graph);
   return Status::success();
 }
 

@@ -648,6 +648,7 @@ Status EmuContext::moduleLoad(std::span<const uint8_t> image, uint64_t* module) 
     }
   }
   *module = nextHandle_++;
+  std::lock_guard lock(launchTablesMutex_);
   modules_[*module] = std::move(loaded);
   return Status::success();
 }
@@ -657,6 +658,7 @@ Status EmuContext::moduleUnload(uint64_t module) {
   if (it == modules_.end()) return invalidHandle("unknown module " + hex(module));
   drainAll();  // running kernels may still read its globals
   for (uint64_t a : it->second.globalAddresses) memory_.release(a, owner_);
+  std::lock_guard lock(launchTablesMutex_);
   std::erase_if(functions_, [module](const auto& f) { return f.second.module == module; });
   modules_.erase(it);
   return Status::success();
@@ -738,6 +740,7 @@ Status EmuContext::moduleGetFunction(uint64_t module, const std::string& name,
   }
   if (!id) {
     id = nextHandle_++;
+    std::lock_guard lock(launchTablesMutex_);
     functions_[id] = Function{module, it->second.program, kernel, 0};
   }
   function->handle = id;
@@ -782,6 +785,8 @@ Status EmuContext::moduleManagedRange(uint64_t module, uint64_t address, uint64_
 
 Status EmuContext::launch(uint64_t function, const LaunchShape& shape, uint64_t stream,
                           std::span<const uint8_t> params) {
+  // Held while the launch reads the tables, not while it queues (which may wait for streams).
+  std::unique_lock tables(launchTablesMutex_);
   auto it = functions_.find(function);
   if (it == functions_.end()) return invalidHandle("unknown function " + hex(function));
   const Function& f = it->second;
@@ -848,8 +853,10 @@ Status EmuContext::launch(uint64_t function, const LaunchShape& shape, uint64_t 
   if (!references) references = std::make_shared<ReferenceBindings>();
   if (Status st = checkReferencesBound(*program, *kernel, *references); !st.ok()) return st;
   const bool gridWorkspace = config.cooperative || cooperativeLaunched_;
-  return enqueue(stream, [this, program, kernel, config, block, gate = gate_, textures = textures_,
-                          references, gridWorkspace]() mutable {
+  std::shared_ptr<const TextureObjects> textures = textures_;
+  tables.unlock();
+  return enqueue(stream, [this, program, kernel, config, block, gate = gate_, textures, references,
+                          gridWorkspace]() mutable {
     OwnerDeviceMemory memory(memory_, owner_);
     // A cooperative launch gets its own grid workspace, zeroed, for the launch's lifetime, as the
     // driver provides one to each cooperative launch; so does every launch after the context's
@@ -886,6 +893,9 @@ Status EmuContext::launch(uint64_t function, const LaunchShape& shape, uint64_t 
     services.stepBudget = options_.stepBudget;
     services.cancel = &cancelled_;
     services.heap = &heap_;
+    services.setConditional = [this](uint64_t handle, uint32_t value) {
+      return setConditional(handle, value);
+    };
     // Objects by their handles, and the module's references by textureReferenceHandle.
     struct LaunchTextures final : ptx::TextureTable {
       const TextureObjects* objects;
@@ -923,6 +933,7 @@ Status EmuContext::funcSetAttribute(uint64_t function, int attribute, int value)
                   static_cast<int>(it->second.kernel->staticSharedBytes);
       if (value < 0 || value > limit)
         return invalidValue("dynamic shared memory size out of range");
+      std::lock_guard lock(launchTablesMutex_);
       it->second.maxDynamicSharedBytes = value;
       return Status::success();
     }
@@ -991,7 +1002,9 @@ Status EmuContext::streamDestroy(uint64_t stream) {
   {
     std::lock_guard lock(tablesMutex_);
     auto it = streams_.find(stream);
-    if (stream == 0 || it == streams_.end()) return invalidHandle("unknown stream " + hex(stream));
+    if (stream == 0 || it == streams_.end() || stream >= kConditionalHelperStreams) {
+      return invalidHandle("unknown stream " + hex(stream));
+    }
     queue = std::move(it->second.queue);
     streams_.erase(it);
   }

@@ -113,6 +113,13 @@ class EmuContext final : public BackendContext {
   Status streamWaitEvent(uint64_t stream, uint64_t event) override;
   Status streamHostWork(uint64_t stream, std::function<void()> work) override;
   Status streamMemOps(uint64_t stream, std::span<const StreamMemOp> ops) override;
+  // Conditional nodes (emu_conditionals.cc).
+  Status graphConditionalCreate(uint32_t defaultValue, bool assignDefault,
+                                uint64_t* handle) override;
+  Status graphConditionalValue(uint64_t handle, uint32_t* value) override;
+  Status graphConditionalAssignDefaults(std::span<const uint64_t> handles) override;
+  Status streamConditionalStep(uint64_t stream, unsigned depth,
+                               std::function<Status(uint64_t, bool*)> step) override;
   Status eventCreate(unsigned flags, uint64_t* event) override;
   Status eventDestroy(uint64_t event) override;
   Status eventRecord(uint64_t event, uint64_t stream) override;
@@ -147,6 +154,9 @@ class EmuContext final : public BackendContext {
   // CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE unless every block of `shape` fits on the device at
   // once.
   Status checkCooperativeGrid(uint64_t function, const LaunchShape& shape);
+  // Helper streams of conditional nodes have the ids from here on (one per nesting level); other
+  // handles count up from 1 and never get there.
+  static constexpr uint64_t kConditionalHelperStreams = uint64_t{1} << 62;
   struct Stream {
     unsigned flags = 0;
     std::shared_ptr<StreamQueue> queue;  // shared with the waits using it
@@ -216,6 +226,10 @@ class EmuContext final : public BackendContext {
   // On the stream's worker (emu_stream_mem_ops.cc): false when the context was cancelled or broke
   // before a wait was met, so the stream's later operations do not run.
   bool runMemOp(const StreamMemOp& op);
+  // cudaGraphSetConditional from a kernel: false when `handle` is not this context's.
+  bool setConditional(uint64_t handle, uint32_t value);
+  // The helper stream of conditional nesting level `depth`, made on first use.
+  uint64_t conditionalHelperStream(unsigned depth);
 
   EmuMemory& memory_;
   const DeviceDescription& device_;
@@ -226,7 +240,11 @@ class EmuContext final : public BackendContext {
   std::shared_ptr<LaunchGate> gate_;    // the pool's scheduler and meter; null when open
   ptx::DeviceHeap heap_;  // device-side malloc() of this context only (outlives the stream workers)
 
-  mutable std::mutex tablesMutex_;       // guards streams_ and events_ (see the threads note above)
+  mutable std::mutex tablesMutex_;  // guards streams_ and events_ (see the threads note above)
+  // The session's thread changes functions_, modules_ (and their reference bindings) and textures_
+  // under this lock; launch() reads them under it, since a conditional node's step launches its
+  // body's kernels from a stream's thread (emu_conditionals.cc).
+  std::mutex launchTablesMutex_;
   std::map<uint32_t, uint64_t> limits_;  // cuCtxSetLimit values; the others read as defaults
   std::map<uint64_t, Stream> streams_;
   std::map<uint64_t, std::shared_ptr<Event>> events_;
@@ -251,6 +269,17 @@ class EmuContext final : public BackendContext {
   // workspace, so this_grid().is_valid() is true in ordinary launches too, as on NVIDIA's driver
   // (observed on driver 580.159.04, H200: false before any cooperative launch, true after).
   std::atomic<bool> cooperativeLaunched_{false};
+
+  // Conditional handles (cuGraphConditionalHandleCreate): set by kernels on the launch threads,
+  // read by stream steps, created by the session's thread.
+  struct ConditionalSlot {
+    uint32_t value = 0;
+    uint32_t defaultValue = 0;
+    bool assignDefault = false;
+  };
+  std::mutex conditionalMutex_;
+  std::map<uint64_t, ConditionalSlot> conditionals_;
+  uint64_t nextConditional_ = 0;
 
   mutable std::mutex errorMutex_;
   CUresult stickyCode_ = CUDA_SUCCESS;

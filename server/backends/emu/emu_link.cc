@@ -365,7 +365,8 @@ uint32_t versionOf(std::string_view header) {
 
 // Functions the emu provides itself (ptx ir_builder's builtins): declared extern, never defined.
 bool providedByEmu(const std::string& name) {
-  return name == "vprintf" || name == "malloc" || name == "free" || name == "__assertfail";
+  return name == "vprintf" || name == "malloc" || name == "free" || name == "__assertfail" ||
+         name == "cudaGraphSetConditional";
 }
 
 struct Unit {

@@ -90,6 +90,7 @@ Status EmuContext::textureCreate(const TextureDescription& d, uint64_t* handle) 
   auto next = std::make_shared<TextureObjects>(*textures_);
   *handle = nextHandle_++;
   next->views.emplace(*handle, v);
+  std::lock_guard lock(launchTablesMutex_);
   textures_ = std::move(next);
   return Status::success();
 }
@@ -103,6 +104,7 @@ Status EmuContext::textureDestroy(uint64_t handle, bool surface) {
   }
   auto next = std::make_shared<TextureObjects>(*textures_);
   next->views.erase(handle);
+  std::lock_guard lock(launchTablesMutex_);
   textures_ = std::move(next);
   return Status::success();
 }
@@ -143,6 +145,7 @@ Status EmuContext::textureReferenceBind(uint64_t module, const std::string& name
   if (Status st = textureView(d, &v); !st.ok()) return st;
   auto next = std::make_shared<ReferenceBindings>(*it->second.references);
   (*next)[index] = v;
+  std::lock_guard lock(launchTablesMutex_);
   it->second.references = std::move(next);
   return Status::success();
 }

@@ -875,6 +875,14 @@ class BlockRunner {
             CUDA_ERROR_ASSERT, l, pc,
             file + ":" + std::to_string(line) + ": " + func + ": Assertion `" + msg + "` failed.");
       }
+      case Builtin::kGraphSetConditional:
+        if (!ctx_.services.setConditional ||
+            !ctx_.services.setConditional(arg(0), static_cast<uint32_t>(arg(1)))) {
+          fault(CUDA_ERROR_LAUNCH_FAILED, l, pc,
+                "cudaGraphSetConditional: handle " + std::to_string(arg(0)) +
+                    " is not a conditional handle of this context");
+        }
+        break;
       case Builtin::kNone:
         break;
     }

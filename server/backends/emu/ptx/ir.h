@@ -417,7 +417,7 @@ struct CallSite {
   std::vector<ParamSlot> results;  // caller-frame slots receiving the return values
 };
 
-enum class Builtin : uint8_t { kNone, kVprintf, kMalloc, kFree, kAssertFail };
+enum class Builtin : uint8_t { kNone, kVprintf, kMalloc, kFree, kAssertFail, kGraphSetConditional };
 
 struct FunctionImage {
   std::string name;

@@ -284,6 +284,7 @@ class Builder {
     if (f.name == "malloc") fn.builtin = Builtin::kMalloc;
     if (f.name == "free") fn.builtin = Builtin::kFree;
     if (f.name == "__assertfail") fn.builtin = Builtin::kAssertFail;
+    if (f.name == "cudaGraphSetConditional") fn.builtin = Builtin::kGraphSetConditional;
     if (f.hasBody) fn.defined = true;
     // Parameter layout: entry params form the kernel param block; func returns+params open the
     // frame parameter area.

@@ -89,6 +89,9 @@ struct LaunchServices {
   // Runs every instruction through the interpreter's generic path, not the routines specialized
   // for common forms at load (fast_steps.h): the tests compare the two.
   bool genericPathOnly = false;
+  // cudaGraphSetConditional(handle, value) from a kernel: false when the handle is not the
+  // context's (the launch then fails). Null: every call fails.
+  std::function<bool(uint64_t, uint32_t)> setConditional;
 };
 
 struct LaunchResult {
