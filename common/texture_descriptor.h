@@ -145,9 +145,6 @@ inline CUresult checkTextureArray(const TextureDescription& d, const ArrayShape&
   // A surface object takes an array made without CUDA_ARRAY3D_SURFACE_LDST too: cuda.h does not
   // ask for the flag there, and NVIDIA accepts such an array (observed on driver 580.159.04, H200).
   // A surface reference needs it (cuSurfRefSetArray checks).
-  if (s.flags & CUDA_ARRAY3D_CUBEMAP) {
-    return fail(CUDA_ERROR_NOT_SUPPORTED, "cubemap textures and surfaces are not served");
-  }
   if (!d.surface && d.filterMode == CU_TR_FILTER_MODE_LINEAR &&
       !textureFormatReturnsFloat(s.format, d.flags)) {
     return fail(CUDA_ERROR_NOT_SUPPORTED,

@@ -23,7 +23,7 @@ constexpr const char* kNoExport =
 constexpr const char* kServerLocal = "describes the GPU server's host, which the client cannot use";
 
 constexpr const char* kNoMipmappedTextures =
-    "texture and surface objects on mipmapped arrays and cubemaps are not served "
+    "texture and surface objects on mipmapped arrays are not served "
     "(docs/arrays.md, Texture and surface objects)";
 
 constexpr WithheldCapability kWithheld[] = {
@@ -63,12 +63,6 @@ constexpr WithheldCapability kWithheld[] = {
     {CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_MIPMAPPED_WIDTH, 0, kNoMipmappedTextures},
     {CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_MIPMAPPED_WIDTH, 0, kNoMipmappedTextures},
     {CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_MIPMAPPED_HEIGHT, 0, kNoMipmappedTextures},
-    {CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURECUBEMAP_WIDTH, 0, kNoMipmappedTextures},
-    {CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURECUBEMAP_LAYERED_WIDTH, 0, kNoMipmappedTextures},
-    {CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURECUBEMAP_LAYERED_LAYERS, 0, kNoMipmappedTextures},
-    {CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACECUBEMAP_WIDTH, 0, kNoMipmappedTextures},
-    {CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACECUBEMAP_LAYERED_WIDTH, 0, kNoMipmappedTextures},
-    {CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACECUBEMAP_LAYERED_LAYERS, 0, kNoMipmappedTextures},
     {CU_DEVICE_ATTRIBUTE_TIMELINE_SEMAPHORE_INTEROP_SUPPORTED, 0,
      "external semaphores cannot reach a remote GPU"},
     {CU_DEVICE_ATTRIBUTE_D3D12_CIG_SUPPORTED, 0, "graphics interop cannot reach a remote GPU"},

@@ -58,6 +58,8 @@ inline const std::vector<std::string>& testProgramNames() {
                                                  "texture_objects",
                                                  "texture_objects_driver",
                                                  "texture_references_driver",
+                                                 "texture_cubemap",
+                                                 "texture_cubemap_driver",
                                                  "ipc_memory",
                                                  "ipc_memory_driver",
                                                  "ipc_event",

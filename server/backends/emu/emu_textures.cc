@@ -36,7 +36,14 @@ Status EmuContext::textureView(const TextureDescription& d, ptx::TextureView* ou
     v.width = s.width;
     v.layered = (s.flags & CUDA_ARRAY3D_LAYERED) != 0;
     v.height = std::max<uint64_t>(s.height, 1);
-    if (v.layered) {
+    if (s.flags & CUDA_ARRAY3D_CUBEMAP) {
+      // Faces are layers (common/cuda_array_layout.h), six per cube.
+      v.cubemap = true;
+      v.cubemapLayered = v.layered;
+      v.layered = true;
+      v.layers = s.depth;
+      v.dims = 2;
+    } else if (v.layered) {
       v.layers = s.depth;
       v.dims = s.height ? 2 : 1;
     } else {
@@ -80,6 +87,13 @@ Status EmuContext::textureView(const TextureDescription& d, ptx::TextureView* ou
   v.normalizedCoords = (d.flags & CU_TRSF_NORMALIZED_COORDINATES) != 0;
   v.srgb = (d.flags & CU_TRSF_SRGB) != 0;
   for (int i = 0; i < 4; ++i) v.borderColor[i] = d.borderColor[i];
+  if (v.cubemap && !d.surface && (d.flags & CU_TRSF_SEAMLESS_CUBEMAP) &&
+      d.filterMode == CU_TR_FILTER_MODE_LINEAR) {
+    return Status::error(CUDA_ERROR_NOT_SUPPORTED,
+                         "the emu does not filter across cubemap faces "
+                         "(CU_TRSF_SEAMLESS_CUBEMAP with linear filtering); leave the flag off or "
+                         "filter by point");
+  }
   return Status::success();
 }
 

@@ -161,6 +161,65 @@ TEST(TextureSampling, GatherTakesOneChannelOfTheFootprint) {
   EXPECT_EQ(gather(1.0f, 1.0f, 3), (std::vector<float>{1, 1, 1, 1}));
 }
 
+// The cubemap table: the major axis picks the face, the other two give its coordinates.
+TEST(TextureSampling, CubemapDirectionsPickFacesAsTheTableSays) {
+  struct Case {
+    float d[3];
+    unsigned face;
+    float u, v;
+  } cases[] = {
+      {{2, 0, 0}, 0, 0.5f, 0.5f},
+      {{-2, 0, 0}, 1, 0.5f, 0.5f},
+      {{0, 3, 0}, 2, 0.5f, 0.5f},
+      {{0, -3, 0}, 3, 0.5f, 0.5f},
+      {{0, 0, 4}, 4, 0.5f, 0.5f},
+      {{0, 0, -4}, 5, 0.5f, 0.5f},
+      // +x: s = -z, t = -y; -y: s = x, t = -z; -z: s = -x, t = -y.
+      {{1, 0.5f, -0.5f}, 0, 0.75f, 0.25f},
+      {{0.5f, -1, 0.5f}, 3, 0.75f, 0.25f},
+      {{0.5f, -0.5f, -1}, 5, 0.25f, 0.75f},
+      // No direction at all: the first face's centre, not NaN.
+      {{0, 0, 0}, 0, 0.5f, 0.5f},
+  };
+  for (const Case& c : cases) {
+    unsigned face = 9;
+    float u = -1, v = -1;
+    cubemapFace(c.d, &face, &u, &v);
+    EXPECT_EQ(face, c.face) << c.d[0] << "," << c.d[1] << "," << c.d[2];
+    EXPECT_FLOAT_EQ(u, c.u) << c.d[0] << "," << c.d[1] << "," << c.d[2];
+    EXPECT_FLOAT_EQ(v, c.v) << c.d[0] << "," << c.d[1] << "," << c.d[2];
+  }
+}
+
+// A layered cubemap clamps the cube index into its cubes, then samples that cube's face.
+TEST(TextureSampling, LayeredCubemapClampsTheCube) {
+  // Two cubes of 1x1 faces: layer l holds l.
+  std::vector<float> texels(12);
+  for (int i = 0; i < 12; ++i) texels[i] = static_cast<float>(i);
+  TextureView t;
+  t.format = CU_AD_FORMAT_FLOAT;
+  t.channels = 1;
+  t.width = t.height = 1;
+  t.dims = 2;
+  t.layered = t.cubemap = t.cubemapLayered = true;
+  t.layers = 12;
+  t.rowPitch = sizeof(float);
+  t.slicePitch = sizeof(float);
+  t.bytes = sizeof(float) * 12;
+  auto read = [&](float x, float y, float z, int32_t cube) {
+    const float d[3] = {x, y, z};
+    uint32_t out[4];
+    sampleCubemap(t, reinterpret_cast<const uint8_t*>(texels.data()), d, cube, out);
+    float f;
+    std::memcpy(&f, &out[0], 4);
+    return f;
+  };
+  EXPECT_EQ(read(0, 0, -1, 0), 5.0f);
+  EXPECT_EQ(read(0, 1, 0, 1), 8.0f);
+  EXPECT_EQ(read(-1, 0, 0, 7), 7.0f);   // cube 7 of 2: the last
+  EXPECT_EQ(read(-1, 0, 0, -3), 1.0f);  // below the first: the first
+}
+
 TEST(TextureSampling, SurfaceBoundaryModes) {
   TextureView t;
   t.surface = true;

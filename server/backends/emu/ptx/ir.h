@@ -153,7 +153,7 @@ enum class Op : uint8_t {
   kVabsdiff4,
   kVideoShift,  // vshl/vshr (mode: VideoShiftMode): ops {d, a, b} or {d, a, b, c} with
                 // .add/.min/.max
-  kTex,   // tex.{1d,2d,3d,a1d,a2d}.v4 and tld4.{r,g,b,a}.{2d,a2d}.v4 (mode bits 4-6: the channel
+  kTex,   // tex.{1d,2d,3d,a1d,a2d,cube,acube}.v4 and tld4.{r,g,b,a}.{2d,a2d}.v4 (mode bits 4-6: the channel
           // gathered plus one): ops {data vector, texture handle, coordinate vector}
   kSuld,  // suld.b: ops {data, surface handle, coordinate vector}
   kSust,  // sust.b: ops {data, surface handle, coordinate vector}
@@ -258,7 +258,7 @@ enum class Packed16Op : uint8_t { kAdd, kSub, kMin, kMax };
 enum class ReduxOp : uint8_t { kAdd, kMin, kMax, kAnd, kOr, kXor };
 // tex/suld/sust geometry (Instr::mode, low nibble); surfaces keep their SurfaceBoundary
 // (texture_sampling.h) in the high nibble.
-enum class TexGeometry : uint8_t { k1d, k2d, k3d, kA1d, kA2d };
+enum class TexGeometry : uint8_t { k1d, k2d, k3d, kA1d, kA2d, kCube, kACube };
 enum class TestpOp : uint8_t { kFinite, kInfinite, kNumber, kNotANumber, kNormal, kSubnormal };
 
 enum class Special : uint8_t {

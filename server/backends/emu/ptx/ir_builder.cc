@@ -1502,10 +1502,12 @@ void Builder::decodeMatrix(const AstInstruction& a, Instr* in) {
   img_.matrixInstrs.push_back(m);
 }
 
-// tex.{1d,2d,3d,a1d,a2d}.v4.{f32,s32,u32}.{f32,s32} and suld.b / sust.b on 1d, 2d, 3d, a1d and
-// a2d surfaces: [handle, {coordinates}] with the handle in a register (a CUtexObject or
+// tex.{1d,2d,3d,a1d,a2d}.v4.{f32,s32,u32}.{f32,s32}, tex.{cube,acube}.v4.{f32,s32,u32}.f32 and
+// suld.b / sust.b on 1d, 2d, 3d, a1d and a2d surfaces (a cubemap surface is addressed as a2d, the
+// face as the layer): [handle, {coordinates}] with the handle in a register (a CUtexObject or
 // CUsurfObject the kernel got as a parameter) or the name of a module's texture or surface
-// reference (an immediate textureReferenceHandle). The layered forms put the layer first.
+// reference (an immediate textureReferenceHandle). The layered forms put the layer first; cube
+// takes a direction {x, y, z, ignored}, acube {layer, x, y, z}.
 template <class Take>
 void Builder::decodeTextureAccess(const AstInstruction& a, Instr* in, Take& take,
                                   const std::vector<Type>& types) {
@@ -1515,14 +1517,16 @@ void Builder::decodeTextureAccess(const AstInstruction& a, Instr* in, Take& take
   // tld4 names the channel it gathers (kTex's mode bits 4-6: the channel plus one).
   const int channel = gather ? take({"r", "g", "b", "a"}) : -1;
   if (gather && channel < 0) failInvalid("tld4 needs .r, .g, .b or .a: " + a.opcode);
-  const int geometry = take({"1d", "2d", "3d", "a1d", "a2d"});
+  const int geometry = take({"1d", "2d", "3d", "a1d", "a2d", "cube", "acube"});
   if (geometry < 0) failUnsupported("unsupported texture or surface geometry in " + a.opcode);
+  const bool cube = geometry >= static_cast<int>(TexGeometry::kCube);
+  if (cube && !texture) failInvalid("surfaces have no cube geometry: " + a.opcode);
   if (gather && geometry != 1 && geometry != 4)
     failUnsupported("tld4 gathers from 2D and layered 2D textures here: " + a.opcode);
   // Before the operand count: these forms take a level or gradients as more operands.
   if (texture && take({"level", "grad", "base"}) >= 0)
     failUnsupported("tex with a level of detail or gradients is not supported: " + a.opcode);
-  static constexpr uint8_t kCoordinates[] = {1, 2, 4, 2, 4};  // vector size per geometry
+  static constexpr uint8_t kCoordinates[] = {1, 2, 4, 2, 4, 4, 4};  // vector size per geometry
   in->mode = static_cast<uint8_t>(geometry);
   requireOperands(a, 2, 2);
   const bool store = base == "sust";
@@ -1552,9 +1556,9 @@ void Builder::decodeTextureAccess(const AstInstruction& a, Instr* in, Take& take
     in->type2 = types[1];
     if (in->type != Type::kF32 && in->type != Type::kS32 && in->type != Type::kU32)
       failUnsupported("tex returns .f32, .s32 or .u32 here: " + a.opcode);
-    if (in->type2 != Type::kF32 && (gather || in->type2 != Type::kS32))
-      failInvalid(std::string(base) + " coordinates are .f32" + (gather ? "" : " or .s32") + ": " +
-                  a.opcode);
+    if (in->type2 != Type::kF32 && (gather || cube || in->type2 != Type::kS32))
+      failInvalid(std::string(base) + " coordinates are .f32" + (gather || cube ? "" : " or .s32") +
+                  ": " + a.opcode);
   } else {
     if (take({"b"}) < 0) failUnsupported("only .b surface accesses are supported: " + a.opcode);
     const int boundary = take({"trap", "zero"});

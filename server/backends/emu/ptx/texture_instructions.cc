@@ -15,6 +15,8 @@ unsigned geometryDims(TexGeometry g) {
     case TexGeometry::kA1d:
       return 1;
     case TexGeometry::k3d:
+    case TexGeometry::kCube:  // a direction
+    case TexGeometry::kACube:
       return 3;
     default:
       return 2;
@@ -26,7 +28,9 @@ unsigned geometryDims(TexGeometry g) {
 void BlockRunner::textureAccess(const Instr& in, uint32_t exec) {
   const auto geometry = static_cast<TexGeometry>(in.mode & 15);
   const unsigned gathered = (in.mode >> 4) & 7;  // tld4: the channel plus one; 0 for tex
-  const bool layered = geometry == TexGeometry::kA1d || geometry == TexGeometry::kA2d;
+  const bool cube = geometry == TexGeometry::kCube || geometry == TexGeometry::kACube;
+  const bool layered = geometry == TexGeometry::kA1d || geometry == TexGeometry::kA2d ||
+                       geometry == TexGeometry::kACube;
   const unsigned dims = geometryDims(geometry);
   const bool isTexture = in.op == Op::kTex;
   const Operand &data = in.ops[0], &coords = in.ops[2];
@@ -50,10 +54,16 @@ void BlockRunner::textureAccess(const Instr& in, uint32_t exec) {
       }
       fault(CUDA_ERROR_ILLEGAL_ADDRESS, l, curPc_, what.str());
     }
-    if (t->dims != dims || t->layered != layered) {
+    // A cubemap texture is sampled by direction only; its surface is a layered 2D one, a face
+    // per layer.
+    const bool fits = cube ? t->cubemap && t->cubemapLayered == (geometry == TexGeometry::kACube)
+                           : !(isTexture && t->cubemap) && t->dims == dims && t->layered == layered;
+    if (!fits) {
       std::ostringstream what;
       what << (isTexture ? "texture" : "surface") << " object 0x" << std::hex << handle << " is "
-           << std::dec << t->dims << "D" << (t->layered ? " layered" : "")
+           << std::dec
+           << (t->cubemap ? (t->cubemapLayered ? "a layered cubemap" : "a cubemap")
+                          : std::to_string(t->dims) + "D" + (t->layered ? " layered" : ""))
            << ", the instruction addresses another geometry";
       fault(CUDA_ERROR_ILLEGAL_ADDRESS, l, curPc_, what.str());
     }
@@ -72,7 +82,9 @@ void BlockRunner::textureAccess(const Instr& in, uint32_t exec) {
         i[d] = static_cast<int32_t>(raw[d]);
       }
       uint32_t out[4];
-      if (gathered) {
+      if (cube) {
+        sampleCubemap(*t, memory, f, layer, out);
+      } else if (gathered) {
         gatherTexture(*t, memory, f, layer, gathered - 1, out);
       } else {
         sampleTexture(*t, memory, f, i, in.type2 == Type::kS32, layer, out);

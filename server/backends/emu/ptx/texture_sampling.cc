@@ -143,6 +143,47 @@ uint64_t layerOf(const TextureView& t, int32_t layer) {
 
 }  // namespace
 
+void cubemapFace(const float direction[3], unsigned* face, float* u, float* v) {
+  const float x = direction[0], y = direction[1], z = direction[2];
+  const float ax = std::fabs(x), ay = std::fabs(y), az = std::fabs(z);
+  float m, s, t;
+  if (ax >= ay && ax >= az) {
+    m = ax;
+    *face = x >= 0 ? 0 : 1;
+    s = x >= 0 ? -z : z;
+    t = -y;
+  } else if (ay >= az) {
+    m = ay;
+    *face = y >= 0 ? 2 : 3;
+    s = x;
+    t = y >= 0 ? z : -z;
+  } else {
+    m = az;
+    *face = z >= 0 ? 4 : 5;
+    s = z >= 0 ? x : -x;
+    t = -y;
+  }
+  if (m == 0) {  // no direction: the centre of the first face
+    *u = *v = 0.5f;
+    return;
+  }
+  *u = (s / m + 1) / 2;
+  *v = (t / m + 1) / 2;
+}
+
+void sampleCubemap(const TextureView& t, const uint8_t* data, const float direction[3],
+                   int32_t cubeLayer, uint32_t out[4]) {
+  unsigned face = 0;
+  float uv[3] = {0, 0, 0};
+  cubemapFace(direction, &face, &uv[0], &uv[1]);
+  TextureView faces = t;
+  faces.normalizedCoords = true;  // the face coordinates are normalized whatever the sampler says
+  const int64_t cubes = static_cast<int64_t>(t.layers / 6);
+  const int64_t cube = t.cubemapLayered ? std::clamp<int64_t>(cubeLayer, 0, cubes - 1) : 0;
+  const int32_t zero[3] = {0, 0, 0};
+  sampleTexture(faces, data, uv, zero, false, static_cast<int32_t>(cube * 6 + face), out);
+}
+
 void gatherTexture(const TextureView& t, const uint8_t* data, const float coords[2], int32_t layer,
                    unsigned component, uint32_t out[4]) {
   const int64_t extent[2] = {static_cast<int64_t>(t.width), static_cast<int64_t>(t.height)};

@@ -26,6 +26,10 @@ struct TextureView {
   uint64_t rowPitch = 0, slicePitch = 0;  // bytes between rows, between slices (or layers)
   unsigned dims = 1;                      // 1, 2 or 3
   bool layered = false;
+  // A cubemap: a layered 2D view whose layers are faces (+x, -x, +y, -y, +z, -z; of each cube
+  // layer in turn when `cubemapLayered`), which tex.cube / tex.acube sample by direction.
+  bool cubemap = false;
+  bool cubemapLayered = false;
   // The sampler (CUDA_TEXTURE_DESC); unused for surfaces.
   unsigned addressMode[3] = {};  // CUaddress_mode
   unsigned filterMode = 0;       // CUfilter_mode
@@ -62,6 +66,15 @@ unsigned textureElementBytes(const TextureView& t);
 void sampleTexture(const TextureView& t, const uint8_t* data, const float coords[3],
                    const int32_t integerCoords[3], bool useIntegerCoords, int32_t layer,
                    uint32_t out[4]);
+
+// One tex.cube / tex.acube on a cubemap view: the direction (x, y, z) selects a face and a
+// point on it as the CUDA Programming Guide's cubemap table says (the major axis m, then
+// ((s / m + 1) / 2, (t / m + 1) / 2) in the face's normalized coordinates), which is sampled
+// through the view's sampler; `cubeLayer` picks the cube of a layered cubemap (clamped).
+void sampleCubemap(const TextureView& t, const uint8_t* data, const float direction[3],
+                   int32_t cubeLayer, uint32_t out[4]);
+// The face (0-5) and normalized face coordinates that `direction` selects.
+void cubemapFace(const float direction[3], unsigned* face, float* u, float* v);
 
 // One tld4 (tex2Dgather) on a 2D or layered 2D view: channel `component` (0-3: r, g, b, a) of
 // the four texels that linear filtering at `coords` would blend, in the order the ISA gives:
