@@ -153,8 +153,9 @@ enum class Op : uint8_t {
   kVabsdiff4,
   kVideoShift,  // vshl/vshr (mode: VideoShiftMode): ops {d, a, b} or {d, a, b, c} with
                 // .add/.min/.max
-  kTex,  // tex.{1d,2d,3d,a1d,a2d,cube,acube}.v4 and tld4.{r,g,b,a}.{2d,a2d}.v4 (mode bits 4-6: the
-         // channel gathered plus one): ops {data vector, texture handle, coordinate vector}
+  // tex.{1d,2d,3d,a1d,a2d,cube,acube}.v4 and tld4.{r,g,b,a}.{2d,a2d}.v4 (mode bits 4-6: the
+  // channel gathered plus one): ops {data vector, texture handle, coordinate vector}
+  kTex,
   kSuld,  // suld.b: ops {data, surface handle, coordinate vector}
   kSust,  // sust.b: ops {data, surface handle, coordinate vector}
   // Warp-wide matrix instructions (mma.sync, wmma.*, ldmatrix, stmatrix, movmatrix): Instr::call
