@@ -373,6 +373,16 @@ CUresult currentRemoteContext(ContextObject** ctx) {
   return CUDA_SUCCESS;
 }
 
+CUresult namedOrCurrentRemoteContext(CUcontext h, ContextObject** ctx) {
+  if (!h) return currentRemoteContext(ctx);
+  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
+  ContextObject* c = asContext(h);
+  if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+  if (CUresult r = DriverState::get().ensureRemote(c); r != CUDA_SUCCESS) return r;
+  *ctx = c;
+  return CUDA_SUCCESS;
+}
+
 namespace {
 
 thread_local bool nullIsPerThread = false;

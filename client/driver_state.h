@@ -288,6 +288,9 @@ MemPoolObject* asMemPool(CUmemoryPool h);
 
 // The context an operation runs in: the current one, made remote. Sets *ctx or returns the error.
 CUresult currentRemoteContext(ContextObject** ctx);
+// The context `h` names (CUDA_ERROR_INVALID_CONTEXT when it names none), or the current one when
+// it is null, made remote.
+CUresult namedOrCurrentRemoteContext(CUcontext h, ContextObject** ctx);
 // Resolves a stream handle (0, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD or an object) to the server's
 // stream id, and the context it belongs to. CU_STREAM_PER_THREAD, and 0 inside a
 // PerThreadDefaultStream scope, name the calling thread's own default stream in the current

@@ -717,15 +717,8 @@ GPUPOOL_DRIVER_API CUresult cuGraphConditionalHandleCreate(CUgraphConditionalHan
                                                            unsigned int flags) {
   constexpr const char* kCall = "cuGraphConditionalHandleCreate";
   if (!out || (flags & ~unsigned{CU_GRAPH_COND_ASSIGN_DEFAULT})) return CUDA_ERROR_INVALID_VALUE;
-  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
   ContextObject* ctx = nullptr;
-  if (ctxHandle) {
-    ctx = asContext(ctxHandle);
-    if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
-    if (CUresult r = DriverState::get().ensureRemote(ctx); r != CUDA_SUCCESS) return r;
-  } else if (CUresult r = currentRemoteContext(&ctx); r != CUDA_SUCCESS) {
-    return r;
-  }
+  if (CUresult r = namedOrCurrentRemoteContext(ctxHandle, &ctx); r != CUDA_SUCCESS) return r;
   {
     std::lock_guard lock(graphMutex());
     if (!asGraph(h)) return CUDA_ERROR_INVALID_VALUE;

@@ -298,13 +298,7 @@ CUresult setKernelNode(GraphNodeObject* node, CUfunction h, CUkernel kernel, CUc
     // A CUkernel runs in the context the parameters name, or the current one.
     if (!kernel) return CUDA_ERROR_INVALID_VALUE;
     h = reinterpret_cast<CUfunction>(kernel);
-    if (ctxHandle) {
-      ctx = asContext(ctxHandle);
-      if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
-      if (CUresult r = DriverState::get().ensureRemote(ctx); r != CUDA_SUCCESS) return r;
-    } else if (CUresult r = currentRemoteContext(&ctx); r != CUDA_SUCCESS) {
-      return r;
-    }
+    if (CUresult r = namedOrCurrentRemoteContext(ctxHandle, &ctx); r != CUDA_SUCCESS) return r;
   }
   FunctionObject* f = nullptr;
   if (CUresult r = resolveFunction(h, ctx, &f); r != CUDA_SUCCESS) return r;
@@ -409,13 +403,7 @@ CUresult setBatchMemOpNode(GraphNodeObject* node, const CUDA_BATCH_MEM_OP_NODE_P
                            const char* call) {
   if (p.flags != 0) return graphRefusal(CUDA_ERROR_INVALID_VALUE, call, "flags must be 0");
   ContextObject* ctx = nullptr;
-  if (p.ctx) {
-    ctx = asContext(p.ctx);
-    if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
-    if (CUresult r = DriverState::get().ensureRemote(ctx); r != CUDA_SUCCESS) return r;
-  } else if (CUresult r = currentRemoteContext(&ctx); r != CUDA_SUCCESS) {
-    return r;
-  }
+  if (CUresult r = namedOrCurrentRemoteContext(p.ctx, &ctx); r != CUDA_SUCCESS) return r;
   // A node of no operations is accepted and does nothing (observed on driver 580.159.04, H200);
   // the server gets it as an empty node (fillNode).
   std::vector<CUstreamBatchMemOpParams> ops;
