@@ -3,7 +3,8 @@
 // node sums a countdown whose length is device data (so only the device can know when to stop);
 // an if/else node and a switch node pick bodies by a value the host writes between launches;
 // a while node holds an if node; a body is filled by stream capture
-// (cudaStreamBeginCaptureToGraph); the default value is applied again at each launch
+// (cudaStreamBeginCaptureToGraph); a conditional node joins a graph while it is being captured, as
+// frameworks make them; the default value is applied again at each launch
 // (cudaGraphCondAssignDefault); and the driver's rules for bodies are kept.
 #include <cuda_runtime.h>
 
@@ -205,6 +206,56 @@ void nestedAndCaptured(cudaStream_t stream, int* counter, int* buffer, int n) {
   CHECK_CUDA(cudaFree(scratch));
 }
 
+// How frameworks make a conditional while they capture (PyTorch's torch.cond under CUDA graphs):
+// a conditional node joins the capturing graph after the capture's current dependencies, its body
+// is captured from another stream, and the capture goes on after the node.
+void conditionalDuringCapture(int* counter, long long* sum, int* out) {
+  cudaStream_t main, side;
+  CHECK_CUDA(cudaStreamCreateWithFlags(&main, cudaStreamNonBlocking));
+  CHECK_CUDA(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+  CHECK_CUDA(cudaStreamBeginCapture(main, cudaStreamCaptureModeThreadLocal));
+  int before = 3, after = 4;
+  store<<<1, 1, 0, main>>>(out, before);
+  cudaStreamCaptureStatus status;
+  cudaGraph_t capturing;
+  const cudaGraphNode_t* deps = nullptr;
+  size_t count = 0;
+  CHECK_CUDA(cudaStreamGetCaptureInfo(main, &status, nullptr, &capturing, &deps, nullptr, &count));
+  CHECK(status == cudaStreamCaptureStatusActive && count == 1, "capture status %d, %zu deps",
+        static_cast<int>(status), count);
+  cudaGraphConditionalHandle loop;
+  CHECK_CUDA(cudaGraphConditionalHandleCreate(&loop, capturing, 1, cudaGraphCondAssignDefault));
+  cudaGraph_t* body;
+  cudaGraphNode_t node =
+      addConditional(capturing, deps, count, loop, cudaGraphCondTypeWhile, 1, &body);
+  CHECK_CUDA(cudaStreamBeginCaptureToGraph(side, body[0], nullptr, nullptr, 0,
+                                           cudaStreamCaptureModeThreadLocal));
+  countdownStep<<<1, 1, 0, side>>>(counter, sum, loop);
+  cudaGraph_t sideGraph;
+  CHECK_CUDA(cudaStreamEndCapture(side, &sideGraph));
+  CHECK_CUDA(cudaStreamUpdateCaptureDependencies(main, &node, nullptr, 1,
+                                                 cudaStreamSetCaptureDependencies));
+  store<<<1, 1, 0, main>>>(out, after);
+  cudaGraph_t graph;
+  CHECK_CUDA(cudaStreamEndCapture(main, &graph));
+  CHECK(graph == capturing, "the capture ended with another graph");
+  cudaGraphExec_t exec;
+  CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  write(counter, 20);
+  write(sum, 0LL);
+  write(out, 0);
+  CHECK_CUDA(cudaGraphLaunch(exec, main));
+  CHECK_CUDA(cudaStreamSynchronize(main));
+  CHECK(readBack(sum) == 210 && readBack(counter) == 0 && readBack(out) == after,
+        "captured while node: sum %lld, counter %d, out %d", readBack(sum), readBack(counter),
+        readBack(out));
+  std::printf("a while node added during capture, its body captured from another stream\n");
+  CHECK_CUDA(cudaGraphExecDestroy(exec));
+  CHECK_CUDA(cudaGraphDestroy(graph));
+  CHECK_CUDA(cudaStreamDestroy(main));
+  CHECK_CUDA(cudaStreamDestroy(side));
+}
+
 void driverRules() {
   cudaGraph_t graph;
   CHECK_CUDA(cudaGraphCreate(&graph, 0));
@@ -275,6 +326,7 @@ int main() {
   whileLoop(stream, counter, sum);
   ifElseAndSwitch(stream, choice, out);
   nestedAndCaptured(stream, counter, buffer, kElements);
+  conditionalDuringCapture(counter, sum, out);
   driverRules();
   CHECK_CUDA(cudaFree(counter));
   CHECK_CUDA(cudaFree(sum));
