@@ -66,8 +66,10 @@ CUresult createTextureObject(const char* what, bool surface, const CUDA_RESOURCE
       d.handle = array->remote;
       break;
     case CU_RESOURCE_TYPE_MIPMAPPED_ARRAY:
-      if (!asMipmappedArray(res->res.mipmap.hMipmappedArray)) return CUDA_ERROR_INVALID_HANDLE;
-      break;  // refused by checkTextureDescription, with the reason
+      array = asMipmappedArray(res->res.mipmap.hMipmappedArray);
+      if (!array) return CUDA_ERROR_INVALID_HANDLE;
+      d.handle = array->remote;
+      break;
     case CU_RESOURCE_TYPE_LINEAR:
       d.handle = res->res.linear.devPtr;
       d.format = static_cast<unsigned>(rawEnumValue(res->res.linear.format));
@@ -91,6 +93,11 @@ CUresult createTextureObject(const char* what, bool surface, const CUDA_RESOURCE
     d.filterMode = static_cast<unsigned>(rawEnumValue(tex->filterMode));
     d.flags = tex->flags;
     for (int i = 0; i < 4; ++i) d.borderColor[i] = tex->borderColor[i];
+    d.mipmapFilterMode = static_cast<unsigned>(rawEnumValue(tex->mipmapFilterMode));
+    d.mipmapLevelBias = tex->mipmapLevelBias;
+    d.minMipmapLevelClamp = tex->minMipmapLevelClamp;
+    d.maxMipmapLevelClamp = tex->maxMipmapLevelClamp;
+    d.maxAnisotropy = tex->maxAnisotropy;
   }
   std::string reason;
   CUresult check = checkTextureDescription(d, &reason);
@@ -124,6 +131,11 @@ CUresult createTextureObject(const char* what, bool surface, const CUDA_RESOURCE
         m.setFlags(d.flags);
         auto border = m.initBorderColor(4);
         for (unsigned i = 0; i < 4; ++i) border.set(i, d.borderColor[i]);
+        m.setMipmapFilterMode(d.mipmapFilterMode);
+        m.setMipmapLevelBias(d.mipmapLevelBias);
+        m.setMinMipmapLevelClamp(d.minMipmapLevelClamp);
+        m.setMaxMipmapLevelClamp(d.maxMipmapLevelClamp);
+        m.setMaxAnisotropy(d.maxAnisotropy);
       },
       {},
       [&](wire::Response::Reader reply, ReplyBulk&) {

@@ -33,6 +33,10 @@ struct TextureDescription {
   unsigned filterMode = 0;       // CUfilter_mode
   unsigned flags = 0;            // CU_TRSF_*
   float borderColor[4] = {};
+  // Levels of detail (a mipmapped array's texture): how levels are chosen and blended.
+  unsigned mipmapFilterMode = 0;  // CUfilter_mode
+  float mipmapLevelBias = 0, minMipmapLevelClamp = 0, maxMipmapLevelClamp = 0;
+  unsigned maxAnisotropy = 0;
 };
 
 inline constexpr unsigned kKnownTextureFlags =
@@ -82,9 +86,14 @@ inline CUresult checkTextureDescription(const TextureDescription& d, std::string
     case CU_RESOURCE_TYPE_ARRAY:
       break;
     case CU_RESOURCE_TYPE_MIPMAPPED_ARRAY:
-      return fail(CUDA_ERROR_NOT_SUPPORTED,
-                  "textures on mipmapped arrays are not served (the emu samples no levels of "
-                  "detail); make a texture on one level (cuMipmappedArrayGetLevel)");
+      if (d.surface) {
+        return fail(CUDA_ERROR_INVALID_VALUE,
+                    "a surface object needs an array resource (a mipmapped array's level)");
+      }
+      if (d.mipmapFilterMode > CU_TR_FILTER_MODE_LINEAR) {
+        return fail(CUDA_ERROR_INVALID_VALUE, "invalid mipmap filter mode");
+      }
+      break;
     case CU_RESOURCE_TYPE_LINEAR:
     case CU_RESOURCE_TYPE_PITCH2D: {
       if (d.surface) {
@@ -145,7 +154,10 @@ inline CUresult checkTextureArray(const TextureDescription& d, const ArrayShape&
   // A surface object takes an array made without CUDA_ARRAY3D_SURFACE_LDST too: cuda.h does not
   // ask for the flag there, and NVIDIA accepts such an array (observed on driver 580.159.04, H200).
   // A surface reference needs it (cuSurfRefSetArray checks).
-  if (!d.surface && d.filterMode == CU_TR_FILTER_MODE_LINEAR &&
+  if (!d.surface &&
+      (d.filterMode == CU_TR_FILTER_MODE_LINEAR ||
+       (d.resourceType == CU_RESOURCE_TYPE_MIPMAPPED_ARRAY &&
+        d.mipmapFilterMode == CU_TR_FILTER_MODE_LINEAR)) &&
       !textureFormatReturnsFloat(s.format, d.flags)) {
     return fail(CUDA_ERROR_NOT_SUPPORTED,
                 "linear filtering of a texture that returns integers is not served");

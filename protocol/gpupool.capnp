@@ -479,6 +479,12 @@ struct Request {
     channelsPerPixel @28 :UInt32;
     pixelsPerColumn @29 :UInt32;
     wideMode @30 :UInt32;               # im2col wide: CUtensorMapIm2ColWideMode
+    # The sampler's levels of detail (CUDA_TEXTURE_DESC), for a mipmapped array resource.
+    mipmapFilterMode @31 :UInt32;       # CUfilter_mode between levels
+    mipmapLevelBias @32 :Float32;
+    minMipmapLevelClamp @33 :Float32;
+    maxMipmapLevelClamp @34 :Float32;
+    maxAnisotropy @35 :UInt32;
   }
   struct CopyEnd {
     kind @0 :UInt8;               # 0 host (packed bulk), 1 device memory, 2 array

@@ -155,7 +155,7 @@ basic=()
 for source in "$ROOT"/tests/programs/*.cu; do
   [[ $source == *_second_unit.cu ]] || basic+=("$(basename "$source" .cu)")
 done
-# tests/emu_programs except unsupported_mma/unsupported_texture_lod, which test that the emu
+# tests/emu_programs except unsupported_mma/unsupported_texture_grad_cube, which test that the emu
 # device refuses what it does not implement (on a GPU they simply run).
 emu=()
 for source in "$ROOT"/tests/emu_programs/programs/*.cu; do

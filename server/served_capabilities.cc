@@ -22,10 +22,6 @@ constexpr const char* kNoExport =
     "pool exports or dma-bufs";
 constexpr const char* kServerLocal = "describes the GPU server's host, which the client cannot use";
 
-constexpr const char* kNoMipmappedTextures =
-    "texture and surface objects on mipmapped arrays are not served "
-    "(docs/arrays.md, Texture and surface objects)";
-
 constexpr WithheldCapability kWithheld[] = {
     {CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, 0, kHostIsRemote},
     {CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM, 0, kHostIsRemote},
@@ -60,9 +56,6 @@ constexpr WithheldCapability kWithheld[] = {
     {CU_DEVICE_ATTRIBUTE_SPARSE_CUDA_ARRAY_SUPPORTED, 0, "sparse CUDA arrays are not served yet"},
     {CU_DEVICE_ATTRIBUTE_DEFERRED_MAPPING_CUDA_ARRAY_SUPPORTED, 0,
      "CUDA arrays are not served yet"},
-    {CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_MIPMAPPED_WIDTH, 0, kNoMipmappedTextures},
-    {CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_MIPMAPPED_WIDTH, 0, kNoMipmappedTextures},
-    {CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_MIPMAPPED_HEIGHT, 0, kNoMipmappedTextures},
     {CU_DEVICE_ATTRIBUTE_TIMELINE_SEMAPHORE_INTEROP_SUPPORTED, 0,
      "external semaphores cannot reach a remote GPU"},
     {CU_DEVICE_ATTRIBUTE_D3D12_CIG_SUPPORTED, 0, "graphics interop cannot reach a remote GPU"},

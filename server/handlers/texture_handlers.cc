@@ -87,6 +87,11 @@ Status textureOp(RequestContext& request, Request::Reader r) {
       d.flags = m.getFlags();
       auto border = m.getBorderColor();
       for (unsigned i = 0; i < 4 && i < border.size(); ++i) d.borderColor[i] = border[i];
+      d.mipmapFilterMode = m.getMipmapFilterMode();
+      d.mipmapLevelBias = m.getMipmapLevelBias();
+      d.minMipmapLevelClamp = m.getMinMipmapLevelClamp();
+      d.maxMipmapLevelClamp = m.getMaxMipmapLevelClamp();
+      d.maxAnisotropy = m.getMaxAnisotropy();
       std::string reason;
       if (CUresult res = checkTextureDescription(d, &reason); res != CUDA_SUCCESS) {
         return Status::error(res, reason);

@@ -1,5 +1,5 @@
-// Kernels using instructions the emu device does not implement (Volta-layout mma, tex.level) must
-// fail when their module loads, with cudaErrorNotSupported, and the log must name the
+// Kernels using instructions the emu device does not implement (Volta-layout mma, tex.grad.cube)
+// must fail when their module loads, with cudaErrorNotSupported, and the log must name the
 // instruction, instead of the kernel running wrongly.
 #include <gtest/gtest.h>
 
@@ -18,7 +18,7 @@ using std::chrono::seconds;
 const std::map<std::string, std::string>& expectedInstruction() {
   static const std::map<std::string, std::string> instructions = {
       {"unsupported_mma", "mma.sync.m8n8k4 with .f16 inputs"},
-      {"unsupported_texture_lod", "tex with a level of detail or gradients is not supported"},
+      {"unsupported_texture_grad_cube", "tex.grad on a cube texture is not supported"},
   };
   return instructions;
 }

@@ -60,6 +60,8 @@ inline const std::vector<std::string>& testProgramNames() {
                                                  "texture_references_driver",
                                                  "texture_cubemap",
                                                  "texture_cubemap_driver",
+                                                 "texture_mipmap",
+                                                 "texture_mipmap_driver",
                                                  "ipc_memory",
                                                  "ipc_memory_driver",
                                                  "ipc_event",

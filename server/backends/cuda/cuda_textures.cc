@@ -33,6 +33,17 @@ Status CudaContext::textureCreate(const TextureDescription& d, uint64_t* handle)
       rd.res.array.hArray = it->second.array;
       break;
     }
+    case CU_RESOURCE_TYPE_MIPMAPPED_ARRAY: {
+      auto it = arrays_.find(d.handle);
+      if (it == arrays_.end() || !it->second.mipmapped) {
+        return Status::error(CUDA_ERROR_INVALID_HANDLE, "unknown mipmapped array");
+      }
+      if (CUresult r = checkTextureArray(d, it->second.shape, &reason); r != CUDA_SUCCESS) {
+        return Status::error(r, reason);
+      }
+      rd.res.mipmap.hMipmappedArray = it->second.mipmapped;
+      break;
+    }
     case CU_RESOURCE_TYPE_LINEAR:
       if (Status s = checkPitchedRange("texture memory", d.handle, d.sizeBytes, d.sizeBytes, 1);
           !s.ok()) {
@@ -67,6 +78,11 @@ Status CudaContext::textureCreate(const TextureDescription& d, uint64_t* handle)
     td.filterMode = static_cast<CUfilter_mode>(d.filterMode);
     td.flags = d.flags;
     for (int i = 0; i < 4; ++i) td.borderColor[i] = d.borderColor[i];
+    td.mipmapFilterMode = static_cast<CUfilter_mode>(d.mipmapFilterMode);
+    td.mipmapLevelBias = d.mipmapLevelBias;
+    td.minMipmapLevelClamp = d.minMipmapLevelClamp;
+    td.maxMipmapLevelClamp = d.maxMipmapLevelClamp;
+    td.maxAnisotropy = d.maxAnisotropy;
     CUtexObject t = 0;
     if (Status st = driver_->call(driver_->texObjectCreate, &t, &rd, &td, nullptr); !st.ok()) {
       return st;
@@ -111,6 +127,11 @@ Status CudaContext::textureReferenceBind(uint64_t module, const std::string& nam
   }
   auto m = modules_.find(module);
   if (m == modules_.end()) return Status::error(CUDA_ERROR_INVALID_HANDLE, "unknown module");
+  if (d.resourceType == CU_RESOURCE_TYPE_MIPMAPPED_ARRAY) {
+    // The client refuses cuTexRefSetMipmappedArray, so only a raw request gets here.
+    return Status::error(CUDA_ERROR_NOT_SUPPORTED,
+                         "texture references are not bound to mipmapped arrays here");
+  }
   CUarray array = nullptr;
   if (d.resourceType == CU_RESOURCE_TYPE_ARRAY) {
     auto it = arrays_.find(d.handle);

@@ -19,10 +19,14 @@ Status EmuContext::textureView(const TextureDescription& d, ptx::TextureView* ou
   ptx::TextureView& v = *out;
   v = ptx::TextureView{};
   v.surface = d.surface;
-  if (d.resourceType == CU_RESOURCE_TYPE_ARRAY) {
+  if (d.resourceType == CU_RESOURCE_TYPE_ARRAY ||
+      d.resourceType == CU_RESOURCE_TYPE_MIPMAPPED_ARRAY) {
+    const bool mipmapped = d.resourceType == CU_RESOURCE_TYPE_MIPMAPPED_ARRAY;
     auto it = arrays_.find(d.handle);
-    if (it == arrays_.end() || it->second.levels != 0) {
-      return Status::error(CUDA_ERROR_INVALID_HANDLE, "unknown array " + hex(d.handle));
+    if (it == arrays_.end() || (it->second.levels != 0) != mipmapped) {
+      return Status::error(
+          CUDA_ERROR_INVALID_HANDLE,
+          std::string("unknown ") + (mipmapped ? "mipmapped array " : "array ") + hex(d.handle));
     }
     const ArrayShape& s = it->second.shape;
     if (CUresult r = checkTextureArray(d, s, &reason); r != CUDA_SUCCESS) {
@@ -52,6 +56,30 @@ Status EmuContext::textureView(const TextureDescription& d, ptx::TextureView* ou
     }
     v.rowPitch = arrayRowBytes(s);
     v.slicePitch = v.rowPitch * arrayRows(s);
+    if (mipmapped) {
+      // Levels one after the other in the block (common/cuda_array_layout.h).
+      v.levels = std::min(it->second.levels, ptx::TextureView::kMaxLevels);
+      v.bytes = arrayTotalBytes(s, it->second.levels);
+      for (unsigned l = 0; l < v.levels; ++l) {
+        const ArrayShape ls = arrayLevelShape(s, l);
+        ptx::TextureView::Level& level = v.level[l];
+        level.offset = arrayLevelOffset(s, l);
+        level.width = ls.width;
+        level.height = std::max<uint64_t>(ls.height, 1);
+        level.depth = arrayDepthIsLayers(s) ? 1 : std::max<uint64_t>(ls.depth, 1);
+        level.rowPitch = arrayRowBytes(ls);
+        level.slicePitch = level.rowPitch * arrayRows(ls);
+      }
+      v.mipmapFilterMode = d.mipmapFilterMode;
+      v.mipmapLevelBias = d.mipmapLevelBias;
+      v.minMipmapLevelClamp = d.minMipmapLevelClamp;
+      v.maxMipmapLevelClamp = d.maxMipmapLevelClamp;
+      if (d.maxAnisotropy > 1) {
+        return Status::error(CUDA_ERROR_NOT_SUPPORTED,
+                             "the emu does not filter anisotropically (maxAnisotropy " +
+                                 std::to_string(d.maxAnisotropy) + "); leave it at 0 or 1");
+      }
+    }
   } else {
     const uint64_t element = uint64_t{arrayChannelBytes(d.format)} * d.channels;
     v.format = d.format;
@@ -154,6 +182,11 @@ Status EmuContext::textureReferenceBind(uint64_t module, const std::string& name
   }
   if (index == references.size()) {
     return Status::error(CUDA_ERROR_NOT_FOUND, "no reference named '" + name + "'");
+  }
+  if (d.resourceType == CU_RESOURCE_TYPE_MIPMAPPED_ARRAY) {
+    // The client refuses cuTexRefSetMipmappedArray, so only a raw request gets here.
+    return Status::error(CUDA_ERROR_NOT_SUPPORTED,
+                         "texture references are not bound to mipmapped arrays here");
   }
   ptx::TextureView v;
   if (Status st = textureView(d, &v); !st.ok()) return st;

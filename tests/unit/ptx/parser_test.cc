@@ -145,7 +145,9 @@ TEST(Loader, UnsupportedInstructionsFailWithTheirName) {
        "{%a2,%a3}, {%f4,%f5,%f6,%f7}, %a8, 0x0;",
        "mma.sp"},
       {".reg .b64 %t; .reg .f32 %f<4>; .reg .b32 %c;",
-       "tex.level.2d.v4.f32.f32 {%f0,%f1,%f2,%f3}, [%t, {%f0, %f1}], %f2;", "tex.level"},
+       "tex.grad.cube.v4.f32.f32 {%f0,%f1,%f2,%f3}, [%t, {%f0, %f1, %f2, %f3}], {%f0, %f1, "
+       "%f2, %f3}, {%f0, %f1, %f2, %f3};",
+       "tex.grad.cube"},
       {".reg .b32 %a;", "wgmma.fence.sync.aligned;", "wgmma"},
       {".reg .b64 %a;", "mbarrier.arrive.sync.shared.b64 %a, [%a];", "mbarrier"},
       {".reg .b32 %a; .reg .b16 %h;",

@@ -209,7 +209,8 @@ TEST(TextureSampling, LayeredCubemapClampsTheCube) {
   auto read = [&](float x, float y, float z, int32_t cube) {
     const float d[3] = {x, y, z};
     uint32_t out[4];
-    sampleCubemap(t, reinterpret_cast<const uint8_t*>(texels.data()), d, cube, out);
+    sampleCubemap(t, reinterpret_cast<const uint8_t*>(texels.data()), d, cube, LevelOfDetail{},
+                  out);
     float f;
     std::memcpy(&f, &out[0], 4);
     return f;
@@ -218,6 +219,90 @@ TEST(TextureSampling, LayeredCubemapClampsTheCube) {
   EXPECT_EQ(read(0, 1, 0, 1), 8.0f);
   EXPECT_EQ(read(-1, 0, 0, 7), 7.0f);   // cube 7 of 2: the last
   EXPECT_EQ(read(-1, 0, 0, -3), 1.0f);  // below the first: the first
+}
+
+// A mipmapped 2D float texture of 8x8 down to 1x1, each level holding (level + 1) * 10.
+struct Mipmapped {
+  std::vector<float> texels;
+  TextureView t;
+  Mipmapped() {
+    t.format = CU_AD_FORMAT_FLOAT;
+    t.channels = 1;
+    t.dims = 2;
+    t.width = t.height = 8;
+    t.normalizedCoords = true;
+    t.levels = 4;
+    uint64_t offset = 0;
+    for (unsigned l = 0; l < 4; ++l) {
+      const uint64_t w = 8 >> l;
+      t.level[l] = {offset, w, w, 1, w * sizeof(float), w * w * sizeof(float)};
+      for (uint64_t i = 0; i < w * w; ++i) texels.push_back(10.0f * (l + 1));
+      offset += w * w * sizeof(float);
+    }
+    t.rowPitch = t.level[0].rowPitch;
+    t.slicePitch = t.level[0].slicePitch;
+    t.bytes = offset;
+    t.maxMipmapLevelClamp = 3;
+  }
+  float read(const LevelOfDetail& lod) const {
+    const float coords[3] = {0.4f, 0.6f, 0};
+    uint32_t out[4];
+    sampleTextureLevels(t, reinterpret_cast<const uint8_t*>(texels.data()), coords, 0, lod, out);
+    float f;
+    std::memcpy(&f, &out[0], 4);
+    return f;
+  }
+};
+
+LevelOfDetail atLevel(float level) {
+  LevelOfDetail lod;
+  lod.kind = LevelOfDetail::Kind::kLevel;
+  lod.level = level;
+  return lod;
+}
+
+TEST(TextureSampling, MipmapLevelsNearestAndBlended) {
+  Mipmapped m;
+  EXPECT_EQ(m.read(LevelOfDetail{}), 10.0f);  // no level given: the most detailed
+  EXPECT_EQ(m.read(atLevel(1.4f)), 20.0f);
+  EXPECT_EQ(m.read(atLevel(1.6f)), 30.0f);
+  EXPECT_EQ(m.read(atLevel(9)), 40.0f);   // clamped to the last level
+  EXPECT_EQ(m.read(atLevel(-3)), 10.0f);  // and to the first
+  m.t.mipmapFilterMode = CU_TR_FILTER_MODE_LINEAR;
+  EXPECT_EQ(m.read(atLevel(1.25f)), 22.5f);
+  EXPECT_EQ(m.read(atLevel(2.5f)), 35.0f);
+  EXPECT_EQ(m.read(atLevel(3)), 40.0f);
+}
+
+TEST(TextureSampling, MipmapBiasAndClamps) {
+  Mipmapped m;
+  m.t.mipmapLevelBias = 1;
+  EXPECT_EQ(m.read(atLevel(0)), 20.0f);
+  EXPECT_EQ(m.read(LevelOfDetail{}), 20.0f);
+  m.t.mipmapLevelBias = 0;
+  m.t.minMipmapLevelClamp = 2;
+  EXPECT_EQ(m.read(atLevel(0)), 30.0f);
+  m.t.minMipmapLevelClamp = 0;
+  m.t.maxMipmapLevelClamp = 0;  // a zeroed descriptor's: level 0 only
+  EXPECT_EQ(m.read(atLevel(3)), 10.0f);
+}
+
+TEST(TextureSampling, MipmapLevelFromGradients) {
+  Mipmapped m;
+  auto gradients = [](float dx0, float dx1, float dy0, float dy1) {
+    LevelOfDetail lod;
+    lod.kind = LevelOfDetail::Kind::kGradients;
+    lod.dPdx[0] = dx0;
+    lod.dPdx[1] = dx1;
+    lod.dPdy[0] = dy0;
+    lod.dPdy[1] = dy1;
+    return lod;
+  };
+  const float texel = 1.0f / 8;
+  EXPECT_EQ(m.read(gradients(texel, 0, 0, texel)), 10.0f);      // one texel a step: level 0
+  EXPECT_EQ(m.read(gradients(2 * texel, 0, 0, texel)), 20.0f);  // the longer vector decides
+  EXPECT_EQ(m.read(gradients(0, 0, 0, 4 * texel)), 30.0f);
+  EXPECT_EQ(m.read(gradients(0, 0, 0, 0)), 10.0f);  // no footprint: the most detailed level
 }
 
 TEST(TextureSampling, SurfaceBoundaryModes) {

@@ -1523,12 +1523,15 @@ void Builder::decodeTextureAccess(const AstInstruction& a, Instr* in, Take& take
   if (cube && !texture) failInvalid("surfaces have no cube geometry: " + a.opcode);
   if (gather && geometry != 1 && geometry != 4)
     failUnsupported("tld4 gathers from 2D and layered 2D textures here: " + a.opcode);
-  // Before the operand count: these forms take a level or gradients as more operands.
-  if (texture && take({"level", "grad", "base"}) >= 0)
-    failUnsupported("tex with a level of detail or gradients is not supported: " + a.opcode);
+  // tex.level takes a level of detail, tex.grad two derivative vectors, as more operands.
+  const int lod = texture ? take({"level", "grad", "base"}) : -1;
+  if (lod == 2) failUnsupported("tex.base is not supported: " + a.opcode);
+  if (lod >= 0 && gather) failUnsupported("tld4 with a level of detail: " + a.opcode);
+  if (lod == 1 && cube) failUnsupported("tex.grad on a cube texture is not supported: " + a.opcode);
   static constexpr uint8_t kCoordinates[] = {1, 2, 4, 2, 4, 4, 4};  // vector size per geometry
   in->mode = static_cast<uint8_t>(geometry);
-  requireOperands(a, 2, 2);
+  const size_t operands = lod == 0 ? 3 : lod == 1 ? 4 : 2;
+  requireOperands(a, operands, operands);
   const bool store = base == "sust";
   const AstOperand& at = a.operands[store ? 0 : 1];
   if (at.kind != AstOperand::Kind::kAddress || at.name.empty() || at.integer != 0 ||
@@ -1579,10 +1582,15 @@ void Builder::decodeTextureAccess(const AstInstruction& a, Instr* in, Take& take
   Operand coords = operand(at.elements[0], in->type2);
   if (coords.count != kCoordinates[geometry])
     failInvalid(a.opcode + ": wrong number of coordinates");
-  in->numOps = 3;
+  in->numOps = static_cast<uint8_t>(1 + operands);  // 3 plain, 4 with a level, 5 gradients
   in->ops[0] = data;
   in->ops[1] = handle;
   in->ops[2] = coords;
+  for (size_t i = 2; i < operands; ++i) {
+    in->ops[1 + i] = operand(a.operands[i], Type::kF32);
+    if (in->ops[1 + i].kind == OperandKind::kVector && lod == 0)
+      failInvalid(a.opcode + ": the level of detail is one .f32");
+  }
 }
 
 // cvt between an fp8 pair (e4m3x2, e5m2x2) and f32 / f16x2: the forms sm_89+ have. To fp8 they

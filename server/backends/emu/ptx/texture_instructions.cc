@@ -81,13 +81,34 @@ void BlockRunner::textureAccess(const Instr& in, uint32_t exec) {
         std::memcpy(&f[d], &raw[d], 4);
         i[d] = static_cast<int32_t>(raw[d]);
       }
+      LevelOfDetail lod;
+      if (in.numOps == 4) {
+        lod.kind = LevelOfDetail::Kind::kLevel;
+        const uint32_t bits = static_cast<uint32_t>(value(in.ops[3], l));
+        std::memcpy(&lod.level, &bits, 4);
+      } else if (in.numOps == 5) {
+        lod.kind = LevelOfDetail::Kind::kGradients;
+        for (unsigned g = 0; g < 2; ++g) {
+          const Operand& d = in.ops[3 + g];
+          float* into = g == 0 ? lod.dPdx : lod.dPdy;
+          const unsigned n = d.kind == OperandKind::kVector ? std::min<unsigned>(d.count, 3) : 1;
+          for (unsigned k = 0; k < n; ++k) {
+            const uint32_t bits =
+                static_cast<uint32_t>(value(d.kind == OperandKind::kVector ? element(d, k) : d, l));
+            std::memcpy(&into[k], &bits, 4);
+          }
+        }
+      }
       uint32_t out[4];
       if (cube) {
-        sampleCubemap(*t, memory, f, layer, out);
+        sampleCubemap(*t, memory, f, layer, lod, out);
       } else if (gathered) {
         gatherTexture(*t, memory, f, layer, gathered - 1, out);
-      } else {
+      } else if (in.type2 == Type::kS32 ||
+                 (t->levels <= 1 && lod.kind == LevelOfDetail::Kind::kNone)) {
         sampleTexture(*t, memory, f, i, in.type2 == Type::kS32, layer, out);
+      } else {
+        sampleTextureLevels(*t, memory, f, layer, lod, out);
       }
       for (unsigned k = 0; k < 4; ++k) set(element(data, k), l, out[k]);
       return;

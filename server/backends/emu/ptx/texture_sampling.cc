@@ -172,7 +172,7 @@ void cubemapFace(const float direction[3], unsigned* face, float* u, float* v) {
 }
 
 void sampleCubemap(const TextureView& t, const uint8_t* data, const float direction[3],
-                   int32_t cubeLayer, uint32_t out[4]) {
+                   int32_t cubeLayer, const LevelOfDetail& lod, uint32_t out[4]) {
   unsigned face = 0;
   float uv[3] = {0, 0, 0};
   cubemapFace(direction, &face, &uv[0], &uv[1]);
@@ -180,8 +180,88 @@ void sampleCubemap(const TextureView& t, const uint8_t* data, const float direct
   faces.normalizedCoords = true;  // the face coordinates are normalized whatever the sampler says
   const int64_t cubes = static_cast<int64_t>(t.layers / 6);
   const int64_t cube = t.cubemapLayered ? std::clamp<int64_t>(cubeLayer, 0, cubes - 1) : 0;
+  sampleTextureLevels(faces, data, uv, static_cast<int32_t>(cube * 6 + face), lod, out);
+}
+
+namespace {
+
+// The view of level `l` of mipmapped view `t`, with `data` moved to the level's first texel.
+TextureView levelView(const TextureView& t, unsigned l, const uint8_t** data) {
+  TextureView v = t;
+  const TextureView::Level& level = t.level[l];
+  v.levels = 1;
+  v.width = level.width;
+  v.height = level.height;
+  v.depth = level.depth;
+  v.rowPitch = level.rowPitch;
+  v.slicePitch = level.slicePitch;
+  v.bytes = t.bytes - level.offset;
+  *data += level.offset;
+  return v;
+}
+
+// log2 of the longest of the derivative vectors measured in level 0's texels.
+float gradientLevel(const TextureView& t, const LevelOfDetail& lod) {
+  const double extent[3] = {static_cast<double>(t.width), static_cast<double>(t.height),
+                            static_cast<double>(t.depth)};
+  double longest = 0;
+  for (const float* d : {lod.dPdx, lod.dPdy}) {
+    double sum = 0;
+    for (unsigned i = 0; i < t.dims; ++i) {
+      double texels = t.normalizedCoords ? d[i] * extent[i] : d[i];
+      sum += texels * texels;
+    }
+    longest = std::max(longest, std::sqrt(sum));
+  }
+  // No change across the footprint: the most detailed level, as a length of 0 asks.
+  return longest > 0 ? static_cast<float>(std::log2(longest)) : -INFINITY;
+}
+
+}  // namespace
+
+void sampleTextureLevels(const TextureView& t, const uint8_t* data, const float coords[3],
+                         int32_t layer, const LevelOfDetail& lod, uint32_t out[4]) {
   const int32_t zero[3] = {0, 0, 0};
-  sampleTexture(faces, data, uv, zero, false, static_cast<int32_t>(cube * 6 + face), out);
+  if (t.levels <= 1) {
+    sampleTexture(t, data, coords, zero, false, layer, out);
+    return;
+  }
+  float lambda = lod.kind == LevelOfDetail::Kind::kLevel       ? lod.level
+                 : lod.kind == LevelOfDetail::Kind::kGradients ? gradientLevel(t, lod)
+                                                               : 0.0f;
+  lambda += t.mipmapLevelBias;
+  lambda = std::min(std::max(lambda, t.minMipmapLevelClamp), t.maxMipmapLevelClamp);
+  lambda = std::clamp(lambda, 0.0f, static_cast<float>(t.levels - 1));
+  // Unnormalized coordinates count level 0's texels: each level halves them.
+  auto sampleLevel = [&](unsigned l, uint32_t result[4]) {
+    const uint8_t* levelData = data;
+    TextureView v = levelView(t, l, &levelData);
+    float c[3] = {coords[0], coords[1], coords[2]};
+    if (!t.normalizedCoords) {
+      c[0] *= static_cast<float>(v.width) / static_cast<float>(t.width);
+      c[1] *= static_cast<float>(v.height) / static_cast<float>(t.height);
+      c[2] *= static_cast<float>(v.depth) / static_cast<float>(t.depth);
+    }
+    sampleTexture(v, levelData, c, zero, false, layer, result);
+  };
+  if (t.mipmapFilterMode != CU_TR_FILTER_MODE_LINEAR) {
+    // The nearest level: d = ceil(lambda + 1/2) - 1, as OpenGL rounds halves down.
+    sampleLevel(static_cast<unsigned>(std::ceil(lambda + 0.5f)) - 1, out);
+    return;
+  }
+  const unsigned lower = static_cast<unsigned>(std::floor(lambda));
+  const float fraction = lambda - static_cast<float>(lower);
+  sampleLevel(lower, out);
+  if (fraction == 0 || lower + 1 >= t.levels) return;
+  uint32_t upper[4];
+  sampleLevel(lower + 1, upper);
+  for (unsigned k = 0; k < 4; ++k) {  // linear mipmap filtering applies to float results only
+    float a, b;
+    std::memcpy(&a, &out[k], 4);
+    std::memcpy(&b, &upper[k], 4);
+    float blended = a + (b - a) * fraction;
+    std::memcpy(&out[k], &blended, 4);
+  }
 }
 
 void gatherTexture(const TextureView& t, const uint8_t* data, const float coords[2], int32_t layer,

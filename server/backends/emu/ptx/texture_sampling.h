@@ -30,6 +30,19 @@ struct TextureView {
   // layer in turn when `cubemapLayered`), which tex.cube / tex.acube sample by direction.
   bool cubemap = false;
   bool cubemapLayered = false;
+  // A mipmapped texture's levels (levels > 1): each one's place from `address` and extent; level
+  // 0 is the view's own extent above. Levels of detail are chosen and blended as the sampler's
+  // mipmap fields say.
+  static constexpr unsigned kMaxLevels = 18;  // 1 + log2 of the largest extent, 131072
+  struct Level {
+    uint64_t offset = 0;
+    uint64_t width = 1, height = 1, depth = 1;
+    uint64_t rowPitch = 0, slicePitch = 0;
+  };
+  unsigned levels = 1;
+  Level level[kMaxLevels] = {};
+  unsigned mipmapFilterMode = 0;  // CUfilter_mode
+  float mipmapLevelBias = 0, minMipmapLevelClamp = 0, maxMipmapLevelClamp = 0;
   // The sampler (CUDA_TEXTURE_DESC); unused for surfaces.
   unsigned addressMode[3] = {};  // CUaddress_mode
   unsigned filterMode = 0;       // CUfilter_mode
@@ -67,12 +80,28 @@ void sampleTexture(const TextureView& t, const uint8_t* data, const float coords
                    const int32_t integerCoords[3], bool useIntegerCoords, int32_t layer,
                    uint32_t out[4]);
 
+// How a tex chooses its level of detail on a mipmapped view: none given (level 0 before the
+// sampler's bias and clamps), an explicit level (tex.level), or gradients (tex.grad: the level
+// whose texels the larger of the two derivative vectors spans, log2 of its length in texels).
+struct LevelOfDetail {
+  enum class Kind : uint8_t { kNone, kLevel, kGradients } kind = Kind::kNone;
+  float level = 0;
+  float dPdx[3] = {}, dPdy[3] = {};
+};
+
+// One tex on a mipmapped view (t.levels > 1; else the same as sampleTexture): the level of detail
+// plus the sampler's bias, clamped to its min/max level clamps and to the levels there are; the
+// nearest level (mipmap filter point) or the two around it blended by the fraction (linear).
+// Coordinates are in level 0's terms (normalized ones are the same at every level).
+void sampleTextureLevels(const TextureView& t, const uint8_t* data, const float coords[3],
+                         int32_t layer, const LevelOfDetail& lod, uint32_t out[4]);
+
 // One tex.cube / tex.acube on a cubemap view: the direction (x, y, z) selects a face and a
 // point on it as the CUDA Programming Guide's cubemap table says (the major axis m, then
 // ((s / m + 1) / 2, (t / m + 1) / 2) in the face's normalized coordinates), which is sampled
 // through the view's sampler; `cubeLayer` picks the cube of a layered cubemap (clamped).
 void sampleCubemap(const TextureView& t, const uint8_t* data, const float direction[3],
-                   int32_t cubeLayer, uint32_t out[4]);
+                   int32_t cubeLayer, const LevelOfDetail& lod, uint32_t out[4]);
 // The face (0-5) and normalized face coordinates that `direction` selects.
 void cubemapFace(const float direction[3], unsigned* face, float* u, float* v);
 

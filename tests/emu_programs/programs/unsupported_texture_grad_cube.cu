@@ -1,7 +1,7 @@
-// A kernel sampling a texture object at an explicit level of detail (tex2DLod: `tex.level` in
-// PTX), which the emu device does not implement: the module must fail to load with an error naming
-// the instruction. Reports the first error of a launch-related call and exits with 44; exits 1 if
-// the kernel runs.
+// A kernel sampling a cubemap texture with gradients (texCubemapGrad: `tex.grad.cube` in PTX),
+// which the emu device does not implement (it chooses levels of detail from gradients on 1D, 2D
+// and 3D textures only): the module must fail to load with an error naming the instruction.
+// Reports the first error of a launch-related call and exits with 44; exits 1 if the kernel runs.
 #include <cstdio>
 #include <cstring>
 
@@ -9,7 +9,10 @@
 
 __global__ void textureKernel(cudaTextureObject_t texture, float4* out, int n) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = tex2DLod<float4>(texture, i + 0.5f, 0.5f, 1.0f);
+  if (i < n) {
+    out[i] = texCubemapGrad<float4>(texture, 1.0f, i * 0.01f, 0.5f, make_float4(0.1f, 0, 0, 0),
+                                    make_float4(0, 0.1f, 0, 0));
+  }
 }
 
 #define REPORT_IF_FAILED(call)                                             \
