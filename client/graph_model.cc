@@ -9,6 +9,7 @@
 #include <string>
 
 #include "client_log.h"
+#include "common/graph_conditional.h"
 #include "graph_memory.h"
 #include "launch_checks.h"
 #include "module_resolution.h"
@@ -52,19 +53,27 @@ void unregisterNodes(GraphObject& graph) {
   }
 }
 
-// Why `graph` cannot be (in) a conditional node's body, or null: the node kinds a body may hold.
+const char* bodyRefusal(const GraphObject& graph);
+
+// Why `node` (with the graphs it holds) cannot be in a conditional node's body, or null.
+const char* bodyNodeRefusal(const GraphNodeObject& node) {
+  if (!allowedInConditionalBody(node.type)) {
+    return "a conditional node's body may hold kernel, empty, child graph, memset, memcpy and "
+           "conditional nodes only";
+  }
+  if (node.child) {
+    if (const char* why = bodyRefusal(*node.child)) return why;
+  }
+  for (const auto& body : node.bodies) {
+    if (const char* why = bodyRefusal(*body)) return why;
+  }
+  return nullptr;
+}
+
+// Why `graph` cannot be (in) a conditional node's body, or null.
 const char* bodyRefusal(const GraphObject& graph) {
   for (const auto& node : graph.nodes) {
-    if (!allowedInConditionalBody(node->type)) {
-      return "a conditional node's body may hold kernel, empty, child graph, memset, memcpy and "
-             "conditional nodes only";
-    }
-    if (node->child) {
-      if (const char* why = bodyRefusal(*node->child)) return why;
-    }
-    for (const auto& body : node->bodies) {
-      if (const char* why = bodyRefusal(*body)) return why;
-    }
+    if (const char* why = bodyNodeRefusal(*node)) return why;
   }
   return nullptr;
 }
@@ -146,12 +155,8 @@ GraphNodeObject* addNode(GraphObject* graph, std::unique_ptr<GraphNodeObject> no
     found.push_back(d);
   }
   if (insideConditionalBody(graph)) {
-    const char* why = allowedInConditionalBody(node->type) ? nullptr : "";
-    if (!why && node->child) why = bodyRefusal(*node->child);
-    if (why) {
-      return refuse(graphRefusal(CUDA_ERROR_INVALID_VALUE, "cuGraphAdd*Node",
-                                 "a conditional node's body may hold kernel, empty, child graph, "
-                                 "memset, memcpy and conditional nodes only"));
+    if (const char* why = bodyNodeRefusal(*node)) {
+      return refuse(graphRefusal(CUDA_ERROR_INVALID_VALUE, "cuGraphAdd*Node", why));
     }
   }
   return addNode(graph, std::move(node), found);
@@ -258,24 +263,8 @@ CUresult setConditionalNode(GraphNodeObject* node, GraphObject* graph,
     return graphRefusal(CUDA_ERROR_INVALID_VALUE, call,
                         "a conditional node runs in the context its handle was made in");
   }
-  bool sized = false;
-  switch (p.type) {
-    case CU_GRAPH_COND_TYPE_IF:
-      sized = p.size == 1 || p.size == 2;
-      break;
-    case CU_GRAPH_COND_TYPE_WHILE:
-      sized = p.size == 1;
-      break;
-    case CU_GRAPH_COND_TYPE_SWITCH:
-      sized = p.size >= 1;
-      break;
-    default:
-      return graphRefusal(CUDA_ERROR_INVALID_VALUE, call, "unknown conditional node type");
-  }
-  if (!sized) {
-    return graphRefusal(CUDA_ERROR_INVALID_VALUE, call,
-                        "size must be 1 or 2 for an if node, 1 for a while node, at least 1 for a "
-                        "switch node");
+  if (const char* why = conditionalNodeRefusal(p.type, p.size)) {
+    return graphRefusal(CUDA_ERROR_INVALID_VALUE, call, why);
   }
   node->type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
   node->context = ctx;

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "common/graph_conditional.h"
 #include "server/handlers/request_table.h"
 
 namespace gpupool::server {
@@ -65,23 +66,8 @@ Status describeConditional(Request::GraphConditional::Reader c, unsigned depth,
   node->conditionHandle = c.getHandle();
   node->conditionType = c.getType();
   auto bodies = c.getBodies();
-  bool sized = false;
-  switch (node->conditionType) {
-    case CU_GRAPH_COND_TYPE_IF:
-      sized = bodies.size() == 1 || bodies.size() == 2;
-      break;
-    case CU_GRAPH_COND_TYPE_WHILE:
-      sized = bodies.size() == 1;
-      break;
-    case CU_GRAPH_COND_TYPE_SWITCH:
-      sized = bodies.size() >= 1;
-      break;
-    default:
-      return Status::error(CUDA_ERROR_INVALID_VALUE, "a conditional node of an unknown type");
-  }
-  if (!sized) {
-    return Status::error(CUDA_ERROR_INVALID_VALUE,
-                         "a conditional node with a number of bodies its type does not take");
+  if (const char* why = conditionalNodeRefusal(node->conditionType, bodies.size())) {
+    return Status::error(CUDA_ERROR_INVALID_VALUE, why);
   }
   if (depth + 1 >= BackendContext::kMaxConditionalDepth) {
     return Status::error(CUDA_ERROR_INVALID_VALUE,

@@ -22,26 +22,23 @@ Status CudaContext::textureCreate(const TextureDescription& d, uint64_t* handle)
   rd.resType = static_cast<CUresourcetype>(d.resourceType);
   const uint64_t element = uint64_t{arrayChannelBytes(d.format)} * d.channels;
   switch (d.resourceType) {
-    case CU_RESOURCE_TYPE_ARRAY: {
-      auto it = arrays_.find(d.handle);
-      if (it == arrays_.end() || !it->second.array) {
-        return Status::error(CUDA_ERROR_INVALID_HANDLE, "unknown array");
-      }
-      if (CUresult r = checkTextureArray(d, it->second.shape, &reason); r != CUDA_SUCCESS) {
-        return Status::error(r, reason);
-      }
-      rd.res.array.hArray = it->second.array;
-      break;
-    }
+    case CU_RESOURCE_TYPE_ARRAY:
     case CU_RESOURCE_TYPE_MIPMAPPED_ARRAY: {
+      const bool mipmapped = d.resourceType == CU_RESOURCE_TYPE_MIPMAPPED_ARRAY;
       auto it = arrays_.find(d.handle);
-      if (it == arrays_.end() || !it->second.mipmapped) {
-        return Status::error(CUDA_ERROR_INVALID_HANDLE, "unknown mipmapped array");
+      if (it == arrays_.end() ||
+          !(mipmapped ? it->second.mipmapped != nullptr : it->second.array != nullptr)) {
+        return Status::error(CUDA_ERROR_INVALID_HANDLE,
+                             mipmapped ? "unknown mipmapped array" : "unknown array");
       }
       if (CUresult r = checkTextureArray(d, it->second.shape, &reason); r != CUDA_SUCCESS) {
         return Status::error(r, reason);
       }
-      rd.res.mipmap.hMipmappedArray = it->second.mipmapped;
+      if (mipmapped) {
+        rd.res.mipmap.hMipmappedArray = it->second.mipmapped;
+      } else {
+        rd.res.array.hArray = it->second.array;
+      }
       break;
     }
     case CU_RESOURCE_TYPE_LINEAR:

@@ -34,36 +34,40 @@ Status EmuContext::graphConditionalCreate(uint32_t defaultValue, bool assignDefa
   return Status::success();
 }
 
+EmuContext::ConditionalSlot* EmuContext::findConditional(uint64_t handle, Status* error) {
+  auto it = conditionals_.find(handle);
+  if (it != conditionals_.end()) return &it->second;
+  if (error) {
+    *error = Status::error(CUDA_ERROR_INVALID_VALUE,
+                           "conditional handle " + hex(handle) + " is not this context's");
+  }
+  return nullptr;
+}
+
 Status EmuContext::graphConditionalValue(uint64_t handle, uint32_t* value) {
   std::lock_guard lock(conditionalMutex_);
-  auto it = conditionals_.find(handle);
-  if (it == conditionals_.end()) {
-    return Status::error(CUDA_ERROR_INVALID_VALUE,
-                         "conditional handle " + hex(handle) + " is not this context's");
-  }
-  *value = it->second.value;
-  return Status::success();
+  Status error = Status::success();
+  ConditionalSlot* slot = findConditional(handle, &error);
+  if (slot) *value = slot->value;
+  return error;
 }
 
 Status EmuContext::graphConditionalAssignDefaults(std::span<const uint64_t> handles) {
   std::lock_guard lock(conditionalMutex_);
   for (uint64_t handle : handles) {
-    auto it = conditionals_.find(handle);
-    if (it == conditionals_.end()) {
-      return Status::error(CUDA_ERROR_INVALID_VALUE,
-                           "conditional handle " + hex(handle) + " is not this context's");
-    }
-    if (it->second.assignDefault) it->second.value = it->second.defaultValue;
+    Status error = Status::success();
+    ConditionalSlot* slot = findConditional(handle, &error);
+    if (!slot) return error;
+    if (slot->assignDefault) slot->value = slot->defaultValue;
   }
   return Status::success();
 }
 
 bool EmuContext::setConditional(uint64_t handle, uint32_t value) {
   std::lock_guard lock(conditionalMutex_);
-  auto it = conditionals_.find(handle);
-  if (it == conditionals_.end()) return false;
-  it->second.value = value;
-  return true;
+  ConditionalSlot* slot = findConditional(handle, nullptr);
+  if (slot) slot->value = value;
+  return slot != nullptr;
 }
 
 uint64_t EmuContext::conditionalHelperStream(unsigned depth) {

@@ -280,6 +280,8 @@ class EmuContext final : public BackendContext {
   std::mutex conditionalMutex_;
   std::map<uint64_t, ConditionalSlot> conditionals_;
   uint64_t nextConditional_ = 0;
+  // Under conditionalMutex_: `handle`'s slot, or null with *error (when given) saying why.
+  ConditionalSlot* findConditional(uint64_t handle, Status* error);
 
   mutable std::mutex errorMutex_;
   CUresult stickyCode_ = CUDA_SUCCESS;
