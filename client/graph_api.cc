@@ -418,6 +418,13 @@ GPUPOOL_DRIVER_API CUresult cuGraphKernelNodeSetAttribute(CUgraphNode h, CUkerne
                           "cuGraphKernelNodeSetAttribute: the cluster shape does not divide the "
                           "node's grid");
       }
+      // A device that runs clusters runs the node in them (GraphKernel.cluster).
+      const ContextObject* owner = n->function ? n->function->module->context : nullptr;
+      if (c.x && c.y && c.z && uint64_t{c.x} * c.y * c.z > 1 && owner &&
+          DriverState::get().device(owner->device)->attribute(CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH)) {
+        n->kernelAttributes[id] = *value;
+        return CUDA_SUCCESS;
+      }
     }
     bool cooperative = false;
     if (CUresult r =

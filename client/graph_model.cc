@@ -651,6 +651,11 @@ void fillNode(wire::Request::GraphNode::Builder b, const FlatNode& f) {
       k.setSharedBytes(n->sharedBytes);
       k.setParams(kj::arrayPtr(n->params.data(), n->params.size()));
       k.setCooperative(n->cooperative());
+      if (const CUlaunchAttributeValue* c = n->cluster()) {
+        k.getCluster().setX(c->clusterDim.x);
+        k.getCluster().setY(c->clusterDim.y);
+        k.getCluster().setZ(c->clusterDim.z);
+      }
       return;
     }
     case CU_GRAPH_NODE_TYPE_MEMSET: {

@@ -40,12 +40,20 @@ struct GraphNodeObject {
   unsigned sharedBytes = 0;
   std::vector<uint8_t> params;
   std::vector<void*> paramPointers;
-  // cuGraphKernelNodeSetAttribute values by CUlaunchAttributeID (graph_api.cc): COOPERATIVE is
-  // served (GraphKernel.cooperative); the others accepted are hints or 1x1x1 clusters.
+  // cuGraphKernelNodeSetAttribute values by CUlaunchAttributeID (graph_api.cc): COOPERATIVE and
+  // CLUSTER_DIMENSION are served (GraphKernel.cooperative, .cluster); the others accepted are
+  // hints.
   std::map<int, CUlaunchAttributeValue> kernelAttributes;
   bool cooperative() const {
     auto it = kernelAttributes.find(CU_LAUNCH_ATTRIBUTE_COOPERATIVE);
     return it != kernelAttributes.end() && it->second.cooperative;
+  }
+  // The node's thread-block cluster when larger than 1x1x1, else null.
+  const CUlaunchAttributeValue* cluster() const {
+    auto it = kernelAttributes.find(CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION);
+    if (it == kernelAttributes.end()) return nullptr;
+    const auto& c = it->second.clusterDim;
+    return uint64_t{c.x} * c.y * c.z > 1 ? &it->second : nullptr;
   }
 
   ContextObject* context = nullptr;    // memset and memcpy nodes: the context they run in

@@ -119,7 +119,7 @@ CUresult checkKernelAttribute(const char* who, int id, const CUlaunchAttributeVa
       if (value.clusterDim.x > 1 || value.clusterDim.y > 1 || value.clusterDim.z > 1) {
         return refuse(
             "thread-block clusters larger than 1x1x1 are served only as the CLUSTER_DIMENSION of a "
-            "cuLaunchKernelEx outside stream capture, on a device that reports CLUSTER_LAUNCH");
+            "launch or kernel node on a device that reports CLUSTER_LAUNCH");
       }
       return CUDA_SUCCESS;
     default:
@@ -150,7 +150,8 @@ CUresult launch(CUfunction h, unsigned gx, unsigned gy, unsigned gz, unsigned bx
   }
   if (cluster) {
     // Only a device that runs clusters takes one, as a call: its driver answers at once whether
-    // the cluster fits the grid and the device (CUDA_ERROR_INVALID_CLUSTER_SIZE).
+    // the cluster fits the grid and the device (CUDA_ERROR_INVALID_CLUSTER_SIZE). Captured, the
+    // node carries it, checked against the grid as cuGraphKernelNodeSetAttribute checks it.
     const DeviceSnapshot* d = DriverState::get().device(ctx->device);
     if (!d->attribute(CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH)) {
       return refuseCall(CUDA_ERROR_INVALID_VALUE,
@@ -162,8 +163,8 @@ CUresult launch(CUfunction h, unsigned gx, unsigned gy, unsigned gz, unsigned bx
   std::vector<uint8_t> params;
   if (CUresult r = packParams(*f, kernelParams, extra, &params); r != CUDA_SUCCESS) return r;
   unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
-  if (CUresult r = CUDA_SUCCESS; captureKernel(stream, f, grid, block, sharedBytes, params,
-                                               cooperative, cluster != nullptr, &r)) {
+  if (CUresult r = CUDA_SUCCESS;
+      captureKernel(stream, f, grid, block, sharedBytes, params, cooperative, cluster, &r)) {
     return r;
   }
   auto build = [&](wire::Request::Builder b) {

@@ -398,20 +398,23 @@ CUresult checkUnsafeDuringCapture(const char* what) {
 
 bool captureKernel(CUstream stream, FunctionObject* f, const unsigned grid[3],
                    const unsigned block[3], unsigned sharedBytes,
-                   const std::vector<uint8_t>& params, bool cooperative, bool clustered,
-                   CUresult* result) {
+                   const std::vector<uint8_t>& params, bool cooperative,
+                   const CUlaunchAttributeValue* cluster, CUresult* result) {
   std::unique_lock<std::mutex> lock;
   StreamObject* s = nullptr;
   CaptureSequence* c = lockCapturing(stream, &s, lock);
   if (!c) return false;
-  if (clustered) {
-    *result = refuseCall(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
-                         "cuLaunchKernelEx: cluster launches are not captured into graphs yet");
+  if (cluster && (grid[0] % cluster->clusterDim.x != 0 || grid[1] % cluster->clusterDim.y != 0 ||
+                  grid[2] % cluster->clusterDim.z != 0)) {
+    // As cuGraphKernelNodeSetAttribute refuses it (graph_api.cc).
+    *result = refuseCall(CUDA_ERROR_INVALID_CLUSTER_SIZE,
+                         "cuLaunchKernelEx: the cluster shape does not divide the grid");
     return true;
   }
   auto node = std::make_unique<GraphNodeObject>();
   setCapturedKernel(node.get(), f, grid, block, sharedBytes, params);
   if (cooperative) node->kernelAttributes[CU_LAUNCH_ATTRIBUTE_COOPERATIVE].cooperative = 1;
+  if (cluster) node->kernelAttributes[CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION] = *cluster;
   return addCaptured(s, c, std::move(node), result);
 }
 

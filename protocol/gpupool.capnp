@@ -640,6 +640,7 @@ struct Request {
     sharedBytes @3 :UInt32;
     params @4 :Data;
     cooperative @5 :Bool;         # CU_LAUNCH_ATTRIBUTE_COOPERATIVE set on the node
+    cluster @6 :Dim3;             # CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION; unset or 1x1x1: none
   }
   struct GraphMemset {
     dst @0 :UInt64;

@@ -188,7 +188,14 @@ trap 'rm -rf "$jobs_file" "$link_units"' EXIT
     printf '%s\t%s\t%s\n' "$ROOT/tests/programs/$name.cu" "$DIR/programs/basic/$name" "$extra"
   done
   for name in "${emu[@]}"; do
-    printf '%s\t%s\t\n' "$ROOT/tests/emu_programs/programs/$name.cu" "$DIR/programs/emu/$name"
+    # Programs with sm_90 device code (clusters, tensor copies) get it on the H200: sm_90 SASS
+    # from compute_90, beside the compute_80 PTX the emu device takes.
+    extra=""
+    if grep -q '__CUDA_ARCH__ >= 900' "$ROOT/tests/emu_programs/programs/$name.cu"; then
+      extra="HOPPER"
+    fi
+    printf '%s\t%s\t%s\n' "$ROOT/tests/emu_programs/programs/$name.cu" "$DIR/programs/emu/$name" \
+      "$extra"
   done
   for name in "${toolkit[@]}"; do
     libs=${toolkit_libs[$name]:-}
@@ -204,6 +211,15 @@ compile_program() {
   IFS=$'\t' read -r source output extra <<<"$1"
   local -a flags
   mapfile -t flags <<<"$NVCC_FLAG_LINES"
+  if [[ $extra == HOPPER ]]; then
+    extra=""
+    for i in "${!flags[@]}"; do
+      if [[ ${flags[$i]} == -gencode=arch=compute_80,code=* ]]; then
+        flags[i]="-gencode=arch=compute_80,code=compute_80"
+        flags+=("-gencode=arch=compute_90,code=[sm_90,compute_90]")
+      fi
+    done
+  fi
   # shellcheck disable=SC2086 # extra holds several flags
   if ! log=$("$NVCC" "${flags[@]}" "$source" -o "$output" $extra 2>&1); then
     printf 'gpu-bundle: nvcc failed for %s:\n%s\n' "$source" "$log" >&2

@@ -113,6 +113,12 @@ Status describeNode(Request::GraphNode::Reader n, uint32_t index, unsigned depth
       node->shape.block = {k.getBlock().getX(), k.getBlock().getY(), k.getBlock().getZ()};
       node->shape.sharedBytes = k.getSharedBytes();
       node->shape.cooperative = k.getCooperative();
+      if (k.hasCluster()) {
+        // 0 (unset) is 1, as the driver takes a cluster dimension.
+        auto c = k.getCluster();
+        node->shape.cluster = {std::max(c.getX(), 1u), std::max(c.getY(), 1u),
+                               std::max(c.getZ(), 1u)};
+      }
       node->params.assign(k.getParams().begin(), k.getParams().end());
       return Status::success();
     }

@@ -64,6 +64,31 @@ TEST(ChainedGraphTest, GraphsReachTheDriverAsGraphs) {
   EXPECT_EQ(graphLaunches, 8u) << later;
 }
 
+// At compute capability 9.0 the emu device runs thread-block clusters, so the cuda backend's own
+// cluster paths run end to end: cuLaunchKernelEx with the cluster attribute, cluster occupancy,
+// and a kernel node with CLUSTER_DIMENSION built into a CUgraph of the driver.
+TEST(ChainedClusterTest, ClusterLaunchesAndClusteredKernelNodesReachTheDriver) {
+  ServerOptions emuOptions;
+  emuOptions.extraArgs = {"--compute-capability", "90"};
+  ServerOptions cudaOptions;
+  cudaOptions.environment["GPU_POOL_LOG"] = "2";
+  ChainedServers servers = startChainedServers(cudaOptions, emuOptions);
+  for (const char* program : {"cluster_launch_driver", "cluster_launch_driver_shared"}) {
+    ProgramResult result = runProgram(programPath(program), {},
+                                      clientEnvironment(servers.cuda->endpoint()), seconds(240));
+    ASSERT_TRUE(result.passed()) << result.describe();
+    EXPECT_NE(result.out.find("a kernel node in clusters of 4: every block saw its cluster"),
+              std::string::npos)
+        << result.describe();
+  }
+  const std::string log = servers.cuda->log();
+  EXPECT_NE(log.find("gpupool: call cuLaunchKernelEx"), std::string::npos) << log;
+  EXPECT_NE(log.find("gpupool: call cuOccupancyMaxActiveClusters"), std::string::npos) << log;
+  // The node's cluster travels in the graph (our libcuda builds graphs on the client).
+  EXPECT_NE(log.find("gpupool: call cuGraphInstantiate"), std::string::npos) << log;
+  EXPECT_NE(log.find("gpupool: post cuGraphLaunch"), std::string::npos) << log;
+}
+
 TEST(ChainedDeviceQueryTest, MatchesTheDirectEmuServer) {
   ChainedServers servers = startChainedServers();
   ProgramResult direct =

@@ -37,6 +37,24 @@ TEST_P(ProgramTest, Runs) {
 INSTANTIATE_TEST_SUITE_P(Programs, ProgramTest, ::testing::ValuesIn(allProgramFlavours()),
                          [](const auto& info) { return info.param.testName(); });
 
+// The emu device at compute capability 9.0 runs thread-block clusters: the driver-API program
+// takes its cluster branch (launches, occupancy, a clustered kernel node) in both flavours.
+TEST(Sm90ProgramTest, ClusterLaunchDriverRunsClusters) {
+  ServerOptions options;
+  options.extraArgs = {"--compute-capability", "90"};
+  GpupoolServer server(options);
+  for (const char* program : {"cluster_launch_driver", "cluster_launch_driver_shared"}) {
+    ProgramResult result =
+        runProgram(programPath(program), {}, clientEnvironment(server.endpoint()), seconds(240));
+    ASSERT_TRUE(result.passed()) << result.describe();
+    EXPECT_NE(result.out.find("clusters of 2: every block saw its cluster"), std::string::npos)
+        << result.describe();
+    EXPECT_NE(result.out.find("a kernel node in clusters of 4: every block saw its cluster"),
+              std::string::npos)
+        << result.describe();
+  }
+}
+
 TEST(DeviceQueryTest, StaticAndSharedCudartReportTheSameDevice) {
   GpupoolServer server;
   ProgramResult staticRun =

@@ -158,4 +158,84 @@ TEST(BadInputTest, ClusterLaunchOnTheEmuDeviceIsRefusedWithTheReason) {
 }
 
 }  // namespace
+// At compute capability 9.0 the emu device runs clusters; a client that asks for shapes the
+// device does not allow, or whose kernel reaches past another CTA's shared memory or names a
+// CTA outside its cluster, gets the error and the reason, and the server goes on serving.
+TEST(BadInputTest, ClusterShapesAndDistributedSharedMemoryOutOfBoundsAreRefused) {
+  e2e::ServerOptions options;
+  options.extraArgs = {"--compute-capability", "90"};
+  e2e::GpupoolServer server(options);
+  WireClient client(server.endpoint());
+  auto ctx = client.createContext().handle;
+  // Reads [mapa(shared, 1) + offset]: offset 0 is the other CTA's first word; beyond its 16 bytes
+  // of shared memory, or at a raw address naming rank 5, it is an illegal address.
+  auto module = client.loadPtx(ctx, R"(
+.version 7.8
+.target sm_90
+.address_size 64
+.shared .align 4 .b8 words[16];
+.visible .entry peek(.param .u64 out, .param .u32 offset, .param .u32 raw)
+{
+  .reg .b32 %a, %p, %o, %v, %raw; .reg .b64 %rd; .reg .pred %useRaw;
+  mov.u32 %a, words; mapa.shared::cluster.u32 %p, %a, 1;
+  ld.param.u32 %o, [offset]; add.u32 %p, %p, %o;
+  ld.param.u32 %raw, [raw]; setp.ne.u32 %useRaw, %raw, 0; @%useRaw mov.u32 %p, %raw;
+  barrier.cluster.arrive; barrier.cluster.wait;
+  ld.shared::cluster.u32 %v, [%p];
+  barrier.cluster.arrive; barrier.cluster.wait;
+  ld.param.u64 %rd, [out]; st.global.u32 [%rd], %v;
+  ret;
+}
+)");
+  ASSERT_EQ(module.result, CUDA_SUCCESS) << module.message;
+  auto function = client.function(ctx, module.handle, "peek");
+  ASSERT_EQ(function.result, CUDA_SUCCESS) << function.message;
+  auto out = client.alloc(ctx, 4).handle;
+  auto paramsFor = [&](uint32_t offset, uint32_t raw) {
+    std::vector<uint8_t> params(16);
+    std::memcpy(params.data(), &out, 8);
+    std::memcpy(params.data() + 8, &offset, 4);
+    std::memcpy(params.data() + 12, &raw, 4);
+    return params;
+  };
+  auto tooLarge = client.launch(ctx, function.handle, paramsFor(0, 0), 0, 32);
+  EXPECT_EQ(tooLarge.result, CUDA_ERROR_INVALID_CLUSTER_SIZE);
+  EXPECT_NE(tooLarge.message.find("exceeds the limit"), std::string::npos) << tooLarge.message;
+  // In bounds: runs.
+  ASSERT_EQ(client.launch(ctx, function.handle, paramsFor(0, 0), 0, 2).result, CUDA_SUCCESS);
+  ASSERT_EQ(client.synchronize(ctx).result, CUDA_SUCCESS);
+  // Past the other CTA's shared memory, and a rank outside the cluster: the launch fails.
+  for (auto params : {paramsFor(16, 0), paramsFor(0, 6u << 24)}) {
+    WireClient fresh(server.endpoint());
+    auto c = fresh.createContext().handle;
+    auto m = fresh.loadPtx(c, R"(
+.version 7.8
+.target sm_90
+.address_size 64
+.shared .align 4 .b8 words[16];
+.visible .entry peek(.param .u64 out, .param .u32 offset, .param .u32 raw)
+{
+  .reg .b32 %a, %p, %o, %v, %raw; .reg .b64 %rd; .reg .pred %useRaw;
+  mov.u32 %a, words; mapa.shared::cluster.u32 %p, %a, 1;
+  ld.param.u32 %o, [offset]; add.u32 %p, %p, %o;
+  ld.param.u32 %raw, [raw]; setp.ne.u32 %useRaw, %raw, 0; @%useRaw mov.u32 %p, %raw;
+  ld.shared::cluster.u32 %v, [%p];
+  ld.param.u64 %rd, [out]; st.global.u32 [%rd], %v;
+  ret;
+}
+)");
+    ASSERT_EQ(m.result, CUDA_SUCCESS) << m.message;
+    auto f = fresh.function(c, m.handle, "peek");
+    auto o = fresh.alloc(c, 4).handle;
+    std::memcpy(params.data(), &o, 8);
+    ASSERT_EQ(fresh.launch(c, f.handle, params, 0, 2).result, CUDA_SUCCESS);
+    auto failed = fresh.synchronize(c);
+    EXPECT_EQ(failed.result, CUDA_ERROR_ILLEGAL_ADDRESS) << failed.message;
+    EXPECT_NE(failed.message.find("shared access"), std::string::npos) << failed.message;
+  }
+  // The server still serves.
+  WireClient after(server.endpoint());
+  EXPECT_EQ(after.createContext().result, CUDA_SUCCESS);
+}
+
 }  // namespace gpupool::hardening

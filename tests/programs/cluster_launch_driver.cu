@@ -1,12 +1,15 @@
 // Thread-block clusters through the driver API, as the device offers them:
-// - on a device that reports CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH (Hopper and later, on the cuda
-//   backend): a kernel of sm_90 PTX launched with cuLaunchKernelEx in 2x1x1 clusters sees clusters
-//   of two (%cluster_nctarank) and its rank in them (%cluster_ctarank); a 4x1x1 cluster on a grid
-//   of 6 is refused with CUDA_ERROR_INVALID_CLUSTER_SIZE; cuOccupancyMaxActiveClusters gives at
-//   least one cluster, cuOccupancyMaxPotentialClusterSize at least 2 (8 is portable);
-// - on a device without (the emu device): a 2x1x1 cluster launch is refused with
-//   CUDA_ERROR_INVALID_VALUE and both occupancy calls with CUDA_ERROR_NOT_SUPPORTED, while a
-//   1x1x1 cluster is an ordinary launch.
+// - on a device that reports CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH (Hopper and later, and the emu
+//   device at compute capability 9.0): a kernel of sm_90 PTX launched with cuLaunchKernelEx in
+//   2x1x1 clusters sees clusters of two (%cluster_nctarank) and its rank in them
+//   (%cluster_ctarank); a 4x1x1 cluster on a grid of 6 is refused with
+//   CUDA_ERROR_INVALID_CLUSTER_SIZE; cuOccupancyMaxActiveClusters gives at least one cluster,
+//   cuOccupancyMaxPotentialClusterSize at least 2 (8 is portable); a kernel node in 4x1x1 clusters
+//   (cuGraphKernelNodeSetAttribute) runs in them as a graph, and 3x1x1 on its grid of 8 is refused
+//   with CUDA_ERROR_INVALID_CLUSTER_SIZE;
+// - on a device without (the emu device below compute capability 9.0): a 2x1x1 cluster launch or
+//   kernel node is refused with CUDA_ERROR_INVALID_VALUE and both occupancy calls with
+//   CUDA_ERROR_NOT_SUPPORTED, while a 1x1x1 cluster is an ordinary launch.
 #include <cuda.h>
 
 #include <cstdint>
@@ -80,6 +83,24 @@ void withoutClusters(CUdeviceptr out) {
   for (unsigned b = 0; b < 4; ++b) {
     CHECK(marks[b] == b + 1, "a 1x1x1 cluster launch: block %u wrote %u", b, marks[b]);
   }
+  // A kernel node takes no cluster larger than 1x1x1 either.
+  CUgraph graph = nullptr;
+  CHECK_CU(cuGraphCreate(&graph, 0));
+  CUDA_KERNEL_NODE_PARAMS node{};
+  node.func = mark;
+  node.gridDimX = 4;
+  node.gridDimY = node.gridDimZ = 1;
+  node.blockDimX = 32;
+  node.blockDimY = node.blockDimZ = 1;
+  node.kernelParams = params;
+  CUgraphNode kernel = nullptr;
+  CHECK_CU(cuGraphAddKernelNode(&kernel, graph, nullptr, 0, &node));
+  CUkernelNodeAttrValue pair{};
+  pair.clusterDim.x = 2;
+  pair.clusterDim.y = pair.clusterDim.z = 1;
+  expectError(cuGraphKernelNodeSetAttribute(kernel, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, &pair),
+              CUDA_ERROR_INVALID_VALUE, "a 2x1x1 kernel node on a device without cluster launch");
+  CHECK_CU(cuGraphDestroy(graph));
   std::printf("no thread-block clusters on this device: refused; 1x1x1 runs as a plain launch\n");
 }
 
@@ -108,11 +129,51 @@ void withClusters(CUdeviceptr out) {
   CHECK(active >= 1, "cuOccupancyMaxActiveClusters: %d clusters of 2", active);
   CHECK_CU(cuOccupancyMaxPotentialClusterSize(&size, shape, &pairs));
   CHECK(size >= 2, "cuOccupancyMaxPotentialClusterSize: %d", size);
-  CHECK_CU(cuModuleUnload(module));
   std::printf(
       "clusters of 2: every block saw its cluster; %d clusters fit at once, at most %d "
       "blocks in one\n",
       active, size);
+
+  // A kernel node in clusters of 4 (cuGraphKernelNodeSetAttribute), launched as a graph; a shape
+  // that does not divide the node's grid is refused.
+  CHECK_CU(cuMemsetD32(out, 0, 2 * kBlocks));
+  CUgraph graph = nullptr;
+  CHECK_CU(cuGraphCreate(&graph, 0));
+  CUDA_KERNEL_NODE_PARAMS node{};
+  node.func = shape;
+  node.gridDimX = kBlocks;
+  node.gridDimY = node.gridDimZ = 1;
+  node.blockDimX = 32;
+  node.blockDimY = node.blockDimZ = 1;
+  node.kernelParams = params;
+  CUgraphNode kernel = nullptr;
+  CHECK_CU(cuGraphAddKernelNode(&kernel, graph, nullptr, 0, &node));
+  CUkernelNodeAttrValue value{};
+  value.clusterDim.x = 3;
+  value.clusterDim.y = value.clusterDim.z = 1;
+  expectError(cuGraphKernelNodeSetAttribute(kernel, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, &value),
+              CUDA_ERROR_INVALID_CLUSTER_SIZE, "a kernel node of 8 blocks in clusters of 3");
+  value.clusterDim.x = 4;
+  CHECK_CU(cuGraphKernelNodeSetAttribute(kernel, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, &value));
+  CUkernelNodeAttrValue read{};
+  CHECK_CU(cuGraphKernelNodeGetAttribute(kernel, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, &read));
+  CHECK(read.clusterDim.x == 4 && read.clusterDim.y == 1 && read.clusterDim.z == 1,
+        "the node's cluster reads as %ux%ux%u", read.clusterDim.x, read.clusterDim.y,
+        read.clusterDim.z);
+  CUgraphExec exec = nullptr;
+  CHECK_CU(cuGraphInstantiate(&exec, graph, 0));
+  CHECK_CU(cuGraphLaunch(exec, nullptr));
+  CHECK_CU(cuCtxSynchronize());
+  CHECK_CU(cuMemcpyDtoH(seen, out, sizeof seen));
+  for (unsigned b = 0; b < kBlocks; ++b) {
+    CHECK(seen[b][0] == 4 && seen[b][1] == b % 4,
+          "graph: block %u saw a cluster of %u and rank %u, expected 4 and %u", b, seen[b][0],
+          seen[b][1], b % 4);
+  }
+  CHECK_CU(cuGraphExecDestroy(exec));
+  CHECK_CU(cuGraphDestroy(graph));
+  CHECK_CU(cuModuleUnload(module));
+  std::printf("a kernel node in clusters of 4: every block saw its cluster\n");
 }
 
 }  // namespace

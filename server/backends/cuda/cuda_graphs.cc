@@ -214,6 +214,15 @@ Status CudaContext::graphAddNodes(CUgraph cuGraph, std::span<const GraphNodeDesc
                             CU_KERNEL_NODE_ATTRIBUTE_COOPERATIVE,
                             static_cast<const CUkernelNodeAttrValue*>(&value));
         }
+        if (s.ok() && n.shape.clustered()) {
+          CUkernelNodeAttrValue value{};
+          value.clusterDim.x = n.shape.cluster[0];
+          value.clusterDim.y = n.shape.cluster[1];
+          value.clusterDim.z = n.shape.cluster[2];
+          s = driver_->call(driver_->graphKernelNodeSetAttribute, node,
+                            CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,
+                            static_cast<const CUkernelNodeAttrValue*>(&value));
+        }
         graph.functions_.push_back(n.function);
         break;
       }

@@ -725,7 +725,98 @@ std::vector<int32_t> EmuContext::functionAttributes(const Function& f) const {
           : static_cast<int32_t>(ptx::kDefaultSharedBytes -
                                  std::min<uint32_t>(k.staticSharedBytes, ptx::kDefaultSharedBytes));
   a[CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT] = -1;
+  // Thread-block clusters, from the kernel's directives (.reqnctapercluster, .explicitcluster).
+  a[CU_FUNC_ATTRIBUTE_CLUSTER_SIZE_MUST_BE_SET] = k.explicitCluster ? 1 : 0;
+  a[CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH] = static_cast<int32_t>(k.requiredCluster[0]);
+  a[CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT] = static_cast<int32_t>(k.requiredCluster[1]);
+  a[CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH] = static_cast<int32_t>(k.requiredCluster[2]);
+  a[CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED] = f.nonPortableClusterSize ? 1 : 0;
+  a[CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE] = f.clusterSchedulingPolicy;
   return a;
+}
+
+Status EmuContext::clusterShape(const Function& f, const LaunchShape& shape,
+                                std::array<uint32_t, 3>* dims, bool* explicitCluster) const {
+  const ptx::KernelInfo& k = *f.kernel;
+  const bool fixed = k.requiredCluster[0] != 0;
+  *dims = {1, 1, 1};
+  *explicitCluster = shape.clustered() || k.explicitCluster;
+  if (!*explicitCluster) return Status::success();
+  if (!device_.attributes[CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH]) {
+    return Status::error(CUDA_ERROR_NOT_SUPPORTED,
+                         "the emu device runs thread-block clusters only at compute capability "
+                         "9.0 and later (it reports CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH 0)");
+  }
+  auto shapeText = [](const std::array<uint32_t, 3>& c) {
+    return std::to_string(c[0]) + "x" + std::to_string(c[1]) + "x" + std::to_string(c[2]);
+  };
+  const std::array<uint32_t, 3> required{k.requiredCluster[0], k.requiredCluster[1],
+                                         k.requiredCluster[2]};
+  if (fixed && shape.clustered() && shape.cluster != required) {
+    return Status::error(CUDA_ERROR_INVALID_CLUSTER_SIZE,
+                         "kernel " + k.name + " fixes its cluster at " + shapeText(required) +
+                             "; the launch asks for " + shapeText(shape.cluster));
+  }
+  *dims = shape.clustered() ? shape.cluster : fixed ? required : std::array<uint32_t, 3>{1, 1, 1};
+  const auto& c = *dims;
+  if (shape.grid[0] % c[0] || shape.grid[1] % c[1] || shape.grid[2] % c[2]) {
+    return Status::error(CUDA_ERROR_INVALID_CLUSTER_SIZE,
+                         "the grid is not a whole number of " + shapeText(c) + " clusters");
+  }
+  const uint64_t ctas = uint64_t{c[0]} * c[1] * c[2];
+  const uint32_t limit =
+      f.nonPortableClusterSize ? ptx::kMaxClusterCtas : ptx::kPortableClusterCtas;
+  if (ctas > limit || (k.maxClusterRank && ctas > k.maxClusterRank)) {
+    return Status::error(
+        CUDA_ERROR_INVALID_CLUSTER_SIZE,
+        "a cluster of " + std::to_string(ctas) + " CTAs exceeds the limit of " +
+            std::to_string(k.maxClusterRank ? std::min(limit, k.maxClusterRank) : limit) +
+            (f.nonPortableClusterSize || k.maxClusterRank
+                 ? std::string()
+                 : std::string(" (16 with CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED)")));
+  }
+  return Status::success();
+}
+
+Status EmuContext::occupancyClusters(uint64_t function, const LaunchShape& shape,
+                                     bool potentialSize, int* value) {
+  std::unique_lock tables(launchTablesMutex_);
+  auto it = functions_.find(function);
+  if (it == functions_.end()) return invalidHandle("unknown function " + hex(function));
+  const Function f = it->second;
+  tables.unlock();
+  if (!device_.attributes[CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH])
+    return BackendContext::occupancyClusters(function, shape, potentialSize, value);
+  int perSm = 0;
+  const int blockSize = static_cast<int>(shape.block[0] * shape.block[1] * shape.block[2]);
+  if (Status st = occupancyMaxActiveBlocks(function, blockSize, shape.sharedBytes, 0, &perSm);
+      !st.ok()) {
+    return st;
+  }
+  const uint64_t resident = uint64_t(perSm) * smCount_;  // CTAs of this shape at once
+  if (potentialSize) {
+    // The largest cluster the kernel and the device allow (whatever the launch's own shape),
+    // no larger than the CTAs that fit at once.
+    const ptx::KernelInfo& k = *f.kernel;
+    uint64_t size = f.nonPortableClusterSize ? ptx::kMaxClusterCtas : ptx::kPortableClusterCtas;
+    if (k.requiredCluster[0])
+      size = uint64_t{k.requiredCluster[0]} * k.requiredCluster[1] * k.requiredCluster[2];
+    else if (k.maxClusterRank)
+      size = std::min<uint64_t>(size, k.maxClusterRank);
+    *value = static_cast<int>(std::min(size, resident));
+    return Status::success();
+  }
+  std::array<uint32_t, 3> dims{1, 1, 1};
+  bool explicitCluster = false;
+  // The grid does not matter here: only the cluster's shape must be one the kernel takes.
+  LaunchShape one = shape;
+  const auto& fixed = f.kernel->requiredCluster;
+  one.grid = shape.clustered() ? shape.cluster
+             : fixed[0]        ? std::array<uint32_t, 3>{fixed[0], fixed[1], fixed[2]}
+                               : std::array<uint32_t, 3>{1, 1, 1};
+  if (Status st = clusterShape(f, one, &dims, &explicitCluster); !st.ok()) return st;
+  *value = static_cast<int>(resident / (uint64_t{dims[0]} * dims[1] * dims[2]));
+  return Status::success();
 }
 
 Status EmuContext::moduleGetFunction(uint64_t module, const std::string& name,
@@ -791,11 +882,9 @@ Status EmuContext::launch(uint64_t function, const LaunchShape& shape, uint64_t 
   if (it == functions_.end()) return invalidHandle("unknown function " + hex(function));
   const Function& f = it->second;
   const auto& attr = device_.attributes;
-  if (shape.clustered()) {
-    return Status::error(CUDA_ERROR_NOT_SUPPORTED,
-                         "the emu device runs no thread-block clusters (it reports "
-                         "CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH 0)");
-  }
+  std::array<uint32_t, 3> cluster{1, 1, 1};
+  bool explicitCluster = false;
+  if (Status st = clusterShape(f, shape, &cluster, &explicitCluster); !st.ok()) return st;
   uint64_t threads = uint64_t{shape.block[0]} * shape.block[1] * shape.block[2];
   if (threads == 0 || shape.grid[0] == 0 || shape.grid[1] == 0 || shape.grid[2] == 0) {
     return invalidConfiguration("zero-sized grid or block");
@@ -839,6 +928,8 @@ Status EmuContext::launch(uint64_t function, const LaunchShape& shape, uint64_t 
   }
   config.dynamicSharedBytes = shape.sharedBytes;
   config.maxSharedBytesOptIn = f.maxDynamicSharedBytes ? sharedLimit : 0;
+  std::copy(cluster.begin(), cluster.end(), config.cluster);
+  config.explicitCluster = explicitCluster;
   if (shape.cooperative) {
     if (Status st = checkCooperativeGrid(function, shape); !st.ok()) return st;
     config.cooperative = true;
@@ -937,10 +1028,23 @@ Status EmuContext::funcSetAttribute(uint64_t function, int attribute, int value)
       it->second.maxDynamicSharedBytes = value;
       return Status::success();
     }
+    case CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED: {
+      if (value != 0 && value != 1)
+        return invalidValue("NON_PORTABLE_CLUSTER_SIZE_ALLOWED is 0 or 1");
+      std::lock_guard lock(launchTablesMutex_);
+      it->second.nonPortableClusterSize = value == 1;
+      return Status::success();
+    }
+    case CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE: {
+      if (value < CU_CLUSTER_SCHEDULING_POLICY_DEFAULT ||
+          value > CU_CLUSTER_SCHEDULING_POLICY_LOAD_BALANCING)
+        return invalidValue("unknown cluster scheduling policy " + std::to_string(value));
+      std::lock_guard lock(launchTablesMutex_);
+      it->second.clusterSchedulingPolicy = value;  // a hint: every cluster runs at once anyway
+      return Status::success();
+    }
     case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
-    case CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED:
-    case CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
-      return Status::success();  // hints without effect on a CPU device
+      return Status::success();  // a hint without effect on a CPU device
     default:
       return invalidValue("function attribute " + std::to_string(attribute) + " is read-only");
   }

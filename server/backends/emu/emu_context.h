@@ -105,6 +105,8 @@ class EmuContext final : public BackendContext {
   Status funcSetAttribute(uint64_t function, int attribute, int value) override;
   Status occupancyMaxActiveBlocks(uint64_t function, int blockSize, uint64_t dynamicSharedBytes,
                                   unsigned flags, int* numBlocks) override;
+  Status occupancyClusters(uint64_t function, const LaunchShape& shape, bool potentialSize,
+                           int* value) override;
 
   Status streamCreate(unsigned flags, int priority, uint64_t* stream) override;
   Status streamDestroy(uint64_t stream) override;
@@ -181,8 +183,16 @@ class EmuContext final : public BackendContext {
     uint64_t module = 0;
     std::shared_ptr<ptx::Module> program;
     const ptx::KernelInfo* kernel = nullptr;
-    int maxDynamicSharedBytes = 0;  // cuFuncSetAttribute opt-in
+    int maxDynamicSharedBytes = 0;        // cuFuncSetAttribute opt-in
+    bool nonPortableClusterSize = false;  // NON_PORTABLE_CLUSTER_SIZE_ALLOWED: up to 16 CTAs
+    int clusterSchedulingPolicy = 0;      // CLUSTER_SCHEDULING_POLICY_PREFERENCE (a hint)
   };
+  // The cluster shape a launch of `f` runs in: the launch's own, or the one the kernel fixes
+  // (.reqnctapercluster), {1, 1, 1} for none; *explicitCluster when either asked for clusters.
+  // CUDA_ERROR_NOT_SUPPORTED on a device without cluster launch, CUDA_ERROR_INVALID_CLUSTER_SIZE
+  // for a shape the grid, the kernel or the device does not allow.
+  Status clusterShape(const Function& f, const LaunchShape& shape, std::array<uint32_t, 3>* dims,
+                      bool* explicitCluster) const;
 
   // CUDA_ERROR_INVALID_VALUE, naming it, unless every surface reference `kernel` uses is in
   // `bindings` (an unbound texture reference reads 0, as NVIDIA launches such a kernel).

@@ -98,6 +98,8 @@ DeviceDescription describeEmuDevice(unsigned index, const EmuDeviceOptions& opti
   set(CU_DEVICE_ATTRIBUTE_SINGLE_TO_DOUBLE_PRECISION_PERF_RATIO, 2);
   set(CU_DEVICE_ATTRIBUTE_COMPUTE_PREEMPTION_SUPPORTED, 1);
   set(CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, 1);
+  // Thread-block clusters and distributed shared memory (ptx/cluster.h): sm_90's, as on a GPU.
+  set(CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH, options.computeCapability >= 90 ? 1 : 0);
   set(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, 163 * 1024);
   set(CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED, 1);
   set(CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR, 32);

@@ -77,6 +77,11 @@ struct AstFunction {
   std::vector<AstVariable> returnParams;
   std::vector<AstVariable> params;
   uint32_t maxThreads = 0;  // product of .maxntid / .reqntid, 0 when absent
+  // Thread-block cluster directives: .reqnctapercluster's shape (0s when absent),
+  // .explicitcluster, .maxclusterrank (0 when absent).
+  uint32_t requiredCluster[3] = {0, 0, 0};
+  bool explicitCluster = false;
+  uint32_t maxClusterRank = 0;
   std::vector<AstStatement> body;
   uint32_t line = 0;
 };

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <thread>
 
+#include "cluster.h"
 #include "device_heap.h"
 #include "interpreter.h"
 #include "printf_format.h"
@@ -22,7 +23,7 @@ namespace gpupool::ptx::execution {
 
 using namespace scalar;
 
-enum class LaneState : uint8_t { kRun, kExited, kBarrier, kWarpSync };
+enum class LaneState : uint8_t { kRun, kExited, kBarrier, kWarpSync, kClusterWait };
 
 inline constexpr uint32_t kMaxCallDepth = 1024;
 inline constexpr uint64_t kMaxLocalBytesPerThread = 16ull << 20;
@@ -48,6 +49,9 @@ struct Warp {
   uint32_t barrierCount[32] = {};
   bool barrierPred[32] = {};  // bar.red: this lane's predicate
   uint32_t lanesInCalls = 0;  // lanes at call depth 1 or more
+  // barrier.cluster: lanes that arrived and have not waited yet, and the phase each arrived in.
+  uint32_t clusterArrived = 0;
+  uint64_t clusterPhase[32] = {};
   // The scheduler's knowledge, kept between turns (runWarp): the group that runs next when
   // non-zero, its key, and the lowest key of the other running lanes.
   uint32_t nextGroup = 0;
@@ -141,6 +145,15 @@ class BlockRunner {
     block_[2] = static_cast<uint32_t>(blockIndex / (uint64_t{g[0]} * g[1]));
     const auto& b = ctx_.config.block;
     threads_ = b[0] * b[1] * b[2];
+    // Without a cluster every CTA is a cluster of one.
+    const auto& c = ctx_.config.cluster;
+    for (int i = 0; i < 3; ++i) {
+      clusterId_[i] = block_[i] / c[i];
+      clusterCtaid_[i] = block_[i] % c[i];
+    }
+    clusterRank_ = clusterCtaid_[0] + c[0] * (clusterCtaid_[1] + c[1] * clusterCtaid_[2]);
+    cluster_ = nullptr;
+    clusterWaiting_ = 0;
     shared_.assign(ctx_.sharedBytes, 0);
     localWarpSteps_ = localThreadSteps_ = 0;
     yieldWarp_ = false;
@@ -162,6 +175,7 @@ class BlockRunner {
       std::fill(std::begin(w.carry), std::end(w.carry), uint8_t{0});
       std::fill(std::begin(w.barrierPred), std::end(w.barrierPred), false);
       w.lanesInCalls = 0;
+      w.clusterArrived = 0;
       for (int l = 0; l < 32; ++l) {
         bool exists = wi * 32 + l < threads_;
         w.state[l] = exists ? LaneState::kRun : LaneState::kExited;
@@ -179,6 +193,12 @@ class BlockRunner {
     }
   }
 
+  // The CTA runs in `group`'s cluster: its shared memory is the group's for this cluster.
+  void joinCluster(ClusterGroup* group) {
+    cluster_ = group;
+    group->publish(clusterRank_, shared_.data(), shared_.size());
+  }
+
   void run() {
     while (true) {
       bool progress = false, allDone = true;
@@ -188,12 +208,17 @@ class BlockRunner {
         progress |= runWarp(w);
       }
       if (allDone) break;
-      // The blocks of a cooperative launch share the host's cores: a block whose warps spin on a
-      // grid barrier lets the blocks that still have to arrive run.
-      if (ctx_.config.cooperative) std::this_thread::yield();
+      // The blocks of a cooperative launch or a cluster share the host's cores: a block whose
+      // warps spin on a grid barrier or a flag lets the blocks that still have to arrive run.
+      if (ctx_.config.cooperative || cluster_) std::this_thread::yield();
       if (releaseBarriers()) continue;
-      if (!progress) deadlock();
+      if (clusterWaiting_ && releaseClusterWaits()) continue;
+      if (!progress) {
+        if (!clusterWaiting_) deadlock();
+        awaitCluster();
+      }
     }
+    if (cluster_) cluster_->finished();
     flushSteps();
   }
 
@@ -369,6 +394,85 @@ class BlockRunner {
     return released;
   }
 
+  // ---- barrier.cluster ---------------------------------------------------------------------
+  void clusterBarrier(Warp& w, const Instr& in, uint32_t exec) {
+    if (!cluster_) {
+      // A launch without clusters runs each CTA as a cluster of one: the barrier is the CTA's
+      // threads alone, those that exited already excepted.
+      soloCluster_ = std::make_unique<ClusterGroup>(1, threads_);
+      soloCluster_->gather([] { return false; });
+      joinCluster(soloCluster_.get());
+      for (Warp& other : warps_) {
+        for (uint32_t l = 0; l < 32; ++l)
+          if (other.index * 32 + l < threads_ && !((other.live >> l) & 1))
+            soloCluster_->exited(~0ull);
+      }
+    }
+    if (static_cast<ClusterBarrierMode>(in.mode) == ClusterBarrierMode::kArrive) {
+      if (w.clusterArrived & exec)
+        fault(CUDA_ERROR_LAUNCH_FAILED, std::countr_zero(w.clusterArrived & exec), curPc_,
+              "barrier.cluster.arrive again before barrier.cluster.wait");
+      const uint64_t phase = cluster_->arrive(static_cast<uint32_t>(std::popcount(exec)));
+      forLanes(exec, [&](int l) { w.clusterPhase[l] = phase; });
+      w.clusterArrived |= exec;
+      return;
+    }
+    if (exec & ~w.clusterArrived)
+      fault(CUDA_ERROR_LAUNCH_FAILED, std::countr_zero(exec & ~w.clusterArrived), curPc_,
+            "barrier.cluster.wait without barrier.cluster.arrive");
+    const uint64_t now = cluster_->phase();
+    forLanes(exec, [&](int l) {
+      if (w.clusterPhase[l] != now) {  // the phase it arrived in is over
+        w.clusterArrived &= ~(1u << l);
+        return;
+      }
+      w.state[l] = LaneState::kClusterWait;
+      ++clusterWaiting_;
+    });
+  }
+
+  // Lets the lanes whose phase has ended go on; true when any did.
+  bool releaseClusterWaits() {
+    const uint64_t now = cluster_->phase();
+    bool released = false;
+    for (Warp& w : warps_) {
+      forLanes(w.live, [&](int l) {
+        if (w.state[l] != LaneState::kClusterWait || w.clusterPhase[l] == now) return;
+        w.state[l] = LaneState::kRun;
+        w.clusterArrived &= ~(1u << l);
+        ++w.pc[l];
+        --clusterWaiting_;
+        released = true;
+      });
+      w.nextGroup = 0;  // found anew
+      w.othersKey = ~0ull;
+    }
+    return released;
+  }
+
+  // Nothing in this CTA can run until the cluster's phase ends.
+  void awaitCluster() {
+    flushSteps();
+    uint64_t phase = 0;
+    for (Warp& w : warps_)
+      forLanes(w.live, [&](int l) {
+        if (w.state[l] == LaneState::kClusterWait) phase = w.clusterPhase[l];
+      });
+    auto stop = [&] {
+      return ctx_.failed.load(std::memory_order_relaxed) ||
+             (ctx_.services.cancel && ctx_.services.cancel->load(std::memory_order_relaxed));
+    };
+    switch (cluster_->wait(phase, stop)) {
+      case ClusterGroup::Wait::kReleased:
+        return;
+      case ClusterGroup::Wait::kStopped:
+        flushSteps();  // throws: the launch failed elsewhere or was cancelled
+        throw LaunchFault{Status::error(CUDA_ERROR_LAUNCH_FAILED, "")};
+      case ClusterGroup::Wait::kDeadlock:
+        deadlock();
+    }
+  }
+
   [[noreturn]] void deadlock() {
     std::ostringstream s;
     s << "deadlock in kernel " << ctx_.kernel.name << " block (" << block_[0] << "," << block_[1]
@@ -383,9 +487,11 @@ class BlockRunner {
           if (w.state[k] == w.state[l] && w.pc[k] == w.pc[l]) lanes |= 1u << k;
         });
         s << " warp " << w.index << " lanes 0x" << std::hex << lanes << std::dec
-          << (w.state[l] == LaneState::kBarrier ? " at barrier" : " at warp-sync") << " pc "
-          << w.pc[l] << " (line " << code_[w.pc[l]].line << ": " << img_.instructionText[w.pc[l]]
-          << ");";
+          << (w.state[l] == LaneState::kBarrier       ? " at barrier"
+              : w.state[l] == LaneState::kClusterWait ? " at the cluster barrier"
+                                                      : " at warp-sync")
+          << " pc " << w.pc[l] << " (line " << code_[w.pc[l]].line << ": "
+          << img_.instructionText[w.pc[l]] << ");";
       });
     }
     throw LaunchFault{Status::error(CUDA_ERROR_LAUNCH_FAILED, s.str())};
@@ -428,7 +534,8 @@ class BlockRunner {
     uint32_t t = w_->index * 32 + static_cast<uint32_t>(l);
     const auto& b = ctx_.config.block;
     const auto& g = ctx_.config.grid;
-    switch (static_cast<Special>(id)) {
+    const Special s = static_cast<Special>(id);
+    switch (s) {
       case Special::kTidX:
         return t % b[0];
       case Special::kTidY:
@@ -494,6 +601,31 @@ class BlockRunner {
         return ctx_.config.gridWorkspace & 0xffffffffu;
       case Special::kGridWorkspaceHi:
         return ctx_.config.gridWorkspace >> 32;
+      case Special::kClusterIdX:
+      case Special::kClusterIdY:
+      case Special::kClusterIdZ:
+        return clusterId_[static_cast<int>(s) - static_cast<int>(Special::kClusterIdX)];
+      case Special::kNClusterIdX:
+      case Special::kNClusterIdY:
+      case Special::kNClusterIdZ: {
+        const int i = static_cast<int>(s) - static_cast<int>(Special::kNClusterIdX);
+        return g[i] / ctx_.config.cluster[i];
+      }
+      case Special::kClusterCtaidX:
+      case Special::kClusterCtaidY:
+      case Special::kClusterCtaidZ:
+        return clusterCtaid_[static_cast<int>(s) - static_cast<int>(Special::kClusterCtaidX)];
+      case Special::kClusterNctaidX:
+      case Special::kClusterNctaidY:
+      case Special::kClusterNctaidZ:
+        return ctx_.config
+            .cluster[static_cast<int>(s) - static_cast<int>(Special::kClusterNctaidX)];
+      case Special::kClusterCtaRank:
+        return clusterRank_;
+      case Special::kClusterNctaRank:
+        return ctx_.config.cluster[0] * ctx_.config.cluster[1] * ctx_.config.cluster[2];
+      case Special::kIsExplicitCluster:
+        return ctx_.config.explicitCluster ? 1 : 0;
       case Special::kReservedSmemBegin:
       case Special::kReservedSmem0:
         return 0;
@@ -544,8 +676,31 @@ class BlockRunner {
   }
 
   uint8_t* sharedPtr(uint64_t off, uint64_t len, int l, uint64_t shown) {
-    if (off + len > shared_.size() || off + len < off) return illegal(l, shown, len, "shared");
-    return shared_.data() + off;
+    if (off + len <= shared_.size() && off + len >= off) return shared_.data() + off;
+    // Another CTA's shared memory, at the addresses mapa gives (cluster.h).
+    if (cluster_ && off >> kClusterRankShift) {
+      const uint64_t rank = (off >> kClusterRankShift) - 1;
+      if (rank < cluster_->ctas())
+        if (uint8_t* p =
+                cluster_->sharedOf(static_cast<uint32_t>(rank), off & kClusterOffsetMask, len))
+          return p;
+    }
+    return illegal(l, shown, len, "shared");
+  }
+  // mapa: the address at which rank `rank` holds what `address` names in this CTA's (or any
+  // CTA's) shared memory; getctarank: the rank whose shared memory `address` names.
+  uint64_t mapSharedRank(uint64_t offset, uint64_t rank, int l) {
+    const uint32_t ctas = cluster_ ? cluster_->ctas() : 1;
+    if (rank >= ctas)
+      fault(CUDA_ERROR_ILLEGAL_ADDRESS, l, curPc_,
+            "mapa: rank " + std::to_string(rank) + " is outside the cluster of " +
+                std::to_string(ctas));
+    const uint64_t inCta = offset & kClusterOffsetMask;
+    return rank == clusterRank_ ? inCta : sharedClusterAddress(static_cast<uint32_t>(rank), inCta);
+  }
+  uint32_t sharedRankOf(uint64_t offset) const {
+    return offset >> kClusterRankShift ? static_cast<uint32_t>((offset >> kClusterRankShift) - 1)
+                                       : clusterRank_;
   }
   uint8_t* localPtr(uint64_t off, uint64_t len, int l, uint64_t shown) {
     auto& mem = w_->local[l];
@@ -641,6 +796,14 @@ class BlockRunner {
   void exitLane(int l) {
     w_->state[l] = LaneState::kExited;
     w_->live &= ~(1u << l);
+    if (cluster_) clusterExit(*w_, 1u << l);
+  }
+  // Exited lanes hold the cluster barrier no longer.
+  void clusterExit(Warp& w, uint32_t lanes) {
+    forLanes(lanes, [&](int l) {
+      cluster_->exited((w.clusterArrived >> l) & 1 ? w.clusterPhase[l] : ~0ull);
+    });
+    w.clusterArrived &= ~lanes;
   }
 
   // Runs the instruction at `pc` for the lanes of `group`. Returns where the whole group went when
@@ -711,6 +874,18 @@ class BlockRunner {
         });
         if (in.mode >= static_cast<uint8_t>(BarMode::kRedPopc)) barrierReductions_ = true;
         advance(group & ~exec, pc + 1);
+        return kScatteredGroup;
+      case Op::kClusterBarrier:
+        clusterBarrier(w, in, exec);
+        advance(group & ~exec, pc + 1);
+        if (static_cast<ClusterBarrierMode>(in.mode) == ClusterBarrierMode::kArrive) {
+          advance(exec, pc + 1);
+          return pc + 1;
+        }
+        // Lanes whose phase already ended go on; the others wait (releaseClusterWaits).
+        forLanes(exec, [&](int l) {
+          if (w.state[l] == LaneState::kRun) ++w.pc[l];
+        });
         return kScatteredGroup;
       case Op::kShfl:
       case Op::kVote:
@@ -799,6 +974,7 @@ class BlockRunner {
       for (int l = 0; l < 32; ++l)
         if ((exec >> l) & 1) w.state[l] = LaneState::kExited;
       w.live &= ~exec;
+      if (cluster_) clusterExit(w, exec);
       return;
     }
     forLanes(exec, [&](int l) {
@@ -1068,7 +1244,11 @@ class BlockRunner {
   void floatUnary(const Instr& in, uint32_t exec, Fn fn);
   void atomic(const Instr& in, uint32_t exec);
   void mbarrier(const Instr& in, uint32_t exec);
-  // complete_tx of `bytes` on the mbarrier at a shared-space address.
+  // Held while an mbarrier word changes, when other CTAs of a cluster may change it too.
+  std::unique_lock<std::mutex> clusterMbarrierLock() {
+    return cluster_ ? std::unique_lock(cluster_->mbarrierMutex()) : std::unique_lock<std::mutex>();
+  }
+  // complete_tx of `bytes` on the mbarrier at a shared-space address (clusterMbarrierLock held).
   void mbarrierCompleteTx(uint64_t addr, uint64_t bytes, int l);
   void bulkCopy(const Instr& in, uint32_t exec);
   void tensorCopy(const Instr& in, int l);  // cp.async.bulk.tensor .tile, one lane's
@@ -1103,6 +1283,13 @@ class BlockRunner {
   unsigned worker_;
   uint32_t block_[3] = {};
   uint32_t threads_ = 0;
+  // This CTA's cluster (start()): its coordinates, its rank, and the group it runs in when the
+  // launch has clusters (null: a cluster of one).
+  uint32_t clusterId_[3] = {}, clusterCtaid_[3] = {};
+  uint32_t clusterRank_ = 0;
+  ClusterGroup* cluster_ = nullptr;
+  std::unique_ptr<ClusterGroup> soloCluster_;  // a launch without clusters that uses the barrier
+  uint32_t clusterWaiting_ = 0;                // lanes in LaneState::kClusterWait
   std::vector<uint8_t> shared_;
   std::vector<Warp> warps_;
   Warp* w_ = nullptr;

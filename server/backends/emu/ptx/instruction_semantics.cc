@@ -304,7 +304,10 @@ void BlockRunner::tensorCopy(const Instr& in, int l) {
     for (unsigned i = 0; i < rank && ++index[i] == count[i]; ++i) index[i] = 0;
   }
   // The transaction is the whole box, out-of-bounds elements included.
-  if (load) mbarrierCompleteTx(address(in.ops[3], l), total * elem, l);
+  if (load) {
+    std::unique_lock lock = clusterMbarrierLock();
+    mbarrierCompleteTx(address(in.ops[3], l), total * elem, l);
+  }
 }
 
 void BlockRunner::bulkCopy(const Instr& in, uint32_t exec) {
@@ -352,7 +355,10 @@ void BlockRunner::bulkCopy(const Instr& in, uint32_t exec) {
     } else if (size) {
       std::memmove(access(dstSpace, dst, size, l), access(srcSpace, src, size, l), size);
     }
-    if (!toGlobal) mbarrierCompleteTx(address(in.ops[3], l), size, l);
+    if (!toGlobal) {
+      std::unique_lock lock = clusterMbarrierLock();
+      mbarrierCompleteTx(address(in.ops[3], l), size, l);
+    }
   });
 }
 
@@ -393,6 +399,7 @@ void BlockRunner::fp8Convert(const Instr& in, uint32_t exec) {
 }
 
 void BlockRunner::mbarrier(const Instr& in, uint32_t exec) {
+  std::unique_lock lock = clusterMbarrierLock();
   const auto op = static_cast<MbarrierOp>(in.mode);
   bool anyWaiting = false;
   forLanes(exec, [&](int l) {
@@ -767,6 +774,28 @@ void BlockRunner::executeSimple(const Instr& in, uint32_t exec, uint32_t group) 
       const uint64_t window = cvtaWindow(in.space);
       forLanes(exec, [&](int l) {
         set(d, l, cvtaAddress(value(in.ops[1], l), window, to) & widthMask(typeBytes(in.type)));
+      });
+      return;
+    }
+    case Op::kMapa:
+    case Op::kGetCtaRank: {
+      // A generic address must lie in the shared window; its offset there is the shared one.
+      const bool generic = in.space == Space::kGeneric;
+      forLanes(exec, [&](int l) {
+        uint64_t a = value(in.ops[1], l);
+        if (generic) {
+          if (a < kSharedWindow || a >= kSharedWindow + kWindowSize)
+            fault(CUDA_ERROR_ILLEGAL_ADDRESS, l, curPc_,
+                  std::string(in.op == Op::kMapa ? "mapa" : "getctarank") +
+                      ": the generic address is not one of shared memory");
+          a -= kSharedWindow;
+        }
+        if (in.op == Op::kGetCtaRank) {
+          set(d, l, sharedRankOf(a));
+          return;
+        }
+        const uint64_t mapped = mapSharedRank(a, value(in.ops[2], l) & 0xffffffffu, l);
+        set(d, l, (generic ? mapped + kSharedWindow : mapped) & widthMask(typeBytes(in.type)));
       });
       return;
     }

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -55,6 +56,7 @@ struct LaunchFault {
   Status status;
 };
 
+class ClusterGroup;
 namespace execution {
 class BlockRunner;
 }
@@ -68,6 +70,9 @@ class BlockWorker {
   BlockWorker& operator=(const BlockWorker&) = delete;
   // Runs block `blockIndex` (linear). Throws LaunchFault on a kernel error.
   void run(uint64_t blockIndex);
+  // Runs block `blockIndex` as one CTA of `group`'s next cluster, alongside the group's other
+  // workers: false when the launch stopped before the cluster could start.
+  bool runInCluster(uint64_t blockIndex, ClusterGroup& group, const std::function<bool()>& stop);
 
  private:
   std::unique_ptr<execution::BlockRunner> runner_;

@@ -165,7 +165,14 @@ enum class Op : uint8_t {
   // BulkCopyKind): ops {dst address, src address, size, mbarrier address (or none)}; prefetch:
   // ops {src address, size}. Reductions: Instr::type is the element type, Instr::call the AtomOp.
   kBulkCopy,
+  // Thread-block clusters (cluster.h). barrier.cluster.arrive/wait (Instr::mode:
+  // ClusterBarrierMode): ops none; mapa: ops {d, shared address, target rank} (Instr::space
+  // kShared for .shared::cluster, kGeneric for a generic address); getctarank: ops {d, address}.
+  kClusterBarrier,
+  kMapa,
+  kGetCtaRank,
 };
+enum class ClusterBarrierMode : uint8_t { kArrive, kWait };
 
 enum class Space : uint8_t { kGeneric, kGlobal, kShared, kLocal, kParam, kConst };
 
@@ -230,8 +237,8 @@ enum class MbarrierOp : uint8_t {
   kExpectTx,   // ops {none, address, transaction bytes}
   kCompleteTx  // ops {none, address, transaction bytes}
 };
-// Op::kBulkCopy's direction. The pool runs no cluster larger than one CTA, so a .shared::cluster
-// address is one of the CTA's own shared memory.
+// Op::kBulkCopy's direction. A .shared::cluster address may name another CTA's shared memory
+// (cluster.h).
 enum class BulkCopyKind : uint8_t {
   kGlobalToShared,
   kSharedToShared,
@@ -299,6 +306,22 @@ enum class Special : uint8_t {
   kReservedSmem1,
   kGridWorkspaceLo,  // %envreg2: cooperative groups' grid workspace address, low word
   kGridWorkspaceHi,  // %envreg1: high word (load_env_reg64<1, 2> in driver_abi.h)
+  // Thread-block clusters: a launch without one runs every CTA as a cluster of 1x1x1.
+  kClusterIdX,
+  kClusterIdY,
+  kClusterIdZ,
+  kNClusterIdX,
+  kNClusterIdY,
+  kNClusterIdZ,
+  kClusterCtaidX,
+  kClusterCtaidY,
+  kClusterCtaidZ,
+  kClusterNctaidX,
+  kClusterNctaidY,
+  kClusterNctaidZ,
+  kClusterCtaRank,
+  kClusterNctaRank,
+  kIsExplicitCluster,
 };
 
 enum class SymbolKind : uint8_t {
@@ -435,6 +458,9 @@ struct FunctionImage {
   uint32_t frameParamBytes = 0;  // func: own params + returns + call-site params
   uint32_t localBytes = 0;
   uint32_t maxThreads = 0;
+  uint32_t requiredCluster[3] = {0, 0, 0};
+  bool explicitCluster = false;
+  uint32_t maxClusterRank = 0;
   std::vector<uint32_t> sharedUsed;      // shared variable indices referenced directly
   std::vector<uint32_t> referencesUsed;  // texture/surface reference indices named directly
   std::vector<uint32_t> callees;         // direct callees; indirectCalls means "any function"

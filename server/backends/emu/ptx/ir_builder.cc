@@ -101,7 +101,22 @@ std::optional<Special> parseSpecial(std::string_view n) {
       // refuses cooperative launches, so it is always null (grid.sync() then traps, as CUDA's
       // does in a non-cooperative launch).
       {"%envreg1", Special::kGridWorkspaceHi},
-      {"%envreg2", Special::kGridWorkspaceLo}};
+      {"%envreg2", Special::kGridWorkspaceLo},
+      {"%clusterid.x", Special::kClusterIdX},
+      {"%clusterid.y", Special::kClusterIdY},
+      {"%clusterid.z", Special::kClusterIdZ},
+      {"%nclusterid.x", Special::kNClusterIdX},
+      {"%nclusterid.y", Special::kNClusterIdY},
+      {"%nclusterid.z", Special::kNClusterIdZ},
+      {"%cluster_ctaid.x", Special::kClusterCtaidX},
+      {"%cluster_ctaid.y", Special::kClusterCtaidY},
+      {"%cluster_ctaid.z", Special::kClusterCtaidZ},
+      {"%cluster_nctaid.x", Special::kClusterNctaidX},
+      {"%cluster_nctaid.y", Special::kClusterNctaidY},
+      {"%cluster_nctaid.z", Special::kClusterNctaidZ},
+      {"%cluster_ctarank", Special::kClusterCtaRank},
+      {"%cluster_nctarank", Special::kClusterNctaRank},
+      {"%is_explicit_cluster", Special::kIsExplicitCluster}};
   for (auto& [name, s] : kSpecials)
     if (n == name) return s;
   return std::nullopt;
@@ -280,6 +295,9 @@ class Builder {
     fn.name = f.name;
     fn.isEntry = f.isEntry;
     fn.maxThreads = f.maxThreads;
+    std::copy(std::begin(f.requiredCluster), std::end(f.requiredCluster), fn.requiredCluster);
+    fn.explicitCluster = f.explicitCluster;
+    fn.maxClusterRank = f.maxClusterRank;
     if (f.name == "vprintf") fn.builtin = Builtin::kVprintf;
     if (f.name == "malloc") fn.builtin = Builtin::kMalloc;
     if (f.name == "free") fn.builtin = Builtin::kFree;
@@ -677,6 +695,9 @@ class Builder {
       k.localBytesPerThread = f.localBytes;
       k.numRegs = f.numRegs;
       k.maxThreadsPerBlock = f.maxThreads ? std::min<uint32_t>(f.maxThreads, 1024) : 1024;
+      std::copy(std::begin(f.requiredCluster), std::end(f.requiredCluster), k.requiredCluster);
+      k.explicitCluster = f.explicitCluster || f.requiredCluster[0] != 0;
+      k.maxClusterRank = f.maxClusterRank;
       // Shared layout per kernel: the variables used by the functions it can reach.
       std::set<uint32_t> reach{fi};
       std::vector<uint32_t> work{fi};
@@ -795,9 +816,16 @@ void Builder::decode(const AstInstruction& a, Instr* in) {
         done = true;
       }
     static const std::pair<std::string_view, Space> kSpaces[] = {
-        {"global", Space::kGlobal},     {"shared", Space::kShared}, {"shared::cta", Space::kShared},
-        {"local", Space::kLocal},       {"param", Space::kParam},   {"param::entry", Space::kParam},
-        {"param::func", Space::kParam}, {"const", Space::kConst}};
+        {"global", Space::kGlobal},
+        {"shared", Space::kShared},
+        {"shared::cta", Space::kShared},
+        // Another CTA's shared memory is a range of the CTA's own window (cluster.h).
+        {"shared::cluster", Space::kShared},
+        {"local", Space::kLocal},
+        {"param", Space::kParam},
+        {"param::entry", Space::kParam},
+        {"param::func", Space::kParam},
+        {"const", Space::kConst}};
     for (auto& [n, sp] : kSpaces)
       if (p == n) {
         in->space = sp;
@@ -1129,6 +1157,30 @@ void Builder::decode(const AstInstruction& a, Instr* in) {
     std::fill(used.begin(), used.end(), true);  // levels (gl/cta/sys), proxy kinds: no effect here
   } else if (base == "call") {
     decodeCall(a, in);
+  } else if (base == "barrier" && a.opcode.rfind("barrier.cluster.", 0) == 0) {
+    // barrier.cluster.arrive / .wait (.aligned, and arrive's .relaxed/.release, wait's .acquire:
+    // the emu's memory is sequentially consistent): every non-exited thread of the cluster.
+    in->op = Op::kClusterBarrier;
+    const int kind = take({"arrive", "wait"});
+    if (kind < 0) failInvalid("barrier.cluster needs .arrive or .wait");
+    in->mode =
+        static_cast<uint8_t>(kind == 0 ? ClusterBarrierMode::kArrive : ClusterBarrierMode::kWait);
+    ops(0, 0);
+  } else if (base == "mapa" || base == "getctarank") {
+    // mapa{.shared::cluster}.{u32,u64} d, a, rank; getctarank{.shared::cluster}.{u32,u64} d, a.
+    const bool mapa = base == "mapa";
+    in->op = mapa ? Op::kMapa : Op::kGetCtaRank;
+    in->type = type0();
+    if (in->type != Type::kU32 && in->type != Type::kU64)
+      failInvalid(std::string(base) + " needs .u32 or .u64");
+    if (!hasSpace) in->space = Space::kGeneric;
+    if (in->space != Space::kShared && in->space != Space::kGeneric)
+      failInvalid(std::string(base) + " takes a .shared::cluster or generic address");
+    ops(mapa ? 3 : 2, mapa ? 3 : 2);
+    if (mapa)
+      setOps({dst(0, in->type), src(1, in->type), src(2, Type::kU32)});
+    else
+      setOps({dst(0, Type::kU32), src(1, in->type)});
   } else if (base == "bar" || base == "barrier") {
     if (take({"warp"}) >= 0) {
       take({"sync"});

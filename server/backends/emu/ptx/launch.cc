@@ -3,6 +3,7 @@
 #include <cstring>
 #include <thread>
 
+#include "cluster.h"
 #include "interpreter.h"
 #include "ptx_launch.h"
 
@@ -29,6 +30,10 @@ std::string validate(const ModuleImage& img, size_t kernelIndex, const LaunchCon
   if (shared > limit)
     return "shared memory " + std::to_string(shared) + " bytes exceeds the limit of " +
            std::to_string(limit);
+  for (int i = 0; i < 3; ++i)
+    if (c.cluster[i] == 0 || c.grid[i] % c.cluster[i] != 0)
+      return "the grid is not a whole number of clusters";
+  if (c.clusterCtas() > kMaxClusterCtas) return "cluster larger than 16 CTAs";
   if (k.paramBytes && !params) return "kernel parameters missing";
   if (!img.globals.empty() && !img.bound) return "module globals were not bound";
   return {};
@@ -77,13 +82,52 @@ LaunchResult launch(const Module& module, const KernelInfo& kernel, const Launch
     bool haveFailure = false;
     Status failure;
     std::atomic<uint64_t> nextBlock{0};
+    // Clusters: groups of `ctas` workers, each group running its clusters one after another,
+    // every CTA of one at once (worker w is rank w % ctas of group w / ctas).
+    const uint32_t ctas = config.clusterCtas();
+    std::vector<std::unique_ptr<ClusterGroup>> groups;
+    if (ctas > 1) {
+      const uint64_t clusters = blocks / ctas;
+      const uint64_t groupCount = std::clamp<uint64_t>(workers / ctas, 1, clusters);
+      for (uint64_t g = 0; g < groupCount; ++g)
+        groups.push_back(std::make_unique<ClusterGroup>(
+            ctas, config.block[0] * config.block[1] * config.block[2]));
+      workers = static_cast<unsigned>(groupCount * ctas);
+    }
+    auto stop = [&] {
+      return ctx.failed.load(std::memory_order_relaxed) ||
+             (services.cancel && services.cancel->load(std::memory_order_relaxed));
+    };
+    // The linear index of the CTA of rank `rank` in cluster `cluster` (clusters in grid order).
+    auto clusterBlock = [&](uint64_t cluster, uint32_t rank) {
+      const auto& g = config.grid;
+      const auto& c = config.cluster;
+      const uint64_t nx = g[0] / c[0], ny = g[1] / c[1];
+      const uint64_t x = (cluster % nx) * c[0] + rank % c[0];
+      const uint64_t y = ((cluster / nx) % ny) * c[1] + (rank / c[0]) % c[1];
+      const uint64_t z = (cluster / (nx * ny)) * c[2] + rank / (c[0] * c[1]);
+      return x + g[0] * (y + uint64_t{g[1]} * z);
+    };
     auto work = [&](unsigned worker) {
       BlockWorker blockWorker(ctx, worker);
+      ClusterGroup* group = ctas > 1 ? groups[worker / ctas].get() : nullptr;
+      uint64_t nextCluster = worker / ctas;
       while (!ctx.failed.load(std::memory_order_relaxed)) {
-        uint64_t b = nextBlock.fetch_add(1);
-        if (b >= blocks) return;
+        uint64_t b = 0;
+        if (group) {
+          if (nextCluster >= blocks / ctas) return;
+          b = clusterBlock(nextCluster, worker % ctas);
+          nextCluster += groups.size();
+        } else {
+          b = nextBlock.fetch_add(1);
+          if (b >= blocks) return;
+        }
         try {
-          blockWorker.run(b);
+          if (!group) {
+            blockWorker.run(b);
+          } else if (!blockWorker.runInCluster(b, *group, stop)) {
+            return;
+          }
         } catch (const LaunchFault& f) {
           std::lock_guard lock(failureMutex);
           if (!haveFailure && !f.status.message.empty()) {

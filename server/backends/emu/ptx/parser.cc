@@ -180,6 +180,26 @@ class Parser {
         f.maxThreads = product;
         continue;
       }
+      if (peek().kind == TokenKind::kDirective && peek().text == ".reqnctapercluster") {
+        next();
+        uint32_t i = 0;
+        do {
+          uint32_t n = static_cast<uint32_t>(expect(TokenKind::kInteger, "CTA count").integer);
+          if (i < 3) f.requiredCluster[i++] = n;
+        } while (accept(','));
+        while (i < 3) f.requiredCluster[i++] = 1;
+        continue;
+      }
+      if (peek().kind == TokenKind::kDirective && peek().text == ".maxclusterrank") {
+        next();
+        f.maxClusterRank = static_cast<uint32_t>(expect(TokenKind::kInteger, "CTA count").integer);
+        continue;
+      }
+      if (peek().kind == TokenKind::kDirective && peek().text == ".explicitcluster") {
+        next();
+        f.explicitCluster = true;
+        continue;
+      }
       if (peek().kind == TokenKind::kDirective && peek().text == ".pragma") {
         next();
         expect(TokenKind::kString, "pragma string");

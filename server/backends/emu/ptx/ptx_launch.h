@@ -70,9 +70,19 @@ struct LaunchConfig {
   // context's first cooperative launch (emu_context.cc).
   bool cooperative = false;
   uint64_t gridWorkspace = 0;
+  // Thread-block clusters: the grid is a whole number of clusters of this shape, and the CTAs of
+  // each run at once, each on its own host thread (cluster.h). {1, 1, 1}: every CTA is a cluster
+  // of one. explicitCluster: the launch or the kernel asked for clusters (%is_explicit_cluster).
+  uint32_t cluster[3] = {1, 1, 1};
+  bool explicitCluster = false;
+  uint32_t clusterCtas() const { return cluster[0] * cluster[1] * cluster[2]; }
 };
 
 inline constexpr uint32_t kDefaultSharedBytes = 48 * 1024;
+// CTAs in one cluster: the portable limit, and the limit with NON_PORTABLE_CLUSTER_SIZE_ALLOWED
+// (sm_90's).
+inline constexpr uint32_t kPortableClusterCtas = 8;
+inline constexpr uint32_t kMaxClusterCtas = 16;
 inline constexpr uint32_t kMaxOptInSharedBytes = 227 * 1024;
 
 struct LaunchServices {

@@ -32,6 +32,12 @@ struct KernelInfo {
   // (register_estimate.h), what cuFuncGetAttribute(NUM_REGS) and the occupancy calculator use.
   uint32_t allocatedRegs = 16;
   uint32_t maxThreadsPerBlock = 1024;  // .maxntid / .reqntid product, or 1024
+  // Thread-block clusters: the shape .reqnctapercluster fixes (0s when the kernel fixes none),
+  // whether the kernel must run in a cluster (.explicitcluster or a fixed shape), and the most
+  // CTAs .maxclusterrank allows in one (0: no bound of its own).
+  uint32_t requiredCluster[3] = {0, 0, 0};
+  bool explicitCluster = false;
+  uint32_t maxClusterRank = 0;
   // The module's texture and surface references (Module::references() indices) that the kernel
   // and the functions it can call read or write: each must be bound before a launch.
   std::vector<uint32_t> references;

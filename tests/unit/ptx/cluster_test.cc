@@ -1,0 +1,299 @@
+// Thread-block clusters on the emu (cluster.h): the cluster special registers, distributed shared
+// memory (mapa, getctarank, ld/st/atom on .shared::cluster and generic addresses), barrier.cluster
+// across CTAs that run at once on separate host threads, threads that exit holding no phase, a
+// cluster whose CTAs all wait reported as a deadlock, and the launch checks.
+#include <cuda.h>
+#include <gtest/gtest.h>
+
+#include "host_device_memory.h"
+#include "ptx_snippet.h"
+
+namespace gpupool::ptx::testing {
+namespace {
+
+// Thread 0 of each CTA writes eight of its cluster registers to out[8 * linear CTA index].
+constexpr const char* kShapeKernel = R"(.version 7.8
+.target sm_90
+.address_size 64
+.visible .entry shape(.param .u64 out)
+{
+  .reg .b32 %r<10>; .reg .b64 %o, %p; .reg .pred %first;
+  mov.u32 %r1, %tid.x; setp.ne.u32 %first, %r1, 0; @%first bra DONE;
+  ld.param.u64 %o, [out];
+  mov.u32 %r2, %ctaid.y; mov.u32 %r3, %nctaid.x; mov.u32 %r4, %ctaid.x;
+  mad.lo.u32 %r2, %r2, %r3, %r4; mul.wide.u32 %p, %r2, 32; add.u64 %o, %o, %p;
+  mov.u32 %r1, %cluster_ctarank; st.global.u32 [%o], %r1;
+  mov.u32 %r1, %cluster_nctarank; st.global.u32 [%o+4], %r1;
+  mov.u32 %r1, %clusterid.x; st.global.u32 [%o+8], %r1;
+  mov.u32 %r1, %clusterid.y; st.global.u32 [%o+12], %r1;
+  mov.u32 %r1, %nclusterid.x; st.global.u32 [%o+16], %r1;
+  mov.u32 %r1, %cluster_ctaid.x; st.global.u32 [%o+20], %r1;
+  mov.u32 %r1, %cluster_ctaid.y; st.global.u32 [%o+24], %r1;
+  mov.u32 %r1, %is_explicit_cluster; st.global.u32 [%o+28], %r1;
+DONE:
+  ret;
+}
+)";
+
+// 64 threads per CTA, a 1D cluster of n. Each thread stores rank * 100 + tid in its slot, and after
+// the cluster barrier reads the slot of the same thread in rank (rank + 1) % n through mapa,
+// .shared::cluster and generic alike, with getctarank of that address; then adds 1 to bin
+// tid % 4 of rank tid % n with an atomic on the other CTA's memory; after a second barrier, the
+// first four threads write their own CTA's bins.
+constexpr const char* kRingKernel = R"(.version 7.8
+.target sm_90
+.address_size 64
+.shared .align 4 .b8 slots[256];
+.shared .align 4 .b8 bins[16];
+.visible .entry ring(.param .u64 seen, .param .u64 ranks, .param .u64 generic, .param .u64 hist)
+{
+  .reg .b32 %tid, %rank, %n, %next, %v, %a, %peer, %r, %g, %bin;
+  .reg .b64 %o, %p, %q, %ga, %gp; .reg .pred %low;
+  mov.u32 %tid, %tid.x; mov.u32 %rank, %cluster_ctarank; mov.u32 %n, %cluster_nctarank;
+  mad.lo.u32 %v, %rank, 100, %tid;
+  mov.u32 %a, slots; mad.lo.u32 %a, %tid, 4, %a;
+  st.shared::cta.u32 [%a], %v;
+  barrier.cluster.arrive.release.aligned;
+  barrier.cluster.wait.acquire.aligned;
+  add.u32 %next, %rank, 1; rem.u32 %next, %next, %n;
+  mapa.shared::cluster.u32 %peer, %a, %next;
+  ld.shared::cluster.u32 %v, [%peer];
+  getctarank.shared::cluster.u32 %r, %peer;
+  cvt.u64.u32 %ga, %a; cvta.shared.u64 %ga, %ga;
+  mapa.u64 %gp, %ga, %next;
+  ld.u32 %g, [%gp];
+  mov.u32 %bin, %ctaid.x; mad.lo.u32 %bin, %bin, 64, %tid; mul.wide.u32 %p, %bin, 4;
+  ld.param.u64 %o, [seen]; add.u64 %q, %o, %p; st.global.u32 [%q], %v;
+  ld.param.u64 %o, [ranks]; add.u64 %q, %o, %p; st.global.u32 [%q], %r;
+  ld.param.u64 %o, [generic]; add.u64 %q, %o, %p; st.global.u32 [%q], %g;
+  rem.u32 %next, %tid, %n; rem.u32 %bin, %tid, 4;
+  mov.u32 %a, bins; mad.lo.u32 %a, %bin, 4, %a;
+  mapa.shared::cluster.u32 %peer, %a, %next;
+  atom.shared::cluster.add.u32 %v, [%peer], 1;
+  barrier.cluster.arrive;
+  barrier.cluster.wait;
+  setp.lt.u32 %low, %tid, 4; @!%low bra DONE;
+  mov.u32 %a, bins; mad.lo.u32 %a, %tid, 4, %a; ld.shared.u32 %v, [%a];
+  mov.u32 %bin, %ctaid.x; mad.lo.u32 %bin, %bin, 4, %tid; mul.wide.u32 %p, %bin, 4;
+  ld.param.u64 %o, [hist]; add.u64 %q, %o, %p; st.global.u32 [%q], %v;
+DONE:
+  ret;
+}
+)";
+
+LaunchServices services(unsigned workers) {
+  LaunchServices s;
+  s.workerThreads = workers;
+  s.stepBudget = 10'000'000;
+  return s;
+}
+
+LaunchConfig clusterConfig(uint32_t gridX, uint32_t gridY, uint32_t block, uint32_t cx,
+                           uint32_t cy = 1) {
+  LaunchConfig c;
+  c.grid[0] = gridX;
+  c.grid[1] = gridY;
+  c.block[0] = block;
+  c.cluster[0] = cx;
+  c.cluster[1] = cy;
+  c.explicitCluster = cx * cy > 1;
+  return c;
+}
+
+TEST(Cluster, SpecialRegistersDescribeTheCtasCluster) {
+  std::unique_ptr<Module> module = loadOrFail(kShapeKernel);
+  ASSERT_TRUE(module);
+  HostDeviceMemory memory;
+  const uint64_t out = memory.allocate(8 * 4 * 8);
+  const KernelInfo& k = module->kernels().at(0);
+  ParamBlock params(k);
+  params.set(0, out);
+  // A 4x2 grid of 2x2 clusters.
+  LaunchResult r =
+      launch(*module, k, clusterConfig(4, 2, 32, 2, 2), params.data(), memory, services(2));
+  ASSERT_EQ(r.status.code, CUDA_SUCCESS) << r.status.message;
+  const auto words = memory.download<uint32_t>(out, 64);
+  for (uint32_t y = 0; y < 2; ++y)
+    for (uint32_t x = 0; x < 4; ++x) {
+      const uint32_t* w = &words[8 * (y * 4 + x)];
+      EXPECT_EQ(w[0], x % 2 + 2 * (y % 2)) << x << "," << y;  // rank
+      EXPECT_EQ(w[1], 4u);
+      EXPECT_EQ(w[2], x / 2);
+      EXPECT_EQ(w[3], y / 2);
+      EXPECT_EQ(w[4], 2u);
+      EXPECT_EQ(w[5], x % 2);
+      EXPECT_EQ(w[6], y % 2);
+      EXPECT_EQ(w[7], 1u);
+    }
+  // Without a cluster every CTA is a cluster of one, not an explicit one.
+  r = launch(*module, k, clusterConfig(4, 2, 32, 1), params.data(), memory, services(2));
+  ASSERT_EQ(r.status.code, CUDA_SUCCESS) << r.status.message;
+  const auto alone = memory.download<uint32_t>(out, 64);
+  for (uint32_t b = 0; b < 8; ++b) {
+    EXPECT_EQ(alone[8 * b], 0u);
+    EXPECT_EQ(alone[8 * b + 1], 1u);
+    EXPECT_EQ(alone[8 * b + 2], b % 4);
+    EXPECT_EQ(alone[8 * b + 4], 4u);
+    EXPECT_EQ(alone[8 * b + 7], 0u);
+  }
+}
+
+void runRing(uint32_t ctas, uint32_t clusters, unsigned workers) {
+  SCOPED_TRACE("clusters of " + std::to_string(ctas) + ", " + std::to_string(workers) +
+               " worker threads");
+  std::unique_ptr<Module> module = loadOrFail(kRingKernel);
+  ASSERT_TRUE(module);
+  HostDeviceMemory memory;
+  const uint32_t blocks = ctas * clusters;
+  const uint64_t seen = memory.allocate(blocks * 64 * 4), ranks = memory.allocate(blocks * 64 * 4),
+                 generic = memory.allocate(blocks * 64 * 4), hist = memory.allocate(blocks * 16);
+  const KernelInfo& k = module->kernels().at(0);
+  ParamBlock params(k);
+  params.set(0, seen).set(1, ranks).set(2, generic).set(3, hist);
+  LaunchResult r = launch(*module, k, clusterConfig(blocks, 1, 64, ctas), params.data(), memory,
+                          services(workers));
+  ASSERT_EQ(r.status.code, CUDA_SUCCESS) << r.status.message;
+  const auto s = memory.download<uint32_t>(seen, blocks * 64);
+  const auto rk = memory.download<uint32_t>(ranks, blocks * 64);
+  const auto g = memory.download<uint32_t>(generic, blocks * 64);
+  const auto h = memory.download<uint32_t>(hist, blocks * 4);
+  for (uint32_t b = 0; b < blocks; ++b) {
+    const uint32_t next = (b % ctas + 1) % ctas;
+    for (uint32_t t = 0; t < 64; ++t) {
+      ASSERT_EQ(s[b * 64 + t], next * 100 + t) << "block " << b << " thread " << t;
+      ASSERT_EQ(rk[b * 64 + t], next) << "block " << b << " thread " << t;
+      ASSERT_EQ(g[b * 64 + t], next * 100 + t) << "block " << b << " thread " << t;
+    }
+    for (uint32_t bin = 0; bin < 4; ++bin) {
+      uint32_t expected = 0;  // every CTA of the cluster adds for its threads t % ctas == rank
+      for (uint32_t t = 0; t < 64; ++t) expected += t % ctas == b % ctas && t % 4 == bin ? ctas : 0;
+      EXPECT_EQ(h[b * 4 + bin], expected) << "block " << b << " bin " << bin;
+    }
+  }
+}
+
+TEST(Cluster, CtasReadAndUpdateEachOthersSharedMemory) {
+  runRing(2, 3, 1);  // one host thread asked for: a cluster still gets one per CTA
+  runRing(4, 4, 2);
+  runRing(8, 2, 16);
+}
+
+TEST(Cluster, SixteenCtasRunAtOnce) { runRing(16, 1, 2); }
+
+// Rank 1 exits at once; rank 0 passes the barrier twice: exited threads hold no phase.
+TEST(Cluster, ExitedThreadsHoldNoPhase) {
+  constexpr const char* kernel = R"(.version 7.8
+.target sm_90
+.address_size 64
+.visible .entry leave(.param .u64 out)
+{
+  .reg .b32 %rank, %tid; .reg .b64 %o; .reg .pred %gone;
+  mov.u32 %rank, %cluster_ctarank; setp.ne.u32 %gone, %rank, 0; @%gone bra DONE;
+  barrier.cluster.arrive; barrier.cluster.wait;
+  barrier.cluster.arrive; barrier.cluster.wait;
+  mov.u32 %tid, %tid.x; ld.param.u64 %o, [out]; red.global.add.u32 [%o], 1;
+DONE:
+  ret;
+}
+)";
+  std::unique_ptr<Module> module = loadOrFail(kernel);
+  ASSERT_TRUE(module);
+  HostDeviceMemory memory;
+  const uint64_t out = memory.allocate(4);
+  ParamBlock params(module->kernels().at(0));
+  params.set(0, out);
+  LaunchResult r = launch(*module, module->kernels().at(0), clusterConfig(4, 1, 40, 2),
+                          params.data(), memory, services(2));
+  ASSERT_EQ(r.status.code, CUDA_SUCCESS) << r.status.message;
+  EXPECT_EQ(memory.download<uint32_t>(out, 1)[0], 80u);  // two rank-0 CTAs of 40 threads
+}
+
+// Warp 1 of rank 1 waits at a named barrier for warp 0, which waits at the cluster barrier for
+// warp 1's arrival: no CTA can go on, and the launch fails naming the cluster barrier.
+TEST(Cluster, AClusterThatCannotArriveIsADeadlock) {
+  constexpr const char* kernel = R"(.version 7.8
+.target sm_90
+.address_size 64
+.visible .entry stuck()
+{
+  .reg .b32 %rank, %tid; .reg .pred %p;
+  barrier.cluster.arrive; barrier.cluster.wait;
+  mov.u32 %rank, %cluster_ctarank; mov.u32 %tid, %tid.x;
+  setp.eq.u32 %p, %rank, 1; @!%p bra BOTH;
+  setp.ge.u32 %p, %tid, 32; @!%p bra BOTH;
+  bar.sync 1, 64;
+BOTH:
+  barrier.cluster.arrive; barrier.cluster.wait;
+  ret;
+}
+)";
+  std::unique_ptr<Module> module = loadOrFail(kernel);
+  ASSERT_TRUE(module);
+  HostDeviceMemory memory;
+  LaunchResult r = launch(*module, module->kernels().at(0), clusterConfig(2, 1, 64, 2), nullptr,
+                          memory, services(2));
+  EXPECT_EQ(r.status.code, CUDA_ERROR_LAUNCH_FAILED);
+  EXPECT_NE(r.status.message.find("deadlock"), std::string::npos) << r.status.message;
+  EXPECT_NE(r.status.message.find("cluster barrier"), std::string::npos) << r.status.message;
+}
+
+// Without a cluster, barrier.cluster is the CTA's own threads; a wait without an arrival fails.
+TEST(Cluster, BarrierWithoutAClusterIsTheCtasAndWaitNeedsAnArrival) {
+  SnippetResult r = runSnippet(".reg .b32 %a;",
+                               "  barrier.cluster.arrive; barrier.cluster.wait;\n"
+                               "  mov.u32 %a, %cluster_nctarank; st.u32 [%out], %a;\n",
+                               {}, 64);
+  ASSERT_EQ(r.launch.status.code, CUDA_SUCCESS) << r.launch.status.message;
+  EXPECT_EQ(static_cast<uint32_t>(r.out[0]), 1u);
+  r = runSnippet("", "  barrier.cluster.wait;\n", {}, 32);
+  EXPECT_EQ(r.launch.status.code, CUDA_ERROR_LAUNCH_FAILED);
+  EXPECT_NE(r.launch.status.message.find("without barrier.cluster.arrive"), std::string::npos)
+      << r.launch.status.message;
+}
+
+TEST(Cluster, BadShapesAndRanksAreRefused) {
+  std::unique_ptr<Module> module = loadOrFail(kRingKernel);
+  ASSERT_TRUE(module);
+  HostDeviceMemory memory;
+  const uint64_t buffer = memory.allocate(64 * 64 * 4);
+  ParamBlock params(module->kernels().at(0));
+  params.set(0, buffer).set(1, buffer).set(2, buffer).set(3, buffer);
+  LaunchResult r = launch(*module, module->kernels().at(0), clusterConfig(6, 1, 64, 4),
+                          params.data(), memory, services(2));
+  EXPECT_EQ(r.status.code, CUDA_ERROR_INVALID_VALUE);
+  EXPECT_NE(r.status.message.find("whole number of clusters"), std::string::npos);
+  r = launch(*module, module->kernels().at(0), clusterConfig(32, 1, 64, 32), params.data(), memory,
+             services(2));
+  EXPECT_EQ(r.status.code, CUDA_ERROR_INVALID_VALUE);
+  // mapa to a rank outside the cluster.
+  SnippetResult bad = runSnippet(".reg .b32 %a, %b;",
+                                 "  mov.u32 %a, 0; mapa.shared::cluster.u32 %b, %a, 1;\n", {}, 1);
+  EXPECT_EQ(bad.launch.status.code, CUDA_ERROR_ILLEGAL_ADDRESS);
+  EXPECT_NE(bad.launch.status.message.find("outside the cluster"), std::string::npos)
+      << bad.launch.status.message;
+}
+
+TEST(Cluster, KernelDirectivesAreRead) {
+  std::unique_ptr<Module> module = loadOrFail(R"(.version 7.8
+.target sm_90
+.address_size 64
+.visible .entry fixed() .reqnctapercluster 2, 1, 1 { ret; }
+.visible .entry bounded() .explicitcluster .maxclusterrank 4 { ret; }
+.visible .entry plain() { ret; }
+)");
+  ASSERT_TRUE(module);
+  const KernelInfo* fixed = module->findKernel("fixed");
+  const KernelInfo* bounded = module->findKernel("bounded");
+  const KernelInfo* plain = module->findKernel("plain");
+  ASSERT_TRUE(fixed && bounded && plain);
+  EXPECT_EQ(fixed->requiredCluster[0], 2u);
+  EXPECT_EQ(fixed->requiredCluster[1], 1u);
+  EXPECT_TRUE(fixed->explicitCluster);
+  EXPECT_EQ(bounded->requiredCluster[0], 0u);
+  EXPECT_TRUE(bounded->explicitCluster);
+  EXPECT_EQ(bounded->maxClusterRank, 4u);
+  EXPECT_FALSE(plain->explicitCluster);
+}
+
+}  // namespace
+}  // namespace gpupool::ptx::testing
