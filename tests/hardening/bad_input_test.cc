@@ -157,19 +157,10 @@ TEST(BadInputTest, ClusterLaunchOnTheEmuDeviceIsRefusedWithTheReason) {
   EXPECT_EQ(value, 7u);
 }
 
-}  // namespace
-// At compute capability 9.0 the emu device runs clusters; a client that asks for shapes the
-// device does not allow, or whose kernel reaches past another CTA's shared memory or names a
-// CTA outside its cluster, gets the error and the reason, and the server goes on serving.
-TEST(BadInputTest, ClusterShapesAndDistributedSharedMemoryOutOfBoundsAreRefused) {
-  e2e::ServerOptions options;
-  options.extraArgs = {"--compute-capability", "90"};
-  e2e::GpupoolServer server(options);
-  WireClient client(server.endpoint());
-  auto ctx = client.createContext().handle;
-  // Reads [mapa(shared, 1) + offset]: offset 0 is the other CTA's first word; beyond its 16 bytes
-  // of shared memory, or at a raw address naming rank 5, it is an illegal address.
-  auto module = client.loadPtx(ctx, R"(
+// Reads [mapa(shared, 1) + offset] between two cluster barriers: offset 0 is the other CTA's first
+// word; beyond its 16 bytes of shared memory, or at a raw address naming rank 5, it is an illegal
+// address.
+constexpr const char* kPeekPtx = R"(
 .version 7.8
 .target sm_90
 .address_size 64
@@ -186,7 +177,18 @@ TEST(BadInputTest, ClusterShapesAndDistributedSharedMemoryOutOfBoundsAreRefused)
   ld.param.u64 %rd, [out]; st.global.u32 [%rd], %v;
   ret;
 }
-)");
+)";
+
+// At compute capability 9.0 the emu device runs clusters; a client that asks for shapes the
+// device does not allow, or whose kernel reaches past another CTA's shared memory or names a
+// CTA outside its cluster, gets the error and the reason, and the server goes on serving.
+TEST(BadInputTest, ClusterShapesAndDistributedSharedMemoryOutOfBoundsAreRefused) {
+  e2e::ServerOptions options;
+  options.extraArgs = {"--compute-capability", "90"};
+  e2e::GpupoolServer server(options);
+  WireClient client(server.endpoint());
+  auto ctx = client.createContext().handle;
+  auto module = client.loadPtx(ctx, kPeekPtx);
   ASSERT_EQ(module.result, CUDA_SUCCESS) << module.message;
   auto function = client.function(ctx, module.handle, "peek");
   ASSERT_EQ(function.result, CUDA_SUCCESS) << function.message;
@@ -208,22 +210,7 @@ TEST(BadInputTest, ClusterShapesAndDistributedSharedMemoryOutOfBoundsAreRefused)
   for (auto params : {paramsFor(16, 0), paramsFor(0, 6u << 24)}) {
     WireClient fresh(server.endpoint());
     auto c = fresh.createContext().handle;
-    auto m = fresh.loadPtx(c, R"(
-.version 7.8
-.target sm_90
-.address_size 64
-.shared .align 4 .b8 words[16];
-.visible .entry peek(.param .u64 out, .param .u32 offset, .param .u32 raw)
-{
-  .reg .b32 %a, %p, %o, %v, %raw; .reg .b64 %rd; .reg .pred %useRaw;
-  mov.u32 %a, words; mapa.shared::cluster.u32 %p, %a, 1;
-  ld.param.u32 %o, [offset]; add.u32 %p, %p, %o;
-  ld.param.u32 %raw, [raw]; setp.ne.u32 %useRaw, %raw, 0; @%useRaw mov.u32 %p, %raw;
-  ld.shared::cluster.u32 %v, [%p];
-  ld.param.u64 %rd, [out]; st.global.u32 [%rd], %v;
-  ret;
-}
-)");
+    auto m = fresh.loadPtx(c, kPeekPtx);
     ASSERT_EQ(m.result, CUDA_SUCCESS) << m.message;
     auto f = fresh.function(c, m.handle, "peek");
     auto o = fresh.alloc(c, 4).handle;
@@ -238,4 +225,5 @@ TEST(BadInputTest, ClusterShapesAndDistributedSharedMemoryOutOfBoundsAreRefused)
   EXPECT_EQ(after.createContext().result, CUDA_SUCCESS);
 }
 
+}  // namespace
 }  // namespace gpupool::hardening

@@ -47,6 +47,20 @@ __global__ void markBlocks(unsigned* out) {
   if (threadIdx.x == 0) out[blockIdx.x] = blockIdx.x + 1;
 }
 
+// A kernel node of `blocks` blocks of 32 threads.
+CUgraphNode addKernelNode(CUgraph graph, CUfunction f, unsigned blocks, void** params) {
+  CUDA_KERNEL_NODE_PARAMS node{};
+  node.func = f;
+  node.gridDimX = blocks;
+  node.gridDimY = node.gridDimZ = 1;
+  node.blockDimX = 32;
+  node.blockDimY = node.blockDimZ = 1;
+  node.kernelParams = params;
+  CUgraphNode kernel = nullptr;
+  CHECK_CU(cuGraphAddKernelNode(&kernel, graph, nullptr, 0, &node));
+  return kernel;
+}
+
 CUlaunchConfig configOf(unsigned blocks, CUlaunchAttribute* cluster, unsigned x) {
   CUlaunchConfig config{};
   config.gridDimX = blocks;
@@ -86,15 +100,7 @@ void withoutClusters(CUdeviceptr out) {
   // A kernel node takes no cluster larger than 1x1x1 either.
   CUgraph graph = nullptr;
   CHECK_CU(cuGraphCreate(&graph, 0));
-  CUDA_KERNEL_NODE_PARAMS node{};
-  node.func = mark;
-  node.gridDimX = 4;
-  node.gridDimY = node.gridDimZ = 1;
-  node.blockDimX = 32;
-  node.blockDimY = node.blockDimZ = 1;
-  node.kernelParams = params;
-  CUgraphNode kernel = nullptr;
-  CHECK_CU(cuGraphAddKernelNode(&kernel, graph, nullptr, 0, &node));
+  CUgraphNode kernel = addKernelNode(graph, mark, 4, params);
   CUkernelNodeAttrValue pair{};
   pair.clusterDim.x = 2;
   pair.clusterDim.y = pair.clusterDim.z = 1;
@@ -139,15 +145,7 @@ void withClusters(CUdeviceptr out) {
   CHECK_CU(cuMemsetD32(out, 0, 2 * kBlocks));
   CUgraph graph = nullptr;
   CHECK_CU(cuGraphCreate(&graph, 0));
-  CUDA_KERNEL_NODE_PARAMS node{};
-  node.func = shape;
-  node.gridDimX = kBlocks;
-  node.gridDimY = node.gridDimZ = 1;
-  node.blockDimX = 32;
-  node.blockDimY = node.blockDimZ = 1;
-  node.kernelParams = params;
-  CUgraphNode kernel = nullptr;
-  CHECK_CU(cuGraphAddKernelNode(&kernel, graph, nullptr, 0, &node));
+  CUgraphNode kernel = addKernelNode(graph, shape, kBlocks, params);
   CUkernelNodeAttrValue value{};
   value.clusterDim.x = 3;
   value.clusterDim.y = value.clusterDim.z = 1;
