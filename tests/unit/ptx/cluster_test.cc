@@ -5,8 +5,11 @@
 #include <cuda.h>
 #include <gtest/gtest.h>
 
+#include <array>
+
 #include "host_device_memory.h"
 #include "ptx_snippet.h"
+#include "tensor_map.h"
 
 namespace gpupool::ptx::testing {
 namespace {
@@ -293,6 +296,122 @@ TEST(Cluster, KernelDirectivesAreRead) {
   EXPECT_TRUE(bounded->explicitCluster);
   EXPECT_EQ(bounded->maxClusterRank, 4u);
   EXPECT_FALSE(plain->explicitCluster);
+}
+
+// cp.async.bulk .multicast::cluster: rank 0 copies 64 bytes from global memory into the shared
+// buffer of every CTA in the mask, and completes the transaction on each one's mbarrier; a CTA
+// outside the mask keeps its buffer (zeros).
+TEST(Cluster, MulticastBulkCopyReachesEveryCtaInTheMask) {
+  constexpr const char* kernel = R"(.version 8.0
+.target sm_90
+.address_size 64
+.shared .align 16 .b8 buf[64];
+.shared .align 8 .b8 mbar[8];
+.visible .entry multicast(.param .u64 src, .param .u64 out, .param .u32 mask)
+{
+  .reg .b32 %rank, %m, %bit, %s, %b, %v, %i; .reg .b16 %m16; .reg .b64 %src, %o, %t, %p;
+  .reg .pred %in, %leader, %done;
+  ld.param.u64 %src, [src]; ld.param.u64 %o, [out]; ld.param.u32 %m, [mask];
+  cvt.u16.u32 %m16, %m;
+  mov.u32 %rank, %cluster_ctarank;
+  shr.u32 %bit, %m, %rank; and.b32 %bit, %bit, 1; setp.eq.u32 %in, %bit, 1;
+  mov.u32 %s, buf; mov.u32 %b, mbar;
+  mbarrier.init.shared::cta.b64 [%b], 1;
+  @%in mbarrier.arrive.expect_tx.shared::cta.b64 %t, [%b], 64;
+  barrier.cluster.arrive; barrier.cluster.wait;
+  setp.eq.u32 %leader, %rank, 0;
+  @%leader cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%s], [%src], 64, [%b], %m16;
+  @!%in bra OUT;
+W: mbarrier.try_wait.parity.shared::cta.b64 %done, [%b], 0; @!%done bra W;
+OUT:
+  mov.u32 %i, %ctaid.x; mul.wide.u32 %p, %i, 64; add.u64 %o, %o, %p;
+  mov.u32 %i, 0;
+L: ld.shared.u32 %v, [%s]; st.global.u32 [%o], %v;
+  add.u32 %s, %s, 4; add.u64 %o, %o, 4; add.u32 %i, %i, 1;
+  setp.lt.u32 %done, %i, 16; @%done bra L;
+  barrier.cluster.arrive; barrier.cluster.wait;
+  ret;
+}
+)";
+  std::unique_ptr<Module> module = loadOrFail(kernel);
+  ASSERT_TRUE(module);
+  HostDeviceMemory memory;
+  std::vector<uint32_t> words(16);
+  for (uint32_t i = 0; i < 16; ++i) words[i] = 0xc0de0000u + i;
+  const uint64_t src = memory.upload(words);
+  const uint64_t out = memory.allocate(8 * 64);
+  ParamBlock params(module->kernels().at(0));
+  const uint32_t mask = 0b1011;  // ranks 0, 1 and 3 of each cluster of four
+  params.set(0, src).set(1, out).set(2, mask);
+  LaunchResult r = launch(*module, module->kernels().at(0), clusterConfig(8, 1, 1, 4),
+                          params.data(), memory, services(2));
+  ASSERT_EQ(r.status.code, CUDA_SUCCESS) << r.status.message;
+  const auto got = memory.download<uint32_t>(out, 8 * 16);
+  for (uint32_t b = 0; b < 8; ++b)
+    for (uint32_t i = 0; i < 16; ++i)
+      EXPECT_EQ(got[b * 16 + i], (mask >> (b % 4)) & 1 ? words[i] : 0u)
+          << "block " << b << " word " << i;
+  // A rank outside the cluster in the mask: an illegal address.
+  params.set(2, uint32_t{0b10001});
+  r = launch(*module, module->kernels().at(0), clusterConfig(8, 1, 1, 4), params.data(), memory,
+             services(2));
+  EXPECT_EQ(r.status.code, CUDA_ERROR_ILLEGAL_ADDRESS) << r.status.message;
+}
+
+// cp.async.bulk.tensor .multicast::cluster: rank 0 loads a box of 16 floats (starting at element
+// 4 of a 1D tensor of 24) into both CTAs of each cluster of two, completing both mbarriers.
+TEST(Cluster, MulticastTensorLoadReachesEveryCtaInTheMask) {
+  constexpr const char* kernel = R"(.version 8.0
+.target sm_90
+.address_size 64
+.shared .align 128 .b8 box[64];
+.shared .align 8 .b8 mbar[8];
+.visible .entry tensorMulticast(.param .align 64 .b8 map[128], .param .u64 out)
+{
+  .reg .b32 %rank, %s, %b, %v, %i, %x; .reg .b16 %m; .reg .b64 %map, %o, %t, %p;
+  .reg .pred %leader, %done;
+  mov.b64 %map, map; cvta.param.u64 %map, %map; ld.param.u64 %o, [out];
+  mov.u32 %rank, %cluster_ctarank; mov.u32 %s, box; mov.u32 %b, mbar; mov.u32 %x, 4;
+  mov.u16 %m, 3;
+  mbarrier.init.shared::cta.b64 [%b], 1;
+  mbarrier.arrive.expect_tx.shared::cta.b64 %t, [%b], 64;
+  barrier.cluster.arrive; barrier.cluster.wait;
+  setp.eq.u32 %leader, %rank, 0;
+  @%leader cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%s], [%map, {%x}], [%b], %m;
+W: mbarrier.try_wait.parity.shared::cta.b64 %done, [%b], 0; @!%done bra W;
+  mov.u32 %i, %ctaid.x; mul.wide.u32 %p, %i, 64; add.u64 %o, %o, %p;
+  mov.u32 %i, 0;
+L: ld.shared.u32 %v, [%s]; st.global.u32 [%o], %v;
+  add.u32 %s, %s, 4; add.u64 %o, %o, 4; add.u32 %i, %i, 1;
+  setp.lt.u32 %done, %i, 16; @%done bra L;
+  barrier.cluster.arrive; barrier.cluster.wait;
+  ret;
+}
+)";
+  std::unique_ptr<Module> module = loadOrFail(kernel);
+  ASSERT_TRUE(module);
+  HostDeviceMemory memory;
+  std::vector<float> tensor(24);
+  for (uint32_t i = 0; i < 24; ++i) tensor[i] = 0.5f * static_cast<float>(i);
+  TensorMapLayout layout;
+  layout.rank = 1;
+  layout.dataType = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+  layout.globalAddress = memory.upload(tensor);
+  layout.globalDim[0] = 24;
+  layout.boxDim[0] = 16;
+  layout.elementStrides[0] = 1;
+  std::array<uint8_t, kTensorMapBytes> map{};
+  ASSERT_TRUE(encodeTiledTensorMap(layout, map.data()).ok());
+  const uint64_t out = memory.allocate(4 * 64);
+  ParamBlock params(module->kernels().at(0));
+  params.set(0, map).set(1, out);
+  LaunchResult r = launch(*module, module->kernels().at(0), clusterConfig(4, 1, 1, 2),
+                          params.data(), memory, services(2));
+  ASSERT_EQ(r.status.code, CUDA_SUCCESS) << r.status.message;
+  const auto got = memory.download<float>(out, 4 * 16);
+  for (uint32_t b = 0; b < 4; ++b)
+    for (uint32_t i = 0; i < 16; ++i)
+      EXPECT_EQ(got[b * 16 + i], i + 4 < 24 ? tensor[i + 4] : 0.0f) << "block " << b << " " << i;
 }
 
 }  // namespace

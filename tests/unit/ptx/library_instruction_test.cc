@@ -383,9 +383,6 @@ TEST(LibraryInstruction, BulkFormsTheEmuDoesNotRunAreRefusedByName) {
        "im2col"},
       {"cp.reduce.async.bulk.tensor.1d.global.shared::cta.add.tile.bulk_group [%o, {%a}], [%a];",
        "cp.reduce.async.bulk.tensor"},
-      {"cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster "
-       "[%a], [%o], 16, [%a], %h;",
-       "multicast"},
       {"multimem.ld_reduce.relaxed.sys.global.add.u32 %a, [%o];", "multimem"}};
   for (const auto& [body, reason] : cases) {
     SnippetResult r = runSnippet(".reg .b64 %o; .reg .b32 %a; .reg .b16 %h;", body);

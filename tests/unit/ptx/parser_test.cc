@@ -151,9 +151,9 @@ TEST(Loader, UnsupportedInstructionsFailWithTheirName) {
       {".reg .b32 %a;", "wgmma.fence.sync.aligned;", "wgmma"},
       {".reg .b64 %a;", "mbarrier.arrive.sync.shared.b64 %a, [%a];", "mbarrier"},
       {".reg .b32 %a; .reg .b16 %h;",
-       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster "
+       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.cp_mask "
        "[%a], [%a], 16, [%a], %h;",
-       "multicast"},
+       "cp_mask"},
       {".reg .b16 %h; .reg .f32 %f;", "cvt.rn.satfinite.e2m1x2.f32 %h, %f, %f;", "e2m1x2"},
       {".reg .b32 %a;", "mul.lo.u16x2 %a, %a, %a;", "u16x2"},
       {".reg .b64 %a;", "atom.global.cas.b128 %a, [%a], %a, %a;", "b128"},

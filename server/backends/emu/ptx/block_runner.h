@@ -698,6 +698,22 @@ class BlockRunner {
     const uint64_t inCta = offset & kClusterOffsetMask;
     return rank == clusterRank_ ? inCta : sharedClusterAddress(static_cast<uint32_t>(rank), inCta);
   }
+  // The shared addresses a bulk copy writes at `address`: with .multicast::cluster the same offset
+  // in each CTA of the mask (ops[4]), else `address` alone. Returns how many it put in `out`.
+  unsigned multicastTargets(const Instr& in, uint64_t address, int l,
+                            uint64_t (&out)[kMaxClusterCtas]) {
+    if (!in.has(kMulticast)) {
+      out[0] = address;
+      return 1;
+    }
+    const uint32_t mask = static_cast<uint32_t>(value(in.ops[4], l)) & 0xffffu;
+    unsigned n = 0;
+    for (uint32_t rank = 0; rank < kMaxClusterCtas; ++rank)
+      if ((mask >> rank) & 1) out[n++] = mapSharedRank(address, rank, l);
+    if (n == 0)
+      fault(CUDA_ERROR_LAUNCH_FAILED, l, curPc_, "a multicast bulk copy with an empty CTA mask");
+    return n;
+  }
   uint32_t sharedRankOf(uint64_t offset) const {
     return offset >> kClusterRankShift ? static_cast<uint32_t>((offset >> kClusterRankShift) - 1)
                                        : clusterRank_;

@@ -277,7 +277,13 @@ void BlockRunner::tensorCopy(const Instr& in, int l) {
                                : m.swizzle == CU_TENSOR_MAP_SWIZZLE_128B ? 3
                                                                          : 0;
   const uint64_t swizzleMask = (uint64_t{1} << swizzleBits) - 1;
-  uint8_t* box = access(Space::kShared, shared, total * elem, l);
+  // The boxes written: this CTA's, or with .multicast::cluster the one at the same offset in each
+  // CTA of the mask.
+  uint8_t* boxes[kMaxClusterCtas];
+  uint64_t at[kMaxClusterCtas];
+  const unsigned targets = multicastTargets(in, shared, l, at);
+  for (unsigned t = 0; t < targets; ++t) boxes[t] = access(Space::kShared, at[t], total * elem, l);
+  uint8_t* box = boxes[0];
   const bool nanFill = load && m.oobFill == CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA;
   const uint64_t nan = elem == 2 ? 0x7fffu : elem == 4 ? 0x7fffffffu : 0x7fffffffffffffffu;
   uint64_t index[5] = {};
@@ -290,7 +296,8 @@ void BlockRunner::tensorCopy(const Instr& in, int l) {
       global += static_cast<uint64_t>(c) * (i == 0 ? elem : m.globalStrides[i - 1]);
     }
     const uint64_t linear = shared + n * elem;
-    uint8_t* slot = box + ((linear ^ (((linear >> 7) & swizzleMask) << 4)) - shared);
+    const uint64_t offset = (linear ^ (((linear >> 7) & swizzleMask) << 4)) - shared;
+    uint8_t* slot = box + offset;
     if (load) {
       if (inside)
         std::memcpy(slot, access(Space::kGlobal, global, elem, l), elem);
@@ -298,6 +305,7 @@ void BlockRunner::tensorCopy(const Instr& in, int l) {
         std::memcpy(slot, &nan, elem);
       else
         std::memset(slot, 0, elem);
+      for (unsigned t = 1; t < targets; ++t) std::memcpy(boxes[t] + offset, slot, elem);
     } else if (inside) {
       std::memcpy(access(Space::kGlobal, global, elem, l), slot, elem);
     }
@@ -306,7 +314,8 @@ void BlockRunner::tensorCopy(const Instr& in, int l) {
   // The transaction is the whole box, out-of-bounds elements included.
   if (load) {
     std::unique_lock lock = clusterMbarrierLock();
-    mbarrierCompleteTx(address(in.ops[3], l), total * elem, l);
+    const unsigned barriers = multicastTargets(in, address(in.ops[3], l), l, at);
+    for (unsigned t = 0; t < barriers; ++t) mbarrierCompleteTx(at[t], total * elem, l);
   }
 }
 
@@ -353,11 +362,16 @@ void BlockRunner::bulkCopy(const Instr& in, uint32_t exec) {
           atomicUpdate<uint64_t>(d + at, element, b, 0);
       }
     } else if (size) {
-      std::memmove(access(dstSpace, dst, size, l), access(srcSpace, src, size, l), size);
+      uint64_t to[kMaxClusterCtas];
+      const unsigned targets = multicastTargets(in, dst, l, to);
+      for (unsigned t = 0; t < targets; ++t)
+        std::memmove(access(dstSpace, to[t], size, l), access(srcSpace, src, size, l), size);
     }
     if (!toGlobal) {
       std::unique_lock lock = clusterMbarrierLock();
-      mbarrierCompleteTx(address(in.ops[3], l), size, l);
+      uint64_t barriers[kMaxClusterCtas];
+      const unsigned count = multicastTargets(in, address(in.ops[3], l), l, barriers);
+      for (unsigned t = 0; t < count; ++t) mbarrierCompleteTx(barriers[t], size, l);
     }
   });
 }

@@ -198,6 +198,9 @@ enum Flag : uint32_t {
   kParity = 1u << 16,        // mbarrier.test_wait/try_wait.parity
   kExpectTx = 1u << 17,      // mbarrier.arrive{_drop}.expect_tx: ops[2] is the transaction count
   kPropagateNan = 1u << 18,  // min.NaN/max.NaN: a NaN operand makes the result NaN
+  // cp.async.bulk{.tensor} .multicast::cluster: ops[4] is the 16-bit mask of the cluster's CTAs
+  // whose shared memory (and mbarrier) at the same offsets receive the data.
+  kMulticast = 1u << 19,
 };
 
 enum class CmpOp : uint8_t {

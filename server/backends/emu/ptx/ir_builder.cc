@@ -1772,7 +1772,7 @@ void Builder::decodeBulkCopy(const AstInstruction& a, Instr* in) {
     decodeBulkTensor(a, in);
     return;
   }
-  if (has("multicast")) failUnsupported("multicast bulk copies need a cluster: " + op);
+  const bool multicast = has(".multicast::cluster");
   if (has(".cp_mask")) failUnsupported("byte-masked bulk copies are not implemented: " + op);
   auto parts = splitDots(op);
   const bool reduce = parts.size() > 1 && parts[1] == "reduce";
@@ -1863,17 +1863,25 @@ void Builder::decodeBulkCopy(const AstInstruction& a, Instr* in) {
                                                  : BulkCopyKind::kReduceSharedToGlobal;
   }
   for (size_t i = 6; i < parts.size(); ++i)
-    if (parts[i] != "L2::cache_hint") failUnsupported("unsupported instruction " + op);
+    if (parts[i] != "L2::cache_hint" && parts[i] != "multicast::cluster")
+      failUnsupported("unsupported instruction " + op);
+  if (multicast && kind != BulkCopyKind::kGlobalToShared)
+    failInvalid(".multicast::cluster copies from global to .shared::cluster only: " + op);
   in->mode = static_cast<uint8_t>(kind);
-  in->numOps = 4;
+  in->numOps = multicast ? 5 : 4;
   const size_t fixed =
       kind == BulkCopyKind::kSharedToGlobal || kind == BulkCopyKind::kReduceSharedToGlobal ? 3 : 4;
-  requireOperands(a, fixed + (hint ? 1 : 0), fixed + (hint ? 1 : 0));
+  const size_t count = fixed + (multicast ? 1 : 0) + (hint ? 1 : 0);
+  requireOperands(a, count, count);
   in->ops[0] = address(0);
   in->ops[1] = address(1);
   in->ops[2] = operand(a.operands[2], Type::kU32);
   if (fixed == 4) in->ops[3] = address(3);
-  policy(fixed);
+  if (multicast) {
+    in->flags |= kMulticast;
+    in->ops[4] = operand(a.operands[fixed], Type::kB16);
+  }
+  policy(fixed + (multicast ? 1 : 0));
 }
 
 // cp.async.bulk.tensor.{1-5}d in .tile mode: global to shared memory completing an mbarrier
@@ -1902,15 +1910,20 @@ void Builder::decodeBulkTensor(const AstInstruction& a, Instr* in) {
   if (at >= parts.size() ||
       !(load ? parts[at] == "mbarrier::complete_tx::bytes" : store && parts[at] == "bulk_group"))
     failUnsupported("unsupported instruction " + op);
-  bool hint = false;
+  bool hint = false, multicast = false;
   for (++at; at < parts.size(); ++at) {
+    if (load && parts[at] == "multicast::cluster") {
+      multicast = true;
+      continue;
+    }
     if (parts[at] != "L2::cache_hint")
       failUnsupported("cp.async.bulk.tensor qualifier ." + std::string(parts[at]) +
                       " is not implemented: " + op);
     hint = true;
   }
   const size_t fixed = load ? 3 : 2;
-  requireOperands(a, fixed + (hint ? 1 : 0), fixed + (hint ? 1 : 0));
+  const size_t count = fixed + (multicast ? 1 : 0) + (hint ? 1 : 0);
+  requireOperands(a, count, count);
   const AstOperand& mapOperand = a.operands[load ? 1 : 0];
   if (mapOperand.kind != AstOperand::Kind::kAddress || mapOperand.name.empty() ||
       mapOperand.integer != 0 || mapOperand.elements.size() != 1 ||
@@ -1935,7 +1948,12 @@ void Builder::decodeBulkTensor(const AstInstruction& a, Instr* in) {
     in->ops[3] = operand(a.operands[2], Type::kU64);
     if (in->ops[3].kind != OperandKind::kAddress) failInvalid(op + " needs an mbarrier address");
   }
-  if (hint) operand(a.operands[fixed], Type::kB64);
+  if (multicast) {
+    in->flags |= kMulticast;
+    in->numOps = 5;
+    in->ops[4] = operand(a.operands[fixed], Type::kB16);
+  }
+  if (hint) operand(a.operands[fixed + (multicast ? 1 : 0)], Type::kB64);
 }
 
 void Builder::decodeCall(const AstInstruction& a, Instr* in) {
