@@ -298,11 +298,23 @@ TEST(Cluster, KernelDirectivesAreRead) {
   EXPECT_FALSE(plain->explicitCluster);
 }
 
+// The end of the multicast kernels: each CTA copies the 16 words at %s in its shared memory to
+// out + 64 * %ctaid.x, then waits for the cluster before leaving (so no copy outlives a CTA).
+#define COPY_OUT_AND_LEAVE                                                 \
+  "  mov.u32 %i, %ctaid.x; mul.wide.u32 %p, %i, 64; add.u64 %o, %o, %p;\n" \
+  "  mov.u32 %i, 0;\n"                                                     \
+  "L: ld.shared.u32 %v, [%s]; st.global.u32 [%o], %v;\n"                   \
+  "  add.u32 %s, %s, 4; add.u64 %o, %o, 4; add.u32 %i, %i, 1;\n"           \
+  "  setp.lt.u32 %done, %i, 16; @%done bra L;\n"                           \
+  "  barrier.cluster.arrive; barrier.cluster.wait;\n"                      \
+  "  ret;\n"                                                               \
+  "}\n"
+
 // cp.async.bulk .multicast::cluster: rank 0 copies 64 bytes from global memory into the shared
 // buffer of every CTA in the mask, and completes the transaction on each one's mbarrier; a CTA
 // outside the mask keeps its buffer (zeros).
 TEST(Cluster, MulticastBulkCopyReachesEveryCtaInTheMask) {
-  constexpr const char* kernel = R"(.version 8.0
+  const std::string kernel = R"(.version 8.0
 .target sm_90
 .address_size 64
 .shared .align 16 .b8 buf[64];
@@ -324,15 +336,7 @@ TEST(Cluster, MulticastBulkCopyReachesEveryCtaInTheMask) {
   @!%in bra OUT;
 W: mbarrier.try_wait.parity.shared::cta.b64 %done, [%b], 0; @!%done bra W;
 OUT:
-  mov.u32 %i, %ctaid.x; mul.wide.u32 %p, %i, 64; add.u64 %o, %o, %p;
-  mov.u32 %i, 0;
-L: ld.shared.u32 %v, [%s]; st.global.u32 [%o], %v;
-  add.u32 %s, %s, 4; add.u64 %o, %o, 4; add.u32 %i, %i, 1;
-  setp.lt.u32 %done, %i, 16; @%done bra L;
-  barrier.cluster.arrive; barrier.cluster.wait;
-  ret;
-}
-)";
+)" COPY_OUT_AND_LEAVE;
   std::unique_ptr<Module> module = loadOrFail(kernel);
   ASSERT_TRUE(module);
   HostDeviceMemory memory;
@@ -361,7 +365,7 @@ L: ld.shared.u32 %v, [%s]; st.global.u32 [%o], %v;
 // cp.async.bulk.tensor .multicast::cluster: rank 0 loads a box of 16 floats (starting at element
 // 4 of a 1D tensor of 24) into both CTAs of each cluster of two, completing both mbarriers.
 TEST(Cluster, MulticastTensorLoadReachesEveryCtaInTheMask) {
-  constexpr const char* kernel = R"(.version 8.0
+  const std::string kernel = R"(.version 8.0
 .target sm_90
 .address_size 64
 .shared .align 128 .b8 box[64];
@@ -379,15 +383,7 @@ TEST(Cluster, MulticastTensorLoadReachesEveryCtaInTheMask) {
   setp.eq.u32 %leader, %rank, 0;
   @%leader cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%s], [%map, {%x}], [%b], %m;
 W: mbarrier.try_wait.parity.shared::cta.b64 %done, [%b], 0; @!%done bra W;
-  mov.u32 %i, %ctaid.x; mul.wide.u32 %p, %i, 64; add.u64 %o, %o, %p;
-  mov.u32 %i, 0;
-L: ld.shared.u32 %v, [%s]; st.global.u32 [%o], %v;
-  add.u32 %s, %s, 4; add.u64 %o, %o, 4; add.u32 %i, %i, 1;
-  setp.lt.u32 %done, %i, 16; @%done bra L;
-  barrier.cluster.arrive; barrier.cluster.wait;
-  ret;
-}
-)";
+)" COPY_OUT_AND_LEAVE;
   std::unique_ptr<Module> module = loadOrFail(kernel);
   ASSERT_TRUE(module);
   HostDeviceMemory memory;
