@@ -113,6 +113,10 @@ Mismatch compareNodes(const GraphNodeObject& a, const GraphNodeObject& b) {
       if (a.context != b.context) {
         return fail(CU_GRAPH_EXEC_UPDATE_ERROR_UNSUPPORTED_FUNCTION_CHANGE);
       }
+      // "A cooperative node cannot be updated to a non-cooperative node, and vice-versa."
+      if (a.cooperative() != b.cooperative()) {
+        return fail(CU_GRAPH_EXEC_UPDATE_ERROR_ATTRIBUTES_CHANGED);
+      }
       break;
     case CU_GRAPH_NODE_TYPE_MEMSET: {
       // Same context; a 2D memset may change its address and value only.
@@ -214,6 +218,7 @@ Mismatch compareGraphs(const GraphObject& now, const GraphObject& next) {
 void copyParameters(GraphNodeObject* to, const GraphNodeObject& from) {
   if (from.type == CU_GRAPH_NODE_TYPE_KERNEL) {
     setCapturedKernel(to, from.function, from.grid, from.block, from.sharedBytes, from.params);
+    to->kernelAttributes = from.kernelAttributes;  // its cluster and hints with it
   }
   to->context = from.context;
   to->memset = from.memset;

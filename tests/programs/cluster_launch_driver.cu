@@ -168,10 +168,30 @@ void withClusters(CUdeviceptr out) {
           "graph: block %u saw a cluster of %u and rank %u, expected 4 and %u", b, seen[b][0],
           seen[b][1], b % 4);
   }
+  std::printf("a kernel node in clusters of 4: every block saw its cluster\n");
+
+  // cuGraphExecUpdate to the same node in clusters of 2: the exec runs in the new clusters.
+  CUgraph pairsGraph = nullptr;
+  CHECK_CU(cuGraphCreate(&pairsGraph, 0));
+  CUgraphNode pairsNode = addKernelNode(pairsGraph, shape, kBlocks, params);
+  value.clusterDim.x = 2;
+  CHECK_CU(cuGraphKernelNodeSetAttribute(pairsNode, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, &value));
+  CUgraphExecUpdateResultInfo info{};
+  CHECK_CU(cuGraphExecUpdate(exec, pairsGraph, &info));
+  CHECK_CU(cuMemsetD32(out, 0, 2 * kBlocks));
+  CHECK_CU(cuGraphLaunch(exec, nullptr));
+  CHECK_CU(cuCtxSynchronize());
+  CHECK_CU(cuMemcpyDtoH(seen, out, sizeof seen));
+  for (unsigned b = 0; b < kBlocks; ++b) {
+    CHECK(seen[b][0] == 2 && seen[b][1] == b % 2,
+          "updated graph: block %u saw a cluster of %u and rank %u, expected 2 and %u", b,
+          seen[b][0], seen[b][1], b % 2);
+  }
   CHECK_CU(cuGraphExecDestroy(exec));
+  CHECK_CU(cuGraphDestroy(pairsGraph));
   CHECK_CU(cuGraphDestroy(graph));
   CHECK_CU(cuModuleUnload(module));
-  std::printf("a kernel node in clusters of 4: every block saw its cluster\n");
+  std::printf("updated by cuGraphExecUpdate to clusters of 2: every block saw its cluster\n");
 }
 
 }  // namespace

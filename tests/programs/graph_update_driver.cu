@@ -172,6 +172,18 @@ int main() {
         static_cast<int>(info.result));
   launchAndCheck(exec, stream, c, input, 6, true, "after a refused update (topology)");
 
+  // The same graph with its kernel node made cooperative: "a cooperative node cannot be updated to
+  // a non-cooperative node, and vice-versa" (cuda.h), and the exec runs as before.
+  Chain cooperative = chain(f, a, 1, args3, c, ctx);
+  CUkernelNodeAttrValue together{};
+  together.cooperative = 1;
+  CHECK_CU(cuGraphKernelNodeSetAttribute(cooperative.kernel, CU_LAUNCH_ATTRIBUTE_COOPERATIVE,
+                                         &together));
+  expectError(cuGraphExecUpdate(exec, cooperative.graph, &info),
+              CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE, "cuGraphExecUpdate to a cooperative node");
+  CHECK(info.result != CU_GRAPH_EXEC_UPDATE_SUCCESS, "a refused update reads as a success");
+  launchAndCheck(exec, stream, c, input, 6, true, "after a refused update (cooperative)");
+
   // The same nodes, other edges: fill -> copy instead of kernel -> copy. The new graph has two exit
   // nodes where the exec has one, which is reported first, naming an exit node of the new graph:
   // kernel4, not copy4 with its changed dependency (observed on driver 580.159.04, H200).
