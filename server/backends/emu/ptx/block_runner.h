@@ -436,16 +436,19 @@ class BlockRunner {
     const uint64_t now = cluster_->phase();
     bool released = false;
     for (Warp& w : warps_) {
+      uint32_t lanes = 0;
       forLanes(w.live, [&](int l) {
         if (w.state[l] != LaneState::kClusterWait || w.clusterPhase[l] == now) return;
         w.state[l] = LaneState::kRun;
-        w.clusterArrived &= ~(1u << l);
         ++w.pc[l];
-        --clusterWaiting_;
-        released = true;
+        lanes |= 1u << l;
       });
+      if (!lanes) continue;
+      w.clusterArrived &= ~lanes;
+      clusterWaiting_ -= static_cast<uint32_t>(std::popcount(lanes));
       w.nextGroup = 0;  // found anew
       w.othersKey = ~0ull;
+      released = true;
     }
     return released;
   }
@@ -458,11 +461,7 @@ class BlockRunner {
       forLanes(w.live, [&](int l) {
         if (w.state[l] == LaneState::kClusterWait) phase = w.clusterPhase[l];
       });
-    auto stop = [&] {
-      return ctx_.failed.load(std::memory_order_relaxed) ||
-             (ctx_.services.cancel && ctx_.services.cancel->load(std::memory_order_relaxed));
-    };
-    switch (cluster_->wait(phase, stop)) {
+    switch (cluster_->wait(phase, [&] { return ctx_.stopped(); })) {
       case ClusterGroup::Wait::kReleased:
         return;
       case ClusterGroup::Wait::kStopped:

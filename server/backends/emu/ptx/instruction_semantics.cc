@@ -364,8 +364,9 @@ void BlockRunner::bulkCopy(const Instr& in, uint32_t exec) {
     } else if (size) {
       uint64_t to[kMaxClusterCtas];
       const unsigned targets = multicastTargets(in, dst, l, to);
+      const uint8_t* from = access(srcSpace, src, size, l);
       for (unsigned t = 0; t < targets; ++t)
-        std::memmove(access(dstSpace, to[t], size, l), access(srcSpace, src, size, l), size);
+        std::memmove(access(dstSpace, to[t], size, l), from, size);
     }
     if (!toGlobal) {
       std::unique_lock lock = clusterMbarrierLock();

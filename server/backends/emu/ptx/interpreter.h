@@ -45,6 +45,11 @@ struct LaunchContext {
   unsigned workers = 1;
   std::chrono::steady_clock::time_point start;
   std::atomic<bool> failed{false};
+  // The launch failed in another block, or its owner is gone (LaunchServices::cancel).
+  bool stopped() const {
+    return failed.load(std::memory_order_relaxed) ||
+           (services.cancel && services.cancel->load(std::memory_order_relaxed));
+  }
   std::atomic<uint64_t> warpSteps{0};
   std::atomic<uint64_t> threadSteps{0};
   std::mutex printfMutex;

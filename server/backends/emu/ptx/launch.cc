@@ -94,10 +94,7 @@ LaunchResult launch(const Module& module, const KernelInfo& kernel, const Launch
             ctas, config.block[0] * config.block[1] * config.block[2]));
       workers = static_cast<unsigned>(groupCount * ctas);
     }
-    auto stop = [&] {
-      return ctx.failed.load(std::memory_order_relaxed) ||
-             (services.cancel && services.cancel->load(std::memory_order_relaxed));
-    };
+    auto stop = [&] { return ctx.stopped(); };
     // The linear index of the CTA of rank `rank` in cluster `cluster` (clusters in grid order).
     auto clusterBlock = [&](uint64_t cluster, uint32_t rank) {
       const auto& g = config.grid;
