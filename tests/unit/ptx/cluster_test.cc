@@ -183,6 +183,48 @@ TEST(Cluster, CtasReadAndUpdateEachOthersSharedMemory) {
 
 TEST(Cluster, SixteenCtasRunAtOnce) { runRing(16, 1, 2); }
 
+// isspacep on generic addresses: another CTA's shared memory is .shared::cluster but not
+// .shared::cta (nor .shared, which means ::cta); the CTA's own is both, however it was reached.
+TEST(Cluster, IsspacepTellsTheCtasSharedMemoryFromItsPeers) {
+  constexpr const char* kernel = R"(.version 7.8
+.target sm_90
+.address_size 64
+.shared .align 4 .b8 word[4];
+.visible .entry where(.param .u64 out)
+{
+  .reg .b32 %rank, %peer, %v; .reg .b64 %o, %own, %other, %self, %p; .reg .pred %q;
+  mov.u32 %rank, %cluster_ctarank; xor.b32 %peer, %rank, 1;
+  mov.u64 %own, word; cvta.shared.u64 %own, %own;
+  mapa.u64 %other, %own, %peer; mapa.u64 %self, %own, %rank;
+  ld.param.u64 %o, [out]; mul.wide.u32 %p, %rank, 32; add.u64 %o, %o, %p;
+  isspacep.shared::cta %q, %own; selp.u32 %v, 1, 0, %q; st.global.u32 [%o], %v;
+  isspacep.shared::cta %q, %other; selp.u32 %v, 1, 0, %q; st.global.u32 [%o+4], %v;
+  isspacep.shared::cta %q, %self; selp.u32 %v, 1, 0, %q; st.global.u32 [%o+8], %v;
+  isspacep.shared %q, %other; selp.u32 %v, 1, 0, %q; st.global.u32 [%o+12], %v;
+  isspacep.shared::cluster %q, %own; selp.u32 %v, 1, 0, %q; st.global.u32 [%o+16], %v;
+  isspacep.shared::cluster %q, %other; selp.u32 %v, 1, 0, %q; st.global.u32 [%o+20], %v;
+  isspacep.global %q, %other; selp.u32 %v, 1, 0, %q; st.global.u32 [%o+24], %v;
+  barrier.cluster.arrive; barrier.cluster.wait;
+  ret;
+}
+)";
+  std::unique_ptr<Module> module = loadOrFail(kernel);
+  ASSERT_TRUE(module);
+  HostDeviceMemory memory;
+  const uint64_t out = memory.allocate(64);
+  ParamBlock params(module->kernels().at(0));
+  params.set(0, out);
+  LaunchResult r = launch(*module, module->kernels().at(0), clusterConfig(2, 1, 1, 2),
+                          params.data(), memory, services(2));
+  ASSERT_EQ(r.status.code, CUDA_SUCCESS) << r.status.message;
+  const auto w = memory.download<uint32_t>(out, 16);
+  for (uint32_t rank = 0; rank < 2; ++rank) {
+    const std::array<uint32_t, 7> expected = {1, 0, 1, 0, 1, 1, 0};
+    for (size_t i = 0; i < expected.size(); ++i)
+      EXPECT_EQ(w[rank * 8 + i], expected[i]) << "rank " << rank << " answer " << i;
+  }
+}
+
 // Rank 1 exits at once; rank 0 passes the barrier twice: exited threads hold no phase.
 TEST(Cluster, ExitedThreadsHoldNoPhase) {
   constexpr const char* kernel = R"(.version 7.8

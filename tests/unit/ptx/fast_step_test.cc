@@ -28,7 +28,8 @@ struct Form {
   const char* dest;  // the destination register's type: "b32", "b64", "f32" or "pred"
 };
 
-// Sources: %a, %b, %c (b64, from the input), %a32/%b32/%c32 (their low words), %s32 (a shift
+// Sources: %a, %b, %c (b64, from the input), %a32/%b32/%c32 (their low words), %u32 (64 in
+// every lane), %v32 (a power of two that differs between lanes), %s32 (a shift
 // amount from 0 to 100), %fa/%fb/%fc (f32, the low words of a/b/c).
 const std::vector<Form>& forms() {
   static const std::vector<Form> all = {
@@ -58,6 +59,14 @@ const std::vector<Form>& forms() {
       {"div.s32 %d, %a32, %b32", "b32"},
       {"rem.u32 %d, %a32, 7", "b32"},
       {"rem.s32 %d, %a32, %b32", "b32"},
+      {"div.u32 %d, %a32, 16", "b32"},
+      {"rem.u32 %d, %a32, 32", "b32"},
+      {"rem.u32 %d, %a32, 1", "b32"},
+      {"div.u32 %d, %a32, %u32", "b32"},
+      {"rem.u32 %d, %a32, %u32", "b32"},
+      {"rem.u32 %d, %a32, %v32", "b32"},
+      {"div.u32 %d, %a32, %v32", "b32"},
+      {"rem.s32 %d, %a32, %u32", "b32"},
       {"mov.u32 %d, %tid.x", "b32"},
       {"mov.u32 %d, %ntid.x", "b32"},
       {"mov.u32 %d, %ctaid.x", "b32"},
@@ -89,6 +98,8 @@ const std::vector<Form>& forms() {
       {"div.u64 %d, %a, %b", "b64"},
       {"div.s64 %d, %a, -1", "b64"},
       {"rem.s64 %d, %a, %b", "b64"},
+      {"rem.u64 %d, %a, 4096", "b64"},
+      {"div.u64 %d, %a, 0x8000000000000000", "b64"},
       {"cvta.to.global.u64 %d, %a", "b64"},
       {"cvta.shared.u64 %d, %a", "b64"},
       {"cvta.to.shared.u64 %d, %a", "b64"},
@@ -210,6 +221,7 @@ std::string kernelText(size_t* slotsPerThread) {
           "ld.global.u64 %a, [%p];\nld.global.u64 %b, [%p+8];\nld.global.u64 %c, [%p+16];\n"
           "cvt.u32.u64 %a32, %a;\ncvt.u32.u64 %b32, %b;\ncvt.u32.u64 %c32, %c;\n"
           "rem.u32 %s32, %b32, 101;\n"
+          "mov.u32 %u32, 64;\nand.b32 %t32, %tid, 7;\nmov.u32 %v32, 1;\nshl.b32 %v32, %v32, %t32;\n"
           "mov.b32 %fa, %a32;\nmov.b32 %fb, %b32;\nmov.b32 %fc, %c32;\n"
           "mul.wide.u32 %t64, %tid, SLOTBYTES;\nadd.s64 %q, %out, %t64;\n";
   runAll("");
@@ -277,7 +289,7 @@ std::string kernelText(size_t* slotsPerThread) {
                      "];\n"
                      ".visible .entry fast(.param .u64 out, .param .u64 in)\n{\n"
                      ".reg .b64 %out, %in, %a, %b, %c, %p, %q, %t64, %d64, %gp, %sc;\n"
-                     ".reg .b32 %tid, %a32, %b32, %c32, %s32, %t32, %d32, %sa, %sn;\n"
+                     ".reg .b32 %tid, %a32, %b32, %c32, %s32, %u32, %v32, %t32, %d32, %sa, %sn;\n"
                      ".reg .f32 %fa, %fb, %fc, %df;\n.reg .pred %dp, %g;\n"
                      "ld.param.u64 %out, [out];\nld.param.u64 %in, [in];\nmov.u32 %tid, %tid.x;\n" +
                      body.str() + "ret;\n}\n";

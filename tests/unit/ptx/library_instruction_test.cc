@@ -500,6 +500,17 @@ TEST(LibraryInstruction, CpAsyncMbarrierArrive) {
   for (uint64_t t = 0; t < 32; ++t) EXPECT_EQ(o[t], 1000 + (t ^ 31)) << t;  // high word 0
 }
 
+// The ISA gives cp.async.mbarrier.arrive no .shared::cluster form: it is invalid PTX, refused at
+// load with the reason.
+TEST(LibraryInstruction, CpAsyncMbarrierArriveOnAClusterBarrierIsInvalid) {
+  SnippetResult r = runSnippet(".reg .b32 %bar;",
+                               "mov.u32 %bar, mbar; cp.async.mbarrier.arrive.shared::cluster.b64 "
+                               "[%bar];",
+                               {}, 32, "sm_90", ".shared .align 8 .b8 mbar[8];\n");
+  EXPECT_EQ(r.loadCode, CUDA_ERROR_INVALID_PTX) << r.loadMessage;
+  EXPECT_NE(r.loadMessage.find("takes a .shared::cta barrier"), std::string::npos) << r.loadMessage;
+}
+
 // sm_90's packed halfword forms (__vadd2, __vmins2, ...): each half wraps on its own.
 TEST(LibraryInstruction, PackedHalfwordIntegers) {
   auto r =

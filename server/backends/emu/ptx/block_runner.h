@@ -12,6 +12,9 @@
 #include <cstring>
 #include <sstream>
 #include <thread>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "cluster.h"
 #include "device_heap.h"
@@ -48,14 +51,24 @@ struct Warp {
   uint32_t barrierId[32] = {};
   uint32_t barrierCount[32] = {};
   bool barrierPred[32] = {};  // bar.red: this lane's predicate
+  uint32_t barrierLanes = 0;  // lanes in LaneState::kBarrier
+  // When every lane of barrierLanes waits at one bar.sync (one pc, depth and barrier id, no
+  // reduction): that pc, so a release moves them at once; kMixedBarrier otherwise.
+  uint32_t barrierAt = 0;
+  uint32_t barrierDepth = 0;
   uint32_t lanesInCalls = 0;  // lanes at call depth 1 or more
   // barrier.cluster: lanes that arrived and have not waited yet, and the phase each arrived in.
   uint32_t clusterArrived = 0;
   uint64_t clusterPhase[32] = {};
   // The scheduler's knowledge, kept between turns (runWarp): the group that runs next when
   // non-zero, its key, and the lowest key of the other running lanes.
+  // The group's lanes move together without their pc[] being written: pc[] is theirs again once
+  // the group is let go (BlockRunner::settle).
   uint32_t nextGroup = 0;
   uint64_t nextKey = 0, othersKey = ~0ull;
+  // After a divergent branch taken while no other lane ran: the half that waits, which is every
+  // other running lane (at othersKey), so the running half rejoins it without a scan.
+  uint32_t pendingGroup = 0;
   std::vector<std::vector<uint64_t>> regs;  // [depth][reg * 32 + lane]
   std::vector<Frame> frames[32];
   std::vector<uint8_t> local[32];
@@ -69,6 +82,23 @@ inline void forLanes(uint32_t mask, F&& f) {
     mask &= mask - 1;
     f(l);
   }
+}
+
+// The lanes whose predicate register (bit 0 of each lane's value) is set, as a mask.
+inline uint32_t predicateMask(const uint64_t* lanes) {
+#if defined(__SSE2__)
+  // Two lanes per step: bit 0 moved to each 64-bit half's sign, read by movemask.
+  uint32_t mask = 0;
+  for (int l = 0; l < 32; l += 2) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(lanes + l));
+    mask |= static_cast<uint32_t>(_mm_movemask_pd(_mm_castsi128_pd(_mm_slli_epi64(v, 63)))) << l;
+  }
+  return mask;
+#else
+  uint32_t mask = 0;
+  for (int l = 0; l < 32; ++l) mask |= static_cast<uint32_t>(lanes[l] & 1) << l;
+  return mask;
+#endif
 }
 
 template <class F>
@@ -159,6 +189,11 @@ class BlockRunner {
     yieldWarp_ = false;
     std::fill(std::begin(arrivals_), std::end(arrivals_), 0u);
     std::fill(std::begin(arrivalCount_), std::end(arrivalCount_), 0u);
+    std::fill(std::begin(barrierWaiting_), std::end(barrierWaiting_), 0u);
+    std::fill(std::begin(barrierNamed_), std::end(barrierNamed_), 0u);
+    barriersWaiting_ = 0;
+    barrierWarps_ = 0;
+    liveThreads_ = threads_;
     barrierReductions_ = false;
     const FunctionImage& entry = img_.functions[ctx_.function];
     warps_.resize((threads_ + 31) / 32);
@@ -176,6 +211,7 @@ class BlockRunner {
       std::fill(std::begin(w.barrierPred), std::end(w.barrierPred), false);
       w.lanesInCalls = 0;
       w.clusterArrived = 0;
+      w.barrierLanes = 0;
       for (int l = 0; l < 32; ++l) {
         bool exists = wi * 32 + l < threads_;
         w.state[l] = exists ? LaneState::kRun : LaneState::kExited;
@@ -190,6 +226,7 @@ class BlockRunner {
       w.nextGroup = w.live;
       w.nextKey = scheduleKey(0, entry.entryPc);
       w.othersKey = ~0ull;
+      w.pendingGroup = 0;
     }
   }
 
@@ -230,6 +267,8 @@ class BlockRunner {
     return (uint64_t{0xffffu - depth} << 32) | pc;
   }
 
+  static constexpr uint32_t kMixedBarrier = 0xffffffffu;  // Warp::barrierAt
+
   bool runWarp(Warp& w) {
     bool any = false;
     // A warp spinning on memory another warp of the block writes (a flag, a lock) must let that
@@ -239,7 +278,10 @@ class BlockRunner {
     // lane's (othersKey, which only a scan changes: the other lanes do not move meanwhile), it
     // is the next group again: no need to look at each lane.
     for (uint32_t steps = 0;; ++steps) {
-      if (steps == kStepsPerTurn) return true;
+      if (steps == kStepsPerTurn) {
+        settle(w);
+        return true;
+      }
       uint32_t group = w.nextGroup;
       uint64_t key = w.nextKey;
       if (!group) {
@@ -254,6 +296,7 @@ class BlockRunner {
       }
       const uint32_t depth = 0xffffu - static_cast<uint32_t>(key >> 32);
       const uint32_t groupPc = execute(w, group, static_cast<uint32_t>(key), depth);
+      bool idle = false;
       if (groupPc == kSplitGroup) {
         // A divergent branch: the half with the lower key runs next if it is below every other
         // lane; the other half joins the others.
@@ -261,24 +304,56 @@ class BlockRunner {
         const uint64_t fallKey = scheduleKey(depth, static_cast<uint32_t>(key) + 1);
         const bool takenFirst = takenKey < fallKey;
         const uint64_t firstKey = takenFirst ? takenKey : fallKey;
+        const uint64_t othersBefore = w.othersKey;
         w.nextGroup =
             firstKey < w.othersKey ? (takenFirst ? splitTaken_ : group & ~splitTaken_) : 0;
         w.nextKey = firstKey;
-        if (w.nextGroup) w.othersKey = std::min(w.othersKey, takenFirst ? fallKey : takenKey);
+        if (w.nextGroup) {
+          w.othersKey = std::min(w.othersKey, takenFirst ? fallKey : takenKey);
+          w.pendingGroup = othersBefore == ~0ull ? group & ~w.nextGroup : 0;
+        }
+      } else if (groupPc == kGroupWaits) {
+        // Every lane of the group waits at a barrier; with no other lane running, neither does
+        // the warp.
+        w.nextGroup = 0;
+        idle = w.othersKey == ~0ull;
       } else {
         w.nextKey = scheduleKey(depth, groupPc);
-        w.nextGroup = groupPc != kScatteredGroup && w.nextKey < w.othersKey ? group : 0;
+        if (groupPc != kScatteredGroup && w.nextKey < w.othersKey) {
+          w.nextGroup = group;
+        } else if (groupPc != kScatteredGroup && w.nextKey == w.othersKey && w.pendingGroup) {
+          // The running half of a split reaches the other half: the warp reconverges.
+          w.nextGroup = group | w.pendingGroup;
+          w.othersKey = ~0ull;
+          w.pendingGroup = 0;
+        } else {
+          if (groupPc != kScatteredGroup) {
+            w.nextGroup = group;
+            settle(w);
+          }
+          w.nextGroup = 0;
+        }
       }
       any = true;
       ++localWarpSteps_;
       localThreadSteps_ += group == 0xffffffffu ? 32 : static_cast<uint64_t>(std::popcount(group));
       if ((localWarpSteps_ & 0xfff) == 0) flushSteps();
-      if (!w.live) return true;
+      if (!w.live || idle) return true;
       if (yieldWarp_) {
         yieldWarp_ = false;
+        settle(w);
         return true;
       }
     }
+  }
+
+  // Writes the pc of the group runWarp holds into its lanes (Warp::nextGroup).
+  static void settle(Warp& w) {
+    const uint32_t pc = static_cast<uint32_t>(w.nextKey);
+    if (w.nextGroup == 0xffffffffu)
+      std::fill(std::begin(w.pc), std::end(w.pc), pc);
+    else
+      forLanes(w.nextGroup, [&](int l) { w.pc[l] = pc; });
   }
 
   // Finds the running lanes with the lowest key (the group), and the lowest key of the others.
@@ -310,6 +385,7 @@ class BlockRunner {
     if (best == kNone) *group = 0;
     *key = full(best);
     w.othersKey = others == kNone ? ~0ull : full(others);
+    w.pendingGroup = 0;
   }
 
   void flushSteps() {
@@ -328,70 +404,126 @@ class BlockRunner {
           Status::error(CUDA_ERROR_LAUNCH_FAILED, "kernel " + ctx_.kernel.name + " cancelled")};
   }
 
+  // Releases each barrier whose waiting lanes and arrivals reach its count. The waiting lanes are
+  // counted as they arrive (waitAtBarrier), so a release visits only the warps that wait.
   bool releaseBarriers() {
-    uint32_t liveThreads = 0, waiting[16] = {}, counts[16] = {};
-    for (Warp& w : warps_) {
-      liveThreads += static_cast<uint32_t>(std::popcount(w.live));
-      forLanes(w.live, [&](int l) {
-        if (w.state[l] != LaneState::kBarrier) return;
-        uint32_t id = w.barrierId[l] & 15;
-        ++waiting[id];
-        if (w.barrierCount[l]) counts[id] = w.barrierCount[l];
-      });
-    }
     bool released = false;
-    for (uint32_t id = 0; id < 16; ++id) {
-      if (!waiting[id]) continue;
-      if (!counts[id]) counts[id] = arrivalCount_[id];
-      uint32_t expected = counts[id] ? std::min(counts[id], liveThreads) : liveThreads;
-      if (waiting[id] + arrivals_[id] < expected) continue;
+    for (uint32_t ids = barriersWaiting_; ids; ids &= ids - 1) {
+      const uint32_t id = static_cast<uint32_t>(std::countr_zero(ids));
+      const uint32_t waiting = barrierWaiting_[id];
+      const uint32_t count = barrierNamed_[id] ? barrierNamed_[id] : arrivalCount_[id];
+      const uint32_t expected = count ? std::min(count, liveThreads_) : liveThreads_;
+      if (waiting + arrivals_[id] < expected) continue;
       released = true;
       // Arrivals beyond this release's count belong to the barrier's next use.
-      const uint32_t named = counts[id] ? counts[id] : liveThreads;
-      arrivals_[id] -= std::min(arrivals_[id], named - std::min(named, waiting[id]));
+      const uint32_t named = count ? count : liveThreads_;
+      arrivals_[id] -= std::min(arrivals_[id], named - std::min(named, waiting));
       if (!arrivals_[id]) arrivalCount_[id] = 0;
+      barrierWaiting_[id] = 0;
+      barrierNamed_[id] = 0;
+      barriersWaiting_ &= ~(1u << id);
       // bar.red: the reduction covers the predicates of the waiting threads.
       uint32_t trueCount = 0;
       if (barrierReductions_)
-        for (Warp& w : warps_)
-          forLanes(w.live, [&](int l) {
-            if (w.state[l] == LaneState::kBarrier && (w.barrierId[l] & 15) == id)
-              trueCount += w.barrierPred[l] ? 1 : 0;
+        for (uint32_t ws = barrierWarps_; ws; ws &= ws - 1) {
+          const Warp& w = warps_[static_cast<size_t>(std::countr_zero(ws))];
+          forLanes(w.barrierLanes, [&](int l) {
+            if ((w.barrierId[l] & 15) == id) trueCount += w.barrierPred[l] ? 1 : 0;
           });
-      for (Warp& w : warps_) {
+        }
+      for (uint32_t ws = barrierWarps_; ws; ws &= ws - 1) {
+        Warp& w = warps_[static_cast<size_t>(std::countr_zero(ws))];
         // Lanes move: a warp whose running lanes are all released together, at one pc, runs them
         // next as one group; any other warp's next group is found anew.
         uint32_t releasedLanes = 0, releasedPc = 0, releasedDepth = 0;
         bool together = true;
-        forLanes(w.live, [&](int l) {
-          if (w.state[l] != LaneState::kBarrier || (w.barrierId[l] & 15) != id) {
-            together &= w.state[l] != LaneState::kRun;
-            return;
+        if (w.barrierAt != kMixedBarrier &&
+            (w.barrierId[std::countr_zero(w.barrierLanes)] & 15) == id) {
+          // Every lane of the warp that waits, waits here: they move at once.
+          releasedLanes = w.barrierLanes;
+          releasedPc = w.barrierAt;
+          releasedDepth = w.barrierDepth;
+          if (releasedLanes == 0xffffffffu) {
+            std::fill(std::begin(w.state), std::end(w.state), LaneState::kRun);
+            std::fill(std::begin(w.pc), std::end(w.pc), releasedPc + 1);
+          } else {
+            forLanes(releasedLanes, [&](int l) {
+              w.state[l] = LaneState::kRun;
+              w.pc[l] = releasedPc + 1;
+            });
           }
-          if (releasedLanes && (w.pc[l] != releasedPc || w.depth[l] != releasedDepth))
-            together = false;
-          releasedLanes |= 1u << l;
-          releasedPc = w.pc[l];
-          releasedDepth = w.depth[l];
-          const Instr& in = code_[w.pc[l]];
-          uint64_t* result = in.ops[0].kind == OperandKind::kReg
-                                 ? &w.regs[w.depth[l]][in.ops[0].index * 32 + l]
-                                 : nullptr;
-          if (result && in.mode == static_cast<uint8_t>(BarMode::kRedPopc)) *result = trueCount;
-          if (result && in.mode == static_cast<uint8_t>(BarMode::kRedAnd))
-            *result = trueCount == waiting[id] ? 1 : 0;
-          if (result && in.mode == static_cast<uint8_t>(BarMode::kRedOr))
-            *result = trueCount != 0 ? 1 : 0;
-          w.state[l] = LaneState::kRun;
-          ++w.pc[l];
-        });
+        } else {
+          forLanes(w.barrierLanes, [&](int l) {
+            if ((w.barrierId[l] & 15) != id) return;
+            if (releasedLanes && (w.pc[l] != releasedPc || w.depth[l] != releasedDepth))
+              together = false;
+            releasedLanes |= 1u << l;
+            releasedPc = w.pc[l];
+            releasedDepth = w.depth[l];
+            const Instr& in = code_[w.pc[l]];
+            if (in.mode >= static_cast<uint8_t>(BarMode::kRedPopc) &&
+                in.ops[0].kind == OperandKind::kReg) {
+              uint64_t& result = w.regs[w.depth[l]][in.ops[0].index * 32 + l];
+              if (in.mode == static_cast<uint8_t>(BarMode::kRedPopc)) result = trueCount;
+              if (in.mode == static_cast<uint8_t>(BarMode::kRedAnd))
+                result = trueCount == waiting ? 1 : 0;
+              if (in.mode == static_cast<uint8_t>(BarMode::kRedOr)) result = trueCount != 0 ? 1 : 0;
+            }
+            w.state[l] = LaneState::kRun;
+            ++w.pc[l];
+          });
+        }
         if (!releasedLanes) continue;
+        w.barrierLanes &= ~releasedLanes;
+        if (!w.barrierLanes) barrierWarps_ &= ~(1u << w.index);
+        forLanes(w.live & ~w.barrierLanes & ~releasedLanes,
+                 [&](int l) { together &= w.state[l] != LaneState::kRun; });
         w.nextGroup = together ? releasedLanes : 0;
         w.nextKey = scheduleKey(releasedDepth, releasedPc + 1);
         w.othersKey = ~0ull;
+        w.pendingGroup = 0;
       }
     }
     return released;
+  }
+
+  // bar.sync / bar.red: the lanes of `exec` wait at the barrier the instruction names.
+  void waitAtBarrier(Warp& w, const Instr& in, uint32_t exec, uint32_t depth) {
+    if (!exec) return;
+    const bool reduction = in.mode >= static_cast<uint8_t>(BarMode::kRedPopc);
+    auto enter = [&](int l, uint32_t id, uint32_t count) {
+      w.state[l] = LaneState::kBarrier;
+      w.barrierId[l] = id;
+      w.barrierCount[l] = count;
+      w.barrierPred[l] = reduction && (value(in.ops[3], l) & 1) != 0;
+      ++barrierWaiting_[id & 15];
+      barriersWaiting_ |= 1u << (id & 15);
+      if (count) barrierNamed_[id & 15] = count;
+    };
+    const bool countGiven = in.ops[2].kind != OperandKind::kNone;
+    const bool uniform =
+        in.ops[1].kind == OperandKind::kImm && (!countGiven || in.ops[2].kind == OperandKind::kImm);
+    const bool oneWait = uniform && !reduction;
+    if (!w.barrierLanes) {
+      w.barrierAt = oneWait ? curPc_ : kMixedBarrier;
+      w.barrierDepth = depth;
+    } else if (!oneWait || w.barrierAt != curPc_ || w.barrierDepth != depth) {
+      w.barrierAt = kMixedBarrier;
+    }
+    if (uniform) {
+      // The common form (bar.sync 0): one id and count for every lane.
+      const uint32_t id = static_cast<uint32_t>(in.ops[1].imm);
+      const uint32_t count = countGiven ? static_cast<uint32_t>(in.ops[2].imm) : 0;
+      forLanes(exec, [&](int l) { enter(l, id, count); });
+    } else {
+      forLanes(exec, [&](int l) {
+        enter(l, static_cast<uint32_t>(value(in.ops[1], l)),
+              countGiven ? static_cast<uint32_t>(value(in.ops[2], l)) : 0);
+      });
+    }
+    w.barrierLanes |= exec;
+    barrierWarps_ |= 1u << w.index;
+    if (reduction) barrierReductions_ = true;
   }
 
   // ---- barrier.cluster ---------------------------------------------------------------------
@@ -448,6 +580,7 @@ class BlockRunner {
       clusterWaiting_ -= static_cast<uint32_t>(std::popcount(lanes));
       w.nextGroup = 0;  // found anew
       w.othersKey = ~0ull;
+      w.pendingGroup = 0;
       released = true;
     }
     return released;
@@ -810,6 +943,7 @@ class BlockRunner {
   }
   void exitLane(int l) {
     w_->state[l] = LaneState::kExited;
+    liveThreads_ -= (w_->live >> l) & 1;
     w_->live &= ~(1u << l);
     if (cluster_) clusterExit(*w_, 1u << l);
   }
@@ -823,8 +957,11 @@ class BlockRunner {
 
   // Runs the instruction at `pc` for the lanes of `group`. Returns where the whole group went when
   // it stayed together and no lane changed state (pc + 1, or a uniform branch's target), else
-  // kScatteredGroup.
+  // kScatteredGroup. The group's pcs are written only where lanes part or wait; a group that
+  // stays together leaves that to runWarp (settle).
   static constexpr uint32_t kScatteredGroup = 0xffffffffu;
+  // Every lane of the group waits at a bar.sync.
+  static constexpr uint32_t kGroupWaits = 0xfffffffdu;
   // A branch taken by some lanes of the group (splitTaken_, to splitTarget_, not pc + 1) and not
   // by others.
   static constexpr uint32_t kSplitGroup = 0xfffffffeu;
@@ -835,14 +972,12 @@ class BlockRunner {
     const Instr& in = code_[pc];
     uint32_t exec = group;
     if (in.guard != Operand::kNoReg) {
-      const uint64_t* guard = R_ + size_t{in.guard} * 32;
-      uint32_t set = 0;
-      for (int l = 0; l < 32; ++l) set |= static_cast<uint32_t>(guard[l] & 1) << l;
+      const uint32_t set = predicateMask(R_ + size_t{in.guard} * 32);
       exec = (in.guardNegated ? ~set : set) & group;
     }
     if (const FastStep step = fastSteps_ ? fastSteps_[pc] : nullptr) {
+      // The group's pcs stay as they were: runWarp holds the group (Warp::nextGroup).
       if (exec) step(*this, in, exec);
-      advance(group, pc + 1);
       return pc + 1;
     }
     switch (in.op) {
@@ -879,18 +1014,12 @@ class BlockRunner {
           });
           break;
         }
-        forLanes(exec, [&](int l) {
-          w.state[l] = LaneState::kBarrier;
-          w.barrierId[l] = static_cast<uint32_t>(value(in.ops[1], l));
-          w.barrierCount[l] =
-              in.ops[2].kind != OperandKind::kNone ? static_cast<uint32_t>(value(in.ops[2], l)) : 0;
-          w.barrierPred[l] =
-              in.mode >= static_cast<uint8_t>(BarMode::kRedPopc) && (value(in.ops[3], l) & 1) != 0;
-        });
-        if (in.mode >= static_cast<uint8_t>(BarMode::kRedPopc)) barrierReductions_ = true;
+        advance(exec, pc);
+        waitAtBarrier(w, in, exec, depth);
         advance(group & ~exec, pc + 1);
-        return kScatteredGroup;
+        return exec && exec == group ? kGroupWaits : kScatteredGroup;
       case Op::kClusterBarrier:
+        advance(exec, pc);
         clusterBarrier(w, in, exec);
         advance(group & ~exec, pc + 1);
         if (static_cast<ClusterBarrierMode>(in.mode) == ClusterBarrierMode::kArrive) {
@@ -912,6 +1041,7 @@ class BlockRunner {
         // Matrix instructions (.aligned) gather the whole warp at the same instruction.
         uint64_t key = static_cast<uint64_t>(in.op) | (uint64_t{in.mode} << 8) |
                        (uint64_t(in.type) << 16) | (uint64_t{in.call} << 32);
+        advance(exec, pc);
         const Operand& maskOp = in.ops[in.op == Op::kShfl          ? 4
                                        : in.op == Op::kBarWarpSync ? 0
                                        : in.op == Op::kElect       ? 1
@@ -988,6 +1118,7 @@ class BlockRunner {
     if (w.lanesInCalls == 0) {  // every lane returns from the kernel: it exits
       for (int l = 0; l < 32; ++l)
         if ((exec >> l) & 1) w.state[l] = LaneState::kExited;
+      liveThreads_ -= static_cast<uint32_t>(std::popcount(w.live & exec));
       w.live &= ~exec;
       if (cluster_) clusterExit(w, exec);
       return;
@@ -1314,6 +1445,13 @@ class BlockRunner {
   bool yieldWarp_ = false;          // the warp polls something only another warp can change
   uint32_t arrivals_[16] = {};      // bar.arrive arrivals not yet consumed by a release
   uint32_t arrivalCount_[16] = {};  // the thread count those arrivals named
+  // bar.sync/bar.red waiters, counted as they arrive (waitAtBarrier): lanes per barrier id, the
+  // count they named (0: every thread), the ids and the warps (bit per warp) with lanes waiting.
+  uint32_t barrierWaiting_[16] = {};
+  uint32_t barrierNamed_[16] = {};
+  uint32_t barriersWaiting_ = 0;
+  uint32_t barrierWarps_ = 0;
+  uint32_t liveThreads_ = 0;                   // the CTA's threads that have not exited
   uint32_t splitTaken_ = 0, splitTarget_ = 0;  // execute()'s kSplitGroup
   bool barrierReductions_ = false;  // a bar.red has run in this block: releases count predicates
   const std::atomic<uint64_t>* memoryChanges_;  // null: the memory names no spans

@@ -56,4 +56,29 @@ inline void storeDeviceElement(uint8_t* p, unsigned bytes, uint64_t v) {
   }
 }
 
+// The same for an element of EB bytes at an address already known to be EB-aligned (a warp's
+// accesses checked at once): no alignment test and no size switch per element.
+template <unsigned EB>
+[[gnu::always_inline]] inline uint64_t loadAlignedElement(const uint8_t* p) {
+  if constexpr (EB == 1) return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+  if constexpr (EB == 2)
+    return __atomic_load_n(reinterpret_cast<const uint16_t*>(p), __ATOMIC_ACQUIRE);
+  if constexpr (EB == 4)
+    return __atomic_load_n(reinterpret_cast<const uint32_t*>(p), __ATOMIC_ACQUIRE);
+  if constexpr (EB == 8)
+    return __atomic_load_n(reinterpret_cast<const uint64_t*>(p), __ATOMIC_ACQUIRE);
+  if constexpr (EB != 1 && EB != 2 && EB != 4 && EB != 8) return loadDeviceElement(p, EB);
+}
+
+template <unsigned EB>
+[[gnu::always_inline]] inline void storeAlignedElement(uint8_t* p, uint64_t v) {
+  if constexpr (EB == 1) __atomic_store_n(p, static_cast<uint8_t>(v), __ATOMIC_RELEASE);
+  if constexpr (EB == 2)
+    __atomic_store_n(reinterpret_cast<uint16_t*>(p), static_cast<uint16_t>(v), __ATOMIC_RELEASE);
+  if constexpr (EB == 4)
+    __atomic_store_n(reinterpret_cast<uint32_t*>(p), static_cast<uint32_t>(v), __ATOMIC_RELEASE);
+  if constexpr (EB == 8) __atomic_store_n(reinterpret_cast<uint64_t*>(p), v, __ATOMIC_RELEASE);
+  if constexpr (EB != 1 && EB != 2 && EB != 4 && EB != 8) storeDeviceElement(p, EB, v);
+}
+
 }  // namespace gpupool::ptx::execution

@@ -87,6 +87,24 @@ struct FastSteps {
     uint64_t* d = destination(r, in.ops[0]);
     const Reg a(r.R_, in.ops[1]);
     const B b(r.R_, in.ops[2]);
+    if constexpr ((OP == IntOp::kDiv || OP == IntOp::kRem) && std::is_unsigned_v<T>) {
+      // One power-of-two divisor for every lane (tid % (2 * stride)): a shift or a mask.
+      const T divisor = static_cast<T>(b(std::countr_zero(exec)));
+      if (std::has_single_bit(divisor)) {
+        bool uniform = true;
+        if constexpr (!std::is_same_v<B, Imm>)
+          lanes(exec, [&](int l) { uniform &= static_cast<T>(b(l)) == divisor; });
+        if (uniform) {
+          const int shift = std::countr_zero(divisor);
+          lanes(exec, [&](int l) {
+            const T x = static_cast<T>(a(l));
+            d[l] = raw<T>(OP == IntOp::kDiv ? static_cast<T>(x >> shift)
+                                            : static_cast<T>(x & (divisor - 1)));
+          });
+          return;
+        }
+      }
+    }
     lanes(exec, [&](int l) { d[l] = raw<T>(intResult<T, OP>(static_cast<T>(a(l)), b(l))); });
   }
 
@@ -271,37 +289,59 @@ struct FastSteps {
     lanes(exec, [&](int l) { d[l] = v; });
   }
 
-  // Every lane's address; lanes outside `exec` get the first active lane's, so the range of the
-  // addresses is that of the active lanes.
-  static void laneAddresses(BlockRunner& r, const RegAddress& address, uint32_t exec,
-                            uint64_t (&at)[32]) {
-    const uint64_t first = address(r, std::countr_zero(exec));
-    for (int l = 0; l < 32; ++l) at[l] = ((exec >> l) & 1) ? address(r, l) : first;
+  // The addresses of a warp's active lanes: the lowest, the highest, and all of them ORed (their
+  // common alignment).
+  struct AddressRange {
+    uint64_t lowest = ~0ull, highest = 0, bits = 0;
+  };
+  static AddressRange addressRange(BlockRunner& r, const RegAddress& address, uint32_t exec) {
+    AddressRange range;
+    if (exec != 0xffffffffu) {
+      forLanes(exec, [&](int l) {
+        const uint64_t a = address(r, l);
+        range.lowest = std::min(range.lowest, a);
+        range.highest = std::max(range.highest, a);
+        range.bits |= a;
+      });
+      return range;
+    }
+    // Two lanes at a time in registers: two short dependency chains instead of one long one.
+    uint64_t lo0 = ~0ull, lo1 = ~0ull, hi0 = 0, hi1 = 0, bits = 0;
+#pragma GCC unroll 4
+    for (int l = 0; l < 32; l += 2) {
+      const uint64_t a = address(r, l), b = address(r, l + 1);
+      lo0 = a < lo0 ? a : lo0;
+      hi0 = a > hi0 ? a : hi0;
+      lo1 = b < lo1 ? b : lo1;
+      hi1 = b > hi1 ? b : hi1;
+      bits |= a | b;
+    }
+    return {std::min(lo0, lo1), std::max(hi0, hi1), bits};
   }
 
-  // A warp's elements at once: where the 32 addresses (each a multiple of EB) fall in one range
-  // the space resolves, the host pointer of the lowest (*low), so that lane l's element is
-  // at that pointer + (addresses[l] - *low). Null otherwise: the lanes then go one by one, which
-  // also names the lane of an illegal address.
+  // A warp's elements at once: where the active lanes' addresses (each a multiple of EB) fall in
+  // one range the space resolves, the host pointer of the lowest, so that an address's element is
+  // at that pointer + (address - range.lowest). Null otherwise: the lanes then go one by one,
+  // which also names the lane of an illegal address.
   template <Space SP, unsigned EB>
-  static uint8_t* warpRange(BlockRunner& r, const uint64_t (&addresses)[32], uint64_t* low) {
-    uint64_t lo = ~0ull, hi = 0, misaligned = 0;
-    for (int l = 0; l < 32; ++l) {
-      lo = std::min(lo, addresses[l]);
-      hi = std::max(hi, addresses[l]);
-      misaligned |= addresses[l] & (EB - 1);
-    }
-    if (misaligned || hi > ~0ull - EB) return nullptr;
-    *low = lo;
-    const uint64_t len = hi + EB - lo;
+  static uint8_t* warpRange(BlockRunner& r, const AddressRange& range) {
+    if ((range.bits & (EB - 1)) || range.highest > ~0ull - EB) return nullptr;
+    uint8_t* base = rangeBase<SP>(r, range.lowest, range.highest + EB - range.lowest);
+    // The elements are accessed as EB-aligned host words (loadAlignedElement).
+    return reinterpret_cast<uintptr_t>(base) % EB == 0 ? base : nullptr;
+  }
+  // The host pointer of device bytes [lo, lo + len) of space SP when one range holds them all.
+  template <Space SP>
+  static uint8_t* rangeBase(BlockRunner& r, uint64_t lo, uint64_t len) {
+    const uint64_t end = lo + len;
     if constexpr (SP == Space::kShared) {
-      return hi + EB <= r.shared_.size() ? r.shared_.data() + lo : nullptr;
+      return end <= r.shared_.size() ? r.shared_.data() + lo : nullptr;
     } else if constexpr (SP == Space::kGlobal || SP == Space::kConst) {
       return r.resolveGlobal(lo, len);
     } else if constexpr (SP == Space::kGeneric) {
-      if (lo >= kSharedWindow && hi + EB <= kSharedWindow + r.shared_.size())
+      if (lo >= kSharedWindow && end <= kSharedWindow + r.shared_.size())
         return r.shared_.data() + (lo - kSharedWindow);
-      if (hi + EB <= kSharedWindow || lo >= kWindowsEnd) return r.resolveGlobal(lo, len);
+      if (end <= kSharedWindow || lo >= kWindowsEnd) return r.resolveGlobal(lo, len);
       return nullptr;
     } else {
       return nullptr;
@@ -316,11 +356,11 @@ struct FastSteps {
     const ADDRESS address(r, in.ops[1]);
     uint64_t* scalar = SCALAR ? destination(r, d) : nullptr;
     if constexpr (SCALAR && std::is_same_v<ADDRESS, RegAddress>) {
-      uint64_t at[32], low = 0;
-      laneAddresses(r, address, exec, at);
-      if (const uint8_t* base = warpRange<SP, EB>(r, at, &low)) {
+      const AddressRange range = addressRange(r, address, exec);
+      if (const uint8_t* base = warpRange<SP, EB>(r, range)) {
         lanes(exec, [&](int l) {
-          scalar[l] = extend(loadDeviceElement(base + (at[l] - low), EB), EB, SIGNED);
+          scalar[l] =
+              extend(loadAlignedElement<EB>(base + (address(r, l) - range.lowest)), EB, SIGNED);
         });
         return;
       }
@@ -351,10 +391,11 @@ struct FastSteps {
     } else {
       const SOURCE source(r.R_, s);
       if constexpr (std::is_same_v<ADDRESS, RegAddress>) {
-        uint64_t at[32], low = 0;
-        laneAddresses(r, address, exec, at);
-        if (uint8_t* base = warpRange<SP, EB>(r, at, &low)) {
-          lanes(exec, [&](int l) { storeDeviceElement(base + (at[l] - low), EB, source(l)); });
+        const AddressRange range = addressRange(r, address, exec);
+        if (uint8_t* base = warpRange<SP, EB>(r, range)) {
+          lanes(exec, [&](int l) {
+            storeAlignedElement<EB>(base + (address(r, l) - range.lowest), source(l));
+          });
           return;
         }
       }

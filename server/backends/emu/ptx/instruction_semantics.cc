@@ -820,7 +820,9 @@ void BlockRunner::executeSimple(const Instr& in, uint32_t exec, uint32_t group) 
         bool r;
         switch (in.space) {
           case Space::kShared:
-            r = v >= kSharedWindow && v < kSharedWindow + kWindowSize;
+            // Another CTA's memory (cluster.h) is shared::cluster, not shared::cta.
+            r = v >= kSharedWindow && v < kSharedWindow + kWindowSize &&
+                (in.mode == 1 || sharedRankOf(v - kSharedWindow) == clusterRank_);
             break;
           case Space::kLocal:
             r = v >= kLocalWindow && v < kLocalWindow + kWindowSize;

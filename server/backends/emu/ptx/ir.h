@@ -138,7 +138,7 @@ enum class Op : uint8_t {
   kTrap,
   kNop,
   kCpAsync,
-  kIsspacep,
+  kIsspacep,  // mode 1: .shared::cluster (any CTA of the cluster), 0: this CTA only
   kMul24,
   kMad24,
   kSad,

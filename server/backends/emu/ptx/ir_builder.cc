@@ -1134,6 +1134,8 @@ void Builder::decode(const AstInstruction& a, Instr* in) {
   } else if (base == "isspacep") {
     in->op = Op::kIsspacep;
     if (!hasSpace) failInvalid("isspacep needs a state space");
+    // .shared::cluster: any CTA's shared memory in the cluster; .shared(::cta): this CTA's.
+    in->mode = a.opcode.find("shared::cluster") != std::string::npos ? 1 : 0;
     ops(2, 2);
     setOps({dst(0, Type::kPred), src(1, Type::kU64)});
   } else if (base == "bra") {
@@ -1396,8 +1398,9 @@ void Builder::decode(const AstInstruction& a, Instr* in) {
       } else {
         in->op = Op::kNop;
       }
+      // The ISA gives this instruction .shared and .shared::cta barriers only.
       if (a.opcode.find("shared::cluster") != std::string::npos)
-        failUnsupported("unsupported instruction " + a.opcode);
+        failInvalid(a.opcode + ": cp.async.mbarrier.arrive takes a .shared::cta barrier");
     } else if (take({"commit_group", "wait_group", "wait_all"}) >= 0) {
       in->op = Op::kNop;  // copies complete synchronously, so groups are always done
     } else {
