@@ -145,6 +145,7 @@ int main(int argc, char** argv) {
   int computeCapability = 80;
   int multiprocessors = 132;
   unsigned emuThreads = 0;
+  bool emuGenericPath = false;
   uint64_t stepLimit = 0;
   bool verbose = false;
   // Default: derived from the pid, so servers started side by side rarely share a window.
@@ -182,6 +183,9 @@ int main(int argc, char** argv) {
   app.add_option("--emu-threads", emuThreads,
                  "emu: interpreter threads per launch (0 = one per core, 1 = deterministic)")
       ->capture_default_str();
+  app.add_flag("--emu-generic-path", emuGenericPath,
+               "emu: run every instruction through the interpreter's generic code, not the "
+               "routines specialized at load (slower; to check those against it)");
   app.add_option("--kernel-step-limit", stepLimit,
                  "emu: warp-instructions a launch may run before it fails (0 = no limit)")
       ->capture_default_str();
@@ -327,6 +331,7 @@ int main(int argc, char** argv) {
       options.device.computeCapability = computeCapability;
       options.device.multiprocessors = multiprocessors;
       options.workerThreads = emuThreads;
+      options.genericPathOnly = emuGenericPath;
       options.stepBudget = stepLimit;
       options.addressSlot = addressSlot;
       options.device.addressSlot = addressSlot;

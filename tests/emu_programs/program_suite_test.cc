@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "emu_server.h"
 #include "suite_lists.h"
@@ -87,11 +88,13 @@ void checkPrintfOutput(const std::string& out) {
   EXPECT_EQ(at, got.size()) << "unexpected extra output:\n" << out;
 }
 
-class ProgramSuite : public testing::TestWithParam<std::tuple<std::string, std::string>> {};
-
-TEST_P(ProgramSuite, RunsOnEmu) {
-  const auto& [program, flavour] = GetParam();
-  GpupoolServer server(emuServerOptions(computeCapabilityFor(flavour)));
+// Runs `program` as built in `flavour` against a fresh emu server started with `serverArgs` and
+// checks how it ended.
+void runSuiteProgram(const std::string& program, const std::string& flavour,
+                     const std::vector<std::string>& serverArgs) {
+  e2e::ServerOptions options = emuServerOptions(computeCapabilityFor(flavour));
+  options.extraArgs.insert(options.extraArgs.end(), serverArgs.begin(), serverArgs.end());
+  GpupoolServer server(options);
   const ProgramResult result = runProgram(programPath(flavour, program), {},
                                           clientEnvironment(server.endpoint()), seconds(180));
   const auto special = specialEndings().find(program);
@@ -118,11 +121,33 @@ TEST_P(ProgramSuite, RunsOnEmu) {
   EXPECT_TRUE(server.running()) << "the server died:\n" << server.log();
 }
 
+class ProgramSuite : public testing::TestWithParam<std::tuple<std::string, std::string>> {};
+
+TEST_P(ProgramSuite, RunsOnEmu) {
+  const auto& [program, flavour] = GetParam();
+  runSuiteProgram(program, flavour, {});
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Emu, ProgramSuite, testing::ValuesIn(inEveryFlavour(suitePrograms())),
     [](const testing::TestParamInfo<std::tuple<std::string, std::string>>& info) {
       return std::get<0>(info.param) + "_" + std::get<1>(info.param);
     });
+
+// The same programs (default flavour) on the interpreter's generic path (gpupoold
+// --emu-generic-path): every instruction through the generic code instead of the routines
+// specialized at load. The programs check their results against the host's, so the two paths
+// agree wherever a program looks.
+class GenericPathSuite : public testing::TestWithParam<std::string> {};
+
+TEST_P(GenericPathSuite, RunsOnEmu) {
+  runSuiteProgram(GetParam(), "default", {"--emu-generic-path"});
+}
+
+INSTANTIATE_TEST_SUITE_P(GenericPath, GenericPathSuite, testing::ValuesIn(suitePrograms()),
+                         [](const testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
 
 // Hopper programs on the cuda backend, chained onto an emu server advertising compute capability
 // 9.0: the cuda backend's driver (our libcuda, talking to that emu server) encodes the tensor maps

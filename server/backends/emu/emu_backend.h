@@ -15,6 +15,9 @@ struct EmuBackendOptions {
   EmuDeviceOptions device;
   // Interpreter worker threads per launch (0 = one per core, 1 = deterministic single-thread mode).
   unsigned workerThreads = 0;
+  // Every instruction through the interpreter's generic code
+  // (ptx::LaunchServices::genericPathOnly).
+  bool genericPathOnly = false;
   // Warp-instructions a launch may run before it fails with CUDA_ERROR_LAUNCH_TIMEOUT (0 = no
   // limit).
   uint64_t stepBudget = 0;

@@ -981,6 +981,7 @@ Status EmuContext::launch(uint64_t function, const LaunchShape& shape, uint64_t 
       output_.append(text);
     };
     services.workerThreads = options_.workerThreads;
+    services.genericPathOnly = options_.genericPathOnly;
     services.stepBudget = options_.stepBudget;
     services.cancel = &cancelled_;
     services.heap = &heap_;
