@@ -103,6 +103,22 @@ LaunchConfig clusterConfig(uint32_t gridX, uint32_t gridY, uint32_t block, uint3
   return c;
 }
 
+// Runs the one kernel of `text`, whose only parameter is an output buffer of `words` 32-bit words
+// (zeroed), on two interpreter threads; the words, or none when the kernel did not load or run.
+std::vector<uint32_t> runWithOutput(const char* text, const LaunchConfig& config, size_t words) {
+  std::unique_ptr<Module> module = loadOrFail(text);
+  if (!module) return {};
+  HostDeviceMemory memory;
+  const uint64_t out = memory.allocate(words * 4);
+  ParamBlock params(module->kernels().at(0));
+  params.set(0, out);
+  LaunchResult r =
+      launch(*module, module->kernels().at(0), config, params.data(), memory, services(2));
+  EXPECT_EQ(r.status.code, CUDA_SUCCESS) << r.status.message;
+  if (r.status.code != CUDA_SUCCESS) return {};
+  return memory.download<uint32_t>(out, words);
+}
+
 TEST(Cluster, SpecialRegistersDescribeTheCtasCluster) {
   std::unique_ptr<Module> module = loadOrFail(kShapeKernel);
   ASSERT_TRUE(module);
@@ -208,16 +224,8 @@ TEST(Cluster, IsspacepTellsTheCtasSharedMemoryFromItsPeers) {
   ret;
 }
 )";
-  std::unique_ptr<Module> module = loadOrFail(kernel);
-  ASSERT_TRUE(module);
-  HostDeviceMemory memory;
-  const uint64_t out = memory.allocate(64);
-  ParamBlock params(module->kernels().at(0));
-  params.set(0, out);
-  LaunchResult r = launch(*module, module->kernels().at(0), clusterConfig(2, 1, 1, 2),
-                          params.data(), memory, services(2));
-  ASSERT_EQ(r.status.code, CUDA_SUCCESS) << r.status.message;
-  const auto w = memory.download<uint32_t>(out, 16);
+  const std::vector<uint32_t> w = runWithOutput(kernel, clusterConfig(2, 1, 1, 2), 16);
+  ASSERT_EQ(w.size(), 16u);
   for (uint32_t rank = 0; rank < 2; ++rank) {
     const std::array<uint32_t, 7> expected = {1, 0, 1, 0, 1, 1, 0};
     for (size_t i = 0; i < expected.size(); ++i)
@@ -241,16 +249,9 @@ DONE:
   ret;
 }
 )";
-  std::unique_ptr<Module> module = loadOrFail(kernel);
-  ASSERT_TRUE(module);
-  HostDeviceMemory memory;
-  const uint64_t out = memory.allocate(4);
-  ParamBlock params(module->kernels().at(0));
-  params.set(0, out);
-  LaunchResult r = launch(*module, module->kernels().at(0), clusterConfig(4, 1, 40, 2),
-                          params.data(), memory, services(2));
-  ASSERT_EQ(r.status.code, CUDA_SUCCESS) << r.status.message;
-  EXPECT_EQ(memory.download<uint32_t>(out, 1)[0], 80u);  // two rank-0 CTAs of 40 threads
+  const std::vector<uint32_t> w = runWithOutput(kernel, clusterConfig(4, 1, 40, 2), 1);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(w[0], 80u);  // two rank-0 CTAs of 40 threads
 }
 
 // Warp 1 of rank 1 waits at a named barrier for warp 0, which waits at the cluster barrier for

@@ -18,10 +18,7 @@ namespace {
 SnippetResult runLibrarySnippet(const std::string& decls, const std::string& body,
                                 std::vector<uint64_t> in = {}, uint32_t threads = 1,
                                 const std::string& moduleScope = "") {
-  SnippetResult r = runSnippet(decls, body, std::move(in), threads, "sm_90", moduleScope);
-  EXPECT_EQ(r.loadCode, CUDA_SUCCESS) << r.loadMessage;
-  EXPECT_EQ(r.launch.status.code, CUDA_SUCCESS) << r.launch.status.message;
-  return r;
+  return runPassingSnippet(decls, body, std::move(in), threads, moduleScope);
 }
 
 // Each of 64 threads stores one u64 per reduction at out[reduction * ... ]: here only thread

@@ -4,6 +4,15 @@
 
 namespace gpupool::ptx::testing {
 
+SnippetResult runPassingSnippet(const std::string& decls, const std::string& body,
+                                std::vector<uint64_t> input, uint32_t threads,
+                                const std::string& moduleScope) {
+  SnippetResult r = runSnippet(decls, body, std::move(input), threads, "sm_90", moduleScope);
+  EXPECT_EQ(r.loadCode, CUDA_SUCCESS) << r.loadMessage;
+  EXPECT_EQ(r.launch.status.code, CUDA_SUCCESS) << r.launch.status.message;
+  return r;
+}
+
 std::unique_ptr<Module> loadOrFail(std::string_view text) {
   auto loaded = Module::load(text);
   if (!loaded) {

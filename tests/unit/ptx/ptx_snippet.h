@@ -24,6 +24,12 @@ SnippetResult runSnippet(const std::string& decls, const std::string& body,
                          std::vector<uint64_t> input = {}, uint32_t threads = 1,
                          const std::string& target = "sm_90", const std::string& moduleScope = "");
 
+// runSnippet for a snippet that must load and run: either failing is a test failure that names
+// the reason.
+SnippetResult runPassingSnippet(const std::string& decls, const std::string& body,
+                                std::vector<uint64_t> input = {}, uint32_t threads = 1,
+                                const std::string& moduleScope = "");
+
 // Loads `text`; on failure adds a test failure naming the loader's reason and returns null.
 std::unique_ptr<Module> loadOrFail(std::string_view text);
 

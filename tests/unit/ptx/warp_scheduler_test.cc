@@ -12,10 +12,7 @@ namespace {
 
 SnippetResult run(const std::string& decls, const std::string& body, uint32_t threads,
                   const std::string& moduleScope = "") {
-  SnippetResult r = runSnippet(decls, body, {}, threads, "sm_90", moduleScope);
-  EXPECT_EQ(r.loadCode, CUDA_SUCCESS) << r.loadMessage;
-  EXPECT_EQ(r.launch.status.code, CUDA_SUCCESS) << r.launch.status.message;
-  return r;
+  return runPassingSnippet(decls, body, {}, threads, moduleScope);
 }
 
 // if (lane < 16) { if (lane < 8) x = 1 else x = 2 } else x = 3: the inner halves rejoin before
