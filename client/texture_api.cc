@@ -13,6 +13,7 @@
 #include "common/texture_descriptor.h"
 #include "driver_export.h"
 #include "raw_enum.h"
+#include "texture_request.h"
 
 using namespace gpupool::client;
 using gpupool::TextureDescription;
@@ -116,26 +117,7 @@ CUresult createTextureObject(const char* what, bool surface, const CUDA_RESOURCE
         auto m = b.initTextureOp();
         m.setContext(ctx->remote);
         m.setOp(wire::Request::TextureOpKind::CREATE);
-        m.setSurface(surface);
-        m.setResourceType(d.resourceType);
-        m.setHandle(d.handle);
-        m.setFormat(d.format);
-        m.setChannels(d.channels);
-        m.setWidth(d.width);
-        m.setHeight(d.height);
-        m.setPitchBytes(d.pitchBytes);
-        m.setSizeBytes(d.sizeBytes);
-        auto modes = m.initAddressMode(3);
-        for (unsigned i = 0; i < 3; ++i) modes.set(i, d.addressMode[i]);
-        m.setFilterMode(d.filterMode);
-        m.setFlags(d.flags);
-        auto border = m.initBorderColor(4);
-        for (unsigned i = 0; i < 4; ++i) border.set(i, d.borderColor[i]);
-        m.setMipmapFilterMode(d.mipmapFilterMode);
-        m.setMipmapLevelBias(d.mipmapLevelBias);
-        m.setMinMipmapLevelClamp(d.minMipmapLevelClamp);
-        m.setMaxMipmapLevelClamp(d.maxMipmapLevelClamp);
-        m.setMaxAnisotropy(d.maxAnisotropy);
+        setTextureDescription(m, d);
       },
       {},
       [&](wire::Response::Reader reply, ReplyBulk&) {

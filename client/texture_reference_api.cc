@@ -5,9 +5,9 @@
 // (bindTextureReferences), which holds each binding with the module for the launches that follow.
 // The resource and sampler are checked as for texture objects (common/texture_descriptor.h).
 //
-// Stored, not applied: the mipmap filter mode, level bias and clamp, and the maximum anisotropy.
-// They only act on mipmapped arrays, which references cannot be bound to here, or through a level
-// of detail, which a kernel's tex without gradients does not have; they read back as set.
+// The mipmap filter mode, level bias and clamps and the maximum anisotropy act on a reference
+// bound to a mipmapped array (cuTexRefSetMipmappedArray); on any other binding they are stored
+// and read back as set, as the driver keeps them.
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -18,6 +18,7 @@
 #include "driver_export.h"
 #include "raw_enum.h"
 #include "texture_references.h"
+#include "texture_request.h"
 
 using namespace gpupool::client;
 using gpupool::TextureDescription;
@@ -29,8 +30,9 @@ struct TextureReferenceObject {
   ModuleObject* module = nullptr;    // null: made by cuTexRefCreate (no kernel can read it)
   std::string name;
   // What the reference is bound to.
-  enum class Binding { kNone, kArray, kLinear, kPitch2D } binding = Binding::kNone;
+  enum class Binding { kNone, kArray, kMipmappedArray, kLinear, kPitch2D } binding = Binding::kNone;
   CUarray array = nullptr;
+  CUmipmappedArray mipmapped = nullptr;
   CUdeviceptr address = 0;  // linear, pitch2D: the bound (aligned) address
   size_t bytes = 0, width = 0, height = 0, pitch = 0;
   // The sampler and element format (textures).
@@ -41,7 +43,7 @@ struct TextureReferenceObject {
   CUfilter_mode filterMode = CU_TR_FILTER_MODE_POINT;
   unsigned flags = 0;
   float borderColor[4] = {};
-  // Stored only (see the note at the top).
+  // Of a binding to a mipmapped array (see the note at the top).
   CUfilter_mode mipmapFilterMode = CU_TR_FILTER_MODE_POINT;
   float mipmapLevelBias = 0, minMipmapLevelClamp = 0, maxMipmapLevelClamp = 0;
   unsigned maxAnisotropy = 0;
@@ -81,6 +83,14 @@ TextureDescription referenceDescription(const TextureReferenceObject& r) {
       d.width = r.width;
       d.height = r.height;
       d.pitchBytes = r.pitch;
+      break;
+    case TextureReferenceObject::Binding::kMipmappedArray:
+      d.resourceType = CU_RESOURCE_TYPE_MIPMAPPED_ARRAY;
+      d.mipmapFilterMode = static_cast<unsigned>(rawEnumValue(r.mipmapFilterMode));
+      d.mipmapLevelBias = r.mipmapLevelBias;
+      d.minMipmapLevelClamp = r.minMipmapLevelClamp;
+      d.maxMipmapLevelClamp = r.maxMipmapLevelClamp;
+      d.maxAnisotropy = r.maxAnisotropy;
       break;
     default:
       d.resourceType = CU_RESOURCE_TYPE_ARRAY;
@@ -172,20 +182,17 @@ CUresult readReference(const TextureReferenceObject* r, Output* out, Read&& read
   return read(*r);
 }
 
-// Whether a cuTexRefSet* changes what the next launch binds, or state that is only stored.
-enum ReferenceState : bool { kStoredOnly = false, kBound = true };
-
 // A cuTexRefSet*: once the handle checks out and `check` (the arguments) says CUDA_SUCCESS,
-// `change` sets the state under the lock.
+// `change` sets the state under the lock, and the next launch binds it.
 template <typename Check, typename Change>
-CUresult changeReference(CUtexref h, ReferenceState which, Check&& check, Change&& change) {
+CUresult changeReference(CUtexref h, Check&& check, Change&& change) {
   if (CUresult c = requireInit(); c != CUDA_SUCCESS) return c;
   TextureReferenceObject* r = asTexRef(h);
   if (!r) return CUDA_ERROR_INVALID_HANDLE;
   if (CUresult c = check(); c != CUDA_SUCCESS) return c;
   std::lock_guard lock(referencesMutex);
   change(*r);
-  return which == kBound ? stateChanged(r) : CUDA_SUCCESS;
+  return stateChanged(r);
 }
 
 // A cuTexRefGet* that copies one field out.
@@ -197,14 +204,16 @@ CUresult readField(CUtexref h, Field* out, Field TextureReferenceObject::*field)
   });
 }
 
-// Binds `r` (a texture or surface reference) to `array`, whose format it takes, once the resource
-// checks out.
-CUresult bindArray(TextureReferenceObject* r, CUarray hArray, const ArrayObject& array,
-                   const char* what) {
+// Binds `r` (a texture or surface reference) to `array` (hArray) or to the mipmapped array
+// `array` (hMipmapped), whose format it takes, once the resource checks out.
+CUresult bindArray(TextureReferenceObject* r, CUarray hArray, CUmipmappedArray hMipmapped,
+                   const ArrayObject& array, const char* what) {
   std::lock_guard lock(referencesMutex);
   TextureReferenceObject next = *r;
-  next.binding = TextureReferenceObject::Binding::kArray;
+  next.binding = hMipmapped ? TextureReferenceObject::Binding::kMipmappedArray
+                            : TextureReferenceObject::Binding::kArray;
   next.array = hArray;
+  next.mipmapped = hMipmapped;
   next.format = static_cast<CUarray_format>(array.shape.format);
   next.channels = static_cast<int>(array.shape.channels);
   if (CUresult c = checkResource(next, what, &array.shape); c != CUDA_SUCCESS) return c;
@@ -273,11 +282,15 @@ CUresult bindTextureReferences(FunctionObject* f) {
         continue;
       }
       Pending p{r, r->version, referenceDescription(*r)};
-      if (r->binding == TextureReferenceObject::Binding::kArray) {
-        const ArrayObject* a = asArray(r->array);
+      if (r->binding == TextureReferenceObject::Binding::kArray ||
+          r->binding == TextureReferenceObject::Binding::kMipmappedArray) {
+        const bool mipmapped = r->binding == TextureReferenceObject::Binding::kMipmappedArray;
+        const ArrayObject* a = mipmapped ? asMipmappedArray(r->mipmapped) : asArray(r->array);
         if (!a) {
           return refuseCall(CUDA_ERROR_INVALID_HANDLE,
-                            "launch: the array bound to reference '" + name + "' was destroyed");
+                            std::string("launch: the ") +
+                                (mipmapped ? "mipmapped array" : "array") +
+                                " bound to reference '" + name + "' was destroyed");
         }
         p.description.handle = a->remote;
       }
@@ -294,23 +307,7 @@ CUresult bindTextureReferences(FunctionObject* f) {
                                      t.setOp(wire::Request::TextureOpKind::BIND_REFERENCE);
                                      t.setModule(m->remote);
                                      t.setName(p.reference->name);
-                                     t.setSurface(d.surface);
-                                     t.setResourceType(d.resourceType);
-                                     t.setHandle(d.handle);
-                                     t.setFormat(d.format);
-                                     t.setChannels(d.channels);
-                                     t.setWidth(d.width);
-                                     t.setHeight(d.height);
-                                     t.setPitchBytes(d.pitchBytes);
-                                     t.setSizeBytes(d.sizeBytes);
-                                     auto modes = t.initAddressMode(3);
-                                     for (unsigned i = 0; i < 3; ++i)
-                                       modes.set(i, d.addressMode[i]);
-                                     t.setFilterMode(d.filterMode);
-                                     t.setFlags(d.flags);
-                                     auto border = t.initBorderColor(4);
-                                     for (unsigned i = 0; i < 4; ++i)
-                                       border.set(i, d.borderColor[i]);
+                                     setTextureDescription(t, d);
                                    });
     if (r != CUDA_SUCCESS) return r;
     std::lock_guard lock(referencesMutex);
@@ -404,19 +401,26 @@ GPUPOOL_DRIVER_API CUresult cuTexRefSetArray(CUtexref hTexRef, CUarray hArray, u
     return refuseCall(CUDA_ERROR_INVALID_HANDLE,
                       "cuTexRefSetArray: the array belongs to another context than the module");
   }
-  return bindArray(r, hArray, *a, "cuTexRefSetArray");
+  return bindArray(r, hArray, nullptr, *a, "cuTexRefSetArray");
 }
 
 GPUPOOL_DRIVER_API CUresult cuTexRefSetMipmappedArray(CUtexref hTexRef,
                                                       CUmipmappedArray hMipmappedArray,
                                                       unsigned int Flags) {
-  if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
-  if (!asTexRef(hTexRef) || !asMipmappedArray(hMipmappedArray)) return CUDA_ERROR_INVALID_HANDLE;
-  (void)Flags;
-  return refuseCall(CUDA_ERROR_NOT_SUPPORTED,
-                    "cuTexRefSetMipmappedArray: textures on mipmapped arrays are not served (the "
-                    "emu samples no levels of detail); bind one level (cuMipmappedArrayGetLevel) "
-                    "with cuTexRefSetArray");
+  if (CUresult c = requireInit(); c != CUDA_SUCCESS) return c;
+  TextureReferenceObject* r = asTexRef(hTexRef);
+  const ArrayObject* a = asMipmappedArray(hMipmappedArray);
+  if (!r || !a) return CUDA_ERROR_INVALID_HANDLE;
+  if (Flags != CU_TRSA_OVERRIDE_FORMAT) {
+    return refuseValue("cuTexRefSetMipmappedArray: Flags must be CU_TRSA_OVERRIDE_FORMAT");
+  }
+  if (r->module && a->context != r->module->context) {
+    return refuseCall(
+        CUDA_ERROR_INVALID_HANDLE,
+        "cuTexRefSetMipmappedArray: the mipmapped array belongs to another context than the "
+        "module");
+  }
+  return bindArray(r, nullptr, hMipmappedArray, *a, "cuTexRefSetMipmappedArray");
 }
 
 namespace {
@@ -492,9 +496,13 @@ GPUPOOL_DRIVER_API CUresult cuTexRefGetArray(CUarray* phArray, CUtexref hTexRef)
 
 GPUPOOL_DRIVER_API CUresult cuTexRefGetMipmappedArray(CUmipmappedArray* phMipmappedArray,
                                                       CUtexref hTexRef) {
-  // As the driver: never bound to a mipmapped array here.
-  return readReference(asTexRef(hTexRef), phMipmappedArray,
-                       [](const TextureReferenceObject&) { return CUDA_ERROR_INVALID_VALUE; });
+  return readReference(asTexRef(hTexRef), phMipmappedArray, [&](const TextureReferenceObject& r) {
+    if (r.binding != TextureReferenceObject::Binding::kMipmappedArray) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    *phMipmappedArray = r.mipmapped;
+    return CUDA_SUCCESS;
+  });
 }
 
 // ---- The sampler and format ----
@@ -502,7 +510,7 @@ GPUPOOL_DRIVER_API CUresult cuTexRefGetMipmappedArray(CUmipmappedArray* phMipmap
 GPUPOOL_DRIVER_API CUresult cuTexRefSetFormat(CUtexref hTexRef, CUarray_format fmt,
                                               int NumPackedComponents) {
   return changeReference(
-      hTexRef, kBound,
+      hTexRef,
       [&] {
         // Any format is taken, one cuda.h does not name too (observed on driver 580.159.04,
         // H200); it is checked where it matters: binding linear or pitched memory, and the
@@ -529,7 +537,7 @@ GPUPOOL_DRIVER_API CUresult cuTexRefGetFormat(CUarray_format* pFormat, int* pNum
 
 GPUPOOL_DRIVER_API CUresult cuTexRefSetAddressMode(CUtexref hTexRef, int dim, CUaddress_mode am) {
   return changeReference(
-      hTexRef, kBound,
+      hTexRef,
       [&] {
         if (dim < 0 || dim > 2) return refuseValue("cuTexRefSetAddressMode: dim must be 0, 1 or 2");
         const int mode = rawEnumValue(am);
@@ -551,7 +559,7 @@ GPUPOOL_DRIVER_API CUresult cuTexRefGetAddressMode(CUaddress_mode* pam, CUtexref
 
 GPUPOOL_DRIVER_API CUresult cuTexRefSetFilterMode(CUtexref hTexRef, CUfilter_mode fm) {
   return changeReference(
-      hTexRef, kBound, [&] { return checkFilterMode(fm, "cuTexRefSetFilterMode"); },
+      hTexRef, [&] { return checkFilterMode(fm, "cuTexRefSetFilterMode"); },
       [&](TextureReferenceObject& r) { r.filterMode = fm; });
 }
 
@@ -561,7 +569,7 @@ GPUPOOL_DRIVER_API CUresult cuTexRefGetFilterMode(CUfilter_mode* pfm, CUtexref h
 
 GPUPOOL_DRIVER_API CUresult cuTexRefSetFlags(CUtexref hTexRef, unsigned int Flags) {
   return changeReference(
-      hTexRef, kBound,
+      hTexRef,
       [&] {
         return (Flags & ~gpupool::kKnownTextureFlags)
                    ? refuseValue("cuTexRefSetFlags: unknown flags")
@@ -576,7 +584,7 @@ GPUPOOL_DRIVER_API CUresult cuTexRefGetFlags(unsigned int* pFlags, CUtexref hTex
 
 GPUPOOL_DRIVER_API CUresult cuTexRefSetBorderColor(CUtexref hTexRef, float* pBorderColor) {
   return changeReference(
-      hTexRef, kBound, [&] { return pBorderColor ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE; },
+      hTexRef, [&] { return pBorderColor ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE; },
       [&](TextureReferenceObject& r) {
         std::memcpy(r.borderColor, pBorderColor, sizeof r.borderColor);
       });
@@ -589,11 +597,11 @@ GPUPOOL_DRIVER_API CUresult cuTexRefGetBorderColor(float* pBorderColor, CUtexref
   });
 }
 
-// ---- Stored only (see the note at the top) ----
+// ---- Of a binding to a mipmapped array (see the note at the top) ----
 
 GPUPOOL_DRIVER_API CUresult cuTexRefSetMipmapFilterMode(CUtexref hTexRef, CUfilter_mode fm) {
   return changeReference(
-      hTexRef, kStoredOnly, [&] { return checkFilterMode(fm, "cuTexRefSetMipmapFilterMode"); },
+      hTexRef, [&] { return checkFilterMode(fm, "cuTexRefSetMipmapFilterMode"); },
       [&](TextureReferenceObject& r) { r.mipmapFilterMode = fm; });
 }
 
@@ -603,7 +611,7 @@ GPUPOOL_DRIVER_API CUresult cuTexRefGetMipmapFilterMode(CUfilter_mode* pfm, CUte
 
 GPUPOOL_DRIVER_API CUresult cuTexRefSetMipmapLevelBias(CUtexref hTexRef, float bias) {
   return changeReference(
-      hTexRef, kStoredOnly, [] { return CUDA_SUCCESS; },
+      hTexRef, [] { return CUDA_SUCCESS; },
       [&](TextureReferenceObject& r) { r.mipmapLevelBias = bias; });
 }
 
@@ -614,7 +622,7 @@ GPUPOOL_DRIVER_API CUresult cuTexRefGetMipmapLevelBias(float* pbias, CUtexref hT
 GPUPOOL_DRIVER_API CUresult cuTexRefSetMipmapLevelClamp(CUtexref hTexRef, float minMipmapLevelClamp,
                                                         float maxMipmapLevelClamp) {
   return changeReference(
-      hTexRef, kStoredOnly, [] { return CUDA_SUCCESS; },
+      hTexRef, [] { return CUDA_SUCCESS; },
       [&](TextureReferenceObject& r) {
         r.minMipmapLevelClamp = minMipmapLevelClamp;
         r.maxMipmapLevelClamp = maxMipmapLevelClamp;
@@ -635,7 +643,7 @@ GPUPOOL_DRIVER_API CUresult cuTexRefGetMipmapLevelClamp(float* pminMipmapLevelCl
 
 GPUPOOL_DRIVER_API CUresult cuTexRefSetMaxAnisotropy(CUtexref hTexRef, unsigned int maxAniso) {
   return changeReference(
-      hTexRef, kStoredOnly, [] { return CUDA_SUCCESS; },
+      hTexRef, [] { return CUDA_SUCCESS; },
       [&](TextureReferenceObject& r) { r.maxAnisotropy = maxAniso; });
 }
 
@@ -666,7 +674,7 @@ GPUPOOL_DRIVER_API CUresult cuSurfRefSetArray(CUsurfref hSurfRef, CUarray hArray
     return refuseCall(CUDA_ERROR_INVALID_HANDLE,
                       "cuSurfRefSetArray: the array belongs to another context than the module");
   }
-  return bindArray(r, hArray, *a, "cuSurfRefSetArray");
+  return bindArray(r, hArray, nullptr, *a, "cuSurfRefSetArray");
 }
 
 GPUPOOL_DRIVER_API CUresult cuSurfRefGetArray(CUarray* phArray, CUsurfref hSurfRef) {

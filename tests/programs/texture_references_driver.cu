@@ -2,11 +2,13 @@
 // hand-written PTX (nvcc no longer emits `.texref`): a 2D float array bound with cuTexRefSetArray
 // and sampled with point and linear filtering, unnormalized and normalized coordinates, clamp,
 // wrap and border addressing; a uchar4 array read as normalized floats and as integers
-// (CU_TRSF_READ_AS_INTEGER); 1D linear memory (cuTexRefSetAddress, with its byte offset) and 2D
-// pitched memory (cuTexRefSetAddress2D); a surface reference written with sust; rebinding between
-// launches (state set after a launch changes only later launches); the old launch API with
-// cuParamSetTexRef; every Get answering what was Set; a launch reading an unbound texture
-// reference (it runs); and the errors: bad formats, modes and flags, names that are not references.
+// (CU_TRSF_READ_AS_INTEGER); a mipmapped array (cuTexRefSetMipmappedArray, read with tex.level
+// through the reference's level bias, clamp and mipmap filter); 1D linear memory
+// (cuTexRefSetAddress, with its byte offset) and 2D pitched memory (cuTexRefSetAddress2D); a
+// surface reference written with sust; rebinding between launches (state set after a launch changes
+// only later launches); the old launch API with cuParamSetTexRef; every Get answering what was Set;
+// a launch reading an unbound texture reference (it runs); and the errors: bad formats, modes and
+// flags, names that are not references.
 #include <cuda.h>
 
 #include <cmath>
@@ -33,6 +35,7 @@ const char kReferencesPtx[] = R"PTX(
 .global .texref texLinear;
 .global .surfref surfWords;
 .global .texref texUnbound;
+.global .texref texLevels;
 
 // out[i] = tex2D(texFloat, at[i]) (four floats each).
 .visible .entry sampleFloat(.param .u64 out, .param .u64 at, .param .u32 n)
@@ -131,6 +134,32 @@ DONE:
     ret;
 }
 
+// out[i] = tex2DLod(texLevels, 0.5, 0.5, lods[i]) (normalized coordinates).
+.visible .entry sampleLevels(.param .u64 out, .param .u64 lods, .param .u32 n)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<3>;
+    .reg .f32 %f<7>;
+    .reg .b64 %rd<6>;
+    ld.param.u64 %rd1, [out];
+    ld.param.u64 %rd2, [lods];
+    ld.param.u32 %r1, [n];
+    mov.u32 %r2, %tid.x;
+    setp.ge.u32 %p1, %r2, %r1;
+    @%p1 bra DONE;
+    cvta.to.global.u64 %rd1, %rd1;
+    cvta.to.global.u64 %rd2, %rd2;
+    mul.wide.u32 %rd3, %r2, 4;
+    add.s64 %rd4, %rd2, %rd3;
+    ld.global.f32 %f1, [%rd4];
+    mov.f32 %f2, 0f3F000000;
+    tex.level.2d.v4.f32.f32 {%f3, %f4, %f5, %f6}, [texLevels, {%f2, %f2}], %f1;
+    add.s64 %rd5, %rd1, %rd3;
+    st.global.f32 [%rd5], %f3;
+DONE:
+    ret;
+}
+
 .visible .entry readUnbound(.param .u64 out)
 {
     .reg .f32 %f<5>;
@@ -144,8 +173,8 @@ DONE:
 )PTX";
 
 CUmodule module;
-CUfunction sampleFloat, sampleInt, fetchLinear, invertWords, readUnbound;
-CUtexref texFloat, texInt, texLinear;
+CUfunction sampleFloat, sampleInt, fetchLinear, invertWords, readUnbound, sampleLevels;
+CUtexref texFloat, texInt, texLinear, texLevels;
 CUsurfref surfWords;
 
 CUdeviceptr upload(const void* host, size_t bytes) {
@@ -332,6 +361,82 @@ void floatArray() {
         got[(w + 3) * 4]);
   CHECK_CU(cuArrayDestroy(array));
   std::printf("float array: point, linear, clamp, wrap, border, normalized coordinates ok\n");
+}
+
+// texLevels at each level of detail of `lods`.
+std::vector<float> sampleAtLevels(const std::vector<float>& lods) {
+  const unsigned n = static_cast<unsigned>(lods.size());
+  CUdeviceptr lodsDev = upload(lods.data(), n * sizeof(float));
+  CUdeviceptr out;
+  CHECK_CU(cuMemAlloc(&out, n * sizeof(float)));
+  void* args[] = {&out, &lodsDev, const_cast<unsigned*>(&n)};
+  CHECK_CU(cuLaunchKernel(sampleLevels, 1, 1, 1, n, 1, 1, 0, nullptr, args, nullptr));
+  std::vector<float> got(n);
+  CHECK_CU(cuMemcpyDtoH(got.data(), out, n * sizeof(float)));
+  CHECK_CU(cuMemFree(out));
+  CHECK_CU(cuMemFree(lodsDev));
+  return got;
+}
+
+// An 8x8 float mipmapped array (levels 8, 4, 2 and 1 texels wide, level l all 100 * (l + 1))
+// bound to a texture reference with cuTexRefSetMipmappedArray and read with tex.level: each level
+// at its level of detail, then through the reference's level bias, its level clamp, and linear
+// filtering between levels.
+void mipmappedArray() {
+  constexpr unsigned kWidth = 8, kLevels = 4;
+  CUDA_ARRAY3D_DESCRIPTOR desc{};
+  desc.Width = kWidth;
+  desc.Height = kWidth;
+  desc.Format = CU_AD_FORMAT_FLOAT;
+  desc.NumChannels = 1;
+  CUmipmappedArray mipmapped;
+  CHECK_CU(cuMipmappedArrayCreate(&mipmapped, &desc, kLevels));
+  for (unsigned l = 0; l < kLevels; ++l) {
+    CUarray level;
+    CHECK_CU(cuMipmappedArrayGetLevel(&level, mipmapped, l));
+    const unsigned w = kWidth >> l;
+    std::vector<float> texels(w * w, 100.0f * static_cast<float>(l + 1));
+    CUDA_MEMCPY2D copy{};
+    copy.srcMemoryType = CU_MEMORYTYPE_HOST;
+    copy.srcHost = texels.data();
+    copy.srcPitch = w * sizeof(float);
+    copy.dstMemoryType = CU_MEMORYTYPE_ARRAY;
+    copy.dstArray = level;
+    copy.WidthInBytes = w * sizeof(float);
+    copy.Height = w;
+    CHECK_CU(cuMemcpy2D(&copy));
+  }
+  EXPECT_CU_ERROR(cuTexRefSetMipmappedArray(texLevels, mipmapped, 0), CUDA_ERROR_INVALID_VALUE);
+  CHECK_CU(cuTexRefSetMipmappedArray(texLevels, mipmapped, CU_TRSA_OVERRIDE_FORMAT));
+  CUmipmappedArray boundBack = nullptr;
+  CHECK_CU(cuTexRefGetMipmappedArray(&boundBack, texLevels));
+  CHECK(boundBack == mipmapped, "cuTexRefGetMipmappedArray");
+  CUarray plain = nullptr;
+  EXPECT_CU_ERROR(cuTexRefGetArray(&plain, texLevels), CUDA_ERROR_INVALID_VALUE);
+  CHECK_CU(cuTexRefSetFlags(texLevels, CU_TRSF_NORMALIZED_COORDINATES));
+  CHECK_CU(cuTexRefSetFilterMode(texLevels, CU_TR_FILTER_MODE_POINT));
+  CHECK_CU(cuTexRefSetMipmapFilterMode(texLevels, CU_TR_FILTER_MODE_POINT));
+  CHECK_CU(cuTexRefSetMipmapLevelClamp(texLevels, 0.0f, 3.0f));
+  const std::vector<float> lods = {0, 1, 2, 3};
+  auto expect = [&](const char* what, const std::vector<float>& want) {
+    const std::vector<float> got = sampleAtLevels(lods);
+    for (size_t i = 0; i < want.size(); ++i)
+      CHECK(near(got[i], want[i]), "%s: level of detail %g read %g, expected %g", what, lods[i],
+            got[i], want[i]);
+  };
+  expect("each level", {100, 200, 300, 400});
+  CHECK_CU(cuTexRefSetMipmapLevelBias(texLevels, 1.0f));
+  expect("level bias 1", {200, 300, 400, 400});
+  CHECK_CU(cuTexRefSetMipmapLevelBias(texLevels, 0.0f));
+  CHECK_CU(cuTexRefSetMipmapLevelClamp(texLevels, 0.0f, 1.0f));
+  expect("levels clamped to 0-1", {100, 200, 200, 200});
+  CHECK_CU(cuTexRefSetMipmapLevelClamp(texLevels, 0.0f, 3.0f));
+  CHECK_CU(cuTexRefSetMipmapFilterMode(texLevels, CU_TR_FILTER_MODE_LINEAR));
+  const std::vector<float> between = sampleAtLevels({0.5f, 2.5f});
+  CHECK(near(between[0], 150) && near(between[1], 350),
+        "linear between levels: %g and %g, expected 150 and 350", between[0], between[1]);
+  CHECK_CU(cuMipmappedArrayDestroy(mipmapped));
+  std::printf("mipmapped array: levels, bias, clamp, linear between levels ok\n");
 }
 
 // A 2x2 uchar4 array read as normalized floats and, through another reference, as integers.
@@ -569,18 +674,6 @@ void lookupsAndErrors(CUdevice device) {
   EXPECT_CU_ERROR(cuTexRefSetAddress2D(texFloat, &badDesc, mem + 4, 256),
                   CUDA_ERROR_INVALID_VALUE);  // not at TEXTURE_ALIGNMENT
 
-  // Mipmapped arrays are refused for references as for objects.
-  CUDA_ARRAY3D_DESCRIPTOR mipDesc{};
-  mipDesc.Width = 8;
-  mipDesc.Height = 8;
-  mipDesc.Format = CU_AD_FORMAT_FLOAT;
-  mipDesc.NumChannels = 1;
-  CUmipmappedArray mipmapped;
-  CHECK_CU(cuMipmappedArrayCreate(&mipmapped, &mipDesc, 2));
-  EXPECT_CU_ERROR(cuTexRefSetMipmappedArray(texFloat, mipmapped, CU_TRSA_OVERRIDE_FORMAT),
-                  CUDA_ERROR_NOT_SUPPORTED);
-  CHECK_CU(cuMipmappedArrayDestroy(mipmapped));
-
   // A reference of no module holds state. An unknown format is taken (observed on driver
   // 580.159.04, H200: cuTexRefSetFormat(texFloat, 0x77, 1) succeeded; tried here on a reference of
   // no module, whose state no launch binds).
@@ -633,11 +726,14 @@ int main() {
   CHECK_CU(cuModuleGetFunction(&fetchLinear, module, "fetchLinear"));
   CHECK_CU(cuModuleGetFunction(&invertWords, module, "invertWords"));
   CHECK_CU(cuModuleGetFunction(&readUnbound, module, "readUnbound"));
+  CHECK_CU(cuModuleGetFunction(&sampleLevels, module, "sampleLevels"));
   CHECK_CU(cuModuleGetTexRef(&texFloat, module, "texFloat"));
   CHECK_CU(cuModuleGetTexRef(&texInt, module, "texInt"));
   CHECK_CU(cuModuleGetTexRef(&texLinear, module, "texLinear"));
+  CHECK_CU(cuModuleGetTexRef(&texLevels, module, "texLevels"));
   CHECK_CU(cuModuleGetSurfRef(&surfWords, module, "surfWords"));
   floatArray();
+  mipmappedArray();
   byteArrayReadModes();
   linearMemory();
   surfaceReference();

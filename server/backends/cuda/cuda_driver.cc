@@ -169,6 +169,11 @@ void CudaDriver::resolveAll() {
   resolve(moduleGetTexRef, 2000, "cuModuleGetTexRef");
   resolve(moduleGetSurfRef, 3000, "cuModuleGetSurfRef");
   resolve(texRefSetArray, 2000, "cuTexRefSetArray");
+  resolve(texRefSetMipmappedArray, 5000, "cuTexRefSetMipmappedArray");
+  resolve(texRefSetMipmapFilterMode, 5000, "cuTexRefSetMipmapFilterMode");
+  resolve(texRefSetMipmapLevelBias, 5000, "cuTexRefSetMipmapLevelBias");
+  resolve(texRefSetMipmapLevelClamp, 5000, "cuTexRefSetMipmapLevelClamp");
+  resolve(texRefSetMaxAnisotropy, 5000, "cuTexRefSetMaxAnisotropy");
   resolve(texRefSetAddress, 3020, "cuTexRefSetAddress_v2");
   resolve(texRefSetAddress2D, 4010, "cuTexRefSetAddress2D_v3");
   resolve(texRefSetFormat, 2000, "cuTexRefSetFormat");

@@ -163,6 +163,16 @@ class CudaDriver {
   DriverEntryPoint<PFN_cuModuleGetTexRef_v2000> moduleGetTexRef{"cuModuleGetTexRef"};
   DriverEntryPoint<PFN_cuModuleGetSurfRef_v3000> moduleGetSurfRef{"cuModuleGetSurfRef"};
   DriverEntryPoint<PFN_cuTexRefSetArray_v2000> texRefSetArray{"cuTexRefSetArray"};
+  DriverEntryPoint<PFN_cuTexRefSetMipmappedArray_v5000> texRefSetMipmappedArray{
+      "cuTexRefSetMipmappedArray"};
+  DriverEntryPoint<PFN_cuTexRefSetMipmapFilterMode_v5000> texRefSetMipmapFilterMode{
+      "cuTexRefSetMipmapFilterMode"};
+  DriverEntryPoint<PFN_cuTexRefSetMipmapLevelBias_v5000> texRefSetMipmapLevelBias{
+      "cuTexRefSetMipmapLevelBias"};
+  DriverEntryPoint<PFN_cuTexRefSetMipmapLevelClamp_v5000> texRefSetMipmapLevelClamp{
+      "cuTexRefSetMipmapLevelClamp"};
+  DriverEntryPoint<PFN_cuTexRefSetMaxAnisotropy_v5000> texRefSetMaxAnisotropy{
+      "cuTexRefSetMaxAnisotropy"};
   DriverEntryPoint<PFN_cuTexRefSetAddress_v3020> texRefSetAddress{"cuTexRefSetAddress"};
   DriverEntryPoint<PFN_cuTexRefSetAddress2D_v4010> texRefSetAddress2D{"cuTexRefSetAddress2D"};
   DriverEntryPoint<PFN_cuTexRefSetFormat_v2000> texRefSetFormat{"cuTexRefSetFormat"};

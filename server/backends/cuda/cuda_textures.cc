@@ -124,21 +124,24 @@ Status CudaContext::textureReferenceBind(uint64_t module, const std::string& nam
   }
   auto m = modules_.find(module);
   if (m == modules_.end()) return Status::error(CUDA_ERROR_INVALID_HANDLE, "unknown module");
-  if (d.resourceType == CU_RESOURCE_TYPE_MIPMAPPED_ARRAY) {
-    // The client refuses cuTexRefSetMipmappedArray, so only a raw request gets here.
-    return Status::error(CUDA_ERROR_NOT_SUPPORTED,
-                         "texture references are not bound to mipmapped arrays here");
-  }
+  const bool mipmapped = d.resourceType == CU_RESOURCE_TYPE_MIPMAPPED_ARRAY;
   CUarray array = nullptr;
-  if (d.resourceType == CU_RESOURCE_TYPE_ARRAY) {
+  CUmipmappedArray mipmappedArray = nullptr;
+  if (d.resourceType == CU_RESOURCE_TYPE_ARRAY || mipmapped) {
     auto it = arrays_.find(d.handle);
-    if (it == arrays_.end() || !it->second.array) {
-      return Status::error(CUDA_ERROR_INVALID_HANDLE, "unknown array");
+    if (it == arrays_.end() || (mipmapped ? !it->second.mipmapped : !it->second.array)) {
+      return Status::error(CUDA_ERROR_INVALID_HANDLE,
+                           mipmapped ? "unknown mipmapped array" : "unknown array");
     }
     if (CUresult r = checkTextureArray(d, it->second.shape, &reason); r != CUDA_SUCCESS) {
       return Status::error(r, reason);
     }
     array = it->second.array;
+    mipmappedArray = it->second.mipmapped;
+  }
+  if (mipmapped && d.surface) {
+    return Status::error(CUDA_ERROR_INVALID_VALUE,
+                         "a surface reference is bound to an array, not a mipmapped array");
   }
   if (d.surface) {
     CUsurfref ref = nullptr;
@@ -168,6 +171,28 @@ Status CudaContext::textureReferenceBind(uint64_t module, const std::string& nam
   float border[4] = {d.borderColor[0], d.borderColor[1], d.borderColor[2], d.borderColor[3]};
   if (Status s = driver_->call(driver_->texRefSetBorderColor, ref, border); !s.ok()) return s;
   if (Status s = driver_->call(driver_->texRefSetFlags, ref, d.flags); !s.ok()) return s;
+  if (mipmapped) {
+    // The levels' sampler, then the resource.
+    if (Status s = driver_->call(driver_->texRefSetMipmapFilterMode, ref,
+                                 static_cast<CUfilter_mode>(d.mipmapFilterMode));
+        !s.ok()) {
+      return s;
+    }
+    if (Status s = driver_->call(driver_->texRefSetMipmapLevelBias, ref, d.mipmapLevelBias);
+        !s.ok()) {
+      return s;
+    }
+    if (Status s = driver_->call(driver_->texRefSetMipmapLevelClamp, ref, d.minMipmapLevelClamp,
+                                 d.maxMipmapLevelClamp);
+        !s.ok()) {
+      return s;
+    }
+    if (Status s = driver_->call(driver_->texRefSetMaxAnisotropy, ref, d.maxAnisotropy); !s.ok()) {
+      return s;
+    }
+    return driver_->call(driver_->texRefSetMipmappedArray, ref, mipmappedArray,
+                         unsigned{CU_TRSA_OVERRIDE_FORMAT});
+  }
   const uint64_t element = uint64_t{arrayChannelBytes(d.format)} * d.channels;
   Status bound = Status::success();
   switch (d.resourceType) {

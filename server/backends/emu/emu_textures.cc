@@ -183,10 +183,9 @@ Status EmuContext::textureReferenceBind(uint64_t module, const std::string& name
   if (index == references.size()) {
     return Status::error(CUDA_ERROR_NOT_FOUND, "no reference named '" + name + "'");
   }
-  if (d.resourceType == CU_RESOURCE_TYPE_MIPMAPPED_ARRAY) {
-    // The client refuses cuTexRefSetMipmappedArray, so only a raw request gets here.
-    return Status::error(CUDA_ERROR_NOT_SUPPORTED,
-                         "texture references are not bound to mipmapped arrays here");
+  if (d.surface && d.resourceType == CU_RESOURCE_TYPE_MIPMAPPED_ARRAY) {
+    return Status::error(CUDA_ERROR_INVALID_VALUE,
+                         "a surface reference is bound to an array, not a mipmapped array");
   }
   ptx::TextureView v;
   if (Status st = textureView(d, &v); !st.ok()) return st;
