@@ -508,6 +508,39 @@ TEST(LibraryInstruction, CpAsyncMbarrierArriveOnAClusterBarrierIsInvalid) {
   EXPECT_NE(r.loadMessage.find("takes a .shared::cta barrier"), std::string::npos) << r.loadMessage;
 }
 
+// A kernel that launches a kernel (dynamic parallelism: nvcc -rdc with cudadevrt emits calls to
+// cudaGetParameterBufferV2 and cudaLaunchDeviceV2) is refused at load, naming what it needs.
+TEST(LibraryInstruction, DeviceSideLaunchIsRefusedAtLoad) {
+  const char* text = R"(.version 8.0
+.target sm_75
+.address_size 64
+.extern .func (.param .b64 func_retval0) cudaGetParameterBufferV2
+(.param .b64 f, .param .align 4 .b8 grid[12], .param .align 4 .b8 block[12], .param .b32 shared);
+.extern .func (.param .b32 func_retval0) cudaLaunchDeviceV2(.param .b64 buffer, .param .b64 stream);
+.visible .entry child() { ret; }
+.visible .entry parent()
+{
+  .reg .b64 %rd<3>; .reg .b32 %r<2>;
+  mov.u64 %rd1, child;
+  { .param .b64 p0; st.param.b64 [p0], %rd1;
+    .param .align 4 .b8 p1[12]; st.param.b32 [p1], 1; st.param.b32 [p1+4], 1; st.param.b32 [p1+8], 1;
+    .param .align 4 .b8 p2[12]; st.param.b32 [p2], 1; st.param.b32 [p2+4], 1; st.param.b32 [p2+8], 1;
+    .param .b32 p3; st.param.b32 [p3], 0; .param .b64 rv;
+    call.uni (rv), cudaGetParameterBufferV2, (p0, p1, p2, p3); ld.param.b64 %rd2, [rv]; }
+  { .param .b64 q0; st.param.b64 [q0], %rd2; .param .b64 q1; st.param.b64 [q1], 0;
+    .param .b32 rv2; call.uni (rv2), cudaLaunchDeviceV2, (q0, q1); ld.param.b32 %r1, [rv2]; }
+  ret;
+}
+)";
+  auto module = Module::load(text);
+  ASSERT_FALSE(module.ok());
+  EXPECT_EQ(module.status().code, CUDA_ERROR_NOT_SUPPORTED);
+  EXPECT_NE(module.status().message.find("dynamic parallelism"), std::string::npos)
+      << module.status().message;
+  EXPECT_NE(module.status().message.find("cudaGetParameterBufferV2"), std::string::npos)
+      << module.status().message;
+}
+
 // sm_90's packed halfword forms (__vadd2, __vmins2, ...): each half wraps on its own.
 TEST(LibraryInstruction, PackedHalfwordIntegers) {
   auto r =

@@ -201,8 +201,15 @@ class Builder {
       if (f.hasBody) buildFunction(f);
     for (auto& [vi, gi] : globalInitializers_) buildInitializer(vi, gi);
     for (auto& f : img_.functions) {
-      if (f.builtin == Builtin::kNone && !f.defined && referenced_.count(f.name))
+      if (f.builtin == Builtin::kNone && !f.defined && referenced_.count(f.name)) {
+        // The device runtime (cudadevrt) is what a kernel that launches kernels calls.
+        if (f.name.rfind("cuda", 0) == 0)
+          failUnsupported(
+              "dynamic parallelism (device-side launch) is not supported: the kernel "
+              "calls the device runtime's " +
+              f.name);
         failUnsupported("call to unsupported external function " + f.name);
+      }
     }
     buildKernels();
     for (const auto& g : img_.globals) img_.globalList.push_back(g.info);
