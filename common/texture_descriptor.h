@@ -39,6 +39,14 @@ struct TextureDescription {
   unsigned maxAnisotropy = 0;
 };
 
+// Whether a and b name the same resource (a texture reference set again with only its sampler
+// changed).
+inline bool sameTextureResource(const TextureDescription& a, const TextureDescription& b) {
+  return a.surface == b.surface && a.resourceType == b.resourceType && a.handle == b.handle &&
+         a.format == b.format && a.channels == b.channels && a.width == b.width &&
+         a.height == b.height && a.pitchBytes == b.pitchBytes && a.sizeBytes == b.sizeBytes;
+}
+
 inline constexpr unsigned kKnownTextureFlags =
     CU_TRSF_READ_AS_INTEGER | CU_TRSF_NORMALIZED_COORDINATES | CU_TRSF_SRGB |
     CU_TRSF_DISABLE_TRILINEAR_OPTIMIZATION | CU_TRSF_SEAMLESS_CUBEMAP;

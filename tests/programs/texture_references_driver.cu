@@ -6,7 +6,8 @@
 // through the reference's level bias, clamp and mipmap filter); 1D linear memory
 // (cuTexRefSetAddress, with its byte offset) and 2D pitched memory (cuTexRefSetAddress2D); a
 // surface reference written with sust; rebinding between launches (state set after a launch changes
-// only later launches); the old launch API with cuParamSetTexRef; every Get answering what was Set;
+// only later launches), and samplers set on references whose memory was freed (the next launch
+// runs); the old launch API with cuParamSetTexRef; every Get answering what was Set;
 // a launch reading an unbound texture reference (it runs); and the errors: bad formats, modes and
 // flags, names that are not references.
 #include <cuda.h>
@@ -551,6 +552,16 @@ void linearMemory() {
     }
   CHECK_CU(cuMemFree(pitchedMem));
   CHECK_CU(cuMemFree(mem));
+  // Both references stay bound to the freed memory. Setting only their samplers does not bind the
+  // memory again, so a launch of the module whose kernel reads neither runs.
+  CHECK_CU(cuTexRefSetFilterMode(texFloat, CU_TR_FILTER_MODE_LINEAR));
+  CHECK_CU(cuTexRefSetFlags(texLinear, CU_TRSF_READ_AS_INTEGER | CU_TRSF_NORMALIZED_COORDINATES));
+  CUdeviceptr word;
+  CHECK_CU(cuMemAlloc(&word, sizeof(float)));
+  void* readArgs[] = {&word};
+  CHECK_CU(cuLaunchKernel(readUnbound, 1, 1, 1, 1, 1, 1, 0, nullptr, readArgs, nullptr));
+  CHECK_CU(cuCtxSynchronize());
+  CHECK_CU(cuMemFree(word));
   std::printf("1D linear (with byte offset) and 2D pitched memory ok\n");
 }
 

@@ -635,6 +635,7 @@ Status CudaContext::moduleUnload(uint64_t module) {
   if (it == modules_.end()) return invalidHandle("module", module);
   if (Status s = driver_->call(driver_->moduleUnload, it->second); !s.ok()) return s;
   modules_.erase(it);
+  boundReferences_.erase(module);
   addresses_.removeOwnedBy(module);
   managedRanges_.erase(module);
   managedVariables_.erase(module);

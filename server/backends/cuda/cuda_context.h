@@ -291,6 +291,8 @@ class CudaContext final : public BackendContext {
   std::map<uint64_t, CudaArray> arrays_;
   void arrayReleaseAll();
   std::map<uint64_t, bool> textures_;  // the driver's handles this context made: surface?
+  // What each module's texture references were last bound with (textureReferenceBind).
+  std::map<uint64_t, std::map<std::string, TextureDescription>> boundReferences_;
   void textureReleaseAll();
   Status fillCopyEnd(const CopyEnd3D& end, bool source, const Copy3D& copy, CUDA_MEMCPY3D* params);
   // The driver's form of `ops`, each address checked to be this context's.

@@ -171,6 +171,11 @@ Status CudaContext::textureReferenceBind(uint64_t module, const std::string& nam
   float border[4] = {d.borderColor[0], d.borderColor[1], d.borderColor[2], d.borderColor[3]};
   if (Status s = driver_->call(driver_->texRefSetBorderColor, ref, border); !s.ok()) return s;
   if (Status s = driver_->call(driver_->texRefSetFlags, ref, d.flags); !s.ok()) return s;
+  // Only the sampler changed: the resource stays as the driver holds it, not set again (its
+  // memory may have been freed since, which the driver's cuTexRefSet* of the sampler do not mind).
+  std::map<std::string, TextureDescription>& bindings = boundReferences_[module];
+  const auto was = bindings.find(name);
+  const bool sameResource = was != bindings.end() && sameTextureResource(was->second, d);
   if (mipmapped) {
     // The levels' sampler, then the resource.
     if (Status s = driver_->call(driver_->texRefSetMipmapFilterMode, ref,
@@ -190,14 +195,22 @@ Status CudaContext::textureReferenceBind(uint64_t module, const std::string& nam
     if (Status s = driver_->call(driver_->texRefSetMaxAnisotropy, ref, d.maxAnisotropy); !s.ok()) {
       return s;
     }
-    return driver_->call(driver_->texRefSetMipmappedArray, ref, mipmappedArray,
-                         unsigned{CU_TRSA_OVERRIDE_FORMAT});
+  }
+  if (sameResource) {
+    bindings[name] = d;
+    return Status::success();
+  }
+  if (mipmapped) {
+    Status s = driver_->call(driver_->texRefSetMipmappedArray, ref, mipmappedArray,
+                             unsigned{CU_TRSA_OVERRIDE_FORMAT});
+    if (s.ok()) bindings[name] = d;
+    return s;
   }
   const uint64_t element = uint64_t{arrayChannelBytes(d.format)} * d.channels;
-  Status bound = Status::success();
+  Status set = Status::success();
   switch (d.resourceType) {
     case CU_RESOURCE_TYPE_ARRAY:
-      bound = driver_->call(driver_->texRefSetArray, ref, array, unsigned{CU_TRSA_OVERRIDE_FORMAT});
+      set = driver_->call(driver_->texRefSetArray, ref, array, unsigned{CU_TRSA_OVERRIDE_FORMAT});
       break;
     case CU_RESOURCE_TYPE_LINEAR: {
       if (Status s = checkPitchedRange("texture memory", d.handle, d.sizeBytes, d.sizeBytes, 1);
@@ -211,8 +224,8 @@ Status CudaContext::textureReferenceBind(uint64_t module, const std::string& nam
         return s;
       }
       size_t offset = 0;
-      bound = driver_->call(driver_->texRefSetAddress, &offset, ref, CUdeviceptr{d.handle},
-                            size_t{d.sizeBytes});
+      set = driver_->call(driver_->texRefSetAddress, &offset, ref, CUdeviceptr{d.handle},
+                          size_t{d.sizeBytes});
       break;
     }
     default: {  // pitch2D
@@ -226,12 +239,13 @@ Status CudaContext::textureReferenceBind(uint64_t module, const std::string& nam
       desc.Height = d.height;
       desc.Format = static_cast<CUarray_format>(d.format);
       desc.NumChannels = d.channels;
-      bound = driver_->call(driver_->texRefSetAddress2D, ref, &desc, CUdeviceptr{d.handle},
-                            size_t{d.pitchBytes});
+      set = driver_->call(driver_->texRefSetAddress2D, ref, &desc, CUdeviceptr{d.handle},
+                          size_t{d.pitchBytes});
       break;
     }
   }
-  return bound;
+  if (set.ok()) bindings[name] = d;
+  return set;
 }
 
 void CudaContext::textureReleaseAll() {

@@ -178,6 +178,7 @@ class EmuContext final : public BackendContext {
     std::shared_ptr<ptx::Module> program;
     std::vector<uint64_t> globalAddresses;
     std::shared_ptr<const ReferenceBindings> references = std::make_shared<ReferenceBindings>();
+    std::map<uint32_t, TextureDescription> referenceDescriptions = {};  // what each was bound with
   };
   struct Function {
     uint64_t module = 0;
@@ -200,6 +201,8 @@ class EmuContext final : public BackendContext {
                                      const ReferenceBindings& bindings);
   // The view a texture or surface object, or a reference bound to `desc`, reads (emu_textures.cc).
   Status textureView(const TextureDescription& desc, ptx::TextureView* view);
+  // The sampler half of textureView: how `desc` samples the resource `view` describes.
+  static Status textureSampler(const TextureDescription& desc, ptx::TextureView* view);
   // The checked host view of [address, address+bytes) of this context's memory.
   uint8_t* view(uint64_t address, uint64_t bytes) const;
   // Lookups under tablesMutex_; the copies they return stay valid after the lock is released.

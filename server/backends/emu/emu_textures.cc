@@ -70,15 +70,6 @@ Status EmuContext::textureView(const TextureDescription& d, ptx::TextureView* ou
         level.rowPitch = arrayRowBytes(ls);
         level.slicePitch = level.rowPitch * arrayRows(ls);
       }
-      v.mipmapFilterMode = d.mipmapFilterMode;
-      v.mipmapLevelBias = d.mipmapLevelBias;
-      v.minMipmapLevelClamp = d.minMipmapLevelClamp;
-      v.maxMipmapLevelClamp = d.maxMipmapLevelClamp;
-      if (d.maxAnisotropy > 1) {
-        return Status::error(CUDA_ERROR_NOT_SUPPORTED,
-                             "the emu does not filter anisotropically (maxAnisotropy " +
-                                 std::to_string(d.maxAnisotropy) + "); leave it at 0 or 1");
-      }
     }
   } else {
     const uint64_t element = uint64_t{arrayChannelBytes(d.format)} * d.channels;
@@ -103,6 +94,23 @@ Status EmuContext::textureView(const TextureDescription& d, ptx::TextureView* ou
       return Status::error(CUDA_ERROR_INVALID_VALUE,
                            "texture memory " + hex(v.address) + " (" + std::to_string(v.bytes) +
                                " bytes) is not within one allocation of this context");
+    }
+  }
+  return textureSampler(d, out);
+}
+
+// The sampler half of a view: how `d` samples the resource `v` describes.
+Status EmuContext::textureSampler(const TextureDescription& d, ptx::TextureView* out) {
+  ptx::TextureView& v = *out;
+  if (d.resourceType == CU_RESOURCE_TYPE_MIPMAPPED_ARRAY) {
+    v.mipmapFilterMode = d.mipmapFilterMode;
+    v.mipmapLevelBias = d.mipmapLevelBias;
+    v.minMipmapLevelClamp = d.minMipmapLevelClamp;
+    v.maxMipmapLevelClamp = d.maxMipmapLevelClamp;
+    if (d.maxAnisotropy > 1) {
+      return Status::error(CUDA_ERROR_NOT_SUPPORTED,
+                           "the emu does not filter anisotropically (maxAnisotropy " +
+                               std::to_string(d.maxAnisotropy) + "); leave it at 0 or 1");
     }
   }
   // Linear memory is fetched by index: its address and filter modes are ignored, as the driver
@@ -187,12 +195,25 @@ Status EmuContext::textureReferenceBind(uint64_t module, const std::string& name
     return Status::error(CUDA_ERROR_INVALID_VALUE,
                          "a surface reference is bound to an array, not a mipmapped array");
   }
+  LoadedModule& m = it->second;
   ptx::TextureView v;
-  if (Status st = textureView(d, &v); !st.ok()) return st;
-  auto next = std::make_shared<ReferenceBindings>(*it->second.references);
+  const auto bound = m.references->find(index);
+  const auto described = m.referenceDescriptions.find(index);
+  if (bound != m.references->end() && described != m.referenceDescriptions.end() &&
+      sameTextureResource(described->second, d)) {
+    // Only the sampler changed: the resource stays as bound, not looked at again, as the
+    // driver's cuTexRefSet* leave it (its memory may have been freed since; a kernel that reads
+    // it then faults).
+    v = bound->second;
+    if (Status st = textureSampler(d, &v); !st.ok()) return st;
+  } else if (Status st = textureView(d, &v); !st.ok()) {
+    return st;
+  }
+  auto next = std::make_shared<ReferenceBindings>(*m.references);
   (*next)[index] = v;
+  m.referenceDescriptions[index] = d;
   std::lock_guard lock(launchTablesMutex_);
-  it->second.references = std::move(next);
+  m.references = std::move(next);
   return Status::success();
 }
 
