@@ -139,10 +139,6 @@ Status CudaContext::textureReferenceBind(uint64_t module, const std::string& nam
     array = it->second.array;
     mipmappedArray = it->second.mipmapped;
   }
-  if (mipmapped && d.surface) {
-    return Status::error(CUDA_ERROR_INVALID_VALUE,
-                         "a surface reference is bound to an array, not a mipmapped array");
-  }
   if (d.surface) {
     CUsurfref ref = nullptr;
     if (Status s = driver_->call(driver_->moduleGetSurfRef, &ref, m->second, name.c_str());
@@ -200,17 +196,15 @@ Status CudaContext::textureReferenceBind(uint64_t module, const std::string& nam
     bindings[name] = d;
     return Status::success();
   }
-  if (mipmapped) {
-    Status s = driver_->call(driver_->texRefSetMipmappedArray, ref, mipmappedArray,
-                             unsigned{CU_TRSA_OVERRIDE_FORMAT});
-    if (s.ok()) bindings[name] = d;
-    return s;
-  }
   const uint64_t element = uint64_t{arrayChannelBytes(d.format)} * d.channels;
   Status set = Status::success();
   switch (d.resourceType) {
     case CU_RESOURCE_TYPE_ARRAY:
       set = driver_->call(driver_->texRefSetArray, ref, array, unsigned{CU_TRSA_OVERRIDE_FORMAT});
+      break;
+    case CU_RESOURCE_TYPE_MIPMAPPED_ARRAY:
+      set = driver_->call(driver_->texRefSetMipmappedArray, ref, mipmappedArray,
+                          unsigned{CU_TRSA_OVERRIDE_FORMAT});
       break;
     case CU_RESOURCE_TYPE_LINEAR: {
       if (Status s = checkPitchedRange("texture memory", d.handle, d.sizeBytes, d.sizeBytes, 1);

@@ -191,10 +191,6 @@ Status EmuContext::textureReferenceBind(uint64_t module, const std::string& name
   if (index == references.size()) {
     return Status::error(CUDA_ERROR_NOT_FOUND, "no reference named '" + name + "'");
   }
-  if (d.surface && d.resourceType == CU_RESOURCE_TYPE_MIPMAPPED_ARRAY) {
-    return Status::error(CUDA_ERROR_INVALID_VALUE,
-                         "a surface reference is bound to an array, not a mipmapped array");
-  }
   LoadedModule& m = it->second;
   ptx::TextureView v;
   const auto bound = m.references->find(index);
