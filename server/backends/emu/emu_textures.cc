@@ -57,6 +57,7 @@ Status EmuContext::textureView(const TextureDescription& d, ptx::TextureView* ou
     v.rowPitch = arrayRowBytes(s);
     v.slicePitch = v.rowPitch * arrayRows(s);
     if (mipmapped) {
+      v.mipmapped = true;
       // Levels one after the other in the block (common/cuda_array_layout.h).
       v.levels = std::min(it->second.levels, ptx::TextureView::kMaxLevels);
       v.bytes = arrayTotalBytes(s, it->second.levels);

@@ -159,6 +159,10 @@ TEST(Loader, UnsupportedInstructionsFailWithTheirName) {
       {".reg .b64 %a;", "atom.global.cas.b128 %a, [%a], %a, %a;", "b128"},
       {".reg .b64 %a; .reg .b32 %v;", "multimem.ld_reduce.relaxed.sys.global.add.u32 %v, [%a];",
        "multimem"},
+      {".reg .b64 %t; .reg .b32 %v;", "txq.channel_data_type.b32 %v, [%t];", "channel_data_type"},
+      {".reg .b64 %t; .reg .b32 %v;", "suq.channel_order.b32 %v, [%t];", "channel_order"},
+      {".reg .b64 %t; .reg .b32 %v;", "txq.force_unnormalized_coords.b32 %v, [%t];",
+       "force_unnormalized_coords"},
   };
   for (const auto& c : cases) {
     Status e = loadError(snippetModule(c.decls, c.body));

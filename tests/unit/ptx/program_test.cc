@@ -814,5 +814,102 @@ TEST_P(ProgramTest, TextureReferencesResolveThroughTheirHandle) {
   EXPECT_EQ(memory_.download<int32_t>(out, n), data);
 }
 
+// txq and suq answer from the view the launch's table holds: extents, layers, levels and the
+// sampler's modes in the ISA's enumerations; an unbound reference answers 0.
+TEST_P(ProgramTest, TextureAndSurfaceQueries) {
+  auto loaded = Module::load(
+      ".version 8.0\n.target sm_75\n.address_size 64\n.global .texref ref;\n"
+      ".visible .entry queries(.param .u64 t, .param .u64 s, .param .u64 out) {"
+      " .reg .b32 %r<20>; .reg .b64 %rd<4>;"
+      " ld.param.u64 %rd1, [t]; ld.param.u64 %rd2, [s]; ld.param.u64 %rd3, [out];"
+      " txq.width.b32 %r0, [%rd1]; txq.height.b32 %r1, [%rd1]; txq.depth.b32 %r2, [%rd1];"
+      " txq.normalized_coords.b32 %r3, [%rd1]; txq.array_size.b32 %r4, [%rd1];"
+      " txq.num_mipmap_levels.b32 %r5, [%rd1]; txq.num_samples.b32 %r6, [%rd1];"
+      " txq.filter_mode.b32 %r7, [%rd1]; txq.addr_mode_0.b32 %r8, [%rd1];"
+      " txq.addr_mode_1.b32 %r9, [%rd1]; txq.addr_mode_2.b32 %r10, [%rd1]; mov.u32 %r19, 1;"
+      " txq.level.width.b32 %r11, [%rd1], %r19; txq.level.height.b32 %r12, [%rd1], %r19;"
+      " suq.width.b32 %r13, [%rd2]; suq.height.b32 %r14, [%rd2]; suq.depth.b32 %r15, [%rd2];"
+      " suq.array_size.b32 %r16, [%rd2]; suq.memory_layout.b32 %r17, [%rd2];"
+      " txq.width.b32 %r18, [ref];"
+      " st.global.v4.b32 [%rd3], {%r0, %r1, %r2, %r3};"
+      " st.global.v4.b32 [%rd3+16], {%r4, %r5, %r6, %r7};"
+      " st.global.v4.b32 [%rd3+32], {%r8, %r9, %r10, %r11};"
+      " st.global.v4.b32 [%rd3+48], {%r12, %r13, %r14, %r15};"
+      " st.global.v2.b32 [%rd3+64], {%r16, %r17}; st.global.b32 [%rd3+72], %r18; ret; }\n");
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message;
+  Module& m = **loaded;
+  memory_.bindModuleGlobals(m);
+  const KernelInfo& k = kernel(m, "queries");
+  const uint64_t backing = memory_.allocate(4096);
+  auto view2D = [&](bool surface, unsigned format, uint64_t width, uint64_t height) {
+    TextureView v;
+    v.surface = surface;
+    v.address = backing;
+    v.bytes = 4096;
+    v.format = format;
+    v.dims = 2;
+    v.width = width;
+    v.height = height;
+    return v;
+  };
+  // A mipmapped 16x8 2D texture of three levels, normalized, linear, wrap / mirror / border.
+  TextureView mipmapped = view2D(false, CU_AD_FORMAT_FLOAT, 16, 8);
+  mipmapped.mipmapped = true;
+  mipmapped.levels = 3;
+  for (unsigned l = 0; l < 3; ++l) {
+    mipmapped.level[l].width = 16u >> l;
+    mipmapped.level[l].height = 8u >> l;
+  }
+  mipmapped.normalizedCoords = true;
+  mipmapped.filterMode = CU_TR_FILTER_MODE_LINEAR;
+  mipmapped.addressMode[0] = CU_TR_ADDRESS_MODE_WRAP;
+  mipmapped.addressMode[1] = CU_TR_ADDRESS_MODE_MIRROR;
+  mipmapped.addressMode[2] = CU_TR_ADDRESS_MODE_BORDER;
+  // A layered 5x4 surface of three layers.
+  TextureView layered = view2D(true, CU_AD_FORMAT_SIGNED_INT32, 5, 4);
+  layered.layered = true;
+  layered.layers = 3;
+  TextureMap textures;
+  textures.views = {{7, mipmapped}, {9, layered}};
+  services_.textures = &textures;
+  const uint64_t out = memory_.allocate(19 * sizeof(uint32_t));
+  auto query = [&](uint64_t texture, uint64_t surface) {
+    std::memset(reinterpret_cast<void*>(out), 0xff, 19 * sizeof(uint32_t));
+    LaunchResult r =
+        run(m, k, {1, 1, 1}, {1, 1, 1}, ParamBlock(k).set(0, texture).set(1, surface).set(2, out));
+    EXPECT_LAUNCH_OK(r);
+    return memory_.download<uint32_t>(out, 19);
+  };
+  EXPECT_EQ(query(7, 9),
+            (std::vector<uint32_t>{16, 8, 1, 1, 0, 3, 0, 1, 0, 1, 4, 8, 4, 5, 4, 1, 3, 0, 0}));
+  // A layered cubemap of two cubes (twelve faces), clamped, point, unnormalized; the reference
+  // bound to 10 elements of linear memory.
+  TextureView cubes = view2D(false, CU_AD_FORMAT_FLOAT, 4, 4);
+  cubes.layered = cubes.cubemap = cubes.cubemapLayered = true;
+  cubes.layers = 12;
+  for (unsigned& mode : cubes.addressMode) mode = CU_TR_ADDRESS_MODE_CLAMP;
+  TextureView cubeSurface = cubes;
+  cubeSurface.surface = true;
+  TextureView linear;
+  linear.resource = TextureResource::kLinear;
+  linear.address = backing;
+  linear.format = CU_AD_FORMAT_FLOAT;
+  linear.width = 10;
+  linear.rowPitch = linear.slicePitch = linear.bytes = 40;
+  textures.views[11] = cubes;
+  textures.views[13] = cubeSurface;
+  textures.views[textureReferenceHandle(0)] = linear;
+  // Not mipmapped: txq.level of level 1 has no extent; the cubes count as two, the surface's
+  // faces as twelve.
+  EXPECT_EQ(query(11, 13),
+            (std::vector<uint32_t>{4, 4, 1, 0, 2, 0, 0, 0, 3, 3, 3, 0, 0, 4, 4, 1, 12, 0, 10}));
+  // A surface asked as a texture, and a texture as a surface, fail the launch.
+  for (auto [texture, surface] : {std::pair<uint64_t, uint64_t>{9, 9}, {7, 7}}) {
+    LaunchResult r =
+        run(m, k, {1, 1, 1}, {1, 1, 1}, ParamBlock(k).set(0, texture).set(1, surface).set(2, out));
+    EXPECT_EQ(r.status.code, CUDA_ERROR_ILLEGAL_ADDRESS) << r.status.message;
+  }
+}
+
 }  // namespace
 }  // namespace gpupool::ptx::testing

@@ -1401,6 +1401,7 @@ class BlockRunner {
   void fp8Convert(const Instr& in, uint32_t exec);
   void integerOp(const Instr& in, uint32_t exec);
   void textureAccess(const Instr& in, uint32_t exec);  // tex, suld, sust (texture_instructions.cc)
+  void textureQuery(const Instr& in, uint32_t exec);   // txq, suq (texture_instructions.cc)
   // mma.sync, wmma.*, ldmatrix, stmatrix, movmatrix for a gathered warp (matrix_instructions.cc)
   void matrixCollective(Warp& w, uint32_t lanes);
   uint64_t fragmentRegister(Warp& w, const Operand& fragment, unsigned reg, int lane);

@@ -1079,6 +1079,9 @@ void BlockRunner::executeSimple(const Instr& in, uint32_t exec, uint32_t group) 
     case Op::kSust:
       textureAccess(in, exec);
       return;
+    case Op::kTexQuery:
+      textureQuery(in, exec);
+      return;
     case Op::kCopysign:
       forLanes(exec, [&](int l) {
         uint64_t a = value(in.ops[1], l), b = value(in.ops[2], l);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ptx_module.h"
+#include "texture_sampling.h"
 
 namespace gpupool::ptx {
 
@@ -158,6 +159,9 @@ enum class Op : uint8_t {
   kTex,
   kSuld,  // suld.b: ops {data, surface handle, coordinate vector}
   kSust,  // sust.b: ops {data, surface handle, coordinate vector}
+  // txq / suq (mode: the TexQuery, plus kTexQueryOfSurface for suq): ops {d, handle} or, with
+  // txq.level, {d, handle, level of detail}
+  kTexQuery,
   // Warp-wide matrix instructions (mma.sync, wmma.*, ldmatrix, stmatrix, movmatrix): Instr::call
   // indexes ModuleImage::matrixInstrs; semantics in matrix_instructions.cc.
   kMatrix,
@@ -270,6 +274,8 @@ enum class ReduxOp : uint8_t { kAdd, kMin, kMax, kAnd, kOr, kXor };
 // tex/suld/sust geometry (Instr::mode, low nibble); surfaces keep their SurfaceBoundary
 // (texture_sampling.h) in the high nibble.
 enum class TexGeometry : uint8_t { k1d, k2d, k3d, kA1d, kA2d, kCube, kACube };
+// suq's mark in Op::kTexQuery's mode (the TexQuery is in texture_sampling.h).
+inline constexpr uint8_t kTexQueryOfSurface = 0x80;
 enum class TestpOp : uint8_t { kFinite, kInfinite, kNumber, kNotANumber, kNormal, kSubnormal };
 
 enum class Special : uint8_t {

@@ -649,6 +649,10 @@ class Builder {
   template <class Take>
   void decodeTextureAccess(const AstInstruction& a, Instr* in, Take& take,
                            const std::vector<Type>& types);
+  template <class Take>
+  void decodeTextureQuery(const AstInstruction& a, Instr* in, Take& take,
+                          const std::vector<Type>& types);
+  Operand textureHandle(const AstOperand& at, const std::string& opcode, bool texture);
   void decodeMatrix(const AstInstruction& a, Instr* in);
   template <class Take>
   void decodeMbarrier(const AstInstruction& a, Instr* in, Take& take, bool hasSpace);
@@ -1320,6 +1324,8 @@ void Builder::decode(const AstInstruction& a, Instr* in) {
     setOps({dst(0, acc), src(1, in->type), src(2, in->type2), src(3, acc)});
   } else if (base == "tex" || base == "tld4" || base == "suld" || base == "sust") {
     decodeTextureAccess(a, in, take, types);
+  } else if (base == "txq" || base == "suq") {
+    decodeTextureQuery(a, in, take, types);
   } else if (base == "fns") {
     in->op = Op::kFns;
     in->type = type0();
@@ -1599,20 +1605,7 @@ void Builder::decodeTextureAccess(const AstInstruction& a, Instr* in, Take& take
   if (at.kind != AstOperand::Kind::kAddress || at.name.empty() || at.integer != 0 ||
       at.elements.size() != 1 || at.elements[0].kind != AstOperand::Kind::kVector)
     failInvalid(a.opcode + " needs [handle, {coordinates}]");
-  Operand handle;
-  if (auto ref = textureReferences_.find(at.name);
-      ref != textureReferences_.end() && !lookupScoped(at.name)) {
-    if (img_.references[ref->second].surface != !texture)
-      failInvalid(a.opcode + " names " + (texture ? "surface" : "texture") + " reference " +
-                  at.name);
-    handle.kind = OperandKind::kImm;
-    handle.imm = textureReferenceHandle(ref->second);
-    referencesUsed_.insert(ref->second);
-  } else {
-    handle = resolveName(at.name, false);
-    if (handle.kind != OperandKind::kReg)
-      failUnsupported(a.opcode + " needs its handle in a register or a texture reference");
-  }
+  const Operand handle = textureHandle(at, a.opcode, texture);
   if (texture) {
     in->op = Op::kTex;
     if (gather) in->mode = static_cast<uint8_t>(in->mode | ((channel + 1) << 4));
@@ -1653,6 +1646,83 @@ void Builder::decodeTextureAccess(const AstInstruction& a, Instr* in, Take& take
     if (in->ops[1 + i].kind == OperandKind::kVector && lod == 0)
       failInvalid(a.opcode + ": the level of detail is one .f32");
   }
+}
+
+// The handle of a texture or surface instruction: a register (a CUtexObject or CUsurfObject the
+// kernel got as a parameter) or the name of a module's texture or surface reference (an immediate
+// textureReferenceHandle).
+Operand Builder::textureHandle(const AstOperand& at, const std::string& opcode, bool texture) {
+  Operand handle;
+  if (auto ref = textureReferences_.find(at.name);
+      ref != textureReferences_.end() && !lookupScoped(at.name)) {
+    if (img_.references[ref->second].surface != !texture)
+      failInvalid(opcode + " names " + (texture ? "surface" : "texture") + " reference " + at.name);
+    handle.kind = OperandKind::kImm;
+    handle.imm = textureReferenceHandle(ref->second);
+    referencesUsed_.insert(ref->second);
+  } else {
+    handle = resolveName(at.name, false);
+    if (handle.kind != OperandKind::kReg)
+      failUnsupported(opcode + " needs its handle in a register or a texture reference");
+  }
+  return handle;
+}
+
+// txq.{width,height,depth,normalized_coords,array_size,num_mipmap_levels,num_samples,filter_mode,
+// addr_mode_0,addr_mode_1,addr_mode_2}.b32 d, [a], txq.level.{width,height,depth}.b32 d, [a], lod
+// and suq.{width,height,depth,array_size,memory_layout}.b32 d, [a]. Refused by name: the channel
+// data type and order (the ISA answers them with "the source language's enumeration", and which
+// values CUDA's driver gives is not documented) and force_unnormalized_coords (defined for
+// independent-mode samplers only, which CUDA does not use).
+template <class Take>
+void Builder::decodeTextureQuery(const AstInstruction& a, Instr* in, Take& take,
+                                 const std::vector<Type>& types) {
+  const bool surface = a.opcode.rfind("suq", 0) == 0;
+  const bool level = !surface && take({"level"}) >= 0;
+  if (take({"channel_data_type", "channel_order"}) >= 0)
+    failUnsupported(a.opcode +
+                    ": the channel data type and order of CUDA objects are not documented");
+  if (!surface && take({"force_unnormalized_coords"}) >= 0)
+    failUnsupported(a.opcode + ": force_unnormalized_coords queries an independent-mode sampler");
+  static constexpr std::pair<std::string_view, TexQuery> kQueries[] = {
+      {"width", TexQuery::kWidth},
+      {"height", TexQuery::kHeight},
+      {"depth", TexQuery::kDepth},
+      {"normalized_coords", TexQuery::kNormalizedCoords},
+      {"array_size", TexQuery::kArraySize},
+      {"num_mipmap_levels", TexQuery::kNumMipmapLevels},
+      {"num_samples", TexQuery::kNumSamples},
+      {"filter_mode", TexQuery::kFilterMode},
+      {"addr_mode_0", TexQuery::kAddrMode0},
+      {"addr_mode_1", TexQuery::kAddrMode1},
+      {"addr_mode_2", TexQuery::kAddrMode2},
+      {"memory_layout", TexQuery::kMemoryLayout}};
+  int found = -1;
+  for (size_t q = 0; q < std::size(kQueries) && found < 0; ++q)
+    if (take({kQueries[q].first}) >= 0) found = static_cast<int>(q);
+  if (found < 0) failInvalid(a.opcode + " names no attribute to query");
+  const TexQuery query = kQueries[found].second;
+  const bool dimension =
+      query == TexQuery::kWidth || query == TexQuery::kHeight || query == TexQuery::kDepth;
+  const bool surfaceQuery =
+      dimension || query == TexQuery::kArraySize || query == TexQuery::kMemoryLayout;
+  if (surface ? !surfaceQuery : query == TexQuery::kMemoryLayout)
+    failInvalid(a.opcode + ": " + (surface ? "suq" : "txq") + " has no such query");
+  if (level && !dimension) failInvalid(a.opcode + ": txq.level queries width, height or depth");
+  if (types.size() != 1 || types[0] != Type::kB32) failInvalid(a.opcode + " needs .b32");
+  const size_t operands = level ? 3 : 2;
+  requireOperands(a, operands, operands);
+  const AstOperand& at = a.operands[1];
+  if (at.kind != AstOperand::Kind::kAddress || at.name.empty() || at.integer != 0 ||
+      !at.elements.empty())
+    failInvalid(a.opcode + " needs [handle]");
+  in->op = Op::kTexQuery;
+  in->type = Type::kB32;
+  in->mode = static_cast<uint8_t>(static_cast<uint8_t>(query) | (surface ? kTexQueryOfSurface : 0));
+  in->numOps = static_cast<uint8_t>(operands);
+  in->ops[0] = destination(a, 0, in, Type::kB32);
+  in->ops[1] = textureHandle(at, a.opcode, !surface);
+  if (level) in->ops[2] = operand(a.operands[2], Type::kS32);
 }
 
 // cvt between an fp8 pair (e4m3x2, e5m2x2) and f32 / f16x2: the forms sm_89+ have. To fp8 they

@@ -1,7 +1,7 @@
-// Semantics of tex, tld4, suld.b and sust.b: the handle a kernel holds is resolved through the
-// launch's TextureTable (the context's objects, so a kernel reaches only its own context's
-// resources), and the resource's memory through DeviceMemory like any global access. Sampling math:
-// texture_sampling.cc.
+// Semantics of tex, tld4, suld.b, sust.b, txq and suq: the handle a kernel holds is resolved
+// through the launch's TextureTable (the context's objects, so a kernel reaches only its own
+// context's resources), and the resource's memory through DeviceMemory like any global access.
+// Sampling math: texture_sampling.cc.
 #include "block_runner.h"
 #include "device_element_access.h"
 #include "texture_sampling.h"
@@ -139,6 +139,29 @@ void BlockRunner::textureAccess(const Instr& in, uint32_t exec) {
         storeDeviceElement(memory + offset + k * eb, eb, value(element(data, k), l));
       }
     }
+  });
+}
+
+void BlockRunner::textureQuery(const Instr& in, uint32_t exec) {
+  const bool surface = (in.mode & kTexQueryOfSurface) != 0;
+  const auto query = static_cast<TexQuery>(in.mode & ~kTexQueryOfSurface);
+  forLanes(exec, [&](int l) {
+    const uint64_t handle = value(in.ops[1], l);
+    const TextureView* t = ctx_.services.textures ? ctx_.services.textures->find(handle) : nullptr;
+    if (!t && handle >= kTextureReferenceHandleBase) {
+      // A reference nothing was bound to: as tex on it reads 0, so does the query.
+      set(in.ops[0], l, 0);
+      return;
+    }
+    if (!t || t->surface != surface) {
+      std::ostringstream what;
+      what << (surface ? "suq: no surface" : "txq: no texture") << " object 0x" << std::hex
+           << handle << " in this context";
+      fault(CUDA_ERROR_ILLEGAL_ADDRESS, l, curPc_, what.str());
+    }
+    const int32_t level = in.numOps == 3 ? static_cast<int32_t>(value(in.ops[2], l)) : -1;
+    // A negative level asked of txq.level is a level the texture does not have.
+    set(in.ops[0], l, in.numOps == 3 && level < 0 ? 0 : queryTexture(*t, query, surface, level));
   });
 }
 

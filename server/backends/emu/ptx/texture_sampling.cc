@@ -375,6 +375,64 @@ void sampleTexture(const TextureView& t, const uint8_t* data, const float coords
   emit(result);
 }
 
+uint32_t queryTexture(const TextureView& t, TexQuery query, bool surface, int32_t level) {
+  const auto clip = [](uint64_t v) { return static_cast<uint32_t>(std::min<uint64_t>(v, ~0u)); };
+  // The ISA's address modes: {wrap, mirror, clamp_ogl, clamp_to_edge, clamp_to_border}.
+  const auto addressMode = [](unsigned mode) -> uint32_t {
+    switch (mode) {
+      case CU_TR_ADDRESS_MODE_WRAP:
+        return 0;
+      case CU_TR_ADDRESS_MODE_MIRROR:
+        return 1;
+      case CU_TR_ADDRESS_MODE_BORDER:
+        return 4;
+      default:  // CU_TR_ADDRESS_MODE_CLAMP
+        return 3;
+    }
+  };
+  const bool dimension =
+      query == TexQuery::kWidth || query == TexQuery::kHeight || query == TexQuery::kDepth;
+  if (dimension && level >= 0) {
+    // txq.level: a level the texture does not have has no extent.
+    if (level >= static_cast<int32_t>(t.levels)) return 0;
+    if (t.levels > 1) {
+      const TextureView::Level& l = t.level[level];
+      return clip(query == TexQuery::kWidth    ? l.width
+                  : query == TexQuery::kHeight ? l.height
+                                               : l.depth);
+    }
+  }
+  switch (query) {
+    case TexQuery::kWidth:
+      return clip(t.width);
+    case TexQuery::kHeight:
+      return clip(t.height);
+    case TexQuery::kDepth:
+      return clip(t.depth);
+    case TexQuery::kArraySize:
+      if (!t.layered) return 0;
+      // tex.acube addresses cubes, a cubemap's surface its faces (as a layered 2D surface).
+      if (t.cubemap && !surface) return t.cubemapLayered ? clip(t.layers / 6) : 0;
+      return clip(t.layers);
+    case TexQuery::kNumMipmapLevels:
+      return t.mipmapped ? t.levels : 0;
+    case TexQuery::kNumSamples:
+    case TexQuery::kMemoryLayout:
+      return 0;
+    case TexQuery::kNormalizedCoords:
+      return t.normalizedCoords ? 1 : 0;
+    case TexQuery::kFilterMode:
+      return t.filterMode == CU_TR_FILTER_MODE_LINEAR ? 1 : 0;
+    case TexQuery::kAddrMode0:
+      return addressMode(t.addressMode[0]);
+    case TexQuery::kAddrMode1:
+      return addressMode(t.addressMode[1]);
+    case TexQuery::kAddrMode2:
+      return addressMode(t.addressMode[2]);
+  }
+  return 0;
+}
+
 SurfaceAccess surfaceOffset(const TextureView& t, int64_t xBytes, int64_t y, int64_t z,
                             unsigned bytes, SurfaceBoundary boundary, uint64_t* offset) {
   const int64_t rowBytes = static_cast<int64_t>(t.width * textureElementBytes(t));

@@ -40,6 +40,7 @@ struct TextureView {
     uint64_t rowPitch = 0, slicePitch = 0;
   };
   unsigned levels = 1;
+  bool mipmapped = false;  // from a mipmapped array (which may have a single level)
   Level level[kMaxLevels] = {};
   unsigned mipmapFilterMode = 0;  // CUfilter_mode
   float mipmapLevelBias = 0, minMipmapLevelClamp = 0, maxMipmapLevelClamp = 0;
@@ -111,6 +112,33 @@ void cubemapFace(const float direction[3], unsigned* face, float* u, float* v);
 // and normalized coordinates apply as for tex; the filter mode does not.
 void gatherTexture(const TextureView& t, const uint8_t* data, const float coords[2], int32_t layer,
                    unsigned component, uint32_t out[4]);
+
+// What txq and suq ask (queryTexture gives the answers).
+enum class TexQuery : uint8_t {
+  kWidth,
+  kHeight,
+  kDepth,
+  kNormalizedCoords,
+  kArraySize,
+  kNumMipmapLevels,
+  kNumSamples,
+  kFilterMode,
+  kAddrMode0,
+  kAddrMode1,
+  kAddrMode2,
+  kMemoryLayout,
+};
+
+// The answer to txq (surface false) or suq (surface true) on `t`; `level` >= 0 for txq.level,
+// whose width, height and depth are that level's (0 for a level the texture does not have).
+// Extents are in elements (a surface's width too, although suld/sust address x in bytes) and
+// are 1 along dimensions the resource does not have; array_size counts the layers of a layered
+// texture (cubes for a layered cubemap, faces for its surface), 0 for others; num_mipmap_levels
+// is 0 unless the texture is mipmapped; num_samples is 0 (CUDA has no multi-sample textures);
+// the sampler's filter and address modes are the ISA's enumerations ({nearest, linear} and
+// {wrap, mirror, clamp_ogl, clamp_to_edge, clamp_to_border}); memory_layout is 0 (block-linear
+// CUDA arrays; surfaces over linear memory do not exist in CUDA).
+uint32_t queryTexture(const TextureView& t, TexQuery query, bool surface, int32_t level);
 
 // Surface access: suld/sust.b address x in bytes, y and z (or the layer) in elements.
 enum class SurfaceBoundary : uint8_t { kTrap, kClamp, kZero };
