@@ -242,6 +242,13 @@ int main(int argc, char** argv) {
                  "time; 0 never spins; docs/shm.md)")
       ->check(CLI::Range(0u, 1000u))
       ->capture_default_str();
+  unsigned rdmaPollUs = static_cast<unsigned>(listenOptions.rdmaPollMax.count());
+  app.add_option("--rdma-poll-us", rdmaPollUs,
+                 "How long a worker that just served an RDMA session polls its completion queue "
+                 "for the next call before arming it for the event loop (after 8 misses in a row "
+                 "only every 8th time; 0 never polls; docs/rdma.md)")
+      ->check(CLI::Range(0u, 1000u))
+      ->capture_default_str();
   app.add_option("--tls-cert", listenOptions.tlsCertificateChain,
                  "TLS certificate chain (PEM) for a tls://HOST:PORT --listen endpoint");
   app.add_option("--tls-key", listenOptions.tlsPrivateKey, "TLS private key (PEM) for --tls-cert");
@@ -266,6 +273,7 @@ int main(int argc, char** argv) {
                "uuid, name, memory, parent, profile) and exit");
   CLI11_PARSE(app, argc, argv);
   listenOptions.shmPollMax = std::chrono::microseconds(shmPollUs);
+  listenOptions.rdmaPollMax = std::chrono::microseconds(rdmaPollUs);
   if (listDevices) return listPoolDevices(nvmlLibrary);
 
   std::optional<server::PoolConfig> poolConfig;

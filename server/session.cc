@@ -106,11 +106,11 @@ Session::Progress Session::serveArrived() {
   Progress progress = Progress::kEnded;
   guarded([&] {
     for (unsigned served = 0; served < kFramesPerTurn; ++served) {
-      bool arrived = connection_->frameArrived();
       // Right after a served frame the client's next call is often microseconds away: catching it
-      // here (shm) saves it the doorbell and this session a trip through the event loop.
-      if (!arrived && served > 0 && connection_->awaitFrameBriefly())
-        arrived = connection_->frameArrived();  // takes in what came, or asks for the doorbell
+      // (shm, RDMA: nextFrameArrived waits briefly) saves it the doorbell and this session a trip
+      // through the event loop.
+      const bool arrived =
+          served > 0 ? connection_->nextFrameArrived() : connection_->frameArrived();
       if (!arrived) {
         connection_->releaseIdleMemory();
         progress = Progress::kIdle;

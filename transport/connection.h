@@ -137,6 +137,12 @@ class Connection {
   // transport does not wait (nothing changed); true once it waited, whether or not bytes came:
   // then call frameArrived() again (it takes them in, or asks again to be woken).
   virtual bool awaitFrameBriefly() { return false; }
+  // The look right after a frame was served: true once receiveFrame() returns the next frame's
+  // message without waiting; false sends the connection back to the event loop. By default
+  // frameArrived(), then, when nothing came and the transport waits briefly, frameArrived() again.
+  virtual bool nextFrameArrived() {
+    return frameArrived() || (awaitFrameBriefly() && frameArrived());
+  }
   // Gives back the receive memory an idle connection holds between frames.
   virtual void releaseIdleMemory() {}
   // For a turn that ended with frames still waiting (perhaps already taken in, so the descriptor

@@ -100,9 +100,9 @@ void ShmRingEnd::wakePeer(ShmRingCount& count, ShmWaitHooks& hooks) {
 }
 
 bool ShmRingEnd::pollReadable(nanoseconds max) {
-  // Resting after a run of misses: only every kPollProbeEvery-th call spins, to find out whether
-  // the client has started calling back to back again.
-  if (pollMisses_ >= kPollMissesBeforeRest && ++pollRested_ % kPollProbeEvery != 0) return false;
+  // Resting after a run of misses, the rhythm spins only now and then, to find out whether the
+  // client has started calling back to back again.
+  if (!pollRhythm_.spinThisTurn()) return false;
   if (moverSharesThisCore(control_->head)) return false;
   std::atomic_ref<uint32_t> waiting(control_->head.waiting);
   if (waiting.load() == kShmDoorbell) waiting.store(kShmAwake);
@@ -110,13 +110,13 @@ bool ShmRingEnd::pollReadable(nanoseconds max) {
   do {
     for (int i = 0; i < 64; ++i) {
       if (readable() != 0) {
-        pollMisses_ = 0;
+        pollRhythm_.caught();
         return true;
       }
       cpuRelax();
     }
   } while (steady_clock::now() - start < max);
-  ++pollMisses_;
+  pollRhythm_.missed();
   return false;
 }
 

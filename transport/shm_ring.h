@@ -24,6 +24,7 @@
 #include <span>
 
 #include "transport/connection.h"
+#include "transport/frame_poll_rhythm.h"
 
 namespace gpupool::transport {
 
@@ -94,16 +95,10 @@ class ShmRingEnd {
   // doorbell taken back meanwhile (a producer that writes now rings nothing). Returns whether
   // bytes came. The caller must read (read(..., doorbellWhenEmpty = true)) afterwards either way,
   // which asks for the doorbell again when nothing came.
-  //
-  // The spin is the whole `max`, not adapted to the gaps it sees: a client calling back to back
-  // answers within a few microseconds once both sides spin, but a spin shortened after one late
-  // call misses the next, the client then sleeps and wakes late, and both settle on the doorbell
-  // (measured: 19 us a round trip instead of 2.5). What a spin that catches nothing costs is
-  // bounded instead: after kPollMissesBeforeRest misses in a row only every kPollProbeEvery-th
-  // call spins, until one catches a frame again.
+  // How often it spins: FramePollRhythm (frame_poll_rhythm.h).
   bool pollReadable(std::chrono::nanoseconds max);
-  static constexpr unsigned kPollMissesBeforeRest = 8;
-  static constexpr unsigned kPollProbeEvery = 8;
+  static constexpr unsigned kPollMissesBeforeRest = FramePollRhythm::kMissesBeforeRest;
+  static constexpr unsigned kPollProbeEvery = FramePollRhythm::kProbeEvery;
   // Wakes this side's own sleeper on this ring (shutdown from another thread).
   void wakeAll();
 
@@ -121,9 +116,7 @@ class ShmRingEnd {
   // Adaptive spin before sleeping: longer while spins keep ending in data, shorter when they end in
   // sleep anyway.
   std::chrono::nanoseconds spin_{std::chrono::microseconds(20)};
-  // pollReadable's misses in a row, and its calls while resting.
-  unsigned pollMisses_ = 0;
-  unsigned pollRested_ = 0;
+  FramePollRhythm pollRhythm_;  // pollReadable's
 };
 
 }  // namespace gpupool::transport

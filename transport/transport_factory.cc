@@ -55,7 +55,8 @@ std::unique_ptr<Connection> connectEndpoint(const Endpoint& endpoint, unsigned t
 std::unique_ptr<Listener> listenEndpoint(const Endpoint& endpoint, const ListenOptions& options) {
   if (endpoint.scheme == "tcp") return tcpListen(endpoint);
   if (endpoint.scheme == "shm") return shmListen(endpoint, options.shmPollMax);
-  if (endpoint.scheme == "rdma") return rdmaListen(endpoint, pinnedOf(options.pinnedMemory));
+  if (endpoint.scheme == "rdma")
+    return rdmaListen(endpoint, pinnedOf(options.pinnedMemory), options.rdmaPollMax);
   if (endpoint.scheme == "tls") {
     if (options.tlsCertificateChain.empty() || options.tlsPrivateKey.empty()) {
       throw TransportError(TransportError::Kind::kUnavailable,

@@ -40,6 +40,9 @@ struct ListenOptions {
   // before returning it to the event loop (ShmRingEnd::pollReadable, which rests after a run of
   // misses); 0 never spins. docs/shm.md has the measurements behind the default.
   std::chrono::microseconds shmPollMax{50};
+  // rdma:// only: the same for RDMA sessions, polling the completion queue
+  // (RdmaConnection::nextFrameArrived). docs/rdma.md has the measurements behind the default.
+  std::chrono::microseconds rdmaPollMax{50};
 };
 
 // Empty when `scheme`'s transport can be used in this process; otherwise why not (e.g. no RDMA

@@ -33,9 +33,10 @@ struct DualServer {
   std::unique_ptr<GpupoolServer> server;
   std::string rdmaUrl;
 
-  DualServer() {
+  explicit DualServer(std::vector<std::string> moreArgs = {}) {
     ServerOptions options;
     options.extraArgs = {"--rdma-listen", "rdma://" + rdmaTestAddress() + ":0"};
+    options.extraArgs.insert(options.extraArgs.end(), moreArgs.begin(), moreArgs.end());
     server = std::make_unique<GpupoolServer>(options);
     std::smatch match;
     std::string log = server->log();
@@ -308,6 +309,22 @@ TEST(RdmaEventLoop, IdleSessionsHoldNoThread) {
   std::cout << "[ rdma idle ] server threads (emu streams apart): " << before << " before, " << held
             << " with " << kIdle << " idle RDMA sessions, " << served
             << " after each made a call\n";
+}
+
+// Every program above runs against gpupoold's default, which polls the CQ after a served frame
+// (--rdma-poll-us 50, docs/rdma.md). Without polling each next frame comes through the event loop,
+// the CQ armed after every frame: programs of many synchronous calls, and threads calling at once,
+// are served the same.
+TEST(RdmaEventLoop, ServesWithoutPolling) {
+  SKIP_WITHOUT_RDMA();
+  DualServer dual({"--rdma-poll-us", "0"});
+  for (const char* name : {"memory_roundtrip", "events", "concurrent_flag_handoff"}) {
+    ProgramResult program =
+        runProgram(programPath(name), {}, clientEnvironment(dual.rdmaUrl), kProgramTimeout);
+    ASSERT_TRUE(program.passed()) << name << ": " << program.describe() << dual.server->log();
+    EXPECT_EQ(countLines(program.err, "RDMA not used"), 0) << program.err;
+  }
+  EXPECT_TRUE(dual.sawRdmaSession()) << dual.server->log();
 }
 
 // A client machine without rdma-core (no libibverbs.so.1 or librdmacm.so.1: the usual GPU-less

@@ -76,6 +76,7 @@ RdmaConnection::RdmaConnection(rdma_event_channel* channel, rdma_cm_id* id, bool
         uint32_t(std::clamp(std::min(attr.max_qp_rd_atom, attr.max_qp_init_rd_atom), 1, 16));
   }
   checkReturned(ibv_req_notify_cq(cq_.get(), 0), "ibv_req_notify_cq", Kind::kUnavailable);
+  cqArmed_ = true;
 }
 
 // The members then unwind in reverse order of creation, the queue pair first.
@@ -188,7 +189,8 @@ bool RdmaConnection::handleCompletions(const ibv_wc* wcs, int n) {
   }
   // A thread waiting for something else took in the start of a frame: the event loop watching this
   // connection learns of it now, not when that thread is done.
-  if (frameQueued && polling_) signalReadiness();
+  // (Not when the thread polling is the one that serves it: nextFrameArrived.)
+  if (frameQueued && polling_ && !loopThreadPolls_) signalReadiness();
   if (n > 0) maybeReturnCredits();
   return n > 0;
 }
@@ -280,9 +282,7 @@ void RdmaConnection::pollUntil(std::unique_lock<std::mutex>& lock,
     }
     if (wakeups_ != wakeups || shutdown_) continue;
     // Arm, then poll once more: a completion that arrived before arming raises no event.
-    if (int ret = ibv_req_notify_cq(cq_.get(), 0)) {
-      fail(Kind::kDisconnected, verbsError("ibv_req_notify_cq", ret));
-    }
+    armCompletionQueue();
     if (pollCompletions()) {
       progressed_.notify_all();
       continue;
@@ -314,10 +314,19 @@ void RdmaConnection::pollUntil(std::unique_lock<std::mutex>& lock,
   }
 }
 
+void RdmaConnection::armCompletionQueue() {
+  if (cqArmed_) return;
+  if (int ret = ibv_req_notify_cq(cq_.get(), 0)) {
+    fail(Kind::kDisconnected, verbsError("ibv_req_notify_cq", ret));
+  }
+  cqArmed_ = true;
+}
+
 void RdmaConnection::takeCompletionEvents() {
   ibv_cq* cq = nullptr;
   void* context = nullptr;
   while (ibv_get_cq_event(completionChannel_.get(), &cq, &context) == 0) {
+    cqArmed_ = false;
     // Acknowledging in batches: each ack takes a lock in the library.
     if (++cq_.unackedEvents >= 64) {
       ibv_ack_cq_events(cq_.get(), cq_.unackedEvents);

@@ -27,6 +27,7 @@
 
 #include "transport/connection.h"
 #include "transport/endpoint.h"
+#include "transport/frame_poll_rhythm.h"
 #include "transport/pinned_memory.h"
 #include "transport/rdma/rdma_cm_setup.h"
 #include "transport/rdma/rdma_memory_registrations.h"
@@ -87,6 +88,13 @@ class RdmaConnection final : public Connection {
   int readinessDescriptor() const override;
   bool frameArrived() override;
   bool readyAgain() override;
+  // Server side, after a served frame: polls the CQ for up to the poll budget (setPollMax; 0 never)
+  // for the session's next frame before the look that arms the CQ for the event loop, so a client
+  // calling back to back is answered without a system call on this side but the reply's SEND, as
+  // the shm transport spins on its ring (FramePollRhythm bounds what spins that catch nothing
+  // cost).
+  bool nextFrameArrived() override;
+  void setPollMax(std::chrono::nanoseconds max) { pollMax_ = max; }
 
   // Relaxed counters, written under mutex_: readable from any thread.
   const RdmaStats& stats() const { return stats_; }
@@ -156,6 +164,12 @@ class RdmaConnection final : public Connection {
   // every rdma_cm event (noting the peer's departure).
   void takeCompletionEvents();
   void takeCmEvents();
+  // With mutex_ held: asks for the CQ's next completion event, unless it is asked for already
+  // (cqArmed_: no event was taken since), which saves a system call per look of a busy connection.
+  void armCompletionQueue();
+  // With mutex_ held (let go while spinning): polls the CQ until a whole frame is queued (true) or
+  // the poll budget is spent (false).
+  bool spinForFrame(std::unique_lock<std::mutex>& lock);
   // Makes readiness_ readable (through readyFd_) where an event loop watches this connection.
   void signalReadiness();
   // The next frame's whole message is in incoming_ (or as much of it as the receive window holds).
@@ -215,9 +229,12 @@ class RdmaConnection final : public Connection {
   void readRemote(std::byte* dst, uint32_t lkey, uint64_t remote, uint32_t rkey, uint64_t size);
 
   mutable std::mutex mutex_;
-  std::condition_variable progressed_;  // the CQ was drained, or the thread draining it left
-  bool polling_ = false;                // a thread in waitUntil drains the CQ
-  std::atomic<uint64_t> wakeups_{0};    // wakeWaiters calls, watched by the spinning poller
+  std::condition_variable progressed_;   // the CQ was drained, or the thread draining it left
+  bool polling_ = false;                 // a thread in waitUntil drains the CQ
+  bool loopThreadPolls_ = false;         // that thread serves the frames it takes in
+  std::chrono::nanoseconds pollMax_{0};  // nextFrameArrived's budget (server side)
+  FramePollRhythm pollRhythm_;           // nextFrameArrived's
+  std::atomic<uint64_t> wakeups_{0};     // wakeWaiters calls, watched by the spinning poller
 
   // Verbs resources in the order they are created; they unwind in reverse (verbs_handles.h), the
   // queue pair (declared last) first.
@@ -232,6 +249,13 @@ class RdmaConnection final : public Connection {
   ProtectionDomainPtr pd_;
   CompletionChannelPtr completionChannel_;
   CompletionQueue cq_;
+  // The CQ is armed: no completion event has been taken since ibv_req_notify_cq. One that fired and
+  // waits in the channel still leaves it true, and its descriptor readable, so it is taken (and the
+  // CQ armed again) at the next look or wait.
+  bool cqArmed_ = false;
+  // frameArrived took the channels' edges while another thread drove the CQ: the next look that
+  // drives it reads both channels, edges or not.
+  bool edgesUntaken_ = false;
   std::vector<std::byte> recvArena_, sendArena_;
   MemoryRegionPtr recvMr_, sendMr_;
   std::vector<int> freeSendSlots_;

@@ -22,6 +22,7 @@ int RdmaConnection::readinessDescriptor() const {
     // The channels' events may be taken by a waiting thread instead (edge: no spinning on them
     // meanwhile); readyFd_ is read by frameArrived only (level).
     event.events = fd == readyFd_.get() ? EPOLLIN : EPOLLIN | EPOLLET;
+    event.data.fd = fd;  // frameArrived reads only the descriptors that have something
     if (::epoll_ctl(epoll.get(), EPOLL_CTL_ADD, fd, &event) < 0) return -1;
   }
   readiness_.reset(epoll.release());
@@ -45,23 +46,41 @@ bool RdmaConnection::frameArrived() {
   std::lock_guard lock(mutex_);
   checkUsable();
   if (shutdown_) fail(Kind::kDisconnected, "connection shut down");
+  // A busy session's next frame usually came while the last one was served: it is taken from the
+  // CQ with no system call. The events it raised stay for a later look, which finds nothing (the
+  // loop may then wake this session once for nothing).
+  if (!polling_) {
+    while (pollCompletions()) {
+    }
+  }
+  if (wholeMessageQueued()) return true;
   // Edge-triggered inside: taking the edges now means the descriptor turns readable again only for
   // events that come after this look.
   epoll_event events[4];
-  while (::epoll_wait(readiness_.get(), events, 4, 0) < 0 && errno == EINTR) {
+  int n;
+  while ((n = ::epoll_wait(readiness_.get(), events, 4, 0)) < 0 && errno == EINTR) {
   }
-  uint64_t count = 0;
-  [[maybe_unused]] auto n = ::read(readyFd_.get(), &count, sizeof count);
-  if (!polling_) {
+  bool completions = false, cm = false;
+  for (int i = 0; i < n; ++i) {
+    if (events[i].data.fd == readyFd_.get()) {
+      uint64_t count = 0;
+      [[maybe_unused]] auto r = ::read(readyFd_.get(), &count, sizeof count);
+    }
+    completions |= events[i].data.fd == completionChannel_->fd;
+    cm |= events[i].data.fd == channel_->fd;
+  }
+  if (polling_) {
+    // The thread that drives the CQ may leave what these edges announced in the channels.
+    edgesUntaken_ |= completions || cm;
+  } else {
     // No thread drives the CQ: this one does, as pollUntil would, without waiting.
-    takeCompletionEvents();
-    takeCmEvents();
+    if (completions || edgesUntaken_) takeCompletionEvents();
+    if (cm || edgesUntaken_) takeCmEvents();
+    edgesUntaken_ = false;
     while (pollCompletions()) {
     }
     // Arm, then poll once more: a completion that came before arming raises no event.
-    if (int ret = ibv_req_notify_cq(cq_.get(), 0)) {
-      fail(Kind::kDisconnected, verbsError("ibv_req_notify_cq", ret));
-    }
+    armCompletionQueue();
     while (pollCompletions()) {
     }
   }
@@ -71,6 +90,61 @@ bool RdmaConnection::frameArrived() {
   // What the peer sent before leaving was delivered first.
   if (peerGone_) fail(Kind::kDisconnected, "connection closed by peer");
   return false;
+}
+
+bool RdmaConnection::nextFrameArrived() {
+  {
+    std::unique_lock lock(mutex_);
+    checkUsable();
+    if (!polling_) {
+      while (pollCompletions()) {
+      }
+    }
+    if (wholeMessageQueued()) return true;
+    if (pollMax_.count() > 0 && readiness_.get() >= 0 && !polling_ && !shutdown_ && !peerGone_ &&
+        pollRhythm_.spinThisTurn()) {
+      if (spinForFrame(lock)) {
+        pollRhythm_.caught();
+        return true;
+      }
+      pollRhythm_.missed();
+    }
+  }
+  // Nothing came: the look that arms the CQ for the event loop.
+  return frameArrived();
+}
+
+bool RdmaConnection::spinForFrame(std::unique_lock<std::mutex>& lock) {
+  // This thread drives the CQ meanwhile, spinning without the mutex as pollUntil does, so a thread
+  // of the server that sends on this connection is not held up.
+  polling_ = loopThreadPolls_ = true;
+  struct LeaveRole {
+    RdmaConnection& connection;
+    std::unique_lock<std::mutex>& lock;
+    ~LeaveRole() {
+      if (!lock.owns_lock()) lock.lock();
+      connection.polling_ = connection.loopThreadPolls_ = false;
+      connection.progressed_.notify_all();
+    }
+  } leave{*this, lock};
+  const auto deadline = Clock::now() + pollMax_;
+  for (;;) {
+    ibv_wc wcs[kPollBatch];
+    int n = 0;
+    const uint64_t wakeups = wakeups_;
+    lock.unlock();
+    while (n == 0 && !shutdown_ && wakeups_ == wakeups && Clock::now() < deadline) {
+      for (int i = 0; i < 64 && n == 0; ++i) n = ibv_poll_cq(cq_.get(), kPollBatch, wcs);
+    }
+    lock.lock();
+    if (handleCompletions(wcs, n)) {
+      progressed_.notify_all();
+      if (wholeMessageQueued()) return true;
+      continue;
+    }
+    // Else another thread changed what it waits for (wakeWaiters): it hears of progress as we go.
+    if (shutdown_ || Clock::now() >= deadline) return false;
+  }
 }
 
 bool RdmaConnection::wholeMessageQueued() const {

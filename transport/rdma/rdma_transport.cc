@@ -56,7 +56,9 @@ addrinfo* resolve(const Endpoint& endpoint, bool passive, AddressInfo& holder) {
 
 class RdmaListener final : public Listener {
  public:
-  RdmaListener(const Endpoint& endpoint, const PinnedMemory& pinned) : pinned_(pinned) {
+  RdmaListener(const Endpoint& endpoint, const PinnedMemory& pinned,
+               std::chrono::microseconds pollMax)
+      : pinned_(pinned), pollMax_(pollMax) {
     std::string reason = rdmaUnavailableReason();
     if (!reason.empty())
       throw TransportError(TransportError::Kind::kUnavailable,
@@ -137,6 +139,7 @@ class RdmaListener final : public Listener {
       }
       rdma::awaitCmEvent(channel, RDMA_CM_EVENT_ESTABLISHED, 10000, "accepting an RDMA peer");
       connection->markEstablished();
+      connection->setPollMax(pollMax_);
       return connection;
     }
   }
@@ -162,6 +165,7 @@ class RdmaListener final : public Listener {
   }
 
   const PinnedMemory& pinned_;
+  const std::chrono::microseconds pollMax_;
   CmHandles cm_;
   rdma::BaselineResponders baselines_;  // destroyed (stopped, joined) before cm_'s listening id
   int wakeFd_ = -1;
@@ -225,14 +229,15 @@ std::unique_ptr<Connection> rdmaConnect(const Endpoint& endpoint, unsigned timeo
   return connection;
 }
 
-std::unique_ptr<Listener> rdmaListen(const Endpoint& endpoint, PinnedMemory& pinned) {
+std::unique_ptr<Listener> rdmaListen(const Endpoint& endpoint, PinnedMemory& pinned,
+                                     std::chrono::microseconds pollMax) {
   if (endpoint.scheme != "rdma")
     throw TransportError(TransportError::Kind::kUnavailable,
                          "not an rdma endpoint: " + endpoint.url());
   if (const std::string& error = rdma::verbsLoadError(); !error.empty()) {
     throw TransportError(TransportError::Kind::kUnavailable, error);
   }
-  return std::make_unique<RdmaListener>(endpoint, pinned);
+  return std::make_unique<RdmaListener>(endpoint, pinned, pollMax);
 }
 
 const RdmaStats* rdmaStatsOf(const Connection& connection) {

@@ -9,6 +9,7 @@
 // parts are copied inline into the SEND buffers.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -42,9 +43,11 @@ std::unique_ptr<Connection> rdmaConnect(const Endpoint& endpoint, unsigned timeo
                                         PinnedMemory& pinned = processPinnedMemory());
 
 // Binds and listens through rdma_cm; port 0 picks a free port (see Listener::url()). Accepted
-// connections cache registrations of the ranges `pinned` lists.
+// connections cache registrations of the ranges `pinned` lists, and after serving a frame poll
+// for up to `pollMax` for the next (Connection::nextFrameArrived; 0 never).
 std::unique_ptr<Listener> rdmaListen(const Endpoint& endpoint,
-                                     PinnedMemory& pinned = processPinnedMemory());
+                                     PinnedMemory& pinned = processPinnedMemory(),
+                                     std::chrono::microseconds pollMax = {});
 
 // The RDMA connection's live counters.
 using RdmaStats = TransportCounters;
