@@ -62,6 +62,7 @@ inline const std::vector<std::string>& testProgramNames() {
                                                  "texture_cubemap_driver",
                                                  "texture_mipmap",
                                                  "texture_mipmap_driver",
+                                                 "texture_queries",
                                                  "ipc_memory",
                                                  "ipc_memory_driver",
                                                  "ipc_event",
