@@ -1,5 +1,5 @@
 // When a server worker that just served a frame spins for the session's next one (shm, RDMA;
-// Connection::awaitFrameBriefly). The spin is the whole budget each time, not adapted to the gaps
+// Connection::nextFrameArrived). The spin is the whole budget each time, not adapted to the gaps
 // it sees: a client calling back to back answers within microseconds once both sides spin, but a
 // spin shortened after one late call misses the next, the client then sleeps and wakes late, and
 // both settle on the slow wakeup (docs/shm.md, "Polling after a frame"). What a spin that catches

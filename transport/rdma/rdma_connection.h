@@ -167,6 +167,9 @@ class RdmaConnection final : public Connection {
   // With mutex_ held: asks for the CQ's next completion event, unless it is asked for already
   // (cqArmed_: no event was taken since), which saves a system call per look of a busy connection.
   void armCompletionQueue();
+  // With mutex_ held: drains the CQ unless another thread drives it; true when the next frame's
+  // message is then queued. No system call.
+  bool frameInCompletionQueue();
   // With mutex_ held (let go while spinning): polls the CQ until a whole frame is queued (true) or
   // the poll budget is spent (false).
   bool spinForFrame(std::unique_lock<std::mutex>& lock);

@@ -46,14 +46,7 @@ bool RdmaConnection::frameArrived() {
   std::lock_guard lock(mutex_);
   checkUsable();
   if (shutdown_) fail(Kind::kDisconnected, "connection shut down");
-  // A busy session's next frame usually came while the last one was served: it is taken from the
-  // CQ with no system call. The events it raised stay for a later look, which finds nothing (the
-  // loop may then wake this session once for nothing).
-  if (!polling_) {
-    while (pollCompletions()) {
-    }
-  }
-  if (wholeMessageQueued()) return true;
+  if (frameInCompletionQueue()) return true;
   // Edge-triggered inside: taking the edges now means the descriptor turns readable again only for
   // events that come after this look.
   epoll_event events[4];
@@ -92,15 +85,22 @@ bool RdmaConnection::frameArrived() {
   return false;
 }
 
+bool RdmaConnection::frameInCompletionQueue() {
+  // A busy session's next frame usually came while the last one was served: it is taken from the
+  // CQ with no system call. The events it raised stay for a later look, which finds nothing (the
+  // loop may then wake this session once for nothing).
+  if (!polling_) {
+    while (pollCompletions()) {
+    }
+  }
+  return wholeMessageQueued();
+}
+
 bool RdmaConnection::nextFrameArrived() {
   {
     std::unique_lock lock(mutex_);
     checkUsable();
-    if (!polling_) {
-      while (pollCompletions()) {
-      }
-    }
-    if (wholeMessageQueued()) return true;
+    if (frameInCompletionQueue()) return true;
     if (pollMax_.count() > 0 && readiness_.get() >= 0 && !polling_ && !shutdown_ && !peerGone_ &&
         pollRhythm_.spinThisTurn()) {
       if (spinForFrame(lock)) {

@@ -1402,6 +1402,9 @@ class BlockRunner {
   void integerOp(const Instr& in, uint32_t exec);
   void textureAccess(const Instr& in, uint32_t exec);  // tex, suld, sust (texture_instructions.cc)
   void textureQuery(const Instr& in, uint32_t exec);   // txq, suq (texture_instructions.cc)
+  // The view `handle` names for `lane`, of the kind asked; null for a texture reference nothing
+  // is bound to (it reads 0); else the launch faults.
+  const TextureView* boundTexture(uint64_t handle, bool surface, int lane);
   // mma.sync, wmma.*, ldmatrix, stmatrix, movmatrix for a gathered warp (matrix_instructions.cc)
   void matrixCollective(Warp& w, uint32_t lanes);
   uint64_t fragmentRegister(Warp& w, const Operand& fragment, unsigned reg, int lane);

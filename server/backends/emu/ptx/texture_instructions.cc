@@ -25,6 +25,25 @@ unsigned geometryDims(TexGeometry g) {
 
 }  // namespace
 
+const TextureView* BlockRunner::boundTexture(uint64_t handle, bool surface, int lane) {
+  const TextureView* t = ctx_.services.textures ? ctx_.services.textures->find(handle) : nullptr;
+  // A texture reference nothing was bound to: NVIDIA launches the kernel and it completes
+  // (observed on driver 580.159.04, H200); what it reads was not observed. The emu reads 0.
+  if (!t && !surface && handle >= kTextureReferenceHandleBase) return nullptr;
+  if (!t || t->surface != surface) {
+    std::ostringstream what;
+    if (handle >= kTextureReferenceHandleBase) {
+      what << (surface ? "surface" : "texture") << " reference #"
+           << (handle - kTextureReferenceHandleBase) << " is not bound";
+    } else {
+      what << "no " << (surface ? "surface" : "texture") << " object 0x" << std::hex << handle
+           << " in this context";
+    }
+    fault(CUDA_ERROR_ILLEGAL_ADDRESS, lane, curPc_, what.str());
+  }
+  return t;
+}
+
 void BlockRunner::textureAccess(const Instr& in, uint32_t exec) {
   const auto geometry = static_cast<TexGeometry>(in.mode & 15);
   const unsigned gathered = (in.mode >> 4) & 7;  // tld4: the channel plus one; 0 for tex
@@ -36,23 +55,10 @@ void BlockRunner::textureAccess(const Instr& in, uint32_t exec) {
   const Operand &data = in.ops[0], &coords = in.ops[2];
   forLanes(exec, [&](int l) {
     const uint64_t handle = value(in.ops[1], l);
-    const TextureView* t = ctx_.services.textures ? ctx_.services.textures->find(handle) : nullptr;
-    if (!t && isTexture && handle >= kTextureReferenceHandleBase) {
-      // A texture reference nothing was bound to: NVIDIA launches the kernel and it completes
-      // (observed on driver 580.159.04, H200); what it reads was not observed. The emu reads 0.
+    const TextureView* t = boundTexture(handle, !isTexture, l);
+    if (!t) {
       for (unsigned k = 0; k < 4; ++k) set(element(data, k), l, 0);
       return;
-    }
-    if (!t || t->surface != !isTexture) {
-      std::ostringstream what;
-      if (handle >= kTextureReferenceHandleBase) {
-        what << (isTexture ? "texture" : "surface") << " reference #"
-             << (handle - kTextureReferenceHandleBase) << " is not bound";
-      } else {
-        what << "no " << (isTexture ? "texture" : "surface") << " object 0x" << std::hex << handle
-             << " in this context";
-      }
-      fault(CUDA_ERROR_ILLEGAL_ADDRESS, l, curPc_, what.str());
     }
     // A cubemap texture is sampled by direction only; its surface is a layered 2D one, a face
     // per layer.
@@ -145,23 +151,14 @@ void BlockRunner::textureAccess(const Instr& in, uint32_t exec) {
 void BlockRunner::textureQuery(const Instr& in, uint32_t exec) {
   const bool surface = (in.mode & kTexQueryOfSurface) != 0;
   const auto query = static_cast<TexQuery>(in.mode & ~kTexQueryOfSurface);
+  const bool atLevel = in.numOps == 3;  // txq.level
   forLanes(exec, [&](int l) {
-    const uint64_t handle = value(in.ops[1], l);
-    const TextureView* t = ctx_.services.textures ? ctx_.services.textures->find(handle) : nullptr;
-    if (!t && handle >= kTextureReferenceHandleBase) {
-      // A reference nothing was bound to: as tex on it reads 0, so does the query.
-      set(in.ops[0], l, 0);
-      return;
-    }
-    if (!t || t->surface != surface) {
-      std::ostringstream what;
-      what << (surface ? "suq: no surface" : "txq: no texture") << " object 0x" << std::hex
-           << handle << " in this context";
-      fault(CUDA_ERROR_ILLEGAL_ADDRESS, l, curPc_, what.str());
-    }
-    const int32_t level = in.numOps == 3 ? static_cast<int32_t>(value(in.ops[2], l)) : -1;
-    // A negative level asked of txq.level is a level the texture does not have.
-    set(in.ops[0], l, in.numOps == 3 && level < 0 ? 0 : queryTexture(*t, query, surface, level));
+    const TextureView* t = boundTexture(value(in.ops[1], l), surface, l);
+    // An unbound texture reference answers 0, as tex on it reads 0.
+    set(in.ops[0], l,
+        t ? queryTexture(*t, query, surface, atLevel,
+                         atLevel ? static_cast<int32_t>(value(in.ops[2], l)) : 0)
+          : 0);
   });
 }
 

@@ -375,7 +375,8 @@ void sampleTexture(const TextureView& t, const uint8_t* data, const float coords
   emit(result);
 }
 
-uint32_t queryTexture(const TextureView& t, TexQuery query, bool surface, int32_t level) {
+uint32_t queryTexture(const TextureView& t, TexQuery query, bool surface, bool atLevel,
+                      int32_t level) {
   const auto clip = [](uint64_t v) { return static_cast<uint32_t>(std::min<uint64_t>(v, ~0u)); };
   // The ISA's address modes: {wrap, mirror, clamp_ogl, clamp_to_edge, clamp_to_border}.
   const auto addressMode = [](unsigned mode) -> uint32_t {
@@ -392,9 +393,9 @@ uint32_t queryTexture(const TextureView& t, TexQuery query, bool surface, int32_
   };
   const bool dimension =
       query == TexQuery::kWidth || query == TexQuery::kHeight || query == TexQuery::kDepth;
-  if (dimension && level >= 0) {
-    // txq.level: a level the texture does not have has no extent.
-    if (level >= static_cast<int32_t>(t.levels)) return 0;
+  if (dimension && atLevel) {
+    // A level the texture does not have has no extent.
+    if (level < 0 || level >= static_cast<int32_t>(t.levels)) return 0;
     if (t.levels > 1) {
       const TextureView::Level& l = t.level[level];
       return clip(query == TexQuery::kWidth    ? l.width

@@ -129,8 +129,8 @@ enum class TexQuery : uint8_t {
   kMemoryLayout,
 };
 
-// The answer to txq (surface false) or suq (surface true) on `t`; `level` >= 0 for txq.level,
-// whose width, height and depth are that level's (0 for a level the texture does not have).
+// The answer to txq (surface false) or suq (surface true) on `t`; with `atLevel` (txq.level) the
+// width, height and depth of level `level` (0 for a level the texture does not have).
 // Extents are in elements (a surface's width too, although suld/sust address x in bytes) and
 // are 1 along dimensions the resource does not have; array_size counts the layers of a layered
 // texture (cubes for a layered cubemap, faces for its surface), 0 for others; num_mipmap_levels
@@ -138,7 +138,8 @@ enum class TexQuery : uint8_t {
 // the sampler's filter and address modes are the ISA's enumerations ({nearest, linear} and
 // {wrap, mirror, clamp_ogl, clamp_to_edge, clamp_to_border}); memory_layout is 0 (block-linear
 // CUDA arrays; surfaces over linear memory do not exist in CUDA).
-uint32_t queryTexture(const TextureView& t, TexQuery query, bool surface, int32_t level);
+uint32_t queryTexture(const TextureView& t, TexQuery query, bool surface, bool atLevel,
+                      int32_t level);
 
 // Surface access: suld/sust.b address x in bytes, y and z (or the layer) in elements.
 enum class SurfaceBoundary : uint8_t { kTrap, kClamp, kZero };
