@@ -2,8 +2,8 @@
 // a connection of its own, when both libraries are loaded in one process: it finds these three
 // functions in the loaded libcuda.so.1 (dlopen RTLD_NOLOAD) and passes Cap'n Proto messages as flat
 // bytes, so neither library depends on the other's internals. Only the NVML library's requests
-// (status, nvmlMemoryInfo) travel this way, and only once cuInit has connected: NVML never makes
-// libcuda connect.
+// (status, nvmlMemoryInfo, nvmlAccounting) travel this way, and only once cuInit has connected:
+// NVML never makes libcuda connect.
 #include <capnp/message.h>
 #include <capnp/serialize.h>
 #include <kj/exception.h>
@@ -37,7 +37,8 @@ __attribute__((visibility("default"))) int gpupoolShareWelcome(const char* url,
   return 0;
 }
 
-// Sends `request` (a flat Request message: status or nvmlMemoryInfo) on the session and hands the
+// Sends `request` (a flat Request message: status, nvmlMemoryInfo or
+// nvmlAccounting) on the session and hands the
 // Response to `onBytes`. Returns 0 when a Response came (whatever its result), -1 when there is no
 // such session or the request is not one the NVML library sends, and the CUresult when the call
 // itself failed (a lost connection).
@@ -52,17 +53,21 @@ __attribute__((visibility("default"))) int gpupoolShareCall(const char* url, con
                                           size / sizeof(capnp::word));
     capnp::FlatArrayMessageReader message(words);
     auto asked = message.getRoot<wire::Request>();
-    if (!asked.isStatus() && !asked.isNvmlMemoryInfo()) return -1;
-    bool status = asked.isStatus();
-    uint32_t device = status ? 0 : asked.getNvmlMemoryInfo();
+    const char* what = asked.isStatus()           ? "status (NVML)"
+                       : asked.isNvmlMemoryInfo() ? "nvmlMemoryInfo (NVML)"
+                       : asked.isNvmlAccounting() ? "nvmlAccounting (NVML)"
+                                                  : nullptr;
+    if (!what) return -1;
     bool answered = false;
     CUresult result = session->call(
-        status ? "status (NVML)" : "nvmlMemoryInfo (NVML)",
+        what,
         [&](wire::Request::Builder r) {
-          if (status) {
+          if (asked.isStatus()) {
             r.setStatus();
+          } else if (asked.isNvmlMemoryInfo()) {
+            r.setNvmlMemoryInfo(asked.getNvmlMemoryInfo());
           } else {
-            r.setNvmlMemoryInfo(device);
+            r.setNvmlAccounting(asked.getNvmlAccounting());
           }
         },
         {},

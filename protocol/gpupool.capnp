@@ -132,6 +132,7 @@ struct DeviceStatus {
   uuid @8 :Text;                  # "GPU-…", or "MIG-…" for a MIG instance
   sensors @9 :DeviceSensors;      # from the server's NVML (cuda backend); all unread on the emu
   mig @10 :MigPlacement;          # MIG instances (parent set) only
+  utilizationMeasured @11 :Bool;  # whether utilization was measured (a pool, --config); else 0
 }
 
 # Where a MIG instance sits on its GPU, as the server's NVML lists it: what a client's NVML needs
@@ -307,6 +308,9 @@ struct Request {
     # cuGraphConditionalHandleCreate: a conditional handle of the context, answered with handle
     # (the value kernels pass to cudaGraphSetConditional).
     graphConditionalHandle @62 :GraphConditionalHandle;
+    # NVML's per-process accounting of a device (server/handlers/nvml_handlers.cc): the asking
+    # tenant's driver sessions on it, running and ended; answered with accounting.
+    nvmlAccounting @63 :UInt32;
   }
 
   # Fire-and-forget: the server sends no Response. A failure is kept and reported, once, by the next
@@ -807,6 +811,7 @@ struct Response {
     needImage @12 :Void;           # moduleLoad: send the image
     status @13 :StatusReply;
     addressRange @14 :Global;
+    accounting @18 :Accounting;
   }
 
   # The first failure of a noReply request since the last Response, if any.
@@ -828,6 +833,20 @@ struct Response {
     address @0 :UInt64;
     bytes @1 :UInt64;
     managed @2 :Bool;  # a __managed__ variable (moduleGetGlobal): the client mirrors it
+  }
+  # NVML accounting of one device (nvmlDeviceGetAccountingStats): a record per driver session that
+  # had a context on it, the ended ones kept up to bufferSize.
+  struct Accounting {
+    bufferSize @0 :UInt32;
+    records @1 :List(AccountingRecord);
+  }
+  struct AccountingRecord {
+    sessionId @0 :UInt64;
+    clientName @1 :Text;        # "<program> (pid N)": the pid NVML reports
+    startTimeUs @2 :UInt64;     # the session's first context on the device (server's clock, µs since the epoch)
+    endTimeUs @3 :UInt64;       # when the session ended; 0 while it runs
+    kernelSeconds @4 :Float64;  # kernel time on the device; negative when not measured
+    peakMemory @5 :UInt64;      # the most device memory its contexts held
   }
   struct StatusReply {
     serverVersion @0 :Text;

@@ -27,6 +27,8 @@
 #     programs/basic, programs/emu  tests/programs and tests/emu_programs, nvcc, static cudart
 #     programs/toolkit              tests/gpu_check/programs: cuBLAS/cuBLASLt/cuFFT/cuRAND/cuSPARSE/
 #                                   cuSOLVER, linked against the machine's shared toolkit libraries
+#     programs/nvml                 tests/nvml's nvml_check and nvml_accounting, linked against
+#                                   our NVML (lib/libnvidia-ml.so.1, through their RPATH)
 #   python/                       tests/gpu_check/python: PyTorch, CuPy, JAX, numba-cuda checks
 #   BUNDLE                        what was built, from which commit, and the size
 set -euo pipefail
@@ -42,6 +44,8 @@ BUILD=${GPU_BUNDLE_BUILD_DIR:-$ROOT/build-bundle-release}
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 JOBS=${JOBS:-$(nproc)}
 NVCC=$CUDA_HOME/bin/nvcc
+# nvml.h (CUDA 13 ships none: scripts/install-deps.sh puts CUDA 11.8's here).
+NVML_INCLUDE=${NVML_INCLUDE:-/usr/local/include}
 MAX_BYTES=$((64 * 1024 * 1024))
 # The libraries every Linux has with its glibc: never bundled (a bundled glibc would not match the
 # machine's dynamic loader).
@@ -54,6 +58,7 @@ die() {
   exit 1
 }
 [[ -x $NVCC ]] || die "nvcc not found at $NVCC (set CUDA_HOME)"
+[[ -f $NVML_INCLUDE/nvml.h ]] || die "no nvml.h in $NVML_INCLUDE (run scripts/install-deps.sh, or set NVML_INCLUDE)"
 DIR=$(mkdir -p "$DIR" && cd "$DIR" && pwd)
 [[ $DIR != "$ROOT" && $DIR != / ]] || die "refusing to use $DIR as the bundle folder"
 
@@ -87,7 +92,7 @@ fi
 
 rm -rf "${DIR:?}"/*
 mkdir -p "$DIR/bin" "$DIR/lib/deps" "$DIR/programs/basic" "$DIR/programs/emu" \
-  "$DIR/programs/toolkit" "$DIR/python"
+  "$DIR/programs/toolkit" "$DIR/programs/nvml" "$DIR/python"
 cp "$BUILD/bin/gpupoold" "$BUILD/bin/gpupool" "$DIR/bin/"
 cp -L "$BUILD/lib/libcuda.so.1" "$BUILD/lib/libnvidia-ml.so.1" "$DIR/lib/"
 strip --strip-unneeded "$DIR/bin/gpupoold" "$DIR/bin/gpupool" "$DIR/lib/libcuda.so.1" \
@@ -196,6 +201,13 @@ trap 'rm -rf "$jobs_file" "$link_units"' EXIT
     fi
     printf '%s\t%s\t%s\n' "$ROOT/tests/emu_programs/programs/$name.cu" "$DIR/programs/emu/$name" \
       "$extra"
+  done
+  # NVML's checks link NVML by its SONAME and find ours (lib/) through their RPATH: they test our
+  # library, whichever NVML the machine has.
+  for source in "$ROOT/tests/nvml/nvml_check.cc" "$ROOT/tests/nvml/nvml_accounting.cu"; do
+    name=$(basename "${source%.*}")
+    printf '%s\t%s\t%s\n' "$source" "$DIR/programs/nvml/$name" \
+      "-I$NVML_INCLUDE -L$DIR/lib -l:libnvidia-ml.so.1 -Xlinker -rpath -Xlinker \$ORIGIN/../../lib"
   done
   for name in "${toolkit[@]}"; do
     libs=${toolkit_libs[$name]:-}

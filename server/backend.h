@@ -233,6 +233,8 @@ class BackendContext {
   virtual Status memGetInfo(uint64_t* freeBytes, uint64_t* totalBytes) = 0;
   virtual Status memGetAddressRange(uint64_t address, uint64_t* base, uint64_t* bytes) = 0;
   virtual uint64_t memoryUsed() const = 0;
+  // The most memoryUsed() has been since the context was created (NVML's accounting).
+  virtual uint64_t memoryPeak() const = 0;
 
   // Stream-ordered allocation from memory pools (cuMemAllocFromPoolAsync and the cuMemPool*
   // calls). Pool 0 is the default pool of the context's device; others are minted by

@@ -64,9 +64,12 @@ std::string renderMetrics(wire::Response::StatusReply::Reader status) {
   for (auto d : status.getDevices())
     sessions.sample("device=\"" + std::to_string(d.getIndex()) + "\"", d.getSessions());
   Family util(out, "gpupool_device_utilization_ratio", "gauge",
-              "Fraction of time the device ran kernels");
-  for (auto d : status.getDevices())
-    util.sample("device=\"" + std::to_string(d.getIndex()) + "\"", d.getUtilization());
+              "Fraction of time the device ran kernels (pools only: no series where unmeasured)");
+  for (auto d : status.getDevices()) {
+    if (d.getUtilizationMeasured()) {
+      util.sample("device=\"" + std::to_string(d.getIndex()) + "\"", d.getUtilization());
+    }
+  }
   Family held(out, "gpupool_tenant_memory_used_bytes", "gauge", "Device memory the tenant holds");
   for (auto t : status.getTenants())
     held.sample("tenant=" + label(t.getName().cStr()), t.getMemoryUsed());

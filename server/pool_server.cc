@@ -194,6 +194,27 @@ void PoolServer::watchPeers() {
   }
 }
 
+std::vector<AccountingRecord> PoolServer::accountingOn(int device, const std::string& tenant) {
+  std::vector<AccountingRecord> running;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& s : sessions_) {
+      if (s.finished) continue;
+      for (AccountingRecord& r : s.session->snapshot().accounting) {
+        if (r.device == device && r.tenant == tenant) running.push_back(std::move(r));
+      }
+    }
+  }
+  std::vector<AccountingRecord> ended = accountingHistory_.onDevice(device, tenant);
+  // A session that ended between the two looks is in both: its ended record stands.
+  std::erase_if(running, [&](const AccountingRecord& r) {
+    return std::any_of(ended.begin(), ended.end(),
+                       [&](const AccountingRecord& e) { return e.sessionId == r.sessionId; });
+  });
+  running.insert(running.end(), ended.begin(), ended.end());
+  return running;
+}
+
 void PoolServer::fillStatus(wire::Response::StatusReply::Builder status) {
   std::vector<SessionSnapshot> snapshots;
   {
@@ -240,7 +261,10 @@ void PoolServer::fillStatus(wire::Response::StatusReply::Builder status) {
     } else {
       ds[i].setUuid(formatDeviceUuid("GPU-", devices[i].uuid));
     }
-    if (tenantPool_) ds[i].setUtilization(tenantPool_->utilization(static_cast<int>(i)));
+    if (tenantPool_) {
+      ds[i].setUtilization(tenantPool_->utilization(static_cast<int>(i)));
+      ds[i].setUtilizationMeasured(true);
+    }
     if (sensors_) sensors_->fill(i, ds[i].initSensors());
   }
   if (sensors_) status.setNvidiaDriverVersion(sensors_->driverVersion());

@@ -21,6 +21,7 @@
 #include "server/mig_enumeration.h"
 #include "server/module_cache.h"
 #include "server/session.h"
+#include "server/session_accounting.h"
 #include "server/session_reactor.h"
 #include "server/stranger_gate.h"
 #include "server/tenant_pool.h"
@@ -56,6 +57,11 @@ class PoolServer {
   TenantPool* tenantPool() const { return tenantPool_.get(); }
   // The CUDA IPC memory tokens the sessions exported.
   IpcMemoryRegistry& ipcMemory() { return ipcMemory_; }
+  // NVML accounting: ended sessions' records (Session::end adds them).
+  AccountingHistory& accountingHistory() { return accountingHistory_; }
+  // The accounting records of `tenant`'s driver sessions on `device`: running ones, then those
+  // that ended and are still kept.
+  std::vector<AccountingRecord> accountingOn(int device, const std::string& tenant);
   // What status shows of a device beyond the backend's description (set before serve()): its UUID
   // as NVIDIA tools write it ("MIG-…" for a MIG instance) and, for a MIG instance, its parent
   // GPU's UUID and its profile. Devices without one show "GPU-…" and no parent.
@@ -131,6 +137,7 @@ class PoolServer {
   transport::PinnedMemory* pinnedMemory_ = nullptr;
   std::shared_ptr<TenantPool> tenantPool_;
   IpcMemoryRegistry ipcMemory_;
+  AccountingHistory accountingHistory_;
   std::vector<DeviceIdentity> identities_;
   std::unique_ptr<DeviceSensors> sensors_;
   Limits limits_;

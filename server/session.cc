@@ -83,11 +83,16 @@ SessionSnapshot Session::snapshot() const {
   s.driver = driver_;
   s.tenant = tenantName_;
   s.rdma = connection_->counters();
+  std::map<int, uint64_t> peaks;
   state_.contexts.forEach([&](uint64_t, const SessionContexts::Entry& c) {
     ++s.contexts;
     s.memoryUsed += c.backend->memoryUsed();
     s.devices.push_back(c.device);
+    peaks[c.device] += c.backend->memoryPeak();
   });
+  if (driver_ && !accountingHandedOver_) {
+    s.accounting = state_.accounting.records(s.id, clientName_, tenantName_, peaks, 0);
+  }
   return s;
 }
 
@@ -157,6 +162,16 @@ void Session::guarded(const std::function<void()>& serve) {
 void Session::end() {
   serving_ = false;
   endDeviceWaits();
+  {
+    // NVML accounting keeps what the session did past its end, with the memory its contexts
+    // held at their peak (read before they go).
+    std::lock_guard lock(mutex_);
+    if (driver_ && !accountingHandedOver_) {
+      state_.server.accountingHistory().add(state_.accounting.records(
+          state_.id, clientName_, tenantName_, state_.contexts.peaksByDevice(), accountingNowUs()));
+    }
+    accountingHandedOver_ = true;
+  }
   // Releases memory, modules, streams and events outside the lock, then gives the tenant's quota
   // back now, not when the session is reaped. Its IPC tokens open nothing from now on.
   state_.server.ipcMemory().withdrawSession(state_.id);

@@ -44,6 +44,7 @@ struct SessionSnapshot {
   bool driver = false;                               // a libcuda session (not a status probe)
   std::string tenant;                                // empty when the server runs open
   std::optional<transport::TransportCounters> rdma;  // RDMA sessions only
+  std::vector<AccountingRecord> accounting;          // NVML accounting, until the session ends
 };
 
 class Session {
@@ -146,6 +147,7 @@ class Session {
   std::string clientName_;
   std::string tenantName_;
   bool driver_ = false;
+  bool accountingHandedOver_ = false;  // end() gave the records to the server's history
 
   // Held while a reply is built in the connection's send memory and sent, and by the session's
   // thread while it serves a request (so the tenant's meter is touched by one thread at a time).

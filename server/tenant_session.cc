@@ -10,8 +10,12 @@ namespace {
 // long they waited and ran.
 class TenantLaunchGate final : public LaunchGate {
  public:
-  TenantLaunchGate(TenantPool& pool, std::shared_ptr<TenantAccount> account, int device)
-      : pool_(pool), account_(std::move(account)), device_(device) {}
+  TenantLaunchGate(TenantPool& pool, std::shared_ptr<TenantAccount> account, int device,
+                   std::shared_ptr<KernelClock> kernelClock)
+      : pool_(pool),
+        account_(std::move(account)),
+        device_(device),
+        kernelClock_(std::move(kernelClock)) {}
 
   void enter() override {
     TenantConfig policy = account_->policy();  // read per kernel, so a reload applies at once
@@ -25,6 +29,7 @@ class TenantLaunchGate final : public LaunchGate {
                                      std::chrono::duration_cast<DeviceScheduler::Clock::duration>(
                                          std::chrono::duration<double>(seconds)));
     pool_.usage().addKernel(account_->name(), device_, seconds, waited());
+    if (kernelClock_) *kernelClock_ += static_cast<uint64_t>(std::max(seconds, 0.0) * 1e9);
   }
 
  private:
@@ -38,6 +43,7 @@ class TenantLaunchGate final : public LaunchGate {
   TenantPool& pool_;
   std::shared_ptr<TenantAccount> account_;
   int device_;
+  std::shared_ptr<KernelClock> kernelClock_;
 };
 
 }  // namespace
@@ -63,10 +69,16 @@ Status TenantSession::checkDevice(int device) const {
   return Status::success();
 }
 
-void TenantSession::attachContext(uint64_t context, int device, BackendContext& backend) {
+bool TenantSession::gatesDevice(int device) const {
+  return device >= 0 && static_cast<size_t>(device) < pool_.deviceCount();
+}
+
+void TenantSession::attachContext(uint64_t context, int device, BackendContext& backend,
+                                  std::shared_ptr<KernelClock> kernelClock) {
   contexts_[context] = Held{device, 0};
-  if (device >= 0 && static_cast<size_t>(device) < pool_.deviceCount()) {
-    backend.setLaunchGate(std::make_shared<TenantLaunchGate>(pool_, account_, device));
+  if (gatesDevice(device)) {
+    backend.setLaunchGate(
+        std::make_shared<TenantLaunchGate>(pool_, account_, device, std::move(kernelClock)));
   }
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "server/backend.h"
+#include "server/session_accounting.h"
 #include "server/tenant_pool.h"
 
 namespace gpupool::server {
@@ -28,8 +29,12 @@ class TenantSession {
 
   // CUDA_ERROR_INVALID_DEVICE with the reason when the tenant may not use `device`.
   Status checkDevice(int device) const;
-  // Routes a new context's kernels through the device's scheduler and the meter.
-  void attachContext(uint64_t context, int device, BackendContext& backend);
+  // Whether attachContext gives a context on `device` a launch gate (which measures kernel time).
+  bool gatesDevice(int device) const;
+  // Routes a new context's kernels through the device's scheduler and the meter; the gate also
+  // adds each kernel's time to `kernelClock` (NVML accounting) when given.
+  void attachContext(uint64_t context, int device, BackendContext& backend,
+                     std::shared_ptr<KernelClock> kernelClock = nullptr);
   void contextDestroyed(uint64_t context);
 
   // Before an allocation of `bytes`: CUDA_ERROR_OUT_OF_MEMORY when past the quota.

@@ -50,7 +50,8 @@ void printJson(wire::Response::StatusReply::Reader status) {
                               {"memory_used", device.getMemoryUsed()},
                               {"memory_total", device.getMemoryTotal()},
                               {"sessions", device.getSessions()},
-                              {"utilization", device.getUtilization()}});
+                              {"utilization", device.getUtilization()},
+                              {"utilization_measured", device.getUtilizationMeasured()}});
     if (device.getUuid().size()) out["devices"].back()["uuid"] = device.getUuid().cStr();
     if (device.getParent().size()) {
       out["devices"].back()["parent"] = device.getParent().cStr();
@@ -126,7 +127,11 @@ void printText(wire::Response::StatusReply::Reader status) {
     if (device.getParent().size()) {
       std::cout << "  MIG " << device.getProfile().cStr() << " on " << device.getParent().cStr();
     }
-    std::cout << "  busy " << static_cast<int>(device.getUtilization() * 100) << "%";
+    if (device.getUtilizationMeasured()) {
+      std::cout << "  busy " << static_cast<int>(device.getUtilization() * 100) << "%";
+    } else {
+      std::cout << "  busy n/a";  // measured by pools (--config) only
+    }
     auto sensors = device.getSensors();
     if (sensors.getTemperatureC() >= 0) std::cout << "  " << sensors.getTemperatureC() << " C";
     if (sensors.getPowerUsageMw() >= 0)

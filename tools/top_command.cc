@@ -60,7 +60,8 @@ std::string renderFrame(wire::Response::StatusReply::Reader status, const std::s
                                      : 0;
     std::string memory = humanBytes(d.getMemoryUsed()) + " / " + humanBytes(d.getMemoryTotal());
     out << printfText("%-4u %-24s %5s %5u %5s  %s", d.getIndex(), memory.c_str(),
-                      percent(used).c_str(), d.getSessions(), percent(d.getUtilization()).c_str(),
+                      percent(used).c_str(), d.getSessions(),
+                      d.getUtilizationMeasured() ? percent(d.getUtilization()).c_str() : "-",
                       d.getName().cStr());
     if (d.getParent().size()) {
       out << "  MIG " << d.getProfile().cStr() << " on " << d.getParent().cStr();

@@ -116,6 +116,11 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetUtilizationRate
     utilization->memory = static_cast<unsigned>(live.sensors.memoryUtilization);
     return NVML_SUCCESS;
   }
+  if (!live.utilizationMeasured) {
+    return reportNotSupported(
+        "nvmlDeviceGetUtilizationRates (this server measures no kernel time: it runs without "
+        "--config and without NVML)");
+  }
   auto percent = static_cast<unsigned>(std::lround(std::clamp(live.utilization, 0.0, 1.0) * 100));
   utilization->gpu = percent;
   utilization->memory = percent;

@@ -2,6 +2,7 @@
 
 #include <capnp/message.h>
 #include <capnp/serialize.h>
+#include <cuda.h>
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -35,6 +36,13 @@ struct SharedChannel {
               void* context) = nullptr;
 };
 
+// A device's answer and when it came (kept for kLiveTtl).
+template <typename Answer>
+struct CachedAnswer {
+  Answer answer;
+  std::chrono::steady_clock::time_point at;
+};
+
 struct LibraryState {
   std::mutex mutex;
   unsigned initCount = 0;
@@ -50,7 +58,8 @@ struct LibraryState {
   std::string serverVersion, backendKind, nvidiaDriverVersion;
   std::shared_ptr<const LiveStatus> live;
   std::chrono::steady_clock::time_point liveAt;
-  std::map<unsigned, std::pair<MemoryView, std::chrono::steady_clock::time_point>> memory;
+  std::map<unsigned, CachedAnswer<MemoryView>> memory;
+  std::map<unsigned, CachedAnswer<std::shared_ptr<const AccountingView>>> accounting;
 };
 
 LibraryState& state() {
@@ -279,9 +288,14 @@ nvmlReturn_t connectLocked(LibraryState& s) {
 template <typename Build, typename Read>
 nvmlReturn_t askLocked(LibraryState& s, const char* what, Build&& build, Read&& read) {
   auto answer = [&](wire::Response::Reader response) {
-    if (response.getResult() != 0) {
-      return failed(NVML_ERROR_UNKNOWN, std::string(what) + " refused by the server: " +
-                                            std::string(response.getMessage().cStr()));
+    if (uint32_t result = response.getResult(); result != 0) {
+      // A server that predates the request answers NOT_SUPPORTED; a pool refuses a connection
+      // without a tenant what is per tenant.
+      nvmlReturn_t as = result == CUDA_ERROR_NOT_SUPPORTED   ? NVML_ERROR_NOT_SUPPORTED
+                        : result == CUDA_ERROR_NOT_PERMITTED ? NVML_ERROR_NO_PERMISSION
+                                                             : NVML_ERROR_UNKNOWN;
+      return failed(as, std::string(what) +
+                            " refused by the server: " + std::string(response.getMessage().cStr()));
     }
     return read(response);
   };
@@ -356,6 +370,7 @@ nvmlReturn_t refreshLiveLocked(LibraryState& s) {
             d.memoryUsed = from.getMemoryUsed();
             d.memoryTotal = from.getMemoryTotal();
             d.utilization = from.getUtilization();
+            d.utilizationMeasured = from.getUtilizationMeasured();
             d.sessions = from.getSessions();
             d.sensors = protocol::readSensorFigures(from.getSensors());
             // Identity once, before nvmlInit returns: other threads read it without the lock.
@@ -440,6 +455,7 @@ nvmlReturn_t shutdownLibrary() {
     s.shared = false;
     s.live.reset();
     s.memory.clear();
+    s.accounting.clear();
   }
   return NVML_SUCCESS;
 }
@@ -507,30 +523,86 @@ nvmlReturn_t liveDeviceStatus(nvmlDevice_t device, LiveStatus::Device* out,
   return NVML_SUCCESS;
 }
 
+namespace {
+
+// The cached answer of device `visibleIndex` while it is fresh, else what `fetch` asks the server
+// (then cached). Called with the library's lock held.
+template <typename Answer, typename Fetch>
+nvmlReturn_t cachedLocked(LibraryState& s, std::map<unsigned, CachedAnswer<Answer>>& cache,
+                          unsigned visibleIndex, Answer* out, Fetch&& fetch) {
+  if (!s.initCount) return NVML_ERROR_UNINITIALIZED;
+  auto now = std::chrono::steady_clock::now();
+  auto cached = cache.find(visibleIndex);
+  if (cached != cache.end() && now - cached->second.at < kLiveTtl) {
+    *out = cached->second.answer;
+    return NVML_SUCCESS;
+  }
+  Answer fresh{};
+  if (nvmlReturn_t r = fetch(s.devices.at(visibleIndex).serverIndex, &fresh); r != NVML_SUCCESS) {
+    return r;
+  }
+  cache[visibleIndex] = {fresh, now};
+  *out = std::move(fresh);
+  return NVML_SUCCESS;
+}
+
+// N of a client name ending in "(pid N)"; 0 when it carries none.
+unsigned pidInClientName(const std::string& name) {
+  static const std::string tag = "(pid ";
+  auto at = name.rfind(tag);
+  if (at == std::string::npos || name.empty() || name.back() != ')') return 0;
+  std::string digits = name.substr(at + tag.size(), name.size() - 1 - (at + tag.size()));
+  if (digits.empty() || digits.size() > 9 ||
+      digits.find_first_not_of("0123456789") != std::string::npos) {
+    return 0;
+  }
+  return static_cast<unsigned>(std::stoul(digits));
+}
+
+}  // namespace
+
 nvmlReturn_t memoryView(unsigned visibleIndex, MemoryView* out) {
   LibraryState& s = state();
   std::lock_guard lock(s.mutex);
-  if (!s.initCount) return NVML_ERROR_UNINITIALIZED;
-  auto now = std::chrono::steady_clock::now();
-  auto cached = s.memory.find(visibleIndex);
-  if (cached != s.memory.end() && now - cached->second.second < kLiveTtl) {
-    *out = cached->second.first;
-    return NVML_SUCCESS;
-  }
-  unsigned serverIndex = s.devices.at(visibleIndex).serverIndex;
-  MemoryView view;
-  nvmlReturn_t r = askLocked(
-      s, "nvmlMemoryInfo", [&](wire::Request::Builder b) { b.setNvmlMemoryInfo(serverIndex); },
-      [&](wire::Response::Reader response) {
-        if (!response.isMemInfo()) return failed(NVML_ERROR_UNKNOWN, "memory: unexpected reply");
-        view.free = response.getMemInfo().getFree();
-        view.total = response.getMemInfo().getTotal();
-        return NVML_SUCCESS;
+  return cachedLocked(s, s.memory, visibleIndex, out, [&](unsigned serverIndex, MemoryView* view) {
+    return askLocked(
+        s, "nvmlMemoryInfo", [&](wire::Request::Builder b) { b.setNvmlMemoryInfo(serverIndex); },
+        [&](wire::Response::Reader response) {
+          if (!response.isMemInfo()) return failed(NVML_ERROR_UNKNOWN, "memory: unexpected reply");
+          view->free = response.getMemInfo().getFree();
+          view->total = response.getMemInfo().getTotal();
+          return NVML_SUCCESS;
+        });
+  });
+}
+
+nvmlReturn_t accountingView(unsigned visibleIndex, std::shared_ptr<const AccountingView>* out) {
+  LibraryState& s = state();
+  std::lock_guard lock(s.mutex);
+  return cachedLocked(
+      s, s.accounting, visibleIndex, out,
+      [&](unsigned serverIndex, std::shared_ptr<const AccountingView>* answer) {
+        auto view = std::make_shared<AccountingView>();
+        nvmlReturn_t r = askLocked(
+            s, "nvmlAccounting",
+            [&](wire::Request::Builder b) { b.setNvmlAccounting(serverIndex); },
+            [&](wire::Response::Reader response) {
+              if (!response.isAccounting()) {
+                return failed(NVML_ERROR_UNKNOWN, "accounting: unexpected reply");
+              }
+              auto accounting = response.getAccounting();
+              view->bufferSize = accounting.getBufferSize();
+              for (auto from : accounting.getRecords()) {
+                unsigned pid = pidInClientName(from.getClientName());
+                if (!pid) continue;
+                view->records.push_back({pid, from.getStartTimeUs(), from.getEndTimeUs(),
+                                         from.getKernelSeconds(), from.getPeakMemory()});
+              }
+              return NVML_SUCCESS;
+            });
+        *answer = std::move(view);
+        return r;
       });
-  if (r != NVML_SUCCESS) return r;
-  s.memory[visibleIndex] = {view, now};
-  *out = view;
-  return NVML_SUCCESS;
 }
 
 nvmlReturn_t copyText(const std::string& text, char* buffer, unsigned length) {

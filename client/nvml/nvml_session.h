@@ -73,7 +73,8 @@ struct LiveStatus {
   struct Device {
     uint64_t memoryUsed = 0;
     uint64_t memoryTotal = 0;
-    double utilization = 0;  // busy fraction, 0..1
+    double utilization = 0;            // busy fraction, 0..1
+    bool utilizationMeasured = false;  // a pool measures it (--config); else it is unknown
     unsigned sessions = 0;
     ServerSensors sensors;
   };
@@ -83,6 +84,20 @@ struct LiveStatus {
 
 struct MemoryView {
   uint64_t free = 0, total = 0;
+};
+
+// A device's accounting as the server keeps it (the nvmlAccounting reply): the asking tenant's
+// driver sessions that had a context on it, running and ended.
+struct AccountingView {
+  struct Record {
+    unsigned pid = 0;           // from the session's client name, "<program> (pid N)"
+    uint64_t startUs = 0;       // server's clock, µs since the epoch
+    uint64_t endUs = 0;         // 0: running
+    double kernelSeconds = -1;  // negative: not measured
+    uint64_t peakBytes = 0;
+  };
+  unsigned bufferSize = 0;
+  std::vector<Record> records;  // sessions whose name carries no pid are left out
 };
 
 // nvmlInit*: the first call connects, later ones count (each nvmlShutdown undoes one).
@@ -110,6 +125,8 @@ const std::string& nvidiaDriverVersion();
 // Cached for kLiveTtl; the error when the server cannot be asked.
 nvmlReturn_t liveStatus(std::shared_ptr<const LiveStatus>* out);
 nvmlReturn_t memoryView(unsigned visibleIndex, MemoryView* out);
+// Cached for kLiveTtl, per device.
+nvmlReturn_t accountingView(unsigned visibleIndex, std::shared_ptr<const AccountingView>* out);
 // `device`'s part of the cached status (checks the handle first); `keep`, when given, gets the
 // whole status it came from.
 nvmlReturn_t liveDeviceStatus(nvmlDevice_t device, LiveStatus::Device* out,

@@ -24,7 +24,10 @@ Status create(RequestContext& request, Request::Reader r) {
                     (session.tenant ? " (tenant " + session.tenant->tenant() + ")" : ""));
   BackendContext& backend = *created;
   uint64_t id = session.contexts.add(device, std::move(created));
-  if (session.tenant) session.tenant->attachContext(id, device, backend);
+  // Kernel time is measured where a launch gate runs (a pool); the accounting says so otherwise.
+  bool gated = session.tenant && session.tenant->gatesDevice(device);
+  std::shared_ptr<KernelClock> kernelClock = session.accounting.contextCreated(device, gated);
+  if (session.tenant) session.tenant->attachContext(id, device, backend, std::move(kernelClock));
   if (c.getSmCount() != 0) {
     // A green context is answered with its SM count beside its id, so a client can tell it from
     // the full-device context a server that predates green contexts would have made.
@@ -40,8 +43,10 @@ Status create(RequestContext& request, Request::Reader r) {
 Status destroy(RequestContext& request, Request::Reader r) {
   uint64_t id = r.getCtxDestroy();
   SessionState& session = request.session;
-  std::shared_ptr<BackendContext> doomed = session.contexts.remove(id);
+  int device = 0;
+  std::shared_ptr<BackendContext> doomed = session.contexts.remove(id, &device);
   if (!doomed) return Status::error(CUDA_ERROR_INVALID_CONTEXT, "unknown context");
+  session.accounting.contextDestroyed(device, doomed->memoryPeak());
   session.modulesLoaded -= session.modulesPerContext[id];
   session.modulesPerContext.erase(id);
   if (session.tenant) session.tenant->contextDestroyed(id);

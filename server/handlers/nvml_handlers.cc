@@ -1,6 +1,7 @@
 // NVML's questions that the status reply cannot answer for one tenant (client/nvml): a device's
-// memory as the tenant sees it, without a context.
+// memory as the tenant sees it, without a context; its per-process accounting.
 #include "server/handlers/request_table.h"
+#include "server/pool_server.h"
 
 namespace gpupool::server {
 namespace {
@@ -25,8 +26,40 @@ Status nvmlMemoryInfo(RequestContext& request, Request::Reader r) {
   return Status::success();
 }
 
+// The accounting records of the asking tenant's driver sessions on the device (a connection
+// without a tenant on a pool sees none; on a server without --config every session is the open
+// tenant's). NVML reports each by the pid in its client name (client/nvml/accounting.cc).
+Status nvmlAccounting(RequestContext& request, Request::Reader r) {
+  uint32_t device = r.getNvmlAccounting();
+  if (device >= request.session.backend.devices().size()) {
+    return Status::error(CUDA_ERROR_INVALID_DEVICE, "no device " + std::to_string(device));
+  }
+  SessionState& session = request.session;
+  std::string tenant = session.tenant ? session.tenant->tenant() : "";
+  if (session.server.tenantPool() && !session.tenant) {
+    return Status::error(CUDA_ERROR_NOT_PERMITTED,
+                         "accounting is per tenant: connect with the tenant's GPU_POOL_TOKEN");
+  }
+  std::vector<AccountingRecord> records =
+      session.server.accountingOn(static_cast<int>(device), tenant);
+  auto out = request.reply.initAccounting();
+  out.setBufferSize(AccountingHistory::kRecordsPerDevice);
+  auto list = out.initRecords(static_cast<unsigned>(records.size()));
+  for (unsigned i = 0; i < records.size(); ++i) {
+    const AccountingRecord& from = records[i];
+    list[i].setSessionId(from.sessionId);
+    list[i].setClientName(from.clientName);
+    list[i].setStartTimeUs(from.startUs);
+    list[i].setEndTimeUs(from.endUs);
+    list[i].setKernelSeconds(from.kernelSeconds);
+    list[i].setPeakMemory(from.peakBytes);
+  }
+  return Status::success();
+}
+
 constexpr RequestHandlerRow kRows[] = {
     {Request::NVML_MEMORY_INFO, nvmlMemoryInfo},
+    {Request::NVML_ACCOUNTING, nvmlAccounting},
 };
 
 }  // namespace

@@ -17,13 +17,23 @@ uint64_t SessionContexts::add(int device, std::unique_ptr<BackendContext> backen
   return id;
 }
 
-std::shared_ptr<BackendContext> SessionContexts::remove(uint64_t id) {
+std::shared_ptr<BackendContext> SessionContexts::remove(uint64_t id, int* device) {
   std::lock_guard lock(mutex_);
   auto it = entries_.find(id);
   if (it == entries_.end()) return nullptr;
+  if (device) *device = it->second.device;
   std::shared_ptr<BackendContext> removed = std::move(it->second.backend);
   entries_.erase(it);
   return removed;
+}
+
+std::map<int, uint64_t> SessionContexts::peaksByDevice() const {
+  std::lock_guard lock(mutex_);
+  std::map<int, uint64_t> peaks;
+  for (const auto& [id, entry] : entries_) {
+    if (entry.backend) peaks[entry.device] += entry.backend->memoryPeak();
+  }
+  return peaks;
 }
 
 std::map<uint64_t, SessionContexts::Entry> SessionContexts::takeAll() {

@@ -23,6 +23,7 @@
 #include "server/host_gates.h"
 #include "server/module_cache.h"
 #include "server/scratch_buffer.h"
+#include "server/session_accounting.h"
 #include "server/shared_host_files.h"
 #include "server/staged_copy.h"
 #include "server/tenant_session.h"
@@ -47,8 +48,11 @@ class SessionContexts {
   std::shared_ptr<BackendContext> find(uint64_t id) const;
   // Takes `backend` and returns its new handle.
   uint64_t add(int device, std::unique_ptr<BackendContext> backend);
-  // Removes context `id` and hands it over (null when unknown), so it is released outside the lock.
-  std::shared_ptr<BackendContext> remove(uint64_t id);
+  // Removes context `id` and hands it over (null when unknown), so it is released outside the lock;
+  // *device, when given, gets its device.
+  std::shared_ptr<BackendContext> remove(uint64_t id, int* device = nullptr);
+  // Per device, the sum of its contexts' memoryPeak() (NVML accounting).
+  std::map<int, uint64_t> peaksByDevice() const;
   // Removes every context (the session is ending).
   std::map<uint64_t, Entry> takeAll();
   // Calls f(id, entry) for each context, under the lock.
@@ -90,6 +94,8 @@ struct SessionState {
   std::optional<StagedDeviceRead> stagedReply;
   // The tenant this session authenticated as; null when the server runs without --config.
   std::unique_ptr<TenantSession> tenant;
+  // NVML accounting: when it used each device, its kernel time and peak memory there.
+  SessionAccounting accounting;
   // Modules loaded and not unloaded, in all contexts and per context (the module limit).
   unsigned modulesLoaded = 0;
   std::map<uint64_t, unsigned> modulesPerContext;

@@ -139,7 +139,7 @@ def parse_args():
 
 # Per run, by kind, unless --timeout says: on a GPU a program takes seconds (the longest, 2 s), so
 # a hang is known after 30; the first GPU run spent its whole budget on four hangs at 75 s each.
-GPU_TIMEOUTS = {"program": 30.0, "toolkit": 30.0, "bench": 120.0, "python": 120.0}
+GPU_TIMEOUTS = {"program": 30.0, "toolkit": 30.0, "bench": 120.0, "python": 120.0, "nvml": 30.0}
 CHAINED_TIMEOUT = 240.0
 
 
@@ -454,6 +454,8 @@ def discover_items():
         if os.access(path, os.X_OK) and os.path.isfile(path):
             items.append(Item("toolkit/" + base, "toolkit", [path], needs=needs.get(base, [])))
     items.append(Item("bench", "bench", [GPUPOOL, "bench", "--json"]))
+    if os.path.isdir(os.path.join(PROGRAMS, "nvml")):
+        items.append(Item("nvml", "nvml", []))
     for path in sorted(glob.glob(os.path.join(BUNDLE, "python", "*.py"))):
         base = os.path.basename(path)
         if base.startswith("_"):
@@ -610,6 +612,8 @@ class Check:
             return record
         if item.kind == "bench":
             return self.run_bench(record)
+        if item.kind == "nvml":
+            return self.run_nvml(record)
         lib_dirs = []
         for soname in item.needs:
             d = find_library_dir(soname, self.library_dirs)
@@ -737,6 +741,74 @@ class Check:
                                                        result.explanation()[:200])
         if died:
             record["reason"] += "; server down after it: %s" % died
+        return record
+
+    # Fields both smis answer the same for one GPU (memory.total differs: NVIDIA's NVML counts the
+    # whole framebuffer, cuMemGetInfo what a context may allocate).
+    SMI_FIELDS = "index,name,uuid,pci.bus_id,compute_cap"
+
+    def run_nvml(self, record):
+        """Our libnvidia-ml.so.1 against the cuda server, whose NVML is the machine's: nvml_check's
+        own checks (sensors answered or refused, as the server's NVML reads them), NVML
+        accounting of a pooled CUDA program running and then ended (nvml_accounting), and
+        `gpupool smi` against NVIDIA's nvidia-smi on the fields that must agree."""
+        if not self.cuda.alive():
+            record.update(status="fail", reason="gpupoold --backend cuda is not running")
+            return record
+        programs = os.path.join(PROGRAMS, "nvml")
+        env = self.pooled_env([])
+        timeout = max(1.0, min(GPU_TIMEOUTS["nvml"] if not self.args.chained
+                               else CHAINED_TIMEOUT, self.remaining()))
+        problems = []
+        runs = {}
+
+        def step(name, argv, environment):
+            log = os.path.join(self.logs, "nvml.%s.log" % name)
+            result = run_process(argv, environment, timeout, log)
+            runs[name] = result
+            record[name] = {"outcome": result.describe(), "exit_code": result.exit_code,
+                            "seconds": round(result.seconds, 3),
+                            "last_line": result.last_line()[:200], "log": log}
+            if result.timed_out or result.exit_code != 0:
+                problems.append("%s: %s (%s)" % (name, result.describe(),
+                                                  result.explanation()[:200]))
+                return None
+            return result
+
+        checked = step("nvml_check", [os.path.join(programs, "nvml_check")], env)
+        if checked is not None:
+            text = checked.output
+            try:
+                record["nvml_check_answers"] = json.loads(text[text.index("{"):
+                                                               text.rindex("}") + 1])
+            except ValueError:
+                problems.append("nvml_check printed no JSON")
+        accounting = os.path.join(programs, "nvml_accounting")
+        running = step("accounting_running", [accounting], env)
+        if running is not None:
+            pid = [line.split()[1] for line in running.lines() if line.startswith("pid ")]
+            if pid:
+                step("accounting_ended", [accounting, "--ended", pid[0]], env)
+            else:
+                problems.append("accounting_running printed no pid")
+        query = ["--query-gpu=" + self.SMI_FIELDS, "--format=csv,noheader"]
+        ours = step("gpupool_smi", [GPUPOOL, "smi"] + query, env)
+        nvidia_smi = shutil.which("nvidia-smi")
+        if self.args.chained or nvidia_smi is None:
+            record["nvidia_smi"] = "not compared: " + (
+                "chained mode has no GPU" if self.args.chained else "no nvidia-smi on PATH")
+        elif ours is not None:
+            theirs = step("nvidia_smi", [nvidia_smi] + query, clean_environment({}))
+            if theirs is not None and theirs.lines() != ours.lines():
+                record["differences"] = {"nvidia_smi": theirs.lines(),
+                                         "gpupool_smi": ours.lines()}
+                problems.append("gpupool smi and nvidia-smi differ on %s" % self.SMI_FIELDS)
+        died = self.ensure_servers()
+        if died:
+            problems.append("server down after this item: %s" % died)
+        record["status"] = "fail" if problems else "pass"
+        if problems:
+            record["reason"] = "; ".join(problems)
         return record
 
     def item_timeout(self, item):

@@ -34,6 +34,28 @@ int failures = 0;
     }                                                                                   \
   } while (0)
 
+// Accounting: on for a whole device, where this program (no CUDA session of its own) is not
+// listed, or refused as a whole when it asks a pool without a tenant's token (accounting is per
+// tenant); off on MIG, as NVIDIA documents; never switched off by a client.
+void checkAccounting(nvmlDevice_t device, bool enabled) {
+  nvmlEnableState_t mode = enabled ? NVML_FEATURE_DISABLED : NVML_FEATURE_ENABLED;
+  CHECK_OK(nvmlDeviceGetAccountingMode(device, &mode));
+  CHECK(mode == (enabled ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED));
+  nvmlAccountingStats_t stats{};
+  nvmlReturn_t mine = nvmlDeviceGetAccountingStats(device, static_cast<unsigned>(getpid()), &stats);
+  unsigned size = 0;
+  nvmlReturn_t buffer = nvmlDeviceGetAccountingBufferSize(device, &size);
+  if (!enabled) {
+    CHECK(mine == NVML_ERROR_NOT_SUPPORTED && buffer == NVML_ERROR_NOT_SUPPORTED);
+    return;
+  }
+  bool tenantless = mine == NVML_ERROR_NO_PERMISSION;
+  CHECK(mine == NVML_ERROR_NOT_FOUND || tenantless);
+  CHECK(buffer == (tenantless ? NVML_ERROR_NO_PERMISSION : NVML_SUCCESS));
+  CHECK(tenantless || size > 0);
+  CHECK(nvmlDeviceSetAccountingMode(device, NVML_FEATURE_DISABLED) == NVML_ERROR_NO_PERMISSION);
+}
+
 // The MIG devices under `gpu` as JSON objects, each checked: its handle leads back to the GPU and
 // to itself by index and UUID, it answers its memory and its instance ids. None without MIG.
 std::string migDevicesOf(nvmlDevice_t gpu, bool migEnabled) {
@@ -75,6 +97,7 @@ std::string migDevicesOf(nvmlDevice_t gpu, bool migEnabled) {
     CHECK(nvmlDeviceGetGpuInstanceId(gpu, &gpuInstance) == NVML_ERROR_NOT_SUPPORTED);
     unsigned current = 0, pending = 0;
     CHECK(nvmlDeviceGetMigMode(mig, &current, &pending) == NVML_ERROR_NOT_SUPPORTED);
+    checkAccounting(mig, /*enabled=*/false);
     char line[1024];
     std::snprintf(line, sizeof line,
                   "%s{\"index\": %u, \"name\": \"%s\", \"uuid\": \"%s\", \"memory_total\": %llu, "
@@ -166,6 +189,7 @@ int main(int argc, char** argv) {
     nvmlMemory_t memory{};
     nvmlUtilization_t utilization{};
     std::string figures;
+    checkAccounting(device, !migEnabled);
     if (migEnabled) {
       CHECK(nvmlDeviceGetMemoryInfo(device, &memory) == NVML_ERROR_NO_PERMISSION);
       CHECK(nvmlDeviceGetUtilizationRates(device, &utilization) == NVML_ERROR_NOT_SUPPORTED);
@@ -177,12 +201,15 @@ int main(int argc, char** argv) {
       memory2.version = nvmlMemory_v2;
       CHECK_OK(nvmlDeviceGetMemoryInfo_v2(device, &memory2));
       CHECK(memory2.total == memory.total);
-      CHECK_OK(nvmlDeviceGetUtilizationRates(device, &utilization));
-      CHECK(utilization.gpu <= 100 && utilization.memory <= 100);
+      // Answered where it is measured (the server's NVML, a pool's meter), refused elsewhere.
+      nvmlReturn_t rates = nvmlDeviceGetUtilizationRates(device, &utilization);
+      CHECK(rates == NVML_SUCCESS || rates == NVML_ERROR_NOT_SUPPORTED);
+      CHECK(rates != NVML_SUCCESS || (utilization.gpu <= 100 && utilization.memory <= 100));
       figures = ", \"memory_total\": " + std::to_string(memory.total) +
-                ", \"memory_free\": " + std::to_string(memory.free) +
-                ", \"utilization_gpu\": " + std::to_string(utilization.gpu) +
-                ", \"utilization_memory\": " + std::to_string(utilization.memory);
+                ", \"memory_free\": " + std::to_string(memory.free) + ", \"utilization_gpu\": " +
+                (rates == NVML_SUCCESS ? std::to_string(utilization.gpu) : "null") +
+                ", \"utilization_memory\": " +
+                (rates == NVML_SUCCESS ? std::to_string(utilization.memory) : "null");
     }
 
     // What the server's NVML reads (a real GPU's sensors): each figure is answered or
@@ -280,10 +307,30 @@ int main(int argc, char** argv) {
     nvmlDevice_t device = nullptr;
     CHECK_OK(nvmlDeviceGetHandleByIndex_v2(0, &device));
     nvmlUtilization_t utilization;
-    CHECK_OK(nvmlDeviceGetUtilizationRates(device, &utilization));
+    nvmlReturn_t rates = nvmlDeviceGetUtilizationRates(device, &utilization);
+    CHECK(rates == NVML_SUCCESS || rates == NVML_ERROR_NOT_SUPPORTED);
     nvmlMemory_t memory;
     CHECK_OK(nvmlDeviceGetMemoryInfo(device, &memory));
     std::this_thread::sleep_for(std::chrono::milliseconds(intervalMs));
+  }
+
+  // Pool devices never map each other's memory (cuDeviceCanAccessPeer says 0): every capability
+  // between any two is NOT_SUPPORTED, answered; a capability index past the enum is refused.
+  for (unsigned a = 0; a < count; ++a) {
+    for (unsigned b = 0; b < count; ++b) {
+      nvmlDevice_t first = nullptr, second = nullptr;
+      CHECK_OK(nvmlDeviceGetHandleByIndex_v2(a, &first));
+      CHECK_OK(nvmlDeviceGetHandleByIndex_v2(b, &second));
+      for (int caps = NVML_P2P_CAPS_INDEX_READ; caps < NVML_P2P_CAPS_INDEX_UNKNOWN; ++caps) {
+        nvmlGpuP2PStatus_t p2p = NVML_P2P_STATUS_OK;
+        CHECK_OK(
+            nvmlDeviceGetP2PStatus(first, second, static_cast<nvmlGpuP2PCapsIndex_t>(caps), &p2p));
+        CHECK(p2p == NVML_P2P_STATUS_NOT_SUPPORTED);
+      }
+      nvmlGpuP2PStatus_t p2p;
+      CHECK(nvmlDeviceGetP2PStatus(first, second, NVML_P2P_CAPS_INDEX_UNKNOWN, &p2p) ==
+            NVML_ERROR_INVALID_ARGUMENT);
+    }
   }
 
   unsigned units = 9;

@@ -73,8 +73,22 @@ void expectSameDevices(const nlohmann::json& nvml, const nlohmann::json& status)
     if (!utilization.empty()) {
       EXPECT_EQ(mine.at("utilization_gpu"), utilization.at("gpu_utilization_percent"));
       EXPECT_EQ(mine.at("utilization_memory"), utilization.at("memory_utilization_percent"));
+    } else if (!theirs.at("utilization_measured").get<bool>()) {
+      // Neither the server's NVML nor a pool's meter measured it: refused, never a made-up 0.
+      EXPECT_TRUE(mine.at("utilization_gpu").is_null()) << mine.dump(2);
+    } else {
+      EXPECT_TRUE(mine.at("utilization_gpu").is_number()) << mine.dump(2);
     }
   }
+}
+
+// An emu server running as a pool, configured by `toml` (written to dir/pool.toml).
+ServerOptions poolOptions(ScratchDirectory& dir, const std::string& toml) {
+  dir.write("pool.toml", toml);
+  ServerOptions options;
+  options.backend = "";
+  options.extraArgs = {"--config", dir.file("pool.toml")};
+  return options;
 }
 
 TEST(NvmlTest, EmuAnswersMatchStatus) {
@@ -85,11 +99,8 @@ TEST(NvmlTest, EmuAnswersMatchStatus) {
 
 TEST(NvmlTest, FollowsCudaVisibleDevices) {
   ScratchDirectory dir;
-  dir.write("pool.toml", "[[device]]\nmemory = \"256MiB\"\n[[device]]\nmemory = \"256MiB\"\n");
-  ServerOptions options;
-  options.backend = "";
-  options.extraArgs = {"--config", dir.file("pool.toml")};
-  GpupoolServer server(options);
+  GpupoolServer server(
+      poolOptions(dir, "[[device]]\nmemory = \"256MiB\"\n[[device]]\nmemory = \"256MiB\"\n"));
   nlohmann::json status = statusOf(server.endpoint());
   ASSERT_EQ(status.at("devices").size(), 2u) << status.dump(2);
   expectSameDevices(nvmlAnswers(server.endpoint(), true), status);
@@ -102,13 +113,10 @@ TEST(NvmlTest, FollowsCudaVisibleDevices) {
 
 TEST(NvmlTest, TenantQuotaIsTheMemoryTotal) {
   ScratchDirectory dir;
-  dir.write("pool.toml",
-            "[[device]]\nmemory = \"256MiB\"\n[[tenant]]\nname = \"alice\"\ntoken = \"a\"\n"
-            "memory_quota = \"64MiB\"\n");
-  ServerOptions options;
-  options.backend = "";
-  options.extraArgs = {"--config", dir.file("pool.toml")};
-  GpupoolServer server(options);
+  GpupoolServer server(
+      poolOptions(dir,
+                  "[[device]]\nmemory = \"256MiB\"\n[[tenant]]\nname = \"alice\"\ntoken = \"a\"\n"
+                  "memory_quota = \"64MiB\"\n"));
   nlohmann::json nvml = nvmlAnswers(server.endpoint(), true, {{"GPU_POOL_TOKEN", "a"}});
   ASSERT_EQ(nvml.at("devices").size(), 1u) << nvml.dump(2);
   EXPECT_EQ(nvml.at("devices").at(0).at("memory_total"), 64u << 20);
@@ -273,6 +281,62 @@ TEST(NvmlTest, MovesOntoLibcudasSessionOnceItConnects) {
   EXPECT_EQ(result.err.find("NVML: request status\n", sharing), std::string::npos) << result.err;
   EXPECT_EQ(result.err.find("NVML: request nvmlMemoryInfo\n", sharing), std::string::npos)
       << result.err;
+}
+
+// The pool's accounting of a session (tests/nvml/nvml_accounting.cu): running, then ended, seen by
+// another process of the same tenant. `measured`: the server runs as a pool, whose launch gate
+// measures kernel time.
+unsigned accountedPid(const std::string& endpoint, bool measured, EnvironmentChanges extra = {}) {
+  EnvironmentChanges environment = clientEnvironment(endpoint);
+  for (auto& [name, value] : extra) environment[name] = value;
+  std::vector<std::string> args;
+  if (measured) args.push_back("--measured");
+  ProgramResult run = runProgram(NVML_ACCOUNTING_PATH, args, environment, seconds(120));
+  EXPECT_TRUE(run.passed()) << run.describe();
+  size_t at = run.out.find("\npid ");
+  if (at == std::string::npos) {
+    ADD_FAILURE() << "no pid printed:\n" << run.describe();
+    return 0;
+  }
+  return static_cast<unsigned>(std::stoul(run.out.substr(at + 5)));
+}
+
+void expectEnded(const std::string& endpoint, unsigned pid, bool measured,
+                 EnvironmentChanges extra = {}, const char* mode = "--ended") {
+  EnvironmentChanges environment = clientEnvironment(endpoint);
+  for (auto& [name, value] : extra) environment[name] = value;
+  std::vector<std::string> args = {mode, std::to_string(pid)};
+  if (measured) args.push_back("--measured");
+  ProgramResult ended = runProgram(NVML_ACCOUNTING_PATH, args, environment, seconds(60));
+  EXPECT_TRUE(ended.passed()) << ended.describe();
+}
+
+TEST(NvmlTest, AccountsForSessionsRunningAndEnded) {
+  GpupoolServer server;
+  unsigned pid = accountedPid(server.endpoint(), /*measured=*/false);
+  ASSERT_NE(pid, 0u);
+  expectEnded(server.endpoint(), pid, false);
+}
+
+// A pool measures kernel time, so the accounting has a utilization; another tenant sees none of
+// it.
+TEST(NvmlTest, PoolAccountingMeasuresKernelsPerTenant) {
+  ScratchDirectory dir;
+  GpupoolServer server(
+      poolOptions(dir,
+                  "[[device]]\nmemory = \"256MiB\"\n[[tenant]]\nname = \"alice\"\ntoken = \"a\"\n"
+                  "[[tenant]]\nname = \"bob\"\ntoken = \"b\"\n"));
+  unsigned pid = accountedPid(server.endpoint(), /*measured=*/true, {{"GPU_POOL_TOKEN", "a"}});
+  ASSERT_NE(pid, 0u);
+  expectEnded(server.endpoint(), pid, true, {{"GPU_POOL_TOKEN", "a"}});
+  expectEnded(server.endpoint(), pid, true, {{"GPU_POOL_TOKEN", "b"}}, "--absent");
+}
+
+TEST(NvmlTest, ChainedCudaBackendAccounts) {
+  ChainedServers servers = startChainedServers();
+  unsigned pid = accountedPid(servers.cuda->endpoint(), /*measured=*/false);
+  ASSERT_NE(pid, 0u);
+  expectEnded(servers.cuda->endpoint(), pid, false);
 }
 
 TEST(NvmlTest, ChainedCudaBackendAnswersMatchStatus) {

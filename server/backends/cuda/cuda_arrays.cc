@@ -1,6 +1,8 @@
 // CUDA arrays on the real driver: cuArray3DCreate and cuMipmappedArrayCreate under ids this
 // context mints (the driver would take any tenant's CUarray), and cuMemcpy3D between host, this
 // context's device memory and its arrays, each region checked first.
+#include <algorithm>
+
 #include "server/backends/cuda/cuda_context.h"
 
 namespace gpupool::server {
@@ -44,6 +46,7 @@ Status CudaContext::arrayCreate(const ArrayShape& shape, unsigned levels, uint64
   }
   uint64_t bytes = arrayTotalBytes(shape, levels);
   memoryUsed_ += bytes;
+  memoryPeak_ = std::max(memoryPeak_.load(), memoryUsed_.load());
   *deviceMemoryUsed_ += bytes;
   *array = mintId();
   arrays_.emplace(*array, std::move(a));

@@ -1,5 +1,6 @@
 #include "server/backends/cuda/cuda_context.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -203,6 +204,7 @@ Status CudaContext::checkPitchedRange(const char* what, uint64_t address, uint64
 void CudaContext::noteAllocation(CUdeviceptr address, uint64_t bytes) {
   addresses_.add(address, bytes, DeviceAddressMap::kAllocation);
   memoryUsed_ += bytes;
+  memoryPeak_ = std::max(memoryPeak_.load(), memoryUsed_.load());
   *deviceMemoryUsed_ += bytes;
 }
 

@@ -56,6 +56,7 @@ class CudaContext final : public BackendContext {
   Status memGetInfo(uint64_t* freeBytes, uint64_t* totalBytes) override;
   Status memGetAddressRange(uint64_t address, uint64_t* base, uint64_t* bytes) override;
   uint64_t memoryUsed() const override { return memoryUsed_; }
+  uint64_t memoryPeak() const override { return memoryPeak_; }
 
   Status vmmCreate(uint64_t bytes, bool shareable, uint64_t* handle) override;
   Status vmmExport(uint64_t handle, VmmExportedAllocation* exported) override;
@@ -312,7 +313,9 @@ class CudaContext final : public BackendContext {
   CUdevice device_;
   std::shared_ptr<std::atomic<uint64_t>> deviceMemoryUsed_;
   transport::PinnedMemory* pinnedMemory_;
-  uint64_t memoryUsed_ = 0;
+  // Read by status and NVML accounting from other sessions' threads.
+  std::atomic<uint64_t> memoryUsed_{0};
+  std::atomic<uint64_t> memoryPeak_{0};
   uint64_t nextId_ = 1;
 
   DeviceAddressMap addresses_;

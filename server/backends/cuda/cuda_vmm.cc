@@ -5,6 +5,7 @@
 // as the driver's own POSIX file descriptors (all sessions' contexts are in this process).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "common/hex.h"
@@ -75,6 +76,7 @@ Status CudaContext::vmmCreate(uint64_t bytes, bool shareable, uint64_t* handle) 
   *handle = mintId();
   vmmAllocations_[*handle] = VmmAllocation{real, bytes, 1, 0, shareable, true};
   memoryUsed_ += bytes;
+  memoryPeak_ = std::max(memoryPeak_.load(), memoryUsed_.load());
   *deviceMemoryUsed_ += bytes;
   return Status::success();
 }

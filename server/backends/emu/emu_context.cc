@@ -251,6 +251,7 @@ Status EmuContext::memGetAddressRange(uint64_t address, uint64_t* base, uint64_t
 }
 
 uint64_t EmuContext::memoryUsed() const { return memory_.usedBy(owner_); }
+uint64_t EmuContext::memoryPeak() const { return memory_.peakBy(owner_); }
 
 // ---- CUDA IPC (EmuMemory keeps the openers) ----
 

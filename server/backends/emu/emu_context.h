@@ -45,6 +45,7 @@ class EmuContext final : public BackendContext {
   Status memGetInfo(uint64_t* freeBytes, uint64_t* totalBytes) override;
   Status memGetAddressRange(uint64_t address, uint64_t* base, uint64_t* bytes) override;
   uint64_t memoryUsed() const override;
+  uint64_t memoryPeak() const override;
 
   Status memPoolCreate(uint64_t* pool) override;
   Status memPoolDestroy(uint64_t pool) override;

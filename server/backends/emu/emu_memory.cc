@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
@@ -59,6 +60,7 @@ uint64_t EmuMemory::allocate(uint64_t bytes, uint64_t owner) {
     }
     allocations_[address] = {bytes, reserved, owner, nextGeneration_++, false, {}};
     used_ += reserved;
+    chargeLocked(owner, static_cast<int64_t>(reserved));
     // An RDMA connection may then register it once and keep it for local access only: its
     // copies read into it and write from it straight, and no key to it ever reaches the peer.
     if (pinned_) {
@@ -73,6 +75,7 @@ bool EmuMemory::release(uint64_t address, uint64_t owner) {
   auto lock = lockForChange();
   auto it = allocations_.find(address);
   if (it == allocations_.end() || it->second.owner != owner || it->second.ownerFreed) return false;
+  chargeLocked(owner, -static_cast<int64_t>(it->second.reserved));
   if (!it->second.openers.empty()) {
     // Other contexts opened it (CUDA IPC): it stays theirs until the last one closes it.
     it->second.ownerFreed = true;
@@ -162,6 +165,7 @@ uint64_t EmuMemory::releaseAll(uint64_t owner) {
     a.openers.erase(owner);  // its IPC opens end with it
     if (a.owner == owner && !a.ownerFreed) {
       bytes += a.reserved;
+      chargeLocked(owner, -static_cast<int64_t>(a.reserved));
       a.ownerFreed = true;
     }
     if (a.ownerFreed && a.openers.empty()) freeLocked(it);
@@ -171,6 +175,7 @@ uint64_t EmuMemory::releaseAll(uint64_t owner) {
     if (p.owner == owner) bytes += p.size;
   }
   releaseVmmLocked(owner);
+  owners_.erase(owner);  // the owner (a context) is gone: nothing more to count for it
   return bytes;
 }
 
@@ -235,14 +240,20 @@ uint64_t EmuMemory::used() const {
 
 uint64_t EmuMemory::usedBy(uint64_t owner) const {
   std::shared_lock lock(mutex_);
-  uint64_t total = 0;
-  for (auto& [base, a] : allocations_) {
-    if (a.owner == owner && !a.ownerFreed) total += a.reserved;
-  }
-  for (auto& [handle, p] : physical_) {
-    if (p.owner == owner) total += p.size;
-  }
-  return total;
+  auto it = owners_.find(owner);
+  return it == owners_.end() ? 0 : it->second.held;
+}
+
+uint64_t EmuMemory::peakBy(uint64_t owner) const {
+  std::shared_lock lock(mutex_);
+  auto it = owners_.find(owner);
+  return it == owners_.end() ? 0 : it->second.peak;
+}
+
+void EmuMemory::chargeLocked(uint64_t owner, int64_t bytes) {
+  OwnerUse& use = owners_[owner];
+  use.held = static_cast<uint64_t>(static_cast<int64_t>(use.held) + bytes);
+  use.peak = std::max(use.peak, use.held);
 }
 
 }  // namespace gpupool::server::emu

@@ -129,6 +129,8 @@ class EmuMemory {
   uint64_t capacity() const { return capacity_; }
   uint64_t used() const;
   uint64_t usedBy(uint64_t owner) const;
+  // The most `owner` ever held at once (NVML's accounting: maxMemoryUsage).
+  uint64_t peakBy(uint64_t owner) const;
   uint64_t windowBase() const { return base_; }
 
 #if defined(__SANITIZE_THREAD__)
@@ -186,6 +188,9 @@ class EmuMemory {
   void unmapLocked(std::map<uint64_t, VmmMapping>::iterator it, uint64_t* freed);
   void dropPhysicalIfUnusedLocked(uint64_t handle, uint64_t* freed);
   void releaseVmmLocked(uint64_t owner);
+  // What `owner` holds changed by `bytes` (allocations it has not freed, physical VMM memory it
+  // created or imported): usedBy() and peakBy() read these totals instead of walking the maps.
+  void chargeLocked(uint64_t owner, int64_t bytes);
 
   uint64_t base_ = 0;
   uint64_t capacity_ = 0;
@@ -197,6 +202,11 @@ class EmuMemory {
   std::map<uint64_t, uint64_t> free_;           // base -> size of free address ranges
   uint64_t used_ = 0;
   uint64_t nextGeneration_ = 1;
+  struct OwnerUse {
+    uint64_t held = 0;
+    uint64_t peak = 0;
+  };
+  std::map<uint64_t, OwnerUse> owners_;
 
   struct VmmPhysical {
     int fd;

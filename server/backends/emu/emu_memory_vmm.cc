@@ -30,6 +30,7 @@ CUresult EmuMemory::vmmCreate(uint64_t bytes, bool shareable, uint64_t owner, ui
   *handle = nextHandle_++;
   physical_[*handle] = {fd, bytes, owner, 1, 0, shareable, true};
   used_ += bytes;
+  chargeLocked(owner, static_cast<int64_t>(bytes));
   return CUDA_SUCCESS;
 }
 
@@ -59,6 +60,7 @@ CUresult EmuMemory::vmmImport(const std::shared_ptr<int>& memfd, uint64_t bytes,
   if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
   *handle = nextHandle_++;
   physical_[*handle] = {fd, bytes, owner, 1, 0, true, false};
+  chargeLocked(owner, static_cast<int64_t>(bytes));
   return CUDA_SUCCESS;
 }
 
@@ -79,6 +81,7 @@ void EmuMemory::dropPhysicalIfUnusedLocked(uint64_t handle, uint64_t* freed) {
   auto it = physical_.find(handle);
   if (it == physical_.end() || it->second.handleRefs || it->second.mappings) return;
   close(it->second.fd);
+  chargeLocked(it->second.owner, -static_cast<int64_t>(it->second.size));
   if (it->second.counted) {
     used_ -= it->second.size;
     if (freed) *freed += it->second.size;
@@ -296,6 +299,7 @@ void EmuMemory::releaseVmmLocked(uint64_t owner) {
     auto current = it++;
     if (current->second.owner != owner) continue;
     close(current->second.fd);
+    chargeLocked(owner, -static_cast<int64_t>(current->second.size));
     if (current->second.counted) used_ -= current->second.size;
     physical_.erase(current);
   }
