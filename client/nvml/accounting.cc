@@ -107,8 +107,10 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetAccountingStats
   if (!record) return NVML_ERROR_NOT_FOUND;
   *stats = nvmlAccountingStats_t{};
   bool running = record->endUs == 0;
-  uint64_t endUs = running ? std::max(nowUs(), record->startUs) : record->endUs;
-  double lifetime = static_cast<double>(endUs - record->startUs) * 1e-6;
+  // The server's clock gave both ends; this host's may lag it (a running session's end is now).
+  uint64_t endUs = std::max(running ? nowUs() : record->endUs, record->startUs);
+  uint64_t lifetimeUs = endUs - record->startUs;
+  double lifetime = static_cast<double>(lifetimeUs) * 1e-6;
   // Kernel time over the session's life on the device, where the pool measures it (a launch gate
   // runs: --config); unmeasured is "not available", as the header allows, never a made-up 0.
   if (record->kernelSeconds >= 0 && lifetime > 0) {
@@ -122,7 +124,7 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetAccountingStats
   // Memory-bus activity is not measured apart from the kernels that cause it.
   stats->memoryUtilization = NVML_VALUE_NOT_AVAILABLE;
   stats->maxMemoryUsage = record->peakBytes;
-  stats->time = running ? 0 : (record->endUs - record->startUs) / 1000;  // 0 while running
+  stats->time = running ? 0 : lifetimeUs / 1000;  // 0 while running
   stats->startTime = record->startUs;
   stats->isRunning = running ? 1 : 0;
   return NVML_SUCCESS;
