@@ -200,7 +200,7 @@ std::vector<AccountingRecord> PoolServer::accountingOn(int device, const std::st
     std::lock_guard lock(mutex_);
     for (auto& s : sessions_) {
       if (s.finished) continue;
-      for (AccountingRecord& r : s.session->snapshot().accounting) {
+      for (AccountingRecord& r : s.session->accounting()) {
         if (r.device == device && r.tenant == tenant) running.push_back(std::move(r));
       }
     }

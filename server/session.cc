@@ -6,6 +6,7 @@
 #include <cstring>
 #include <iostream>
 
+#include "common/wall_clock.h"
 #include "protocol/message_codec.h"
 #include "protocol/outgoing_message.h"
 #include "server/pool_server.h"
@@ -83,17 +84,23 @@ SessionSnapshot Session::snapshot() const {
   s.driver = driver_;
   s.tenant = tenantName_;
   s.rdma = connection_->counters();
-  std::map<int, uint64_t> peaks;
   state_.contexts.forEach([&](uint64_t, const SessionContexts::Entry& c) {
     ++s.contexts;
     s.memoryUsed += c.backend->memoryUsed();
     s.devices.push_back(c.device);
-    peaks[c.device] += c.backend->memoryPeak();
   });
-  if (driver_ && !accountingHandedOver_) {
-    s.accounting = state_.accounting.records(s.id, clientName_, tenantName_, peaks, 0);
-  }
   return s;
+}
+
+std::vector<AccountingRecord> Session::accounting() const {
+  std::lock_guard lock(mutex_);
+  return accountingLocked(0);
+}
+
+std::vector<AccountingRecord> Session::accountingLocked(uint64_t endUs) const {
+  if (!driver_ || accountingHandedOver_) return {};
+  return state_.accounting.records(state_.id, clientName_, tenantName_,
+                                   state_.contexts.peaksByDevice(), endUs);
 }
 
 void Session::run() {
@@ -166,10 +173,7 @@ void Session::end() {
     // NVML accounting keeps what the session did past its end, with the memory its contexts
     // held at their peak (read before they go).
     std::lock_guard lock(mutex_);
-    if (driver_ && !accountingHandedOver_) {
-      state_.server.accountingHistory().add(state_.accounting.records(
-          state_.id, clientName_, tenantName_, state_.contexts.peaksByDevice(), accountingNowUs()));
-    }
+    state_.server.accountingHistory().add(accountingLocked(wallClockMicros()));
     accountingHandedOver_ = true;
   }
   // Releases memory, modules, streams and events outside the lock, then gives the tenant's quota

@@ -27,6 +27,7 @@
 #include "server/handlers/request_context.h"
 #include "server/handlers/request_table.h"
 #include "server/module_cache.h"
+#include "server/session_accounting.h"
 #include "server/stranger_gate.h"
 #include "transport/connection.h"
 
@@ -44,7 +45,6 @@ struct SessionSnapshot {
   bool driver = false;                               // a libcuda session (not a status probe)
   std::string tenant;                                // empty when the server runs open
   std::optional<transport::TransportCounters> rdma;  // RDMA sessions only
-  std::vector<AccountingRecord> accounting;          // NVML accounting, until the session ends
 };
 
 class Session {
@@ -91,6 +91,9 @@ class Session {
   std::string peer() const { return connection_->peer(); }
 
   SessionSnapshot snapshot() const;
+  // NVML accounting: the session's records, one per device it used, until end() hands them to
+  // the server's history (none for a status connection).
+  std::vector<AccountingRecord> accounting() const;
   uint64_t id() const { return state_.id; }
 
  private:
@@ -103,6 +106,8 @@ class Session {
   // Releases what the session holds once it has ended, and tells the peer.
   void end();
   void logRdmaCounters() const;
+  // accounting(), with `endUs` (0 while running) as the end. Under mutex_.
+  std::vector<AccountingRecord> accountingLocked(uint64_t endUs) const;
   // Handles one request. Returns false when the session must end.
   bool serveOne();
   // Runs the request's handler; what it leaves in `reply` and `replyBulk` is what serveOne sends.

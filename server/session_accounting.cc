@@ -1,20 +1,15 @@
 #include "server/session_accounting.h"
 
 #include <algorithm>
-#include <chrono>
+
+#include "common/wall_clock.h"
 
 namespace gpupool::server {
-
-uint64_t accountingNowUs() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count());
-}
 
 std::shared_ptr<KernelClock> SessionAccounting::contextCreated(int device, bool measured) {
   std::lock_guard lock(mutex_);
   auto [it, fresh] = devices_.try_emplace(device);
-  if (fresh) it->second.startUs = accountingNowUs();
+  if (fresh) it->second.startUs = wallClockMicros();
   it->second.measured = it->second.measured && measured;
   return it->second.kernelNs;
 }

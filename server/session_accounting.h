@@ -24,14 +24,11 @@ struct AccountingRecord {
   std::string clientName;  // "<program> (pid N)", as the client's Hello named it
   std::string tenant;      // empty when the server runs without --config
   int device = 0;
-  uint64_t startUs = 0;       // system clock, µs since the epoch
+  uint64_t startUs = 0;       // wallClockMicros() (common/wall_clock.h)
   uint64_t endUs = 0;         // 0 while the session runs
   double kernelSeconds = -1;  // negative: not measured
   uint64_t peakBytes = 0;
 };
-
-// Microseconds since the epoch by the system clock (NVML's startTime is a CPU timestamp).
-uint64_t accountingNowUs();
 
 // Kernel time on one device, added by the launch gate's threads.
 using KernelClock = std::atomic<uint64_t>;  // nanoseconds

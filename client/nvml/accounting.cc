@@ -8,6 +8,7 @@
 
 #include "client/nvml/nvml_not_supported.h"
 #include "client/nvml/nvml_session.h"
+#include "common/wall_clock.h"
 
 using namespace gpupool::nvml;
 
@@ -15,11 +16,10 @@ namespace {
 
 bool onMig(nvmlDevice_t device) { return device->kind != nvmlDevice_st::Kind::gpu; }
 
-// The device's accounting; NOT_SUPPORTED on MIG (accounting is disabled there).
+// The accounting of `device` (a handle deviceOf accepted); NOT_SUPPORTED on MIG (accounting is
+// disabled there).
 nvmlReturn_t accountingOf(nvmlDevice_t device, const char* name,
                           std::shared_ptr<const AccountingView>* view) {
-  nvmlReturn_t r;
-  if (!deviceOf(device, &r)) return r;
   if (onMig(device)) return reportNotSupported(name);
   return accountingView(device->device, view);
 }
@@ -34,12 +34,6 @@ const AccountingView::Record* latestOf(const AccountingView& view, unsigned pid)
     if (!best || rank(r) >= rank(*best)) best = &r;
   }
   return best;
-}
-
-uint64_t nowUs() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count());
 }
 
 }  // namespace
@@ -108,7 +102,7 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetAccountingStats
   *stats = nvmlAccountingStats_t{};
   bool running = record->endUs == 0;
   // The server's clock gave both ends; this host's may lag it (a running session's end is now).
-  uint64_t endUs = std::max(running ? nowUs() : record->endUs, record->startUs);
+  uint64_t endUs = std::max(running ? gpupool::wallClockMicros() : record->endUs, record->startUs);
   uint64_t lifetimeUs = endUs - record->startUs;
   double lifetime = static_cast<double>(lifetimeUs) * 1e-6;
   // Kernel time over the session's life on the device, where the pool measures it (a launch gate

@@ -27,7 +27,7 @@ Status nvmlMemoryInfo(RequestContext& request, Request::Reader r) {
 }
 
 // The accounting records of the asking tenant's driver sessions on the device (a connection
-// without a tenant on a pool sees none; on a server without --config every session is the open
+// without a tenant on a pool is refused; on a server without --config every session is the open
 // tenant's). NVML reports each by the pid in its client name (client/nvml/accounting.cc).
 Status nvmlAccounting(RequestContext& request, Request::Reader r) {
   uint32_t device = r.getNvmlAccounting();
