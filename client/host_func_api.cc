@@ -59,6 +59,9 @@ void runHostCall(const HostCall& c) {
   } else if (r != CUDA_ERROR_DEVICE_UNAVAILABLE) {
     c.callback(c.stream, r, c.data);
   }
+  // The server let the stream go on without the function (server/host_gates.h): the program
+  // hears of it at its next call, as of a failed asynchronous call.
+  if (r == CUDA_ERROR_ILLEGAL_STATE) c.server->handOnError(r);
   if (r != CUDA_ERROR_DEVICE_UNAVAILABLE) (void)gateCall(c, what, true);
   HostFunctionFence::closed(c.legacy);
 }
@@ -72,16 +75,19 @@ CUresult place(CUstream h, HostCall call) {
   call.context = ctx->remote;
   call.gate = nextGate++;
   call.legacy = s == 0;
-  HostFunctionFence::opened(call.legacy);
+  // Counted as placed while its request is framed (host_function_fence.h).
+  bool counted = false;
   CUresult r = ctx->server->post(call.fn ? "cuLaunchHostFunc" : "cuStreamAddCallback",
                                  [&](wire::Request::Builder b) {
+                                   if (!counted) HostFunctionFence::opened(call.legacy);
+                                   counted = true;
                                    auto g = b.initHostGateOpen();
                                    g.setContext(call.context);
                                    g.setStream(s);
                                    g.setGate(call.gate);
                                  });
   if (r != CUDA_SUCCESS) {
-    HostFunctionFence::closed(call.legacy);
+    if (counted) HostFunctionFence::closed(call.legacy);
     return r;
   }
   // One thread per pending function: functions on different streams must not wait for each other

@@ -23,16 +23,43 @@ Pending& pending() {
 
 thread_local bool hostFunctionThread = false;
 
+// What this thread's next request waited for: nothing, the legacy stream's host functions, or all.
+enum class Need { kNothing, kLegacy, kAll };
+thread_local Need need = Need::kNothing;
+
+bool clearFor(const Pending& p, Need n) {
+  switch (n) {
+    case Need::kNothing:
+      return true;
+    case Need::kLegacy:
+      return p.legacy.load() == 0;
+    case Need::kAll:
+      return p.all.load() == 0;
+  }
+  return true;
+}
+
+void waitUntilClear(Need n) {
+  Pending& p = pending();
+  if (clearFor(p, n)) return;
+  std::unique_lock lock(p.mutex);
+  p.closed.wait(lock, [&] { return clearFor(p, n); });
+}
+
 }  // namespace
 
 void HostFunctionFence::await(Work work) {
   if (hostFunctionThread || work == Work::kNonBlockingStream) return;
-  Pending& p = pending();
-  auto clear = [&] { return (work == Work::kBlockingStream ? p.legacy : p.all).load() == 0; };
-  if (clear()) return;
-  std::unique_lock lock(p.mutex);
-  p.closed.wait(lock, clear);
+  const Need n = work == Work::kBlockingStream ? Need::kLegacy : Need::kAll;
+  if (n > need) need = n;
+  waitUntilClear(n);
 }
+
+bool HostFunctionFence::clearToSend() { return clearFor(pending(), need); }
+
+void HostFunctionFence::awaitAgain() { waitUntilClear(need); }
+
+void HostFunctionFence::sent() { need = Need::kNothing; }
 
 void HostFunctionFence::opened(bool legacyStream) {
   Pending& p = pending();

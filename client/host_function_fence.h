@@ -7,6 +7,12 @@
 // stream), could block that thread behind the gate, and the release would never be read. So such
 // work waits here, on the caller's thread, for the pending host functions instead: order holds,
 // and nothing the gate needs waits behind it. The host-function threads themselves pass freely.
+//
+// The wait alone would leave a race: thread B passes it, thread A then places a host function, and
+// A's gate reaches the server before B's call. So the caller's thread also remembers what it
+// waited for, and the session checks it again where it frames the request (clearToSend, under the
+// lock that orders requests on the wire), while the gate's own request counts the function as
+// placed under that same lock (opened, from its build): one of the two is first on the wire.
 #pragma once
 
 namespace gpupool::client {
@@ -15,9 +21,17 @@ class HostFunctionFence {
  public:
   enum class Work { kCall, kLegacyStream, kBlockingStream, kNonBlockingStream };
 
-  // Blocks until `work` may go to the server (at once on a host-function thread).
+  // Blocks until `work` may go to the server (at once on a host-function thread), and keeps it as
+  // what this thread's next request needs.
   static void await(Work work);
-  // A host function was placed in stream order (on the legacy stream or another), or has returned.
+  // For the session, under its framing lock: whether this thread's next request may go out now
+  // (what it awaited is still clear). awaitAgain() blocks, without that lock, until it may;
+  // sent() forgets what it awaited once its request is framed.
+  static bool clearToSend();
+  static void awaitAgain();
+  static void sent();
+  // A host function was placed in stream order (on the legacy stream or another; called while its
+  // gate's request is framed), or has returned.
   static void opened(bool legacyStream);
   static void closed(bool legacyStream);
   // Marks the calling thread as a host-function thread for its lifetime.

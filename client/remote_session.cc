@@ -306,6 +306,7 @@ CUresult RemoteSession::post(const char* what, const Build& build,
   std::unique_lock exclusive(exclusive_, std::defer_lock);
   if (serialized_) exclusive.lock();
   std::unique_lock lock(mutex_);
+  awaitHostFunctions(exclusive, lock);
   if (broken_) return CUDA_ERROR_DEVICE_UNAVAILABLE;
   try {
     size_t bulkBytes = 0;
@@ -320,6 +321,7 @@ CUresult RemoteSession::post(const char* what, const Build& build,
       build(request);
       request.setNoReply(true);
       if (logLevel() >= 2) logLine(std::string("post ") + what);
+      HostFunctionFence::sent();
       if (!queued) {
         protocol::sendMessage(*connection_, message, bulk);  // also sends what is queued first
         return CUDA_SUCCESS;
@@ -388,6 +390,19 @@ void RemoteSession::releaseHostFile(uint64_t id) {
   });
 }
 
+void RemoteSession::awaitHostFunctions(std::unique_lock<std::mutex>& exclusive,
+                                       std::unique_lock<std::mutex>& lock) {
+  // A host function placed since the caller's wait must reach the server after this request. Both
+  // locks go while waiting: the host function's own calls need them.
+  while (!HostFunctionFence::clearToSend()) {
+    lock.unlock();
+    if (exclusive.owns_lock()) exclusive.unlock();
+    HostFunctionFence::awaitAgain();
+    if (serialized_) exclusive.lock();
+    lock.lock();
+  }
+}
+
 CUresult RemoteSession::call(const char* what, const Build& build,
                              std::span<const transport::ConstBuffer> bulk, const OnReply& onReply,
                              transport::MutableBuffer replyInto) {
@@ -405,6 +420,7 @@ CUresult RemoteSession::callUnobserved(const char* what, const Build& build,
   std::unique_lock exclusive(exclusive_, std::defer_lock);
   if (serialized_) exclusive.lock();
   std::unique_lock lock(mutex_);
+  awaitHostFunctions(exclusive, lock);
   if (broken_) return CUDA_ERROR_DEVICE_UNAVAILABLE;
   PendingCall mine;
   mine.what = what;
@@ -419,6 +435,7 @@ CUresult RemoteSession::callUnobserved(const char* what, const Build& build,
     if (logLevel() >= 2) logLine(std::string("call ") + what);
     // The promise names "the next frame received": only this call's answer when it is alone.
     if (replyInto.size && serialized_) connection_->expectBulkInto(replyInto.data, replyInto.size);
+    HostFunctionFence::sent();
     protocol::sendMessage(*connection_, message, bulk);  // queued posts go out first, same write
   } catch (const transport::TransportError& e) {
     return lost(what, e.what());

@@ -87,6 +87,13 @@ class RemoteSession {
 
   ~RemoteSession();
 
+  // An error found on a host-function thread (a host function the server could not keep in stream
+  // order), for the next call of another thread to return, as a posted call's failure would be.
+  void handOnError(CUresult error) {
+    CUresult none = CUDA_SUCCESS;
+    handedOn_.compare_exchange_strong(none, error);
+  }
+
   // Pinned memory in memory files (client/shared_host_memory.h): whether this session's server
   // maps them (an shm session), passing one with its id and size (CUDA_SUCCESS once the server
   // mapped it), and letting one go.
@@ -128,6 +135,10 @@ class RemoteSession {
   struct PendingCall;
   RemoteSession() = default;
   void flushLoop();
+  // With mutex_ (and exclusive_ when serialized) held: waits, letting them go, until the calling
+  // thread's request may be framed (client/host_function_fence.h).
+  void awaitHostFunctions(std::unique_lock<std::mutex>& exclusive,
+                          std::unique_lock<std::mutex>& lock);
   CUresult callUnobserved(const char* what, const Build& build,
                           std::span<const transport::ConstBuffer> bulk, const OnReply& onReply,
                           transport::MutableBuffer replyInto);

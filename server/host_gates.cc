@@ -1,8 +1,82 @@
 #include "server/host_gates.h"
 
 #include <cuda.h>
+#include <pthread.h>
+
+#include <iostream>
 
 namespace gpupool::server {
+namespace {
+
+// How often a stream stopped at a reached gate looks at the serving thread.
+constexpr auto kWatchSlice = std::chrono::milliseconds(50);
+// Below this much CPU over kSelfDeadlockAfter, the serving thread is waiting, not working.
+constexpr int64_t kWorkingCpuNs = 20'000'000;
+
+int64_t cpuNanos(clockid_t clock) {
+  timespec t{};
+  if (clock_gettime(clock, &t) != 0) return 0;
+  return int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec;
+}
+
+}  // namespace
+
+// Whether the serving thread has stayed in one request, waiting, for kSelfDeadlockAfter while this
+// gate was reached: then only this gate's release, which that thread would have to read, could
+// let it go on.
+class HostGates::SelfDeadlockWatch {
+ public:
+  explicit SelfDeadlockWatch(const Core& core) : core_(core) {}
+
+  bool stalled() {
+    const uint64_t request = core_.serving.load();
+    const auto now = std::chrono::steady_clock::now();
+    if (request == 0) {
+      request_ = 0;
+      return false;
+    }
+    const int64_t cpu = cpuNanos(core_.servingClock.load());
+    if (request != request_ || cpu - cpuAtStart_ > kWorkingCpuNs) {
+      request_ = request;
+      since_ = now;
+      cpuAtStart_ = cpu;
+      return false;
+    }
+    return now - since_ >= kSelfDeadlockAfter;
+  }
+
+ private:
+  const Core& core_;
+  uint64_t request_ = 0;
+  std::chrono::steady_clock::time_point since_;
+  int64_t cpuAtStart_ = 0;
+};
+
+HostGates::ServingRequest::ServingRequest(HostGates& gates) : gates_(gates) {
+  Core& core = *gates_.core_;
+  clockid_t clock = CLOCK_THREAD_CPUTIME_ID;
+  if (pthread_getcpuclockid(pthread_self(), &clock) == 0) core.servingClock.store(clock);
+  core.serving.store(core.servedRequests.fetch_add(1) + 1);
+}
+
+HostGates::ServingRequest::~ServingRequest() { gates_.core_->serving.store(0); }
+
+void HostGates::holdAtGate(Core& core, Gate& gate) {
+  std::unique_lock lock(core.mutex);
+  gate.reached = true;
+  core.changed.notify_all();
+  SelfDeadlockWatch watch(core);
+  while (!gate.released) {
+    core.changed.wait_for(lock, kWatchSlice);
+    if (gate.released || !watch.stalled()) continue;
+    gate.broken = true;
+    gate.released = true;
+    ++core.broken;
+    core.changed.notify_all();
+    std::cerr << "gpupoold: a host function's gate was let go unrun: the session's thread waited "
+                 "for the device behind it, so its release could never be read\n";
+  }
+}
 
 Status HostGates::open(uint64_t context, uint64_t id, std::function<void()>* work) {
   auto gate = std::make_shared<Gate>();
@@ -13,12 +87,7 @@ Status HostGates::open(uint64_t context, uint64_t id, std::function<void()>* wor
       return Status::error(CUDA_ERROR_INVALID_VALUE, "host gate already open");
     }
   }
-  *work = [core = core_, gate] {
-    std::unique_lock lock(core->mutex);
-    gate->reached = true;
-    core->changed.notify_all();
-    core->changed.wait(lock, [&] { return gate->released; });
-  };
+  *work = [core = core_, gate] { holdAtGate(*core, *gate); };
   return Status::success();
 }
 
@@ -32,6 +101,13 @@ Status HostGates::reached(uint64_t context, uint64_t id) const {
   auto it = core_->gates.find(id);
   if (it == core_->gates.end() || it->second->context != context) {
     return Status::error(CUDA_ERROR_INVALID_HANDLE, "unknown host gate");
+  }
+  if (it->second->broken) {
+    return Status::error(
+        CUDA_ERROR_ILLEGAL_STATE,
+        "the host function was not run: a call that waits for the device (a free, a synchronous "
+        "copy, a synchronize) reached the server while this function was pending, and the stream "
+        "went on without it; do not race such calls with host functions of the same context");
   }
   if (!it->second->reached) return Status::error(CUDA_ERROR_NOT_READY, "host gate not reached");
   return Status::success();

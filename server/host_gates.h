@@ -6,10 +6,22 @@
 // never the session's thread. A waiter thread answers the client's hostGateWait once the gate is
 // reached; the client's release lets the stream go on. Teardown (the client gone, its context
 // destroyed) releases every gate, so no stream and no wait is left blocked.
+//
+// The release can only arrive through the session's serving thread. When that thread itself waits
+// for the device behind a reached gate (a call that drains a stream arrived after the gate opened:
+// a client racing its own host function, or a hostile one), nothing could ever release it, and an
+// event-loop worker would stay pinned. The session marks the requests its serving thread serves
+// (ServingRequest); a reached gate whose serving thread has stayed in one request for
+// kSelfDeadlockAfter without using the CPU (so it is waiting, not compiling or copying) breaks:
+// the stream goes on, and the client's wait for the gate answers CUDA_ERROR_ILLEGAL_STATE, so the
+// host function is reported as not run rather than run out of order.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <ctime>
 #include <functional>
 #include <map>
 #include <memory>
@@ -21,6 +33,8 @@ namespace gpupool::server {
 
 class HostGates {
  public:
+  static constexpr auto kSelfDeadlockAfter = std::chrono::milliseconds(1000);
+
   HostGates() : core_(std::make_shared<Core>()) {}
   // Releases every gate still open.
   ~HostGates() { releaseAll(); }
@@ -33,7 +47,8 @@ class HostGates {
   // Forgets an opened gate whose work could not be queued.
   void abandon(uint64_t id);
   // CUDA_SUCCESS once the stream reached gate `id` (or it was released), CUDA_ERROR_NOT_READY
-  // before, CUDA_ERROR_INVALID_HANDLE for an unknown gate. wait() blocks until it is not NOT_READY.
+  // before, CUDA_ERROR_INVALID_HANDLE for an unknown gate, CUDA_ERROR_ILLEGAL_STATE for a gate
+  // broken as a self-deadlock (above). wait() blocks until it is not NOT_READY.
   Status reached(uint64_t context, uint64_t id) const;
   Status wait(uint64_t context, uint64_t id) const;
   // Lets the stream go on past gate `id` and forgets it.
@@ -42,19 +57,43 @@ class HostGates {
   void releaseContext(uint64_t context);
   void releaseAll();
   size_t openCount() const;
+  // Gates broken as self-deadlocks so far (for tests and logs).
+  uint64_t brokenCount() const { return core_->broken.load(); }
+
+  // Held by the session's serving thread while it serves one request that carried no bulk (a
+  // thread reading a client's bulk is waiting for the client, not for a gate).
+  class ServingRequest {
+   public:
+    explicit ServingRequest(HostGates& gates);
+    ~ServingRequest();
+    ServingRequest(const ServingRequest&) = delete;
+    ServingRequest& operator=(const ServingRequest&) = delete;
+
+   private:
+    HostGates& gates_;
+  };
 
  private:
   struct Gate {
     uint64_t context = 0;
     bool reached = false;
     bool released = false;
+    bool broken = false;
   };
   // Shared with the queued host work, which may run after this object is gone.
   struct Core {
     mutable std::mutex mutex;
     mutable std::condition_variable changed;
     std::map<uint64_t, std::shared_ptr<Gate>> gates;
+    // The request the serving thread serves now: a number that changes with each one (0: none),
+    // and that thread's CPU clock.
+    std::atomic<uint64_t> serving{0};
+    std::atomic<clockid_t> servingClock{CLOCK_THREAD_CPUTIME_ID};
+    std::atomic<uint64_t> servedRequests{0};
+    std::atomic<uint64_t> broken{0};
   };
+  class SelfDeadlockWatch;
+  static void holdAtGate(Core& core, Gate& gate);
   void releaseIf(bool (*match)(const Gate&, uint64_t), uint64_t context);
 
   std::shared_ptr<Core> core_;

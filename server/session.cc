@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <iostream>
+#include <optional>
 
 #include "common/wall_clock.h"
 #include "protocol/message_codec.h"
@@ -390,6 +391,9 @@ bool Session::serveOne() {
   } catch (const kj::Exception&) {
     // Answered as malformed below.
   }
+  // A request with bulk may wait for the client sending it; one without waits only for the device.
+  std::optional<HostGates::ServingRequest> serving;
+  if (in.bulkBytes() == 0) serving.emplace(state_.hostGates);
   answer([&] { return in.root<Request>(); }, in.bulkBytes(), true);
   return true;
 }

@@ -1,6 +1,7 @@
 // A session's host-function gates (server/host_gates.h): the stream's host work stops at its gate
 // until the release, the wait ends once the gate is reached, and teardown (a context destroyed, the
-// session ending) lets every stopped stream and every wait go on.
+// session ending) lets every stopped stream and every wait go on; a gate that the session's own
+// serving thread waits behind is broken rather than left to hang that thread.
 #include "server/host_gates.h"
 
 #include <cuda.h>
@@ -83,6 +84,54 @@ TEST(HostGates, TeardownReleasesStoppedStreamsAndWaits) {
   ASSERT_TRUE(gates.wait(2, 3).ok());
   gates.releaseAll();
   EXPECT_EQ(gates.openCount(), 0u);
+}
+
+// The session's serving thread waits for the stream stopped at the gate (as cuMemFree drains it):
+// only that thread could read the release, so the gate breaks, the stream goes on, and the
+// client's wait hears that its function was not run.
+TEST(HostGates, AGateTheServingThreadWaitsBehindIsBroken) {
+  HostGates gates;
+  std::function<void()> work;
+  ASSERT_TRUE(gates.open(1, 7, &work).ok());
+  StreamThread stream(work);
+  ASSERT_TRUE(gates.wait(1, 7).ok());
+  const auto started = std::chrono::steady_clock::now();
+  {
+    HostGates::ServingRequest serving(gates);
+    stream.thread.join();  // the drain
+  }
+  const auto waited = std::chrono::steady_clock::now() - started;
+  EXPECT_TRUE(stream.passed);
+  EXPECT_GE(waited, HostGates::kSelfDeadlockAfter);
+  EXPECT_LT(waited, HostGates::kSelfDeadlockAfter + 2s);
+  EXPECT_EQ(gates.brokenCount(), 1u);
+  EXPECT_EQ(gates.reached(1, 7).code, CUDA_ERROR_ILLEGAL_STATE);
+  EXPECT_TRUE(gates.wait(1, 7).ok()) << "a wait for a broken gate must end";
+  EXPECT_TRUE(gates.release(1, 7).ok());
+  EXPECT_EQ(gates.openCount(), 0u);
+}
+
+// A serving thread that works (compiles a module, say) for longer than the limit, or one that
+// serves nothing, is not waiting behind the gate: the gate holds until its release.
+TEST(HostGates, AGateHoldsWhileTheServingThreadWorksOrIsIdle) {
+  HostGates gates;
+  std::function<void()> work;
+  ASSERT_TRUE(gates.open(1, 7, &work).ok());
+  StreamThread stream(work);
+  ASSERT_TRUE(gates.wait(1, 7).ok());
+  {
+    HostGates::ServingRequest serving(gates);
+    const auto until = std::chrono::steady_clock::now() + HostGates::kSelfDeadlockAfter + 500ms;
+    volatile uint64_t spin = 0;
+    while (std::chrono::steady_clock::now() < until) spin = spin + 1;
+  }
+  std::this_thread::sleep_for(HostGates::kSelfDeadlockAfter + 300ms);
+  EXPECT_FALSE(stream.passed) << "the gate broke while the serving thread was busy or idle";
+  EXPECT_EQ(gates.brokenCount(), 0u);
+  EXPECT_TRUE(gates.reached(1, 7).ok());
+  EXPECT_TRUE(gates.release(1, 7).ok());
+  stream.thread.join();
+  EXPECT_TRUE(stream.passed);
 }
 
 TEST(HostGates, WorkQueuedOutlivesTheGates) {
