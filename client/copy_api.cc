@@ -71,7 +71,7 @@ CUresult copyHostToDevice(const char* what, CUdeviceptr dst, const void* src, si
   if (CUresult r = route(stream, dst, bytes, &ctx, &s); r != CUDA_SUCCESS) return r;
   // The bytes are taken now, so a host function still to run before this copy must have run; and
   // a synchronous copy would stop the server's thread at its gate.
-  HostFunctionFence::await(HostFunctionFence::Work::kCall);
+  auto fence = HostFunctionFence::hold(HostFunctionFence::Work::kCall);
   auto shared = sharedHostRange(*ctx->server, src, bytes);
   auto build = [&](wire::Request::Builder b) {
     auto m = b.initMemcpyHtoD();
@@ -170,8 +170,9 @@ CUresult copyDeviceToDevice(const char* what, CUdeviceptr dst, CUdeviceptr src, 
   uint64_t s = 0;
   if (CUresult r = route(stream, dst, bytes, &ctx, &s); r != CUDA_SUCCESS) return r;
   if (CUresult r = CUDA_SUCCESS; captureCopy(stream, dst, src, bytes, &r)) return r;
-  if (!async)
-    HostFunctionFence::await(HostFunctionFence::Work::kCall);  // the server waits for it in order
+  // A synchronous copy: the server waits for it in order.
+  auto fence =
+      async ? HostFunctionFence::Ticket{} : HostFunctionFence::hold(HostFunctionFence::Work::kCall);
   CUresult posted = ctx->server->post(what, [&](wire::Request::Builder b) {
     auto m = b.initMemcpyDtoD();
     m.setContext(ctx->remote);
@@ -268,8 +269,9 @@ CUresult memset(const char* what, CUdeviceptr dst, uint32_t value, unsigned elem
     // refuses an unknown range at the call. A capturing stream cannot take it as a node.
     if (CUresult r = resolveStream(stream, &ctx, &s, what); r != CUDA_SUCCESS) return r;
   }
-  if (!async)
-    HostFunctionFence::await(HostFunctionFence::Work::kCall);  // the server waits for it in order
+  // A synchronous memset: the server waits for it in order.
+  auto fence =
+      async ? HostFunctionFence::Ticket{} : HostFunctionFence::hold(HostFunctionFence::Work::kCall);
   auto build = [&](wire::Request::Builder b) {
     auto m = b.initMemset();
     m.setContext(ctx->remote);

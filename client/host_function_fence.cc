@@ -23,9 +23,14 @@ Pending& pending() {
 
 thread_local bool hostFunctionThread = false;
 
-// What this thread's next request waited for: nothing, the legacy stream's host functions, or all.
+// What the tickets this thread holds waited for: nothing, the legacy stream's functions, or all.
 enum class Need { kNothing, kLegacy, kAll };
 thread_local Need need = Need::kNothing;
+
+Need needOf(HostFunctionFence::Work work) {
+  if (work == HostFunctionFence::Work::kNonBlockingStream) return Need::kNothing;
+  return work == HostFunctionFence::Work::kBlockingStream ? Need::kLegacy : Need::kAll;
+}
 
 bool clearFor(const Pending& p, Need n) {
   switch (n) {
@@ -49,17 +54,33 @@ void waitUntilClear(Need n) {
 }  // namespace
 
 void HostFunctionFence::await(Work work) {
-  if (hostFunctionThread || work == Work::kNonBlockingStream) return;
-  const Need n = work == Work::kBlockingStream ? Need::kLegacy : Need::kAll;
-  if (n > need) need = n;
+  if (hostFunctionThread) return;
+  waitUntilClear(needOf(work));
+}
+
+HostFunctionFence::Ticket HostFunctionFence::hold(Work work) {
+  Ticket ticket;
+  if (hostFunctionThread) return ticket;
+  const Need n = needOf(work);
   waitUntilClear(n);
+  ticket.held_ = true;
+  ticket.before_ = static_cast<int>(need);
+  if (n > need) need = n;
+  return ticket;
+}
+
+HostFunctionFence::Ticket::~Ticket() {
+  if (held_) need = static_cast<Need>(before_);
+}
+
+HostFunctionFence::Ticket::Ticket(Ticket&& other) noexcept
+    : held_(other.held_), before_(other.before_) {
+  other.held_ = false;
 }
 
 bool HostFunctionFence::clearToSend() { return clearFor(pending(), need); }
 
 void HostFunctionFence::awaitAgain() { waitUntilClear(need); }
-
-void HostFunctionFence::sent() { need = Need::kNothing; }
 
 void HostFunctionFence::opened(bool legacyStream) {
   Pending& p = pending();

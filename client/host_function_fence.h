@@ -9,10 +9,11 @@
 // and nothing the gate needs waits behind it. The host-function threads themselves pass freely.
 //
 // The wait alone would leave a race: thread B passes it, thread A then places a host function, and
-// A's gate reaches the server before B's call. So the caller's thread also remembers what it
-// waited for, and the session checks it again where it frames the request (clearToSend, under the
-// lock that orders requests on the wire), while the gate's own request counts the function as
-// placed under that same lock (opened, from its build): one of the two is first on the wire.
+// A's gate reaches the server before B's call. So a call, and the frees, copies and unloads that
+// wait here before they post, hold a Ticket while they build and send their request: the session
+// checks the ticket's wait again where it frames the request (clearToSend, under the lock that
+// orders requests on the wire), while the gate's own request counts the function as placed under
+// that same lock (opened, from its build): one of the two is first on the wire.
 #pragma once
 
 namespace gpupool::client {
@@ -21,15 +22,29 @@ class HostFunctionFence {
  public:
   enum class Work { kCall, kLegacyStream, kBlockingStream, kNonBlockingStream };
 
-  // Blocks until `work` may go to the server (at once on a host-function thread), and keeps it as
-  // what this thread's next request needs.
+  // Blocks until `work` may go to the server (at once on a host-function thread).
   static void await(Work work);
-  // For the session, under its framing lock: whether this thread's next request may go out now
-  // (what it awaited is still clear). awaitAgain() blocks, without that lock, until it may;
-  // sent() forgets what it awaited once its request is framed.
+
+  // await(), then, while the ticket lives, the requests this thread frames are checked again
+  // (clearToSend). Tickets nest; an empty one (Ticket{}) checks nothing.
+  class [[nodiscard]] Ticket {
+   public:
+    Ticket() = default;
+    ~Ticket();
+    Ticket(Ticket&& other) noexcept;
+    Ticket& operator=(Ticket&&) = delete;
+
+   private:
+    friend class HostFunctionFence;
+    bool held_ = false;
+    int before_ = 0;  // the thread's requirement before this ticket
+  };
+  static Ticket hold(Work work);
+
+  // For the session, under its framing lock: whether this thread's request may go out now (what
+  // its tickets waited for is still clear). awaitAgain() blocks, without that lock, until it may.
   static bool clearToSend();
   static void awaitAgain();
-  static void sent();
   // A host function was placed in stream order (on the legacy stream or another; called while its
   // gate's request is framed), or has returned.
   static void opened(bool legacyStream);

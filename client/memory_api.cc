@@ -78,8 +78,8 @@ CUresult release(CUdeviceptr dptr) {
     std::lock_guard lock(DriverState::get().mutex);
     DriverState::get().deviceAllocations.erase(dptr);
   }
-  HostFunctionFence::await(
-      HostFunctionFence::Work::kCall);  // the server's free waits for the device
+  // The server's free waits for the device.
+  auto fence = HostFunctionFence::hold(HostFunctionFence::Work::kCall);
   return server->post("cuMemFree", [&](wire::Request::Builder b) {
     auto m = b.initMemFree();
     m.setContext(context);

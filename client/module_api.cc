@@ -121,7 +121,8 @@ CUresult unloadModule(ModuleObject* m) {
   CUresult r = CUDA_SUCCESS;
   if (m->context->remote) {
     uint64_t context = m->context->remote, module = m->remote;
-    HostFunctionFence::await(HostFunctionFence::Work::kCall);  // the unload waits for the device
+    // The unload waits for the device.
+    auto fence = HostFunctionFence::hold(HostFunctionFence::Work::kCall);
     dropManagedGlobalsOf(m);  // before the unload: no write of their pages may follow it
     r = m->context->server->post("cuModuleUnload", [&](wire::Request::Builder b) {
       auto u = b.initModuleUnload();

@@ -321,7 +321,6 @@ CUresult RemoteSession::post(const char* what, const Build& build,
       build(request);
       request.setNoReply(true);
       if (logLevel() >= 2) logLine(std::string("post ") + what);
-      HostFunctionFence::sent();
       if (!queued) {
         protocol::sendMessage(*connection_, message, bulk);  // also sends what is queued first
         return CUDA_SUCCESS;
@@ -416,7 +415,7 @@ CUresult RemoteSession::call(const char* what, const Build& build,
 CUresult RemoteSession::callUnobserved(const char* what, const Build& build,
                                        std::span<const transport::ConstBuffer> bulk,
                                        const OnReply& onReply, transport::MutableBuffer replyInto) {
-  HostFunctionFence::await(HostFunctionFence::Work::kCall);
+  HostFunctionFence::Ticket fence = HostFunctionFence::hold(HostFunctionFence::Work::kCall);
   std::unique_lock exclusive(exclusive_, std::defer_lock);
   if (serialized_) exclusive.lock();
   std::unique_lock lock(mutex_);
@@ -435,7 +434,6 @@ CUresult RemoteSession::callUnobserved(const char* what, const Build& build,
     if (logLevel() >= 2) logLine(std::string("call ") + what);
     // The promise names "the next frame received": only this call's answer when it is alone.
     if (replyInto.size && serialized_) connection_->expectBulkInto(replyInto.data, replyInto.size);
-    HostFunctionFence::sent();
     protocol::sendMessage(*connection_, message, bulk);  // queued posts go out first, same write
   } catch (const transport::TransportError& e) {
     return lost(what, e.what());

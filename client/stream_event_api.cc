@@ -303,7 +303,8 @@ GPUPOOL_DRIVER_API CUresult cuStreamDestroy_v2(CUstream h) {
   CUresult r = CUDA_SUCCESS;
   if (s->context->remote) {
     uint64_t c = s->context->remote, id = s->remote;
-    HostFunctionFence::await(HostFunctionFence::Work::kCall);  // the server may drain the stream
+    // The server may drain the stream.
+    auto fence = HostFunctionFence::hold(HostFunctionFence::Work::kCall);
     r = s->context->server->post("cuStreamDestroy", [&](wire::Request::Builder b) {
       auto d = b.initStreamDestroy();
       d.setContext(c);
