@@ -126,31 +126,56 @@ for elf in "$DIR/bin/gpupoold" "$DIR/bin/gpupool" "$DIR/lib/libcuda.so.1" \
 done
 
 # 3. CUDA programs. One nvcc pass per program: compute_80 PTX (what the emu device interprets,
-#    and what any newer GPU can JIT) and sm_90 SASS built from it (the H200 runs it as is).
+#    and what any newer GPU can JIT) and sm_90 SASS (the H200 runs it as is). tests/emu_programs
+#    also get compute_90 PTX, the SASS's source (the build's sm90 flavour: Hopper code paths).
 #    The programs find the bundled libstdc++ through their RPATH, as the bundle's binaries do.
+BASIC_GENCODE="-gencode=arch=compute_80,code=[sm_90,compute_80]"
+EMU_GENCODE="-gencode=arch=compute_80,code=compute_80 -gencode=arch=compute_90,code=[sm_90,compute_90]"
 NVCC_FLAGS=(-O2 -std=c++17 -I"$ROOT/tests/programs" "-Xcompiler=-Wall,-Wextra,-Werror"
-  "-gencode=arch=compute_80,code=[sm_90,compute_80]"
   -Xlinker --disable-new-dtags -Xlinker -rpath -Xlinker "\$ORIGIN/../../lib/deps")
 if command -v g++ >/dev/null; then NVCC_FLAGS+=(-ccbin "$(command -v g++)"); fi
+# --from-build: a build compiles tests/programs (tests/programs/CMakeLists.txt) and the emu
+# programs' sm90 flavour (tests/emu_programs/CMakeLists.txt) with these gencodes, and says so in
+# nvcc-gencode.txt; those programs are copied from it (RPATH set, stripped) rather than compiled a
+# second time, which is most of the bundle's time (CI: about 15 of its 17 minutes on 2 cores).
+reusable_dir() { # DIR GENCODE: DIR when its programs were built with GENCODE
+  [[ -n $FROM_BUILD && -f $1/nvcc-gencode.txt && $(<"$1/nvcc-gencode.txt") == "$2" ]] && echo "$1"
+}
+basic_from=$(reusable_dir "${FROM_BUILD:-/nonexistent}/tests/programs" "$BASIC_GENCODE" || true)
+emu_from=$(reusable_dir "${FROM_BUILD:-/nonexistent}/tests/emu_programs/bin/sm90" "$EMU_GENCODE" || true)
+copied=0
+take_from_build() { # BUILT OUTPUT: copies a program the build made, as if the bundle had built it
+  cp "$1" "$2"
+  chmod u+w "$2"
+  # shellcheck disable=SC2016 # $ORIGIN is for the dynamic loader
+  patchelf --force-rpath --set-rpath '$ORIGIN/../../lib/deps' "$2"
+  strip --strip-unneeded "$2"
+  copied=$((copied + 1))
+}
+
 # link_driver and library_enumeration embed separately compiled device code, built as
 # tests/programs/CMakeLists.txt builds it: link_units/*.cu with -rdc to PTX, a fatbin and a host
 # object, each turned into a header by bin2c.
 link_units=$(mktemp -d)
-for unit_form in "link_caller ptx -ptx" "link_callee ptx -ptx" "link_callee fatbin -fatbin" \
-  "link_callee o -dc"; do
-  read -r unit ext mode <<<"$unit_form"
-  "$NVCC" "$mode" -rdc=true "$ROOT/tests/programs/link_units/$unit.cu" -o "$link_units/$unit.$ext" ||
-    die "nvcc failed for tests/programs/link_units/$unit.cu"
-  "$CUDA_HOME/bin/bin2c" -st -c -p 0 -n "k_${unit}_${ext}" "$link_units/$unit.$ext" \
-    >"$link_units/${unit}_${ext}.h"
-done
-# matrix_mma_driver embeds nvcc-produced PTX (matrix_units/matrix_kernels.cu, -ptx -arch=sm_80),
-# likewise.
-"$NVCC" -ptx -arch=sm_80 "$ROOT/tests/programs/matrix_units/matrix_kernels.cu" \
-  -o "$link_units/matrix_kernels.ptx" ||
-  die "nvcc failed for tests/programs/matrix_units/matrix_kernels.cu"
-"$CUDA_HOME/bin/bin2c" -st -c -p 0 -n k_matrix_kernels_ptx "$link_units/matrix_kernels.ptx" \
-  >"$link_units/matrix_kernels_ptx.h"
+# (Not needed when the build's copies of those programs are taken.)
+if [[ -z $basic_from || ! -x $basic_from/link_driver || ! -x $basic_from/library_enumeration ||
+  ! -x $basic_from/matrix_mma_driver ]]; then
+  for unit_form in "link_caller ptx -ptx" "link_callee ptx -ptx" "link_callee fatbin -fatbin" \
+    "link_callee o -dc"; do
+    read -r unit ext mode <<<"$unit_form"
+    "$NVCC" "$mode" -rdc=true "$ROOT/tests/programs/link_units/$unit.cu" -o "$link_units/$unit.$ext" ||
+      die "nvcc failed for tests/programs/link_units/$unit.cu"
+    "$CUDA_HOME/bin/bin2c" -st -c -p 0 -n "k_${unit}_${ext}" "$link_units/$unit.$ext" \
+      >"$link_units/${unit}_${ext}.h"
+  done
+  # matrix_mma_driver embeds nvcc-produced PTX (matrix_units/matrix_kernels.cu, -ptx -arch=sm_80),
+  # likewise.
+  "$NVCC" -ptx -arch=sm_80 "$ROOT/tests/programs/matrix_units/matrix_kernels.cu" \
+    -o "$link_units/matrix_kernels.ptx" ||
+    die "nvcc failed for tests/programs/matrix_units/matrix_kernels.cu"
+  "$CUDA_HOME/bin/bin2c" -st -c -p 0 -n k_matrix_kernels_ptx "$link_units/matrix_kernels.ptx" \
+    >"$link_units/matrix_kernels_ptx.h"
+fi
 NVCC_FLAGS+=(-I"$link_units")
 # tests/programs, all of them: gpu-check.sh decides what runs where (multi_device needs two
 # devices). Those that call the driver API link it (the stub; the real one at run time); those
@@ -180,6 +205,10 @@ jobs_file=$(mktemp)
 trap 'rm -rf "$jobs_file" "$link_units"' EXIT
 {
   for name in "${basic[@]}"; do
+    if [[ -n $basic_from && -x $basic_from/$name ]]; then
+      take_from_build "$basic_from/$name" "$DIR/programs/basic/$name"
+      continue
+    fi
     extra=""
     if grep -q '#include "driver_check.h"' "$ROOT/tests/programs/$name.cu"; then
       extra="-L$CUDA_HOME/lib64/stubs -lcuda"
@@ -193,14 +222,12 @@ trap 'rm -rf "$jobs_file" "$link_units"' EXIT
     printf '%s\t%s\t%s\n' "$ROOT/tests/programs/$name.cu" "$DIR/programs/basic/$name" "$extra"
   done
   for name in "${emu[@]}"; do
-    # Programs with sm_90 device code (clusters, tensor copies) get it on the H200: sm_90 SASS
-    # from compute_90, beside the compute_80 PTX the emu device takes.
-    extra=""
-    if grep -q '__CUDA_ARCH__ >= 900' "$ROOT/tests/emu_programs/programs/$name.cu"; then
-      extra="HOPPER"
+    if [[ -n $emu_from && -x $emu_from/$name ]]; then
+      take_from_build "$emu_from/$name" "$DIR/programs/emu/$name"
+      continue
     fi
     printf '%s\t%s\t%s\n' "$ROOT/tests/emu_programs/programs/$name.cu" "$DIR/programs/emu/$name" \
-      "$extra"
+      "EMU"
   done
   # NVML's checks link NVML by its SONAME and find ours (lib/) through their RPATH: they test our
   # library, whichever NVML the machine has.
@@ -217,35 +244,31 @@ trap 'rm -rf "$jobs_file" "$link_units"' EXIT
   done
 } >"$jobs_file"
 
-# One program: source, output, extra link flags (tab-separated).
+# One program: source, output, extra flags (tab-separated; EMU: an emu program's gencode instead
+# of the basic one).
 compile_program() {
-  local source output extra log
+  local source output extra log gencode=$BASIC_GENCODE
   IFS=$'\t' read -r source output extra <<<"$1"
   local -a flags
   mapfile -t flags <<<"$NVCC_FLAG_LINES"
-  if [[ $extra == HOPPER ]]; then
+  if [[ $extra == EMU ]]; then
     extra=""
-    for i in "${!flags[@]}"; do
-      if [[ ${flags[$i]} == -gencode=arch=compute_80,code=* ]]; then
-        flags[i]="-gencode=arch=compute_80,code=compute_80"
-        flags+=("-gencode=arch=compute_90,code=[sm_90,compute_90]")
-      fi
-    done
+    gencode=$EMU_GENCODE
   fi
-  # shellcheck disable=SC2086 # extra holds several flags
-  if ! log=$("$NVCC" "${flags[@]}" "$source" -o "$output" $extra 2>&1); then
+  # shellcheck disable=SC2086 # gencode and extra hold several flags
+  if ! log=$("$NVCC" "${flags[@]}" $gencode "$source" -o "$output" $extra 2>&1); then
     printf 'gpu-bundle: nvcc failed for %s:\n%s\n' "$source" "$log" >&2
     return 255 # stops xargs
   fi
   strip --strip-unneeded "$output"
 }
 export -f compile_program
-export NVCC
+export NVCC BASIC_GENCODE EMU_GENCODE
 NVCC_FLAG_LINES=$(printf '%s\n' "${NVCC_FLAGS[@]}")
 export NVCC_FLAG_LINES
-say "nvcc: $(wc -l <"$jobs_file") programs, $JOBS at a time"
+say "$copied programs taken from ${FROM_BUILD:-the build}; nvcc: $(wc -l <"$jobs_file") programs, $JOBS at a time"
 # shellcheck disable=SC2016 # expanded by the inner bash
-xargs -P "$JOBS" -d '\n' -n 1 bash -c 'compile_program "$1"' _ <"$jobs_file" ||
+xargs -r -P "$JOBS" -d '\n' -n 1 bash -c 'compile_program "$1"' _ <"$jobs_file" ||
   die "a program did not build"
 
 # What each toolkit program needs from the machine, for gpu-check.sh to find it (or say it is
@@ -270,7 +293,8 @@ bytes=$(du -sb "$DIR" | cut -f1)
   echo "commit: $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)"
   echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(sed -n 's/^PRETTY_NAME=//p' /etc/os-release)"
   echo "nvcc: $("$NVCC" --version | tail -n 1)"
-  echo "nvcc flags: ${NVCC_FLAGS[*]}"
+  echo "nvcc flags: ${NVCC_FLAGS[*]} (tests/programs: $BASIC_GENCODE; tests/emu_programs: $EMU_GENCODE)"
+  echo "programs taken from the build: $copied"
   echo "size: $bytes bytes"
   echo "toolkit programs link these shared libraries from the GPU machine: $(
     printf '%s\n' "${toolkit_libs[@]}" | sort -u | tr '\n' ' ')"
