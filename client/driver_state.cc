@@ -279,8 +279,15 @@ ContextObject* DriverState::current() {
 }
 
 CUresult DriverState::ensureRemote(ContextObject* ctx) {
-  std::lock_guard lock(mutex);
+  // The creating call runs without the lock: a call may wait at the host-function fence for a
+  // pending host function, and placing one takes this lock (resolveStream). Inside gpupoold (our
+  // library as the cuda backend's driver) that wait, under the lock, stopped a session's thread
+  // placing its next host function before it could read the release the wait was for.
+  std::unique_lock lock(mutex);
+  remoteMade.wait(lock, [&] { return !ctx->makingRemote; });  // another thread's creation
   if (ctx->remote) return CUDA_SUCCESS;
+  ctx->makingRemote = true;
+  lock.unlock();
   uint64_t id = 0;
   uint64_t staleContext = 0;  // a full-device context an old server made for a green one
   CUresult r = ctx->server->call(
@@ -308,7 +315,11 @@ CUresult DriverState::ensureRemote(ContextObject* ctx) {
                           "cuGreenCtxCreate: the server at " + ctx->server->url() +
                               " does not make green contexts (it predates them); upgrade gpupoold");
       });
+  lock.lock();
   if (r == CUDA_SUCCESS) ctx->remote = id;
+  ctx->makingRemote = false;
+  lock.unlock();
+  remoteMade.notify_all();
   if (staleContext) {
     ctx->server->call("cuCtxDestroy",
                       [&](wire::Request::Builder b) { b.setCtxDestroy(staleContext); });

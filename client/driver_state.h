@@ -12,6 +12,7 @@
 
 #include <array>
 #include <atomic>
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -58,9 +59,10 @@ struct ContextObject {
   int serverDevice = 0;             // the device's ordinal on that server
   bool primary = false;
   unsigned flags = 0;
-  int refcount = 0;     // primary contexts: cuDevicePrimaryCtxRetain count
-  int usage = 1;        // cuCtxAttach/cuCtxDetach count of a created context
-  uint64_t remote = 0;  // the server's context id; 0 until first needed
+  int refcount = 0;           // primary contexts: cuDevicePrimaryCtxRetain count
+  int usage = 1;              // cuCtxAttach/cuCtxDetach count of a created context
+  uint64_t remote = 0;        // the server's context id; 0 until first needed
+  bool makingRemote = false;  // a thread is creating it (DriverState::ensureRemote)
   // cuStreamSetAttribute values of the context's default streams (see StreamObject::attributes).
   std::map<int, CUstreamAttrValue> defaultStreamAttributes;
   // A green context's context (cuCtxFromGreenCtx): its green context and SM partition; null and 0
@@ -236,6 +238,7 @@ class DriverState {
   void releaseRemote(ContextObject* ctx);
 
   std::mutex mutex;  // guards the maps below and object fields mutated after creation
+  std::condition_variable remoteMade;  // a context's creation on its server ended (ensureRemote)
   std::map<CUdeviceptr, DeviceAllocation> deviceAllocations;
   std::map<uintptr_t, HostAllocation> hostAllocations;
 

@@ -282,9 +282,11 @@ struct RemoteSession::PendingCall {
 };
 
 CUresult RemoteSession::lost(const char* what, const std::string& why) {
-  if (broken_) return CUDA_ERROR_DEVICE_UNAVAILABLE;
-  broken_ = true;
-  for (auto& [id, call] : pending_) call->wake.notify_one();
+  if (broken_.exchange(true)) return CUDA_ERROR_DEVICE_UNAVAILABLE;
+  {
+    std::lock_guard answers(answers_);
+    for (auto& [id, call] : pending_) call->wake.notify_one();
+  }
   logLine("lost connection to " + url_ + " during " + what + ": " + why +
           "; every further CUDA call fails");
   return CUDA_ERROR_DEVICE_UNAVAILABLE;
@@ -426,6 +428,11 @@ CUresult RemoteSession::callUnobserved(const char* what, const Build& build,
   mine.handsOnDeferred = HostFunctionFence::onHostFunctionThread();
   mine.onReply = onReply ? &onReply : nullptr;
   uint64_t id = nextCallId_++;
+  {
+    // In flight before it is sent: the thread reading answers may read its answer at once.
+    std::lock_guard answers(answers_);
+    pending_[id] = &mine;
+  }
   try {
     protocol::OutgoingMessage message(*connection_);  // in the SEND buffer, over RDMA
     auto request = message.initRoot<wire::Request>();
@@ -436,22 +443,27 @@ CUresult RemoteSession::callUnobserved(const char* what, const Build& build,
     if (replyInto.size && serialized_) connection_->expectBulkInto(replyInto.data, replyInto.size);
     protocol::sendMessage(*connection_, message, bulk);  // queued posts go out first, same write
   } catch (const transport::TransportError& e) {
+    {
+      std::lock_guard answers(answers_);
+      pending_.erase(id);
+    }
     return lost(what, e.what());
   }
-  pending_[id] = &mine;
+  lock.unlock();
+  std::unique_lock answers(answers_);
   while (!mine.done) {
     if (broken_ && !mine.claimed) {
       pending_.erase(id);
       return CUDA_ERROR_DEVICE_UNAVAILABLE;
     }
     if (receiving_ || mine.claimed) {
-      mine.wake.wait(lock);
+      mine.wake.wait(answers);
       continue;
     }
     receiving_ = true;
-    lock.unlock();
+    answers.unlock();
     receiveReply(what);
-    lock.lock();
+    answers.lock();
     receiving_ = false;
     // Hands the receiving role to a call still waiting for its answer.
     if (!pending_.empty()) pending_.begin()->second->wake.notify_one();
@@ -462,8 +474,8 @@ CUresult RemoteSession::callUnobserved(const char* what, const Build& build,
 void RemoteSession::receiveReply(const char* what) {
   PendingCall* call = nullptr;  // claimed: its owner waits until it is done
   auto fail = [&](const std::string& why) {
-    std::lock_guard lock(mutex_);
     if (call) {
+      std::lock_guard answers(answers_);
       call->result = CUDA_ERROR_DEVICE_UNAVAILABLE;
       call->done = true;
       call->wake.notify_one();
@@ -475,7 +487,7 @@ void RemoteSession::receiveReply(const char* what) {
     auto response = in.root<wire::Response>();
     uint64_t id = response.getCallId();
     {
-      std::lock_guard lock(mutex_);
+      std::lock_guard answers(answers_);
       // A server names no call when it could not decode the request; with one call in flight,
       // that is the one it answers.
       if (id == 0 && pending_.size() == 1) id = pending_.begin()->first;
@@ -487,7 +499,7 @@ void RemoteSession::receiveReply(const char* what) {
     }
     if (!call) return fail("the server answered call " + std::to_string(id) + ", not in flight");
     CUresult result = completeCall(*call, response, in.bulkBytes());
-    std::lock_guard lock(mutex_);
+    std::lock_guard answers(answers_);
     call->result = result;
     call->done = true;
     call->wake.notify_one();

@@ -142,7 +142,7 @@ class RemoteSession {
   CUresult callUnobserved(const char* what, const Build& build,
                           std::span<const transport::ConstBuffer> bulk, const OnReply& onReply,
                           transport::MutableBuffer replyInto);
-  // Sets broken_ and wakes every waiting call; under mutex_.
+  // Sets broken_ and wakes every waiting call (takes answers_: never call it holding that).
   CUresult lost(const char* what, const std::string& why);
   // Holding the receiving role (not mutex_): reads the next Response and completes its call.
   void receiveReply(const char* what);
@@ -151,7 +151,11 @@ class RemoteSession {
                         uint64_t bulkBytes);
 
   std::mutex exclusive_;  // held over each whole call and post when serialized_ (taken first)
-  std::mutex mutex_;      // framing: sends, the post queue, pending_, receiving_, broken_
+  std::mutex mutex_;      // framing: sends, the post queue, nextCallId_
+  // The calls in flight and the receiving role, apart from framing: a sender may wait inside a
+  // send for the server to take its bytes (RDMA credits, a full socket), and the server may be
+  // waiting for this side to read its answers first. Taken after mutex_ when both are held.
+  std::mutex answers_;
   std::map<uint64_t, PendingCall*> pending_;  // sent, not yet answered, by callId
   uint64_t nextCallId_ = 1;
   bool receiving_ = false;  // some thread is reading Responses
@@ -160,7 +164,7 @@ class RemoteSession {
   bool stopping_ = false;
   std::thread flusher_;
   std::unique_ptr<transport::Connection> connection_;
-  bool broken_ = false;
+  std::atomic<bool> broken_{false};
   // An earlier post's failure that a host-function thread's call heard of, for the next other call.
   std::atomic<CUresult> handedOn_{CUDA_SUCCESS};
   std::string url_;

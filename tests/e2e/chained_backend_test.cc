@@ -31,6 +31,28 @@ INSTANTIATE_TEST_SUITE_P(Chained, ChainedProgramTest,
                          ::testing::ValuesIn(cudaBackendProgramFlavours()),
                          [](const auto& info) { return info.param.testName(); });
 
+// Programs start beside one that places host functions as fast as it can while another of its
+// threads mallocs and frees (host_func_order). The cuda backend's driver, our libcuda, once made
+// each new program's context on the emu server under the lock that placing a host function takes,
+// waiting there (the host-function fence) for every session's pending functions: the placing
+// session's thread stopped before it could read the release of its own function, and its gates
+// broke (docs/hardening.md).
+TEST(ChainedHostFunctionTest, ProgramsStartingBesideHostFunctionsLeaveThemRunning) {
+  ChainedServers servers = startChainedServers();
+  const EnvironmentChanges environment = clientEnvironment(servers.cuda->endpoint());
+  ChildProcess placing({programPath("host_func_order"), {}, environment, std::nullopt});
+  int started = 0;
+  while (!placing.ended()) {
+    ProgramResult other = runProgram(programPath("vector_add"), {}, environment, seconds(60));
+    ASSERT_TRUE(other.passed()) << other.describe();
+    ++started;
+  }
+  ProgramResult result = placing.finish(seconds(120));
+  EXPECT_TRUE(result.passed()) << result.describe();
+  EXPECT_EQ(servers.cuda->log().find("let go unrun"), std::string::npos) << servers.cuda->log();
+  EXPECT_GT(started, 0);
+}
+
 // The cuda backend builds an executable graph as one CUgraph of its driver and launches it with
 // cuGraphLaunch (here our libcuda, which logs each remote call at GPU_POOL_LOG=2), instead of
 // replaying its nodes one call at a time. Batch memory operation nodes are built too, waits

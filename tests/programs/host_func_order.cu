@@ -3,7 +3,8 @@
 // non-blocking) and on the legacy default stream. Checks that each function sees the results of
 // the work before it, that work after it sees what it wrote into pinned memory, that functions on
 // one stream run in order, and that the launching thread does not wait for the function: the
-// first one waits for a flag the main thread sets only after cudaLaunchHostFunc has returned.
+// first one waits for a flag the main thread sets only after cudaLaunchHostFunc has returned; and
+// that functions placed by one thread while another frees memory all run, with no call failing.
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -69,6 +70,8 @@ void runStep(Step* s) {
 }
 
 void CUDART_CB hostFunction(void* data) { runStep(static_cast<Step*>(data)); }
+
+void CUDART_CB countRun(void* data) { static_cast<std::atomic<int>*>(data)->fetch_add(1); }
 
 void CUDART_CB streamCallback(cudaStream_t stream, cudaError_t status, void* data) {
   auto* s = static_cast<Step*>(data);
@@ -173,6 +176,27 @@ int main() {
   checkStep(legacy, "cudaLaunchHostFunc on the legacy stream");
   expectResult(res1, 77, 1, "legacy stream");
   std::printf("a host function on the legacy default stream ran in order\n");
+
+  // One thread places host functions while another allocates and frees (cudaFree waits for the
+  // device): every call must go on in order with the functions placed beside it, none may fail and
+  // every function must run (the client orders the two on the wire: host_function_fence.h).
+  {
+    constexpr int kRounds = 300;
+    std::atomic<int> ran{0};
+    std::thread placer([&] {
+      for (int i = 0; i < kRounds; ++i) CHECK_CUDA(cudaLaunchHostFunc(s2, countRun, &ran));
+    });
+    for (int i = 0; i < kRounds; ++i) {
+      int* p = nullptr;
+      CHECK_CUDA(cudaMalloc(&p, 256));
+      CHECK_CUDA(cudaFree(p));
+    }
+    placer.join();
+    CHECK_CUDA(cudaStreamSynchronize(s2));
+    CHECK(ran.load() == kRounds, "%d of %d host functions ran", ran.load(), kRounds);
+    std::printf("%d host functions placed beside %d frees on another thread all ran\n", kRounds,
+                kRounds);
+  }
 
   EXPECT_CUDA_ERROR(cudaLaunchHostFunc(s1, nullptr, nullptr), cudaErrorInvalidValue);
   EXPECT_CUDA_ERROR(cudaStreamAddCallback(s1, streamCallback, &callback, 1), cudaErrorInvalidValue);

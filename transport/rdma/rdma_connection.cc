@@ -230,7 +230,16 @@ bool RdmaConnection::waitForPoller(std::unique_lock<std::mutex>& lock, unsigned 
 }
 
 void RdmaConnection::timedOut(const char* what) {
-  fail(Kind::kTimeout, std::string("timed out waiting for the peer (") + what + ")");
+  // The flow-control state goes with the error: a stall names which side held what.
+  const auto held =
+      std::count_if(slotUsers_.begin(), slotUsers_.end(), [](uint32_t users) { return users > 0; });
+  fail(Kind::kTimeout,
+       std::string("timed out waiting for the peer (") + what + "; credits " +
+           std::to_string(credits()) + ", sent " + std::to_string(sent_) + ", peer consumed " +
+           std::to_string(peerConsumed_) + ", consumed " + std::to_string(consumed_) +
+           ", returned " + std::to_string(consumedReturned_) + ", receive slots held " +
+           std::to_string(held) + ", messages queued " + std::to_string(incoming_.size()) +
+           ", free send slots " + std::to_string(freeSendSlots_.size()) + ")");
 }
 
 void RdmaConnection::wakeWaiters() {
