@@ -247,16 +247,17 @@ trap 'rm -rf "$jobs_file" "$link_units"' EXIT
 # One program: source, output, extra flags (tab-separated; EMU: an emu program's gencode instead
 # of the basic one).
 compile_program() {
-  local source output extra log gencode=$BASIC_GENCODE
+  local source output extra log
   IFS=$'\t' read -r source output extra <<<"$1"
-  local -a flags
+  local -a flags gencode
   mapfile -t flags <<<"$NVCC_FLAG_LINES"
+  read -ra gencode <<<"$BASIC_GENCODE" # split, never globbed (the brackets)
   if [[ $extra == EMU ]]; then
     extra=""
-    gencode=$EMU_GENCODE
+    read -ra gencode <<<"$EMU_GENCODE"
   fi
-  # shellcheck disable=SC2086 # gencode and extra hold several flags
-  if ! log=$("$NVCC" "${flags[@]}" $gencode "$source" -o "$output" $extra 2>&1); then
+  # shellcheck disable=SC2086 # extra holds several flags
+  if ! log=$("$NVCC" "${flags[@]}" "${gencode[@]}" "$source" -o "$output" $extra 2>&1); then
     printf 'gpu-bundle: nvcc failed for %s:\n%s\n' "$source" "$log" >&2
     return 255 # stops xargs
   fi
