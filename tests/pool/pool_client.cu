@@ -3,8 +3,9 @@
 //   pool_client spin MS ITERS BATCH
 //                               prints READY after a warm-up kernel, waits for a line on stdin,
 //                               then keeps BATCH kernels of ITERS loop steps queued for MS
-//                               milliseconds and prints "LAUNCHES <n>", the kernels completed
-//                               inside the window, and "LAUNCHED <n>", all kernels it launched
+//                               milliseconds, prints WINDOW_END, lets the queued kernels finish
+//                               and prints "LAUNCHES <n>", the kernels completed inside the
+//                               window, and "LAUNCHED <n>", all kernels it launched
 //   pool_client try MIB         allocates MIB MiB; prints "ALLOC <CUresult>" and
 //                               "MEMINFO <free> <total>"
 //   pool_client hold MIB        allocates MIB MiB, prints "HELD <CUresult>" and READY, and keeps
@@ -168,6 +169,10 @@ int main(int argc, char** argv) {
       spin<<<1, 32>>>(iterations, sink);
       cudaEventRecord(done[slot]);
     }
+    // The window's end, before the queued kernels drain: a test reading the meter now sees the
+    // share the scheduler gave while both tenants had work, not the tail one of them runs alone.
+    std::printf("WINDOW_END\n");
+    std::fflush(stdout);
     // The kernels still queued finish too, so the server has metered every one on exit.
     if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) return fail("drain", e);
     std::printf("LAUNCHES %ld\n", launches);

