@@ -145,11 +145,14 @@ basic_from=$(reusable_dir "${FROM_BUILD:-/nonexistent}/tests/programs" "$BASIC_G
 emu_from=$(reusable_dir "${FROM_BUILD:-/nonexistent}/tests/emu_programs/bin/sm90" "$EMU_GENCODE" || true)
 copied=0
 take_from_build() { # BUILT OUTPUT: copies a program the build made, as if the bundle had built it
-  cp "$1" "$2"
-  chmod u+w "$2"
-  # shellcheck disable=SC2016 # $ORIGIN is for the dynamic loader
-  patchelf --force-rpath --set-rpath '$ORIGIN/../../lib/deps' "$2"
-  strip --strip-unneeded "$2"
+  # (Called while the jobs file is written: nothing of it may reach stdout.)
+  {
+    cp "$1" "$2"
+    chmod u+w "$2"
+    # shellcheck disable=SC2016 # $ORIGIN is for the dynamic loader
+    patchelf --force-rpath --set-rpath '$ORIGIN/../../lib/deps' "$2"
+    strip --strip-unneeded "$2"
+  } >&2
   copied=$((copied + 1))
 }
 
