@@ -95,8 +95,7 @@ CUresult contextAndEvent(CUcontext hCtx, CUevent hEvent, const char* what, Conte
   if (CUresult r = DriverState::get().ensureRemote((*event)->context); r != CUDA_SUCCESS) return r;
   if (CUresult r = contextCaptureUse(*ctx, *event, what); r != CUDA_SUCCESS) return r;
   // Work goes to the legacy stream too, and the hidden objects are made by calls.
-  HostFunctionFence::await(HostFunctionFence::Work::kCall);
-  HostFunctionFence::await(HostFunctionFence::Work::kLegacyStream);
+  HostFunctionFence::await(HostFunctionFence::Work::kCall, fenceScopeOf(*ctx));
   return CUDA_SUCCESS;
 }
 

@@ -124,7 +124,7 @@ CUresult sendCopy(const char* what, ContextObject* ctx, uint64_t stream, const R
       std::memcpy(packed.data() + r * width, hostRow(src, c, r), width);
     }
     bulk = {packed.data(), packed.size()};
-    HostFunctionFence::await(HostFunctionFence::Work::kCall);
+    HostFunctionFence::await(HostFunctionFence::Work::kCall, fenceScopeOf(ctx));
   }
   return ctx->server->call(
       what,
@@ -203,7 +203,7 @@ CUresult copyRegion3D(const char* what, const CUDA_MEMCPY3D& c, CUstream stream,
     if (CUresult r = DriverState::get().ensureRemote(ctx); r != CUDA_SUCCESS) return r;
     s = 0;
   }
-  if (!async) HostFunctionFence::await(HostFunctionFence::Work::kCall);
+  if (!async) HostFunctionFence::await(HostFunctionFence::Work::kCall, fenceScopeOf(ctx));
   return sendCopy(what, ctx, s, src, dst, c, async);
 }
 

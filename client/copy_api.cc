@@ -71,7 +71,7 @@ CUresult copyHostToDevice(const char* what, CUdeviceptr dst, const void* src, si
   if (CUresult r = route(stream, dst, bytes, &ctx, &s); r != CUDA_SUCCESS) return r;
   // The bytes are taken now, so a host function still to run before this copy must have run; and
   // a synchronous copy would stop the server's thread at its gate.
-  auto fence = HostFunctionFence::hold(HostFunctionFence::Work::kCall);
+  auto fence = HostFunctionFence::hold(HostFunctionFence::Work::kCall, fenceScopeOf(ctx));
   auto shared = sharedHostRange(*ctx->server, src, bytes);
   auto build = [&](wire::Request::Builder b) {
     auto m = b.initMemcpyHtoD();
@@ -171,8 +171,8 @@ CUresult copyDeviceToDevice(const char* what, CUdeviceptr dst, CUdeviceptr src, 
   if (CUresult r = route(stream, dst, bytes, &ctx, &s); r != CUDA_SUCCESS) return r;
   if (CUresult r = CUDA_SUCCESS; captureCopy(stream, dst, src, bytes, &r)) return r;
   // A synchronous copy: the server waits for it in order.
-  auto fence =
-      async ? HostFunctionFence::Ticket{} : HostFunctionFence::hold(HostFunctionFence::Work::kCall);
+  auto fence = async ? HostFunctionFence::Ticket{}
+                     : HostFunctionFence::hold(HostFunctionFence::Work::kCall, fenceScopeOf(ctx));
   CUresult posted = ctx->server->post(what, [&](wire::Request::Builder b) {
     auto m = b.initMemcpyDtoD();
     m.setContext(ctx->remote);
@@ -223,7 +223,7 @@ CUresult memsetHost(const char* what, CUdeviceptr dst, uint32_t value, unsigned 
   ContextObject* ctx = nullptr;
   uint64_t s = 0;
   if (CUresult r = resolveStream(stream, &ctx, &s, what); r != CUDA_SUCCESS) return r;
-  HostFunctionFence::await(HostFunctionFence::Work::kCall);
+  HostFunctionFence::await(HostFunctionFence::Work::kCall, fenceScopeOf(ctx));
   CUresult r = ctx->server->call(what, [&](wire::Request::Builder b) {
     auto sync = b.initStreamSynchronize();
     sync.setContext(ctx->remote);
@@ -270,8 +270,8 @@ CUresult memset(const char* what, CUdeviceptr dst, uint32_t value, unsigned elem
     if (CUresult r = resolveStream(stream, &ctx, &s, what); r != CUDA_SUCCESS) return r;
   }
   // A synchronous memset: the server waits for it in order.
-  auto fence =
-      async ? HostFunctionFence::Ticket{} : HostFunctionFence::hold(HostFunctionFence::Work::kCall);
+  auto fence = async ? HostFunctionFence::Ticket{}
+                     : HostFunctionFence::hold(HostFunctionFence::Work::kCall, fenceScopeOf(ctx));
   auto build = [&](wire::Request::Builder b) {
     auto m = b.initMemset();
     m.setContext(ctx->remote);

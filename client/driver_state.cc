@@ -109,6 +109,10 @@ DriverState& DriverState::get() {
 
 CUresult DriverState::initialize() {
   std::call_once(initOnce_, [this] {
+    // A call whose request does not name its context waits for the current context's host
+    // functions.
+    HostFunctionFence::setThreadScopeSource(
+        [] { return fenceScopeOf(DriverState::get().current()); });
     const char* env = std::getenv("GPU_POOL_ENDPOINT");
     std::string shown = env ? env : "";
     if (!env || !*env) {
@@ -265,12 +269,23 @@ ContextObject* DriverState::primaryContext(CUdevice d) {
   return primaries_[d];
 }
 
+namespace {
+// Set when the thread's context stack is destroyed (the main thread's at exit(), before cudart's
+// exit handlers release their contexts): a bool needs no destructor, so it is readable after.
+thread_local bool contextStackGone = false;
+struct ContextStack {
+  std::vector<ContextObject*> contexts;
+  ~ContextStack() { contextStackGone = true; }
+};
+}  // namespace
+
 std::vector<ContextObject*>& DriverState::stack() {
-  thread_local std::vector<ContextObject*> contexts;
-  return contexts;
+  thread_local ContextStack stack;
+  return stack.contexts;
 }
 
 ContextObject* DriverState::current() {
+  if (contextStackGone) return nullptr;  // no context is current any more
   auto& s = stack();
   if (s.empty()) return nullptr;
   // A context destroyed elsewhere is no longer current anywhere.
@@ -341,6 +356,9 @@ void DriverState::releaseRemote(ContextObject* ctx) {
   forgetContextModules(reinterpret_cast<CUcontext>(ctx));
   forgetContextStreamsAndEvents(reinterpret_cast<CUcontext>(ctx));
   if (remote) {
+    // The destroy drains the context: its host functions first (ctx->remote is 0 by now).
+    auto fence =
+        HostFunctionFence::hold(HostFunctionFence::Work::kCall, FenceScope{ctx->server, remote});
     ctx->server->call("cuCtxDestroy", [&](wire::Request::Builder b) { b.setCtxDestroy(remote); });
   }
 }
@@ -447,14 +465,14 @@ CUresult createRemoteStream(ContextObject* ctx, unsigned flags, int priority, ui
 CUresult resolveStream(CUstream h, ContextObject** ctx, uint64_t* remote, const char* what) {
   if (h == CU_STREAM_PER_THREAD || (h == nullptr && nullIsPerThread)) {
     if (CUresult r = currentRemoteContext(ctx); r != CUDA_SUCCESS) return r;
-    HostFunctionFence::await(HostFunctionFence::Work::kBlockingStream);
+    HostFunctionFence::await(HostFunctionFence::Work::kBlockingStream, fenceScopeOf(*ctx));
     return perThreadStream(*ctx, remote);
   }
   if (h == nullptr || h == CU_STREAM_LEGACY) {
     *remote = 0;
     if (CUresult r = currentRemoteContext(ctx); r != CUDA_SUCCESS) return r;
     if (CUresult r = legacyStreamUse(*ctx); r != CUDA_SUCCESS) return r;
-    HostFunctionFence::await(HostFunctionFence::Work::kLegacyStream);
+    HostFunctionFence::await(HostFunctionFence::Work::kLegacyStream, fenceScopeOf(*ctx));
     return CUDA_SUCCESS;
   }
   if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
@@ -463,7 +481,8 @@ CUresult resolveStream(CUstream h, ContextObject** ctx, uint64_t* remote, const 
   if (CUresult r = capturingStreamUse(s, what); r != CUDA_SUCCESS) return r;
   HostFunctionFence::await((s->flags & CU_STREAM_NON_BLOCKING)
                                ? HostFunctionFence::Work::kNonBlockingStream
-                               : HostFunctionFence::Work::kBlockingStream);
+                               : HostFunctionFence::Work::kBlockingStream,
+                           fenceScopeOf(s->context));
   if (CUresult r = DriverState::get().ensureRemote(s->context); r != CUDA_SUCCESS) return r;
   *ctx = s->context;
   *remote = s->remote;

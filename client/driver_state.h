@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "host_function_fence.h"
 #include "protocol/sha256.h"
 #include "remote_session.h"
 #include "shared_host_memory.h"
@@ -59,9 +60,11 @@ struct ContextObject {
   int serverDevice = 0;             // the device's ordinal on that server
   bool primary = false;
   unsigned flags = 0;
-  int refcount = 0;           // primary contexts: cuDevicePrimaryCtxRetain count
-  int usage = 1;              // cuCtxAttach/cuCtxDetach count of a created context
-  uint64_t remote = 0;        // the server's context id; 0 until first needed
+  int refcount = 0;  // primary contexts: cuDevicePrimaryCtxRetain count
+  int usage = 1;     // cuCtxAttach/cuCtxDetach count of a created context
+  // The server's context id; 0 until first needed. Atomic: the host-function fence reads the
+  // calling thread's current context without the driver's lock (fenceScopeOf).
+  std::atomic<uint64_t> remote{0};
   bool makingRemote = false;  // a thread is creating it (DriverState::ensureRemote)
   // cuStreamSetAttribute values of the context's default streams (see StreamObject::attributes).
   std::map<int, CUstreamAttrValue> defaultStreamAttributes;
@@ -281,6 +284,11 @@ CUevent registerEvent(ContextObject* context, uint64_t remote, unsigned flags);
 
 // Validating casts from handles; null when the handle is not a live object of that kind.
 ContextObject* asContext(CUcontext h);
+
+// The host-function fence's scope of work for `ctx` (client/host_function_fence.h).
+inline FenceScope fenceScopeOf(const ContextObject* ctx) {
+  return ctx ? FenceScope{ctx->server, ctx->remote.load()} : FenceScope::any();
+}
 StreamObject* asStream(CUstream h);
 EventObject* asEvent(CUevent h);
 ModuleObject* asModule(CUmodule h);

@@ -63,7 +63,7 @@ void runHostCall(const HostCall& c) {
   // hears of it at its next call, as of a failed asynchronous call.
   if (r == CUDA_ERROR_ILLEGAL_STATE) c.server->handOnError(r);
   if (r != CUDA_ERROR_DEVICE_UNAVAILABLE) (void)gateCall(c, what, true);
-  HostFunctionFence::closed(c.legacy);
+  HostFunctionFence::closed(c.legacy, FenceScope{c.server, c.context});
 }
 
 CUresult place(CUstream h, HostCall call) {
@@ -75,11 +75,12 @@ CUresult place(CUstream h, HostCall call) {
   call.context = ctx->remote;
   call.gate = nextGate++;
   call.legacy = s == 0;
+  const FenceScope scope{call.server, call.context};
   // Counted as placed while its request is framed (host_function_fence.h).
   bool counted = false;
   CUresult r = ctx->server->post(call.fn ? "cuLaunchHostFunc" : "cuStreamAddCallback",
                                  [&](wire::Request::Builder b) {
-                                   if (!counted) HostFunctionFence::opened(call.legacy);
+                                   if (!counted) HostFunctionFence::opened(call.legacy, scope);
                                    counted = true;
                                    auto g = b.initHostGateOpen();
                                    g.setContext(call.context);
@@ -87,7 +88,7 @@ CUresult place(CUstream h, HostCall call) {
                                    g.setGate(call.gate);
                                  });
   if (r != CUDA_SUCCESS) {
-    if (counted) HostFunctionFence::closed(call.legacy);
+    if (counted) HostFunctionFence::closed(call.legacy, scope);
     return r;
   }
   // One thread per pending function: functions on different streams must not wait for each other

@@ -169,7 +169,8 @@ GPUPOOL_DRIVER_API CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
     auto it = allocations.find(dptr);
     if (it != allocations.end() && --it->second.ipcOpens == 0) allocations.erase(it);
   }
-  HostFunctionFence::await(HostFunctionFence::Work::kCall);  // the close waits for the device
+  // The close waits for the device: for every context's functions.
+  HostFunctionFence::await(HostFunctionFence::Work::kCall, FenceScope::any());
   return info.context->server->call(
       "cuIpcCloseMemHandle",
       [&](wire::Request::Builder b) {

@@ -756,7 +756,7 @@ CUresult freeManagedAllocation(CUdeviceptr base, const DeviceAllocation& info) {
     std::lock_guard lock(DriverState::get().mutex);
     DriverState::get().deviceAllocations.erase(base);
   }
-  auto fence = HostFunctionFence::hold(HostFunctionFence::Work::kCall);
+  auto fence = HostFunctionFence::hold(HostFunctionFence::Work::kCall, fenceScopeOf(ctx));
   uint64_t remote = ctx->remote;
   return ctx->server->post("cuMemFree", [&](wire::Request::Builder b) {
     auto m = b.initManagedMemory();

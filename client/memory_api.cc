@@ -79,7 +79,7 @@ CUresult release(CUdeviceptr dptr) {
     DriverState::get().deviceAllocations.erase(dptr);
   }
   // The server's free waits for the device.
-  auto fence = HostFunctionFence::hold(HostFunctionFence::Work::kCall);
+  auto fence = HostFunctionFence::hold(HostFunctionFence::Work::kCall, fenceScopeOf(info.context));
   return server->post("cuMemFree", [&](wire::Request::Builder b) {
     auto m = b.initMemFree();
     m.setContext(context);

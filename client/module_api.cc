@@ -122,7 +122,7 @@ CUresult unloadModule(ModuleObject* m) {
   if (m->context->remote) {
     uint64_t context = m->context->remote, module = m->remote;
     // The unload waits for the device.
-    auto fence = HostFunctionFence::hold(HostFunctionFence::Work::kCall);
+    auto fence = HostFunctionFence::hold(HostFunctionFence::Work::kCall, fenceScopeOf(m->context));
     dropManagedGlobalsOf(m);  // before the unload: no write of their pages may follow it
     r = m->context->server->post("cuModuleUnload", [&](wire::Request::Builder b) {
       auto u = b.initModuleUnload();

@@ -417,7 +417,9 @@ CUresult RemoteSession::call(const char* what, const Build& build,
 CUresult RemoteSession::callUnobserved(const char* what, const Build& build,
                                        std::span<const transport::ConstBuffer> bulk,
                                        const OnReply& onReply, transport::MutableBuffer replyInto) {
-  HostFunctionFence::Ticket fence = HostFunctionFence::hold(HostFunctionFence::Work::kCall);
+  // Scoped to the calling thread's current context: the request's own context is in its builder.
+  HostFunctionFence::Ticket fence =
+      HostFunctionFence::holdForThread(HostFunctionFence::Work::kCall);
   std::unique_lock exclusive(exclusive_, std::defer_lock);
   if (serialized_) exclusive.lock();
   std::unique_lock lock(mutex_);

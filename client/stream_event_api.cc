@@ -304,7 +304,7 @@ GPUPOOL_DRIVER_API CUresult cuStreamDestroy_v2(CUstream h) {
   if (s->context->remote) {
     uint64_t c = s->context->remote, id = s->remote;
     // The server may drain the stream.
-    auto fence = HostFunctionFence::hold(HostFunctionFence::Work::kCall);
+    auto fence = HostFunctionFence::hold(HostFunctionFence::Work::kCall, fenceScopeOf(s->context));
     r = s->context->server->post("cuStreamDestroy", [&](wire::Request::Builder b) {
       auto d = b.initStreamDestroy();
       d.setContext(c);

@@ -346,7 +346,8 @@ GPUPOOL_DRIVER_API CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
   auto reservation = table.reservationOf(ptr, size);
   if (reservation == table.reservations.end()) return CUDA_ERROR_INVALID_VALUE;
   // The server's unmap waits for the context's work, as a host function must not hold it.
-  HostFunctionFence::await(HostFunctionFence::Work::kCall);
+  HostFunctionFence::await(HostFunctionFence::Work::kCall,
+                           fenceScopeOf(reservation->second.context));
   CUresult r = callMap(reservation->second.context, "cuMemUnmap", wire::Request::VmmMapOp::UNMAP,
                        ptr, size, 0, 0, false);
   if (r != CUDA_SUCCESS) return r;
@@ -392,7 +393,7 @@ GPUPOOL_DRIVER_API CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size,
     }
   }
   bool readWrite = desc[count - 1].flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-  if (!readWrite) HostFunctionFence::await(HostFunctionFence::Work::kCall);
+  if (!readWrite) HostFunctionFence::await(HostFunctionFence::Work::kCall, fenceScopeOf(ctx));
   CUresult r = callMap(ctx, "cuMemSetAccess", wire::Request::VmmMapOp::SET_ACCESS, ptr, size, 0, 0,
                        readWrite);
   if (r != CUDA_SUCCESS) return r;

@@ -26,12 +26,14 @@ int64_t cpuNanos(clockid_t clock) {
 // let it go on.
 class HostGates::SelfDeadlockWatch {
  public:
-  explicit SelfDeadlockWatch(const Core& core) : core_(core) {}
+  SelfDeadlockWatch(const Core& core, uint64_t gateContext)
+      : core_(core), gateContext_(gateContext) {}
 
   bool stalled() {
     const uint64_t request = core_.serving.load();
+    const uint64_t context = core_.servingContext.load();
     const auto now = std::chrono::steady_clock::now();
-    if (request == 0) {
+    if (request == 0 || (context != 0 && context != kSeveralContexts && context != gateContext_)) {
       request_ = 0;
       return false;
     }
@@ -47,25 +49,45 @@ class HostGates::SelfDeadlockWatch {
 
  private:
   const Core& core_;
+  const uint64_t gateContext_;
   uint64_t request_ = 0;
   std::chrono::steady_clock::time_point since_;
   int64_t cpuAtStart_ = 0;
 };
 
+namespace {
+// The gates whose serving thread this is, while it serves a request (servingFor ignores others:
+// a waiter thread finding a context is not the serving thread).
+thread_local const void* servingGates = nullptr;
+}  // namespace
+
 HostGates::ServingRequest::ServingRequest(HostGates& gates) : gates_(gates) {
   Core& core = *gates_.core_;
   clockid_t clock = CLOCK_THREAD_CPUTIME_ID;
   if (pthread_getcpuclockid(pthread_self(), &clock) == 0) core.servingClock.store(clock);
+  core.servingContext.store(0);
   core.serving.store(core.servedRequests.fetch_add(1) + 1);
+  servingGates = &core;
 }
 
-HostGates::ServingRequest::~ServingRequest() { gates_.core_->serving.store(0); }
+HostGates::ServingRequest::~ServingRequest() {
+  servingGates = nullptr;
+  gates_.core_->serving.store(0);
+  gates_.core_->servingContext.store(0);
+}
+
+void HostGates::servingFor(uint64_t context) {
+  Core& core = *core_;
+  if (servingGates != &core) return;
+  const uint64_t named = core.servingContext.load();
+  core.servingContext.store(named == 0 || named == context ? context : kSeveralContexts);
+}
 
 void HostGates::holdAtGate(Core& core, Gate& gate) {
   std::unique_lock lock(core.mutex);
   gate.reached = true;
   core.changed.notify_all();
-  SelfDeadlockWatch watch(core);
+  SelfDeadlockWatch watch(core, gate.context);
   while (!gate.released) {
     core.changed.wait_for(lock, kWatchSlice);
     if (gate.released || !watch.stalled()) continue;

@@ -14,7 +14,10 @@
 // (ServingRequest); a reached gate whose serving thread has stayed in one request for
 // kSelfDeadlockAfter without using the CPU (so it is waiting, not compiling or copying) breaks:
 // the stream goes on, and the client's wait for the gate answers CUDA_ERROR_ILLEGAL_STATE, so the
-// host function is reported as not run rather than run out of order.
+// host function is reported as not run rather than run out of order. A request that named only
+// another context (servingFor) waits for that context's work, which no gate of this one holds:
+// such a wait breaks nothing (a context's drains are its own; our libcuda, the cuda backend's
+// driver in the chained tests, lets one context's calls go while another's function is pending).
 #pragma once
 
 #include <atomic>
@@ -60,6 +63,10 @@ class HostGates {
   // Gates broken as self-deadlocks so far (for tests and logs).
   uint64_t brokenCount() const { return core_->broken.load(); }
 
+  // Called as a request finds its context (RequestContext::context): when it is the serving
+  // thread's request, it works on `context` (several named: on any).
+  void servingFor(uint64_t context);
+
   // Held by the session's serving thread while it serves one request that carried no bulk (a
   // thread reading a client's bulk is waiting for the client, not for a gate).
   class ServingRequest {
@@ -88,11 +95,14 @@ class HostGates {
     // The request the serving thread serves now: a number that changes with each one (0: none),
     // and that thread's CPU clock.
     std::atomic<uint64_t> serving{0};
+    // The context that request named: 0 none yet, kSeveralContexts more than one.
+    std::atomic<uint64_t> servingContext{0};
     std::atomic<clockid_t> servingClock{CLOCK_THREAD_CPUTIME_ID};
     std::atomic<uint64_t> servedRequests{0};
     std::atomic<uint64_t> broken{0};
   };
   class SelfDeadlockWatch;
+  static constexpr uint64_t kSeveralContexts = ~uint64_t{0};
   static void holdAtGate(Core& core, Gate& gate);
   void releaseIf(bool (*match)(const Gate&, uint64_t), uint64_t context);
 

@@ -42,6 +42,7 @@ std::map<uint64_t, SessionContexts::Entry> SessionContexts::takeAll() {
 }
 
 Status RequestContext::context(uint64_t id, BackendContext** context) {
+  session.hostGates.servingFor(id);
   contextId_ = id;
   context_ = session.contexts.find(id);
   *context = context_.get();

@@ -109,14 +109,15 @@ void expectClosedByServer(transport::Connection& connection) {
   EXPECT_FALSE(watchdog.stop()) << "the server kept the connection open after refusing it";
 }
 
-// The server still serves: a fresh status handshake works and a real program passes.
+// The server still serves: a fresh status handshake works and a real program passes (vector_add:
+// copies both ways and a kernel, in 0.3 s where memory_roundtrip's 256 MiB took 9 s per test).
 void expectServerHealthy(GpupoolServer& server) {
   ASSERT_TRUE(server.running()) << server.log();
   auto connection = connectTo(server);
   handshake(*connection);
   expectStatusAnswered(*connection);
   ProgramResult result =
-      runProgram(programPath("memory_roundtrip"), {}, clientEnvironment(server.endpoint()));
+      runProgram(programPath("vector_add"), {}, clientEnvironment(server.endpoint()));
   EXPECT_TRUE(result.passed()) << result.describe();
 }
 

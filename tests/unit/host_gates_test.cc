@@ -111,6 +111,32 @@ TEST(HostGates, AGateTheServingThreadWaitsBehindIsBroken) {
   EXPECT_EQ(gates.openCount(), 0u);
 }
 
+// A request that named another context waits for that context's work, which this gate does not
+// hold: the gate holds until its release. Naming the gate's context too makes it the old case.
+TEST(HostGates, AGateHoldsWhileTheServingThreadWaitsForAnotherContext) {
+  HostGates gates;
+  std::function<void()> work;
+  ASSERT_TRUE(gates.open(1, 7, &work).ok());
+  StreamThread stream(work);
+  ASSERT_TRUE(gates.wait(1, 7).ok());
+  {
+    HostGates::ServingRequest serving(gates);
+    gates.servingFor(2);
+    std::this_thread::sleep_for(HostGates::kSelfDeadlockAfter + 500ms);  // context 2's drain
+  }
+  EXPECT_FALSE(stream.passed) << "the gate broke while the serving thread waited for context 2";
+  EXPECT_EQ(gates.brokenCount(), 0u);
+  {
+    HostGates::ServingRequest serving(gates);
+    gates.servingFor(2);
+    gates.servingFor(1);  // a request of both contexts may wait behind the gate
+    stream.thread.join();
+  }
+  EXPECT_TRUE(stream.passed);
+  EXPECT_EQ(gates.brokenCount(), 1u);
+  EXPECT_TRUE(gates.release(1, 7).ok());
+}
+
 // A serving thread that works (compiles a module, say) for longer than the limit, or one that
 // serves nothing, is not waiting behind the gate: the gate holds until its release.
 TEST(HostGates, AGateHoldsWhileTheServingThreadWorksOrIsIdle) {
