@@ -9,6 +9,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
+#include <optional>
 #include <thread>
 
 namespace gpupool::server {
@@ -28,6 +30,18 @@ struct StreamThread {
   }
   std::atomic<bool> passed{false};
   std::thread thread;
+};
+
+// Gate 7 of context 1, its stream started and stopped there.
+struct ReachedGate {
+  ReachedGate() {
+    EXPECT_TRUE(gates.open(1, 7, &work).ok());
+    stream.emplace(work);
+    EXPECT_TRUE(gates.wait(1, 7).ok());
+  }
+  HostGates gates;
+  std::function<void()> work;
+  std::optional<StreamThread> stream;  // declared last: joined before the gates go
 };
 
 TEST(HostGates, TheStreamWaitsAtTheGateUntilReleased) {
@@ -90,11 +104,9 @@ TEST(HostGates, TeardownReleasesStoppedStreamsAndWaits) {
 // only that thread could read the release, so the gate breaks, the stream goes on, and the
 // client's wait hears that its function was not run.
 TEST(HostGates, AGateTheServingThreadWaitsBehindIsBroken) {
-  HostGates gates;
-  std::function<void()> work;
-  ASSERT_TRUE(gates.open(1, 7, &work).ok());
-  StreamThread stream(work);
-  ASSERT_TRUE(gates.wait(1, 7).ok());
+  ReachedGate reached;
+  HostGates& gates = reached.gates;
+  StreamThread& stream = *reached.stream;
   const auto started = std::chrono::steady_clock::now();
   {
     HostGates::ServingRequest serving(gates);
@@ -114,11 +126,9 @@ TEST(HostGates, AGateTheServingThreadWaitsBehindIsBroken) {
 // A request that named another context waits for that context's work, which this gate does not
 // hold: the gate holds until its release. Naming the gate's context too makes it the old case.
 TEST(HostGates, AGateHoldsWhileTheServingThreadWaitsForAnotherContext) {
-  HostGates gates;
-  std::function<void()> work;
-  ASSERT_TRUE(gates.open(1, 7, &work).ok());
-  StreamThread stream(work);
-  ASSERT_TRUE(gates.wait(1, 7).ok());
+  ReachedGate reached;
+  HostGates& gates = reached.gates;
+  StreamThread& stream = *reached.stream;
   {
     HostGates::ServingRequest serving(gates);
     gates.servingFor(2);
@@ -140,11 +150,9 @@ TEST(HostGates, AGateHoldsWhileTheServingThreadWaitsForAnotherContext) {
 // A serving thread that works (compiles a module, say) for longer than the limit, or one that
 // serves nothing, is not waiting behind the gate: the gate holds until its release.
 TEST(HostGates, AGateHoldsWhileTheServingThreadWorksOrIsIdle) {
-  HostGates gates;
-  std::function<void()> work;
-  ASSERT_TRUE(gates.open(1, 7, &work).ok());
-  StreamThread stream(work);
-  ASSERT_TRUE(gates.wait(1, 7).ok());
+  ReachedGate reached;
+  HostGates& gates = reached.gates;
+  StreamThread& stream = *reached.stream;
   {
     HostGates::ServingRequest serving(gates);
     const auto until = std::chrono::steady_clock::now() + HostGates::kSelfDeadlockAfter + 500ms;
