@@ -166,23 +166,21 @@ TEST(PtxCorpus, UnitTestKernelsLoad) {
 
 TEST(PtxCorpus, SuiteProgramsPtxLoads) {
   int entries = 0;
-  for (const auto& flavour : flavours()) {
-    for (const auto& list : {suitePrograms(), unsupportedPrograms()}) {
-      for (const auto& program : list) {
-        const std::string path = programPath(flavour, program);
-        const auto bytes = readFile(path);
-        const auto section = elfSection(bytes, ".nv_fatbin");
-        ASSERT_FALSE(section.empty()) << path << " has no .nv_fatbin section";
-        std::string error;
-        const auto texts = ptxInFatbins(section, path, &error);
-        ASSERT_FALSE(texts.empty()) << path << ": no PTX found " << error;
-        const bool unsupported = program.rfind("unsupported_", 0) == 0;
-        for (const auto& text : texts) {
-          const std::string message = checkLoads(text);
-          // The suite's own programs must load; only the unsupported_* ones may be refused.
-          EXPECT_EQ(message.empty(), !unsupported) << text.origin << ": " << message;
-          ++entries;
-        }
+  for (const auto& list : {suitePrograms(), unsupportedPrograms()}) {
+    for (const auto& [program, flavour] : inEveryFlavour(list)) {
+      const std::string path = programPath(flavour, program);
+      const auto bytes = readFile(path);
+      const auto section = elfSection(bytes, ".nv_fatbin");
+      ASSERT_FALSE(section.empty()) << path << " has no .nv_fatbin section";
+      std::string error;
+      const auto texts = ptxInFatbins(section, path, &error);
+      ASSERT_FALSE(texts.empty()) << path << ": no PTX found " << error;
+      const bool unsupported = program.rfind("unsupported_", 0) == 0;
+      for (const auto& text : texts) {
+        const std::string message = checkLoads(text);
+        // The suite's own programs must load; only the unsupported_* ones may be refused.
+        EXPECT_EQ(message.empty(), !unsupported) << text.origin << ": " << message;
+        ++entries;
       }
     }
   }
