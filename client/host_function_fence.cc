@@ -21,13 +21,16 @@ struct Pending {
   // function pending pays one atomic load per call.
   std::atomic<unsigned> all{0};
   std::atomic<unsigned> legacy{0};
-  std::atomic<FenceScope (*)()> scopeSource{nullptr};
 };
 
 Pending& pending() {
   static auto* p = new Pending();  // never destroyed: host-function threads may outlive statics
   return *p;
 }
+
+// Set when the driver initializes; constant-initialized, so setting it allocates nothing (a
+// failed initialization, after which cudart unloads the library, leaves nothing behind).
+std::atomic<FenceScope (*)()> scopeSource{nullptr};
 
 thread_local bool hostFunctionThread = false;
 
@@ -114,12 +117,10 @@ HostFunctionFence::Ticket::Ticket(Ticket&& other) noexcept
   other.held_ = false;
 }
 
-void HostFunctionFence::setThreadScopeSource(FenceScope (*source)()) {
-  pending().scopeSource.store(source);
-}
+void HostFunctionFence::setThreadScopeSource(FenceScope (*source)()) { scopeSource.store(source); }
 
 FenceScope HostFunctionFence::threadScope() {
-  auto* source = pending().scopeSource.load();
+  auto* source = scopeSource.load();
   return source ? source() : FenceScope::any();
 }
 
