@@ -284,11 +284,6 @@ CUevent registerEvent(ContextObject* context, uint64_t remote, unsigned flags);
 
 // Validating casts from handles; null when the handle is not a live object of that kind.
 ContextObject* asContext(CUcontext h);
-
-// The host-function fence's scope of work for `ctx` (client/host_function_fence.h).
-inline FenceScope fenceScopeOf(const ContextObject* ctx) {
-  return ctx ? FenceScope{ctx->server, ctx->remote.load()} : FenceScope::any();
-}
 StreamObject* asStream(CUstream h);
 EventObject* asEvent(CUevent h);
 ModuleObject* asModule(CUmodule h);
@@ -296,6 +291,11 @@ FunctionObject* asFunction(CUfunction h);
 LibraryObject* asLibrary(CUlibrary h);
 KernelObject* asKernel(CUkernel h);
 MemPoolObject* asMemPool(CUmemoryPool h);
+
+// The host-function fence's scope of work for `ctx` (client/host_function_fence.h).
+inline FenceScope fenceScopeOf(const ContextObject* ctx) {
+  return ctx ? FenceScope{ctx->server, ctx->remote.load()} : FenceScope::any();
+}
 
 // The context an operation runs in: the current one, made remote. Sets *ctx or returns the error.
 CUresult currentRemoteContext(ContextObject** ctx);

@@ -72,8 +72,7 @@ HostGates::ServingRequest::ServingRequest(HostGates& gates) : gates_(gates) {
 
 HostGates::ServingRequest::~ServingRequest() {
   servingGates = nullptr;
-  gates_.core_->serving.store(0);
-  gates_.core_->servingContext.store(0);
+  gates_.core_->serving.store(0);  // the next request's constructor clears servingContext
 }
 
 void HostGates::servingFor(uint64_t context) {
