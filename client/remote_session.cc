@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -214,7 +215,8 @@ std::unique_ptr<RemoteSession> RemoteSession::connect(const transport::Endpoint&
     session->connection_->setReceiveTimeoutMs(envMs("GPU_POOL_CALL_TIMEOUT_MS", 0));
     // A server whose host stops answering TCP heartbeats this long is lost, however long its
     // kernels run (docs/hardening.md).
-    session->connection_->setDeadPeerTimeoutMs(envMs("GPU_POOL_HEARTBEAT_TIMEOUT_MS", 15000));
+    session->heartbeatMs_ = envMs("GPU_POOL_HEARTBEAT_TIMEOUT_MS", 15000);
+    session->connection_->setDeadPeerTimeoutMs(session->heartbeatMs_);
     const char* serialize = std::getenv("GPU_POOL_SERIALIZE_CALLS");
     session->serialized_ =
         !session->connection_->fullDuplex() || (serialize && std::string(serialize) == "1");
@@ -250,9 +252,22 @@ constexpr size_t kInlineBulkBytes = 64 * 1024;
 
 void RemoteSession::flushLoop() {
   std::unique_lock lock(mutex_);
+  // Between posts the flusher is also the heartbeat's eyes while no call waits (posted bytes may
+  // sit behind a busy server's closed window while the program computes): Connection::checkPeer.
+  auto look = std::chrono::milliseconds(std::clamp(heartbeatMs_ / 5, 20u, 1000u));
   while (!stopping_) {
     if (broken_ || connection_->queuedBytes() == 0) {
-      queued_.wait(lock);
+      if (broken_ || !heartbeatMs_) {
+        queued_.wait(lock);
+        continue;
+      }
+      if (queued_.wait_for(lock, look) == std::cv_status::timeout && !broken_ && !stopping_) {
+        try {
+          connection_->checkPeer();
+        } catch (const transport::TransportError& e) {
+          lost("the heartbeat", e.what());
+        }
+      }
       continue;
     }
     queued_.wait_for(lock, kFlushDelay);

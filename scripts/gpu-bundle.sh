@@ -282,8 +282,9 @@ for name in "${toolkit[@]}"; do
     grep -Ev "$GLIBC_LIBS|^libstdc\+\+|^libgcc_s" | tr '\n' ' ')"
 done >"$DIR/programs/toolkit/NEEDS"
 
-# Packed: xz's 64 MiB window keeps one copy of what the programs share.
-tar -C "$DIR" -cf - programs | xz -9 -T "$JOBS" >"$DIR/programs.tar.xz"
+# Packed (92 MB of programs to under 7 MB): xz -6 works in 24 MiB blocks, one thread each; -9's
+# 64 MiB window packs 13% smaller but in one block, on one core, 2.5 times as long (CI: 37 s).
+tar -C "$DIR" -cf - programs | xz -6 -T "$JOBS" >"$DIR/programs.tar.xz"
 rm -rf "$DIR/programs"
 
 # 4. The Python checks and the check itself.

@@ -217,6 +217,11 @@ int main(int argc, char** argv) {
       app.add_option("--max-unauthenticated-per-source", limits.unauthenticated.perSource,
                      "The same, from one address (0 = no limit)")
           ->capture_default_str();
+  app.add_option("--client-heartbeat-ms", limits.clientHeartbeatMs,
+                 "A client whose host answers no TCP heartbeat this long is gone: its session ends "
+                 "and its memory is freed (0 = off)")
+      ->check(CLI::Range(0u, 3600u * 1000))
+      ->capture_default_str();
   unsigned workers = 0;
   app.add_option("--workers", workers,
                  "Threads that serve calls (an idle connection holds none); 0 = two per core, 8 "

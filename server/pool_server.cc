@@ -8,11 +8,6 @@
 #include "server/tenant_status.h"
 
 namespace gpupool::server {
-namespace {
-
-constexpr unsigned kClientHeartbeatTimeoutMs = 15000;
-
-}  // namespace
 
 PoolServer::PoolServer(std::unique_ptr<Backend> backend, bool verbose)
     : backend_(std::move(backend)),
@@ -67,7 +62,7 @@ void PoolServer::serve(std::unique_ptr<transport::Listener> listener) {
       connection = l->accept();
       // A client whose host dies or whose network is cut is noticed without any message from it,
       // so its session ends and its memory is released.
-      connection->setDeadPeerTimeoutMs(kClientHeartbeatTimeoutMs);
+      connection->setDeadPeerTimeoutMs(limits_.clientHeartbeatMs);
     } catch (const transport::TransportError& e) {
       std::lock_guard lock(mutex_);
       if (stopping_) return;
@@ -162,11 +157,26 @@ void PoolServer::shutdown() {
 
 void PoolServer::watchPeers() {
   std::unique_lock lock(mutex_);
+  // Every connection's heartbeat gets a look this often (transport/tcp_peer_watch.h): one held by
+  // the event loop between requests has no thread waiting on it. A look is one getsockopt.
+  const auto lookEvery =
+      std::chrono::milliseconds(std::clamp(limits_.clientHeartbeatMs / 5, 20u, 1000u));
+  auto lastLook = std::chrono::steady_clock::now();
   while (!stopping_) {
     stopped_.wait_for(lock, std::chrono::milliseconds(100));
     lock.unlock();
     reapFinished();  // threads of sessions that ended, so their sockets close soon
     lock.lock();
+    if (limits_.clientHeartbeatMs && std::chrono::steady_clock::now() - lastLook >= lookEvery) {
+      lastLook = std::chrono::steady_clock::now();
+      std::vector<std::shared_ptr<Session>> all;
+      for (auto& s : sessions_) {
+        if (!s.finished) all.push_back(s.session);
+      }
+      lock.unlock();
+      for (auto& s : all) s->checkPeer();
+      lock.lock();
+    }
     // Only sessions that may be running a call or are still in their handshake: idle ones cost
     // nothing here (their peer's leaving shows on the event loop).
     std::vector<std::shared_ptr<Session>> running;

@@ -85,6 +85,9 @@ class PoolServer {
     unsigned handshakeDeadlineMs = 10000;
     // Connections that have not completed their Hello, at once: all, and from one address.
     StrangerGate::Limits unauthenticated;
+    // A client whose host stops answering TCP heartbeats this long is gone: its session ends and
+    // its memory is freed (transport/tcp_peer_watch.h; 0: off).
+    unsigned clientHeartbeatMs = 15000;
   };
   void setLimits(const Limits& limits) {
     limits_ = limits;

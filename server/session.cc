@@ -76,6 +76,14 @@ void Session::cancelIfPeerGone() {
   });
 }
 
+void Session::checkPeer() noexcept {
+  try {
+    connection_->checkPeer();
+  } catch (const transport::TransportError&) {
+    // Shut down by the look: the session's next turn reads the end and says why.
+  }
+}
+
 SessionSnapshot Session::snapshot() const {
   std::lock_guard lock(mutex_);
   SessionSnapshot s;

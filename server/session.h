@@ -81,6 +81,10 @@ class Session {
   // When the client has gone away, stops its running kernels so a call blocked on them returns
   // and the session can end (PoolServer's watchdog calls this from its own thread).
   void cancelIfPeerGone();
+  // The heartbeat's look at the connection while no thread waits on it (Connection::checkPeer):
+  // a reply's bytes may sit behind the client's closed window between requests. A client found
+  // gone has its connection shut down, and the session ends through the event loop.
+  void checkPeer() noexcept;
 
   // Closes the connection when its Hello has not been answered within `deadline` of its accept,
   // calling `beforeClose` first (so what it counts and logs is there once the peer sees the

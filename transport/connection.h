@@ -181,6 +181,11 @@ class Connection {
   // a long kernel never trips it but a killed host or a cut network does (0 = off). Transports
   // without such a mechanism ignore it.
   virtual void setDeadPeerTimeoutMs(unsigned /*ms*/) {}
+  // The heartbeat's look at the peer, for an owner to call now and then while no thread waits on
+  // the connection (bytes may sit behind a busy peer's closed receive window meanwhile): throws
+  // TransportError (kTimeout) once the peer's host stopped answering; cheap, and safe beside a
+  // thread blocked in a call on this connection. Waits inside the transport look by themselves.
+  virtual void checkPeer() {}
 
   // Whether the peer has closed or reset the connection, without receiving anything. Safe to call
   // from another thread while one is blocked in a call on this connection (false when unknown).

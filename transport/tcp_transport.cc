@@ -4,18 +4,21 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <algorithm>
 #include <atomic>
 #include <boost/asio.hpp>
 #include <cerrno>
 #include <chrono>
+#include <climits>
 #include <cstring>
 #include <future>
 
 #include "transport/asio_error_kind.h"
 #include "transport/tcp_acceptor.h"
 #include "transport/tcp_connector.h"
+#include "transport/tcp_peer_watch.h"
 
 namespace gpupool::transport {
 namespace {
@@ -73,46 +76,61 @@ class TcpConnection final : public FramedConnection {
     return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
   }
 
-  // TCP keepalive probes are answered by the peer's kernel, not its application: they detect a
-  // dead host or network without a protocol message. TCP_USER_TIMEOUT bounds both unanswered
-  // probes and unacknowledged sends.
-  void setDeadPeerTimeoutMs(unsigned ms) override {
-    int fd = socket_.native_handle();
-    int on = ms ? 1 : 0;
-    ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
-    unsigned userTimeout = ms;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &userTimeout, sizeof userTimeout);
-    if (!ms) return;
-    int probeSeconds = std::max(1, static_cast<int>(ms / 3000));  // idle, then every interval
-    int probes = 3;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &probeSeconds, sizeof probeSeconds);
-    ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &probeSeconds, sizeof probeSeconds);
-    ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof probes);
-  }
+  // The heartbeat: transport/tcp_peer_watch.h.
+  void setDeadPeerTimeoutMs(unsigned ms) override { watch_.arm(socket_.native_handle(), ms); }
+  void checkPeer() override { watch_.look(); }
 
  protected:
   void writeAll(std::span<const ConstBuffer> parts) override {
-    buffers_.clear();
-    for (auto& b : parts) buffers_.emplace_back(b.data, b.size);
-    boost::system::error_code ec;
-    boost::asio::write(socket_, buffers_, ec);
-    if (ec) throw TransportError(channelErrorKind(ec), "send failed: " + describe(ec));
+    if (!watch_.armed()) {
+      buffers_.clear();
+      for (auto& b : parts) buffers_.emplace_back(b.data, b.size);
+      boost::system::error_code ec;
+      boost::asio::write(socket_, buffers_, ec);
+      if (ec) throw TransportError(channelErrorKind(ec), "send failed: " + describe(ec));
+      return;
+    }
+    // Watched: a send the peer's window holds up waits in look-interval slices, looking.
+    iovecs_.clear();
+    for (auto& b : parts) {
+      if (b.size) iovecs_.push_back({const_cast<void*>(b.data), b.size});
+    }
+    size_t next = 0;
+    while (next < iovecs_.size()) {
+      msghdr header{};
+      header.msg_iov = &iovecs_[next];
+      header.msg_iovlen = std::min<size_t>(iovecs_.size() - next, IOV_MAX);
+      ssize_t sent = ::sendmsg(socket_.native_handle(), &header, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (sent < 0) {
+        if (errno == EINTR) continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK) failed("send", errno);
+        awaitReady(POLLOUT, 0);
+        continue;
+      }
+      auto left = static_cast<size_t>(sent);
+      while (next < iovecs_.size() && left >= iovecs_[next].iov_len)
+        left -= iovecs_[next++].iov_len;
+      if (left) {
+        iovecs_[next].iov_base = static_cast<char*>(iovecs_[next].iov_base) + left;
+        iovecs_[next].iov_len -= left;
+      }
+    }
   }
 
   // One read of up to `max` bytes, waiting at most the receive timeout for the first byte.
   size_t readSome(void* dst, size_t max) override {
-    if (unsigned timeoutMs = receiveTimeoutMs_) {
-      pollfd p{socket_.native_handle(), POLLIN, 0};
-      int r = ::poll(&p, 1, static_cast<int>(timeoutMs));
-      if (r == 0) {
-        throw TransportError(TransportError::Kind::kTimeout,
-                             "receive failed: timed out, no data from the peer for " +
-                                 std::to_string(timeoutMs) + " ms");
-      }
+    if (unsigned timeoutMs = receiveTimeoutMs_; timeoutMs || watch_.armed()) {
+      // What has arrived is taken at once; the wait, when there is none, may look and time out.
+      if (size_t n = readAvailable(dst, max)) return n;
+      awaitReady(POLLIN, timeoutMs);
     }
     boost::system::error_code ec;
     size_t n = socket_.read_some(boost::asio::buffer(dst, max), ec);
-    if (ec) throw TransportError(channelErrorKind(ec), "receive failed: " + describe(ec));
+    if (ec) {
+      if (std::string gone = watch_.gone(); !gone.empty())
+        throw TransportError(TransportError::Kind::kTimeout, "receive failed: " + gone);
+      throw TransportError(channelErrorKind(ec), "receive failed: " + describe(ec));
+    }
     return n;
   }
 
@@ -123,19 +141,60 @@ class TcpConnection final : public FramedConnection {
     } while (n < 0 && errno == EINTR);
     if (n > 0) return static_cast<size_t>(n);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
-    if (n == 0)
-      throw TransportError(TransportError::Kind::kDisconnected,
-                           "receive failed: connection closed by peer");
-    throw TransportError(TransportError::Kind::kDisconnected,
-                         std::string("receive failed: ") + std::strerror(errno));
+    if (n == 0) failed("receive", 0);
+    failed("receive", errno);
   }
 
  private:
   std::shared_ptr<boost::asio::io_context> io_;
   tcp::socket socket_;
   std::string peer_;
+  // Waits until the socket is ready for `events` (or failed), looking at the peer every look
+  // interval while the heartbeat is armed; timeoutMs (0: none) bounds a receive.
+  void awaitReady(short events, unsigned timeoutMs) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
+    for (;;) {
+      int slice = watch_.armed() ? watch_.lookIntervalMs() : -1;
+      if (timeoutMs) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        deadline - std::chrono::steady_clock::now())
+                        .count();
+        if (left <= 0) {
+          throw TransportError(TransportError::Kind::kTimeout,
+                               "receive failed: timed out, no data from the peer for " +
+                                   std::to_string(timeoutMs) + " ms");
+        }
+        slice = slice < 0 ? static_cast<int>(left) : std::min(slice, static_cast<int>(left));
+      }
+      pollfd p{socket_.native_handle(), events, 0};
+      int ready = ::poll(&p, 1, slice);
+      if (ready > 0) return;
+      if (ready < 0 && errno != EINTR) failed(events == POLLOUT ? "send" : "receive", errno);
+      if (ready == 0 && watch_.armed()) {
+        try {
+          watch_.look();
+        } catch (const TransportError& e) {
+          throw TransportError(e.kind(), std::string(events == POLLOUT ? "send" : "receive") +
+                                             " failed: " + e.what());
+        }
+      }
+    }
+  }
+
+  // A failed socket call: `error` is its errno (0: the peer closed the connection).
+  [[noreturn]] void failed(const char* what, int error) const {
+    std::string why = !watch_.gone().empty() ? watch_.gone()
+                      : error == 0           ? "connection closed by peer"
+                                             : std::strerror(error);
+    auto kind = !watch_.gone().empty() ? TransportError::Kind::kTimeout
+                                       : TransportError::Kind::kDisconnected;
+    throw TransportError(kind, std::string(what) + " failed: " + why);
+  }
+
   std::vector<boost::asio::const_buffer> buffers_;  // gather list, reused across writes
-  std::atomic<unsigned> receiveTimeoutMs_{0};       // 0: wait forever; set from either side
+  std::vector<iovec> iovecs_;                       // the same, for the watched sends
+  TcpPeerWatch watch_;
+  std::atomic<unsigned> receiveTimeoutMs_{0};  // 0: wait forever; set from either side
 };
 
 class TcpListener final : public Listener {

@@ -4,18 +4,22 @@
 // and `ip link set down`), not mocked.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <thread>
 
 #include "build_paths.h"
 #include "child_process.h"
 #include "client/remote_session.h"
 #include "gpupool_server.h"
+#include "transport/transport_factory.h"
 #include "wire_client.h"
 
 namespace gpupool::hardening {
@@ -213,6 +217,38 @@ int sh(const std::string& command) {
   return std::system(("env -u LD_PRELOAD " + command + " >/dev/null 2>&1").c_str());
 }
 
+// A client that stops reading (stopped in a debugger) while the server's reply sits behind its
+// closed receive window: the session is held by gpupoold's event loop meanwhile, which must
+// keep it alive however long the client is away, while its host answers.
+TEST(ClientAwayTest, AReplyHeldByAClosedWindowKeepsTheSessionBetweenRequests) {
+  e2e::ServerOptions options;
+  options.extraArgs = {"--client-heartbeat-ms", "1000"};
+  e2e::GpupoolServer server(options);
+  WireClient client(server.endpoint());
+  // A small receive buffer: the reply fills the window at once and the rest waits in the
+  // server's socket, so the session goes back to the event loop while its bytes are held.
+  int receiveBuffer = 64 << 10;
+  ASSERT_EQ(::setsockopt(client.connection().readinessDescriptor(), SOL_SOCKET, SO_RCVBUF,
+                         &receiveBuffer, sizeof receiveBuffer),
+            0);
+  uint64_t context = client.createContext().handle;
+  constexpr uint64_t kBytes = 1 << 20;
+  uint64_t buffer = client.alloc(context, kBytes).handle;
+  ASSERT_EQ(client.memset(context, buffer, 0x5a, kBytes).result, CUDA_SUCCESS);
+  client.send([&](wire::Request::Builder r) {
+    auto m = r.initMemcpyDtoH();
+    m.setContext(context);
+    m.setSrc(buffer);
+    m.setBytes(kBytes);
+  });
+  std::this_thread::sleep_for(seconds(4));  // four heartbeats away
+  Reply reply = client.receive();
+  ASSERT_EQ(reply.result, CUDA_SUCCESS);
+  ASSERT_EQ(reply.bulk.size(), kBytes);
+  EXPECT_EQ(std::count(reply.bulk.begin(), reply.bulk.end(), 0x5a), static_cast<long>(kBytes));
+  EXPECT_EQ(client.free(context, buffer).result, CUDA_SUCCESS);  // and the session serves on
+}
+
 // A gpupoold in its own network namespace, reached over a veth pair whose link the test cuts.
 class NetworkCutTest : public ::testing::Test {
  protected:
@@ -272,6 +308,52 @@ TEST_F(NetworkCutTest, CallsFailWithinTheHeartbeatTimeout) {
   EXPECT_LT(took, seconds(12)) << "heartbeat timeout 3 s, took "
                                << std::chrono::duration_cast<milliseconds>(took).count() << " ms";
   EXPECT_EQ(statusCall(*session), CUDA_ERROR_DEVICE_UNAVAILABLE);  // and every later call
+}
+
+// The heartbeat lifts TCP_USER_TIMEOUT while a busy peer keeps its window closed
+// (transport/tcp_peer_watch.h): a peer whose host goes away then must still be found, by the
+// window probes it stops answering.
+TEST_F(NetworkCutTest, APeerGoneWhileItsWindowIsClosedIsFoundByItsUnansweredProbes) {
+  // A peer that accepts and never reads: its window closes and its kernel answers our probes.
+  e2e::ChildProcess sink(e2e::ChildProcess::Options{"/usr/sbin/ip",
+                                                    {"netns", "exec", ns_, "python3", "-c",
+                                                     "import socket, sys, time\n"
+                                                     "s = socket.create_server(('" +
+                                                         serverAddress_ +
+                                                         "', 7001))\n"
+                                                         "print('listening', flush=True)\n"
+                                                         "c, _ = s.accept()\n"
+                                                         "time.sleep(600)\n"},
+                                                    {{"LD_PRELOAD", std::nullopt}},
+                                                    std::nullopt});
+  ASSERT_TRUE(sink.waitForStdout("listening", seconds(30))) << sink.finish(seconds(5)).describe();
+  auto connection =
+      transport::connectEndpoint(transport::Endpoint{"tcp", serverAddress_, 7001}, 5000);
+  connection->setDeadPeerTimeoutMs(1000);
+  std::vector<std::byte> bulk(64u << 20);
+  auto sending = std::async(std::launch::async, [&]() -> std::string {
+    std::byte message[8] = {};
+    transport::ConstBuffer messageParts[] = {{message, sizeof message}};
+    transport::ConstBuffer bulkParts[] = {{bulk.data(), bulk.size()}};
+    try {
+      connection->sendFrame(messageParts, bulkParts);
+    } catch (const transport::TransportError& e) {
+      return e.what();
+    }
+    return "sent";
+  });
+  std::this_thread::sleep_for(seconds(3));  // three heartbeats: alive, window closed
+  ASSERT_EQ(sending.wait_for(seconds(0)), std::future_status::timeout)
+      << "the send ended while the peer was alive: " << sending.get();
+
+  ASSERT_EQ(sh("ip link set " + hostLink_ + " down"), 0);
+  auto start = steady_clock::now();
+  ASSERT_EQ(sending.wait_for(seconds(60)), std::future_status::ready)
+      << "a peer gone with its window closed was not found in 60 s";
+  auto took = std::chrono::duration_cast<milliseconds>(steady_clock::now() - start).count();
+  std::string error = sending.get();
+  EXPECT_NE(error.find("the peer stopped answering"), std::string::npos) << error;
+  EXPECT_LT(took, 40000) << error;
 }
 
 }  // namespace
