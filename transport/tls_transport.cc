@@ -6,10 +6,12 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio.hpp>
 #include <boost/asio/ssl.hpp>
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -20,6 +22,7 @@
 #include "transport/framed_connection.h"
 #include "transport/tcp_acceptor.h"
 #include "transport/tcp_connector.h"
+#include "transport/tcp_peer_watch.h"
 
 namespace gpupool::transport {
 namespace {
@@ -173,6 +176,9 @@ class TlsConnection final : public FramedConnection {
   int readinessDescriptor() const override { return bio_.fd; }
 
   void setReceiveTimeoutMs(unsigned ms) override { receiveTimeoutMs_ = ms; }
+  // The heartbeat of the TCP connection underneath (transport/tcp_peer_watch.h).
+  void setDeadPeerTimeoutMs(unsigned ms) override { watch_.arm(bio_.fd, ms); }
+  void checkPeer() override { watch_.look(); }
 
  protected:
   // Each SSL_write is at least one TLS record, so small parts (headers, messages) are gathered into
@@ -197,7 +203,7 @@ class TlsConnection final : public FramedConnection {
     handshake();
     size_t n = 0;
     auto ec = drive([&](SSL* ssl) { return SSL_read_ex(ssl, dst, max, &n); }, receiveTimeoutMs_);
-    if (ec) throw TransportError(channelErrorKind(ec), "receive failed: " + describe(ec));
+    if (ec) failed("receive", ec);
     return n;
   }
 
@@ -251,7 +257,7 @@ class TlsConnection final : public FramedConnection {
       size_t n = 0;
       // Retried with the same arguments after a wait, as OpenSSL requires.
       auto ec = drive([&](SSL* ssl) { return SSL_write_ex(ssl, bytes, size, &n); }, 0);
-      if (ec) throw TransportError(channelErrorKind(ec), "send failed: " + describe(ec));
+      if (ec) failed("send", ec);
       bytes += n;
       size -= n;
     }
@@ -280,14 +286,41 @@ class TlsConnection final : public FramedConnection {
         }
       }
       // A shutdown() makes the socket readable and writable (and POLLHUP), so this returns.
+      // While the heartbeat is armed the wait looks at the peer every look interval.
       pollfd p{bio_.fd, await, 0};
-      int ready;
-      do {
-        int waitMs = await == POLLIN && readTimeoutMs ? static_cast<int>(readTimeoutMs) : -1;
-        ready = ::poll(&p, 1, waitMs);
-      } while (ready < 0 && errno == EINTR);
-      if (ready == 0) return asio::error::would_block;
+      const bool bounded = await == POLLIN && readTimeoutMs;
+      const auto deadline =
+          std::chrono::steady_clock::now() + std::chrono::milliseconds(readTimeoutMs);
+      for (;;) {
+        int waitMs = -1;
+        if (bounded) {
+          auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          deadline - std::chrono::steady_clock::now())
+                          .count();
+          if (left <= 0) return asio::error::would_block;
+          waitMs = static_cast<int>(left);
+        }
+        if (watch_.armed())
+          waitMs = waitMs < 0 ? watch_.lookIntervalMs() : std::min(waitMs, watch_.lookIntervalMs());
+        int ready = ::poll(&p, 1, waitMs);
+        if (ready > 0 || (ready < 0 && errno != EINTR)) break;  // the SSL call says what happened
+        if (ready == 0 && watch_.armed()) {
+          try {
+            watch_.look();
+          } catch (const TransportError& e) {
+            throw TransportError(e.kind(), std::string(await == POLLOUT ? "send" : "receive") +
+                                               " failed: " + e.what());
+          }
+        }
+      }
     }
+  }
+
+  // A failed send or receive: the heartbeat's judgement when it shut the socket down.
+  [[noreturn]] void failed(const char* what, const boost::system::error_code& ec) const {
+    if (std::string gone = watch_.gone(); !gone.empty())
+      throw TransportError(TransportError::Kind::kTimeout, std::string(what) + " failed: " + gone);
+    throw TransportError(channelErrorKind(ec), std::string(what) + " failed: " + describe(ec));
   }
 
   // Why an SSL call failed, as the error codes Asio's ssl::stream gave (describe() words them).
@@ -314,6 +347,7 @@ class TlsConnection final : public FramedConnection {
   std::atomic<bool> handshaken_{false};
   std::atomic<unsigned> receiveTimeoutMs_{0};  // 0: wait forever; set from either side
   std::vector<uint8_t> small_;                 // small parts of one write, gathered (send side)
+  TcpPeerWatch watch_;
 };
 
 class TlsListener final : public Listener {

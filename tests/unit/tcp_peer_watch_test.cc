@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "transport/tcp_transport.h"
+#include "loopback_pair.h"
 
 namespace gpupool::transport {
 namespace {
@@ -27,25 +27,18 @@ constexpr unsigned kHeartbeatMs = 1000;
 // The peer stays away from the socket for this long: four heartbeats.
 constexpr milliseconds kBusy{4 * kHeartbeatMs};
 
-struct WatchedPair {
-  std::unique_ptr<Listener> listener;
-  std::unique_ptr<Connection> client;
-  std::unique_ptr<Connection> server;
-};
-
-WatchedPair watchedPair() {
-  WatchedPair pair;
-  pair.listener = tcpListen(Endpoint{"tcp", "127.0.0.1", 0});
-  std::string error;
-  auto endpoint = parseEndpoint(pair.listener->url(), &error).value();
-  pair.client = tcpConnect(endpoint, 5000);
-  pair.server = pair.listener->accept();
-  for (Connection* side : {pair.client.get(), pair.server.get()}) {
-    side->setReceiveTimeoutMs(20000);  // a broken test fails instead of hanging
-    side->setDeadPeerTimeoutMs(kHeartbeatMs);
+// Over TCP, and over TLS (whose records ride the same kind of socket, watched the same way).
+class TcpPeerWatch : public testing::TestWithParam<const char*> {
+ protected:
+  ConnectedPair watchedPair() {
+    ConnectedPair pair = connectedPair(GetParam());
+    for (Connection* side : {pair.client.get(), pair.server.get()}) {
+      side->setReceiveTimeoutMs(20000);  // a broken test fails instead of hanging
+      side->setDeadPeerTimeoutMs(kHeartbeatMs);
+    }
+    return pair;
   }
-  return pair;
-}
+};
 
 tcp_info infoOf(Connection& connection) {
   tcp_info info{};
@@ -82,9 +75,25 @@ std::vector<std::byte> receiveWithBulk(Connection& connection) {
   return bulk;
 }
 
+// Armed, the kernel bounds unacknowledged sends and probes an idle connection: a cut network or a
+// dead host ends it (NetworkCutTest runs that against a real cut).
+TEST_P(TcpPeerWatch, ArmingSetsTheKernelsDeadPeerBound) {
+  auto pair = watchedPair();
+  int fd = pair.client->readinessDescriptor();
+  EXPECT_EQ(userTimeoutOf(*pair.client), kHeartbeatMs);
+  int keepalive = 0;
+  socklen_t length = sizeof keepalive;
+  ASSERT_EQ(::getsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &keepalive, &length), 0);
+  EXPECT_EQ(keepalive, 1);
+  pair.client->setDeadPeerTimeoutMs(0);  // off: the kernel's defaults again
+  EXPECT_EQ(userTimeoutOf(*pair.client), 0u);
+  ASSERT_EQ(::getsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &keepalive, &length), 0);
+  EXPECT_EQ(keepalive, 0);
+}
+
 // A send that the peer's closed window holds up (a gpupoold busy in one request while the client
 // sends a large copy) waits for the peer, however long it is busy.
-TEST(TcpPeerWatch, ASendHeldByABusyPeersClosedWindowWaitsForIt) {
+TEST_P(TcpPeerWatch, ASendHeldByABusyPeersClosedWindowWaitsForIt) {
   auto pair = watchedPair();
   auto bulk = watchedBytes(64u << 20, 7);
   auto sending = std::async(std::launch::async, [&] { sendWithBulk(*pair.client, bulk); });
@@ -96,13 +105,15 @@ TEST(TcpPeerWatch, ASendHeldByABusyPeersClosedWindowWaitsForIt) {
   std::this_thread::sleep_for(kBusy / 2);
   EXPECT_TRUE(receiveWithBulk(*pair.server) == bulk);
   EXPECT_NO_THROW(sending.get());
-  // Open again: the kernel's dead-peer bound is back.
+  // Open again: the next look (the owner's, now and then) arms the kernel's bound again.
+  std::this_thread::sleep_for(milliseconds(kHeartbeatMs / 4));
+  pair.client->checkPeer();
   EXPECT_EQ(userTimeoutOf(*pair.client), kHeartbeatMs);
 }
 
 // Bytes the sender's kernel took (the send returned) but the busy peer's closed window holds back,
 // while the sender waits for the answer: the wait watches the window too.
-TEST(TcpPeerWatch, BytesQueuedBehindAClosedWindowWaitForTheAnswer) {
+TEST_P(TcpPeerWatch, BytesQueuedBehindAClosedWindowWaitForTheAnswer) {
   auto pair = watchedPair();
   int sendBuffer = 16 << 20;  // room for the whole frame: the send returns at once
   ASSERT_EQ(::setsockopt(pair.client->readinessDescriptor(), SOL_SOCKET, SO_SNDBUF, &sendBuffer,
@@ -130,7 +141,7 @@ TEST(TcpPeerWatch, BytesQueuedBehindAClosedWindowWaitForTheAnswer) {
 
 // Nothing waits on the connection (the program computes while its posted calls sit behind the
 // busy server's window): whoever owns it asks checkPeer() now and then, and the connection lives.
-TEST(TcpPeerWatch, CheckPeerKeepsAnUnwatchedConnectionAlive) {
+TEST_P(TcpPeerWatch, CheckPeerKeepsAnUnwatchedConnectionAlive) {
   auto pair = watchedPair();
   int sendBuffer = 16 << 20;
   ASSERT_EQ(::setsockopt(pair.client->readinessDescriptor(), SOL_SOCKET, SO_SNDBUF, &sendBuffer,
@@ -149,6 +160,11 @@ TEST(TcpPeerWatch, CheckPeerKeepsAnUnwatchedConnectionAlive) {
   EXPECT_TRUE(receiveWithBulk(*pair.client) == bulk);
   answering.get();
 }
+
+INSTANTIATE_TEST_SUITE_P(Over, TcpPeerWatch, testing::Values("tcp", "tls"),
+                         [](const testing::TestParamInfo<const char*>& info) {
+                           return std::string(info.param);
+                         });
 
 }  // namespace
 }  // namespace gpupool::transport
