@@ -3,6 +3,7 @@
 // linux/tcp.h rather than netinet/tcp.h: glibc's tcp_info stops before tcpi_snd_wnd (Linux 5.4).
 #include <linux/tcp.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -37,6 +38,29 @@ int TcpPeerWatch::lookIntervalMs() const {
   // Well inside the timeout: the kernel ends a closed window's connection after it, so the watch
   // must have lifted TCP_USER_TIMEOUT by then.
   return static_cast<int>(std::clamp(deadPeerMs_.load(std::memory_order_relaxed) / 5, 20u, 1000u));
+}
+
+int TcpPeerWatch::poll(int fd, short events, int timeoutMs, const char* what) {
+  pollfd p{fd, events, 0};
+  if (!armed()) return ::poll(&p, 1, timeoutMs);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
+  for (;;) {
+    int slice = lookIntervalMs();
+    if (timeoutMs >= 0) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      deadline - std::chrono::steady_clock::now())
+                      .count();
+      if (left <= 0) return 0;
+      slice = std::min(slice, static_cast<int>(left));
+    }
+    int ready = ::poll(&p, 1, slice);
+    if (ready != 0) return ready;
+    try {
+      look();
+    } catch (const TransportError& e) {
+      throw TransportError(e.kind(), std::string(what) + " failed: " + e.what());
+    }
+  }
 }
 
 void TcpPeerWatch::look() {

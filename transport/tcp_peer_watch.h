@@ -36,6 +36,11 @@ class TcpPeerWatch {
   // and throws TransportError (kTimeout) once the peer is judged gone (the socket is shut down
   // then, waking every waiter), and at every later look.
   void look();
+  // poll(2) of `fd` for `events`, at most timeoutMs (-1: no bound), looking at the peer every look
+  // interval while armed: poll's result (0: timed out; -1 and errno), or TransportError, its
+  // message starting with `what` (send, receive), once the peer is judged gone.
+  int poll(int fd, short events, int timeoutMs, const char* what);
+
   // Why the peer was judged gone; empty while it was not. For a waiter the shutdown woke.
   std::string gone() const {
     if (!judgedGone_.load(std::memory_order_acquire)) return {};

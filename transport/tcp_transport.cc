@@ -152,33 +152,18 @@ class TcpConnection final : public FramedConnection {
   // Waits until the socket is ready for `events` (or failed), looking at the peer every look
   // interval while the heartbeat is armed; timeoutMs (0: none) bounds a receive.
   void awaitReady(short events, unsigned timeoutMs) {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
-    for (;;) {
-      int slice = watch_.armed() ? watch_.lookIntervalMs() : -1;
-      if (timeoutMs) {
-        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                        deadline - std::chrono::steady_clock::now())
-                        .count();
-        if (left <= 0) {
-          throw TransportError(TransportError::Kind::kTimeout,
-                               "receive failed: timed out, no data from the peer for " +
-                                   std::to_string(timeoutMs) + " ms");
-        }
-        slice = slice < 0 ? static_cast<int>(left) : std::min(slice, static_cast<int>(left));
-      }
-      pollfd p{socket_.native_handle(), events, 0};
-      int ready = ::poll(&p, 1, slice);
-      if (ready > 0) return;
-      if (ready < 0 && errno != EINTR) failed(events == POLLOUT ? "send" : "receive", errno);
-      if (ready == 0 && watch_.armed()) {
-        try {
-          watch_.look();
-        } catch (const TransportError& e) {
-          throw TransportError(e.kind(), std::string(events == POLLOUT ? "send" : "receive") +
-                                             " failed: " + e.what());
-        }
-      }
+    const char* what = events == POLLOUT ? "send" : "receive";
+    int ready;
+    do {
+      ready = watch_.poll(socket_.native_handle(), events,
+                          timeoutMs ? static_cast<int>(timeoutMs) : -1, what);
+    } while (ready < 0 && errno == EINTR);
+    if (ready == 0) {
+      throw TransportError(TransportError::Kind::kTimeout,
+                           "receive failed: timed out, no data from the peer for " +
+                               std::to_string(timeoutMs) + " ms");
     }
+    if (ready < 0) failed(what, errno);
   }
 
   // A failed socket call: `error` is its errno (0: the peer closed the connection).

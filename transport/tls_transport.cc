@@ -6,12 +6,10 @@
 #include <poll.h>
 #include <sys/socket.h>
 
-#include <algorithm>
 #include <atomic>
 #include <boost/asio.hpp>
 #include <boost/asio/ssl.hpp>
 #include <cerrno>
-#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -287,32 +285,12 @@ class TlsConnection final : public FramedConnection {
       }
       // A shutdown() makes the socket readable and writable (and POLLHUP), so this returns.
       // While the heartbeat is armed the wait looks at the peer every look interval.
-      pollfd p{bio_.fd, await, 0};
-      const bool bounded = await == POLLIN && readTimeoutMs;
-      const auto deadline =
-          std::chrono::steady_clock::now() + std::chrono::milliseconds(readTimeoutMs);
-      for (;;) {
-        int waitMs = -1;
-        if (bounded) {
-          auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          deadline - std::chrono::steady_clock::now())
-                          .count();
-          if (left <= 0) return asio::error::would_block;
-          waitMs = static_cast<int>(left);
-        }
-        if (watch_.armed())
-          waitMs = waitMs < 0 ? watch_.lookIntervalMs() : std::min(waitMs, watch_.lookIntervalMs());
-        int ready = ::poll(&p, 1, waitMs);
-        if (ready > 0 || (ready < 0 && errno != EINTR)) break;  // the SSL call says what happened
-        if (ready == 0 && watch_.armed()) {
-          try {
-            watch_.look();
-          } catch (const TransportError& e) {
-            throw TransportError(e.kind(), std::string(await == POLLOUT ? "send" : "receive") +
-                                               " failed: " + e.what());
-          }
-        }
-      }
+      int waitMs = await == POLLIN && readTimeoutMs ? static_cast<int>(readTimeoutMs) : -1;
+      int ready;
+      do {
+        ready = watch_.poll(bio_.fd, await, waitMs, await == POLLOUT ? "send" : "receive");
+      } while (ready < 0 && errno == EINTR);
+      if (ready == 0) return asio::error::would_block;
     }
   }
 
