@@ -89,11 +89,13 @@ void TcpPeerWatch::look() {
   // tcpi_probes counts the window probes sent since the peer last answered. A live peer may leave
   // one or two unanswered in a row (its kernel answers such probes at most every 500 ms,
   // net.ipv4.tcp_invalid_ratelimit), and they back off, doubling; three in a row, with nothing
-  // from the peer for the whole timeout, went to a host that is gone.
-  if (info.tcpi_probes < kUnansweredProbes || info.tcpi_last_ack_recv < deadPeerMs) return;
+  // from the peer for the whole timeout, went to a host that is gone. The same for bytes sent
+  // before the window closed and retransmitted since (tcpi_retransmits: timeouts in a row).
+  unsigned unanswered = std::max<unsigned>(info.tcpi_probes, info.tcpi_retransmits);
+  if (unanswered < kUnansweredProbes || info.tcpi_last_ack_recv < deadPeerMs) return;
   gone_ = "the peer stopped answering: nothing from its host for " +
           std::to_string(info.tcpi_last_ack_recv) + " ms while its receive window was closed (" +
-          std::to_string(info.tcpi_probes) + " window probes unanswered; heartbeat " +
+          std::to_string(unanswered) + " probes or retransmissions unanswered; heartbeat " +
           std::to_string(deadPeerMs) + " ms)";
   judgedGone_.store(true, std::memory_order_release);
   ::shutdown(fd_, SHUT_RDWR);  // every thread waiting on the connection wakes
