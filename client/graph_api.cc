@@ -426,6 +426,23 @@ GPUPOOL_DRIVER_API CUresult cuGraphKernelNodeSetAttribute(CUgraphNode h, CUkerne
         return CUDA_SUCCESS;
       }
     }
+    // A preferred cluster on a device that runs clusters: kept (GetAttribute reads it), served as
+    // the node's regular clusters (launch_api.cc, launchEx), which the driver may always fall
+    // back to.
+    if (id == CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION) {
+      const auto& p = value->preferredClusterDim;
+      const ContextObject* owner = n->function ? n->function->module->context : nullptr;
+      if (p.x && p.y && p.z && owner &&
+          DriverState::get().device(owner->device)->attribute(CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH)) {
+        if (n->grid[0] % p.x != 0 || n->grid[1] % p.y != 0) {
+          return refuseCall(CUDA_ERROR_INVALID_CLUSTER_SIZE,
+                            "cuGraphKernelNodeSetAttribute: the preferred cluster shape does not "
+                            "divide the node's grid");
+        }
+        n->kernelAttributes[id] = *value;
+        return CUDA_SUCCESS;
+      }
+    }
     bool cooperative = false;
     if (CUresult r =
             checkKernelAttribute("cuGraphKernelNodeSetAttribute", id, *value, &cooperative);

@@ -118,8 +118,8 @@ CUresult checkKernelAttribute(const char* who, int id, const CUlaunchAttributeVa
     case CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION:
       if (value.clusterDim.x > 1 || value.clusterDim.y > 1 || value.clusterDim.z > 1) {
         return refuse(
-            "thread-block clusters larger than 1x1x1 are served only as the CLUSTER_DIMENSION of a "
-            "launch or kernel node on a device that reports CLUSTER_LAUNCH");
+            "thread-block clusters larger than 1x1x1 are served only on a device that reports "
+            "CLUSTER_LAUNCH");
       }
       return CUDA_SUCCESS;
     default:
@@ -137,7 +137,8 @@ namespace {
 CUresult launch(CUfunction h, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                 unsigned bz, unsigned sharedBytes, CUstream stream, void** kernelParams,
                 void** extra, bool cooperative = false,
-                const CUlaunchAttributeValue* cluster = nullptr) {
+                const CUlaunchAttributeValue* cluster = nullptr,
+                const CUlaunchAttributeValue* preferred = nullptr) {
   CaptureScope capturing;  // a capturing stream takes the launch as a node
   ContextObject* ctx = nullptr;
   uint64_t s = 0;
@@ -163,8 +164,8 @@ CUresult launch(CUfunction h, unsigned gx, unsigned gy, unsigned gz, unsigned bx
   std::vector<uint8_t> params;
   if (CUresult r = packParams(*f, kernelParams, extra, &params); r != CUDA_SUCCESS) return r;
   unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
-  if (CUresult r = CUDA_SUCCESS;
-      captureKernel(stream, f, grid, block, sharedBytes, params, cooperative, cluster, &r)) {
+  if (CUresult r = CUDA_SUCCESS; captureKernel(stream, f, grid, block, sharedBytes, params,
+                                               cooperative, cluster, preferred, &r)) {
     return r;
   }
   auto build = [&](wire::Request::Builder b) {
@@ -218,7 +219,11 @@ CUresult launchEvent(CUevent h, ContextObject* ctx, EventObject** out) {
 //   which is after the point either one names: whatever waits for them waits at least as long.
 // - A cooperative launch is served as cuLaunchCooperativeKernel. A cluster larger than 1x1x1 goes
 //   to the server's driver as cuLaunchKernelEx with the cluster's shape, on a device that reports
-//   CLUSTER_LAUNCH (the emu device does not: refused there); capturing one is refused.
+//   CLUSTER_LAUNCH (refused elsewhere); captured, the node carries it.
+// - A preferred cluster (PREFERRED_CLUSTER_DIMENSION) is checked as the driver documents it (a
+//   multiple of the regular cluster that divides the grid, the same in z) and served as the
+//   regular clusters, which the driver may always fall back to ("best effort"); without a regular
+//   cluster it has no effect, as documented. Captured, the node keeps it.
 CUresult launchEx(const CUlaunchConfig* config, CUfunction h, void** kernelParams, void** extra) {
   if (!config || (config->numAttrs && !config->attrs)) return CUDA_ERROR_INVALID_VALUE;
   ContextObject* ctx = nullptr;
@@ -232,6 +237,8 @@ CUresult launchEx(const CUlaunchConfig* config, CUfunction h, void** kernelParam
   std::vector<EventObject*> completionEvents;
   bool cooperative = false;
   const CUlaunchAttributeValue* cluster = nullptr;
+  const CUlaunchAttributeValue* regular = nullptr;    // CLUSTER_DIMENSION, 1x1x1 included
+  const CUlaunchAttributeValue* preferred = nullptr;  // PREFERRED_CLUSTER_DIMENSION
   for (unsigned i = 0; i < config->numAttrs; ++i) {
     const CUlaunchAttribute& a = config->attrs[i];
     const int id = rawEnumValue(a.id);
@@ -241,9 +248,13 @@ CUresult launchEx(const CUlaunchConfig* config, CUfunction h, void** kernelParam
       case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION: {
         const auto& c = a.value.clusterDim;
         if (c.x == 0 || c.y == 0 || c.z == 0) return refuse("a cluster dimension of 0");
+        regular = &a.value;
         if (c.x * c.y * c.z > 1) cluster = &a.value;  // 1x1x1 is an ordinary launch
         break;
       }
+      case CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION:
+        preferred = &a.value;
+        break;
       case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT: {
         EventObject* e = nullptr;
         if (CUresult r = launchEvent(a.value.programmaticEvent.event, ctx, &e); r != CUDA_SUCCESS) {
@@ -268,10 +279,29 @@ CUresult launchEx(const CUlaunchConfig* config, CUfunction h, void** kernelParam
         }
     }
   }
+  if (!regular) preferred = nullptr;  // it takes effect only beside a regular cluster
+  if (preferred) {
+    const auto& p = preferred->preferredClusterDim;
+    const auto& c = regular->clusterDim;
+    if (p.x == 0 || p.y == 0 || p.z == 0 || p.x % c.x != 0 || p.y % c.y != 0 || p.z != c.z) {
+      return refuse(
+          "the preferred cluster must be a multiple of the regular cluster in x and y, and equal "
+          "to it in z");
+    }
+    if (config->gridDimX % p.x != 0 || config->gridDimY % p.y != 0) {
+      return refuseCall(CUDA_ERROR_INVALID_CLUSTER_SIZE,
+                        "cuLaunchKernelEx: the preferred cluster shape does not divide the grid");
+    }
+    if (logLevel() >= 2 && uint64_t{p.x} * p.y * p.z > uint64_t{c.x} * c.y * c.z) {
+      logLine("cuLaunchKernelEx: the preferred " + std::to_string(p.x) + "x" + std::to_string(p.y) +
+              "x" + std::to_string(p.z) + " clusters are served as the " +
+              "regular ones (the driver's best-effort fallback)");
+    }
+  }
   if (CUresult r =
           launch(h, config->gridDimX, config->gridDimY, config->gridDimZ, config->blockDimX,
                  config->blockDimY, config->blockDimZ, config->sharedMemBytes, config->hStream,
-                 kernelParams, extra, cooperative, cluster);
+                 kernelParams, extra, cooperative, cluster, preferred);
       r != CUDA_SUCCESS) {
     return r;
   }

@@ -399,7 +399,8 @@ CUresult checkUnsafeDuringCapture(const char* what) {
 bool captureKernel(CUstream stream, FunctionObject* f, const unsigned grid[3],
                    const unsigned block[3], unsigned sharedBytes,
                    const std::vector<uint8_t>& params, bool cooperative,
-                   const CUlaunchAttributeValue* cluster, CUresult* result) {
+                   const CUlaunchAttributeValue* cluster, const CUlaunchAttributeValue* preferred,
+                   CUresult* result) {
   std::unique_lock<std::mutex> lock;
   StreamObject* s = nullptr;
   CaptureSequence* c = lockCapturing(stream, &s, lock);
@@ -415,6 +416,8 @@ bool captureKernel(CUstream stream, FunctionObject* f, const unsigned grid[3],
   setCapturedKernel(node.get(), f, grid, block, sharedBytes, params);
   if (cooperative) node->kernelAttributes[CU_LAUNCH_ATTRIBUTE_COOPERATIVE].cooperative = 1;
   if (cluster) node->kernelAttributes[CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION] = *cluster;
+  if (preferred)
+    node->kernelAttributes[CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION] = *preferred;
   return addCaptured(s, c, std::move(node), result);
 }
 

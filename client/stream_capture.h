@@ -46,13 +46,14 @@ CUresult contextCaptureUse(ContextObject* ctx, EventObject* event, const char* w
 // calling thread's capture mode says so (see cuThreadExchangeStreamCaptureMode).
 CUresult checkUnsafeDuringCapture(const char* what);
 
-// A launch on a capturing stream becomes a kernel node, with the COOPERATIVE and
-// CLUSTER_DIMENSION attributes a cooperative or clustered launch asks for (a cluster that does not
-// divide the grid: CUDA_ERROR_INVALID_CLUSTER_SIZE).
+// A launch on a capturing stream becomes a kernel node, with the COOPERATIVE,
+// CLUSTER_DIMENSION and PREFERRED_CLUSTER_DIMENSION attributes a cooperative or clustered launch
+// asks for (a cluster that does not divide the grid: CUDA_ERROR_INVALID_CLUSTER_SIZE).
 bool captureKernel(CUstream stream, FunctionObject* f, const unsigned grid[3],
                    const unsigned block[3], unsigned sharedBytes,
                    const std::vector<uint8_t>& params, bool cooperative,
-                   const CUlaunchAttributeValue* cluster, CUresult* result);
+                   const CUlaunchAttributeValue* cluster, const CUlaunchAttributeValue* preferred,
+                   CUresult* result);
 bool captureMemset(CUstream stream, CUdeviceptr dst, uint32_t value, unsigned elementSize,
                    size_t width, size_t height, size_t pitch, CUresult* result);
 bool captureCopy(CUstream stream, CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUresult* result);

@@ -6,10 +6,15 @@
 //   CUDA_ERROR_INVALID_CLUSTER_SIZE; cuOccupancyMaxActiveClusters gives at least one cluster,
 //   cuOccupancyMaxPotentialClusterSize at least 2 (8 is portable); a kernel node in 4x1x1 clusters
 //   (cuGraphKernelNodeSetAttribute) runs in them as a graph, and 3x1x1 on its grid of 8 is refused
-//   with CUDA_ERROR_INVALID_CLUSTER_SIZE;
+//   with CUDA_ERROR_INVALID_CLUSTER_SIZE; a preferred cluster of 4 beside the regular 2
+//   (CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION, launch and kernel node) runs each block in a
+//   cluster of 4 or of 2, as the driver chooses, numbered as if the grid held only that kind; a
+//   preferred 3 (not a multiple of 2) is refused with CUDA_ERROR_INVALID_VALUE, a preferred 16 on
+//   a grid of 8 with CUDA_ERROR_INVALID_CLUSTER_SIZE;
 // - on a device without (the emu device below compute capability 9.0): a 2x1x1 cluster launch or
 //   kernel node is refused with CUDA_ERROR_INVALID_VALUE and both occupancy calls with
-//   CUDA_ERROR_NOT_SUPPORTED, while a 1x1x1 cluster is an ordinary launch.
+//   CUDA_ERROR_NOT_SUPPORTED, while a 1x1x1 cluster is an ordinary launch, and so is a launch
+//   with a preferred cluster but no regular one (the attribute then has no effect).
 #include <cuda.h>
 
 #include <cstdint>
@@ -76,6 +81,35 @@ CUlaunchConfig configOf(unsigned blocks, CUlaunchAttribute* cluster, unsigned x)
   return config;
 }
 
+// configOf's launch, with a preferred cluster of `x` blocks beside its regular one.
+CUlaunchConfig preferringConfig(unsigned blocks, CUlaunchAttribute attributes[2], unsigned regular,
+                                unsigned x) {
+  CUlaunchConfig config = configOf(blocks, &attributes[0], regular);
+  attributes[1] = CUlaunchAttribute{};
+  attributes[1].id = CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION;
+  attributes[1].value.preferredClusterDim.x = x;
+  attributes[1].value.preferredClusterDim.y = attributes[1].value.preferredClusterDim.z = 1;
+  config.numAttrs = 2;
+  return config;
+}
+
+// What clusterShape wrote with a regular cluster of 2 and a preferred one of 4: every block in a
+// cluster of 2 or of 4, ranked as if the grid held only that kind of cluster, and every block of
+// one cluster seeing the same size.
+void expectRegularOrPreferred(const uint32_t (*seen)[2], unsigned blocks, const char* what) {
+  for (unsigned b = 0; b < blocks; ++b) {
+    const uint32_t size = seen[b][0];
+    CHECK((size == 2 || size == 4) && seen[b][1] == b % size,
+          "%s: block %u saw a cluster of %u and rank %u, expected 2 or 4 and its rank in it", what,
+          b, size, seen[b][1]);
+    const unsigned first = b - b % size;
+    for (unsigned other = first; other < first + size; ++other) {
+      CHECK(seen[other][0] == size, "%s: blocks %u and %u of one cluster saw sizes %u and %u", what,
+            b, other, size, seen[other][0]);
+    }
+  }
+}
+
 void withoutClusters(CUdeviceptr out) {
   cudaFunction_t found = nullptr;
   CHECK_CUDA(cudaGetFuncBySymbol(&found, reinterpret_cast<const void*>(markBlocks)));
@@ -96,6 +130,17 @@ void withoutClusters(CUdeviceptr out) {
   CHECK_CU(cuMemcpyDtoH(marks, out, sizeof marks));
   for (unsigned b = 0; b < 4; ++b) {
     CHECK(marks[b] == b + 1, "a 1x1x1 cluster launch: block %u wrote %u", b, marks[b]);
+  }
+  // A preferred cluster without a regular one has no effect: an ordinary launch.
+  CUlaunchAttribute attributes[2];
+  CUlaunchConfig preferredOnly = preferringConfig(4, attributes, 1, 2);
+  preferredOnly.attrs = &attributes[1];
+  preferredOnly.numAttrs = 1;
+  CHECK_CU(cuMemsetD32(out, 0, 4));
+  CHECK_CU(cuLaunchKernelEx(&preferredOnly, mark, params, nullptr));
+  CHECK_CU(cuMemcpyDtoH(marks, out, sizeof marks));
+  for (unsigned b = 0; b < 4; ++b) {
+    CHECK(marks[b] == b + 1, "a preferred cluster alone: block %u wrote %u", b, marks[b]);
   }
   // A kernel node takes no cluster larger than 1x1x1 either.
   CUgraph graph = nullptr;
@@ -139,6 +184,21 @@ void withClusters(CUdeviceptr out) {
       "clusters of 2: every block saw its cluster; %d clusters fit at once, at most %d "
       "blocks in one\n",
       active, size);
+
+  // Clusters of 2 that would rather be 4 (best effort: either may run).
+  CUlaunchAttribute attributes[2];
+  CUlaunchConfig preferring = preferringConfig(kBlocks, attributes, 2, 4);
+  CHECK_CU(cuMemsetD32(out, 0, 2 * kBlocks));
+  CHECK_CU(cuLaunchKernelEx(&preferring, shape, params, nullptr));
+  CHECK_CU(cuMemcpyDtoH(seen, out, sizeof seen));
+  expectRegularOrPreferred(seen, kBlocks, "preferred clusters of 4");
+  CUlaunchConfig notMultiple = preferringConfig(kBlocks, attributes, 2, 3);
+  expectError(cuLaunchKernelEx(&notMultiple, shape, params, nullptr), CUDA_ERROR_INVALID_VALUE,
+              "a preferred cluster of 3 beside clusters of 2");
+  CUlaunchConfig tooLarge = preferringConfig(kBlocks, attributes, 2, 16);
+  expectError(cuLaunchKernelEx(&tooLarge, shape, params, nullptr), CUDA_ERROR_INVALID_CLUSTER_SIZE,
+              "a preferred cluster of 16 on a grid of 8");
+  std::printf("preferred clusters of 4 beside clusters of 2: every block saw one of them\n");
 
   // A kernel node in clusters of 4 (cuGraphKernelNodeSetAttribute), launched as a graph; a shape
   // that does not divide the node's grid is refused.
@@ -188,6 +248,33 @@ void withClusters(CUdeviceptr out) {
           seen[b][0], seen[b][1], b % 2);
   }
   CHECK_CU(cuGraphExecDestroy(exec));
+
+  // A kernel node in clusters of 2 that would rather be 4.
+  CUgraph preferringGraph = nullptr;
+  CHECK_CU(cuGraphCreate(&preferringGraph, 0));
+  CUgraphNode preferringNode = addKernelNode(preferringGraph, shape, kBlocks, params);
+  CHECK_CU(
+      cuGraphKernelNodeSetAttribute(preferringNode, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, &value));
+  CUkernelNodeAttrValue preferredValue{};
+  preferredValue.preferredClusterDim.x = 4;
+  preferredValue.preferredClusterDim.y = preferredValue.preferredClusterDim.z = 1;
+  CHECK_CU(cuGraphKernelNodeSetAttribute(
+      preferringNode, CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION, &preferredValue));
+  CHECK_CU(cuGraphKernelNodeGetAttribute(preferringNode,
+                                         CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION, &read));
+  CHECK(read.preferredClusterDim.x == 4 && read.preferredClusterDim.y == 1 &&
+            read.preferredClusterDim.z == 1,
+        "the node's preferred cluster reads as %ux%ux%u", read.preferredClusterDim.x,
+        read.preferredClusterDim.y, read.preferredClusterDim.z);
+  CHECK_CU(cuGraphInstantiate(&exec, preferringGraph, 0));
+  CHECK_CU(cuMemsetD32(out, 0, 2 * kBlocks));
+  CHECK_CU(cuGraphLaunch(exec, nullptr));
+  CHECK_CU(cuCtxSynchronize());
+  CHECK_CU(cuMemcpyDtoH(seen, out, sizeof seen));
+  expectRegularOrPreferred(seen, kBlocks, "graph with preferred clusters of 4");
+  CHECK_CU(cuGraphExecDestroy(exec));
+  CHECK_CU(cuGraphDestroy(preferringGraph));
+  std::printf("a kernel node preferring clusters of 4: every block saw one of them\n");
   CHECK_CU(cuGraphDestroy(pairsGraph));
   CHECK_CU(cuGraphDestroy(graph));
   CHECK_CU(cuModuleUnload(module));
