@@ -6,7 +6,6 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -254,7 +253,7 @@ void RemoteSession::flushLoop() {
   std::unique_lock lock(mutex_);
   // Between posts the flusher is also the heartbeat's eyes while no call waits (posted bytes may
   // sit behind a busy server's closed window while the program computes): Connection::checkPeer.
-  auto look = std::chrono::milliseconds(std::clamp(heartbeatMs_ / 5, 20u, 1000u));
+  auto look = std::chrono::milliseconds(transport::heartbeatLookIntervalMs(heartbeatMs_));
   while (!stopping_) {
     if (broken_ || connection_->queuedBytes() == 0) {
       if (broken_ || !heartbeatMs_) {

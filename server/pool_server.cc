@@ -160,7 +160,7 @@ void PoolServer::watchPeers() {
   // Every connection's heartbeat gets a look this often (transport/tcp_peer_watch.h): one held by
   // the event loop between requests has no thread waiting on it. A look is one getsockopt.
   const auto lookEvery =
-      std::chrono::milliseconds(std::clamp(limits_.clientHeartbeatMs / 5, 20u, 1000u));
+      std::chrono::milliseconds(transport::heartbeatLookIntervalMs(limits_.clientHeartbeatMs));
   auto lastLook = std::chrono::steady_clock::now();
   while (!stopping_) {
     stopped_.wait_for(lock, std::chrono::milliseconds(100));

@@ -9,6 +9,7 @@
 // and receives too.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -66,6 +67,13 @@ struct ReceivedFrame {
   // before the next receiveFrame.
   uint64_t bulkBytes = 0;
 };
+
+// How often a heartbeat of `heartbeatMs` looks at its peer (Connection::checkPeer): well inside
+// the timeout, since the kernel ends a connection whose peer's window stays closed that long
+// unless a look has lifted its bound first (transport/tcp_peer_watch.h).
+constexpr unsigned heartbeatLookIntervalMs(unsigned heartbeatMs) {
+  return std::clamp(heartbeatMs / 5, 20u, 1000u);
+}
 
 class Connection {
  public:
@@ -184,7 +192,8 @@ class Connection {
   // The heartbeat's look at the peer, for an owner to call now and then while no thread waits on
   // the connection (bytes may sit behind a busy peer's closed receive window meanwhile): throws
   // TransportError (kTimeout) once the peer's host stopped answering; cheap, and safe beside a
-  // thread blocked in a call on this connection. Waits inside the transport look by themselves.
+  // thread blocked in a call on this connection. Waits inside the transport look by themselves,
+  // every heartbeatLookIntervalMs; an owner looks as often.
   virtual void checkPeer() {}
 
   // Whether the peer has closed or reset the connection, without receiving anything. Safe to call

@@ -35,9 +35,7 @@ void TcpPeerWatch::arm(int fd, unsigned ms) {
 }
 
 int TcpPeerWatch::lookIntervalMs() const {
-  // Well inside the timeout: the kernel ends a closed window's connection after it, so the watch
-  // must have lifted TCP_USER_TIMEOUT by then.
-  return static_cast<int>(std::clamp(deadPeerMs_.load(std::memory_order_relaxed) / 5, 20u, 1000u));
+  return static_cast<int>(heartbeatLookIntervalMs(deadPeerMs_.load(std::memory_order_relaxed)));
 }
 
 int TcpPeerWatch::poll(int fd, short events, int timeoutMs, const char* what) {

@@ -146,9 +146,6 @@ class TcpConnection final : public FramedConnection {
   }
 
  private:
-  std::shared_ptr<boost::asio::io_context> io_;
-  tcp::socket socket_;
-  std::string peer_;
   // Waits until the socket is ready for `events` (or failed), looking at the peer every look
   // interval while the heartbeat is armed; timeoutMs (0: none) bounds a receive.
   void awaitReady(short events, unsigned timeoutMs) {
@@ -168,14 +165,16 @@ class TcpConnection final : public FramedConnection {
 
   // A failed socket call: `error` is its errno (0: the peer closed the connection).
   [[noreturn]] void failed(const char* what, int error) const {
-    std::string why = !watch_.gone().empty() ? watch_.gone()
-                      : error == 0           ? "connection closed by peer"
-                                             : std::strerror(error);
-    auto kind = !watch_.gone().empty() ? TransportError::Kind::kTimeout
-                                       : TransportError::Kind::kDisconnected;
-    throw TransportError(kind, std::string(what) + " failed: " + why);
+    if (std::string gone = watch_.gone(); !gone.empty())
+      throw TransportError(TransportError::Kind::kTimeout, std::string(what) + " failed: " + gone);
+    throw TransportError(TransportError::Kind::kDisconnected,
+                         std::string(what) + " failed: " +
+                             (error == 0 ? "connection closed by peer" : std::strerror(error)));
   }
 
+  std::shared_ptr<boost::asio::io_context> io_;
+  tcp::socket socket_;
+  std::string peer_;
   std::vector<boost::asio::const_buffer> buffers_;  // gather list, reused across writes
   std::vector<iovec> iovecs_;                       // the same, for the watched sends
   TcpPeerWatch watch_;
