@@ -54,6 +54,7 @@ struct TransportCounters {
   RelaxedCounter messagesReadInPlace;       // messages handed out straight from the receive buffer
   RelaxedCounter messagesSentInPlace;       // messages built in the SEND buffer (frameSpace)
   RelaxedCounter creditWaits;               // times a send had to wait for the peer's credits
+  RelaxedCounter heartbeatProbes;           // probes of a silent peer's host (RDMA heartbeat)
 };
 
 }  // namespace gpupool::transport

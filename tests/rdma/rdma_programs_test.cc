@@ -311,6 +311,48 @@ TEST(RdmaEventLoop, IdleSessionsHoldNoThread) {
             << " after each made a call\n";
 }
 
+// A client whose host stops answering (power lost, link cut: nothing tells the server) holds an
+// idle RDMA session; gpupoold's heartbeat (--client-heartbeat-ms) probes it, finds nobody, ends
+// the session and gives its device memory back. Over RDMA the peer's adapter answers the probes
+// while the client's host lives, however long its program is silent (tests/rdma
+// rdma_heartbeat_test.cc).
+TEST(RdmaSessionHeartbeat, GpupooldEndsTheSessionOfAClientWhoseHostStoppedAnswering) {
+  SKIP_WITHOUT_RDMA();
+  constexpr unsigned kHeartbeatMs = 2000;
+  DualServer dual({"--client-heartbeat-ms", std::to_string(kHeartbeatMs)});
+  hardening::WireClient observer(dual.server->endpoint());  // over TCP
+  const uint64_t before = observer.serverMemoryUsed();
+  hardening::WireClient client(dual.rdmaUrl);
+  ASSERT_EQ(client.connection().kind(), "rdma");
+  hardening::Reply context = client.createContext();
+  ASSERT_EQ(context.result, CUDA_SUCCESS) << context.message;
+  constexpr uint64_t kHeld = 64u << 20;
+  hardening::Reply held = client.alloc(context.handle, kHeld);
+  ASSERT_EQ(held.result, CUDA_SUCCESS) << held.message;
+  ASSERT_GE(observer.serverMemoryUsed(), before + kHeld);
+  // Silent past the heartbeat with its host answering: kept.
+  std::this_thread::sleep_for(std::chrono::milliseconds(2 * kHeartbeatMs));
+  ASSERT_GE(observer.serverMemoryUsed(), before + kHeld) << dual.server->log();
+  ASSERT_TRUE(transport::rdmaStopAnswering(client.connection()));
+  const auto start = std::chrono::steady_clock::now();
+  while (observer.serverMemoryUsed() >= before + kHeld &&
+         std::chrono::steady_clock::now() - start < seconds(20)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_LT(observer.serverMemoryUsed(), before + kHeld)
+      << "the session still holds its memory 20 s after its host stopped answering\n"
+      << dual.server->log();
+  EXPECT_LT(took, std::chrono::milliseconds(kHeartbeatMs + 4000));
+  ASSERT_NE(dual.server->log().find("stopped answering"), std::string::npos) << dual.server->log();
+  const std::string log = dual.server->log();
+  const size_t why = log.rfind('\n', log.find("stopped answering")) + 1;
+  std::cout << "[ rdma heartbeat ] session ended "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+            << " ms after its client's host stopped answering (heartbeat " << kHeartbeatMs
+            << " ms): " << log.substr(why, log.find('\n', why) - why) << "\n";
+}
+
 // Every program above runs against gpupoold's default, which polls the CQ after a served frame
 // (--rdma-poll-us 50, docs/rdma.md). Without polling each next frame comes through the event loop,
 // the CQ armed after every frame: programs of many synchronous calls, and threads calling at once,

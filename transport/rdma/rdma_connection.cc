@@ -149,10 +149,18 @@ bool RdmaConnection::handleCompletions(const ibv_wc* wcs, int n) {
       if (shutdown_) fail(Kind::kDisconnected, "connection shut down");
       if (peerGone_ || wc.status == IBV_WC_WR_FLUSH_ERR)
         fail(Kind::kDisconnected, "connection closed by peer");
+      if (wc.status == IBV_WC_RETRY_EXC_ERR) {
+        // The adapter resent a work request until it gave up: nothing answers at the peer's end.
+        fail(Kind::kTimeout, std::string("the peer stopped answering: its host acknowledged no ") +
+                                 (kind == kWrProbe ? "heartbeat probe" : "work request") + " (" +
+                                 ibv_wc_status_str(wc.status) + ")");
+      }
       fail(Kind::kDisconnected,
            std::string("RDMA work request failed: ") + ibv_wc_status_str(wc.status));
     }
-    if (kind == kWrSend) {
+    if (kind == kWrProbe) {
+      probeOutstanding_ = false;
+    } else if (kind == kWrSend) {
       std::memset(sendBuffer(slot) + sizeof(WireHeader), 0, sendUsed_[slot]);
       sendUsed_[slot] = 0;
       freeSendSlots_.push_back(slot);
@@ -191,7 +199,11 @@ bool RdmaConnection::handleCompletions(const ibv_wc* wcs, int n) {
   // connection learns of it now, not when that thread is done.
   // (Not when the thread polling is the one that serves it: nextFrameArrived.)
   if (frameQueued && polling_ && !loopThreadPolls_) signalReadiness();
-  if (n > 0) maybeReturnCredits();
+  if (n > 0) {
+    // Any completion is an answer from the peer's host (an acknowledgement, or its SEND).
+    if (heartbeatMs_) lastHeard_ = Clock::now();
+    maybeReturnCredits();
+  }
   return n > 0;
 }
 
@@ -298,11 +310,15 @@ void RdmaConnection::pollUntil(std::unique_lock<std::mutex>& lock,
     }
     if (done()) return;
     if (peerGone_) fail(Kind::kDisconnected, "connection closed by peer");
-    int waitMs = -1;
+    // Before sleeping: the heartbeat's look (a probe's answer wakes this wait like any other).
+    const auto now = Clock::now();
+    lookAtPeer(now);
+    int waitMs = heartbeatLookMs();
     if (timeoutMs) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
       if (left.count() <= 0) timedOut(what);
-      waitMs = static_cast<int>(left.count());
+      waitMs = waitMs < 0 ? static_cast<int>(left.count())
+                          : std::min(waitMs, static_cast<int>(left.count()));
     }
     pollfd fds[3] = {
         {completionChannel_->fd, POLLIN, 0}, {channel_->fd, POLLIN, 0}, {wakeFd_.get(), POLLIN, 0}};

@@ -4,7 +4,8 @@
 //
 // One class, implemented by concern: rdma_cm_setup.cc (rdma_cm steps), rdma_connection.cc
 // (resources, completions), rdma_send.cc (send path, packing), rdma_bulk.cc (READ/WRITE,
-// staging), rdma_receive.cc (frames and bulk received).
+// staging), rdma_receive.cc (frames and bulk received), rdma_readiness.cc (the event loop's
+// view), rdma_heartbeat.cc (probes of a silent peer's host).
 //
 // Full duplex: one thread may send while another receives. Every entry point holds mutex_, so all
 // state below is touched by one thread at a time; waitUntil is the only place that lets go of it
@@ -78,6 +79,16 @@ class RdmaConnection final : public Connection {
   std::string kind() const override { return "rdma"; }
   std::string peer() const override { return peer_; }
   void setReceiveTimeoutMs(unsigned ms) override { receiveTimeoutMs_ = ms; }
+  // The heartbeat (rdma_heartbeat.cc): a peer whose host acknowledged nothing for a third of `ms`
+  // gets a probe, a zero-length RDMA WRITE, which its host's adapter acknowledges however busy or
+  // stopped the peer's program is and which takes none of its receive buffers; the peer is gone
+  // when the adapter gives the probe up (retries exhausted) or, on adapters that retry longer,
+  // when it stays unacknowledged for the rest of `ms`. Waits look on their own; checkPeer is the
+  // owners' look at a connection nobody waits on.
+  void setDeadPeerTimeoutMs(unsigned ms) override;
+  void checkPeer() override;
+  // rdmaStopAnswering (tests): the queue pair to the error state, the peer not told.
+  void stopAnswering();
 
   // The event loop's view (rdma_readiness.cc): an epoll descriptor over the completion channel,
   // the rdma_cm channel (edge-triggered, so that a pending event another thread is about to take
@@ -179,6 +190,12 @@ class RdmaConnection final : public Connection {
   bool wholeMessageQueued() const;
   [[noreturn]] void fail(TransportError::Kind kind, const std::string& why);
   void checkUsable() const;
+  // With mutex_ held: the heartbeat's look (rdma_heartbeat.cc): posts a probe when the peer's host
+  // has been silent long enough, fails the connection when one went unanswered too long.
+  void lookAtPeer(std::chrono::steady_clock::time_point now);
+  void postProbe(std::chrono::steady_clock::time_point now);
+  // How long a wait sleeps before it looks again (-1: forever, no heartbeat).
+  int heartbeatLookMs() const;
 
   // Slots opened but not yet posted count as spent, so an open packed SEND keeps the reserve.
   int64_t credits() const {
@@ -311,6 +328,11 @@ class RdmaConnection final : public Connection {
   uint64_t sendRingNext_ = 0;
 
   std::atomic<unsigned> receiveTimeoutMs_ = 0;
+  // The heartbeat's state, under mutex_ (heartbeatMs_ may be set from any thread).
+  std::atomic<unsigned> heartbeatMs_ = 0;
+  std::chrono::steady_clock::time_point lastHeard_ = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point probePostedAt_{};
+  bool probeOutstanding_ = false;
   std::atomic<bool> shutdown_{false};
   bool broken_ = false;
   TransportError::Kind brokenKind_ = TransportError::Kind::kDisconnected;

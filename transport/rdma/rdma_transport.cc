@@ -245,4 +245,10 @@ const RdmaStats* rdmaStatsOf(const Connection& connection) {
   return rdma ? &rdma->stats() : nullptr;
 }
 
+bool rdmaStopAnswering(Connection& connection) {
+  auto* rdma = dynamic_cast<RdmaConnection*>(&connection);
+  if (rdma) rdma->stopAnswering();
+  return rdma != nullptr;
+}
+
 }  // namespace gpupool::transport

@@ -56,4 +56,9 @@ using RdmaStats = TransportCounters;
 // nullptr for any other kind of connection. Everyone else reads Connection::counters().
 const RdmaStats* rdmaStatsOf(const Connection& connection);
 
+// For tests of the heartbeat: this side's adapter stops answering the peer, as a host that vanished
+// does, without telling it (the queue pair moves to the error state, where what arrives is dropped
+// unacknowledged). False for any other kind of connection.
+bool rdmaStopAnswering(Connection& connection);
+
 }  // namespace gpupool::transport

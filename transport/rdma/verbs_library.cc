@@ -25,6 +25,7 @@
   X(ibv_get_cq_event) \
   X(ibv_get_device_list) \
   X(ibv_get_device_name) \
+  X(ibv_modify_qp) \
   X(ibv_open_device) \
   X(ibv_query_device) \
   X(ibv_query_port) \
@@ -148,6 +149,7 @@ GPUPOOL_FORWARD(int, ibv_get_cq_event, (ibv_comp_channel * channel, ibv_cq** cq,
                 (channel, cq, context))
 GPUPOOL_FORWARD(ibv_device**, ibv_get_device_list, (int* count), (count))
 GPUPOOL_FORWARD(const char*, ibv_get_device_name, (ibv_device * device), (device))
+GPUPOOL_FORWARD(int, ibv_modify_qp, (ibv_qp * qp, ibv_qp_attr* attr, int mask), (qp, attr, mask))
 GPUPOOL_FORWARD(ibv_context*, ibv_open_device, (ibv_device * device), (device))
 GPUPOOL_FORWARD(int, ibv_query_device, (ibv_context * context, ibv_device_attr* attr),
                 (context, attr))
