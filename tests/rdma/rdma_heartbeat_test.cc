@@ -90,13 +90,15 @@ TEST(RdmaHeartbeat, APeerWhoseProgramIsSilentButWhoseHostAnswersIsNeverGone) {
   const auto idleUntil = Clock::now() + std::chrono::milliseconds(5 * kShortHeartbeatMs);
   while (Clock::now() < idleUntil) {
     ASSERT_NO_THROW(pair.client->checkPeer());
-    std::this_thread::sleep_for(std::chrono::milliseconds(heartbeatLookIntervalMs(600)));
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(heartbeatLookIntervalMs(kShortHeartbeatMs)));
   }
   auto waiting = std::async(std::launch::async, [&] { return pair.client->receiveFrame(); });
   const auto waitUntil = Clock::now() + std::chrono::milliseconds(5 * kShortHeartbeatMs);
   while (Clock::now() < waitUntil) {
     ASSERT_NO_THROW(pair.client->checkPeer());
-    std::this_thread::sleep_for(std::chrono::milliseconds(heartbeatLookIntervalMs(600)));
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(heartbeatLookIntervalMs(kShortHeartbeatMs)));
   }
   EXPECT_EQ(waiting.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout);
   // Probes went out and were answered by the server's adapter, not its program.

@@ -8,7 +8,6 @@
 // key (InfiniBand C9-88), so the peer registers nothing for it.
 #include <infiniband/verbs.h>
 
-#include <algorithm>
 #include <string>
 
 #include "transport/rdma/rdma_connection.h"
