@@ -1,9 +1,8 @@
 // Tensor maps (cuTensorMapEncode*, cuTensorMapReplaceAddress). A CUtensorMap is opaque and its
 // layout is the encoder's, so the server of the current context encodes it: the cuda backend with
 // the real driver, whose kernels read it; the emu in its own layout, which its cp.async.bulk.tensor
-// reads (im2col maps are refused there, since the emu does not run im2col copies). The argument
-// checks are the server's, as cuda.h documents them; a NULL pointer or a rank out of range is
-// refused here.
+// reads (im2col wide maps, sm_100's, are refused there). The argument checks are the server's, as
+// cuda.h documents them; a NULL pointer or a rank out of range is refused here.
 #include <cstring>
 
 #include "client_log.h"

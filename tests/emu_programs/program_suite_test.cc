@@ -173,7 +173,8 @@ TEST_P(ChainedSm90Suite, RunsOnTheChainedCudaBackend) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Chained, ChainedSm90Suite,
-                         testing::Values("tensor_map_copy", "bulk_copy", "cuda_pipeline"));
+                         testing::Values("tensor_map_copy", "tensor_map_im2col", "bulk_copy",
+                                         "cuda_pipeline"));
 
 }  // namespace
 }  // namespace gpupool::emu_programs

@@ -242,10 +242,10 @@ Status EmuContext::textureReferencesBound(uint64_t function) {
 // map names an address, not memory: as on a GPU, a copy through it reaches only what the launch's
 // context can reach, so nothing is checked against this context's allocations here.
 Status EmuContext::tensorMapEncode(const TensorMapRequest& r, uint8_t* map) {
-  if (r.mode != TensorMapMode::kTiled) {
+  if (r.mode == TensorMapMode::kIm2colWide) {
     return Status::error(CUDA_ERROR_NOT_SUPPORTED,
-                         "im2col tensor maps are not served by the emu: it does not run "
-                         "cp.async.bulk.tensor's im2col mode; use a tiled map");
+                         "im2col wide tensor maps are sm_100 features the emu does not offer "
+                         "(it is compute capability 9.0)");
   }
   const size_t rank = r.globalDims.size();  // lengths checked by the handler
   ptx::TensorMapLayout layout;
@@ -258,11 +258,21 @@ Status EmuContext::tensorMapEncode(const TensorMapRequest& r, uint8_t* map) {
   layout.globalAddress = r.globalAddress;
   for (size_t i = 0; i < rank; ++i) {
     layout.globalDim[i] = r.globalDims[i];
-    layout.boxDim[i] = r.boxDims[i];
     layout.elementStrides[i] = r.elementStrides[i];
     if (i + 1 < rank) layout.globalStrides[i] = r.globalStrides[i];
   }
-  return ptx::encodeTiledTensorMap(layout, map);
+  if (r.mode == TensorMapMode::kTiled) {
+    for (size_t i = 0; i < rank; ++i) layout.boxDim[i] = r.boxDims[i];
+    return ptx::encodeTiledTensorMap(layout, map);
+  }
+  layout.mode = ptx::kTensorMapIm2col;
+  for (size_t i = 0; i < r.pixelBoxLower.size(); ++i) {
+    layout.pixelBoxLower[i] = r.pixelBoxLower[i];
+    layout.pixelBoxUpper[i] = r.pixelBoxUpper[i];
+  }
+  layout.channelsPerPixel = r.channelsPerPixel;
+  layout.pixelsPerColumn = r.pixelsPerColumn;
+  return ptx::encodeIm2colTensorMap(layout, map);
 }
 
 Status EmuContext::tensorMapReplaceAddress(uint8_t* map, uint64_t address) {

@@ -453,5 +453,60 @@ W: mbarrier.try_wait.parity.shared::cta.b64 %done, [%b], 0; @!%done bra W;
       EXPECT_EQ(got[b * 16 + i], i + 4 < 24 ? tensor[i + 4] : 0.0f) << "block " << b << " " << i;
 }
 
+// The same with .im2col: an NWC tensor [1, 4, 4] (u32), the box W in [-1, 4), four pixels from
+// w = -1 of four channels each (one filled, then pixels 0 to 2), into both CTAs of each cluster.
+TEST(Cluster, MulticastIm2colLoadReachesEveryCtaInTheMask) {
+  const std::string kernel = R"(.version 8.0
+.target sm_90
+.address_size 64
+.shared .align 128 .b8 box[64];
+.shared .align 8 .b8 mbar[8];
+.visible .entry im2colMulticast(.param .align 64 .b8 map[128], .param .u64 out)
+{
+  .reg .b32 %rank, %s, %b, %v, %i, %c, %w, %n; .reg .b16 %m, %off; .reg .b64 %map, %o, %t, %p;
+  .reg .pred %leader, %done;
+  mov.b64 %map, map; cvta.param.u64 %map, %map; ld.param.u64 %o, [out];
+  mov.u32 %rank, %cluster_ctarank; mov.u32 %s, box; mov.u32 %b, mbar;
+  mov.u32 %c, 0; mov.u32 %w, -1; mov.u32 %n, 0; mov.u16 %off, 0; mov.u16 %m, 3;
+  mbarrier.init.shared::cta.b64 [%b], 1;
+  mbarrier.arrive.expect_tx.shared::cta.b64 %t, [%b], 64;
+  barrier.cluster.arrive; barrier.cluster.wait;
+  setp.eq.u32 %leader, %rank, 0;
+  @%leader cp.async.bulk.tensor.3d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes.multicast::cluster [%s], [%map, {%c, %w, %n}], [%b], {%off}, %m;
+W: mbarrier.try_wait.parity.shared::cta.b64 %done, [%b], 0; @!%done bra W;
+)" COPY_OUT_AND_LEAVE;
+  std::unique_ptr<Module> module = loadOrFail(kernel);
+  ASSERT_TRUE(module);
+  HostDeviceMemory memory;
+  std::vector<uint32_t> tensor(16);
+  for (uint32_t i = 0; i < 16; ++i) tensor[i] = 100 * (i / 4 + 1) + i % 4;
+  TensorMapLayout layout;
+  layout.mode = kTensorMapIm2col;
+  layout.rank = 3;
+  layout.dataType = CU_TENSOR_MAP_DATA_TYPE_UINT32;
+  layout.globalAddress = memory.upload(tensor);
+  layout.globalDim[0] = 4;
+  layout.globalDim[1] = 4;
+  layout.globalDim[2] = 1;
+  layout.globalStrides[0] = 16;
+  layout.globalStrides[1] = 64;
+  for (uint32_t i = 0; i < 3; ++i) layout.elementStrides[i] = 1;
+  layout.pixelBoxLower[0] = -1;
+  layout.channelsPerPixel = 4;
+  layout.pixelsPerColumn = 4;
+  std::array<uint8_t, kTensorMapBytes> map{};
+  ASSERT_TRUE(encodeIm2colTensorMap(layout, map.data()).ok());
+  const uint64_t out = memory.allocate(4 * 64);
+  ParamBlock params(module->kernels().at(0));
+  params.set(0, map).set(1, out);
+  LaunchResult r = launch(*module, module->kernels().at(0), clusterConfig(4, 1, 1, 2),
+                          params.data(), memory, services(2));
+  ASSERT_EQ(r.status.code, CUDA_SUCCESS) << r.status.message;
+  const auto got = memory.download<uint32_t>(out, 4 * 16);
+  for (uint32_t b = 0; b < 4; ++b)
+    for (uint32_t i = 0; i < 16; ++i)
+      EXPECT_EQ(got[b * 16 + i], i < 4 ? 0u : tensor[i - 4]) << "block " << b << " " << i;
+}
+
 }  // namespace
 }  // namespace gpupool::ptx::testing

@@ -245,8 +245,52 @@ void BlockRunner::mbarrierCompleteTx(uint64_t addr, uint64_t bytes, int l) {
   std::memcpy(p, &word, 8);
 }
 
+namespace {
+// cp.async.bulk.tensor .im2col's traversal: pixelsPerColumn pixels from the coordinates' pixel on,
+// W fastest, then H, D and N; a spatial position that reaches the bounding box's upper end
+// (globalDim + pixelBoxUpperCorner, exclusive) wraps to its lower corner and carries into the next
+// dimension, the last one into N. Each pixel is read at its position plus the instruction's im2col
+// offsets, channelsPerPixel elements from channel start[0] on; whatever lies outside the tensor is
+// out of bounds. Calls move(n, address, inside) for the box's elements in order.
+template <class Move>
+void im2colWalk(const TensorMapLayout& m, const int64_t* start, const int64_t* offsets,
+                unsigned elem, Move&& move) {
+  const unsigned spatial = m.rank - 2, batch = m.rank - 1;
+  int64_t pos[4] = {};  // the spatial dimensions 1..rank-2, then N
+  int64_t end[3] = {};
+  for (unsigned i = 0; i < spatial; ++i) {
+    pos[i] = start[i + 1];
+    end[i] = static_cast<int64_t>(m.globalDim[i + 1]) + m.pixelBoxUpper[i];
+  }
+  pos[spatial] = start[batch];
+  uint64_t n = 0;
+  for (uint32_t p = 0; p < m.pixelsPerColumn; ++p) {
+    bool inside = pos[spatial] >= 0 && static_cast<uint64_t>(pos[spatial]) < m.globalDim[batch];
+    uint64_t pixel =
+        m.globalAddress + static_cast<uint64_t>(pos[spatial]) * m.globalStrides[batch - 1];
+    for (unsigned i = 0; i < spatial; ++i) {
+      const int64_t c = pos[i] + offsets[i];
+      inside &= c >= 0 && static_cast<uint64_t>(c) < m.globalDim[i + 1];
+      pixel += static_cast<uint64_t>(c) * m.globalStrides[i];
+    }
+    for (uint32_t k = 0; k < m.channelsPerPixel; ++k) {
+      const int64_t c = start[0] + k;
+      move(n++, pixel + static_cast<uint64_t>(c) * elem,
+           inside && c >= 0 && static_cast<uint64_t>(c) < m.globalDim[0]);
+    }
+    for (unsigned i = 0; i < spatial; ++i) {
+      if (++pos[i] < end[i]) break;
+      pos[i] = m.pixelBoxLower[i];
+      if (i + 1 == spatial) ++pos[spatial];
+    }
+  }
+}
+}  // namespace
+
 void BlockRunner::tensorCopy(const Instr& in, int l) {
-  const bool load = static_cast<BulkCopyKind>(in.mode) == BulkCopyKind::kTensorLoad;
+  const auto kind = static_cast<BulkCopyKind>(in.mode);
+  const bool load = kind != BulkCopyKind::kTensorStore;
+  const bool im2col = kind == BulkCopyKind::kTensorLoadIm2col;
   const uint64_t mapAddress = value(in.ops[1], l);
   if (mapAddress % 64)
     fault(CUDA_ERROR_MISALIGNED_ADDRESS, l, curPc_, "tensor map address not 64-byte aligned");
@@ -258,18 +302,27 @@ void BlockRunner::tensorCopy(const Instr& in, int l) {
   if (m.rank != rank)
     fault(CUDA_ERROR_ILLEGAL_INSTRUCTION, l, curPc_,
           "cp.async.bulk.tensor: the tensor map's rank differs from the instruction's");
+  if ((m.mode == kTensorMapIm2col) != im2col)
+    fault(CUDA_ERROR_ILLEGAL_INSTRUCTION, l, curPc_,
+          im2col ? "cp.async.bulk.tensor .im2col: the tensor map is a tiled one"
+                 : "cp.async.bulk.tensor .tile: the tensor map is an im2col one");
   const uint64_t shared = address(in.ops[0], l);
   if (shared % 128)
     fault(CUDA_ERROR_MISALIGNED_ADDRESS, l, curPc_,
           "cp.async.bulk.tensor needs a 128-byte aligned shared memory address");
   const unsigned elem = tensorMapElementBytes(m.dataType);
   int64_t start[5] = {};
-  uint64_t count[5] = {1, 1, 1, 1, 1}, step[5] = {1, 1, 1, 1, 1}, total = 1;
-  for (unsigned i = 0; i < rank; ++i) {
+  for (unsigned i = 0; i < rank; ++i)
     start[i] = static_cast<int32_t>(value(element(in.ops[2], i), l));
-    step[i] = i == 0 ? 1 : m.elementStrides[i];  // dimension 0 has no element stride
-    count[i] = (m.boxDim[i] + step[i] - 1) / step[i];
-    total *= count[i];
+  uint64_t count[5] = {1, 1, 1, 1, 1}, step[5] = {1, 1, 1, 1, 1}, total = 1;
+  if (im2col) {
+    total = uint64_t{m.pixelsPerColumn} * m.channelsPerPixel;
+  } else {
+    for (unsigned i = 0; i < rank; ++i) {
+      step[i] = i == 0 ? 1 : m.elementStrides[i];  // dimension 0 has no element stride
+      count[i] = (m.boxDim[i] + step[i] - 1) / step[i];
+      total *= count[i];
+    }
   }
   // Bank swizzle: 16-byte chunk bits 4.. of the shared address XOR its 128-byte row bits 7...
   const unsigned swizzleBits = m.swizzle == CU_TENSOR_MAP_SWIZZLE_32B    ? 1
@@ -286,15 +339,8 @@ void BlockRunner::tensorCopy(const Instr& in, int l) {
   uint8_t* box = boxes[0];
   const bool nanFill = load && m.oobFill == CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA;
   const uint64_t nan = elem == 2 ? 0x7fffu : elem == 4 ? 0x7fffffffu : 0x7fffffffffffffffu;
-  uint64_t index[5] = {};
-  for (uint64_t n = 0; n < total; ++n) {
-    bool inside = true;
-    uint64_t global = m.globalAddress;
-    for (unsigned i = 0; i < rank; ++i) {
-      const int64_t c = start[i] + static_cast<int64_t>(index[i] * step[i]);
-      inside &= c >= 0 && static_cast<uint64_t>(c) < m.globalDim[i];
-      global += static_cast<uint64_t>(c) * (i == 0 ? elem : m.globalStrides[i - 1]);
-    }
+  // The box's n-th element (row-major in shared memory) and its place in the tensor.
+  auto move = [&](uint64_t n, uint64_t global, bool inside) {
     const uint64_t linear = shared + n * elem;
     const uint64_t offset = (linear ^ (((linear >> 7) & swizzleMask) << 4)) - shared;
     uint8_t* slot = box + offset;
@@ -309,7 +355,25 @@ void BlockRunner::tensorCopy(const Instr& in, int l) {
     } else if (inside) {
       std::memcpy(access(Space::kGlobal, global, elem, l), slot, elem);
     }
-    for (unsigned i = 0; i < rank && ++index[i] == count[i]; ++i) index[i] = 0;
+  };
+  if (im2col) {
+    int64_t offsets[3] = {};
+    for (unsigned i = 0; i + 2 < rank; ++i)
+      offsets[i] = static_cast<int16_t>(value(element(in.ops[5], i), l));
+    im2colWalk(m, start, offsets, elem, move);
+  } else {
+    uint64_t index[5] = {};
+    for (uint64_t n = 0; n < total; ++n) {
+      bool inside = true;
+      uint64_t global = m.globalAddress;
+      for (unsigned i = 0; i < rank; ++i) {
+        const int64_t c = start[i] + static_cast<int64_t>(index[i] * step[i]);
+        inside &= c >= 0 && static_cast<uint64_t>(c) < m.globalDim[i];
+        global += static_cast<uint64_t>(c) * (i == 0 ? elem : m.globalStrides[i - 1]);
+      }
+      move(n, global, inside);
+      for (unsigned i = 0; i < rank && ++index[i] == count[i]; ++i) index[i] = 0;
+    }
   }
   // The transaction is the whole box, out-of-bounds elements included.
   if (load) {
@@ -322,7 +386,8 @@ void BlockRunner::tensorCopy(const Instr& in, int l) {
 void BlockRunner::bulkCopy(const Instr& in, uint32_t exec) {
   const auto kind = static_cast<BulkCopyKind>(in.mode);
   forLanes(exec, [&](int l) {
-    if (kind == BulkCopyKind::kTensorLoad || kind == BulkCopyKind::kTensorStore) {
+    if (kind == BulkCopyKind::kTensorLoad || kind == BulkCopyKind::kTensorStore ||
+        kind == BulkCopyKind::kTensorLoadIm2col) {
       tensorCopy(in, l);
       return;
     }
