@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <bit>
 
 #include "host_device_memory.h"
 #include "ptx_snippet.h"
@@ -405,9 +406,13 @@ OUT:
   EXPECT_EQ(r.status.code, CUDA_ERROR_ILLEGAL_ADDRESS) << r.status.message;
 }
 
-// cp.async.bulk.tensor .multicast::cluster: rank 0 loads a box of 16 floats (starting at element
-// 4 of a 1D tensor of 24) into both CTAs of each cluster of two, completing both mbarriers.
-TEST(Cluster, MulticastTensorLoadReachesEveryCtaInTheMask) {
+// A tensor load that rank 0 multicasts into both CTAs of each cluster of two (4 blocks, mask 3),
+// completing both mbarriers: `setup` sets the registers `load` (the cp.async.bulk.tensor
+// instruction) names besides %s (the box), %map, %b (the mbarrier) and %m (the mask). Returns the
+// 16 words each block's box then held, block by block.
+std::vector<uint32_t> multicastTensorLoad(const std::string& setup, const std::string& load,
+                                          const std::array<uint8_t, kTensorMapBytes>& map,
+                                          HostDeviceMemory& memory) {
   const std::string kernel = R"(.version 8.0
 .target sm_90
 .address_size 64
@@ -415,20 +420,31 @@ TEST(Cluster, MulticastTensorLoadReachesEveryCtaInTheMask) {
 .shared .align 8 .b8 mbar[8];
 .visible .entry tensorMulticast(.param .align 64 .b8 map[128], .param .u64 out)
 {
-  .reg .b32 %rank, %s, %b, %v, %i, %x; .reg .b16 %m; .reg .b64 %map, %o, %t, %p;
+  .reg .b32 %rank, %s, %b, %v, %i, %x, %w, %n; .reg .b16 %m, %off; .reg .b64 %map, %o, %t, %p;
   .reg .pred %leader, %done;
   mov.b64 %map, map; cvta.param.u64 %map, %map; ld.param.u64 %o, [out];
-  mov.u32 %rank, %cluster_ctarank; mov.u32 %s, box; mov.u32 %b, mbar; mov.u32 %x, 4;
-  mov.u16 %m, 3;
+  mov.u32 %rank, %cluster_ctarank; mov.u32 %s, box; mov.u32 %b, mbar; mov.u16 %m, 3;
+  )" + setup + R"(
   mbarrier.init.shared::cta.b64 [%b], 1;
   mbarrier.arrive.expect_tx.shared::cta.b64 %t, [%b], 64;
   barrier.cluster.arrive; barrier.cluster.wait;
   setp.eq.u32 %leader, %rank, 0;
-  @%leader cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%s], [%map, {%x}], [%b], %m;
+  @%leader )" + load + R"(
 W: mbarrier.try_wait.parity.shared::cta.b64 %done, [%b], 0; @!%done bra W;
 )" COPY_OUT_AND_LEAVE;
   std::unique_ptr<Module> module = loadOrFail(kernel);
-  ASSERT_TRUE(module);
+  if (!module) return {};
+  const uint64_t out = memory.allocate(4 * 64);
+  ParamBlock params(module->kernels().at(0));
+  params.set(0, map).set(1, out);
+  LaunchResult r = launch(*module, module->kernels().at(0), clusterConfig(4, 1, 1, 2),
+                          params.data(), memory, services(2));
+  EXPECT_EQ(r.status.code, CUDA_SUCCESS) << r.status.message;
+  return memory.download<uint32_t>(out, 4 * 16);
+}
+
+// .tile: a box of 16 floats starting at element 4 of a 1D tensor of 24.
+TEST(Cluster, MulticastTensorLoadReachesEveryCtaInTheMask) {
   HostDeviceMemory memory;
   std::vector<float> tensor(24);
   for (uint32_t i = 0; i < 24; ++i) tensor[i] = 0.5f * static_cast<float>(i);
@@ -441,42 +457,21 @@ W: mbarrier.try_wait.parity.shared::cta.b64 %done, [%b], 0; @!%done bra W;
   layout.elementStrides[0] = 1;
   std::array<uint8_t, kTensorMapBytes> map{};
   ASSERT_TRUE(encodeTiledTensorMap(layout, map.data()).ok());
-  const uint64_t out = memory.allocate(4 * 64);
-  ParamBlock params(module->kernels().at(0));
-  params.set(0, map).set(1, out);
-  LaunchResult r = launch(*module, module->kernels().at(0), clusterConfig(4, 1, 1, 2),
-                          params.data(), memory, services(2));
-  ASSERT_EQ(r.status.code, CUDA_SUCCESS) << r.status.message;
-  const auto got = memory.download<float>(out, 4 * 16);
+  const auto got = multicastTensorLoad(
+      "mov.u32 %x, 4;",
+      "cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      ".multicast::cluster [%s], [%map, {%x}], [%b], %m;",
+      map, memory);
+  ASSERT_EQ(got.size(), 64u);
   for (uint32_t b = 0; b < 4; ++b)
     for (uint32_t i = 0; i < 16; ++i)
-      EXPECT_EQ(got[b * 16 + i], i + 4 < 24 ? tensor[i + 4] : 0.0f) << "block " << b << " " << i;
+      EXPECT_EQ(std::bit_cast<float>(got[b * 16 + i]), i + 4 < 24 ? tensor[i + 4] : 0.0f)
+          << "block " << b << " " << i;
 }
 
-// The same with .im2col: an NWC tensor [1, 4, 4] (u32), the box W in [-1, 4), four pixels from
-// w = -1 of four channels each (one filled, then pixels 0 to 2), into both CTAs of each cluster.
+// .im2col: an NWC tensor [1, 4, 4] (u32), the box W in [-1, 4), four pixels of four channels from
+// w = -1 (one filled, then pixels 0 to 2).
 TEST(Cluster, MulticastIm2colLoadReachesEveryCtaInTheMask) {
-  const std::string kernel = R"(.version 8.0
-.target sm_90
-.address_size 64
-.shared .align 128 .b8 box[64];
-.shared .align 8 .b8 mbar[8];
-.visible .entry im2colMulticast(.param .align 64 .b8 map[128], .param .u64 out)
-{
-  .reg .b32 %rank, %s, %b, %v, %i, %c, %w, %n; .reg .b16 %m, %off; .reg .b64 %map, %o, %t, %p;
-  .reg .pred %leader, %done;
-  mov.b64 %map, map; cvta.param.u64 %map, %map; ld.param.u64 %o, [out];
-  mov.u32 %rank, %cluster_ctarank; mov.u32 %s, box; mov.u32 %b, mbar;
-  mov.u32 %c, 0; mov.u32 %w, -1; mov.u32 %n, 0; mov.u16 %off, 0; mov.u16 %m, 3;
-  mbarrier.init.shared::cta.b64 [%b], 1;
-  mbarrier.arrive.expect_tx.shared::cta.b64 %t, [%b], 64;
-  barrier.cluster.arrive; barrier.cluster.wait;
-  setp.eq.u32 %leader, %rank, 0;
-  @%leader cp.async.bulk.tensor.3d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes.multicast::cluster [%s], [%map, {%c, %w, %n}], [%b], {%off}, %m;
-W: mbarrier.try_wait.parity.shared::cta.b64 %done, [%b], 0; @!%done bra W;
-)" COPY_OUT_AND_LEAVE;
-  std::unique_ptr<Module> module = loadOrFail(kernel);
-  ASSERT_TRUE(module);
   HostDeviceMemory memory;
   std::vector<uint32_t> tensor(16);
   for (uint32_t i = 0; i < 16; ++i) tensor[i] = 100 * (i / 4 + 1) + i % 4;
@@ -496,13 +491,12 @@ W: mbarrier.try_wait.parity.shared::cta.b64 %done, [%b], 0; @!%done bra W;
   layout.pixelsPerColumn = 4;
   std::array<uint8_t, kTensorMapBytes> map{};
   ASSERT_TRUE(encodeIm2colTensorMap(layout, map.data()).ok());
-  const uint64_t out = memory.allocate(4 * 64);
-  ParamBlock params(module->kernels().at(0));
-  params.set(0, map).set(1, out);
-  LaunchResult r = launch(*module, module->kernels().at(0), clusterConfig(4, 1, 1, 2),
-                          params.data(), memory, services(2));
-  ASSERT_EQ(r.status.code, CUDA_SUCCESS) << r.status.message;
-  const auto got = memory.download<uint32_t>(out, 4 * 16);
+  const auto got = multicastTensorLoad(
+      "mov.u32 %x, 0; mov.u32 %w, -1; mov.u32 %n, 0; mov.u16 %off, 0;",
+      "cp.async.bulk.tensor.3d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes"
+      ".multicast::cluster [%s], [%map, {%x, %w, %n}], [%b], {%off}, %m;",
+      map, memory);
+  ASSERT_EQ(got.size(), 64u);
   for (uint32_t b = 0; b < 4; ++b)
     for (uint32_t i = 0; i < 16; ++i)
       EXPECT_EQ(got[b * 16 + i], i < 4 ? 0u : tensor[i - 4]) << "block " << b << " " << i;
