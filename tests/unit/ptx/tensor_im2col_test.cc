@@ -2,8 +2,8 @@
 // backend's cuTensorMapEncodeIm2col writes), loaded into shared memory by one thread. The 4d cases
 // follow the loads Triton's TMA im2col tutorial checks on Hopper GPUs (a plain 4x4 image, a padded
 // box, offsets moving it, a column running into the next image); the others add the box's corner
-// order (W first, as globalDim), the 3d and 5d forms, channels past the tensor, the end of the
-// batch, and the encoder's argument rules.
+// order (W first, as globalDim), the 3d and 5d forms, traversal strides, channels past the tensor,
+// the end of the batch, and the encoder's argument rules.
 #include <cuda.h>
 #include <gtest/gtest.h>
 
@@ -209,6 +209,18 @@ TEST(TensorIm2col, FiveDimensionalTensorsWithOffsets) {
   EXPECT_EQ(pixelsOf(runLoad(t, m, {0, 0, 0, 0, 0}, {0, 0, 1})), (Pixels{5, 6, 7, 8, 0, 0, 0, 0}));
 }
 
+// A 3x3 convolution at stride 2 and padding 1 over NHWC [1, 5, 5, 4]: traversal strides 2, the
+// box H, W in [-1, 4) (lower -1, upper 1 - 2), so 3 x 3 output pixels, each at (2i - 1, 2j - 1);
+// with offsets (1, 1), the filter's centre tap, at (2i, 2j).
+TEST(TensorIm2col, TraversalStridesStepThroughTheBox) {
+  Tensor t(25);
+  auto m = im2colMap(t.address, {4, 5, 5, 1}, {-1, -1}, {-1, -1}, 9);
+  m.elementStrides[1] = m.elementStrides[2] = 2;
+  EXPECT_EQ(pixelsOf(runLoad(t, m, {0, -1, -1, 0}, {0, 0})), (Pixels{0, 0, 0, 0, 7, 9, 0, 17, 19}));
+  EXPECT_EQ(pixelsOf(runLoad(t, m, {0, -1, -1, 0}, {1, 1})),
+            (Pixels{1, 3, 5, 11, 13, 15, 21, 23, 25}));
+}
+
 TEST(TensorIm2col, ATiledMapInAnIm2colCopyFaults) {
   Tensor t(16);
   TensorMapLayout tiled = im2colMap(t.address, {4, 4, 4, 1}, {}, {}, 4);
@@ -257,7 +269,7 @@ TEST(TensorIm2col, EncodeChecksTheDriversArgumentRules) {
        [](TensorMapLayout& m) { m.swizzle = CU_TENSOR_MAP_SWIZZLE_32B, m.channelsPerPixel = 16; },
        CUDA_ERROR_INVALID_VALUE},
       {"stride", [](TensorMapLayout& m) { m.globalStrides[1] = 72; }, CUDA_ERROR_INVALID_VALUE},
-      {"traversal stride", [](TensorMapLayout& m) { m.elementStrides[1] = 2; },
+      {"traversal stride along N", [](TensorMapLayout& m) { m.elementStrides[3] = 2; },
        CUDA_ERROR_NOT_SUPPORTED},
       {"8-byte pixels", [](TensorMapLayout& m) { m.channelsPerPixel = 2; },
        CUDA_ERROR_NOT_SUPPORTED},

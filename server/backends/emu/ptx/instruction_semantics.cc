@@ -247,11 +247,14 @@ void BlockRunner::mbarrierCompleteTx(uint64_t addr, uint64_t bytes, int l) {
 
 namespace {
 // cp.async.bulk.tensor .im2col's traversal: pixelsPerColumn pixels from the coordinates' pixel on,
-// W fastest, then H, D and N; a spatial position that reaches the bounding box's upper end
-// (globalDim + pixelBoxUpperCorner, exclusive) wraps to its lower corner and carries into the next
-// dimension, the last one into N. Each pixel is read at its position plus the instruction's im2col
-// offsets, channelsPerPixel elements from channel start[0] on; whatever lies outside the tensor is
-// out of bounds. Calls move(n, address, inside) for the box's elements in order.
+// W fastest, then H, D and N. A spatial position steps by its traversal stride (elementStrides,
+// the convolution's stride); one that reaches the bounding box's upper end (globalDim +
+// pixelBoxUpperCorner, exclusive) wraps to its lower corner and carries into the next dimension,
+// the last one into N. (CUTLASS counts a dimension's output positions as ceil((globalDim + upper -
+// lower) / stride) and gives an output position's pixel as lower + position * stride: the same
+// walk.) Each pixel is read at its position plus the instruction's im2col offsets,
+// channelsPerPixel elements from channel start[0] on; whatever lies outside the tensor is out of
+// bounds. Calls move(n, address, inside) for the box's elements in order.
 template <class Move>
 void im2colWalk(const TensorMapLayout& m, const int64_t* start, const int64_t* offsets,
                 unsigned elem, Move&& move) {
@@ -279,7 +282,8 @@ void im2colWalk(const TensorMapLayout& m, const int64_t* start, const int64_t* o
            inside && c >= 0 && static_cast<uint64_t>(c) < m.globalDim[0]);
     }
     for (unsigned i = 0; i < spatial; ++i) {
-      if (++pos[i] < end[i]) break;
+      pos[i] += m.elementStrides[i + 1];
+      if (pos[i] < end[i]) break;
       pos[i] = m.pixelBoxLower[i];
       if (i + 1 == spatial) ++pos[spatial];
     }

@@ -184,20 +184,19 @@ Status encodeIm2colTensorMap(const TensorMapLayout& m, uint8_t* out) {
   const uint64_t innerBytes = uint64_t{m.channelsPerPixel} * tensorMapElementBytes(m.dataType);
   if (Status s = checkSwizzleSpan(m, innerBytes, "channelsPerPixel"); !s.ok()) return s;
   if (Status s = checkEmuLayout(m); !s.ok()) return s;
-  // A pixel whose channels are not whole 16-byte chunks, and traversal strides: cuda.h does not
-  // say how the box lies in shared memory then, or how the traversal steps, so the emu refuses
-  // them rather than guess.
+  // A pixel whose channels are not whole 16-byte chunks, and a traversal stride along N: cuda.h
+  // does not say how the box lies in shared memory then, or how the walk steps through images
+  // (CUTLASS strides only the spatial dimensions), so the emu refuses them rather than guess.
   if (innerBytes % 16)
     return Status::error(CUDA_ERROR_NOT_SUPPORTED,
                          "tensor map: the emu's im2col copies need channelsPerPixel * element "
                          "size to be a multiple of 16 bytes");
-  for (uint32_t i = 1; i < m.rank; ++i)
-    if (m.elementStrides[i] != 1)
-      return Status::error(CUDA_ERROR_NOT_SUPPORTED,
-                           "tensor map: the emu's im2col copies traverse with elementStrides "
-                           "of 1 only (elementStrides[" +
-                               std::to_string(i) + "] is " + std::to_string(m.elementStrides[i]) +
-                               ")");
+  if (m.elementStrides[m.rank - 1] != 1)
+    return Status::error(CUDA_ERROR_NOT_SUPPORTED,
+                         "tensor map: the emu's im2col copies take no traversal stride along N "
+                         "(elementStrides[" +
+                             std::to_string(m.rank - 1) + "] is " +
+                             std::to_string(m.elementStrides[m.rank - 1]) + ")");
   putCommonFields(m, out);
   out[10] = kTensorMapIm2col;
   putField<uint16_t>(out, 88, static_cast<uint16_t>(m.channelsPerPixel));
