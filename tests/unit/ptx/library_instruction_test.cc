@@ -371,6 +371,31 @@ TEST(LibraryInstruction, BulkCopyFaultsOnMisalignedSize) {
   EXPECT_EQ(r.launch.status.code, CUDA_ERROR_MISALIGNED_ADDRESS) << r.launch.status.message;
 }
 
+// cp.async.bulk.prefetch.tensor is a hint (into an L2 the emu has not): its tile and im2col forms
+// load and do nothing, whatever the map register holds; their operands are checked as a copy's.
+TEST(LibraryInstruction, TensorPrefetchesAreHints) {
+  SnippetResult r = runPassingSnippet(
+      ".reg .b64 %m; .reg .b32 %a; .reg .b16 %h;",
+      "mov.b64 %m, 0; mov.u32 %a, 0; mov.u16 %h, 0;"
+      "cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%m, {%a, %a}];"
+      "cp.async.bulk.prefetch.tensor.1d.L2.global [%m, {%a}];"
+      "cp.async.bulk.prefetch.tensor.4d.L2.global.im2col.L2::cache_hint [%m, {%a, %a, %a, %a}], "
+      "{%h, %h}, %m;"
+      "st.global.u64 [%out], 7;");
+  ASSERT_FALSE(r.out.empty());
+  EXPECT_EQ(r.out[0], 7u);
+  const std::pair<const char*, CUresult> cases[] = {
+      {"cp.async.bulk.prefetch.tensor.4d.L2.global.im2col [%m, {%a, %a, %a, %a}], {%h};",
+       CUDA_ERROR_INVALID_PTX},
+      {"cp.async.bulk.prefetch.tensor.2d.L2.global [%m, {%a}];", CUDA_ERROR_INVALID_PTX},
+      {"cp.async.bulk.prefetch.tensor.2d.L2.global.tile::gather4 [%m, {%a, %a}];",
+       CUDA_ERROR_NOT_SUPPORTED}};
+  for (const auto& [body, code] : cases) {
+    SnippetResult bad = runSnippet(".reg .b64 %m; .reg .b32 %a; .reg .b16 %h;", body);
+    EXPECT_EQ(bad.loadCode, code) << body << ": " << bad.loadMessage;
+  }
+}
+
 TEST(LibraryInstruction, BulkFormsTheEmuDoesNotRunAreRefusedByName) {
   const std::pair<const char*, const char*> cases[] = {
       {"cp.reduce.async.bulk.global.shared::cta.bulk_group.min.noftz.f16 [%o], [%a], 16;",

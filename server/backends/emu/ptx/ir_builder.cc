@@ -658,6 +658,7 @@ class Builder {
   void decodeMbarrier(const AstInstruction& a, Instr* in, Take& take, bool hasSpace);
   void decodeBulkCopy(const AstInstruction& a, Instr* in);
   void decodeBulkTensor(const AstInstruction& a, Instr* in);
+  void decodeBulkTensorPrefetch(const AstInstruction& a, Instr* in);
 
   // ---- initializers, kernels --------------------------------------------------------------
   void buildInitializer(const AstVariable* v, uint32_t gi) {
@@ -1971,6 +1972,11 @@ void Builder::decodeBulkCopy(const AstInstruction& a, Instr* in) {
 void Builder::decodeBulkTensor(const AstInstruction& a, Instr* in) {
   const std::string& op = a.opcode;
   auto parts = splitDots(op);
+  if (parts.size() >= 5 && parts[1] == "async" && parts[2] == "bulk" && parts[3] == "prefetch" &&
+      parts[4] == "tensor") {
+    decodeBulkTensorPrefetch(a, in);
+    return;
+  }
   if (parts.size() < 7 || parts[1] != "async" || parts[2] != "bulk" || parts[3] != "tensor")
     failUnsupported("cp.async.bulk.tensor: only the copy forms are implemented: " + op);
   const std::string_view dims = parts[4];
@@ -2050,6 +2056,51 @@ void Builder::decodeBulkTensor(const AstInstruction& a, Instr* in) {
       failInvalid(op + ": the im2col offsets need " + std::to_string(rank - 2) + " elements");
   }
   if (hint) operand(a.operands[fixed + (multicast ? 1 : 0)], Type::kB64);
+}
+
+// cp.async.bulk.prefetch.tensor.{1-5}d.L2.global{.tile,.im2col}{.L2::cache_hint}: a hint to pull
+// part of a tensor into L2, which the emu has not; its operands are read as a copy's would be
+// ([tensorMap, {coordinates}], the im2col offsets), and it does nothing.
+void Builder::decodeBulkTensorPrefetch(const AstInstruction& a, Instr* in) {
+  const std::string& op = a.opcode;
+  auto parts = splitDots(op);
+  if (parts.size() < 8 || parts[6] != "L2" || parts[7] != "global")
+    failUnsupported("unsupported instruction " + op);
+  const std::string_view dims = parts[5];
+  if (dims.size() != 2 || dims[1] != 'd' || dims[0] < '1' || dims[0] > '5')
+    failUnsupported("unsupported instruction " + op);
+  const unsigned rank = static_cast<unsigned>(dims[0] - '0');
+  bool im2col = false, hint = false;
+  for (size_t at = 8; at < parts.size(); ++at) {
+    if (at == 8 && (parts[at] == "tile" || parts[at] == "im2col")) {
+      im2col = parts[at] == "im2col";
+      continue;
+    }
+    if (parts[at] != "L2::cache_hint")
+      failUnsupported("cp.async.bulk.prefetch.tensor qualifier ." + std::string(parts[at]) +
+                      " is not implemented: " + op);
+    hint = true;
+  }
+  if (im2col && rank < 3) failInvalid(".im2col prefetches take 3d to 5d tensors: " + op);
+  const size_t count = 1 + (im2col ? 1 : 0) + (hint ? 1 : 0);
+  requireOperands(a, count, count);
+  const AstOperand& mapOperand = a.operands[0];
+  if (mapOperand.kind != AstOperand::Kind::kAddress || mapOperand.name.empty() ||
+      mapOperand.integer != 0 || mapOperand.elements.size() != 1 ||
+      mapOperand.elements[0].kind != AstOperand::Kind::kVector)
+    failInvalid(op + " needs [tensorMap, {coordinates}]");
+  if (resolveName(mapOperand.name, false).kind != OperandKind::kReg)
+    failUnsupported(op + " needs the tensor map's address in a register");
+  Operand coords = operand(mapOperand.elements[0], Type::kS32);
+  if (coords.kind != OperandKind::kVector || coords.count != rank)
+    failInvalid(op + ": the coordinate vector needs " + std::to_string(rank) + " elements");
+  if (im2col) {
+    Operand offsets = operand(a.operands[1], Type::kB16);
+    if (offsets.kind != OperandKind::kVector || offsets.count != rank - 2)
+      failInvalid(op + ": the im2col offsets need " + std::to_string(rank - 2) + " elements");
+  }
+  if (hint) operand(a.operands[count - 1], Type::kB64);
+  in->op = Op::kNop;
 }
 
 void Builder::decodeCall(const AstInstruction& a, Instr* in) {
