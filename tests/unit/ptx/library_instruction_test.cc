@@ -403,8 +403,9 @@ TEST(LibraryInstruction, BulkFormsTheEmuDoesNotRunAreRefusedByName) {
       {"cp.async.bulk.tensor.3d.global.shared::cta.im2col_no_offs.bulk_group [%o, {%a, %a, %a}], "
        "[%a];",
        "im2col_no_offs"},
-      {"cp.reduce.async.bulk.tensor.1d.global.shared::cta.add.tile.bulk_group [%o, {%a}], [%a];",
-       "cp.reduce.async.bulk.tensor"},
+      {"cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.im2col_no_offs.bulk_group "
+       "[%o, {%a, %a, %a}], [%a];",
+       "im2col_no_offs"},
       {"multimem.ld_reduce.relaxed.sys.global.add.u32 %a, [%o];", "multimem"}};
   for (const auto& [body, reason] : cases) {
     SnippetResult r = runSnippet(".reg .b64 %o; .reg .b32 %a; .reg .b16 %h;", body);

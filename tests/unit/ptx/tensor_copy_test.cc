@@ -1,13 +1,16 @@
 // cp.async.bulk.tensor .tile on the emu: tensor maps encoded by tensor_map.cc (what the emu
 // backend's cuTensorMapEncodeTiled writes), passed as __grid_constant__ parameters (the cvta.param
 // address nvcc emits), loaded into shared memory with an mbarrier transaction and stored back to
-// global memory through a bulk group: box dimensions, element strides, out-of-bounds zero and NaN
-// fill, the 32-byte bank swizzle, and the encoder's argument rules.
+// global memory through a bulk group (or combined with it, cp.reduce.async.bulk.tensor): box
+// dimensions, element strides, out-of-bounds zero and NaN fill, the 32-byte bank swizzle, and the
+// encoder's argument rules.
 #include <cuda.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
+#include <string>
 
 #include "host_device_memory.h"
 #include "ptx_snippet.h"
@@ -69,11 +72,22 @@ struct TensorRun {
   std::vector<uint32_t> stored;  // tensor B after the store, kHeight * kPitch / 4 words
 };
 
+// The kernel with its store replaced by cp.reduce.async.bulk.tensor's `op`.
+std::string tensorReduceKernel(const std::string& op) {
+  std::string kernel = kTensorCopyKernel;
+  const std::string store = "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group";
+  kernel.replace(kernel.find(store), store.size(),
+                 "cp.reduce.async.bulk.tensor.2d.global.shared::cta." + op + ".tile.bulk_group");
+  return kernel;
+}
+
 TensorRun runTensorCopy(const TensorMapLayout& a, const TensorMapLayout& b,
                         HostDeviceMemory& memory, uint64_t tensorB, uint32_t x, uint32_t y,
-                        uint32_t bytes, uint32_t x2, uint32_t y2) {
+                        uint32_t bytes, uint32_t x2, uint32_t y2,
+                        const std::string& kernel = kTensorCopyKernel,
+                        CUresult expected = CUDA_SUCCESS) {
   TensorRun run;
-  std::unique_ptr<Module> module = loadOrFail(kTensorCopyKernel);
+  std::unique_ptr<Module> module = loadOrFail(kernel);
   if (!module) return run;
   std::array<uint8_t, kTensorMapBytes> mapA{}, mapB{};
   EXPECT_TRUE(encodeTiledTensorMap(a, mapA.data()).ok());
@@ -89,7 +103,7 @@ TensorRun runTensorCopy(const TensorMapLayout& a, const TensorMapLayout& b,
   services.workerThreads = 1;
   services.stepBudget = 100'000;
   LaunchResult r = launch(*module, k, config, params.data(), memory, services);
-  EXPECT_EQ(r.status.code, CUDA_SUCCESS) << r.status.message;
+  EXPECT_EQ(r.status.code, expected) << r.status.message;
   run.box = memory.download<uint32_t>(out, 64);
   run.stored = memory.download<uint32_t>(tensorB, kHeight * kPitch / 4);
   return run;
@@ -152,6 +166,40 @@ TEST(TensorCopy, TileLoadSwizzlesAndStoreUnswizzles) {
       const uint32_t expected = xx >= 2 && xx < kWidth ? 1000 * yy + (xx - 2) : 0;
       EXPECT_EQ(run.stored[yy * kPitch / 4 + xx], expected) << xx << "," << yy;
     }
+}
+
+// cp.reduce.async.bulk.tensor: a u32 box of 8 x 2 loaded at (0, 0) and combined into tensor B at
+// (4, 5): every element of B is 5, so .add gives 5 + the box's and .min gives the smaller; the
+// part of the box past the tensor's edge (x >= 10) changes nothing. A pair the emu does not
+// combine (max on floats) faults.
+TEST(TensorCopy, TileReductionsCombineWithMemory) {
+  for (const char* op : {"add", "min"}) {
+    HostDeviceMemory memory;
+    const uint64_t a = memory.upload(sourceTensor());
+    const uint64_t b = memory.upload(std::vector<uint32_t>(kHeight * kPitch / 4, 5));
+    const auto mapA = tiled2d(CU_TENSOR_MAP_DATA_TYPE_UINT32, a, 8, 2, 1,
+                              CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    const auto mapB = tiled2d(CU_TENSOR_MAP_DATA_TYPE_UINT32, b, 8, 2, 1,
+                              CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    TensorRun run = runTensorCopy(mapA, mapB, memory, b, 0, 0, 64, 4, 5, tensorReduceKernel(op));
+    ASSERT_EQ(run.stored.size(), kHeight * kPitch / 4);
+    const bool add = std::string(op) == "add";
+    for (uint32_t yy = 0; yy < kHeight; ++yy)
+      for (uint32_t xx = 0; xx < kPitch / 4; ++xx) {
+        uint32_t expected = 5;
+        if (yy >= 5 && yy < 7 && xx >= 4 && xx < kWidth) {
+          const uint32_t source = 1000 * (yy - 5) + (xx - 4);
+          expected = add ? 5 + source : std::min(5u, source);
+        }
+        EXPECT_EQ(run.stored[yy * kPitch / 4 + xx], expected) << op << " " << xx << "," << yy;
+      }
+  }
+  HostDeviceMemory memory;
+  const uint64_t a = memory.upload(sourceTensor());
+  const auto floats = tiled2d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, a, 8, 2, 1,
+                              CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  runTensorCopy(floats, floats, memory, a, 0, 0, 64, 0, 2, tensorReduceKernel("max"),
+                CUDA_ERROR_ILLEGAL_INSTRUCTION);
 }
 
 TEST(TensorCopy, EncodeChecksTheDriversArgumentRules) {

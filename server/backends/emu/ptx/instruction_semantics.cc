@@ -246,6 +246,35 @@ void BlockRunner::mbarrierCompleteTx(uint64_t addr, uint64_t bytes, int l) {
 }
 
 namespace {
+// The element type a tensor reduction combines in, from the map's: the pairs with PTX's atomic
+// operations the emu is sure of (integer adds, bitwise and min/max; float adds; inc/dec on u32);
+// kNone for the rest, which the copy refuses rather than guess at (FTZ and TF32 types, f64,
+// 8- and 16-bit integers, float min/max).
+Type tensorReduceType(uint32_t dataType, AtomOp op) {
+  const bool integerOp = op == AtomOp::kAdd || op == AtomOp::kMin || op == AtomOp::kMax ||
+                         op == AtomOp::kAnd || op == AtomOp::kOr || op == AtomOp::kXor;
+  switch (dataType) {
+    case CU_TENSOR_MAP_DATA_TYPE_UINT32:
+      return integerOp || op == AtomOp::kInc || op == AtomOp::kDec ? Type::kU32 : Type::kNone;
+    case CU_TENSOR_MAP_DATA_TYPE_INT32:
+      return integerOp ? Type::kS32 : Type::kNone;
+    case CU_TENSOR_MAP_DATA_TYPE_UINT64:
+      return integerOp ? Type::kU64 : Type::kNone;
+    case CU_TENSOR_MAP_DATA_TYPE_INT64:
+      return integerOp && op != AtomOp::kAdd ? Type::kS64 : Type::kNone;
+    case CU_TENSOR_MAP_DATA_TYPE_FLOAT32:
+      return op == AtomOp::kAdd ? Type::kF32 : Type::kNone;
+    case CU_TENSOR_MAP_DATA_TYPE_FLOAT16:
+      return op == AtomOp::kAdd ? Type::kF16 : Type::kNone;
+    case CU_TENSOR_MAP_DATA_TYPE_BFLOAT16:
+      return op == AtomOp::kAdd ? Type::kBF16 : Type::kNone;
+    default:
+      return Type::kNone;
+  }
+}
+}  // namespace
+
+namespace {
 // cp.async.bulk.tensor .im2col's traversal: pixelsPerColumn pixels from the coordinates' pixel on,
 // W fastest, then H, D and N. A spatial position steps by its traversal stride (elementStrides,
 // the convolution's stride); one that reaches the bounding box's upper end (globalDim +
@@ -293,7 +322,8 @@ void im2colWalk(const TensorMapLayout& m, const int64_t* start, const int64_t* o
 
 void BlockRunner::tensorCopy(const Instr& in, int l) {
   const auto kind = static_cast<BulkCopyKind>(in.mode);
-  const bool load = kind != BulkCopyKind::kTensorStore;
+  const bool reduce = kind == BulkCopyKind::kTensorReduce;
+  const bool load = kind != BulkCopyKind::kTensorStore && !reduce;
   const bool im2col = kind == BulkCopyKind::kTensorLoadIm2col;
   const uint64_t mapAddress = value(in.ops[1], l);
   if (mapAddress % 64)
@@ -315,6 +345,16 @@ void BlockRunner::tensorCopy(const Instr& in, int l) {
     fault(CUDA_ERROR_MISALIGNED_ADDRESS, l, curPc_,
           "cp.async.bulk.tensor needs a 128-byte aligned shared memory address");
   const unsigned elem = tensorMapElementBytes(m.dataType);
+  Instr combine;  // a reduction's element operation: in.call on the map's element type
+  if (reduce) {
+    combine.mode = static_cast<uint8_t>(in.call);
+    combine.type = tensorReduceType(m.dataType, static_cast<AtomOp>(in.call));
+    if (combine.type == Type::kNone)
+      fault(CUDA_ERROR_ILLEGAL_INSTRUCTION, l, curPc_,
+            "cp.reduce.async.bulk.tensor: the emu does not combine elements of this tensor map's "
+            "type (CUtensorMapDataType " +
+                std::to_string(m.dataType) + ") with this operation");
+  }
   int64_t start[5] = {};
   for (unsigned i = 0; i < rank; ++i)
     start[i] = static_cast<int32_t>(value(element(in.ops[2], i), l));
@@ -356,6 +396,16 @@ void BlockRunner::tensorCopy(const Instr& in, int l) {
       else
         std::memset(slot, 0, elem);
       for (unsigned t = 1; t < targets; ++t) std::memcpy(boxes[t] + offset, slot, elem);
+    } else if (inside && reduce) {
+      uint8_t* to = access(Space::kGlobal, global, elem, l);
+      uint64_t b = 0;
+      std::memcpy(&b, slot, elem);
+      if (elem == 2)
+        atomicUpdate<uint16_t>(to, combine, b, 0);
+      else if (elem == 4)
+        atomicUpdate<uint32_t>(to, combine, b, 0);
+      else
+        atomicUpdate<uint64_t>(to, combine, b, 0);
     } else if (inside) {
       std::memcpy(access(Space::kGlobal, global, elem, l), slot, elem);
     }
@@ -391,7 +441,7 @@ void BlockRunner::bulkCopy(const Instr& in, uint32_t exec) {
   const auto kind = static_cast<BulkCopyKind>(in.mode);
   forLanes(exec, [&](int l) {
     if (kind == BulkCopyKind::kTensorLoad || kind == BulkCopyKind::kTensorStore ||
-        kind == BulkCopyKind::kTensorLoadIm2col) {
+        kind == BulkCopyKind::kTensorLoadIm2col || kind == BulkCopyKind::kTensorReduce) {
       tensorCopy(in, l);
       return;
     }

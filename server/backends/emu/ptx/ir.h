@@ -258,7 +258,10 @@ enum class BulkCopyKind : uint8_t {
   kTensorLoad,
   kTensorStore,
   // cp.async.bulk.tensor .im2col: as kTensorLoad, with the im2col offsets' vector (.b16) in ops[5].
-  kTensorLoadIm2col
+  kTensorLoadIm2col,
+  // cp.reduce.async.bulk.tensor .tile: as kTensorStore, each element combined with memory's by
+  // the AtomOp in Instr::call.
+  kTensorReduce
 };
 // cvt with an fp8 pair (Instr::mode; 0 for every other cvt): to e4m3x2/e5m2x2 from f32 or f16x2
 // (Instr::type), or from them to f16x2. kToTf32: cvt.{rna,rn,rz}.tf32.f32 (Instr::round kRN, kRZ,

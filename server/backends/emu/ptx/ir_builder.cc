@@ -1843,6 +1843,22 @@ void Builder::decodeMbarrier(const AstInstruction& a, Instr* in, Take& take, boo
   }
 }
 
+namespace {
+// The element operations of cp.reduce.async.bulk and cp.reduce.async.bulk.tensor.
+bool bulkReduceOp(std::string_view name, AtomOp* op) {
+  static const std::pair<std::string_view, AtomOp> kRedOps[] = {
+      {"add", AtomOp::kAdd}, {"min", AtomOp::kMin}, {"max", AtomOp::kMax}, {"inc", AtomOp::kInc},
+      {"dec", AtomOp::kDec}, {"and", AtomOp::kAnd}, {"or", AtomOp::kOr},   {"xor", AtomOp::kXor}};
+  for (const auto& [n, o] : kRedOps) {
+    if (n == name) {
+      *op = o;
+      return true;
+    }
+  }
+  return false;
+}
+}  // namespace
+
 // cp.async.bulk (non-tensor), its prefetch and its bulk-group bookkeeping. Copies complete as they
 // are issued (a valid order of the asynchronous proxy), so commit_group and wait_group have
 // nothing left to wait for. Forms the emu does not run are refused by name.
@@ -1865,14 +1881,9 @@ void Builder::decodeBulkCopy(const AstInstruction& a, Instr* in) {
     const Type t = parseType(parts.back());
     const bool noftz = parts[parts.size() - 2] == "noftz";
     const std::string_view redOp = parts[parts.size() - (noftz ? 3 : 2)];
-    static const std::pair<std::string_view, AtomOp> kRedOps[] = {
-        {"add", AtomOp::kAdd}, {"min", AtomOp::kMin}, {"max", AtomOp::kMax}, {"inc", AtomOp::kInc},
-        {"dec", AtomOp::kDec}, {"and", AtomOp::kAnd}, {"or", AtomOp::kOr},   {"xor", AtomOp::kXor}};
-    int found = -1;
-    for (size_t i = 0; i < std::size(kRedOps); ++i)
-      if (kRedOps[i].first == redOp) found = static_cast<int>(i);
-    if (found < 0 || t == Type::kNone) failUnsupported("unsupported instruction " + op);
-    const AtomOp atomOp = kRedOps[found].second;
+    AtomOp atomOp;
+    if (!bulkReduceOp(redOp, &atomOp) || t == Type::kNone)
+      failUnsupported("unsupported instruction " + op);
     const bool half = t == Type::kF16 || t == Type::kBF16;
     if (half && (atomOp != AtomOp::kAdd || !noftz))
       failUnsupported("cp.reduce.async.bulk " + std::string(redOp) + " on 16-bit floats: " + op);
@@ -1966,7 +1977,8 @@ void Builder::decodeBulkCopy(const AstInstruction& a, Instr* in) {
 }
 
 // cp.async.bulk.tensor.{1-5}d in .tile mode: global to shared memory completing an mbarrier
-// transaction, or shared memory to global through a bulk group; in .im2col mode (3d to 5d), loads.
+// transaction, or shared memory to global through a bulk group (cp.reduce.async.bulk.tensor too);
+// in .im2col mode (3d to 5d), loads.
 // The tensor map is an emu map (tensor_map.h) at the generic address in a register (a
 // __grid_constant__ parameter's cvta.param address, or global memory).
 void Builder::decodeBulkTensor(const AstInstruction& a, Instr* in) {
@@ -1976,6 +1988,17 @@ void Builder::decodeBulkTensor(const AstInstruction& a, Instr* in) {
       parts[4] == "tensor") {
     decodeBulkTensorPrefetch(a, in);
     return;
+  }
+  // cp.reduce.async.bulk.tensor.{1-5}d.global.shared::cta.redOp{.tile}.bulk_group: a store whose
+  // elements combine with memory's, of the map's element type (tensorCopy checks the pair).
+  // Without .reduce and the operation it reads as a store.
+  std::optional<AtomOp> reduce;
+  if (parts.size() >= 9 && parts[1] == "reduce") {
+    AtomOp atomOp;
+    if (!bulkReduceOp(parts[8], &atomOp)) failUnsupported("unsupported instruction " + op);
+    reduce = atomOp;
+    parts.erase(parts.begin() + 8);
+    parts.erase(parts.begin() + 1);
   }
   if (parts.size() < 7 || parts[1] != "async" || parts[2] != "bulk" || parts[3] != "tensor")
     failUnsupported("cp.async.bulk.tensor: only the copy forms are implemented: " + op);
@@ -1997,7 +2020,8 @@ void Builder::decodeBulkTensor(const AstInstruction& a, Instr* in) {
     if (parts[at] != "tile") failUnsupported("cp.async.bulk.tensor gather modes: " + op);
     ++at;
   }
-  const bool load = (dst == "shared::cluster" || dst == "shared::cta") && srcSpace == "global";
+  const bool load =
+      !reduce && (dst == "shared::cluster" || dst == "shared::cta") && srcSpace == "global";
   const bool store = dst == "global" && srcSpace == "shared::cta";
   if (im2col && (!load || rank < 3))
     failInvalid(".im2col copies load 3d to 5d tensors from global memory: " + op);
@@ -2047,6 +2071,10 @@ void Builder::decodeBulkTensor(const AstInstruction& a, Instr* in) {
     in->flags |= kMulticast;
     in->numOps = 5;
     in->ops[4] = operand(a.operands[fixed], Type::kB16);
+  }
+  if (reduce) {
+    in->mode = static_cast<uint8_t>(BulkCopyKind::kTensorReduce);
+    in->call = static_cast<uint32_t>(*reduce);
   }
   if (im2col) {
     in->mode = static_cast<uint8_t>(BulkCopyKind::kTensorLoadIm2col);
