@@ -3,7 +3,8 @@
 // float matrix; a kernel loads boxes of it into shared memory with cp.async.bulk.tensor on a
 // cuda::barrier, changes them, and stores them back through the same map. Checked against the
 // host: a box inside the matrix, one that hangs over its edge (out-of-bounds elements read as
-// zero and are not stored), and cuTensorMapReplaceAddress pointing the map at a second matrix.
+// zero and are not stored), cuTensorMapReplaceAddress pointing the map at a second matrix, and a
+// tensor reduction (cp.reduce.async.bulk.tensor .add) into a box over the edge.
 // On a device below compute capability 9.0 (no TENSOR_MAP_ACCESS_SUPPORTED), or with the kernel
 // built for an older target (the suite's flavours other than sm90), only the encoding and its
 // argument checks run; the copies need sm_90.
@@ -60,6 +61,32 @@ __global__ void negateBox(const __grid_constant__ CUtensorMap map, int x, int y,
   }
 #else
   (void)map, (void)x, (void)y, (void)seen;
+#endif
+}
+
+// Each block adds 0.25 * (its index in the box) to the box at (x, y) with one tensor reduction
+// (cp.reduce.async.bulk.tensor .add, as CUTLASS's SM90_TMA_REDUCE_ADD issues it); elements past
+// the matrix's edge are dropped.
+__global__ void addToBox(const __grid_constant__ CUtensorMap map, int x, int y) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  namespace cde = cuda::device::experimental;
+  __shared__ alignas(128) float box[kBoxHeight][kBoxWidth];
+  for (int i = threadIdx.x; i < kBoxWidth * kBoxHeight; i += blockDim.x)
+    box[i / kBoxWidth][i % kBoxWidth] = 0.25f * static_cast<float>(i);
+  cde::fence_proxy_async_shared_cta();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const unsigned src = static_cast<unsigned>(__cvta_generic_to_shared(&box));
+    asm volatile(
+        "cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group [%0, {%1, %2}], "
+        "[%3];" ::"l"(reinterpret_cast<unsigned long long>(&map)),
+        "r"(x), "r"(y), "r"(src)
+        : "memory");
+    cde::cp_async_bulk_commit_group();
+    cde::cp_async_bulk_wait_group_read<0>();
+  }
+#else
+  (void)map, (void)x, (void)y;
 #endif
 }
 
@@ -192,6 +219,28 @@ int main() {
   PFN_cuTensorMapReplaceAddress_v12000 replaceFn = replaceAddress();
   CHECK(replaceFn(&map, second) == CUDA_SUCCESS, "cuTensorMapReplaceAddress failed");
   runBox(map, second, 0, 0, "replaced address");
+  {
+    // A reduction into the box at (90, 30), which hangs over the right edge.
+    const int x = 90, y = 30;
+    std::vector<float> before(kWidth * kHeight), after(before.size());
+    CHECK_CUDA(
+        cudaMemcpy(before.data(), second, before.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    addToBox<<<1, 128>>>(map, x, y);
+    CHECK_CUDA(cudaGetLastError());
+    CHECK_CUDA(cudaDeviceSynchronize());
+    CHECK_CUDA(
+        cudaMemcpy(after.data(), second, after.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    for (int r = 0; r < kHeight; ++r)
+      for (int c = 0; c < kWidth; ++c) {
+        const int br = r - y, bc = c - x;
+        const bool inBox = br >= 0 && br < kBoxHeight && bc >= 0 && bc < kBoxWidth;
+        const float want = before[r * kWidth + c] +
+                           (inBox ? 0.25f * static_cast<float>(br * kBoxWidth + bc) : 0.0f);
+        CHECK(after[r * kWidth + c] == want, "reduction: element (%d, %d) is %g, expected %g", r, c,
+              after[r * kWidth + c], want);
+      }
+    std::printf("tensor reduction: box at (%d, %d) added\n", x, y);
+  }
   CHECK_CUDA(cudaFree(first));
   CHECK_CUDA(cudaFree(second));
   return pass();
