@@ -400,11 +400,11 @@ TEST(LibraryInstruction, BulkFormsTheEmuDoesNotRunAreRefusedByName) {
   const std::pair<const char*, const char*> cases[] = {
       {"cp.reduce.async.bulk.global.shared::cta.bulk_group.min.noftz.f16 [%o], [%a], 16;",
        "16-bit floats"},
-      {"cp.async.bulk.tensor.3d.global.shared::cta.im2col_no_offs.bulk_group [%o, {%a, %a, %a}], "
-       "[%a];",
-       "im2col_no_offs"},
-      {"cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.im2col_no_offs.bulk_group "
-       "[%o, {%a, %a, %a}], [%a];",
+      {"cp.async.bulk.tensor.2d.global.shared::cta.tile::scatter4.bulk_group "
+       "[%o, {%a, %a, %a, %a, %a}], [%a];",
+       "scatter"},
+      {"cp.async.bulk.tensor.3d.shared::cluster.global.im2col_no_offs.mbarrier::complete_tx::bytes "
+       "[%a], [%o, {%a, %a, %a}], [%a];",
        "im2col_no_offs"},
       {"multimem.ld_reduce.relaxed.sys.global.add.u32 %a, [%o];", "multimem"}};
   for (const auto& [body, reason] : cases) {

@@ -3,7 +3,8 @@
 // follow the loads Triton's TMA im2col tutorial checks on Hopper GPUs (a plain 4x4 image, a padded
 // box, offsets moving it, a column running into the next image); the others add the box's corner
 // order (W first, as globalDim), the 3d and 5d forms, traversal strides, channels past the tensor,
-// the end of the batch, and the encoder's argument rules.
+// the end of the batch, stores and reductions in .im2col_no_offs mode, and the encoder's argument
+// rules.
 #include <cuda.h>
 #include <gtest/gtest.h>
 
@@ -219,6 +220,79 @@ TEST(TensorIm2col, TraversalStridesStepThroughTheBox) {
   EXPECT_EQ(pixelsOf(runLoad(t, m, {0, -1, -1, 0}, {0, 0})), (Pixels{0, 0, 0, 0, 7, 9, 0, 17, 19}));
   EXPECT_EQ(pixelsOf(runLoad(t, m, {0, -1, -1, 0}, {1, 1})),
             (Pixels{1, 3, 5, 11, 13, 15, 21, 23, 25}));
+}
+
+// One thread copies `bytes` from `src` into shared memory, then stores it through the 4d map in
+// .im2col_no_offs mode at (c0, w, h, n): with cp.async.bulk.tensor, or with
+// cp.reduce.async.bulk.tensor and `reduction` when one is named.
+std::string im2colStoreKernel(const std::string& reduction) {
+  const std::string op = reduction.empty()
+                             ? "cp.async.bulk.tensor.4d.global.shared::cta"
+                             : "cp.reduce.async.bulk.tensor.4d.global.shared::cta." + reduction;
+  return R"(.version 8.0
+.target sm_90
+.address_size 64
+.shared .align 128 .b8 box[1024];
+.shared .align 8 .b8 mbar[8];
+.visible .entry store(.param .align 64 .b8 map[128], .param .u64 src, .param .u32 bytes,
+                      .param .u32 c0, .param .u32 w, .param .u32 h, .param .u32 n)
+{
+  .reg .b64 %m, %g, %t; .reg .b32 %s, %bar, %bytes, %c, %w, %h, %n; .reg .pred %p;
+  mov.b64 %m, map; cvta.param.u64 %m, %m;
+  ld.param.u64 %g, [src]; ld.param.u32 %bytes, [bytes];
+  ld.param.u32 %c, [c0]; ld.param.u32 %w, [w]; ld.param.u32 %h, [h]; ld.param.u32 %n, [n];
+  mov.u32 %s, box; mov.u32 %bar, mbar;
+  mbarrier.init.shared::cta.b64 [%bar], 1;
+  mbarrier.arrive.expect_tx.shared::cta.b64 %t, [%bar], %bytes;
+  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%s], [%g], %bytes, [%bar];
+W: mbarrier.try_wait.parity.shared::cta.b64 %p, [%bar], 0; @!%p bra W;
+  )" + op +
+         R"(.im2col_no_offs.bulk_group [%m, {%c, %w, %h, %n}], [%s];
+  cp.async.bulk.commit_group; cp.async.bulk.wait_group 0;
+  ret;
+}
+)";
+}
+
+// The box H, W in [-1, 3) of NHWC [1, 4, 4, 4], stored from (h, w) = (-1, -1): box pixel p lands
+// on (p / 4 - 1, p % 4 - 1), the ones outside the image are dropped, and row 3 and column 3 keep
+// what they had. A reduction (.add) adds instead.
+TEST(TensorIm2col, StoresWithoutOffsetsWalkTheBoxToo) {
+  for (const std::string op : {"", "add"}) {
+    const bool add = op == "add";
+    HostDeviceMemory memory;
+    const uint64_t image = memory.upload(std::vector<uint32_t>(64, 1));
+    std::vector<uint32_t> box(64);
+    for (uint32_t i = 0; i < 64; ++i) box[i] = (i / 4 + 1) * 100 + i % 4;
+    const uint64_t src = memory.upload(box);
+    auto m = im2colMap(image, {4, 4, 4, 1}, {-1, -1}, {-1, -1}, 16);
+    std::array<uint8_t, kTensorMapBytes> map{};
+    ASSERT_TRUE(encodeIm2colTensorMap(m, map.data()).ok());
+    std::unique_ptr<Module> module = loadOrFail(im2colStoreKernel(op));
+    ASSERT_TRUE(module);
+    ParamBlock params(module->kernels().at(0));
+    params.set(0, map).set(1, src).set(2, uint32_t{256});
+    params.set(3, int32_t{0}).set(4, int32_t{-1}).set(5, int32_t{-1}).set(6, int32_t{0});
+    LaunchConfig config;
+    config.block[0] = 1;
+    LaunchServices services;
+    services.workerThreads = 1;
+    services.stepBudget = 100'000;
+    LaunchResult r =
+        launch(*module, module->kernels().at(0), config, params.data(), memory, services);
+    ASSERT_EQ(r.status.code, CUDA_SUCCESS) << r.status.message;
+    const auto got = memory.download<uint32_t>(image, 64);
+    for (uint32_t h = 0; h < 4; ++h)
+      for (uint32_t w = 0; w < 4; ++w)
+        for (uint32_t c = 0; c < 4; ++c) {
+          uint32_t want = 1;
+          if (h < 3 && w < 3) {
+            const uint32_t stored = box[((h + 1) * 4 + (w + 1)) * 4 + c];
+            want = add ? 1 + stored : stored;
+          }
+          EXPECT_EQ(got[(h * 4 + w) * 4 + c], want) << op << " h " << h << " w " << w << " c " << c;
+        }
+  }
 }
 
 TEST(TensorIm2col, ATiledMapInAnIm2colCopyFaults) {

@@ -1397,7 +1397,7 @@ class BlockRunner {
   // complete_tx of `bytes` on the mbarrier at a shared-space address (clusterMbarrierLock held).
   void mbarrierCompleteTx(uint64_t addr, uint64_t bytes, int l);
   void bulkCopy(const Instr& in, uint32_t exec);
-  void tensorCopy(const Instr& in, int l);  // cp.async.bulk.tensor .tile and .im2col, one lane's
+  void tensorCopy(const Instr& in, int l);  // cp{.reduce}.async.bulk.tensor, one lane's
   void fp8Convert(const Instr& in, uint32_t exec);
   void integerOp(const Instr& in, uint32_t exec);
   void textureAccess(const Instr& in, uint32_t exec);  // tex, suld, sust (texture_instructions.cc)

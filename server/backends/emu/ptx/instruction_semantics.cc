@@ -324,7 +324,7 @@ void BlockRunner::tensorCopy(const Instr& in, int l) {
   const auto kind = static_cast<BulkCopyKind>(in.mode);
   const bool reduce = kind == BulkCopyKind::kTensorReduce;
   const bool load = kind != BulkCopyKind::kTensorStore && !reduce;
-  const bool im2col = kind == BulkCopyKind::kTensorLoadIm2col;
+  const bool im2col = in.has(kIm2col);
   const uint64_t mapAddress = value(in.ops[1], l);
   if (mapAddress % 64)
     fault(CUDA_ERROR_MISALIGNED_ADDRESS, l, curPc_, "tensor map address not 64-byte aligned");
@@ -338,7 +338,7 @@ void BlockRunner::tensorCopy(const Instr& in, int l) {
           "cp.async.bulk.tensor: the tensor map's rank differs from the instruction's");
   if ((m.mode == kTensorMapIm2col) != im2col)
     fault(CUDA_ERROR_ILLEGAL_INSTRUCTION, l, curPc_,
-          im2col ? "cp.async.bulk.tensor .im2col: the tensor map is a tiled one"
+          im2col ? "cp.async.bulk.tensor in an im2col mode: the tensor map is a tiled one"
                  : "cp.async.bulk.tensor .tile: the tensor map is an im2col one");
   const uint64_t shared = address(in.ops[0], l);
   if (shared % 128)
@@ -412,7 +412,7 @@ void BlockRunner::tensorCopy(const Instr& in, int l) {
   };
   if (im2col) {
     int64_t offsets[3] = {};
-    for (unsigned i = 0; i + 2 < rank; ++i)
+    for (unsigned i = 0; load && i + 2 < rank; ++i)  // .im2col_no_offs: none
       offsets[i] = static_cast<int16_t>(value(element(in.ops[5], i), l));
     im2colWalk(m, start, offsets, elem, move);
   } else {
@@ -441,7 +441,7 @@ void BlockRunner::bulkCopy(const Instr& in, uint32_t exec) {
   const auto kind = static_cast<BulkCopyKind>(in.mode);
   forLanes(exec, [&](int l) {
     if (kind == BulkCopyKind::kTensorLoad || kind == BulkCopyKind::kTensorStore ||
-        kind == BulkCopyKind::kTensorLoadIm2col || kind == BulkCopyKind::kTensorReduce) {
+        kind == BulkCopyKind::kTensorReduce) {
       tensorCopy(in, l);
       return;
     }

@@ -205,6 +205,9 @@ enum Flag : uint32_t {
   // cp.async.bulk{.tensor} .multicast::cluster: ops[4] is the 16-bit mask of the cluster's CTAs
   // whose shared memory (and mbarrier) at the same offsets receive the data.
   kMulticast = 1u << 19,
+  // cp{.reduce}.async.bulk.tensor .im2col (loads: the im2col offsets' vector, .b16, in ops[5]) and
+  // .im2col_no_offs (stores and reductions): the map is an im2col one, walked in im2col order.
+  kIm2col = 1u << 20,
 };
 
 enum class CmpOp : uint8_t {
@@ -253,14 +256,12 @@ enum class BulkCopyKind : uint8_t {
   kPrefetch,
   kReduceSharedToShared,
   kReduceSharedToGlobal,
-  // cp.async.bulk.tensor .tile: ops {shared address, tensor map's generic address (register),
-  // coordinate vector (.s32), mbarrier address (load) or none (store)}.
+  // cp.async.bulk.tensor: ops {shared address, tensor map's generic address (register),
+  // coordinate vector (.s32), mbarrier address (load) or none (store)}; kIm2col for im2col modes.
   kTensorLoad,
   kTensorStore,
-  // cp.async.bulk.tensor .im2col: as kTensorLoad, with the im2col offsets' vector (.b16) in ops[5].
-  kTensorLoadIm2col,
-  // cp.reduce.async.bulk.tensor .tile: as kTensorStore, each element combined with memory's by
-  // the AtomOp in Instr::call.
+  // cp.reduce.async.bulk.tensor: as kTensorStore, each element combined with memory's by the
+  // AtomOp in Instr::call.
   kTensorReduce
 };
 // cvt with an fp8 pair (Instr::mode; 0 for every other cvt): to e4m3x2/e5m2x2 from f32 or f16x2

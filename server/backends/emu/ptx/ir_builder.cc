@@ -1978,7 +1978,7 @@ void Builder::decodeBulkCopy(const AstInstruction& a, Instr* in) {
 
 // cp.async.bulk.tensor.{1-5}d in .tile mode: global to shared memory completing an mbarrier
 // transaction, or shared memory to global through a bulk group (cp.reduce.async.bulk.tensor too);
-// in .im2col mode (3d to 5d), loads.
+// in the im2col modes (3d to 5d), loads with offsets and stores without.
 // The tensor map is an emu map (tensor_map.h) at the generic address in a register (a
 // __grid_constant__ parameter's cvta.param address, or global memory).
 void Builder::decodeBulkTensor(const AstInstruction& a, Instr* in) {
@@ -2008,23 +2008,27 @@ void Builder::decodeBulkTensor(const AstInstruction& a, Instr* in) {
   const unsigned rank = static_cast<unsigned>(dims[0] - '0');
   const std::string_view dst = parts[5], srcSpace = parts[6];
   size_t at = 7;
-  bool im2col = false;
-  if (at < parts.size() && parts[at].rfind("im2col", 0) == 0) {
-    // .im2col::w and .im2col::w::128 are sm_100's; .im2col_no_offs (stores) is not implemented.
-    if (parts[at] != "im2col")
-      failUnsupported("cp.async.bulk.tensor ." + std::string(parts[at]) +
-                      " is not implemented (the emu runs .tile and .im2col loads): " + op);
-    im2col = true;
-    ++at;
-  } else if (at < parts.size() && parts[at].rfind("tile", 0) == 0) {
-    if (parts[at] != "tile") failUnsupported("cp.async.bulk.tensor gather modes: " + op);
-    ++at;
-  }
   const bool load =
       !reduce && (dst == "shared::cluster" || dst == "shared::cta") && srcSpace == "global";
   const bool store = dst == "global" && srcSpace == "shared::cta";
-  if (im2col && (!load || rank < 3))
-    failInvalid(".im2col copies load 3d to 5d tensors from global memory: " + op);
+  // .im2col (loads, with offsets) and .im2col_no_offs (stores); .im2col::w and .im2col::w::128
+  // are sm_100's, as are the gather and scatter modes.
+  bool im2col = false;
+  if (at < parts.size() && parts[at].rfind("im2col", 0) == 0) {
+    if (parts[at] != (load ? "im2col" : "im2col_no_offs"))
+      failUnsupported("cp.async.bulk.tensor ." + std::string(parts[at]) +
+                      " is not implemented (the emu runs .tile, .im2col loads and .im2col_no_offs "
+                      "stores): " +
+                      op);
+    im2col = true;
+    ++at;
+  } else if (at < parts.size() && parts[at].rfind("tile", 0) == 0) {
+    if (parts[at] != "tile")
+      failUnsupported("cp.async.bulk.tensor gather and scatter modes are sm_100's: " + op);
+    ++at;
+  }
+  if (im2col && rank < 3) failInvalid("im2col modes copy 3d to 5d tensors: " + op);
+  const bool offsets = im2col && load;
   if (at >= parts.size() ||
       !(load ? parts[at] == "mbarrier::complete_tx::bytes" : store && parts[at] == "bulk_group"))
     failUnsupported("unsupported instruction " + op);
@@ -2040,7 +2044,7 @@ void Builder::decodeBulkTensor(const AstInstruction& a, Instr* in) {
     hint = true;
   }
   // Operands: [dst], [map, {coordinates}], [mbarrier] (loads), {im2col offsets}, cta mask, policy.
-  const size_t fixed = (load ? 3 : 2) + (im2col ? 1 : 0);
+  const size_t fixed = (load ? 3 : 2) + (offsets ? 1 : 0);
   const size_t count = fixed + (multicast ? 1 : 0) + (hint ? 1 : 0);
   requireOperands(a, count, count);
   const AstOperand& mapOperand = a.operands[load ? 1 : 0];
@@ -2076,8 +2080,8 @@ void Builder::decodeBulkTensor(const AstInstruction& a, Instr* in) {
     in->mode = static_cast<uint8_t>(BulkCopyKind::kTensorReduce);
     in->call = static_cast<uint32_t>(*reduce);
   }
-  if (im2col) {
-    in->mode = static_cast<uint8_t>(BulkCopyKind::kTensorLoadIm2col);
+  if (im2col) in->flags |= kIm2col;
+  if (offsets) {
     in->numOps = 6;
     in->ops[5] = operand(a.operands[3], Type::kB16);
     if (in->ops[5].kind != OperandKind::kVector || in->ops[5].count != rank - 2)
