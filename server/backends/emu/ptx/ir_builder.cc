@@ -659,6 +659,8 @@ class Builder {
   void decodeBulkCopy(const AstInstruction& a, Instr* in);
   void decodeBulkTensor(const AstInstruction& a, Instr* in);
   void decodeBulkTensorPrefetch(const AstInstruction& a, Instr* in);
+  std::pair<Operand, Operand> tensorOperand(const AstOperand& at, unsigned rank,
+                                            const std::string& op);
 
   // ---- initializers, kernels --------------------------------------------------------------
   void buildInitializer(const AstVariable* v, uint32_t gi) {
@@ -1976,6 +1978,22 @@ void Builder::decodeBulkCopy(const AstInstruction& a, Instr* in) {
   policy(fixed + (multicast ? 1 : 0));
 }
 
+// A tensor copy's [tensorMap, {coordinates}]: the register holding the map's address, and the
+// vector of `rank` .s32 coordinates.
+std::pair<Operand, Operand> Builder::tensorOperand(const AstOperand& at, unsigned rank,
+                                                   const std::string& op) {
+  if (at.kind != AstOperand::Kind::kAddress || at.name.empty() || at.integer != 0 ||
+      at.elements.size() != 1 || at.elements[0].kind != AstOperand::Kind::kVector)
+    failInvalid(op + " needs [tensorMap, {coordinates}]");
+  Operand map = resolveName(at.name, false);
+  if (map.kind != OperandKind::kReg)
+    failUnsupported(op + " needs the tensor map's address in a register");
+  Operand coords = operand(at.elements[0], Type::kS32);
+  if (coords.kind != OperandKind::kVector || coords.count != rank)
+    failInvalid(op + ": the coordinate vector needs " + std::to_string(rank) + " elements");
+  return {map, coords};
+}
+
 // cp.async.bulk.tensor.{1-5}d in .tile mode: global to shared memory completing an mbarrier
 // transaction, or shared memory to global through a bulk group (cp.reduce.async.bulk.tensor too);
 // in the im2col modes (3d to 5d), loads with offsets and stores without.
@@ -2047,17 +2065,7 @@ void Builder::decodeBulkTensor(const AstInstruction& a, Instr* in) {
   const size_t fixed = (load ? 3 : 2) + (offsets ? 1 : 0);
   const size_t count = fixed + (multicast ? 1 : 0) + (hint ? 1 : 0);
   requireOperands(a, count, count);
-  const AstOperand& mapOperand = a.operands[load ? 1 : 0];
-  if (mapOperand.kind != AstOperand::Kind::kAddress || mapOperand.name.empty() ||
-      mapOperand.integer != 0 || mapOperand.elements.size() != 1 ||
-      mapOperand.elements[0].kind != AstOperand::Kind::kVector)
-    failInvalid(op + " needs [tensorMap, {coordinates}]");
-  Operand map = resolveName(mapOperand.name, false);
-  if (map.kind != OperandKind::kReg)
-    failUnsupported(op + " needs the tensor map's address in a register");
-  Operand coords = operand(mapOperand.elements[0], Type::kS32);
-  if (coords.kind != OperandKind::kVector || coords.count != rank)
-    failInvalid(op + ": the coordinate vector needs " + std::to_string(rank) + " elements");
+  const auto [map, coords] = tensorOperand(a.operands[load ? 1 : 0], rank, op);
   Operand shared = operand(a.operands[load ? 0 : 1], Type::kU64);
   if (shared.kind != OperandKind::kAddress) failInvalid(op + " needs a shared memory address");
   in->op = Op::kBulkCopy;
@@ -2116,16 +2124,7 @@ void Builder::decodeBulkTensorPrefetch(const AstInstruction& a, Instr* in) {
   if (im2col && rank < 3) failInvalid(".im2col prefetches take 3d to 5d tensors: " + op);
   const size_t count = 1 + (im2col ? 1 : 0) + (hint ? 1 : 0);
   requireOperands(a, count, count);
-  const AstOperand& mapOperand = a.operands[0];
-  if (mapOperand.kind != AstOperand::Kind::kAddress || mapOperand.name.empty() ||
-      mapOperand.integer != 0 || mapOperand.elements.size() != 1 ||
-      mapOperand.elements[0].kind != AstOperand::Kind::kVector)
-    failInvalid(op + " needs [tensorMap, {coordinates}]");
-  if (resolveName(mapOperand.name, false).kind != OperandKind::kReg)
-    failUnsupported(op + " needs the tensor map's address in a register");
-  Operand coords = operand(mapOperand.elements[0], Type::kS32);
-  if (coords.kind != OperandKind::kVector || coords.count != rank)
-    failInvalid(op + ": the coordinate vector needs " + std::to_string(rank) + " elements");
+  tensorOperand(a.operands[0], rank, op);
   if (im2col) {
     Operand offsets = operand(a.operands[1], Type::kB16);
     if (offsets.kind != OperandKind::kVector || offsets.count != rank - 2)
