@@ -179,6 +179,13 @@ uint64_t atomicUpdate(uint8_t* p, const Instr& in, uint64_t b, uint64_t c) {
   }
 }
 
+// atomicUpdate at the element width `bytes` (2, 4 or 8); returns the old value.
+uint64_t atomicUpdateBytes(uint8_t* p, const Instr& in, uint64_t b, uint64_t c, unsigned bytes) {
+  return bytes == 2   ? atomicUpdate<uint16_t>(p, in, b, c)
+         : bytes == 4 ? atomicUpdate<uint32_t>(p, in, b, c)
+                      : atomicUpdate<uint64_t>(p, in, b, c);
+}
+
 }  // namespace
 
 void BlockRunner::atomic(const Instr& in, uint32_t exec) {
@@ -192,9 +199,7 @@ void BlockRunner::atomic(const Instr& in, uint32_t exec) {
     uint8_t* p = access(in.space, addr, bytes, l);
     uint64_t b = value(bOp, l);
     uint64_t c = (!isRed && in.numOps > 3) ? value(in.ops[3], l) : 0;
-    uint64_t old = bytes == 2   ? atomicUpdate<uint16_t>(p, in, b, c)
-                   : bytes == 4 ? atomicUpdate<uint32_t>(p, in, b, c)
-                                : atomicUpdate<uint64_t>(p, in, b, c);
+    uint64_t old = atomicUpdateBytes(p, in, b, c, bytes);
     if (!isRed) set(in.ops[0], l, old);
   });
 }
@@ -272,9 +277,7 @@ Type tensorReduceType(uint32_t dataType, AtomOp op) {
       return Type::kNone;
   }
 }
-}  // namespace
 
-namespace {
 // cp.async.bulk.tensor .im2col's traversal: pixelsPerColumn pixels from the coordinates' pixel on,
 // W fastest, then H, D and N. A spatial position steps by its traversal stride (elementStrides,
 // the convolution's stride); one that reaches the bounding box's upper end (globalDim +
@@ -397,15 +400,9 @@ void BlockRunner::tensorCopy(const Instr& in, int l) {
         std::memset(slot, 0, elem);
       for (unsigned t = 1; t < targets; ++t) std::memcpy(boxes[t] + offset, slot, elem);
     } else if (inside && reduce) {
-      uint8_t* to = access(Space::kGlobal, global, elem, l);
       uint64_t b = 0;
       std::memcpy(&b, slot, elem);
-      if (elem == 2)
-        atomicUpdate<uint16_t>(to, combine, b, 0);
-      else if (elem == 4)
-        atomicUpdate<uint32_t>(to, combine, b, 0);
-      else
-        atomicUpdate<uint64_t>(to, combine, b, 0);
+      atomicUpdateBytes(access(Space::kGlobal, global, elem, l), combine, b, 0, elem);
     } else if (inside) {
       std::memcpy(access(Space::kGlobal, global, elem, l), slot, elem);
     }
@@ -473,12 +470,7 @@ void BlockRunner::bulkCopy(const Instr& in, uint32_t exec) {
       for (uint64_t at = 0; at < size; at += bytes) {
         uint64_t b = 0;
         std::memcpy(&b, s + at, bytes);
-        if (bytes == 2)
-          atomicUpdate<uint16_t>(d + at, element, b, 0);
-        else if (bytes == 4)
-          atomicUpdate<uint32_t>(d + at, element, b, 0);
-        else
-          atomicUpdate<uint64_t>(d + at, element, b, 0);
+        atomicUpdateBytes(d + at, element, b, 0, bytes);
       }
     } else if (size) {
       uint64_t to[kMaxClusterCtas];

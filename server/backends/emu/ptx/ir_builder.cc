@@ -661,6 +661,8 @@ class Builder {
   void decodeBulkTensorPrefetch(const AstInstruction& a, Instr* in);
   std::pair<Operand, Operand> tensorOperand(const AstOperand& at, unsigned rank,
                                             const std::string& op);
+  unsigned tensorRank(std::string_view dims, const std::string& op);
+  Operand im2colOffsets(const AstOperand& at, unsigned rank, const std::string& op);
 
   // ---- initializers, kernels --------------------------------------------------------------
   void buildInitializer(const AstVariable* v, uint32_t gi) {
@@ -1994,6 +1996,21 @@ std::pair<Operand, Operand> Builder::tensorOperand(const AstOperand& at, unsigne
   return {map, coords};
 }
 
+// A tensor copy's dimension qualifier, .1d to .5d: its rank.
+unsigned Builder::tensorRank(std::string_view dims, const std::string& op) {
+  if (dims.size() != 2 || dims[1] != 'd' || dims[0] < '1' || dims[0] > '5')
+    failUnsupported("unsupported instruction " + op);
+  return static_cast<unsigned>(dims[0] - '0');
+}
+
+// An .im2col copy's offsets: a vector of rank - 2 .b16 values, W first.
+Operand Builder::im2colOffsets(const AstOperand& at, unsigned rank, const std::string& op) {
+  Operand offsets = operand(at, Type::kB16);
+  if (offsets.kind != OperandKind::kVector || offsets.count != rank - 2)
+    failInvalid(op + ": the im2col offsets need " + std::to_string(rank - 2) + " elements");
+  return offsets;
+}
+
 // cp.async.bulk.tensor.{1-5}d in .tile mode: global to shared memory completing an mbarrier
 // transaction, or shared memory to global through a bulk group (cp.reduce.async.bulk.tensor too);
 // in the im2col modes (3d to 5d), loads with offsets and stores without.
@@ -2020,10 +2037,7 @@ void Builder::decodeBulkTensor(const AstInstruction& a, Instr* in) {
   }
   if (parts.size() < 7 || parts[1] != "async" || parts[2] != "bulk" || parts[3] != "tensor")
     failUnsupported("cp.async.bulk.tensor: only the copy forms are implemented: " + op);
-  const std::string_view dims = parts[4];
-  if (dims.size() != 2 || dims[1] != 'd' || dims[0] < '1' || dims[0] > '5')
-    failUnsupported("unsupported instruction " + op);
-  const unsigned rank = static_cast<unsigned>(dims[0] - '0');
+  const unsigned rank = tensorRank(parts[4], op);
   const std::string_view dst = parts[5], srcSpace = parts[6];
   size_t at = 7;
   const bool load =
@@ -2091,9 +2105,7 @@ void Builder::decodeBulkTensor(const AstInstruction& a, Instr* in) {
   if (im2col) in->flags |= kIm2col;
   if (offsets) {
     in->numOps = 6;
-    in->ops[5] = operand(a.operands[3], Type::kB16);
-    if (in->ops[5].kind != OperandKind::kVector || in->ops[5].count != rank - 2)
-      failInvalid(op + ": the im2col offsets need " + std::to_string(rank - 2) + " elements");
+    in->ops[5] = im2colOffsets(a.operands[3], rank, op);
   }
   if (hint) operand(a.operands[fixed + (multicast ? 1 : 0)], Type::kB64);
 }
@@ -2106,10 +2118,7 @@ void Builder::decodeBulkTensorPrefetch(const AstInstruction& a, Instr* in) {
   auto parts = splitDots(op);
   if (parts.size() < 8 || parts[6] != "L2" || parts[7] != "global")
     failUnsupported("unsupported instruction " + op);
-  const std::string_view dims = parts[5];
-  if (dims.size() != 2 || dims[1] != 'd' || dims[0] < '1' || dims[0] > '5')
-    failUnsupported("unsupported instruction " + op);
-  const unsigned rank = static_cast<unsigned>(dims[0] - '0');
+  const unsigned rank = tensorRank(parts[5], op);
   bool im2col = false, hint = false;
   for (size_t at = 8; at < parts.size(); ++at) {
     if (at == 8 && (parts[at] == "tile" || parts[at] == "im2col")) {
@@ -2125,11 +2134,7 @@ void Builder::decodeBulkTensorPrefetch(const AstInstruction& a, Instr* in) {
   const size_t count = 1 + (im2col ? 1 : 0) + (hint ? 1 : 0);
   requireOperands(a, count, count);
   tensorOperand(a.operands[0], rank, op);
-  if (im2col) {
-    Operand offsets = operand(a.operands[1], Type::kB16);
-    if (offsets.kind != OperandKind::kVector || offsets.count != rank - 2)
-      failInvalid(op + ": the im2col offsets need " + std::to_string(rank - 2) + " elements");
-  }
+  if (im2col) im2colOffsets(a.operands[1], rank, op);
   if (hint) operand(a.operands[count - 1], Type::kB64);
   in->op = Op::kNop;
 }
