@@ -14,7 +14,7 @@ WORK=${WORK:-$BUILD_DIR/fuzz-work}
 JOBS=${JOBS:-2}
 TARGETS=(server_session client_reply fatbin ptx)
 
-CC=clang CXX=clang++ cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+CC=clang CXX=clang++ cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_UNITY_BUILD=ON \
   "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" \
   -DGPUPOOL_FUZZ=ON -DGPUPOOL_SANITIZE=address,undefined -DGPUPOOL_WERROR=ON -DGPUPOOL_BUILD_TESTS=OFF \
   >/dev/null

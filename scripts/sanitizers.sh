@@ -19,10 +19,12 @@ status=0
 # -O1 -g1 (line tables) keeps sanitizer builds quick while reports still name file:line; the emu
 # program suite is built in nvcc's default flavour only: the other flavours change nvcc's output,
 # which the normal build's suite covers, not our host code (and its objects come from ccache,
-# cmake/NvccProgram.cmake). Unity builds, as in scripts/test.sh.
+# cmake/NvccProgram.cmake), and the program suites run each program with static cudart only (the
+# shared-cudart link changes how cudart is loaded, not our code; tests/harness/CMakeLists.txt).
+# Unity builds, as in scripts/test.sh.
 SANITIZER_CMAKE_FLAGS=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_UNITY_BUILD=ON
   "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG"
-  -DGPUPOOL_EMU_FLAVOURS=default)
+  -DGPUPOOL_EMU_FLAVOURS=default -DGPUPOOL_TEST_CUDART=static)
 
 run_asan() {
   local build="$ROOT/build-asan"
@@ -40,8 +42,9 @@ run_asan() {
     export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:verify_asan_link_order=0"
     export LSAN_OPTIONS="suppressions=$ROOT/scripts/lsan.supp:print_suppressions=0"
     export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-    # The load test at its sanitizer size (its default, 170 rounds, runs in the plain build).
-    export GPUPOOL_LOAD_ROUNDS=40
+    # The load test at its sanitizer size (its default, 170 rounds, runs in the plain build), and
+    # memory_roundtrip's copies up to 32 MiB (256 MiB in the plain build).
+    export GPUPOOL_LOAD_ROUNDS=40 GPUPOOL_TEST_MAX_COPY_BYTES=$((32 << 20))
     # The scale test's 16 programs run several times slower here, so more of their device waits
     # overlap, each on a waiter thread: the server's own threads peak near 64 (65 measured), where
     # the plain build, which holds the issue's bound of 64, peaks at about 40.
@@ -59,7 +62,7 @@ run_tsan() {
     cd "$build"
     export LD_PRELOAD="$(gcc -print-file-name=libtsan.so) $(gcc -print-file-name=libstdc++.so.6)"
     export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$ROOT/scripts/tsan.supp"
-    export GPUPOOL_LOAD_ROUNDS=40
+    export GPUPOOL_LOAD_ROUNDS=40 GPUPOOL_TEST_MAX_COPY_BYTES=$((32 << 20))
     # The tests labelled `tsan`: transport and codec unit tests; the backends' waits on threads of
     # their own; the server (both backends) under concurrent, killed and chained clients; the
     # hardening tests (isolation, faults, limits, load). Which ones, and why, is said where they

@@ -107,11 +107,16 @@ inline void PrintTo(const ProgramFlavour& flavour, std::ostream* out) {
   *out << flavour.testName();
 }
 
+// Every program in each cudart link this build runs (GPUPOOL_TEST_CUDART, tests/harness).
 inline std::vector<ProgramFlavour> allProgramFlavours() {
   std::vector<ProgramFlavour> flavours;
   for (const auto& name : testProgramNames()) {
+#ifdef GPUPOOL_TEST_STATIC_CUDART
     flavours.push_back({name, false});
+#endif
+#ifdef GPUPOOL_TEST_SHARED_CUDART
     flavours.push_back({name, true});
+#endif
   }
   return flavours;
 }
