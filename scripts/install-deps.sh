@@ -45,13 +45,10 @@ else
   echo "install-deps: all system packages present"
 fi
 
-# nvml.h: the CUDA toolkit's runfile ships it, the apt toolkit does not. Debian's non-free
-# libnvidia-ml-dev (CUDA 11.8's header) has it; its dependency is NVIDIA's real NVML library,
-# which must not sit on this host's library path beside ours, so only the header is unpacked.
-NVML_HEADER_DIR=${NVML_HEADER_DIR:-/usr/local/include}
-if [[ ! -f "$NVML_HEADER_DIR/nvml.h" ]]; then
-  echo "install-deps: fetching nvml.h from Debian's libnvidia-ml-dev (non-free)"
-  if [[ $(id -u) -eq 0 ]]; then SUDO=(); else SUDO=(sudo); fi
+# Unpacks Debian's non-free package $1 into directory $2, through a private apt state (the host's
+# own sources stay as they are); nothing is installed.
+unpack_non_free() {
+  local package=$1 into=$2 apt_dir
   apt_dir=$(mktemp -d)
   chmod 0755 "$apt_dir" # apt downloads as its own _apt user
   cat >"$apt_dir/non-free.sources" <<'SOURCES'
@@ -61,17 +58,47 @@ Suites: bookworm
 Components: non-free
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 SOURCES
-  # A private apt state: the host's own sources stay as they are.
-  apt_options=(-o "Dir::Etc::sourcelist=$apt_dir/non-free.sources" -o "Dir::Etc::sourceparts=-"
+  local apt_options=(-o "Dir::Etc::sourcelist=$apt_dir/non-free.sources" -o "Dir::Etc::sourceparts=-"
     -o "Dir::State::lists=$apt_dir/lists" -o "Dir::Cache::archives=$apt_dir/archives")
-  mkdir -p "$apt_dir/lists/partial" "$apt_dir/archives/partial"
-  apt-get "${apt_options[@]}" update -q >/dev/null
-  (cd "$apt_dir" && apt-get "${apt_options[@]}" download libnvidia-ml-dev >/dev/null)
-  dpkg-deb -x "$apt_dir"/libnvidia-ml-dev_*.deb "$apt_dir/root"
-  "${SUDO[@]}" install -D -m 0644 "$apt_dir/root/usr/include/nvml.h" "$NVML_HEADER_DIR/nvml.h"
+  local status=0
+  # One chain, so that a failed step fails the call even where errexit does not apply (`if`).
+  mkdir -p "$apt_dir/lists/partial" "$apt_dir/archives/partial" &&
+    apt-get "${apt_options[@]}" update -q >/dev/null &&
+    (cd "$apt_dir" && apt-get "${apt_options[@]}" download "$package" >/dev/null) &&
+    dpkg-deb -x "$apt_dir/${package}"_*.deb "$into" || status=$?
   rm -rf "$apt_dir"
+  return $status
+}
+if [[ $(id -u) -eq 0 ]]; then SUDO=(); else SUDO=(sudo); fi
+
+# nvml.h: the CUDA toolkit's runfile ships it, the apt toolkit does not. Debian's non-free
+# libnvidia-ml-dev (CUDA 11.8's header) has it; its dependency is NVIDIA's real NVML library,
+# which must not sit on this host's library path beside ours, so only the header is unpacked.
+NVML_HEADER_DIR=${NVML_HEADER_DIR:-/usr/local/include}
+if [[ ! -f "$NVML_HEADER_DIR/nvml.h" ]]; then
+  echo "install-deps: fetching nvml.h from Debian's libnvidia-ml-dev (non-free)"
+  unpacked=$(mktemp -d)
+  unpack_non_free libnvidia-ml-dev "$unpacked"
+  "${SUDO[@]}" install -D -m 0644 "$unpacked/usr/include/nvml.h" "$NVML_HEADER_DIR/nvml.h"
+  rm -rf "$unpacked"
 fi
 echo "install-deps: nvml.h at $NVML_HEADER_DIR/nvml.h"
+
+# NVIDIA's nvidia-smi (Debian's non-free nvidia-smi, 535), for the test that runs it against our
+# libnvidia-ml.so.1 (NvidiaSmiTest, docs/nvml.md). Off the PATH: it is a test input, not a tool
+# of this host, and without a GPU it works only against our library.
+NVIDIA_SMI_DIR=${NVIDIA_SMI_DIR:-/usr/local/libexec/gpupool}
+if [[ ! -x "$NVIDIA_SMI_DIR/nvidia-smi" ]]; then
+  echo "install-deps: fetching nvidia-smi from Debian's nvidia-smi (non-free), for the tests"
+  unpacked=$(mktemp -d)
+  if unpack_non_free nvidia-smi "$unpacked"; then
+    "${SUDO[@]}" install -D -m 0755 "$unpacked/usr/lib/nvidia/current/nvidia-smi" \
+      "$NVIDIA_SMI_DIR/nvidia-smi"
+  else
+    echo "install-deps: could not fetch nvidia-smi; NvidiaSmiTest will skip" >&2
+  fi
+  rm -rf "$unpacked"
+fi
 
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 if [[ ! -x "$CUDA_HOME/bin/nvcc" ]]; then

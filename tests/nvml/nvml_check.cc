@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -107,6 +108,73 @@ std::string migDevicesOf(nvmlDevice_t gpu, bool migEnabled) {
     out += line;
   }
   return out;
+}
+
+// Event sets are real objects; a type is recorded only where the device says it supports it, and
+// a wait with nothing to deliver ends at its timeout. A freed set is not a set.
+void checkEvents(nvmlDevice_t device) {
+  nvmlEventSet_t set = nullptr;
+  CHECK_OK(nvmlEventSetCreate(&set));
+  CHECK(set != nullptr);
+  unsigned long long supported = ~0ull;
+  CHECK_OK(nvmlDeviceGetSupportedEventTypes(device, &supported));
+  CHECK((supported & ~static_cast<unsigned long long>(nvmlEventTypeAll)) == 0);
+  const unsigned long long unsupported = nvmlEventTypeAll & ~supported;
+  if (unsupported)
+    CHECK(nvmlDeviceRegisterEvents(device, unsupported, set) == NVML_ERROR_NOT_SUPPORTED);
+  if (supported == 0) {
+    nvmlEventData_t data;
+    const auto started = std::chrono::steady_clock::now();
+    CHECK(nvmlEventSetWait_v2(set, &data, 50) == NVML_ERROR_TIMEOUT);
+    CHECK(std::chrono::steady_clock::now() - started >= std::chrono::milliseconds(45));
+  }
+  CHECK(nvmlEventSetWait_v2(set, nullptr, 1) == NVML_ERROR_INVALID_ARGUMENT);
+  CHECK_OK(nvmlEventSetFree(set));
+  CHECK(nvmlEventSetFree(set) != NVML_SUCCESS);
+  CHECK(nvmlEventSetCreate(nullptr) == NVML_ERROR_INVALID_ARGUMENT);
+}
+
+// A batch of fields: the call succeeds and every value gets a status of its own.
+void checkFieldValues(nvmlDevice_t device) {
+  nvmlFieldValue_t values[2] = {};
+  values[0].fieldId = NVML_FI_DEV_ECC_CURRENT;
+  values[1].fieldId = NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION;
+  for (nvmlFieldValue_t& value : values) value.nvmlReturn = static_cast<nvmlReturn_t>(-12345);
+  CHECK_OK(nvmlDeviceGetFieldValues(device, 2, values));
+  for (const nvmlFieldValue_t& value : values) {
+    CHECK(value.nvmlReturn == NVML_SUCCESS || value.nvmlReturn == NVML_ERROR_NOT_SUPPORTED);
+    CHECK(value.timestamp > 0);
+  }
+  CHECK(nvmlDeviceGetFieldValues(device, 1, nullptr) == NVML_ERROR_INVALID_ARGUMENT);
+}
+
+}  // namespace
+
+// nvidia-smi's private table (client/nvml/internal_export_table.cc): not in nvml.h.
+extern "C" nvmlReturn_t nvmlInternalGetExportTable(const void** table, const unsigned char* id);
+
+namespace {
+
+// The table nvidia-smi fetches: its size first, slot 81 finds the device at an index as
+// nvmlDeviceGetHandleByIndex_v2 does, a slot whose meaning is unknown is refused, as is any
+// other table.
+void checkSmiExportTable(unsigned index, nvmlDevice_t device) {
+  const unsigned char smiId[16] = {0xc4, 0xfe, 0x3e, 0x6c, 0xc9, 0x8f, 0x6c, 0x4e,
+                                   0xa3, 0x27, 0xee, 0x69, 0x6e, 0x12, 0xf7, 0xc4};
+  const void* table = nullptr;
+  CHECK_OK(nvmlInternalGetExportTable(&table, smiId));
+  if (!table) return;
+  const auto* words = static_cast<const uintptr_t*>(table);
+  CHECK(words[0] >= 82 * sizeof(void*));
+  using Slot = nvmlReturn_t (*)(uintptr_t, uintptr_t, uintptr_t, uintptr_t);
+  nvmlDevice_t found = nullptr;
+  CHECK_OK(reinterpret_cast<Slot>(words[81])(index, reinterpret_cast<uintptr_t>(&found), 0x22, 0));
+  CHECK(found == device);
+  CHECK(reinterpret_cast<Slot>(words[72])(reinterpret_cast<uintptr_t>(device), 0, 1, 0) ==
+        NVML_ERROR_NOT_SUPPORTED);
+  unsigned char otherId[16] = {};
+  CHECK(nvmlInternalGetExportTable(&table, otherId) == NVML_ERROR_NOT_SUPPORTED);
+  CHECK(nvmlInternalGetExportTable(nullptr, smiId) == NVML_ERROR_INVALID_ARGUMENT);
 }
 
 }  // namespace
@@ -339,6 +407,14 @@ int main(int argc, char** argv) {
   char self[64] = {};
   CHECK_OK(nvmlSystemGetProcessName(static_cast<unsigned>(getpid()), self, sizeof self));
   CHECK(std::strstr(self, "nvml_check") != nullptr);
+
+  for (unsigned i = 0; i < count; ++i) {
+    nvmlDevice_t device = nullptr;
+    CHECK_OK(nvmlDeviceGetHandleByIndex_v2(i, &device));
+    checkEvents(device);
+    checkFieldValues(device);
+    checkSmiExportTable(i, device);
+  }
 
   nvmlDevice_t none = nullptr;
   CHECK(nvmlDeviceGetHandleByIndex_v2(count, &none) == NVML_ERROR_INVALID_ARGUMENT);

@@ -17,27 +17,12 @@
 #include "gpupool_server.h"
 #include "harness_paths.h"
 #include "scratch_directory.h"
+#include "status_json.h"
 
 namespace gpupool::e2e {
 namespace {
 
 using std::chrono::seconds;
-
-nlohmann::json parseJson(const std::string& text, const std::string& what) {
-  try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    ADD_FAILURE() << what << " printed invalid JSON (" << e.what() << "):\n" << text;
-    return nlohmann::json::object();
-  }
-}
-
-nlohmann::json statusOf(const std::string& endpoint) {
-  ProgramResult result = runProgram(gpupoolCliPath(), {"status", "--json", "--endpoint", endpoint},
-                                    {{"GPU_POOL_ENDPOINT", std::nullopt}}, seconds(30));
-  EXPECT_TRUE(result.passed()) << result.describe();
-  return parseJson(result.out, "gpupool status");
-}
 
 // Runs nvml_check against `endpoint`; the program's own checks must hold.
 nlohmann::json nvmlAnswers(const std::string& endpoint, bool emu, EnvironmentChanges extra = {}) {
