@@ -751,7 +751,8 @@ class Check:
         """Our libnvidia-ml.so.1 against the cuda server, whose NVML is the machine's: nvml_check's
         own checks (sensors answered or refused, as the server's NVML reads them), NVML
         accounting of a pooled CUDA program running and then ended (nvml_accounting), and
-        `gpupool smi` against NVIDIA's nvidia-smi on the fields that must agree."""
+        `gpupool smi`, and the machine's nvidia-smi run through our library, against NVIDIA's
+        nvidia-smi on the fields that must agree."""
         if not self.cuda.alive():
             record.update(status="fail", reason="gpupoold --backend cuda is not running")
             return record
@@ -803,6 +804,15 @@ class Check:
                 record["differences"] = {"nvidia_smi": theirs.lines(),
                                          "gpupool_smi": ours.lines()}
                 problems.append("gpupool smi and nvidia-smi differ on %s" % self.SMI_FIELDS)
+            # The machine's nvidia-smi through our libnvidia-ml.so.1 (its private export table's
+            # slot 81, numbered for nvidia-smi 535 there, docs/nvml.md): the same answers as
+            # through NVIDIA's, or a failure that says this version numbers it otherwise.
+            pooled = step("nvidia_smi_pooled", [nvidia_smi] + query, env)
+            if theirs is not None and pooled is not None and pooled.lines() != theirs.lines():
+                record["pooled_differences"] = {"nvidia_smi": theirs.lines(),
+                                                "nvidia_smi_pooled": pooled.lines()}
+                problems.append("nvidia-smi through our NVML and through NVIDIA's differ on %s"
+                                % self.SMI_FIELDS)
         died = self.ensure_servers()
         if died:
             problems.append("server down after this item: %s" % died)
