@@ -28,9 +28,12 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetFieldValues(
     values[i].nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
   }
   if (valuesCount > 0 && gpupool::client::logLevel() >= 1) {
-    gpupool::client::logLine("nvmlDeviceGetFieldValues: no field is answered (each of the " +
-                             std::to_string(valuesCount) +
-                             " values asked for has status NVML_ERROR_NOT_SUPPORTED)");
+    std::string ids;
+    for (int i = 0; i < valuesCount; ++i) {
+      ids += (i ? ", " : "") + std::to_string(values[i].fieldId);
+    }
+    gpupool::client::logLine("nvmlDeviceGetFieldValues: no field is answered (fields " + ids +
+                             ": each has status NVML_ERROR_NOT_SUPPORTED)");
   }
   return NVML_SUCCESS;
 }
