@@ -2,13 +2,11 @@
 // nvmlInitWithFlags; without it nvidia-smi exits with "Mismatch in versions between nvidia-smi and
 // NVML". Like cuGetExportTable, it returns a table of entry points for a 16-byte id. nvidia-smi
 // 535 asks for one, {6C3EFEC4-8FC9-4E6C-A327-EE696E12F7C4}: its first word is its size in bytes,
-// the others entry points, slot N at word N. No slot is documented, so the table serves the one
-// whose behaviour is known and refuses every other with NVML_ERROR_NOT_SUPPORTED, logged with its
-// number under GPU_POOL_LOG=1 (docs/nvml.md, "NVIDIA's nvidia-smi"):
-//   slot 81 (unsigned index, nvmlDevice_t* device, 0x22): the device at an index, as
-//   nvmlDeviceGetHandleByIndex_v2. nvidia-smi 535.261.03 calls it once per device before printing
-//   anything, and the device it gets back is the one it then describes; NVIDIA's mock NVML for
-//   Kubernetes tests (k8s-test-infra) identifies the same slot and arguments for nvidia-smi 580.
+// the others entry points, slot N at word N. No slot is documented, so every slot returns
+// NVML_ERROR_NOT_SUPPORTED, logged with its number under GPU_POOL_LOG=1; nvidia-smi's table,
+// -L, --query-gpu, -q and topo -m on one GPU need none of them (docs/nvml.md, "NVIDIA's
+// nvidia-smi"). Slot 81, which NVIDIA's mock NVML for Kubernetes tests answers as a device lookup
+// by index, is refused too: nvidia-smi 535 printed the same with it answered that way and refused.
 #include <array>
 #include <cstdint>
 #include <cstdio>
@@ -18,15 +16,12 @@
 
 #include "client/client_log.h"
 #include "client/nvml/nvml_not_supported.h"
-#include "client/nvml/nvml_session.h"
 
 namespace {
 
 constexpr unsigned char kSmiTableId[16] = {0xc4, 0xfe, 0x3e, 0x6c, 0xc9, 0x8f, 0x6c, 0x4e,
                                            0xa3, 0x27, 0xee, 0x69, 0x6e, 0x12, 0xf7, 0xc4};
 constexpr size_t kSlots = 256;  // word 0 (the size) and slots 1..255
-constexpr size_t kDeviceByIndexSlot = 81;
-constexpr uintptr_t kDeviceByIndexTag = 0x22;
 
 nvmlReturn_t refuseSlot(size_t slot) {
   // reportNotSupported logs each name once and keeps a pointer to it.
@@ -40,17 +35,10 @@ nvmlReturn_t refuseSlot(size_t slot) {
   return gpupool::nvml::reportNotSupported(names[slot].c_str());
 }
 
-// One entry point per slot, so that a call says which slot it came through. The arguments are
-// read as the integer registers they arrive in: a slot's own arity is unknown, and only the
-// served slot interprets them.
+// One entry point per slot, so that the log says which slot a call came through; none reads its
+// arguments, whose number is unknown.
 template <size_t Slot>
-nvmlReturn_t slotEntry(uintptr_t a0, uintptr_t a1, uintptr_t a2, uintptr_t) {
-  if constexpr (Slot == kDeviceByIndexSlot) {
-    if (a2 == kDeviceByIndexTag) {
-      return nvmlDeviceGetHandleByIndex_v2(static_cast<unsigned>(a0),
-                                           reinterpret_cast<nvmlDevice_t*>(a1));
-    }
-  }
+nvmlReturn_t slotEntry() {
   return refuseSlot(Slot);
 }
 

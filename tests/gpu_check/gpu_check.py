@@ -804,9 +804,9 @@ class Check:
                 record["differences"] = {"nvidia_smi": theirs.lines(),
                                          "gpupool_smi": ours.lines()}
                 problems.append("gpupool smi and nvidia-smi differ on %s" % self.SMI_FIELDS)
-            # The machine's nvidia-smi through our libnvidia-ml.so.1 (its private export table's
-            # slot 81, numbered for nvidia-smi 535 there, docs/nvml.md): the same answers as
-            # through NVIDIA's, or a failure that says this version numbers it otherwise.
+            # The machine's nvidia-smi through our libnvidia-ml.so.1, whose private export table
+            # refuses every slot (docs/nvml.md): the same answers as through NVIDIA's, or a
+            # failure that says this version needs one of them.
             pooled = step("nvidia_smi_pooled", [nvidia_smi] + query, env)
             if theirs is not None and pooled is not None and pooled.lines() != theirs.lines():
                 record["pooled_differences"] = {"nvidia_smi": theirs.lines(),
