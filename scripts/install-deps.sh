@@ -28,13 +28,12 @@ for package in "${PACKAGES[@]}"; do
   fi
 done
 
+# Root installs as itself, anyone else through sudo (here and for the unpacked files below).
+if [[ $(id -u) -eq 0 ]]; then SUDO=(); else SUDO=(sudo); fi
+
 if ((${#missing[@]} > 0)); then
   echo "install-deps: installing ${missing[*]}"
-  if [[ $(id -u) -eq 0 ]]; then
-    SUDO=()
-  elif command -v sudo >/dev/null; then
-    SUDO=(sudo)
-  else
+  if ((${#SUDO[@]})) && ! command -v sudo >/dev/null; then
     echo "install-deps: need root (or sudo) to install: ${missing[*]}" >&2
     exit 1
   fi
@@ -69,8 +68,6 @@ SOURCES
   rm -rf "$apt_dir"
   return $status
 }
-if [[ $(id -u) -eq 0 ]]; then SUDO=(); else SUDO=(sudo); fi
-
 # nvml.h: the CUDA toolkit's runfile ships it, the apt toolkit does not. Debian's non-free
 # libnvidia-ml-dev (CUDA 11.8's header) has it; its dependency is NVIDIA's real NVML library,
 # which must not sit on this host's library path beside ours, so only the header is unpacked.

@@ -13,6 +13,9 @@
 #include <string>
 #include <thread>
 
+// nvidia-smi's private table (client/nvml/internal_export_table.cc): not in nvml.h.
+extern "C" nvmlReturn_t nvmlInternalGetExportTable(const void** table, const unsigned char* id);
+
 namespace {
 
 int failures = 0;
@@ -147,13 +150,6 @@ void checkFieldValues(nvmlDevice_t device) {
   }
   CHECK(nvmlDeviceGetFieldValues(device, 1, nullptr) == NVML_ERROR_INVALID_ARGUMENT);
 }
-
-}  // namespace
-
-// nvidia-smi's private table (client/nvml/internal_export_table.cc): not in nvml.h.
-extern "C" nvmlReturn_t nvmlInternalGetExportTable(const void** table, const unsigned char* id);
-
-namespace {
 
 // The table nvidia-smi fetches: its size first, then entry points that refuse what they do not
 // know (all of them: none is documented); any other table is refused.
