@@ -370,8 +370,9 @@ struct FastSteps {
       if constexpr (SCALAR) {
         scalar[l] = extend(loadDeviceElement(p, EB), EB, SIGNED);
       } else {
-        for (unsigned k = 0; k < n; ++k)
-          r.set(r.element(d, k), l, extend(loadDeviceElement(p + k * EB, EB), EB, SIGNED));
+        uint64_t v[8];
+        loadDeviceVector(p, EB, n, v);
+        for (unsigned k = 0; k < n; ++k) r.set(r.element(d, k), l, extend(v[k], EB, SIGNED));
       }
     });
   }
@@ -385,8 +386,9 @@ struct FastSteps {
       const unsigned n = in.vec;
       forLanes(exec, [&](int l) {
         uint8_t* p = r.access(SP, address(r, l), uint64_t{EB} * n, l);
-        for (unsigned k = 0; k < n; ++k)
-          storeDeviceElement(p + k * EB, EB, r.value(r.element(s, k), l));
+        uint64_t v[8];
+        for (unsigned k = 0; k < n; ++k) v[k] = r.value(r.element(s, k), l);
+        storeDeviceVector(p, EB, n, v);
       });
     } else {
       const SOURCE source(r.R_, s);

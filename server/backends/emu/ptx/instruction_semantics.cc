@@ -859,10 +859,13 @@ void BlockRunner::executeSimple(const Instr& in, uint32_t exec, uint32_t group) 
       const bool sgn = isSigned(in.type);
       forLanes(exec, [&](int l) {
         const uint8_t* p = access(in.space, address(in.ops[1], l), uint64_t{eb} * n, l);
-        for (unsigned k = 0; k < n; ++k) {
-          uint64_t v = loadDeviceElement(p + k * eb, eb);
-          set(n == 1 ? d : element(d, k), l, extend(v, eb, sgn));
+        if (n == 1) {
+          set(d, l, extend(loadDeviceElement(p, eb), eb, sgn));
+          return;
         }
+        uint64_t v[8];
+        loadDeviceVector(p, eb, n, v);
+        for (unsigned k = 0; k < n; ++k) set(element(d, k), l, extend(v[k], eb, sgn));
       });
       return;
     }
@@ -871,10 +874,13 @@ void BlockRunner::executeSimple(const Instr& in, uint32_t exec, uint32_t group) 
       const Operand& s = in.ops[1];
       forLanes(exec, [&](int l) {
         uint8_t* p = access(in.space, address(d, l), uint64_t{eb} * n, l);
-        for (unsigned k = 0; k < n; ++k) {
-          uint64_t v = value(n == 1 ? s : element(s, k), l);
-          storeDeviceElement(p + k * eb, eb, v);
+        if (n == 1) {
+          storeDeviceElement(p, eb, value(s, l));
+          return;
         }
+        uint64_t v[8];
+        for (unsigned k = 0; k < n; ++k) v[k] = value(element(s, k), l);
+        storeDeviceVector(p, eb, n, v);
       });
       return;
     }

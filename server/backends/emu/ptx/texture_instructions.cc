@@ -138,12 +138,13 @@ void BlockRunner::textureAccess(const Instr& in, uint32_t exec) {
       case SurfaceAccess::kInside:
         break;
     }
-    for (unsigned k = 0; k < n; ++k) {
-      if (in.op == Op::kSuld) {
-        set(element(data, k), l, loadDeviceElement(memory + offset + k * eb, eb));
-      } else {
-        storeDeviceElement(memory + offset + k * eb, eb, value(element(data, k), l));
-      }
+    uint64_t v[4];
+    if (in.op == Op::kSuld) {
+      loadDeviceVector(memory + offset, eb, n, v);
+      for (unsigned k = 0; k < n; ++k) set(element(data, k), l, v[k]);
+    } else {
+      for (unsigned k = 0; k < n; ++k) v[k] = value(element(data, k), l);
+      storeDeviceVector(memory + offset, eb, n, v);
     }
   });
 }
