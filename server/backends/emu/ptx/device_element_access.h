@@ -83,8 +83,8 @@ template <unsigned EB>
   if constexpr (EB != 1 && EB != 2 && EB != 4 && EB != 8) storeDeviceElement(p, EB, v);
 }
 
-// A vector access (ld/st .v2, .v4) of up to 16 bytes, naturally aligned, is one host access:
-// a GPU makes it one transaction, and code relies on that. CUB's decoupled look-back packs a
+// A vector access (ld/st .v2, .v4) of up to 16 bytes, naturally aligned, is one host access,
+// because code relies on a GPU making it one transaction. CUB's decoupled look-back packs a
 // tile's status and its value into one `st.relaxed.gpu.v2.u32` and reads them back with one
 // `ld.relaxed.gpu.v2.u32` from another block; made element by element, a reader on another host
 // thread could see the new status with the old value. 16 bytes go through one aligned SSE move
