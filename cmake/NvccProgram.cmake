@@ -1,7 +1,12 @@
 # gpupool_nvcc_program(OUTPUT <path> SOURCE <file.cu> [EXTRA_SOURCES <file.cu>...] [FLAGS ...]
-#                      [LINK_FLAGS ...] [DEPENDS ...] [COMMENT <text>])
+#                      [LINK_FLAGS ...] [SECOND_OUTPUT <path> [SECOND_LINK_FLAGS ...]]
+#                      [DEPENDS ...] [COMMENT <text>])
 #
 # EXTRA_SOURCES are more translation units of the same program (each its own device module).
+# SECOND_OUTPUT links the same objects a second time, with LINK_FLAGS and SECOND_LINK_FLAGS (the
+# test programs' `-cudart shared` flavour: -cudart acts at link time only). One compile serves
+# both: as two rules, the two compiles of a pair ran side by side under `-j2` and both missed
+# ccache, which cost CI's main build about 240 s of compiling (2026-12-06 .ninja_log).
 #
 # Builds one CUDA program with nvcc, as users build theirs, in two steps: compile to an object,
 # then link. The compile step goes through ccache when it is installed: the sanitizer builds
@@ -16,8 +21,8 @@ find_program(GPUPOOL_CCACHE ccache)
 option(GPUPOOL_NVCC_CCACHE "Compile the nvcc test programs through ccache when it is found" ON)
 
 function(gpupool_nvcc_program)
-  cmake_parse_arguments(PARSE_ARGV 0 arg "" "OUTPUT;SOURCE;COMMENT"
-                        "EXTRA_SOURCES;FLAGS;LINK_FLAGS;DEPENDS")
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "OUTPUT;SOURCE;SECOND_OUTPUT;COMMENT"
+                        "EXTRA_SOURCES;FLAGS;LINK_FLAGS;SECOND_LINK_FLAGS;DEPENDS")
   if(NOT arg_OUTPUT OR NOT arg_SOURCE)
     message(FATAL_ERROR "gpupool_nvcc_program: OUTPUT and SOURCE are required")
   endif()
@@ -41,13 +46,19 @@ function(gpupool_nvcc_program)
          ${extra_object})
     list(APPEND extra_objects ${extra_object})
   endforeach()
+  set(second_link)
+  if(arg_SECOND_OUTPUT)
+    set(second_link COMMAND ${GPUPOOL_NVCC} ${arg_FLAGS} ${object} ${extra_objects} -o
+                    ${arg_SECOND_OUTPUT} ${arg_LINK_FLAGS} ${arg_SECOND_LINK_FLAGS})
+  endif()
   add_custom_command(
-    OUTPUT ${arg_OUTPUT}
+    OUTPUT ${arg_OUTPUT} ${arg_SECOND_OUTPUT}
     COMMAND ${CMAKE_COMMAND} -E make_directory ${output_dir}
     COMMAND ${launcher} ${GPUPOOL_NVCC} ${arg_FLAGS} -c ${arg_SOURCE} -o ${object}
     ${extra_compiles}
     COMMAND ${GPUPOOL_NVCC} ${arg_FLAGS} ${object} ${extra_objects} -o ${arg_OUTPUT}
             ${arg_LINK_FLAGS}
+    ${second_link}
     COMMAND ${CMAKE_COMMAND} -E rm -f ${object} ${extra_objects}
     DEPENDS ${arg_SOURCE} ${arg_EXTRA_SOURCES} ${arg_DEPENDS}
     COMMENT "${arg_COMMENT}"
