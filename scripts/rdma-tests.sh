@@ -43,7 +43,11 @@ fi
 if [[ -d "$vm_dir" ]]; then
   echo "rdma-tests: no verbs device here: running inside $vm_dir (soft-RoCE under QEMU)"
   bash "$vm_dir/setup.sh" > /dev/null
-  exec bash "$vm_dir/run-in-rdma-vm.sh" --timeout 560 -- bash -c "cd '$root' && $run_all"
+  # Under the VM's emulation memory_roundtrip's 256 MiB copies took 35 of its 38 s (2026-12-06);
+  # its 16 MiB copies already go through the same chunked paths (as in scripts/sanitizers.sh).
+  # A real verbs device (above) runs every size.
+  exec bash "$vm_dir/run-in-rdma-vm.sh" --timeout 560 -- bash -c \
+    "cd '$root' && export GPUPOOL_TEST_MAX_COPY_BYTES=$((32 << 20)) && $run_all"
 fi
 
 echo "SKIPPED: rdma tests: no verbs device here (/sys/class/infiniband is empty) and no" \
