@@ -6,7 +6,7 @@
 # SECOND_OUTPUT links the same objects a second time, with LINK_FLAGS and SECOND_LINK_FLAGS (the
 # test programs' `-cudart shared` flavour: -cudart acts at link time only). One compile serves
 # both: as two rules, the two compiles of a pair ran side by side under `-j2` and both missed
-# ccache, which cost CI's main build about 240 s of compiling (2026-12-06 .ninja_log).
+# ccache, which cost CI's main build 195 s of compiling (2026-12-06 .ninja_log).
 #
 # Builds one CUDA program with nvcc, as users build theirs, in two steps: compile to an object,
 # then link. The compile step goes through ccache when it is installed: the sanitizer builds
