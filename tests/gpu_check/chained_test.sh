@@ -108,8 +108,17 @@ need(results["failed"] == 0, "%d items failed" % results["failed"])
 trace_path = os.path.join(os.path.dirname(sys.argv[1]), "logs", "basic_events.native.trace")
 trace = open(trace_path).read() if os.path.exists(trace_path) else ""
 need("table {8C7994A0-742E-742E-93F2-0800200C0A66}" in trace and "traced as table" in trace
-     and "call {8C7994A0-742E-742E-93F2-0800200C0A66} slot " in trace,
+     and "call cuGetExportTable {8C7994A0-742E-742E-93F2-0800200C0A66} slot " in trace,
      "%s does not show calls through the traced table" % trace_path)
+# nvidia-smi's private NVML table traced the same way, where a local nvidia-smi is installed
+# (scripts/install-deps.sh): dmon's first call through it is slot 72, which our library refuses.
+smi = os.environ.get("GPUPOOL_NVIDIA_SMI", "/usr/local/libexec/gpupool/nvidia-smi")
+if os.access(smi, os.X_OK):
+    traces = items.get("nvml", {}).get("smi_traces", {})
+    dmon = traces.get("pooled_dmon", {}) if isinstance(traces, dict) else {}
+    slot72 = dmon.get("slots", {}).get("72", {})
+    need(slot72.get("calls", 0) >= 1 and slot72.get("result") == "0x3",
+         "nvml smi_traces: nvidia-smi dmon's slot 72 not traced as refused: %s" % traces)
 sys.exit(0 if ok else 1)
 PYTHON
 

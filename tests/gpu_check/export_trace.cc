@@ -1,12 +1,14 @@
-// A diagnostic LD_PRELOAD library for the GPU check (gpu-check.sh --trace-export-tables): in a
-// program running on NVIDIA's own driver, it logs which private export tables the program asks
-// cuGetExportTable for and, for the tables named in GPU_CHECK_TRACE_TABLES (default: the ones our
-// libcuda lacks, docs/gpu-validation.md), every call through them: slot, arguments, result, and
-// the bytes behind each pointer argument before and after. NVIDIA documents none of these tables;
-// this log is how we learn what a library needs from them. Not part of gpupool.
+// A diagnostic LD_PRELOAD library for the GPU check (gpu-check.sh --trace-export-tables, and the
+// nvml item's traces of nvidia-smi): in a program running on NVIDIA's own driver or NVML, it logs
+// which private export tables the program asks cuGetExportTable or nvmlInternalGetExportTable for
+// and, for the tables named in GPU_CHECK_TRACE_TABLES (default: the ones our libraries lack or
+// refuse, docs/gpu-validation.md and docs/nvml.md), every call through them: slot, arguments,
+// result, and the bytes behind each pointer argument before and after. NVIDIA documents none of
+// these tables; this log is how we learn what a program needs from them. Not part of gpupool.
 //
 // cudart finds the driver's entry points with dlsym(libcuda, "cuGetProcAddress*") and everything
-// else through cuGetProcAddress, so interposing dlsym is enough to see every cuGetExportTable.
+// else through cuGetProcAddress, and nvidia-smi dlopens NVML and looks up
+// nvmlInternalGetExportTable with dlsym, so interposing dlsym is enough to see both.
 // A traced table is replaced by a copy whose function slots are trampolines; a trampoline takes and
 // forwards twelve integer arguments (six in registers, six from the caller's stack), which covers
 // every signature of integer and pointer arguments up to twelve.
@@ -38,13 +40,14 @@ using GetProcAddressV1 = int (*)(const char*, void**, int, std::uint64_t);
 using GetProcAddressV2 = int (*)(const char*, void**, int, std::uint64_t, int*);
 
 constexpr int kMaxTables = 8;
-constexpr int kMaxSlots = 128;
+constexpr int kMaxSlots = 320;  // nvidia-smi 535 calls NVML's table up to slot 242
 constexpr int kLoggedCallsPerSlot = 40;
 constexpr std::size_t kDumpBytes = 48;
 
 struct TracedTable {
   unsigned char guid[16];
   std::string name;
+  const char* source = "";  // the call that returned the table
   const Word* original = nullptr;
   Word* copy = nullptr;
   int slots = 0;
@@ -57,6 +60,7 @@ std::array<TracedTable, kMaxTables> tables;
 std::atomic<int> table_count{0};
 DlsymFn real_dlsym = nullptr;
 GetExportTableFn real_get_export_table = nullptr;
+GetExportTableFn real_nvml_get_export_table = nullptr;
 GetProcAddressV1 real_get_proc_address_v1 = nullptr;
 GetProcAddressV2 real_get_proc_address_v2 = nullptr;
 
@@ -93,7 +97,7 @@ std::string guid_bytes_text(const unsigned char* g) {
 
 bool traced(const std::string& bytes_text, const std::string& text) {
   const char* wanted = std::getenv("GPU_CHECK_TRACE_TABLES");
-  std::string list = wanted != nullptr ? wanted : "1734DC26,69A28E9F,6E163FBE";
+  std::string list = wanted != nullptr ? wanted : "1734DC26,69A28E9F,6E163FBE,6C3EFEC4";
   if (list == "all") return true;
   std::string upper_bytes;
   for (char c : bytes_text) upper_bytes += static_cast<char>(std::toupper(c));
@@ -167,9 +171,9 @@ Word traced_call(int T, int S, Word a0, Word a1, Word a2, Word a3, Word a4, Word
     std::lock_guard<std::mutex> lock(log_mutex);
     FILE* out = log_stream();
     std::fprintf(out,
-                 "call %s slot %d #%d: args %#" PRIx64 " %#" PRIx64 " %#" PRIx64 " %#" PRIx64
+                 "call %s %s slot %d #%d: args %#" PRIx64 " %#" PRIx64 " %#" PRIx64 " %#" PRIx64
                  " %#" PRIx64 " %#" PRIx64 " -> %#" PRIx64 " (%s)\n",
-                 table.name.c_str(), S, call, a0, a1, a2, a3, a4, a5, result,
+                 table.source, table.name.c_str(), S, call, a0, a1, a2, a3, a4, a5, result,
                  where(table.original[S]).c_str());
     for (int i = 0; i < 6; ++i) {
       if (!readable[i]) continue;
@@ -205,16 +209,17 @@ const std::array<std::array<Slot, kMaxSlots>, kMaxTables> trampolines =
     all_trampolines(std::make_index_sequence<kMaxTables>{});
 
 // Slot 0 of most tables is the table's size in bytes; where it is not, the function slots run
-// until the first word that points into no loaded object.
+// until the first word that points into no loaded object. A sized table longer than kMaxSlots is
+// traced in its first kMaxSlots slots.
 int count_slots(const Word* table, bool* sized) {
-  *sized = table[0] >= 16 && table[0] <= 8 * kMaxSlots && table[0] % 8 == 0;
+  *sized = table[0] >= 16 && table[0] <= 8 * 4096 && table[0] % 8 == 0;
   if (*sized) return static_cast<int>(table[0] / 8);
   int n = 0;
   while (n < kMaxSlots && executable_address(table[n])) ++n;
   return n;
 }
 
-const void* wrap_table(const unsigned char* guid, const void* original) {
+const void* wrap_table(const char* source, const unsigned char* guid, const void* original) {
   const std::string text = guid_text(guid);
   const std::string bytes = guid_bytes_text(guid);
   const auto* words = static_cast<const Word*>(original);
@@ -224,9 +229,9 @@ const void* wrap_table(const unsigned char* guid, const void* original) {
   FILE* out = log_stream();
   for (int t = 0; t < table_count.load(); ++t)
     if (std::memcmp(tables[t].guid, guid, 16) == 0) return tables[t].copy;
-  std::fprintf(out, "table {%s} (bytes %s) at %p: slot 0 = %#" PRIx64 " (%s), %d slots\n",
-               text.c_str(), bytes.c_str(), original, words[0], sized ? "a size" : "not a size",
-               slots);
+  std::fprintf(out, "%s table {%s} (bytes %s) at %p: slot 0 = %#" PRIx64 " (%s), %d slots\n",
+               source, text.c_str(), bytes.c_str(), original, words[0],
+               sized ? "a size" : "not a size", slots);
   // A table whose slots could not be told apart is left alone: a copy would have none.
   if (!traced(bytes, text) || slots == 0) return original;
   for (int i = 0; i < slots; ++i)
@@ -239,28 +244,41 @@ const void* wrap_table(const unsigned char* guid, const void* original) {
   TracedTable& table = tables[t];
   std::memcpy(table.guid, guid, 16);
   table.name = "{" + text + "}";
+  table.source = source;
   table.original = words;
   table.slots = slots;
-  table.copy = new Word[kMaxSlots]();
+  table.copy = new Word[slots]();
   for (int i = 0; i < slots; ++i)
-    table.copy[i] = (i == 0 && sized) || !executable_address(words[i])
+    table.copy[i] = (i == 0 && sized) || i >= kMaxSlots || !executable_address(words[i])
                         ? words[i]
                         : reinterpret_cast<Word>(trampolines[t][i]);
+  if (slots > kMaxSlots) std::fprintf(out, "  slots %d and up are not traced\n", kMaxSlots);
   table_count.store(t + 1);
   std::fprintf(out, "  traced as table %d\n", t);
   return table.copy;
 }
 
-int traced_get_export_table(const void** table, const unsigned char* guid) {
-  const int status = real_get_export_table(table, guid);
+int traced_get_export_table_through(GetExportTableFn real, const char* source,
+                                    const void** table, const unsigned char* guid) {
+  const int status = real(table, guid);
   if (status == 0 && table != nullptr && *table != nullptr && guid != nullptr) {
-    *table = wrap_table(guid, *table);
+    *table = wrap_table(source, guid, *table);
   } else if (guid != nullptr) {
     std::lock_guard<std::mutex> lock(log_mutex);
-    std::fprintf(log_stream(), "table {%s}: cuGetExportTable returned %d\n",
-                 guid_text(guid).c_str(), status);
+    std::fprintf(log_stream(), "%s table {%s}: returned %d\n", source, guid_text(guid).c_str(),
+                 status);
   }
   return status;
+}
+
+int traced_get_export_table(const void** table, const unsigned char* guid) {
+  return traced_get_export_table_through(real_get_export_table, "cuGetExportTable", table, guid);
+}
+
+// NVML's private entry point (docs/nvml.md, "NVIDIA's nvidia-smi"): the same shape, 0 for success.
+int traced_nvml_get_export_table(const void** table, const unsigned char* guid) {
+  return traced_get_export_table_through(real_nvml_get_export_table,
+                                         "nvmlInternalGetExportTable", table, guid);
 }
 
 void* substitute(const char* symbol, void* found, int cuda_version);
@@ -348,5 +366,9 @@ extern "C" __attribute__((visibility("default"))) void* dlsym(void* handle, cons
   }
   if (found != nullptr && std::strncmp(name, "cu", 2) == 0)
     return substitute(name, found, 0);  // the exported cuGetProcAddress is the first signature
+  if (found != nullptr && std::strcmp(name, "nvmlInternalGetExportTable") == 0) {
+    real_nvml_get_export_table = reinterpret_cast<GetExportTableFn>(found);
+    return reinterpret_cast<void*>(&traced_nvml_get_export_table);
+  }
   return found;
 }

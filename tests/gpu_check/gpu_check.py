@@ -813,6 +813,7 @@ class Check:
                                                 "nvidia_smi_pooled": pooled.lines()}
                 problems.append("nvidia-smi through our NVML and through NVIDIA's differ on %s"
                                 % self.SMI_FIELDS)
+        self.trace_smi_views(record, nvidia_smi, env, timeout)
         died = self.ensure_servers()
         if died:
             problems.append("server down after this item: %s" % died)
@@ -820,6 +821,47 @@ class Check:
         if problems:
             record["reason"] = "; ".join(problems)
         return record
+
+    # The nvidia-smi views that call slots of NVML's private table which our library refuses
+    # (docs/nvml.md, "NVIDIA's nvidia-smi"), and the slots each was seen to need there.
+    SMI_TRACED_VIEWS = {"dmon": (["dmon", "-c", "1"], [72]),
+                        "pmon": (["pmon", "-c", "1"], [72, 145, 213]),
+                        "topo": (["topo", "-m"], [23]),
+                        "query": (["-q"], [165, 226, 230, 231, 237, 242])}
+
+    def trace_smi_views(self, record, nvidia_smi, pooled_env, timeout):
+        """Diagnostics, never a failure: on a GPU, NVIDIA's nvidia-smi on NVIDIA's NVML with the
+        trace library preloaded, so the log shows what each private slot our library refuses
+        takes and writes there (logs/nvml.native_VIEW.trace; the summary in results.json under
+        smi_traces), then the same view through our library. In chained mode, where no NVIDIA
+        NVML runs, a locally installed nvidia-smi (GPUPOOL_NVIDIA_SMI, else
+        /usr/local/libexec/gpupool/nvidia-smi, which scripts/install-deps.sh unpacks) is traced
+        through our library instead, which shows that the tracing works."""
+        traces = {}
+        if self.args.chained:
+            local = os.environ.get("GPUPOOL_NVIDIA_SMI", "/usr/local/libexec/gpupool/nvidia-smi")
+            if not os.access(local, os.X_OK):
+                record["smi_traces"] = "not run: no nvidia-smi at %s" % local
+                return
+            runs = [("pooled", local, pooled_env)]
+        elif nvidia_smi is None:
+            record["smi_traces"] = "not run: no nvidia-smi on PATH"
+            return
+        else:
+            runs = [("native", nvidia_smi, clean_environment({})),
+                    ("pooled", nvidia_smi, pooled_env)]
+        for view, (arguments, slots) in self.SMI_TRACED_VIEWS.items():
+            for mode, binary, environment in runs:
+                name = "%s_%s" % (mode, view)
+                trace = os.path.join(self.logs, "nvml.%s.trace" % name)
+                env = dict(environment, LD_PRELOAD=EXPORT_TRACE, GPU_CHECK_TRACE_LOG=trace,
+                           GPU_CHECK_TRACE_TABLES="6C3EFEC4")
+                log = os.path.join(self.logs, "nvml.%s.log" % name)
+                result = run_process([binary] + arguments, env, min(timeout, 60.0), log)
+                traces[name] = {"outcome": result.describe(), "exit_code": result.exit_code,
+                                "last_line": result.last_line()[:200], "log": log,
+                                "trace": trace, "slots": smi_trace_summary(trace, slots)}
+        record["smi_traces"] = traces
 
     def item_timeout(self, item):
         if self.args.timeout is not None:
@@ -832,6 +874,38 @@ class Check:
 
 def safe(name):
     return name.replace("/", "_")
+
+
+TRACE_CALL = re.compile(r"^call nvmlInternalGetExportTable \{[0-9A-F-]+\} slot (\d+) #(\d+): "
+                        r"args (\S+) (\S+) (\S+) \S+ \S+ \S+ -> (\S+)")
+
+
+def smi_trace_summary(path, slots):
+    """Per slot of `slots` that the trace shows called: how often (the library logs up to 40 calls
+    a slot), and its first call's arguments, result and what it wrote behind its second argument
+    (most per-device slots take a device handle and an out-pointer)."""
+    summary = {}
+    try:
+        lines = open(path, errors="replace").read().splitlines()
+    except OSError:
+        return summary
+    current = None
+    for line in lines:
+        match = TRACE_CALL.match(line)
+        if match:
+            slot = int(match.group(1))
+            current = None
+            if slot not in slots:
+                continue
+            entry = summary.setdefault(str(slot), {"calls": 0})
+            entry["calls"] += 1
+            if "result" not in entry:
+                entry.update(args=[match.group(3), match.group(4), match.group(5)],
+                             result=match.group(6))
+                current = entry
+        elif current is not None and line.startswith("  arg1 after"):
+            current["arg1_after"] = line.split("after", 1)[1].strip()
+    return summary
 
 
 def key_value_differences(a_text, b_text):
