@@ -258,8 +258,8 @@ const void* wrap_table(const char* source, const unsigned char* guid, const void
   return table.copy;
 }
 
-int traced_get_export_table_through(GetExportTableFn real, const char* source,
-                                    const void** table, const unsigned char* guid) {
+int traced_get_export_table_through(GetExportTableFn real, const char* source, const void** table,
+                                    const unsigned char* guid) {
   const int status = real(table, guid);
   if (status == 0 && table != nullptr && *table != nullptr && guid != nullptr) {
     *table = wrap_table(source, guid, *table);
@@ -277,8 +277,8 @@ int traced_get_export_table(const void** table, const unsigned char* guid) {
 
 // NVML's private entry point (docs/nvml.md, "NVIDIA's nvidia-smi"): the same shape, 0 for success.
 int traced_nvml_get_export_table(const void** table, const unsigned char* guid) {
-  return traced_get_export_table_through(real_nvml_get_export_table,
-                                         "nvmlInternalGetExportTable", table, guid);
+  return traced_get_export_table_through(real_nvml_get_export_table, "nvmlInternalGetExportTable",
+                                         table, guid);
 }
 
 void* substitute(const char* symbol, void* found, int cuda_version);
