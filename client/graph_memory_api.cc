@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "client_log.h"
+#include "device_address_reservations.h"
 #include "driver_export.h"
 #include "graph_memory.h"
 
@@ -231,6 +232,11 @@ CUresult setAllocNode(GraphNodeObject* node, GraphObject* graph, CUDA_MEM_ALLOC_
   allocation->address = address;
   allocation->bytes = p->bytesize;
   allocation->owner = graph;
+  // The node's address is fixed once made, so an overlap with host memory here is only reported.
+  if (std::string why; !keepDeviceRangeApart(*ctx->server, address, p->bytesize, &why)) {
+    logLine("cuGraphAddMemAllocNode: " + why +
+            "; pointers there are ambiguous to unified copies and pointer queries");
+  }
   {
     std::lock_guard lock(DriverState::get().mutex);
     DriverState::get().deviceAllocations[address] = DeviceAllocation{p->bytesize, ctx, nullptr};

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "client_log.h"
+#include "device_address_reservations.h"
 #include "driver_export.h"
 #include "driver_state.h"
 #include "host_function_fence.h"
@@ -117,6 +118,11 @@ GPUPOOL_DRIVER_API CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* pdptr, CUipcMemHa
         return CUDA_SUCCESS;
       });
   if (r != CUDA_SUCCESS) return r;
+  // The exporter's address, which this process cannot change: an overlap is only reported.
+  if (std::string why; !keepDeviceRangeApart(*ctx->server, address, size, &why)) {
+    logLine("cuIpcOpenMemHandle: " + why +
+            "; pointers there are ambiguous to unified copies and pointer queries");
+  }
   bool otherContext = false;
   {
     std::lock_guard lock(DriverState::get().mutex);

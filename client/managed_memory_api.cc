@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -28,6 +29,7 @@
 #include <vector>
 
 #include "client_log.h"
+#include "device_address_reservations.h"
 #include "driver_export.h"
 #include "driver_state.h"
 #include "host_function_fence.h"
@@ -136,7 +138,6 @@ struct ManagedAllocation {
   ContextObject* context = nullptr;
   size_t bytes = 0;  // whole pages
   size_t slot = 0;
-  bool inWindow = false;  // the mirror replaced part of the session's window reservation
   unsigned attachFlags = CU_MEM_ATTACH_GLOBAL;
   CUstream attachedStream = nullptr;
   std::vector<uint8_t> advice;     // PageAdvice bits, per page
@@ -337,17 +338,13 @@ void afterCall(RemoteSession& session, const char* what, CUresult result) {
 
 const RemoteSession::RequestObserver kManagedObserver{beforeRequest, afterCall};
 
-// Restores what the mirror replaced: the window's PROT_NONE reservation, or nothing.
+// Restores what the mirror replaced: the PROT_NONE reservation of its device addresses.
 void unmapMirror(const ManagedAllocation& a, CUdeviceptr base) {
   MirrorSlot& slot = mirrorSlots[a.slot];
   slot.bytes.store(0, std::memory_order_release);
   slot.base.store(0, std::memory_order_release);
   void* at = reinterpret_cast<void*>(base);
-  if (a.inWindow) {
-    mmap(at, a.bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
-  } else {
-    munmap(at, a.bytes);
-  }
+  mmap(at, a.bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
   delete[] slot.dirty;
   slot.dirty = nullptr;
   managedLive.fetch_sub(1, std::memory_order_acq_rel);
@@ -359,21 +356,19 @@ void unmapMirror(const ManagedAllocation& a, CUdeviceptr base) {
 ManagedAllocation* mirrorManagedRange(ContextObject* ctx, CUdeviceptr address, size_t bytes,
                                       const uint8_t* contents, ModuleObject* module,
                                       std::string* why) {
-  RemoteSession* server = ctx->server;
-  // The mirror sits at the device address itself: inside the window this process reserved for
-  // the server's addresses it replaces that reservation, elsewhere it must find the range free.
-  auto [windowBase, windowSize] = server->addressWindow();
-  bool inWindow = server->addressWindowReserved() && address >= windowBase &&
-                  address - windowBase <= windowSize &&
-                  bytes <= windowSize - (address - windowBase);
+  // The mirror sits at the device address itself, over this process's reservation of it (the
+  // window reserved for the server's addresses, else one made here: device_address_reservations.h),
+  // which it puts back when it goes.
+  if (std::string taken; !keepDeviceRangeApart(*ctx->server, address, bytes, &taken)) {
+    *why = taken + ", so no host mirror can live there";
+    return nullptr;
+  }
   void* want = reinterpret_cast<void*>(address);
-  void* got =
-      mmap(want, bytes, contents ? PROT_READ | PROT_WRITE : PROT_READ,
-           MAP_PRIVATE | MAP_ANONYMOUS | (inWindow ? MAP_FIXED : MAP_FIXED_NOREPLACE), -1, 0);
+  void* got = mmap(want, bytes, contents ? PROT_READ | PROT_WRITE : PROT_READ,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
   if (got != want) {
-    if (got != MAP_FAILED) munmap(got, bytes);
-    *why = "the device address " + std::to_string(address) +
-           " is taken in this process, so no host mirror can live there";
+    *why = "the host mirror of device address " + std::to_string(address) +
+           " could not be mapped: " + std::strerror(errno);
     return nullptr;
   }
   if (contents) {
@@ -384,10 +379,7 @@ ManagedAllocation* mirrorManagedRange(ContextObject* ctx, CUdeviceptr address, s
   size_t slot = 0;
   while (slot < kMaxMirrors && mirrorSlots[slot].bytes.load(std::memory_order_acquire)) ++slot;
   if (slot == kMaxMirrors) {
-    munmap(want, bytes);
-    if (inWindow) {
-      mmap(want, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
-    }
+    mmap(want, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
     *why = "more than " + std::to_string(kMaxMirrors) + " managed allocations";
     return nullptr;
   }
@@ -403,7 +395,6 @@ ManagedAllocation* mirrorManagedRange(ContextObject* ctx, CUdeviceptr address, s
   a.context = ctx;
   a.bytes = bytes;
   a.slot = slot;
-  a.inWindow = inWindow;
   a.advice.assign(pages, 0);
   a.module = module;
   ManagedAllocation& recorded = managedAllocationMap()[address] = std::move(a);

@@ -13,8 +13,10 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "client_log.h"
+#include "device_address_reservations.h"
 #include "driver_export.h"
 #include "driver_state.h"
 #include "graph_memory.h"
@@ -97,21 +99,53 @@ CUresult allocateFromPool(CUdeviceptr* dptr, size_t bytes, MemPoolObject* pool, 
   }
   if (CUresult r = CUDA_SUCCESS; captureMemAlloc(stream, bytes, dptr, &r)) return r;
   uint64_t address = 0;
-  CUresult r = ctx->server->call(
-      "cuMemAllocAsync",
-      [&](wire::Request::Builder b) {
-        auto m = b.initMemAllocAsync();
+  // As cuMemAlloc (memory_api.cc): an address that is host memory here too is kept until one
+  // that is not has been found, then freed in stream order.
+  std::vector<uint64_t> overlapping;
+  auto freeOverlapping = [&] {
+    for (uint64_t held : overlapping) {
+      ctx->server->post("cuMemFreeAsync", [&](wire::Request::Builder b) {
+        auto m = b.initMemFreeAsync();
         m.setContext(ctx->remote);
-        m.setPool(pool->remote);
-        m.setBytes(bytes);
+        m.setAddress(held);
         m.setStream(remoteStream);
-      },
-      {},
-      [&](wire::Response::Reader reply, ReplyBulk&) {
-        address = reply.getMemAlloc().getAddress();
-        return CUDA_SUCCESS;
       });
-  if (r != CUDA_SUCCESS) return r;
+    }
+  };
+  for (int attempt = 1;; ++attempt) {
+    CUresult r = ctx->server->call(
+        "cuMemAllocAsync",
+        [&](wire::Request::Builder b) {
+          auto m = b.initMemAllocAsync();
+          m.setContext(ctx->remote);
+          m.setPool(pool->remote);
+          m.setBytes(bytes);
+          m.setStream(remoteStream);
+        },
+        {},
+        [&](wire::Response::Reader reply, ReplyBulk&) {
+          address = reply.getMemAlloc().getAddress();
+          return CUDA_SUCCESS;
+        });
+    if (r != CUDA_SUCCESS) {
+      freeOverlapping();
+      return r;
+    }
+    std::string why;
+    if (keepDeviceRangeApart(*ctx->server, address, bytes, &why)) break;
+    overlapping.push_back(address);
+    if (attempt == kDeviceAddressAttempts) {
+      freeOverlapping();
+      return refuseCall(CUDA_ERROR_OUT_OF_MEMORY,
+                        "cuMemAllocAsync: " + std::to_string(attempt) +
+                            " device addresses in a row were host memory of this process too; "
+                            "the last: " +
+                            why);
+    }
+    if (logLevel() >= 1)
+      logLine("cuMemAllocAsync: " + why + "; asking the server for another address");
+  }
+  freeOverlapping();
   {
     std::lock_guard lock(DriverState::get().mutex);
     DriverState::get().deviceAllocations[address] =

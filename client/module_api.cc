@@ -12,6 +12,7 @@
 
 #include "client_log.h"
 #include "context_hooks.h"
+#include "device_address_reservations.h"
 #include "driver_export.h"
 #include "driver_state.h"
 #include "gpupool/image/image_kind.h"
@@ -214,7 +215,13 @@ CUresult globalIn(ModuleObject* m, const std::string& name, CUdeviceptr* address
     // as device memory too).
     if (CUresult ar = adoptManagedGlobal(m, name, a, n); ar != CUDA_SUCCESS) return ar;
   } else {
-    // Globals are device memory too: unified copies and pointer queries must recognise them.
+    // Globals are device memory too: unified copies and pointer queries must recognise them. The
+    // module's placement is the server's, so an overlap with host memory here is only reported.
+    if (std::string why;
+        !keepDeviceRangeApart(*m->context->server, a, std::max<size_t>(n, 1), &why)) {
+      logLine("cuModuleGetGlobal(" + name + "): " + why +
+              "; pointers there are ambiguous to unified copies and pointer queries");
+    }
     std::lock_guard lock(DriverState::get().mutex);
     DriverState::get().deviceAllocations[a] = DeviceAllocation{std::max<size_t>(n, 1), m->context};
   }

@@ -124,5 +124,31 @@ TEST(ChainedDeviceQueryTest, MatchesTheDirectEmuServer) {
   EXPECT_EQ(directLines, keyValueLines(chained.out));
 }
 
+// The cuda backend announces no device address window (the real driver's addresses are
+// gpupoold's), so the client keeps each device range it is given out of its own address space
+// (client/device_address_reservations.h). device_address_apart_driver puts host memory where the
+// next allocation would land: the client must see it and ask the server for another address, for
+// cuMemAlloc, cuMemAllocAsync and cuMemAddressReserve alike.
+TEST(ChainedAddressTest, DeviceAddressesNeverLandOnHostMemory) {
+  ChainedServers servers = startChainedServers();
+  EnvironmentChanges environment = clientEnvironment(servers.cuda->endpoint());
+  environment["GPU_POOL_LOG"] = "1";
+  for (const char* program :
+       {"device_address_apart_driver", "device_address_apart_driver_shared"}) {
+    ProgramResult result = runProgram(programPath(program), {}, environment, seconds(120));
+    ASSERT_TRUE(result.passed()) << result.describe();
+    for (const char* call : {"cuMemAlloc", "cuMemAllocAsync", "cuMemAddressReserve"}) {
+      EXPECT_NE(result.out.find(std::string(call) + ": host memory put at the next address"),
+                std::string::npos)
+          << call << ": the program could not put host memory there\n"
+          << result.describe();
+      EXPECT_NE(result.err.find(std::string("gpupool: ") + call + ": the device range "),
+                std::string::npos)
+          << call << ": the client did not see the overlap\n"
+          << result.describe();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace gpupool::e2e

@@ -10,6 +10,7 @@ namespace gpupool::e2e {
 
 inline const std::vector<std::string>& testProgramNames() {
   static const std::vector<std::string> names = {"device_query",
+                                                 "device_address_apart_driver",
                                                  "memory_roundtrip",
                                                  "memset",
                                                  "copy2d",

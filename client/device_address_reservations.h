@@ -1,0 +1,52 @@
+// Keeps device addresses out of this process's own address space where the server announced no
+// device address window for it to reserve at connection (the cuda backend: the real driver picks
+// its addresses, and they are addresses of gpupoold's process, not of ours). Without it a device
+// allocation could land on addresses where this process already has host memory, and a unified
+// copy or pointer query would then take that host memory for device memory (issue #14: "client
+// host addresses and device addresses can never collide").
+//
+// Each device range this process learns of (cuMemAlloc, pools, VMM reservations, module
+// variables, graph allocations, IPC opens) is reserved here, PROT_NONE, as the window is: from
+// then on no host mapping of this process can take it. A range stays reserved after its memory
+// is freed, because drivers reuse freed device addresses and a host mapping that moved in meanwhile
+// would collide with the next allocation there; reservations cost address space only.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
+namespace gpupool::client {
+
+class RemoteSession;
+
+class DeviceAddressReservations {
+ public:
+  // Reserves what this process has not yet of [address, address + bytes), in whole pages. False
+  // when some of it is host memory of this process already (*why names where): the range is then
+  // both, and the caller takes another address or refuses. What could be reserved stays reserved.
+  bool reserve(uint64_t address, uint64_t bytes, std::string* why);
+  // Whether [address, address + bytes) is wholly reserved here (a mapping made over part of it
+  // must put the reservation back when it goes, as managed memory's host mirror does).
+  bool covers(uint64_t address, uint64_t bytes) const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<uint64_t, uint64_t> ranges_;  // start -> end, page-aligned, disjoint, merged
+};
+
+// The process's reservations.
+DeviceAddressReservations& deviceAddressReservations();
+
+// Keeps [address, address + bytes), a device range of `server`, apart from this process's host
+// memory: nothing to do inside the window reserved for that server at connection, else reserved
+// above. False, with *why, when host memory of this process lies there already.
+bool keepDeviceRangeApart(const RemoteSession& server, uint64_t address, uint64_t bytes,
+                          std::string* why);
+
+// How many addresses an allocation asks for before it gives up on finding one that no host memory
+// of this process holds.
+constexpr int kDeviceAddressAttempts = 8;
+
+}  // namespace gpupool::client
