@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "client_log.h"
 #include "remote_session.h"
 
 namespace gpupool::client {
@@ -129,6 +130,37 @@ bool keepDeviceRangeApart(const RemoteSession& server, uint64_t address, uint64_
     return true;
   }
   return deviceAddressReservations().reserve(address, bytes, why);
+}
+
+CUresult requestDeviceRangeApart(
+    const char* what, const RemoteSession& server,
+    const std::function<CUresult(uint64_t* address, uint64_t* bytes)>& request,
+    const std::function<void(const std::vector<uint64_t>& overlapping)>& release,
+    uint64_t* address) {
+  std::vector<uint64_t> overlapping;
+  for (int attempt = 1;; ++attempt) {
+    uint64_t bytes = 0;
+    if (CUresult r = request(address, &bytes); r != CUDA_SUCCESS) {
+      if (!overlapping.empty()) release(overlapping);
+      return r;
+    }
+    std::string why;
+    if (keepDeviceRangeApart(server, *address, bytes, &why)) break;
+    overlapping.push_back(*address);
+    if (attempt == kDeviceAddressAttempts) {
+      release(overlapping);
+      return refuseCall(CUDA_ERROR_OUT_OF_MEMORY,
+                        std::string(what) + ": " + std::to_string(attempt) +
+                            " device ranges in a row were host memory of this process too; the "
+                            "last: " +
+                            why);
+    }
+    if (logLevel() >= 1) {
+      logLine(std::string(what) + ": " + why + "; asking the server for another address");
+    }
+  }
+  if (!overlapping.empty()) release(overlapping);
+  return CUDA_SUCCESS;
 }
 
 }  // namespace gpupool::client

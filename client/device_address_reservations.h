@@ -12,10 +12,14 @@
 // would collide with the next allocation there; reservations cost address space only.
 #pragma once
 
+#include <cuda.h>
+
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
 namespace gpupool::client {
 
@@ -48,5 +52,17 @@ bool keepDeviceRangeApart(const RemoteSession& server, uint64_t address, uint64_
 // How many addresses an allocation asks for before it gives up on finding one that no host memory
 // of this process holds.
 constexpr int kDeviceAddressAttempts = 8;
+
+// For the calls that can take another address (cuMemAlloc, cuMemAllocAsync, cuMemAddressReserve):
+// asks `request` for a device range (it sets *address and *bytes, or returns the server's error)
+// until one is kept apart from this process's host memory (keepDeviceRangeApart), at most
+// kDeviceAddressAttempts times. The overlapping ones are held meanwhile, so that the server does
+// not hand them out again, and then given to `release`. `what` names the call in the refusal and
+// in the log.
+CUresult requestDeviceRangeApart(
+    const char* what, const RemoteSession& server,
+    const std::function<CUresult(uint64_t* address, uint64_t* bytes)>& request,
+    const std::function<void(const std::vector<uint64_t>& overlapping)>& release,
+    uint64_t* address);
 
 }  // namespace gpupool::client

@@ -32,58 +32,40 @@ CUresult allocate(CUdeviceptr* dptr, size_t bytes, size_t pitchWidth, unsigned e
   ContextObject* ctx = nullptr;
   if (CUresult r = currentRemoteContext(&ctx); r != CUDA_SUCCESS) return r;
   if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
-  uint64_t address = 0, rowPitch = 0;
-  size_t size = 0;
-  // An address that is host memory here too is kept (so the server does not hand it out again)
-  // until one that is not has been found, then freed.
-  std::vector<uint64_t> overlapping;
-  auto freeOverlapping = [&] {
-    if (overlapping.empty()) return;
-    // As cuMemFree below: the server's free waits for the device.
-    auto fence = HostFunctionFence::hold(HostFunctionFence::Work::kCall, fenceScopeOf(ctx));
-    for (uint64_t held : overlapping) {
-      ctx->server->post("cuMemFree", [&](wire::Request::Builder b) {
-        auto m = b.initMemFree();
-        m.setContext(ctx->remote);
-        m.setAddress(held);
-      });
-    }
-  };
-  for (int attempt = 1;; ++attempt) {
-    CUresult r = ctx->server->call(
-        "cuMemAlloc",
-        [&](wire::Request::Builder b) {
-          auto m = b.initMemAlloc();
-          m.setContext(ctx->remote);
-          m.setBytes(bytes);
-          m.setPitchWidth(pitchWidth);
-          m.setElementSize(elementSize);
-        },
-        {},
-        [&](wire::Response::Reader reply, ReplyBulk&) {
-          address = reply.getMemAlloc().getAddress();
-          rowPitch = reply.getMemAlloc().getPitch();
-          return CUDA_SUCCESS;
-        });
-    if (r != CUDA_SUCCESS) {
-      freeOverlapping();
-      return r;
-    }
-    size = pitchWidth ? rowPitch * bytes : bytes;
-    std::string why;
-    if (keepDeviceRangeApart(*ctx->server, address, size, &why)) break;
-    overlapping.push_back(address);
-    if (attempt == kDeviceAddressAttempts) {
-      freeOverlapping();
-      return refuseCall(CUDA_ERROR_OUT_OF_MEMORY,
-                        "cuMemAlloc: " + std::to_string(attempt) +
-                            " device addresses in a row were host memory of this process too; "
-                            "the last: " +
-                            why);
-    }
-    if (logLevel() >= 1) logLine("cuMemAlloc: " + why + "; asking the server for another address");
-  }
-  freeOverlapping();
+  uint64_t address = 0, rowPitch = 0, size = 0;
+  CUresult r = requestDeviceRangeApart(
+      "cuMemAlloc", *ctx->server,
+      [&](uint64_t* at, uint64_t* bytesThere) {
+        return ctx->server->call(
+            "cuMemAlloc",
+            [&](wire::Request::Builder b) {
+              auto m = b.initMemAlloc();
+              m.setContext(ctx->remote);
+              m.setBytes(bytes);
+              m.setPitchWidth(pitchWidth);
+              m.setElementSize(elementSize);
+            },
+            {},
+            [&](wire::Response::Reader reply, ReplyBulk&) {
+              *at = reply.getMemAlloc().getAddress();
+              rowPitch = reply.getMemAlloc().getPitch();
+              *bytesThere = size = pitchWidth ? rowPitch * bytes : bytes;
+              return CUDA_SUCCESS;
+            });
+      },
+      [&](const std::vector<uint64_t>& overlapping) {
+        // As cuMemFree below: the server's free waits for the device.
+        auto fence = HostFunctionFence::hold(HostFunctionFence::Work::kCall, fenceScopeOf(ctx));
+        for (uint64_t held : overlapping) {
+          ctx->server->post("cuMemFree", [&](wire::Request::Builder b) {
+            auto m = b.initMemFree();
+            m.setContext(ctx->remote);
+            m.setAddress(held);
+          });
+        }
+      },
+      &address);
+  if (r != CUDA_SUCCESS) return r;
   {
     std::lock_guard lock(DriverState::get().mutex);
     DriverState::get().deviceAllocations[address] = DeviceAllocation{size, ctx};

@@ -99,53 +99,38 @@ CUresult allocateFromPool(CUdeviceptr* dptr, size_t bytes, MemPoolObject* pool, 
   }
   if (CUresult r = CUDA_SUCCESS; captureMemAlloc(stream, bytes, dptr, &r)) return r;
   uint64_t address = 0;
-  // As cuMemAlloc (memory_api.cc): an address that is host memory here too is kept until one
-  // that is not has been found, then freed in stream order.
-  std::vector<uint64_t> overlapping;
-  auto freeOverlapping = [&] {
-    for (uint64_t held : overlapping) {
-      ctx->server->post("cuMemFreeAsync", [&](wire::Request::Builder b) {
-        auto m = b.initMemFreeAsync();
-        m.setContext(ctx->remote);
-        m.setAddress(held);
-        m.setStream(remoteStream);
-      });
-    }
-  };
-  for (int attempt = 1;; ++attempt) {
-    CUresult r = ctx->server->call(
-        "cuMemAllocAsync",
-        [&](wire::Request::Builder b) {
-          auto m = b.initMemAllocAsync();
-          m.setContext(ctx->remote);
-          m.setPool(pool->remote);
-          m.setBytes(bytes);
-          m.setStream(remoteStream);
-        },
-        {},
-        [&](wire::Response::Reader reply, ReplyBulk&) {
-          address = reply.getMemAlloc().getAddress();
-          return CUDA_SUCCESS;
-        });
-    if (r != CUDA_SUCCESS) {
-      freeOverlapping();
-      return r;
-    }
-    std::string why;
-    if (keepDeviceRangeApart(*ctx->server, address, bytes, &why)) break;
-    overlapping.push_back(address);
-    if (attempt == kDeviceAddressAttempts) {
-      freeOverlapping();
-      return refuseCall(CUDA_ERROR_OUT_OF_MEMORY,
-                        "cuMemAllocAsync: " + std::to_string(attempt) +
-                            " device addresses in a row were host memory of this process too; "
-                            "the last: " +
-                            why);
-    }
-    if (logLevel() >= 1)
-      logLine("cuMemAllocAsync: " + why + "; asking the server for another address");
-  }
-  freeOverlapping();
+  CUresult r = requestDeviceRangeApart(
+      "cuMemAllocAsync", *ctx->server,
+      [&](uint64_t* at, uint64_t* bytesThere) {
+        *bytesThere = bytes;
+        return ctx->server->call(
+            "cuMemAllocAsync",
+            [&](wire::Request::Builder b) {
+              auto m = b.initMemAllocAsync();
+              m.setContext(ctx->remote);
+              m.setPool(pool->remote);
+              m.setBytes(bytes);
+              m.setStream(remoteStream);
+            },
+            {},
+            [&](wire::Response::Reader reply, ReplyBulk&) {
+              *at = reply.getMemAlloc().getAddress();
+              return CUDA_SUCCESS;
+            });
+      },
+      [&](const std::vector<uint64_t>& overlapping) {
+        // Freed in stream order, after the allocation that replaced them.
+        for (uint64_t held : overlapping) {
+          ctx->server->post("cuMemFreeAsync", [&](wire::Request::Builder b) {
+            auto m = b.initMemFreeAsync();
+            m.setContext(ctx->remote);
+            m.setAddress(held);
+            m.setStream(remoteStream);
+          });
+        }
+      },
+      &address);
+  if (r != CUDA_SUCCESS) return r;
   {
     std::lock_guard lock(DriverState::get().mutex);
     DriverState::get().deviceAllocations[address] =

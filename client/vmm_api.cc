@@ -20,6 +20,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "client_log.h"
@@ -271,55 +272,40 @@ GPUPOOL_DRIVER_API CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, s
   ContextObject* ctx = nullptr;
   if (CUresult r = currentRemoteContext(&ctx); r != CUDA_SUCCESS) return r;
   uint64_t address = 0;
-  // As cuMemAlloc (memory_api.cc): a range that is host memory here too is kept until one that is
-  // not has been found (the hint is dropped after the first), then freed.
-  std::vector<uint64_t> overlapping;
-  auto freeOverlapping = [&] {
-    for (uint64_t held : overlapping) {
-      ctx->server->post("cuMemAddressFree", [&](wire::Request::Builder b) {
-        auto m = b.initVmmAddress();
-        m.setContext(ctx->remote);
-        m.setFree(true);
-        m.setAddress(held);
-        m.setBytes(size);
-      });
-    }
-  };
-  for (int attempt = 1;; ++attempt) {
-    CUresult r = ctx->server->call(
-        "cuMemAddressReserve",
-        [&](wire::Request::Builder b) {
-          auto m = b.initVmmAddress();
-          m.setContext(ctx->remote);
-          m.setFree(false);
-          // The hint, only where usable, and only the first time.
-          m.setAddress(attempt == 1 && vmmGranular(addr) ? addr : 0);
-          m.setBytes(size);
-          m.setAlignment(alignment);
-        },
-        {},
-        [&](wire::Response::Reader reply, ReplyBulk&) {
-          address = reply.getHandle();
-          return CUDA_SUCCESS;
-        });
-    if (r != CUDA_SUCCESS) {
-      freeOverlapping();
-      return r;
-    }
-    std::string why;
-    if (keepDeviceRangeApart(*ctx->server, address, size, &why)) break;
-    overlapping.push_back(address);
-    if (attempt == kDeviceAddressAttempts) {
-      freeOverlapping();
-      return refuseCall(
-          CUDA_ERROR_OUT_OF_MEMORY,
-          "cuMemAddressReserve: " + std::to_string(attempt) +
-              " ranges in a row were host memory of this process too; the last: " + why);
-    }
-    if (logLevel() >= 1)
-      logLine("cuMemAddressReserve: " + why + "; asking the server for another range");
-  }
-  freeOverlapping();
+  bool hinted = vmmGranular(addr);  // the hint, only where usable, and only the first time
+  CUresult r = requestDeviceRangeApart(
+      "cuMemAddressReserve", *ctx->server,
+      [&](uint64_t* at, uint64_t* bytesThere) {
+        *bytesThere = size;
+        return ctx->server->call(
+            "cuMemAddressReserve",
+            [&](wire::Request::Builder b) {
+              auto m = b.initVmmAddress();
+              m.setContext(ctx->remote);
+              m.setFree(false);
+              m.setAddress(std::exchange(hinted, false) ? addr : 0);
+              m.setBytes(size);
+              m.setAlignment(alignment);
+            },
+            {},
+            [&](wire::Response::Reader reply, ReplyBulk&) {
+              *at = reply.getHandle();
+              return CUDA_SUCCESS;
+            });
+      },
+      [&](const std::vector<uint64_t>& overlapping) {
+        for (uint64_t held : overlapping) {
+          ctx->server->post("cuMemAddressFree", [&](wire::Request::Builder b) {
+            auto m = b.initVmmAddress();
+            m.setContext(ctx->remote);
+            m.setFree(true);
+            m.setAddress(held);
+            m.setBytes(size);
+          });
+        }
+      },
+      &address);
+  if (r != CUDA_SUCCESS) return r;
   VmmTable& table = VmmTable::get();
   std::lock_guard lock(table.mutex);
   table.reservations[address] = VmmReservation{size, ctx};
