@@ -5,6 +5,8 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <map>
+#include <mutex>
 #include <vector>
 
 #include "client_log.h"
@@ -12,6 +14,22 @@
 
 namespace gpupool::client {
 namespace {
+
+// How many addresses an allocation asks for before it gives up on finding one that no host memory
+// of this process holds.
+constexpr int kDeviceAddressAttempts = 8;
+
+class DeviceAddressReservations {
+ public:
+  // Reserves what this process has not yet of [address, address + bytes), in whole pages. False
+  // when some of it is host memory of this process already (*why names where). What could be
+  // reserved stays reserved.
+  bool reserve(uint64_t address, uint64_t bytes, std::string* why);
+
+ private:
+  std::mutex mutex_;
+  std::map<uint64_t, uint64_t> ranges_;  // start -> end, page-aligned, disjoint, merged
+};
 
 uint64_t pageBytes() {
   static const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
@@ -46,8 +64,6 @@ std::string occupantOf(uint64_t start, uint64_t end) {
   std::fclose(maps);
   return found;
 }
-
-}  // namespace
 
 bool DeviceAddressReservations::reserve(uint64_t address, uint64_t bytes, std::string* why) {
   const uint64_t page = pageBytes();
@@ -108,28 +124,26 @@ bool DeviceAddressReservations::reserve(uint64_t address, uint64_t bytes, std::s
   return apart;
 }
 
-bool DeviceAddressReservations::covers(uint64_t address, uint64_t bytes) const {
-  std::lock_guard lock(mutex_);
-  auto it = ranges_.upper_bound(address);
-  if (it == ranges_.begin()) return false;
-  --it;
-  return address >= it->first && bytes <= it->second - address;
-}
-
 DeviceAddressReservations& deviceAddressReservations() {
   // One address space, one record of what is reserved in it.
   static DeviceAddressReservations reservations;
   return reservations;
 }
 
+}  // namespace
+
 bool keepDeviceRangeApart(const RemoteSession& server, uint64_t address, uint64_t bytes,
                           std::string* why) {
-  auto [windowBase, windowSize] = server.addressWindow();
-  if (server.addressWindowReserved() && address >= windowBase &&
-      address - windowBase <= windowSize && bytes <= windowSize - (address - windowBase)) {
-    return true;
-  }
+  if (server.reservedWindowHolds(address, bytes)) return true;
   return deviceAddressReservations().reserve(address, bytes, why);
+}
+
+void keepFixedDeviceRangeApart(const RemoteSession& server, const std::string& what,
+                               uint64_t address, uint64_t bytes) {
+  if (std::string why; !keepDeviceRangeApart(server, address, bytes, &why)) {
+    logLine(what + ": " + why +
+            "; pointers there are ambiguous to unified copies and pointer queries");
+  }
 }
 
 CUresult requestDeviceRangeApart(

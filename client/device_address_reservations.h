@@ -16,8 +16,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -25,38 +23,22 @@ namespace gpupool::client {
 
 class RemoteSession;
 
-class DeviceAddressReservations {
- public:
-  // Reserves what this process has not yet of [address, address + bytes), in whole pages. False
-  // when some of it is host memory of this process already (*why names where): the range is then
-  // both, and the caller takes another address or refuses. What could be reserved stays reserved.
-  bool reserve(uint64_t address, uint64_t bytes, std::string* why);
-  // Whether [address, address + bytes) is wholly reserved here (a mapping made over part of it
-  // must put the reservation back when it goes, as managed memory's host mirror does).
-  bool covers(uint64_t address, uint64_t bytes) const;
-
- private:
-  mutable std::mutex mutex_;
-  std::map<uint64_t, uint64_t> ranges_;  // start -> end, page-aligned, disjoint, merged
-};
-
-// The process's reservations.
-DeviceAddressReservations& deviceAddressReservations();
-
 // Keeps [address, address + bytes), a device range of `server`, apart from this process's host
 // memory: nothing to do inside the window reserved for that server at connection, else reserved
 // above. False, with *why, when host memory of this process lies there already.
 bool keepDeviceRangeApart(const RemoteSession& server, uint64_t address, uint64_t bytes,
                           std::string* why);
 
-// How many addresses an allocation asks for before it gives up on finding one that no host memory
-// of this process holds.
-constexpr int kDeviceAddressAttempts = 8;
+// For a device range whose address is fixed (module variables, graph allocation nodes, IPC opens):
+// keeps it apart as above, and where host memory lies there already says so on stderr, naming
+// `what`, since pointers there are then ambiguous.
+void keepFixedDeviceRangeApart(const RemoteSession& server, const std::string& what,
+                               uint64_t address, uint64_t bytes);
 
 // For the calls that can take another address (cuMemAlloc, cuMemAllocAsync, cuMemAddressReserve):
 // asks `request` for a device range (it sets *address and *bytes, or returns the server's error)
-// until one is kept apart from this process's host memory (keepDeviceRangeApart), at most
-// kDeviceAddressAttempts times. The overlapping ones are held meanwhile, so that the server does
+// until one is kept apart from this process's host memory (keepDeviceRangeApart), at most 8
+// times. The overlapping ones are held meanwhile, so that the server does
 // not hand them out again, and then given to `release`. `what` names the call in the refusal and
 // in the log.
 CUresult requestDeviceRangeApart(

@@ -233,10 +233,7 @@ CUresult setAllocNode(GraphNodeObject* node, GraphObject* graph, CUDA_MEM_ALLOC_
   allocation->bytes = p->bytesize;
   allocation->owner = graph;
   // The node's address is fixed once made, so an overlap with host memory here is only reported.
-  if (std::string why; !keepDeviceRangeApart(*ctx->server, address, p->bytesize, &why)) {
-    logLine("cuGraphAddMemAllocNode: " + why +
-            "; pointers there are ambiguous to unified copies and pointer queries");
-  }
+  keepFixedDeviceRangeApart(*ctx->server, "cuGraphAddMemAllocNode", address, p->bytesize);
   {
     std::lock_guard lock(DriverState::get().mutex);
     DriverState::get().deviceAllocations[address] = DeviceAllocation{p->bytesize, ctx, nullptr};

@@ -119,10 +119,7 @@ GPUPOOL_DRIVER_API CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* pdptr, CUipcMemHa
       });
   if (r != CUDA_SUCCESS) return r;
   // The exporter's address, which this process cannot change: an overlap is only reported.
-  if (std::string why; !keepDeviceRangeApart(*ctx->server, address, size, &why)) {
-    logLine("cuIpcOpenMemHandle: " + why +
-            "; pointers there are ambiguous to unified copies and pointer queries");
-  }
+  keepFixedDeviceRangeApart(*ctx->server, "cuIpcOpenMemHandle", address, size);
   bool otherContext = false;
   {
     std::lock_guard lock(DriverState::get().mutex);

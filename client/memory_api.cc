@@ -26,6 +26,16 @@ using gpupool::transport::ConstBuffer;
 
 namespace {
 
+// Frees device memory of `ctx` on its server, posted. The server's free waits for the device.
+CUresult postFree(ContextObject* ctx, CUdeviceptr dptr) {
+  auto fence = HostFunctionFence::hold(HostFunctionFence::Work::kCall, fenceScopeOf(ctx));
+  return ctx->server->post("cuMemFree", [&](wire::Request::Builder b) {
+    auto m = b.initMemFree();
+    m.setContext(ctx->remote);
+    m.setAddress(dptr);
+  });
+}
+
 CUresult allocate(CUdeviceptr* dptr, size_t bytes, size_t pitchWidth, unsigned elementSize,
                   size_t* pitch) {
   if (!dptr) return CUDA_ERROR_INVALID_VALUE;
@@ -54,15 +64,7 @@ CUresult allocate(CUdeviceptr* dptr, size_t bytes, size_t pitchWidth, unsigned e
             });
       },
       [&](const std::vector<uint64_t>& overlapping) {
-        // As cuMemFree below: the server's free waits for the device.
-        auto fence = HostFunctionFence::hold(HostFunctionFence::Work::kCall, fenceScopeOf(ctx));
-        for (uint64_t held : overlapping) {
-          ctx->server->post("cuMemFree", [&](wire::Request::Builder b) {
-            auto m = b.initMemFree();
-            m.setContext(ctx->remote);
-            m.setAddress(held);
-          });
-        }
+        for (uint64_t held : overlapping) postFree(ctx, held);
       },
       &address);
   if (r != CUDA_SUCCESS) return r;
@@ -89,19 +91,11 @@ CUresult release(CUdeviceptr dptr) {
     return r;
   }
   if (info.managed) return freeManagedAllocation(dptr, info);
-  uint64_t context = info.context->remote;
-  RemoteSession* server = info.context->server;
   {
     std::lock_guard lock(DriverState::get().mutex);
     DriverState::get().deviceAllocations.erase(dptr);
   }
-  // The server's free waits for the device.
-  auto fence = HostFunctionFence::hold(HostFunctionFence::Work::kCall, fenceScopeOf(info.context));
-  return server->post("cuMemFree", [&](wire::Request::Builder b) {
-    auto m = b.initMemFree();
-    m.setContext(context);
-    m.setAddress(dptr);
-  });
+  return postFree(info.context, dptr);
 }
 
 // Mapped pinned memory (DEVICEMAP) would hand a remote kernel an address of this host, which it

@@ -217,11 +217,8 @@ CUresult globalIn(ModuleObject* m, const std::string& name, CUdeviceptr* address
   } else {
     // Globals are device memory too: unified copies and pointer queries must recognise them. The
     // module's placement is the server's, so an overlap with host memory here is only reported.
-    if (std::string why;
-        !keepDeviceRangeApart(*m->context->server, a, std::max<size_t>(n, 1), &why)) {
-      logLine("cuModuleGetGlobal(" + name + "): " + why +
-              "; pointers there are ambiguous to unified copies and pointer queries");
-    }
+    keepFixedDeviceRangeApart(*m->context->server, "cuModuleGetGlobal(" + name + ")", a,
+                              std::max<size_t>(n, 1));
     std::lock_guard lock(DriverState::get().mutex);
     DriverState::get().deviceAllocations[a] = DeviceAllocation{std::max<size_t>(n, 1), m->context};
   }

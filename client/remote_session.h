@@ -130,6 +130,12 @@ class RemoteSession {
   std::pair<uint64_t, uint64_t> addressWindow() const { return window_; }
   // Whether this process holds the window as its own PROT_NONE reservation.
   bool addressWindowReserved() const { return windowReserved_; }
+  // Whether [address, address + bytes) lies inside the window this process holds.
+  bool reservedWindowHolds(uint64_t address, uint64_t bytes) const {
+    return windowReserved_ && address >= window_.first &&
+           address - window_.first <= window_.second &&
+           bytes <= window_.second - (address - window_.first);
+  }
 
  private:
   struct PendingCall;

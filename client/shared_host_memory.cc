@@ -74,9 +74,7 @@ void* allocateMappedHostMemory(RemoteSession& session, uint64_t remoteContext, s
     releaseSharedHostMemory(*shared);
     return nullptr;
   }
-  auto [windowBase, windowSize] = session.addressWindow();
-  if (address < windowBase || address - windowBase > windowSize ||
-      shared->bytes > windowSize - (address - windowBase)) {
+  if (!session.reservedWindowHolds(address, shared->bytes)) {
     releaseSharedHostMemory(*shared);
     *error = refuseCall(CUDA_ERROR_UNKNOWN,
                         "cuMemHostAlloc: the server mapped pinned memory outside its device "
