@@ -50,6 +50,7 @@ struct TransportCounters {
   RelaxedCounter bulkBytesSentByWrite;      // RDMA WRITTEN into the destination the peer offered
   RelaxedCounter bulkBytesReceivedWritten;  // placed by the peer's RDMA WRITE into our offer
   RelaxedCounter sends;                     // SEND work requests posted
+  RelaxedCounter inlineSends;               // of them, small enough to go inline (IBV_SEND_INLINE)
   RelaxedCounter framesPacked;              // frames that left several to one SEND (sendFrameLater)
   RelaxedCounter messagesReadInPlace;       // messages handed out straight from the receive buffer
   RelaxedCounter messagesSentInPlace;       // messages built in the SEND buffer (frameSpace)

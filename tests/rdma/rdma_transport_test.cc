@@ -38,6 +38,22 @@ TEST(RdmaTransport, FrameWithoutBulkRoundTrips) {
   expectMessage(pair.client->receiveFrame(), reply);
 }
 
+// A small frame (a synchronous call's request or reply) is copied into its work request at post
+// time; one larger than the queue pair's inline size is sent from the registered SEND buffer.
+TEST(RdmaTransport, SmallFramesGoInlineLargerOnesFromRegisteredMemory) {
+  SKIP_WITHOUT_RDMA();
+  auto pair = connectedRdmaPair();
+  auto small = messageOf(5, 1);   // 40 bytes, 80 with the wire header
+  auto large = messageOf(64, 2);  // 512 bytes, more than any inline size asked for here
+  sendMessage(*pair.client, small);
+  expectMessage(pair.server->receiveFrame(), small);
+  sendMessage(*pair.client, large);
+  expectMessage(pair.server->receiveFrame(), large);
+  auto stats = rdmaStatsOf(*pair.client);
+  EXPECT_EQ(stats->sends, 2u);
+  EXPECT_EQ(stats->inlineSends, 1u) << "soft-RoCE grants inline data: the small frame goes inline";
+}
+
 TEST(RdmaTransport, ManyOutstandingFramesWaitForCreditsAndArriveInOrder) {
   SKIP_WITHOUT_RDMA();
   auto pair = connectedRdmaPair();

@@ -56,7 +56,8 @@ RdmaConnection::RdmaConnection(rdma_event_channel* channel, rdma_cm_id* id, bool
   int cqe = kRdmaRecvSlots + kSendQueueDepth + 16;
   cq_.reset(checkCreated(ibv_create_cq(id_->verbs, cqe, nullptr, completionChannel_.get(), 0),
                          "ibv_create_cq"));
-  createRcQueuePair(id_.get(), pd_.get(), cq_.get(), kSendQueueDepth, kRdmaRecvSlots);
+  maxInlineBytes_ = createRcQueuePair(id_.get(), pd_.get(), cq_.get(), kSendQueueDepth,
+                                      kRdmaRecvSlots, kRequestedInlineBytes);
   qp_.created(id_.get());
   recvArena_.resize(kRdmaRecvSlots * kRdmaSlotBytes);
   sendArena_.resize(kRdmaSendSlots * kRdmaSlotBytes);

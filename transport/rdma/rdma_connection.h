@@ -283,6 +283,7 @@ class RdmaConnection final : public Connection {
   std::vector<uint32_t> slotUsers_;  // per receive slot: messages in it not yet released
   int heldSlot_ = -1;                // holds the message receiveFrame() returned in place
   uint32_t maxReadsInFlight_ = 1;
+  uint32_t maxInlineBytes_ = 0;  // the queue pair's inline send size: SENDs this small go inline
 
   uint64_t sent_ = 0;              // SENDs posted
   uint64_t peerConsumed_ = 0;      // the peer's `consumed`, highest seen

@@ -10,12 +10,6 @@
 #include "transport/rdma/verbs_call.h"
 
 namespace gpupool::transport::rdma {
-namespace {
-
-// perftest's default inline size for its latency tests; smaller sends go inline, as there.
-constexpr uint32_t kWantedInline = 220;
-
-}  // namespace
 
 BaselineQueue::BaselineQueue(CmHandles& cm, uint32_t maxMessageBytes)
     : channel_(std::exchange(cm.channel, nullptr)),
@@ -28,7 +22,7 @@ BaselineQueue::BaselineQueue(CmHandles& cm, uint32_t maxMessageBytes)
   int cqe = int(kBaselineTxDepth + kBaselineRecvDepth + 16);
   cq_.reset(checkCreated(ibv_create_cq(id_->verbs, cqe, nullptr, nullptr, 0), "ibv_create_cq"));
   maxInline_ = createRcQueuePair(id_.get(), pd_.get(), cq_.get(), kBaselineTxDepth,
-                                 kBaselineRecvDepth, kWantedInline);
+                                 kBaselineRecvDepth, kRequestedInlineBytes);
   qp_.created(id_.get());
   messages_.resize(size_t(kBaselineRecvDepth + 1) * maxMessageBytes_);
   messagesMr_.reset(checkCreated(
