@@ -29,6 +29,8 @@
 #                                   cuSOLVER, linked against the machine's shared toolkit libraries
 #     programs/nvml                 tests/nvml's nvml_check and nvml_accounting, linked against
 #                                   our NVML (lib/libnvidia-ml.so.1, through their RPATH)
+#     programs/probe                tests/gpu_check/probes: what the GPU answers where no document
+#                                   says (key=value lines, kept in results.json), driver API
 #   python/                       tests/gpu_check/python: PyTorch, CuPy, JAX, numba-cuda checks
 #   BUNDLE                        what was built, from which commit, and the size
 set -euo pipefail
@@ -92,7 +94,7 @@ fi
 
 rm -rf "${DIR:?}"/*
 mkdir -p "$DIR/bin" "$DIR/lib/deps" "$DIR/programs/basic" "$DIR/programs/emu" \
-  "$DIR/programs/toolkit" "$DIR/programs/nvml" "$DIR/python"
+  "$DIR/programs/toolkit" "$DIR/programs/nvml" "$DIR/programs/probe" "$DIR/python"
 cp "$BUILD/bin/gpupoold" "$BUILD/bin/gpupool" "$DIR/bin/"
 cp -L "$BUILD/lib/libcuda.so.1" "$BUILD/lib/libnvidia-ml.so.1" "$DIR/lib/"
 strip --strip-unneeded "$DIR/bin/gpupoold" "$DIR/bin/gpupool" "$DIR/lib/libcuda.so.1" \
@@ -238,6 +240,11 @@ trap 'rm -rf "$jobs_file" "$link_units"' EXIT
     name=$(basename "${source%.*}")
     printf '%s\t%s\t%s\n' "$source" "$DIR/programs/nvml/$name" \
       "-I$NVML_INCLUDE -L$DIR/lib -l:libnvidia-ml.so.1 -Xlinker -rpath -Xlinker \$ORIGIN/../../lib"
+  done
+  # Probes: driver API programs with tests/programs' checks, built as those are.
+  for source in "$ROOT"/tests/gpu_check/probes/*.cu; do
+    printf '%s\t%s\t%s\n' "$source" "$DIR/programs/probe/$(basename "$source" .cu)" \
+      "-L$CUDA_HOME/lib64/stubs -lcuda"
   done
   for name in "${toolkit[@]}"; do
     libs=${toolkit_libs[$name]:-}

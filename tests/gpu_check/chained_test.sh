@@ -103,6 +103,17 @@ for name, item in items.items():
 need(sum(n.startswith("toolkit/") for n in items) >= 8, "fewer than 8 toolkit programs")
 need(sum(n.startswith("python/") for n in items) >= 15, "fewer than 15 Python checks")
 need(items.get("bench", {}).get("status") == "pass", "gpupool bench failed")
+# The texture probe's answers, kept from the native run (here the emu's): the forms the emu refuses
+# say so, and the isotropic levels of detail are read out (8 texels across: level 3).
+probe = items.get("probe/texture_answers", {})
+answers = probe.get("answers", {})
+need(probe.get("status") == "pass", "probe/texture_answers: %s"
+     % probe.get("reason", probe.get("status")))
+need(answers.get("channel_queries", "").startswith("refused:")
+     and answers.get("cube_grad_lod", "").startswith("refused:")
+     and answers.get("grad2d_lod.anisotropy16", "").startswith("refused:")
+     and answers.get("grad2d_lod.anisotropy0.iso_8") == "3.00000",
+     "probe/texture_answers: answers %s" % answers)
 need(results["failed"] == 0, "%d items failed" % results["failed"])
 # The trace of a cudart program: the table it asked for, its slots, and calls through them.
 trace_path = os.path.join(os.path.dirname(sys.argv[1]), "logs", "basic_events.native.trace")

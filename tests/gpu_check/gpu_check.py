@@ -77,6 +77,10 @@ DEVICE_FAULT_EXIT_WAIT = 10  # seconds
 # Programs whose key=value lines (device properties) must be the same natively and pooled;
 # export_tables_driver: which private driver tables NVIDIA's libraries ask for the driver has.
 COMPARE_KEY_VALUES = {"basic/device_query", "basic/export_tables_driver"}
+# Probes (tests/gpu_check/probes) print what the GPU answers where no document says: their
+# key=value lines must be the same natively and pooled too, and the native ones are kept in
+# results.json ("answers") for the emu to follow.
+PROBE_GROUP = "probe"
 # CUDA IPC between two processes is served by the emu backend only; the pooled run goes through
 # the cuda backend, which refuses it (docs/architecture.md, CUDA IPC memory).
 IPC_NOT_POOLED = ("the cuda backend refuses CUDA IPC memory and event handles (one server "
@@ -443,7 +447,7 @@ def toolkit_needs():
 
 def discover_items():
     items = []
-    for group in ("basic", "emu"):
+    for group in ("basic", "emu", PROBE_GROUP):
         for path in sorted(glob.glob(os.path.join(PROGRAMS, group, "*"))):
             if os.access(path, os.X_OK) and os.path.isfile(path):
                 name = "%s/%s" % (group, os.path.basename(path))
@@ -679,7 +683,10 @@ class Check:
             problems.append("pooled: skipped (%s) where the native run ran" % pooled.skip_reason())
         else:
             check_run("pooled", pooled)
-        if item.name in COMPARE_KEY_VALUES:
+        probe = item.name.startswith(PROBE_GROUP + "/")
+        if probe:
+            record["answers"] = key_values(native.output)
+        if item.name in COMPARE_KEY_VALUES or probe:
             differences = key_value_differences(native.output, pooled.output)
             if differences:
                 record["differences"] = differences
@@ -908,16 +915,18 @@ def smi_trace_summary(path, slots):
     return summary
 
 
-def key_value_differences(a_text, b_text):
-    def pairs(text):
-        result = {}
-        for line in text.splitlines():
-            if "=" in line and not line.startswith(("PASS", "FAIL")):
-                key, value = line.split("=", 1)
-                result[key.strip()] = value.strip()
-        return result
+def key_values(text):
+    """A program's key=value lines, as a dict."""
+    result = {}
+    for line in text.splitlines():
+        if "=" in line and not line.startswith(("PASS", "FAIL")):
+            key, value = line.split("=", 1)
+            result[key.strip()] = value.strip()
+    return result
 
-    a, b = pairs(a_text), pairs(b_text)
+
+def key_value_differences(a_text, b_text):
+    a, b = key_values(a_text), key_values(b_text)
     return [(k, a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
 
 
