@@ -14,6 +14,7 @@
 
 #include "loopback_pair.h"
 #include "protocol/message_codec.h"
+#include "protocol/outgoing_message.h"
 #include "transport/tcp_transport.h"
 
 namespace gpupool::protocol {
@@ -159,6 +160,80 @@ TEST(CodecTest, MultiSegmentMessageRoundTrips) {
   ASSERT_EQ(data.size(), params.size());
   EXPECT_EQ(std::memcmp(data.begin(), params.data(), params.size()), 0);
   sender.join();
+}
+
+// OutgoingMessage builds a connection that lends no frame space (TCP, shm) in the thread's reused
+// first segment: a message built after a large one must read every field it did not set as zero,
+// and a message built while another still holds that segment must come out whole too.
+TEST(CodecTest, OutgoingMessagesReuseTheThreadsSegmentClean) {
+  auto pair = connectedPair("tcp");
+  std::vector<uint8_t> params(900);  // nearly all of the 1 KiB first segment
+  for (size_t i = 0; i < params.size(); ++i) params[i] = static_cast<uint8_t>(0xa5 ^ i);
+  {
+    OutgoingMessage large(*pair.client);
+    auto launch = large.initRoot<wire::Request>().initLaunchKernel();
+    launch.setFunction(1);
+    launch.setParams(kj::arrayPtr(params.data(), params.size()));
+    sendMessage(*pair.client, large);
+  }
+  {
+    IncomingMessage in(*pair.server);
+    EXPECT_EQ(in.root<wire::Request>().getLaunchKernel().getParams().size(), params.size());
+  }
+  {
+    // The segment the next message gets is all zeros again (capnp builds only in zeroed memory).
+    OutgoingMessage next(*pair.client);
+    kj::ArrayPtr<capnp::word> segment = next.allocateSegment(1);
+    ASSERT_EQ(segment.size(), OutgoingMessage::kFirstHeapSegmentWords);
+    std::vector<capnp::word> zeros(segment.size());
+    std::memset(zeros.data(), 0, zeros.size() * sizeof(capnp::word));
+    EXPECT_EQ(std::memcmp(segment.begin(), zeros.data(), zeros.size() * sizeof(capnp::word)), 0);
+  }
+  for (int round = 0; round < 3; ++round) {
+    OutgoingMessage held(*pair.client);  // takes the thread's segment
+    auto copy = held.initRoot<wire::Request>().initMemcpyHtoD();
+    copy.setBytes(42 + round);  // nothing else set: the rest must read 0, not old bytes
+    {
+      OutgoingMessage nested(*pair.client);  // the segment is taken: from the heap
+      nested.initRoot<wire::Request>().setCtxSynchronize(7 + round);
+      sendMessage(*pair.client, nested);
+    }
+    sendMessage(*pair.client, held);
+    IncomingMessage first(*pair.server);
+    EXPECT_EQ(first.root<wire::Request>().getCtxSynchronize(), uint64_t(7 + round));
+    IncomingMessage second(*pair.server);
+    auto received = second.root<wire::Request>().getMemcpyHtoD();
+    EXPECT_EQ(received.getBytes(), uint64_t(42 + round));
+    EXPECT_EQ(received.getContext(), 0u);
+    EXPECT_EQ(received.getDst(), 0u);
+    EXPECT_EQ(received.getStream(), 0u);
+    EXPECT_FALSE(received.getAsync());
+  }
+}
+
+// More segments than the framing keeps on the stack (6): the table and parts go to the heap.
+TEST(CodecTest, MessageOfManySegmentsRoundTrips) {
+  auto pair = connectedPair("tcp");
+  capnp::MallocMessageBuilder builder(1, capnp::AllocationStrategy::FIXED_SIZE);
+  auto op = builder.initRoot<wire::Request>().initTextureOp();
+  op.setName("a reference name longer than one word");
+  op.initAddressMode(3).set(2, 4);
+  op.initBorderColor(4).set(3, 0.5f);
+  op.initGlobalDims(5).set(4, 1u << 20);
+  op.initGlobalStrides(4).set(3, 4096);
+  op.initBoxDims(5).set(0, 64);
+  op.initElementStrides(5).set(1, 2);
+  ASSERT_GT(builder.getSegmentsForOutput().size(), 7u) << "the test needs over 6 segments";
+  sendMessage(*pair.client, builder);
+  IncomingMessage in(*pair.server);
+  auto received = in.root<wire::Request>().getTextureOp();
+  EXPECT_EQ(std::string(received.getName().cStr()), "a reference name longer than one word");
+  EXPECT_EQ(received.getAddressMode()[2], 4u);
+  EXPECT_EQ(received.getBorderColor()[3], 0.5f);
+  EXPECT_EQ(received.getGlobalDims()[4], 1u << 20);
+  EXPECT_EQ(received.getGlobalStrides()[3], 4096u);
+  EXPECT_EQ(received.getBoxDims()[0], 64u);
+  EXPECT_EQ(received.getElementStrides()[1], 2u);
 }
 
 TEST(CodecTest, SegmentTableClaimingTooManySegmentsThrows) {
