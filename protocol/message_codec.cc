@@ -14,7 +14,7 @@ namespace {
 // Calls send(parts) with the standard Cap'n Proto stream framing of `message`: the segment table
 // (count-1, then each size in words, padded to a whole word), then the segments themselves. The
 // table and the parts live on the stack for up to kStackSegments segments (every request and
-// reply but the largest): two heap vectors per message were a tenth of a posted launch's cost.
+// reply but the largest), sparing each posted launch two heap allocations.
 template <typename Send>
 void withFraming(capnp::MessageBuilder& message, Send send) {
   constexpr size_t kStackSegments = 6;

@@ -7,7 +7,7 @@
 // is sent on the same connection (`queued` when it will go with queueMessage) and send nothing else
 // in between (expectBulkInto and received bulk are fine); a message that is dropped unsent gives
 // the space back clean. Where nothing is lent, the first segment is a zeroed buffer of the
-// building thread's, reused by its next message (each thread's first message at a time), so a
+// building thread's, held by one message of that thread at a time and reused by the next, so a
 // small message costs no allocation: calloc and free of that segment took a tenth of a launch
 // posted over shm.
 #pragma once
@@ -36,8 +36,8 @@ class OutgoingMessage final : public capnp::MessageBuilder {
   transport::Connection& connection_;
   kj::ArrayPtr<capnp::word> lent_;  // the connection's frame space, when it lent any
   bool lentReturned_ = false;       // handed to capnp as the first segment
-  ThreadSegment* threadSegment_ =
-      nullptr;  // the building thread's segment, when this message has it
+  // The building thread's segment, when this message has it as its first segment.
+  ThreadSegment* threadSegment_ = nullptr;
   // Only its segment allocator is used. Requests and replies are a few dozen words; capnp's
   // default first segment (1024 words, zeroed at each message) cost a launch posted over shm
   // more than building it did. Larger messages grow into more segments.
