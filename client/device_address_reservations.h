@@ -38,9 +38,8 @@ void keepFixedDeviceRangeApart(const RemoteSession& server, const std::string& w
 // For the calls that can take another address (cuMemAlloc, cuMemAllocAsync, cuMemAddressReserve):
 // asks `request` for a device range (it sets *address and *bytes, or returns the server's error)
 // until one is kept apart from this process's host memory (keepDeviceRangeApart), at most 8
-// times. The overlapping ones are held meanwhile, so that the server does
-// not hand them out again, and then given to `release`. `what` names the call in the refusal and
-// in the log.
+// times. The overlapping ones are held meanwhile, so that the server does not hand them out
+// again, and then given to `release`. `what` names the call in the refusal and in the log.
 CUresult requestDeviceRangeApart(
     const char* what, const RemoteSession& server,
     const std::function<CUresult(uint64_t* address, uint64_t* bytes)>& request,

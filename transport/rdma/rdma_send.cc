@@ -62,7 +62,8 @@ void RdmaConnection::postSlot(OutSlot& out) {
   h.rkey = out.rkey;
   h.magic = kWireMagic;
   std::memcpy(buffer, &h, sizeof h);
-  uint32_t bytes = uint32_t(sizeof h + out.used);
+  const uint32_t bytes = uint32_t(sizeof h + out.used);
+  const bool inlined = bytes <= maxInlineBytes_;
   ibv_sge sge{reinterpret_cast<uintptr_t>(buffer), bytes, sendMr_->lkey};
   ibv_send_wr wr{};
   wr.wr_id = kWrSend | uint64_t(out.index);
@@ -70,7 +71,7 @@ void RdmaConnection::postSlot(OutSlot& out) {
   wr.num_sge = 1;
   wr.opcode = IBV_WR_SEND;
   // Still signaled: the slot goes back to freeSendSlots_ on its completion either way.
-  wr.send_flags = IBV_SEND_SIGNALED | (bytes <= maxInlineBytes_ ? IBV_SEND_INLINE : 0);
+  wr.send_flags = IBV_SEND_SIGNALED | (inlined ? IBV_SEND_INLINE : 0);
   ibv_send_wr* bad = nullptr;
   opened_--;
   sendUsed_[out.index] = out.used;
@@ -82,7 +83,7 @@ void RdmaConnection::postSlot(OutSlot& out) {
   consumedReturned_ = consumed_;
   sent_++;
   stats_.sends++;
-  if (bytes <= maxInlineBytes_) stats_.inlineSends++;
+  if (inlined) stats_.inlineSends++;
   out.index = -1;
 }
 
