@@ -39,7 +39,9 @@ CUresult resolveEnd(const char* what, int type, const void* host, CUdeviceptr de
                     const CUDA_MEMCPY3D& c, RegionEnd* end) {
   auto& state = gpupool::client::DriverState::get();
   if (type == CU_MEMORYTYPE_UNIFIED) {
-    type = state.findDevice(device, 0) ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+    bool isDevice = false;
+    if (CUresult r = state.unifiedIsDevice(what, device, &isDevice); r != CUDA_SUCCESS) return r;
+    type = isDevice ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
     host = reinterpret_cast<const void*>(device);
   }
   end->x = x;

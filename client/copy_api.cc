@@ -191,8 +191,9 @@ CUresult copyUnified(const char* what, CUdeviceptr dst, CUdeviceptr src, size_t 
                      CUstream stream, bool async) {
   if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
   auto& state = DriverState::get();
-  bool dstDevice = state.findDevice(dst, 0);
-  bool srcDevice = state.findDevice(src, 0);
+  bool dstDevice = false, srcDevice = false;
+  if (CUresult r = state.unifiedIsDevice(what, dst, &dstDevice); r != CUDA_SUCCESS) return r;
+  if (CUresult r = state.unifiedIsDevice(what, src, &srcDevice); r != CUDA_SUCCESS) return r;
   if (dstDevice && srcDevice) return copyDeviceToDevice(what, dst, src, bytes, stream, async);
   if (dstDevice) {
     return copyHostToDevice(what, dst, reinterpret_cast<const void*>(src), bytes, stream, async);
@@ -248,6 +249,12 @@ CUresult memset(const char* what, CUdeviceptr dst, uint32_t value, unsigned elem
   if (pitch < width * elementSize) return CUDA_ERROR_INVALID_VALUE;
   const size_t extent = pitch * (height - 1) + width * elementSize;
   if (inPinnedHostMemory(dst, extent)) {
+    // Pinned host memory of this library where the server also placed device memory: which one
+    // is meant cannot be told.
+    if (bool device = false;
+        DriverState::get().unifiedIsDevice(what, dst, &device) != CUDA_SUCCESS) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
     return memsetHost(what, dst, value, elementSize, width, height, pitch, stream);
   }
   ContextObject* ctx = nullptr;
@@ -295,10 +302,15 @@ struct End {
   size_t pitch = 0;
 };
 
-CUresult endOf(int type, const void* host, CUdeviceptr device, CUarray array, size_t x, size_t y,
-               size_t pitch, End* end) {
+CUresult endOf(const char* what, int type, const void* host, CUdeviceptr device, CUarray array,
+               size_t x, size_t y, size_t pitch, End* end) {
   if (type == CU_MEMORYTYPE_UNIFIED) {
-    type = DriverState::get().findDevice(device, 0) ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+    bool isDevice = false;
+    if (CUresult r = DriverState::get().unifiedIsDevice(what, device, &isDevice);
+        r != CUDA_SUCCESS) {
+      return r;
+    }
+    type = isDevice ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
     host = reinterpret_cast<const void*>(device);
   }
   end->pitch = pitch;
@@ -347,13 +359,13 @@ CUresult copy2D(const char* what, const CUDA_MEMCPY2D* c, CUstream stream, bool 
   uint64_t s = 0;
   if (CUresult r = resolveStream(stream, &ctx, &s); r != CUDA_SUCCESS) return r;
   End src, dst;
-  if (CUresult r = endOf(rawEnumValue(c->srcMemoryType), c->srcHost, c->srcDevice, c->srcArray,
-                         c->srcXInBytes, c->srcY, c->srcPitch, &src);
+  if (CUresult r = endOf(what, rawEnumValue(c->srcMemoryType), c->srcHost, c->srcDevice,
+                         c->srcArray, c->srcXInBytes, c->srcY, c->srcPitch, &src);
       r != CUDA_SUCCESS) {
     return r;
   }
-  if (CUresult r = endOf(rawEnumValue(c->dstMemoryType), c->dstHost, c->dstDevice, c->dstArray,
-                         c->dstXInBytes, c->dstY, c->dstPitch, &dst);
+  if (CUresult r = endOf(what, rawEnumValue(c->dstMemoryType), c->dstHost, c->dstDevice,
+                         c->dstArray, c->dstXInBytes, c->dstY, c->dstPitch, &dst);
       r != CUDA_SUCCESS) {
     return r;
   }

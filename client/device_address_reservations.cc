@@ -138,12 +138,16 @@ bool keepDeviceRangeApart(const RemoteSession& server, uint64_t address, uint64_
   return deviceAddressReservations().reserve(address, bytes, why);
 }
 
-void keepFixedDeviceRangeApart(const RemoteSession& server, const std::string& what,
+bool keepFixedDeviceRangeApart(const RemoteSession& server, const std::string& what,
                                uint64_t address, uint64_t bytes) {
-  if (std::string why; !keepDeviceRangeApart(server, address, bytes, &why)) {
+  std::string why;
+  if (keepDeviceRangeApart(server, address, bytes, &why)) return true;
+  if (logLevel() >= 1) {
     logLine(what + ": " + why +
-            "; pointers there are ambiguous to unified copies and pointer queries");
+            "; the server fixed this address, so unified copies and pointer queries refuse "
+            "pointers into it (explicit copies and kernels use it as device memory)");
   }
+  return false;
 }
 
 CUresult requestDeviceRangeApart(

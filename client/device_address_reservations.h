@@ -29,13 +29,15 @@ class RemoteSession;
 bool keepDeviceRangeApart(const RemoteSession& server, uint64_t address, uint64_t bytes,
                           std::string* why);
 
-// For a device range whose address is fixed (module variables, graph allocation nodes, IPC opens):
-// keeps it apart as above, and where host memory lies there already says so on stderr, naming
-// `what`, since pointers there are then ambiguous.
-void keepFixedDeviceRangeApart(const RemoteSession& server, const std::string& what,
+// For a device range whose address the server fixed (module variables, IPC opens): keeps it apart
+// as above. False where host memory of this process lies there already: pointers there are then
+// ambiguous, and the caller marks the allocation (DeviceAllocation::hostMemoryToo) so that calls
+// deciding by address alone refuse them. Says so under GPU_POOL_LOG=1, naming `what`.
+bool keepFixedDeviceRangeApart(const RemoteSession& server, const std::string& what,
                                uint64_t address, uint64_t bytes);
 
-// For the calls that can take another address (cuMemAlloc, cuMemAllocAsync, cuMemAddressReserve):
+// For the calls that can take another address (cuMemAlloc, cuMemAllocAsync, cuMemAddressReserve,
+// graph allocation nodes):
 // asks `request` for a device range (it sets *address and *bytes, or returns the server's error)
 // until one is kept apart from this process's host memory (keepDeviceRangeApart), at most 8
 // times. The overlapping ones are held meanwhile, so that the server does not hand them out

@@ -376,6 +376,25 @@ bool DriverState::findDevice(CUdeviceptr p, size_t bytes, CUdeviceptr* base,
   return true;
 }
 
+CUresult DriverState::unifiedIsDevice(const char* call, CUdeviceptr p, bool* isDevice,
+                                      CUdeviceptr* base, DeviceAllocation* info) {
+  DeviceAllocation found;
+  CUdeviceptr foundBase = 0;
+  *isDevice = findDevice(p, 0, &foundBase, &found);
+  if (*isDevice && found.hostMemoryToo) {
+    char address[24];
+    std::snprintf(address, sizeof address, "%#llx", static_cast<unsigned long long>(p));
+    return refuseCall(CUDA_ERROR_INVALID_VALUE,
+                      std::string(call) + ": " + address +
+                          " is device memory the server placed where this process has host "
+                          "memory too, so the address alone cannot say which is meant; use the "
+                          "call that names the memory type (cuMemcpyHtoD, cuMemcpyDtoH, ...)");
+  }
+  if (base) *base = foundBase;
+  if (info) *info = found;
+  return CUDA_SUCCESS;
+}
+
 bool DriverState::findHost(const void* p, uintptr_t* base, HostAllocation* info) {
   std::lock_guard lock(mutex);
   uintptr_t a = reinterpret_cast<uintptr_t>(p);

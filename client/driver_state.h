@@ -196,6 +196,10 @@ struct DeviceAllocation {
   // cuIpcOpenMemHandle opens of this context not yet closed (ipc_api.cc): cuIpcCloseMemHandle's,
   // never cuMemFree's.
   unsigned ipcOpens = 0;
+  // The server fixed this range where host memory of this process lies too (module variables, IPC
+  // opens; device_address_reservations.h): a pointer into it names both, so the calls that tell
+  // host from device memory by the address alone refuse it (DriverState::unifiedIsDevice).
+  bool hostMemoryToo = false;
   // CU_POINTER_ATTRIBUTE_SYNC_MEMOPS as cuPointerSetAttribute left it. Synchronous copies and
   // memsets are always fully synchronous here, which is what 1 asks for and allowed under 0.
   bool syncMemops = true;
@@ -249,6 +253,12 @@ class DriverState {
   bool findDevice(CUdeviceptr p, size_t bytes, CUdeviceptr* base = nullptr,
                   DeviceAllocation* info = nullptr);
   bool findHost(const void* p, uintptr_t* base = nullptr, HostAllocation* info = nullptr);
+  // For the calls that tell host from device memory by the address alone (cuMemcpy, unified ends
+  // of 2D and 3D copies, pointer queries): *isDevice says whether p is in a device allocation, as
+  // findDevice. CUDA_ERROR_INVALID_VALUE, naming `call`, where it is in one that is host memory of
+  // this process too (DeviceAllocation::hostMemoryToo): either answer could be wrong there.
+  CUresult unifiedIsDevice(const char* call, CUdeviceptr p, bool* isDevice,
+                           CUdeviceptr* base = nullptr, DeviceAllocation* info = nullptr);
 
  private:
   DriverState() = default;

@@ -209,22 +209,39 @@ CUresult setAllocNode(GraphNodeObject* node, GraphObject* graph, CUDA_MEM_ALLOC_
   if (CUresult r = DriverState::get().ensureRemote(ctx); r != CUDA_SUCCESS) return r;
   uint64_t pool = 0;
   if (CUresult r = graphPoolOf(ctx, &pool); r != CUDA_SUCCESS) return r;
-  // The address is fixed from here on: the block is the node's until no node names it.
+  // The address is fixed once the node is made: the block is the node's until no node names it.
+  // Until then another block can be asked for where this one is host memory of this process.
   uint64_t address = 0;
-  CUresult r = ctx->server->call(
-      call,
-      [&](wire::Request::Builder b) {
-        auto m = b.initMemAllocAsync();
-        m.setContext(ctx->remote);
-        m.setPool(pool);
-        m.setBytes(p->bytesize);
-        m.setStream(0);
+  CUresult r = requestDeviceRangeApart(
+      call, *ctx->server,
+      [&](uint64_t* at, uint64_t* bytesThere) {
+        *bytesThere = p->bytesize;
+        return ctx->server->call(
+            call,
+            [&](wire::Request::Builder b) {
+              auto m = b.initMemAllocAsync();
+              m.setContext(ctx->remote);
+              m.setPool(pool);
+              m.setBytes(p->bytesize);
+              m.setStream(0);
+            },
+            {},
+            [&](wire::Response::Reader reply, ReplyBulk&) {
+              *at = reply.getMemAlloc().getAddress();
+              return CUDA_SUCCESS;
+            });
       },
-      {},
-      [&](wire::Response::Reader reply, ReplyBulk&) {
-        address = reply.getMemAlloc().getAddress();
-        return CUDA_SUCCESS;
-      });
+      [&](const std::vector<uint64_t>& overlapping) {
+        for (uint64_t held : overlapping) {
+          ctx->server->post(call, [&](wire::Request::Builder b) {
+            auto m = b.initMemFreeAsync();
+            m.setContext(ctx->remote);
+            m.setAddress(held);
+            m.setStream(0);
+          });
+        }
+      },
+      &address);
   if (r != CUDA_SUCCESS) return r;
   auto allocation = std::make_shared<GraphAllocation>();
   allocation->context = ctx;
@@ -232,8 +249,6 @@ CUresult setAllocNode(GraphNodeObject* node, GraphObject* graph, CUDA_MEM_ALLOC_
   allocation->address = address;
   allocation->bytes = p->bytesize;
   allocation->owner = graph;
-  // The node's address is fixed once made, so an overlap with host memory here is only reported.
-  keepFixedDeviceRangeApart(*ctx->server, "cuGraphAddMemAllocNode", address, p->bytesize);
   {
     std::lock_guard lock(DriverState::get().mutex);
     DriverState::get().deviceAllocations[address] = DeviceAllocation{p->bytesize, ctx, nullptr};

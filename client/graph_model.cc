@@ -354,6 +354,18 @@ CUdeviceptr deviceEnd(CUmemorytype type, CUdeviceptr device, const void* host) {
 }  // namespace
 
 CUresult setMemcpyNode(GraphNodeObject* node, const CUDA_MEMCPY3D& p, CUcontext ctx) {
+  // A unified end that is device and host memory at once cannot be told apart (unifiedIsDevice).
+  auto ambiguous = [](CUmemorytype type, CUdeviceptr device, const void* host) {
+    bool isDevice = false;
+    return type == CU_MEMORYTYPE_UNIFIED &&
+           DriverState::get().unifiedIsDevice("cuGraphAddMemcpyNode",
+                                              host ? reinterpret_cast<CUdeviceptr>(host) : device,
+                                              &isDevice) != CUDA_SUCCESS;
+  };
+  if (ambiguous(p.srcMemoryType, p.srcDevice, p.srcHost) ||
+      ambiguous(p.dstMemoryType, p.dstDevice, p.dstHost)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   CUdeviceptr src = deviceEnd(p.srcMemoryType, p.srcDevice, p.srcHost);
   CUdeviceptr dst = deviceEnd(p.dstMemoryType, p.dstDevice, p.dstHost);
   if (!src || !dst) {

@@ -118,8 +118,9 @@ GPUPOOL_DRIVER_API CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* pdptr, CUipcMemHa
         return CUDA_SUCCESS;
       });
   if (r != CUDA_SUCCESS) return r;
-  // The exporter's address, which this process cannot change: an overlap is only reported.
-  keepFixedDeviceRangeApart(*ctx->server, "cuIpcOpenMemHandle", address, size);
+  // The exporter's address, which this process cannot change: where it is host memory of this
+  // process too, the calls that go by the address alone refuse pointers into it.
+  const bool apart = keepFixedDeviceRangeApart(*ctx->server, "cuIpcOpenMemHandle", address, size);
   bool otherContext = false;
   {
     std::lock_guard lock(DriverState::get().mutex);
@@ -128,6 +129,7 @@ GPUPOOL_DRIVER_API CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* pdptr, CUipcMemHa
     if (it == allocations.end()) {
       DeviceAllocation opened{size, ctx};
       opened.ipcOpens = 1;
+      opened.hostMemoryToo = !apart;
       allocations[address] = opened;
     } else if (it->second.context == ctx && it->second.ipcOpens) {
       ++it->second.ipcOpens;  // opened again: the same pointer, one more close to come

@@ -372,7 +372,11 @@ CUresult pointerAttribute(void* data, int attribute, CUdeviceptr ptr, bool lenie
   CUdeviceptr devBase = 0;
   HostAllocation host;
   uintptr_t hostBase = 0;
-  bool isDevice = state.findDevice(ptr, 0, &devBase, &dev);
+  bool isDevice = false;
+  if (CUresult r = state.unifiedIsDevice("cuPointerGetAttribute", ptr, &isDevice, &devBase, &dev);
+      r != CUDA_SUCCESS) {
+    return r;
+  }
   bool isHost = !isDevice && state.findHost(reinterpret_cast<void*>(ptr), &hostBase, &host);
   if (!isDevice && !isHost && !lenient) return CUDA_ERROR_INVALID_VALUE;
   bool mappedHost = isHost && mappedForCurrentContext(host);
@@ -493,7 +497,11 @@ GPUPOOL_DRIVER_API CUresult cuPointerGetAttributes(unsigned int numAttributes,
   if (!attributes || !data) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = requireInit(); r != CUDA_SUCCESS) return r;
   // Unlike cuPointerGetAttribute, unknown pointers are not an error here: they read as
-  // unregistered host memory.
+  // unregistered host memory. A pointer that is device and host memory at once is refused whole.
+  if (bool isDevice = false; DriverState::get().unifiedIsDevice("cuPointerGetAttributes", ptr,
+                                                                &isDevice) != CUDA_SUCCESS) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   for (unsigned i = 0; i < numAttributes; ++i) {
     if (!data[i]) continue;
     const int attribute = rawEnumValue(attributes[i]);

@@ -216,11 +216,13 @@ CUresult globalIn(ModuleObject* m, const std::string& name, CUdeviceptr* address
     if (CUresult ar = adoptManagedGlobal(m, name, a, n); ar != CUDA_SUCCESS) return ar;
   } else {
     // Globals are device memory too: unified copies and pointer queries must recognise them. The
-    // module's placement is the server's, so an overlap with host memory here is only reported.
-    keepFixedDeviceRangeApart(*m->context->server, "cuModuleGetGlobal(" + name + ")", a,
-                              std::max<size_t>(n, 1));
+    // module's placement is the server's: where it is host memory of this process as well, those
+    // calls refuse pointers into it.
+    DeviceAllocation global{std::max<size_t>(n, 1), m->context};
+    global.hostMemoryToo = !keepFixedDeviceRangeApart(
+        *m->context->server, "cuModuleGetGlobal(" + name + ")", a, global.size);
     std::lock_guard lock(DriverState::get().mutex);
-    DriverState::get().deviceAllocations[a] = DeviceAllocation{std::max<size_t>(n, 1), m->context};
+    DriverState::get().deviceAllocations[a] = global;
   }
   m->globals[name] = {a, n};
   m->managedGlobals[name] = isManaged;

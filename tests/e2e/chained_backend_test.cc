@@ -128,7 +128,9 @@ TEST(ChainedDeviceQueryTest, MatchesTheDirectEmuServer) {
 // gpupoold's), so the client keeps each device range it is given out of its own address space
 // (client/device_address_reservations.h). device_address_apart_driver puts host memory where the
 // next allocation would land: the client must see it and ask the server for another address, for
-// cuMemAlloc, cuMemAllocAsync and cuMemAddressReserve alike.
+// cuMemAlloc, cuMemAllocAsync, cuMemAddressReserve and graph allocation nodes alike. A module
+// variable's address cannot be asked again: put on host memory, it must be refused to the calls
+// that go by the address alone, and serve kernels and explicit copies.
 TEST(ChainedAddressTest, DeviceAddressesNeverLandOnHostMemory) {
   ChainedServers servers = startChainedServers();
   EnvironmentChanges environment = clientEnvironment(servers.cuda->endpoint());
@@ -137,7 +139,15 @@ TEST(ChainedAddressTest, DeviceAddressesNeverLandOnHostMemory) {
        {"device_address_apart_driver", "device_address_apart_driver_shared"}) {
     ProgramResult result = runProgram(programPath(program), {}, environment, seconds(120));
     ASSERT_TRUE(result.passed()) << result.describe();
-    for (const char* call : {"cuMemAlloc", "cuMemAllocAsync", "cuMemAddressReserve"}) {
+    EXPECT_NE(result.out.find("cuModuleGetGlobal: the variable lies on host memory put at"),
+              std::string::npos)
+        << "the program could not put host memory under the module variable\n"
+        << result.describe();
+    EXPECT_NE(result.err.find("gpupool: cuMemcpy: 0x"), std::string::npos)
+        << "the refusal of cuMemcpy is not named\n"
+        << result.describe();
+    for (const char* call :
+         {"cuMemAlloc", "cuMemAllocAsync", "cuMemAddressReserve", "cuGraphAddMemAllocNode"}) {
       EXPECT_NE(result.out.find(std::string(call) + ": host memory put at the next address"),
                 std::string::npos)
           << call << ": the program could not put host memory there\n"
