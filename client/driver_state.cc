@@ -26,13 +26,56 @@ std::unordered_set<const void*>& registry() {
   return *objects;
 }
 
+// Bumped (under registryMutex) whenever an object leaves the registry. A handle this thread found
+// registered, with its tag, at the current generation is registered still: nothing has left since.
+std::atomic<uint64_t> registryGeneration{0};
+
+// The last handle of each kind this thread looked up and found, with the generation it was found
+// at. A launch looks up the same function, stream and context each time; this answers those
+// without the process-wide mutex, which every thread's every call would otherwise take.
+struct RecentLookup {
+  Tag tag = Tag::kDead;
+  const void* handle = nullptr;
+  uint64_t generation = 0;
+};
+thread_local RecentLookup recentLookups[8];
+
+// The kinds a launch, a copy or a synchronize looks up have a slot each; the rest share one.
+RecentLookup& recentLookupOf(Tag tag) {
+  switch (tag) {
+    case Tag::kContext:
+      return recentLookups[1];
+    case Tag::kStream:
+      return recentLookups[2];
+    case Tag::kEvent:
+      return recentLookups[3];
+    case Tag::kFunction:
+      return recentLookups[4];
+    case Tag::kKernel:
+      return recentLookups[5];
+    case Tag::kModule:
+      return recentLookups[6];
+    case Tag::kGraphExec:
+      return recentLookups[7];
+    default:
+      return recentLookups[0];
+  }
+}
+
 template <typename T>
 T* lookup(const void* handle, Tag tag) {
   if (!handle) return nullptr;
+  RecentLookup& recent = recentLookupOf(tag);
+  if (recent.handle == handle && recent.tag == tag &&
+      recent.generation == registryGeneration.load(std::memory_order_acquire)) {
+    return static_cast<T*>(const_cast<void*>(handle));
+  }
   std::lock_guard lock(registryMutex);
   if (!registry().count(handle)) return nullptr;
   T* object = static_cast<T*>(const_cast<void*>(handle));
-  return object->tag == tag ? object : nullptr;
+  if (object->tag != tag) return nullptr;
+  recent = {tag, handle, registryGeneration.load(std::memory_order_relaxed)};
+  return object;
 }
 
 }  // namespace
@@ -44,7 +87,7 @@ void registerObject(const void* object) {
 
 void unregisterObject(const void* object) {
   std::lock_guard lock(registryMutex);
-  registry().erase(object);
+  if (registry().erase(object)) registryGeneration.fetch_add(1, std::memory_order_release);
 }
 
 namespace {
@@ -298,6 +341,7 @@ CUresult DriverState::ensureRemote(ContextObject* ctx) {
   // pending host function, and placing one takes this lock (resolveStream). Inside gpupoold (our
   // library as the cuda backend's driver) that wait, under the lock, stopped a session's thread
   // placing its next host function before it could read the release the wait was for.
+  if (ctx->remote.load(std::memory_order_acquire)) return CUDA_SUCCESS;  // made, and not released
   std::unique_lock lock(mutex);
   remoteMade.wait(lock, [&] { return !ctx->makingRemote; });  // another thread's creation
   if (ctx->remote) return CUDA_SUCCESS;
