@@ -1,13 +1,15 @@
 // Handles that outlive their context, through our libcuda.so.1 loaded in this process: the
 // driver ends a context's streams, events and modules with it, so a later call on one of them
 // must be refused as an invalid handle, never reach into the ended context (whose client object
-// is freed: under the sanitizers a use of it fails the test).
+// is freed: under the sanitizers a use of it fails the test). The same for handles another thread
+// destroyed after this one used them.
 #include <cuda.h>
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 #include "gpupool_server.h"
 #include "harness_paths.h"
@@ -61,6 +63,12 @@ TEST(StaleHandlesTest, StreamsEventsAndModulesOfAnEndedContextAreInvalidHandles)
   auto moduleGetFunction =
       driver.get<CUresult (*)(CUfunction*, CUmodule, const char*)>("cuModuleGetFunction");
   auto moduleUnload = driver.get<CUresult (*)(CUmodule)>("cuModuleUnload");
+  auto ctxSetCurrent = driver.get<CUresult (*)(CUcontext)>("cuCtxSetCurrent");
+  auto eventRecord = driver.get<CUresult (*)(CUevent, CUstream)>("cuEventRecord");
+  auto launchKernel =
+      driver.get<CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                              unsigned, unsigned, CUstream, void**, void**)>("cuLaunchKernel");
+  auto ctxSynchronize = driver.get<CUresult (*)()>("cuCtxSynchronize");
   for (void* entry : {reinterpret_cast<void*>(init), reinterpret_cast<void*>(ctxCreate),
                       reinterpret_cast<void*>(streamDestroy), reinterpret_cast<void*>(moduleUnload),
                       reinterpret_cast<void*>(moduleGetFunction)}) {
@@ -88,6 +96,48 @@ TEST(StaleHandlesTest, StreamsEventsAndModulesOfAnEndedContextAreInvalidHandles)
     EXPECT_EQ(eventDestroy(event), CUDA_ERROR_INVALID_HANDLE);
     EXPECT_EQ(moduleGetFunction(&function, module, "nothing"), CUDA_ERROR_INVALID_HANDLE);
     EXPECT_EQ(moduleUnload(module), CUDA_ERROR_INVALID_HANDLE);
+  }
+
+  // A thread answers the handles it looked up last without the registry's lock
+  // (client/driver_state.cc, lookup): one that another thread destroyed meanwhile must be refused
+  // all the same, not read from its freed object. Here rather than in a test of its own: the
+  // library stays loaded after the Driver goes, bound to this test's server.
+  {
+    CUcontext context = nullptr;
+    ASSERT_EQ(ctxCreate(&context, 0, device), CUDA_SUCCESS);
+    CUstream stream = nullptr;
+    CUevent event = nullptr;
+    CUmodule module = nullptr;
+    CUfunction function = nullptr;
+    ASSERT_EQ(streamCreate(&stream, 0), CUDA_SUCCESS);
+    ASSERT_EQ(eventCreate(&event, 0), CUDA_SUCCESS);
+    ASSERT_EQ(moduleLoadData(&module, kPtx), CUDA_SUCCESS);
+    ASSERT_EQ(moduleGetFunction(&function, module, "nothing"), CUDA_SUCCESS);
+    // Used on this thread, twice each: the second use is answered from what the first found.
+    for (int use = 0; use < 2; ++use) {
+      ASSERT_EQ(launchKernel(function, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr),
+                CUDA_SUCCESS);
+      ASSERT_EQ(eventRecord(event, stream), CUDA_SUCCESS);
+      ASSERT_EQ(ctxSynchronize(), CUDA_SUCCESS);
+      ASSERT_EQ(streamQuery(stream), CUDA_SUCCESS);
+    }
+
+    std::thread other([&] {
+      ASSERT_EQ(ctxSetCurrent(context), CUDA_SUCCESS);
+      EXPECT_EQ(streamDestroy(stream), CUDA_SUCCESS);
+      EXPECT_EQ(eventDestroy(event), CUDA_SUCCESS);
+      EXPECT_EQ(moduleUnload(module), CUDA_SUCCESS);  // and its function with it
+    });
+    other.join();
+
+    EXPECT_EQ(streamQuery(stream), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_EQ(eventRecord(event, nullptr), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_EQ(launchKernel(function, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr),
+              CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_EQ(streamDestroy(stream), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_EQ(ctxDestroy(context), CUDA_SUCCESS);
+    // And the context itself, which this thread named at every call above.
+    EXPECT_EQ(ctxSetCurrent(context), CUDA_ERROR_INVALID_CONTEXT);
   }
 }
 
