@@ -337,11 +337,12 @@ ContextObject* DriverState::current() {
 }
 
 CUresult DriverState::ensureRemote(ContextObject* ctx) {
+  // Made, and not released since: no lock needed to know (every launch asks).
+  if (ctx->remote.load(std::memory_order_acquire)) return CUDA_SUCCESS;
   // The creating call runs without the lock: a call may wait at the host-function fence for a
   // pending host function, and placing one takes this lock (resolveStream). Inside gpupoold (our
   // library as the cuda backend's driver) that wait, under the lock, stopped a session's thread
   // placing its next host function before it could read the release the wait was for.
-  if (ctx->remote.load(std::memory_order_acquire)) return CUDA_SUCCESS;  // made, and not released
   std::unique_lock lock(mutex);
   remoteMade.wait(lock, [&] { return !ctx->makingRemote; });  // another thread's creation
   if (ctx->remote) return CUDA_SUCCESS;

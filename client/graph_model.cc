@@ -340,30 +340,35 @@ CUresult setMemsetNode(GraphNodeObject* node, const CUDA_MEMSET_NODE_PARAMS& p, 
 
 namespace {
 
+// The address of a CU_MEMORYTYPE_UNIFIED end: its host pointer when set, else its device pointer.
+CUdeviceptr unifiedAddressOf(CUdeviceptr device, const void* host) {
+  return host ? reinterpret_cast<CUdeviceptr>(host) : device;
+}
+
 // The device address a CUDA_MEMCPY3D end starts at, or 0 when it is not device memory.
 CUdeviceptr deviceEnd(CUmemorytype type, CUdeviceptr device, const void* host) {
   if (type == CU_MEMORYTYPE_DEVICE) return device;
   if (type == CU_MEMORYTYPE_UNIFIED) {
-    auto address =
-        reinterpret_cast<CUdeviceptr>(host) ? reinterpret_cast<CUdeviceptr>(host) : device;
+    CUdeviceptr address = unifiedAddressOf(device, host);
     return DriverState::get().findDevice(address, 0) ? address : 0;
   }
   return 0;
 }
 
+// Whether an end is unified and lies where device and host memory are at once, which cannot be
+// told apart (DriverState::unifiedIsDevice refuses it, naming the call).
+bool ambiguousUnifiedEnd(CUmemorytype type, CUdeviceptr device, const void* host) {
+  bool isDevice = false;
+  return type == CU_MEMORYTYPE_UNIFIED &&
+         DriverState::get().unifiedIsDevice("cuGraphAddMemcpyNode", unifiedAddressOf(device, host),
+                                            &isDevice) != CUDA_SUCCESS;
+}
+
 }  // namespace
 
 CUresult setMemcpyNode(GraphNodeObject* node, const CUDA_MEMCPY3D& p, CUcontext ctx) {
-  // A unified end that is device and host memory at once cannot be told apart (unifiedIsDevice).
-  auto ambiguous = [](CUmemorytype type, CUdeviceptr device, const void* host) {
-    bool isDevice = false;
-    return type == CU_MEMORYTYPE_UNIFIED &&
-           DriverState::get().unifiedIsDevice("cuGraphAddMemcpyNode",
-                                              host ? reinterpret_cast<CUdeviceptr>(host) : device,
-                                              &isDevice) != CUDA_SUCCESS;
-  };
-  if (ambiguous(p.srcMemoryType, p.srcDevice, p.srcHost) ||
-      ambiguous(p.dstMemoryType, p.dstDevice, p.dstHost)) {
+  if (ambiguousUnifiedEnd(p.srcMemoryType, p.srcDevice, p.srcHost) ||
+      ambiguousUnifiedEnd(p.dstMemoryType, p.dstDevice, p.dstHost)) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   CUdeviceptr src = deviceEnd(p.srcMemoryType, p.srcDevice, p.srcHost);
