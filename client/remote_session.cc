@@ -36,6 +36,10 @@ CUresult resultFromWire(uint32_t raw) {
   return raw <= CUDA_ERROR_UNKNOWN ? static_cast<CUresult>(raw) : CUDA_ERROR_UNKNOWN;
 }
 
+// GPU_POOL_SHM_IDLE_RELEASE_MS's default: long enough that a program pausing between steps keeps
+// its rings, short enough that an idle one soon holds a few pages instead of megabytes.
+constexpr unsigned kIdleGiveBackMs = 1000;
+
 unsigned envMs(const char* name, unsigned fallback) {
   const char* v = std::getenv(name);
   return v ? static_cast<unsigned>(std::strtoul(v, nullptr, 10)) : fallback;
@@ -215,6 +219,9 @@ std::unique_ptr<RemoteSession> RemoteSession::connect(const transport::Endpoint&
     // A server whose host stops answering TCP heartbeats this long is lost, however long its
     // kernels run (docs/hardening.md).
     session->heartbeatMs_ = envMs("GPU_POOL_HEARTBEAT_TIMEOUT_MS", 15000);
+    // An shm session idle between one and two of these gives its rings' pages back (0: never).
+    session->idleGiveBack_ =
+        std::chrono::milliseconds(envMs("GPU_POOL_SHM_IDLE_RELEASE_MS", kIdleGiveBackMs));
     session->connection_->setDeadPeerTimeoutMs(session->heartbeatMs_);
     const char* serialize = std::getenv("GPU_POOL_SERIALIZE_CALLS");
     session->serialized_ =
@@ -253,18 +260,29 @@ void RemoteSession::flushLoop() {
   std::unique_lock lock(mutex_);
   // Between posts the flusher is also the heartbeat's eyes while no call waits (posted bytes may
   // sit behind a busy server's closed window while the program computes): Connection::checkPeer.
+  // It also gives back the memory of an idle shm session's rings (docs/shm.md, "Idle sessions").
   auto look = std::chrono::milliseconds(transport::heartbeatLookIntervalMs(heartbeatMs_));
+  const bool givesBack = idleGiveBack_.count() && connection_->givesBackIdleSendMemory();
   while (!stopping_) {
     if (broken_ || connection_->queuedBytes() == 0) {
-      if (broken_ || !heartbeatMs_) {
+      if (broken_ || (!heartbeatMs_ && !givesBack)) {
         queued_.wait(lock);
         continue;
       }
-      if (queued_.wait_for(lock, look) == std::cv_status::timeout && !broken_ && !stopping_) {
+      const auto period = !givesBack      ? look
+                          : !heartbeatMs_ ? idleGiveBack_
+                                          : std::min(look, idleGiveBack_);
+      if (queued_.wait_for(lock, period) == std::cv_status::timeout && !broken_ && !stopping_) {
         try {
-          connection_->checkPeer();
+          if (heartbeatMs_) connection_->checkPeer();
         } catch (const transport::TransportError& e) {
           lost("the heartbeat", e.what());
+        }
+        try {
+          // No send is in progress: sends hold mutex_, as this loop does here.
+          if (givesBack && !broken_) connection_->giveBackIdleSendMemory();
+        } catch (const transport::TransportError& e) {
+          lost("giving back idle ring memory", e.what());
         }
       }
       continue;

@@ -171,7 +171,8 @@ class RemoteSession {
   std::thread flusher_;
   std::unique_ptr<transport::Connection> connection_;
   std::atomic<bool> broken_{false};
-  unsigned heartbeatMs_ = 0;  // GPU_POOL_HEARTBEAT_TIMEOUT_MS (0: off)
+  unsigned heartbeatMs_ = 0;                   // GPU_POOL_HEARTBEAT_TIMEOUT_MS (0: off)
+  std::chrono::milliseconds idleGiveBack_{0};  // GPU_POOL_SHM_IDLE_RELEASE_MS (0: off)
   // An earlier post's failure that a host-function thread's call heard of, for the next other call.
   std::atomic<CUresult> handedOn_{CUDA_SUCCESS};
   std::string url_;

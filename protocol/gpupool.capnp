@@ -102,6 +102,8 @@ struct SessionStatus {
   tenant @5 :Text;                # empty when the server runs without a configuration
   rdma @6 :RdmaCounters;          # RDMA sessions only (hasRdma)
   devices @7 :List(UInt32);       # the server's device ordinals the session has contexts on
+  # shm sessions only: the bytes of both rings in memory now; an idle session gives the rest back.
+  shmRingBytesResident @8 :UInt64;
 }
 
 # How an RDMA session's bulk bytes moved so far, as the server's connection counts them

@@ -290,6 +290,8 @@ void PoolServer::fillStatus(wire::Response::StatusReply::Builder status) {
     for (unsigned d = 0; d < snapshots[i].devices.size(); ++d) {
       used.set(d, static_cast<uint32_t>(snapshots[i].devices[d]));
     }
+    if (snapshots[i].ringBytesResident)
+      ss[i].setShmRingBytesResident(*snapshots[i].ringBytesResident);
     if (const auto& rdma = snapshots[i].rdma) {
       auto r = ss[i].initRdma();
       r.setReceivedZeroCopy(rdma->bulkBytesReceivedZeroCopy);

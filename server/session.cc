@@ -97,6 +97,7 @@ SessionSnapshot Session::snapshot() const {
   s.driver = driver_;
   s.tenant = tenantName_;
   s.rdma = connection_->counters();
+  s.ringBytesResident = connection_->ringBytesResident();
   state_.contexts.forEach([&](uint64_t, const SessionContexts::Entry& c) {
     ++s.contexts;
     s.memoryUsed += c.backend->memoryUsed();
@@ -138,6 +139,11 @@ Session::Progress Session::serveArrived() {
           served > 0 ? connection_->nextFrameArrived() : connection_->frameArrived();
       if (!arrived) {
         connection_->releaseIdleMemory();
+        if (connection_->givesBackIdleSendMemory()) {
+          // Not while a device wait's reply is being sent: the next idle turn looks again.
+          std::unique_lock sending(sendMutex_, std::try_to_lock);
+          if (sending) connection_->giveBackIdleSendMemory();
+        }
         progress = Progress::kIdle;
         return;
       }

@@ -45,6 +45,7 @@ struct SessionSnapshot {
   bool driver = false;                               // a libcuda session (not a status probe)
   std::string tenant;                                // empty when the server runs open
   std::optional<transport::TransportCounters> rdma;  // RDMA sessions only
+  std::optional<uint64_t> ringBytesResident;         // shm sessions only
 };
 
 class Session {

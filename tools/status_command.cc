@@ -81,6 +81,9 @@ void printJson(wire::Response::StatusReply::Reader status) {
                                {"memory_used", session.getMemoryUsed()},
                                {"transport", session.getTransport().cStr()}});
     if (session.getTenant().size()) out["sessions"].back()["tenant"] = session.getTenant().cStr();
+    if (session.getTransport() == "shm") {
+      out["sessions"].back()["shm"] = {{"ring_bytes_resident", session.getShmRingBytesResident()}};
+    }
     if (session.hasRdma()) {
       auto r = session.getRdma();
       out["sessions"].back()["rdma"] = {{"received_zero_copy", r.getReceivedZeroCopy()},
@@ -150,6 +153,9 @@ void printText(wire::Response::StatusReply::Reader status) {
     std::cout << "  #" << session.getSessionId() << " " << session.getClientName().cStr()
               << "  memory " << humanBytes(session.getMemoryUsed()) << "  "
               << session.getTransport().cStr();
+    if (session.getTransport() == "shm") {
+      std::cout << "  rings " << humanBytes(session.getShmRingBytesResident()) << " in memory";
+    }
     if (session.hasRdma()) {
       // Bytes in and out without a copy on the server, and how often it had to register memory.
       auto r = session.getRdma();

@@ -153,6 +153,15 @@ class Connection {
   }
   // Gives back the receive memory an idle connection holds between frames.
   virtual void releaseIdleMemory() {}
+  // The memory an idle connection's sends hold (shm: the pages of the outgoing ring that hold no
+  // unread bytes), given back. The client's flusher calls it every so often: it gives back once a
+  // whole period between two calls passed without a send, and asks the server to do the same; the
+  // server calls it when it goes idle, and gives back once asked. Call with no send in progress.
+  virtual void giveBackIdleSendMemory() {}
+  // Whether giveBackIdleSendMemory can give anything back (else nobody needs to call it).
+  virtual bool givesBackIdleSendMemory() const { return false; }
+  // shm: the bytes of both rings in memory now (the rest was given back, or never touched).
+  virtual std::optional<uint64_t> ringBytesResident() const { return std::nullopt; }
   // For a turn that ended with frames still waiting (perhaps already taken in, so the descriptor
   // may not turn readable for them): makes readinessDescriptor() readable now and returns true;
   // false where it cannot (a socket: the loop then watches for writability, which it nearly

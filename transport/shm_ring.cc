@@ -2,6 +2,7 @@
 
 #include <linux/futex.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <cstring>
 #include <ctime>
 #include <string>
+#include <vector>
 
 #include "transport/connection.h"
 
@@ -56,6 +58,23 @@ void futexWait(uint32_t* word, uint32_t seen) {
 
 void futexWake(uint32_t* word) {
   ::syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+uintptr_t pageBytes() {
+  static const auto bytes = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  return bytes;
+}
+
+// Gives back the whole pages within [begin, end) (a page partly outside is kept). Returns the
+// bytes given back; 0 where the kernel refused (the file system cannot punch holes), which only
+// costs memory.
+size_t removeWholePages(std::byte* begin, std::byte* end) {
+  const uintptr_t page = pageBytes();
+  const uintptr_t first = (reinterpret_cast<uintptr_t>(begin) + page - 1) & ~(page - 1);
+  const uintptr_t last = reinterpret_cast<uintptr_t>(end) & ~(page - 1);
+  if (last <= first) return 0;
+  if (::madvise(reinterpret_cast<void*>(first), last - first, MADV_REMOVE) != 0) return 0;
+  return last - first;
 }
 
 [[noreturn]] void corrupt(const std::string& what) {
@@ -125,6 +144,39 @@ void ShmRingEnd::wakeAll() {
   futexWake(&control_->tail.value);
 }
 
+size_t ShmRingEnd::giveBackUnusedPages() {
+  if (!mayGiveBack()) return 0;
+  // The consumer reads only [tail, head), and its tail only grows: every byte from head round to
+  // the tail read here is free, whatever it reads meanwhile.
+  const uint32_t unread = head_ - peerTail();
+  writtenSinceGiveBack_ = false;
+  keptUnread_ = unread != 0;
+  // All of it at once: split at head, the page holding head would be kept by both halves.
+  if (unread == 0) return removeWholePages(data_, data_ + size_);
+  const uint32_t from = head_ & (size_ - 1);
+  const uint32_t free = size_ - unread;
+  const uint32_t run = std::min(free, size_ - from);
+  return removeWholePages(data_ + from, data_ + from + run) +
+         removeWholePages(data_, data_ + (free - run));
+}
+
+void ShmRingEnd::askProducerToGiveBack() { store(control_->tail.giveBack, 1); }
+
+bool ShmRingEnd::consumerAskedToGiveBack() {
+  std::atomic_ref<uint32_t> asked(control_->tail.giveBack);
+  return asked.load(std::memory_order_relaxed) != 0 && asked.exchange(0) != 0;
+}
+
+size_t ShmRingEnd::residentBytes() const {
+  const uintptr_t page = pageBytes();
+  const uintptr_t first = reinterpret_cast<uintptr_t>(data_) & ~(page - 1);
+  const uintptr_t last = (reinterpret_cast<uintptr_t>(data_) + size_ + page - 1) & ~(page - 1);
+  std::vector<unsigned char> pages((last - first) / page);
+  if (::mincore(reinterpret_cast<void*>(first), last - first, pages.data()) != 0) return 0;
+  return page * static_cast<size_t>(std::count_if(pages.begin(), pages.end(),
+                                                  [](unsigned char p) { return p & 1; }));
+}
+
 namespace {
 
 // Spins for up to `spin`, then sleeps on `count` in slices until `ready()`. Adapts `spin` to how
@@ -190,6 +242,8 @@ void ShmRingEnd::write(std::span<const ConstBuffer> parts, ShmWaitHooks& hooks) 
       skipDone();
     }
     head_ += static_cast<uint32_t>(done);
+    writtenSinceGiveBack_ = true;
+    ++writes_;
     std::atomic_ref<uint32_t>(control_->head.moverCpu)
         .store(currentCpu(), std::memory_order_relaxed);
     store(control_->head.value, head_);

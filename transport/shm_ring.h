@@ -34,6 +34,10 @@ struct alignas(64) ShmRingCount {
   // The core the count's owner last moved it from, plus one (0: not known). A side about to spin
   // for this count does not when it runs on that very core: the owner could not run while it spun.
   uint32_t moverCpu;
+  // On the tail only: set by the consumer to ask the producer to give back, when next idle, the
+  // ring's pages that hold no unread bytes (the client's ask once its session has gone idle:
+  // ShmRingEnd::askProducerToGiveBack); the producer clears it when it takes the ask.
+  uint32_t giveBack;
 };
 
 struct ShmRingControl {
@@ -102,6 +106,22 @@ class ShmRingEnd {
   // Wakes this side's own sleeper on this ring (shutdown from another thread).
   void wakeAll();
 
+  // Producer, with no write in progress: gives the ring's pages that hold no unread bytes back to
+  // the kernel (MADV_REMOVE frees the shared file's pages; the next write there faults in a zeroed
+  // one), so an idle session keeps only what its consumer has yet to read. Does nothing unless
+  // mayGiveBack(). Returns the bytes of the ranges given back.
+  size_t giveBackUnusedPages();
+  // Consumer: asks the producer to give back its unused pages when it is next idle.
+  void askProducerToGiveBack();
+  // Producer: whether the consumer asked since the last call (the ask is taken).
+  bool consumerAskedToGiveBack();
+  // Bytes of the ring's data in memory now (mincore), whichever side wrote them.
+  size_t residentBytes() const;
+  // Producer: steps that published bytes so far, and whether giveBackUnusedPages has anything to
+  // do (bytes written since, or pages it kept for bytes then unread).
+  uint64_t writes() const { return writes_; }
+  bool mayGiveBack() const { return writtenSinceGiveBack_ || keptUnread_; }
+
  private:
   uint32_t peerHead();  // validated
   uint32_t peerTail();  // validated
@@ -111,8 +131,11 @@ class ShmRingEnd {
   ShmRingControl* control_;
   std::byte* data_;
   uint32_t size_;
-  uint32_t head_ = 0;  // producer's own head
-  uint32_t tail_ = 0;  // consumer's own tail
+  uint32_t head_ = 0;                  // producer's own head
+  uint32_t tail_ = 0;                  // consumer's own tail
+  bool writtenSinceGiveBack_ = false;  // producer's
+  bool keptUnread_ = false;            // producer's: the last give-back kept unread bytes' pages
+  uint64_t writes_ = 0;                // producer's
   // Adaptive spin before sleeping: longer while spins keep ending in data, shorter when they end in
   // sleep anyway.
   std::chrono::nanoseconds spin_{std::chrono::microseconds(20)};

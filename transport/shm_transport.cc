@@ -17,6 +17,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "transport/file_descriptor.h"
@@ -217,6 +218,29 @@ class ShmConnection final : public FramedConnection {
                                                std::to_string(receiveTimeoutMs_.load()) + " ms");
   }
 
+  bool givesBackIdleSendMemory() const override { return true; }
+
+  void giveBackIdleSendMemory() override {
+    if (shutdown_ || !ready_.load(std::memory_order_acquire)) return;
+    if (server_) {
+      if (out_->consumerAskedToGiveBack()) out_->giveBackUnusedPages();
+      return;
+    }
+    // Sent since the last look: not idle yet. Nothing sent since the last give-back: nothing to
+    // give back here, and the server wrote at most the replies to requests sent before it.
+    const uint64_t writes = out_->writes();
+    if (std::exchange(writesAtLastLook_, writes) != writes || !out_->mayGiveBack()) return;
+    out_->giveBackUnusedPages();
+    in_->askProducerToGiveBack();
+    // An idle server waits for the doorbell: its event loop turns, finds no frame, gives back.
+    ringDoorbell();
+  }
+
+  std::optional<uint64_t> ringBytesResident() const override {
+    if (!ready_.load(std::memory_order_acquire)) return 0;
+    return in_->residentBytes() + out_->residentBytes();
+  }
+
   bool sendFile(int fd) override {
     if (shutdown_) fail(TransportError::Kind::kDisconnected, "send failed: connection shut down");
     char tag = 2;  // any byte: the record is what carries the file
@@ -369,6 +393,7 @@ class ShmConnection final : public FramedConnection {
   std::atomic<bool> shutdown_{false};
   std::atomic<unsigned> receiveTimeoutMs_{0};
   std::chrono::nanoseconds pollMax_{0};  // server side: set by the listener
+  uint64_t writesAtLastLook_ = 0;        // client side: giveBackIdleSendMemory's
   std::mutex filesMutex_;
   std::deque<FileDescriptor> files_;  // passed by the client, not yet taken, oldest first
   Hooks receiveHooks_{*this, true};

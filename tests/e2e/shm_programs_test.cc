@@ -19,6 +19,7 @@
 #include "child_process.h"
 #include "gpupool_server.h"
 #include "scratch_directory.h"
+#include "status_json.h"
 #include "test_programs.h"
 
 namespace gpupool::e2e {
@@ -249,6 +250,50 @@ TEST(ShmSessionTest, KilledClientsPinnedMemoryIsUnmapped) {
   program.signal(SIGKILL);
   program.finish(seconds(10));
   EXPECT_TRUE(shm.awaitPinnedFiles(0)) << shm.mappedClientFiles("gpupool-pinned");
+}
+
+// The bytes of the shm session's rings in memory, as `gpupool status --json` shows them (-1: no
+// shm session).
+int64_t ringBytesResident(const ShmServer& shm) {
+  for (const auto& session : statusOf(shm.server->endpoint()).value("sessions", nlohmann::json())) {
+    if (session.value("transport", "") == "shm")
+      return session.at("shm").at("ring_bytes_resident").get<int64_t>();
+  }
+  return -1;
+}
+
+// An idle shm session gives its rings' pages back: after 8 MiB each way filled both 2 MiB rings,
+// and a pause of one to two GPU_POOL_SHM_IDLE_RELEASE_MS, the server's status shows a few pages
+// where there were megabytes, and the next copies are right again. With 0 the rings stay.
+TEST(ShmSessionTest, IdleSessionGivesBackItsRingsPages) {
+  ShmServer shm;
+  constexpr int64_t kFilled = 3 << 20, kGivenBack = 64 << 10;
+  for (const char* releaseMs : {"1500", "0"}) {
+    SCOPED_TRACE(std::string("GPU_POOL_SHM_IDLE_RELEASE_MS=") + releaseMs);
+    EnvironmentChanges environment = clientEnvironment(shm.url);
+    environment["GPU_POOL_SHM_IDLE_RELEASE_MS"] = releaseMs;
+    ChildProcess program({e2eProgramPath("idle_rings"), {}, environment, {}});
+    ASSERT_TRUE(program.waitForStdout("COPIED", seconds(120)))
+        << program.finish(seconds(1)).describe();
+    const auto copied = steady_clock::now();
+    const int64_t busy = ringBytesResident(shm);
+    if (steady_clock::now() - copied < milliseconds(1500)) {
+      EXPECT_GE(busy, kFilled) << "status came within the idle period";
+    }
+    int64_t idle = busy;
+    while (steady_clock::now() - copied < seconds(6) && idle > kGivenBack) {
+      std::this_thread::sleep_for(milliseconds(250));
+      idle = ringBytesResident(shm);
+    }
+    if (std::string(releaseMs) == "0") {
+      EXPECT_GE(idle, kFilled) << "given back although GPU_POOL_SHM_IDLE_RELEASE_MS=0";
+    } else {
+      EXPECT_LE(idle, kGivenBack) << "still in memory 6 s after the copies";
+    }
+    program.writeStdin("\n");
+    ProgramResult result = program.finish(seconds(120));
+    EXPECT_TRUE(result.passed()) << result.describe() << shm.server->log();
+  }
 }
 
 // By default a worker spins for a session's next call after each one it served, with the doorbell

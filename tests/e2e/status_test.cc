@@ -9,6 +9,7 @@
 #include "build_paths.h"
 #include "child_process.h"
 #include "gpupool_server.h"
+#include "status_json.h"
 
 namespace gpupool::e2e {
 namespace {
@@ -19,22 +20,7 @@ using std::chrono::steady_clock;
 
 constexpr uint64_t kHeldBytes = 64u << 20;
 
-nlohmann::json queryStatus(const GpupoolServer& server) {
-  ProgramResult result =
-      runProgram(gpupoolCliPath(), {"status", "--json", "--endpoint", server.endpoint()},
-                 {{"GPU_POOL_ENDPOINT", std::nullopt}}, seconds(30));
-  if (!result.passed()) {
-    ADD_FAILURE() << "gpupool status failed: " << result.describe();
-    return nlohmann::json::object();
-  }
-  try {
-    return nlohmann::json::parse(result.out);
-  } catch (const nlohmann::json::exception& e) {
-    ADD_FAILURE() << "gpupool status --json printed invalid JSON (" << e.what() << "):\n"
-                  << result.out;
-    return nlohmann::json::object();
-  }
-}
+nlohmann::json queryStatus(const GpupoolServer& server) { return statusOf(server.endpoint()); }
 
 uint64_t deviceMemoryUsed(const nlohmann::json& status) {
   return status.at("devices").at(0).at("memory_used").get<uint64_t>();

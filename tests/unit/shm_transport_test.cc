@@ -150,6 +150,67 @@ TEST(ShmRingTest, NoSpinForAProducerOnThisCore) {
   ASSERT_EQ(sched_setaffinity(0, sizeof before, &before), 0);
 }
 
+// A ring of 16 pages in shared memory (giving pages back needs a shared mapping), its producer
+// and consumer ends, and hooks that never need to act.
+struct SharedRing {
+  static constexpr uint32_t kBytes = 64 << 10;
+  static constexpr size_t kMapped = kShmDataOffset + kBytes;
+  std::byte* base = static_cast<std::byte*>(
+      ::mmap(nullptr, kMapped, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  ShmRingControl* control = reinterpret_cast<ShmRingControl*>(base);
+  ShmRingEnd producer{control, base + kShmDataOffset, kBytes};
+  ShmRingEnd consumer{control, base + kShmDataOffset, kBytes};
+  RingInMemory::Hooks hooks;
+  ~SharedRing() { ::munmap(base, kMapped); }
+
+  // `n` bytes of pattern `seed` in, or out and checked.
+  void write(size_t n, unsigned seed) {
+    std::vector<unsigned char> bytes(n);
+    for (size_t i = 0; i < n; ++i) bytes[i] = static_cast<unsigned char>(i * 7 + seed);
+    ConstBuffer part{bytes.data(), n};
+    producer.write(std::span<const ConstBuffer>(&part, 1), hooks);
+  }
+  void readAndCheck(size_t n, unsigned seed) {
+    std::vector<unsigned char> bytes(n);
+    ASSERT_EQ(consumer.read(bytes.data(), n, false, hooks, false), n);
+    for (size_t i = 0; i < n; ++i)
+      ASSERT_EQ(bytes[i], static_cast<unsigned char>(i * 7 + seed)) << "byte " << i;
+  }
+};
+
+// The producer gives back every page that holds no unread byte, keeps those that do (across the
+// wrap too), and gives them back once read; the bytes kept arrive intact, and the ring goes on.
+TEST(ShmRingTest, GivingBackKeepsOnlyThePagesWithUnreadBytes) {
+  ASSERT_EQ(::sysconf(_SC_PAGESIZE), 4096) << "the figures below count 4 KiB pages";
+  SharedRing ring;
+  ASSERT_NE(ring.base, MAP_FAILED);
+  EXPECT_EQ(ring.producer.residentBytes(), 0u);
+  ring.write(60 << 10, 1);
+  ring.readAndCheck(60 << 10, 1);
+  EXPECT_EQ(ring.producer.residentBytes(), 60u << 10);
+  EXPECT_EQ(ring.producer.giveBackUnusedPages(), 64u << 10);  // nothing unread: all of it
+  EXPECT_EQ(ring.producer.residentBytes(), 0u);
+  EXPECT_EQ(ring.producer.giveBackUnusedPages(), 0u);  // nothing written since
+  // 10 KiB from 60 KiB on: unread on the last page and the first two (the second in part).
+  ring.write(10 << 10, 2);
+  EXPECT_EQ(ring.producer.giveBackUnusedPages(), 52u << 10);
+  EXPECT_EQ(ring.consumer.residentBytes(), 12u << 10);
+  ring.readAndCheck(10 << 10, 2);
+  EXPECT_EQ(ring.producer.giveBackUnusedPages(), 64u << 10);  // read now: they go too
+  EXPECT_EQ(ring.producer.residentBytes(), 0u);
+  ring.write(40 << 10, 3);
+  ring.readAndCheck(40 << 10, 3);
+}
+
+// The consumer's ask is seen once by the producer.
+TEST(ShmRingTest, AnAskToGiveBackIsTakenOnce) {
+  RingInMemory ring;
+  EXPECT_FALSE(ring.producer.consumerAskedToGiveBack());
+  ring.consumer.askProducerToGiveBack();
+  EXPECT_TRUE(ring.producer.consumerAskedToGiveBack());
+  EXPECT_FALSE(ring.producer.consumerAskedToGiveBack());
+}
+
 TEST(ShmTransportTest, SaysWhatItIs) {
   auto pair = shmPair(kSmallRing);
   EXPECT_EQ(pair.client->kind(), "shm");
@@ -189,6 +250,54 @@ TEST(ShmTransportTest, MessagesAndBulkFarLargerThanTheRingBothWays) {
   clientSends.get();
   serverSends.get();
   clientChecks.get();
+}
+
+// An idle session gives both rings' pages back: the client's look, once a whole period passed
+// without a send, gives back its own ring and asks the server, which gives back its ring at its
+// next idle turn and not before it is asked. Frames cross as before afterwards.
+TEST(ShmTransportTest, AnIdleSessionGivesBackBothRingsWhenTheClientAsks) {
+  constexpr uint32_t kRing = 1 << 20;
+  constexpr size_t kBulk = 900 << 10;
+  auto pair = shmPair(kRing);
+  auto send = [&](Connection& c, unsigned seed) {
+    auto message = words(16, seed);
+    std::vector<uint8_t> bulk(kBulk);
+    for (size_t i = 0; i < kBulk; ++i) bulk[i] = static_cast<uint8_t>(i * 13 + seed);
+    ConstBuffer m{message.data(), message.size() * 8};
+    ConstBuffer b{bulk.data(), kBulk};
+    c.sendFrame(std::span(&m, 1), std::span(&b, 1));
+  };
+  auto check = [&](Connection& c, unsigned seed) {
+    ReceivedFrame frame = c.receiveFrame();
+    EXPECT_EQ(asWords(frame.message), words(16, seed));
+    ASSERT_EQ(frame.bulkBytes, kBulk);
+    std::vector<uint8_t> bulk(kBulk);
+    c.receiveBulk(bulk.data(), kBulk);
+    for (size_t i = 0; i < kBulk; ++i)
+      ASSERT_EQ(bulk[i], static_cast<uint8_t>(i * 13 + seed)) << "bulk byte " << i;
+  };
+  auto exchange = [&](unsigned seed) {
+    auto sending = std::async(std::launch::async, [&] { send(*pair.client, seed); });
+    check(*pair.server, seed);
+    sending.get();
+    sending = std::async(std::launch::async, [&] { send(*pair.server, seed + 1); });
+    check(*pair.client, seed + 1);
+    sending.get();
+  };
+  ASSERT_TRUE(pair.client->givesBackIdleSendMemory());
+  exchange(1);
+  const uint64_t filled = 2 * kBulk;
+  EXPECT_GE(*pair.client->ringBytesResident(), filled);
+  pair.server->giveBackIdleSendMemory();  // not asked
+  EXPECT_GE(*pair.server->ringBytesResident(), filled);
+  pair.client->giveBackIdleSendMemory();  // the first look notes the sends
+  EXPECT_GE(*pair.client->ringBytesResident(), filled);
+  pair.client->giveBackIdleSendMemory();  // none since: its own ring goes
+  EXPECT_LT(*pair.client->ringBytesResident(), kBulk + (64 << 10));
+  EXPECT_GE(*pair.client->ringBytesResident(), kBulk);
+  pair.server->giveBackIdleSendMemory();  // asked now
+  EXPECT_LE(*pair.server->ringBytesResident(), 64u << 10);
+  exchange(3);
 }
 
 // 20000 small frames, queued and flushed in batches as posted calls are, through a 4 KiB ring and

@@ -1,4 +1,5 @@
-// `gpupool status --json` of a server, as the NVML tests compare their answers with it.
+// `gpupool status --json` of a server, as tests read it (the NVML tests compare their answers with
+// it).
 #pragma once
 
 #include <gtest/gtest.h>
