@@ -63,6 +63,14 @@ std::string renderMetrics(wire::Response::StatusReply::Reader status) {
   Family sessions(out, "gpupool_device_sessions", "gauge", "Sessions with a context on the device");
   for (auto d : status.getDevices())
     sessions.sample("device=\"" + std::to_string(d.getIndex()) + "\"", d.getSessions());
+  // Shared memory that idle shm sessions give back (docs/shm.md, "Idle sessions").
+  uint64_t ringBytes = 0;
+  for (auto session : status.getSessions()) {
+    if (session.getTransport() == "shm") ringBytes += session.getShmRingBytesResident();
+  }
+  Family(out, "gpupool_shm_ring_bytes_resident", "gauge",
+         "Bytes of shared-memory sessions' rings in memory")
+      .sample("", ringBytes);
   Family util(out, "gpupool_device_utilization_ratio", "gauge",
               "Fraction of time the device ran kernels (pools only: no series where unmeasured)");
   for (auto d : status.getDevices()) {

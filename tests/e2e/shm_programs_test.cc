@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -18,6 +19,7 @@
 #include "build_paths.h"
 #include "child_process.h"
 #include "gpupool_server.h"
+#include "http_get.h"
 #include "scratch_directory.h"
 #include "status_json.h"
 #include "test_programs.h"
@@ -266,7 +268,13 @@ int64_t ringBytesResident(const ShmServer& shm) {
 // and a pause of one to two GPU_POOL_SHM_IDLE_RELEASE_MS, the server's status shows a few pages
 // where there were megabytes, and the next copies are right again. With 0 the rings stay.
 TEST(ShmSessionTest, IdleSessionGivesBackItsRingsPages) {
-  ShmServer shm;
+  ShmServer shm({"--metrics-listen", "127.0.0.1:0"});
+  auto metric = [&] {
+    std::smatch value;
+    const std::string text = httpGet(shm.server->metricsUrl());
+    static const std::regex line(R"(\ngpupool_shm_ring_bytes_resident (\d+)\n)");
+    return std::regex_search(text, value, line) ? std::stoll(value[1]) : -1;
+  };
   constexpr int64_t kFilled = 3 << 20, kGivenBack = 64 << 10;
   for (const char* releaseMs : {"1500", "0"}) {
     SCOPED_TRACE(std::string("GPU_POOL_SHM_IDLE_RELEASE_MS=") + releaseMs);
@@ -277,8 +285,10 @@ TEST(ShmSessionTest, IdleSessionGivesBackItsRingsPages) {
         << program.finish(seconds(1)).describe();
     const auto copied = steady_clock::now();
     const int64_t busy = ringBytesResident(shm);
+    const int64_t busyMetric = metric();
     if (steady_clock::now() - copied < milliseconds(1500)) {
       EXPECT_GE(busy, kFilled) << "status came within the idle period";
+      EXPECT_GE(busyMetric, kFilled) << "/metrics came within the idle period";
     }
     int64_t idle = busy;
     while (steady_clock::now() - copied < seconds(6) && idle > kGivenBack) {
@@ -289,6 +299,9 @@ TEST(ShmSessionTest, IdleSessionGivesBackItsRingsPages) {
       EXPECT_GE(idle, kFilled) << "given back although GPU_POOL_SHM_IDLE_RELEASE_MS=0";
     } else {
       EXPECT_LE(idle, kGivenBack) << "still in memory 6 s after the copies";
+      const int64_t idleMetric = metric();
+      EXPECT_GE(idleMetric, 0) << "no gpupool_shm_ring_bytes_resident in /metrics";
+      EXPECT_LE(idleMetric, kGivenBack) << "/metrics";
     }
     program.writeStdin("\n");
     ProgramResult result = program.finish(seconds(120));
