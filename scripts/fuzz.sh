@@ -12,7 +12,7 @@ SECONDS_PER_TARGET=${1:-60}
 BUILD_DIR=${BUILD_DIR:-$ROOT/build-fuzz}
 WORK=${WORK:-$BUILD_DIR/fuzz-work}
 JOBS=${JOBS:-2}
-TARGETS=(server_session client_reply fatbin ptx)
+TARGETS=(server_session client_reply fatbin ptx shm_ring)
 
 CC=clang CXX=clang++ cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_UNITY_BUILD=ON \
   "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" \

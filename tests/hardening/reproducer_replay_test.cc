@@ -71,6 +71,21 @@ TEST(ReproducerReplayTest, ClientReply) { replayAll("client_reply", fuzz::consum
 TEST(ReproducerReplayTest, ServerSession) {
   replayAll("server_session", fuzz::consumeServerSession);
 }
+TEST(ReproducerReplayTest, ShmRing) { replayAll("shm_ring", fuzz::consumeShmRing); }
+
+// The shm ring target's committed seeds (a hostile client's scripts: heads and tails outside the
+// ring, scribbled words, a client gone mid-frame, round and round a 4 KiB ring) run here too,
+// so they run where clang and libFuzzer do not: each must end, without tripping an invariant.
+TEST(ReproducerReplayTest, ShmRingSeeds) {
+  int replayed = 0;
+  for (const auto& entry : fs::directory_iterator(fs::path(FUZZ_CORPUS_DIR) / "shm_ring")) {
+    auto bytes = readFile(entry.path());
+    EXPECT_EQ(replayIsolated(fuzz::consumeShmRing, bytes, std::chrono::seconds(20)), "")
+        << entry.path();
+    ++replayed;
+  }
+  EXPECT_GE(replayed, 5);
+}
 
 // The PTX the fuzzer found (a section cut off by a stray character) used to spin forever; now it
 // must be refused with a message that names the line.
