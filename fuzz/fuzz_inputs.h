@@ -24,8 +24,8 @@ void consumeClientReply(std::span<const uint8_t> input);
 
 // A hostile client's script against gpupoold's end of a real shm:// connection: bytes and any
 // value in any count or word of the shared rings, between the server's reads, replies and
-// give-backs (shm_ring_input.cc). The server must fail only that connection, and never write the
-// client's ring or the counts the client owns.
+// give-backs (shm_ring_input.cc). The server must fail only that connection, never write the
+// client's ring or the counts the client owns, and keep what the client has yet to read.
 void consumeShmRing(std::span<const uint8_t> input);
 
 }  // namespace gpupool::fuzz

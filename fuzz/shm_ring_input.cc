@@ -113,6 +113,7 @@ class HostileClient {
     return *reinterpret_cast<ShmRingControl*>(base_ + sizeof(ShmRingControl));
   }
   std::byte* toServerData() { return base_ + transport::kShmDataOffset; }
+  std::byte* toClientData() { return toServerData() + kRing; }
   // The words of both control blocks, by number: what a hostile client may scribble on.
   uint32_t& controlWord(uint8_t n) {
     auto* words = reinterpret_cast<uint32_t*>(base_);
@@ -162,6 +163,25 @@ void consumeShmRing(std::span<const uint8_t> input) {
     if (load(client.toClient().tail.value) != clientTail)
       broken("the server moved the client's tail");
   };
+  // What the server sent, where it went: the bytes the client has yet to read must stay there,
+  // given-back pages or not. Yet to read: past the furthest tail the client ever showed (a tail
+  // moved back claims bytes again that the server was told were read, and may have given back).
+  std::vector<std::byte> sent(kRing);
+  uint32_t readUpTo = 0;
+  auto noteTail = [&] {
+    // Ahead of what was read before, and not past what was sent: the server accepts it.
+    if (static_cast<int32_t>(clientTail - readUpTo) > 0 && serverHead - clientTail <= kRing &&
+        static_cast<int32_t>(serverHead - clientTail) >= 0)
+      readUpTo = clientTail;
+  };
+  auto checkUnread = [&] {
+    const uint32_t unread = serverHead - readUpTo;
+    if (unread > kRing) return;
+    for (uint32_t i = 0; i < unread; ++i) {
+      const size_t at = (readUpTo + i) & (kRing - 1);
+      if (client.toClientData()[at] != sent[at]) broken("bytes the client had not read changed");
+    }
+  };
   bool stop = false;
   try {
     while (!stop && !script.done()) {
@@ -183,6 +203,7 @@ void consumeShmRing(std::span<const uint8_t> input) {
         case 2:  // a tail anywhere
           clientTail = script.word();
           store(client.toClient().tail.value, clientTail);
+          noteTail();
           break;
         case 3: {  // any word of either control block
           const uint8_t n = script.byte();
@@ -192,6 +213,7 @@ void consumeShmRing(std::span<const uint8_t> input) {
           // The counts the client owns follow what it wrote.
           clientHead = load(client.toServer().head.value);
           clientTail = load(client.toClient().tail.value);
+          noteTail();
           break;
         }
         case 4:  // the server takes in what has come, frame by frame, as its event loop does
@@ -210,6 +232,15 @@ void consumeShmRing(std::span<const uint8_t> input) {
           std::vector<uint64_t> message(messageBytes / 8, 0x5555);
           ConstBuffer part{message.data(), messageBytes};
           server->sendFrame(std::span(&part, 1), {});
+          const transport::FrameHeader header{transport::kFrameMagic,
+                                              static_cast<uint32_t>(messageBytes), 0};
+          for (size_t i = 0; i < sizeof header + messageBytes; ++i) {
+            const auto* from =
+                i < sizeof header
+                    ? reinterpret_cast<const std::byte*>(&header) + i
+                    : reinterpret_cast<const std::byte*>(message.data()) + (i - sizeof header);
+            sent[(serverHead + i) & (kRing - 1)] = *from;
+          }
           serverHead += static_cast<uint32_t>(messageBytes + sizeof(transport::FrameHeader));
           checkUntouched();
           checkTail();
@@ -218,6 +249,7 @@ void consumeShmRing(std::span<const uint8_t> input) {
         case 6:  // the client reads all the server sent
           clientTail = serverHead;
           store(client.toClient().tail.value, clientTail);
+          noteTail();
           break;
         case 7:  // the client asks the server to give its ring's pages back
           store(client.toClient().tail.giveBack, 1);
@@ -225,6 +257,7 @@ void consumeShmRing(std::span<const uint8_t> input) {
           (void)server->ringBytesResident();
           checkUntouched();
           checkTail();
+          checkUnread();
           break;
         case 8:  // the client goes away
           client.closeSocket();
