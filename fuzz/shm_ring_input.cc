@@ -83,19 +83,7 @@ class HostileClient {
         ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, file, 0));
     if (base_ == MAP_FAILED) broken("cannot map the memory file");
     transport::ShmSetup setup{transport::kShmSetupMagic, transport::kShmSetupVersion, kRing};
-    iovec io{&setup, sizeof setup};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    msghdr message{};
-    message.msg_iov = &io;
-    message.msg_iovlen = 1;
-    message.msg_control = control;
-    message.msg_controllen = sizeof control;
-    cmsghdr* c = CMSG_FIRSTHDR(&message);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &file, sizeof file);
-    if (::sendmsg(socket_, &message, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof setup))
+    if (!transport::sendRecordWithFile(socket_, &setup, sizeof setup, file))
       broken("cannot send the setup");
     ::close(file);
   }

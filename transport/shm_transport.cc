@@ -62,28 +62,6 @@ std::string peerOf(int socket) {
   return "local-uid-" + std::to_string(credentials.uid) + ":" + std::to_string(credentials.pid);
 }
 
-// Sends one record of `size` bytes carrying descriptor `fd` (SCM_RIGHTS); false (errno set) when
-// it did not go whole.
-bool sendRecordWithFile(int socket, const void* data, size_t size, int fd) {
-  iovec io{const_cast<void*>(data), size};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr message{};
-  message.msg_iov = &io;
-  message.msg_iovlen = 1;
-  message.msg_control = control;
-  message.msg_controllen = sizeof control;
-  cmsghdr* c = CMSG_FIRSTHDR(&message);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
-  ssize_t n;
-  do {
-    n = ::sendmsg(socket, &message, MSG_NOSIGNAL);
-  } while (n < 0 && errno == EINTR);
-  return n == static_cast<ssize_t>(size);
-}
-
 // Receives one record into [data, data + size) without waiting, with the descriptors it carried
 // (closed when `files` goes, unless taken from it). Returns what recvmsg did (-1 with errno);
 // *truncated when the record or its descriptors did not fit.
@@ -460,6 +438,26 @@ class ShmListener final : public Listener {
 };
 
 }  // namespace
+
+bool sendRecordWithFile(int socket, const void* data, size_t size, int fd) {
+  iovec io{const_cast<void*>(data), size};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr message{};
+  message.msg_iov = &io;
+  message.msg_iovlen = 1;
+  message.msg_control = control;
+  message.msg_controllen = sizeof control;
+  cmsghdr* c = CMSG_FIRSTHDR(&message);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+  ssize_t n;
+  do {
+    n = ::sendmsg(socket, &message, MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  return n == static_cast<ssize_t>(size);
+}
 
 std::unique_ptr<Connection> shmConnect(const Endpoint& endpoint, uint32_t ringBytes) {
   if (endpoint.scheme != "shm")

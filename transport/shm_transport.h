@@ -12,6 +12,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 
@@ -35,5 +36,9 @@ std::unique_ptr<Connection> shmConnect(const Endpoint& endpoint,
 // accepted connection's awaitFrameBriefly() spins (0: it never does).
 std::unique_ptr<Listener> shmListen(
     const Endpoint& endpoint, std::chrono::microseconds pollMax = std::chrono::microseconds(0));
+
+// Sends one record of `size` bytes carrying descriptor `fd` (SCM_RIGHTS) on a Unix socket: how a
+// client passes its memory files. False (errno set) when it did not go whole.
+bool sendRecordWithFile(int socket, const void* data, size_t size, int fd);
 
 }  // namespace gpupool::transport
