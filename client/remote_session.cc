@@ -219,7 +219,8 @@ std::unique_ptr<RemoteSession> RemoteSession::connect(const transport::Endpoint&
     // A server whose host stops answering TCP heartbeats this long is lost, however long its
     // kernels run (docs/hardening.md).
     session->heartbeatMs_ = envMs("GPU_POOL_HEARTBEAT_TIMEOUT_MS", 15000);
-    // An shm session idle between one and two of these gives its rings' pages back (0: never).
+    // An shm session idle one to two of these (a second more at most) gives its rings' pages back
+    // (0: never).
     session->idleGiveBack_ =
         std::chrono::milliseconds(envMs("GPU_POOL_SHM_IDLE_RELEASE_MS", kIdleGiveBackMs));
     session->connection_->setDeadPeerTimeoutMs(session->heartbeatMs_);
@@ -263,6 +264,9 @@ void RemoteSession::flushLoop() {
   // It also gives back the memory of an idle shm session's rings (docs/shm.md, "Idle sessions").
   auto look = std::chrono::milliseconds(transport::heartbeatLookIntervalMs(heartbeatMs_));
   const bool givesBack = idleGiveBack_.count() && connection_->givesBackIdleSendMemory();
+  // The connection gives back when nothing was sent between two of its looks: they are at least
+  // idleGiveBack_ apart, whatever the heartbeat's rhythm that wakes this loop.
+  auto nextGiveBackLook = std::chrono::steady_clock::now() + idleGiveBack_;
   while (!stopping_) {
     if (broken_ || connection_->queuedBytes() == 0) {
       if (broken_ || (!heartbeatMs_ && !givesBack)) {
@@ -280,7 +284,11 @@ void RemoteSession::flushLoop() {
         }
         try {
           // No send is in progress: sends hold mutex_, as this loop does here.
-          if (givesBack && !broken_) connection_->giveBackIdleSendMemory();
+          const auto now = std::chrono::steady_clock::now();
+          if (givesBack && !broken_ && now >= nextGiveBackLook) {
+            nextGiveBackLook = now + idleGiveBack_;
+            connection_->giveBackIdleSendMemory();
+          }
         } catch (const transport::TransportError& e) {
           lost("giving back idle ring memory", e.what());
         }
