@@ -180,6 +180,14 @@ class ShmConnection final : public FramedConnection {
   }
   void setPollMax(std::chrono::nanoseconds max) { pollMax_ = max; }
 
+  // Right after a served frame: the ring alone first, and again after polling it, without a system
+  // call; only a look that finds no frame either way drains the socket and asks for the doorbell
+  // (frameArrived), as the session then goes back to the event loop.
+  bool nextFrameArrived() override {
+    if (frameInRing() || (awaitFrameBriefly() && frameInRing())) return true;
+    return frameArrived();
+  }
+
   bool peerClosed() const override {
     pollfd p{socket_.get(), POLLRDHUP, 0};
     return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
@@ -261,8 +269,13 @@ class ShmConnection final : public FramedConnection {
 
   size_t readAvailable(void* dst, size_t max) override {
     if (!setUp(false)) return 0;
+    size_t n = in_->read(dst, max, false, receiveHooks_, false);
+    if (n != 0 || ringOnly_) return n;
+    // Nothing in the ring: drain the socket (doorbells, passed files, the peer closing it), then
+    // look once more asking for the doorbell, so bytes published meanwhile are seen now or rung
+    // for.
     bool gone = drainSocket();
-    size_t n = in_->read(dst, max, false, receiveHooks_, true);
+    n = in_->read(dst, max, false, receiveHooks_, true);
     if (n == 0 && gone)
       fail(TransportError::Kind::kDisconnected, "receive failed: connection closed by peer");
     return n;
@@ -284,6 +297,17 @@ class ShmConnection final : public FramedConnection {
       out_.emplace(toServer, toServerData, ringBytes);
     }
     ready_.store(true, std::memory_order_release);
+  }
+
+  // Whether a whole frame is in, reading the ring only (readAvailable with ringOnly_).
+  bool frameInRing() {
+    if (!ready_.load(std::memory_order_acquire)) return false;
+    ringOnly_ = true;
+    struct Reset {
+      bool& flag;
+      ~Reset() { flag = false; }
+    } reset{ringOnly_};
+    return FramedConnection::frameArrived();
   }
 
   // Server: takes the setup message, waiting for it when `wait`. False when it has not come.
@@ -371,6 +395,7 @@ class ShmConnection final : public FramedConnection {
   std::atomic<bool> shutdown_{false};
   std::atomic<unsigned> receiveTimeoutMs_{0};
   std::chrono::nanoseconds pollMax_{0};  // server side: set by the listener
+  bool ringOnly_ = false;                // readAvailable reads the ring only (frameInRing)
   uint64_t writesAtLastLook_ = 0;        // client side: giveBackIdleSendMemory's
   std::mutex filesMutex_;
   std::deque<FileDescriptor> files_;  // passed by the client, not yet taken, oldest first
