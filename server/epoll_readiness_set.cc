@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <optional>
 #include <system_error>
 
 #include "server/readiness_set.h"
@@ -48,6 +49,17 @@ class EpollReadinessSet final : public ReadinessSet {
       if (n < 0 && errno != EINTR) failSystem("epoll_wait");
       if (n == 1) return event.data.ptr;
     }
+  }
+
+  std::optional<void*> nextIfReady() override {
+    epoll_event event{};
+    int n;
+    while ((n = ::epoll_wait(epoll_.get(), &event, 1, 0)) < 0 && errno == EINTR) {
+    }
+    if (n < 0) failSystem("epoll_wait");
+    if (n == 0) return std::nullopt;
+    void* tag = event.data.ptr;
+    return tag;
   }
 
   void stop() override {

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace gpupool::server {
@@ -24,6 +25,9 @@ class ReadinessSet {
   // Blocks until a watched descriptor is ready and returns its tag; nullptr once stop() was called
   // (to every caller from then on).
   virtual void* next() = 0;
+  // next() without blocking: the tag of a descriptor ready now (nullptr once stop() was called),
+  // or nothing when none is, or when a next() caller already waits and will take it.
+  virtual std::optional<void*> nextIfReady() = 0;
   virtual void stop() = 0;
 };
 

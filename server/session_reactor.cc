@@ -55,39 +55,68 @@ void SessionReactor::add(std::shared_ptr<Session> session, std::function<void()>
 }
 
 void SessionReactor::work() {
+  void* tag = nullptr;
   for (;;) {
-    void* tag;
-    try {
-      tag = ready_->next();
-    } catch (const std::system_error& e) {
-      std::cerr << "gpupoold: a worker's wait failed: " << e.what() << "\n";
-      return;
+    if (!tag) {
+      try {
+        tag = ready_->next();
+      } catch (const std::system_error& e) {
+        std::cerr << "gpupoold: a worker's wait failed: " << e.what() << "\n";
+        return;
+      }
+      if (!tag) return;  // stop()
     }
-    if (!tag) return;  // stop()
-    turn(static_cast<Watched*>(tag));
+    bool stopped = false;
+    tag = turn(static_cast<Watched*>(tag), &stopped);
+    if (stopped) return;
   }
 }
 
-void SessionReactor::turn(Watched* w) {
+void* SessionReactor::turn(Watched* w, bool* stopped) {
   // Held until the descriptor is watched again: the worker that takes its next event waits here
   // for this one to finish. One-shot watching already keeps turns apart, but through the kernel,
   // which ThreadSanitizer cannot see.
   std::unique_lock turning(w->turn);
+  void* next = nullptr;  // another ready session's tag this turn took: served next
   for (;;) {
     Session::Progress progress = w->session->serveArrived();
     if (progress == Session::Progress::kEnded) break;
-    // kMore: frames wait, perhaps already taken into the connection, so readability may not come:
-    // the connection makes its descriptor readable (RDMA), or writability (a socket nearly always
-    // has room) brings the session back at once. Either way behind the sessions already ready, so
-    // a busy one does not starve them.
+    // kMore: frames wait. While no other session is ready, and the client waits for the last
+    // one's reply (it calls back to back), this worker goes on serving: through the readiness set
+    // the session would go to whichever worker the kernel wakes, a wakeup (and often a move to
+    // another core) every few calls. A client posting work waits for none of it: it goes back,
+    // which on a small host also leaves the client's issuing a core now and then.
+    if (progress == Session::Progress::kMore && !next && !*stopped &&
+        w->session->lastFrameAwaited() && !othersWait(&next, stopped))
+      continue;
+    // Watched again, frames waiting perhaps already taken into the connection, so readability
+    // may not come: the connection makes its descriptor readable (RDMA), or writability (a socket
+    // nearly always has room) brings the session back at once. Either way behind the sessions
+    // already ready (the one taken above is served first), so a busy one does not starve them.
     uint32_t events = kWatchEvents;
     if (progress == Session::Progress::kMore && !w->session->readyAgain()) events |= EPOLLOUT;
-    if (watch(w, events)) return;
+    if (watch(w, events)) return next;
     // It cannot be watched: served once more now, it finds its connection shut and ends.
     w->session->stop();
   }
   turning.unlock();
   drop(w);
+  return next;
+}
+
+bool SessionReactor::othersWait(void** next, bool* stopped) {
+  std::optional<void*> ready;
+  try {
+    ready = ready_->nextIfReady();
+  } catch (const std::system_error& e) {
+    // As if others waited: the session goes back to the readiness set, as every busy one did.
+    std::cerr << "gpupoold: a worker's look for ready sessions failed: " << e.what() << "\n";
+    return true;
+  }
+  if (!ready) return false;
+  *next = *ready;
+  *stopped = *ready == nullptr;
+  return true;
 }
 
 bool SessionReactor::watch(Watched* w, uint32_t events) {

@@ -54,8 +54,13 @@ class SessionReactor {
   };
   // A worker: waits for a readable descriptor and serves its session, until stop().
   void work();
-  // Serves what has arrived on `w`, then watches it again or drops it.
-  void turn(Watched* w);
+  // Serves what has arrived on `w`, then watches it again or drops it. Returns the tag of another
+  // ready session it took meanwhile, for this worker to serve next (nullptr: none, or stopped, as
+  // `stopped` says).
+  void* turn(Watched* w, bool* stopped);
+  // After a turn that left frames waiting: false when no other session is ready (go on serving);
+  // true when one is, its tag in *next (or *stopped), or when the look failed.
+  bool othersWait(void** next, bool* stopped);
   // Watches `w` for `events` again; false (logged) when it cannot be.
   bool watch(Watched* w, uint32_t events);
   void drop(Watched* w);

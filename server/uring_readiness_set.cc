@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <mutex>
+#include <optional>
 #include <system_error>
 
 #include "server/readiness_set.h"
@@ -62,6 +63,20 @@ class UringReadinessSet final : public ReadinessSet {
     io_uring_cqe_seen(&ring_, cqe);
     if (tag) takingOver(tag);
     // The stop eventfd: every later caller returns at once (checked above).
+    if (!tag) stopped_ = true;
+    return tag;
+  }
+
+  std::optional<void*> nextIfReady() override {
+    // A worker waiting in the kernel (or about to) takes what is ready.
+    std::unique_lock leading(reaping_, std::try_to_lock);
+    if (!leading) return std::nullopt;
+    if (stopped_) return nullptr;
+    io_uring_cqe* cqe = nullptr;
+    if (io_uring_peek_cqe(&ring_, &cqe) != 0 || !cqe) return std::nullopt;
+    void* tag = io_uring_cqe_get_data(cqe);
+    io_uring_cqe_seen(&ring_, cqe);
+    if (tag) takingOver(tag);
     if (!tag) stopped_ = true;
     return tag;
   }

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <iostream>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -150,6 +151,96 @@ void oneWorkerServesEveryBusyClientInTurn(const std::string& eventLoop) {
   EXPECT_EQ(served.load(), kClients * kCalls);
 }
 
+// A client streaming calls keeps its session's frames waiting turn after turn: posted calls (no
+// reply), or calls it reads the replies of on another thread. With awaited calls the worker goes
+// on serving the stream while no other session is ready (no trip through the readiness set); with
+// posted ones the session goes back every turn. Either way another client's calls are served
+// while the stream goes on, with a single worker.
+void oneWorkerServesOthersWhileOneClientStreams(const std::string& eventLoop, bool awaited) {
+  e2e::GpupoolServer server(withWorkers("1", eventLoop));
+  constexpr auto kStreamCap = std::chrono::seconds(30);
+  std::atomic<bool> othersDone{false};
+  std::atomic<uint64_t> sentAfterOthersDone{0};
+  std::atomic<bool> streamFailed{false};
+  std::thread streaming([&] {
+    try {
+      WireClient stream(server.endpoint());
+      uint64_t context = stream.createContext().handle;
+      Reply buffer = stream.alloc(context, 4096);
+      if (buffer.result != CUDA_SUCCESS) throw std::runtime_error(buffer.message);
+      std::atomic<uint64_t> sent{0};
+      std::atomic<bool> sending{true};
+      std::thread receiving;
+      if (awaited) {
+        receiving = std::thread([&] {
+          try {
+            for (uint64_t received = 0;;) {
+              if (received < sent.load()) {
+                if (stream.receive().result != CUDA_SUCCESS) streamFailed = true;
+                ++received;
+              } else if (!sending.load() && received == sent.load()) {
+                return;
+              } else {
+                std::this_thread::sleep_for(std::chrono::microseconds(100));
+              }
+            }
+          } catch (const std::exception& e) {
+            std::cerr << "the streaming client's replies failed: " << e.what() << "\n";
+            streamFailed = true;
+          }
+        });
+      }
+      const auto until = std::chrono::steady_clock::now() + kStreamCap;
+      while (std::chrono::steady_clock::now() < until && !streamFailed.load()) {
+        stream.send([&](wire::Request::Builder r) {
+          auto m = r.initMemset();
+          m.setContext(context);
+          m.setDst(buffer.handle);
+          m.setValue(7);
+          m.setElementSize(1);
+          m.setWidth(4096);
+          m.setHeight(1);
+          m.setPitch(4096);
+          r.setNoReply(!awaited);
+        });
+        ++sent;
+        if (othersDone.load() && ++sentAfterOthersDone >= 1000) break;
+      }
+      sending = false;
+      if (receiving.joinable()) receiving.join();
+      // Everything posted was served: a call now answers after them.
+      if (!awaited && stream.synchronize(context).result != CUDA_SUCCESS) streamFailed = true;
+    } catch (const std::exception& e) {
+      std::cerr << "the streaming client failed: " << e.what() << "\n";
+      streamFailed = true;
+    }
+  });
+  // Let the stream fill the socket first.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const auto start = std::chrono::steady_clock::now();
+  std::string otherFailed;
+  try {
+    WireClient other(server.endpoint());
+    uint64_t context = other.createContext().handle;
+    for (int i = 0; i < 20 && otherFailed.empty(); ++i) {
+      Reply alloc = other.alloc(context, 256);
+      if (alloc.result != CUDA_SUCCESS) otherFailed = "alloc: " + alloc.message;
+      if (otherFailed.empty() && other.free(context, alloc.handle).result != CUDA_SUCCESS)
+        otherFailed = "free failed";
+    }
+  } catch (const std::exception& e) {
+    otherFailed = e.what();
+  }
+  const auto took = std::chrono::steady_clock::now() - start;
+  othersDone = true;
+  streaming.join();
+  EXPECT_EQ(otherFailed, "");
+  EXPECT_FALSE(streamFailed.load());
+  // Starved, the other client would have waited for the stream's end (kStreamCap).
+  EXPECT_LT(took, kStreamCap / 2) << "the other client waited for the stream to end";
+  EXPECT_GE(sentAfterOthersDone.load(), 1000u) << "the stream had ended before the other client";
+}
+
 TEST(EventLoopTest, StragglersMidHelloHoldNoWorker) {
   for (const std::string& loop : eventLoops()) {
     SCOPED_TRACE("--event-loop " + loop);
@@ -168,6 +259,15 @@ TEST(EventLoopTest, OneWorkerServesEveryBusyClientInTurn) {
   for (const std::string& loop : eventLoops()) {
     SCOPED_TRACE("--event-loop " + loop);
     oneWorkerServesEveryBusyClientInTurn(loop);
+  }
+}
+
+TEST(EventLoopTest, OneWorkerServesOthersWhileOneClientStreams) {
+  for (const std::string& loop : eventLoops()) {
+    for (bool awaited : {false, true}) {
+      SCOPED_TRACE("--event-loop " + loop + (awaited ? ", awaited calls" : ", posted calls"));
+      oneWorkerServesOthersWhileOneClientStreams(loop, awaited);
+    }
   }
 }
 
