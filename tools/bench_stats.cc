@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <iostream>
+#include <numeric>
 
 namespace gpupool::tools {
 
@@ -22,15 +23,15 @@ Stats measure(size_t warmup, size_t iterations, const std::function<void()>& f) 
   s.iterations = samples.size();
   s.min = samples.front();
   s.median = samples[samples.size() / 2];
+  s.p90 = samples[std::min(samples.size() - 1, samples.size() * 9 / 10)];
+  s.mean = std::accumulate(samples.begin(), samples.end(), 0.0) / static_cast<double>(s.iterations);
   s.p99 = samples[std::min(samples.size() - 1, samples.size() * 99 / 100)];
   return s;
 }
 
 json latencyJson(const Stats& s) {
-  return {{"min_us", s.min * 1e6},
-          {"median_us", s.median * 1e6},
-          {"p99_us", s.p99 * 1e6},
-          {"iterations", s.iterations}};
+  return {{"min_us", s.min * 1e6}, {"median_us", s.median * 1e6}, {"p90_us", s.p90 * 1e6},
+          {"p99_us", s.p99 * 1e6}, {"mean_us", s.mean * 1e6},     {"iterations", s.iterations}};
 }
 
 json sizedLatency(size_t size, const Stats& s) {

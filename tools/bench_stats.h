@@ -1,5 +1,6 @@
 // The measuring and reporting conventions every `gpupool bench` series shares (perftest style:
-// untimed warm-up, then min / median / p99 of timed iterations), and the sizes it measures.
+// untimed warm-up, then min / median / p99 of timed iterations, with p90 and the mean for the
+// tail between), and the sizes it measures.
 #pragma once
 
 #include <cstddef>
@@ -13,7 +14,7 @@ namespace gpupool::tools {
 using json = nlohmann::ordered_json;
 
 struct Stats {
-  double min = 0, median = 0, p99 = 0;  // seconds
+  double min = 0, median = 0, p90 = 0, p99 = 0, mean = 0;  // seconds
   size_t iterations = 0;
 };
 
