@@ -43,24 +43,11 @@ class EpollReadinessSet final : public ReadinessSet {
 
   void* next() override {
     for (;;) {
-      // One event per wait: the kernel wakes one waiting worker per ready descriptor.
-      epoll_event event{};
-      int n = ::epoll_wait(epoll_.get(), &event, 1, -1);
-      if (n < 0 && errno != EINTR) failSystem("epoll_wait");
-      if (n == 1) return event.data.ptr;
+      if (std::optional<void*> tag = takeOne(-1)) return *tag;
     }
   }
 
-  std::optional<void*> nextIfReady() override {
-    epoll_event event{};
-    int n;
-    while ((n = ::epoll_wait(epoll_.get(), &event, 1, 0)) < 0 && errno == EINTR) {
-    }
-    if (n < 0) failSystem("epoll_wait");
-    if (n == 0) return std::nullopt;
-    void* tag = event.data.ptr;
-    return tag;
-  }
+  std::optional<void*> nextIfReady() override { return takeOne(0); }
 
   void stop() override {
     uint64_t one = 1;
@@ -69,6 +56,17 @@ class EpollReadinessSet final : public ReadinessSet {
   }
 
  private:
+  // One event per wait (the kernel wakes one waiting worker per ready descriptor): its tag, or
+  // nothing when `timeoutMs` passed or a signal came first.
+  std::optional<void*> takeOne(int timeoutMs) {
+    epoll_event event{};
+    int n = ::epoll_wait(epoll_.get(), &event, 1, timeoutMs);
+    if (n < 0 && errno != EINTR) failSystem("epoll_wait");
+    if (n != 1) return std::nullopt;
+    void* tag = event.data.ptr;
+    return tag;
+  }
+
   transport::FileDescriptor epoll_;
   transport::FileDescriptor stop_;
 };

@@ -151,9 +151,8 @@ class Session {
   const std::chrono::steady_clock::time_point acceptedAt_ = std::chrono::steady_clock::now();
   std::atomic<bool> handshakeDone_{false};
   std::atomic<bool> closedAsLate_{false};
-  std::atomic<bool> serving_{false};
-  bool lastFrameAwaited_ = false;  // serveOne's: the frame it took asked for a reply  // a turn of
-                                   // serveArrived or run() is serving a request
+  std::atomic<bool> serving_{false};  // a turn of serveArrived or run() is serving a request
+  bool lastFrameAwaited_ = false;     // serveOne's: the frame it took asked for a reply
   const RequestTable& requests_;
   SessionState state_;  // what the handlers work on
 
