@@ -1,11 +1,11 @@
 // Host functions in stream order (cuLaunchHostFunc, cuStreamAddCallback).
 //
 // The call places a gate in the stream on the server (a post, so the caller does not wait) and
-// hands the function to a thread of its own here. That thread asks the server to answer once the
-// stream reaches the gate, runs the function, and releases the gate, after which the stream's
-// later work runs. Work that could stop the server's session thread behind a pending gate waits
-// for the function first (client/host_function_fence.h). As with NVIDIA's driver, a host function
-// must not call CUDA: it would wait for itself.
+// queues the function to its stream's thread here (client/host_function_runners.h). That thread
+// asks the server to answer once the stream reaches the gate, runs the function, and releases the
+// gate, after which the stream's later work runs. Work that could stop the server's session thread
+// behind a pending gate waits for the function first (client/host_function_fence.h). As with
+// NVIDIA's driver, a host function must not call CUDA: it would wait for itself.
 #include "host_func_api.h"
 
 #include <algorithm>
@@ -16,6 +16,7 @@
 #include "driver_export.h"
 #include "driver_state.h"
 #include "host_function_fence.h"
+#include "host_function_runners.h"
 #include "stream_capture.h"
 
 using namespace gpupool::client;
@@ -76,24 +77,27 @@ CUresult place(CUstream h, HostCall call) {
   call.gate = nextGate++;
   call.legacy = s == 0;
   const FenceScope scope{call.server, call.context};
-  // Counted as placed while its request is framed (host_function_fence.h).
-  bool counted = false;
-  CUresult r = ctx->server->post(call.fn ? "cuLaunchHostFunc" : "cuStreamAddCallback",
-                                 [&](wire::Request::Builder b) {
-                                   if (!counted) HostFunctionFence::opened(call.legacy, scope);
-                                   counted = true;
-                                   auto g = b.initHostGateOpen();
-                                   g.setContext(call.context);
-                                   g.setStream(s);
-                                   g.setGate(call.gate);
-                                 });
+  // Counted as placed, and queued to its stream's runner, while its request is framed: the order
+  // of the wire is the order of the stream's gates (host_function_fence.h,
+  // host_function_runners.h).
+  std::unique_ptr<HostFunctionRunners::Placement> placement;
+  CUresult r = ctx->server->post(
+      call.fn ? "cuLaunchHostFunc" : "cuStreamAddCallback", [&](wire::Request::Builder b) {
+        if (!placement) {
+          HostFunctionFence::opened(call.legacy, scope);
+          placement = HostFunctionRunners::get().queue({call.server, call.context, s},
+                                                       [call] { runHostCall(call); });
+        }
+        auto g = b.initHostGateOpen();
+        g.setContext(call.context);
+        g.setStream(s);
+        g.setGate(call.gate);
+      });
   if (r != CUDA_SUCCESS) {
-    if (counted) HostFunctionFence::closed(call.legacy, scope);
-    return r;
+    if (placement) HostFunctionFence::closed(call.legacy, scope);
+    return r;  // the placement, dropped, never runs
   }
-  // One thread per pending function: functions on different streams must not wait for each other
-  // (one stream may wait, through an event, for work after another's function).
-  std::thread([call] { runHostCall(call); }).detach();
+  placement->keep();
   return CUDA_SUCCESS;
 }
 
