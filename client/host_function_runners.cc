@@ -1,5 +1,6 @@
 #include "host_function_runners.h"
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -14,11 +15,22 @@ struct HostFunctionRunners::Placement::Entry {
   Status status = Status::kPlacing;
 };
 
+namespace {
+
+// How long a stream's thread waits for its next function once it has none: a program placing one
+// host function per step (a launch, a function, a synchronize) keeps one thread, not one a step.
+constexpr auto kLinger = std::chrono::milliseconds(100);
+
+}  // namespace
+
 struct HostFunctionRunners::State {
+  struct Stream {
+    std::deque<std::shared_ptr<Placement::Entry>> queue;
+    std::condition_variable changed;  // a placement queued here was kept or dropped
+  };
   std::mutex mutex;
-  std::condition_variable settled;
   // A key is here exactly while a thread runs its functions, or is about to start for them.
-  std::map<StreamKey, std::deque<std::shared_ptr<Placement::Entry>>> queues;
+  std::map<StreamKey, Stream> streams;
 };
 
 HostFunctionRunners::HostFunctionRunners() : state_(std::make_unique<State>()) {}
@@ -33,24 +45,24 @@ std::unique_ptr<HostFunctionRunners::Placement> HostFunctionRunners::queue(
   auto entry = std::make_shared<Placement::Entry>();
   entry->run = std::move(run);
   std::lock_guard lock(state_->mutex);
-  auto [slot, fresh] = state_->queues.try_emplace(key);
-  slot->second.push_back(entry);
+  auto [slot, fresh] = state_->streams.try_emplace(key);
+  slot->second.queue.push_back(entry);
   return std::unique_ptr<Placement>(new Placement(*this, key, std::move(entry), fresh));
 }
 
 void HostFunctionRunners::runStream(StreamKey key) {
   using Status = Placement::Entry::Status;
   std::unique_lock lock(state_->mutex);
+  State::Stream& stream = state_->streams.at(key);  // stays until this thread erases it
   for (;;) {
-    auto& queue = state_->queues.at(key);
-    if (queue.empty()) {
-      state_->queues.erase(key);
+    if (!stream.changed.wait_for(lock, kLinger, [&] { return !stream.queue.empty(); })) {
+      state_->streams.erase(key);
       return;
     }
-    std::shared_ptr<Placement::Entry> next = std::move(queue.front());
-    queue.pop_front();
+    std::shared_ptr<Placement::Entry> next = std::move(stream.queue.front());
+    stream.queue.pop_front();
     // Queued as its gate was framed; kept or dropped once the post that carries it returned.
-    state_->settled.wait(lock, [&] { return next->status != Status::kPlacing; });
+    stream.changed.wait(lock, [&] { return next->status != Status::kPlacing; });
     if (next->status == Status::kDropped) continue;
     lock.unlock();
     next->run();
@@ -72,10 +84,11 @@ void HostFunctionRunners::Placement::keep() { settle(true); }
 void HostFunctionRunners::Placement::settle(bool kept) {
   settled_ = true;
   {
+    // Notified under the lock: the stream's thread may erase its entry once the lock is free.
     std::lock_guard lock(runners_.state_->mutex);
     entry_->status = kept ? Entry::Status::kKept : Entry::Status::kDropped;
+    runners_.state_->streams.at(key_).changed.notify_one();
   }
-  runners_.state_->settled.notify_all();
   // The queue's first placement starts its thread, kept or not: later ones on the key rely on it.
   if (startRunner_) {
     HostFunctionRunners* runners = &runners_;

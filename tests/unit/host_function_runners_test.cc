@@ -127,13 +127,27 @@ TEST(HostFunctionRunners, AWaitingFunctionDoesNotHoldAnotherStreams) {
   ASSERT_TRUE(log.awaitCount(2));
 }
 
-TEST(HostFunctionRunners, AStreamWhoseQueueEmptiedGetsAThreadAgain) {
+TEST(HostFunctionRunners, AStreamsThreadWaitsForItsNextFunctionAWhile) {
+  // One function a step, as a program placing a function between launches and synchronizes: the
+  // stream's thread, idle between them, runs them all.
   Log log;
   const Key key = freshKey(12);
-  for (int i = 0; i < 5; ++i) {
+  for (int i = 0; i < 20; ++i) {
     HostFunctionRunners::get().queue(key, [&log, i] { log.add(i); })->keep();
     ASSERT_TRUE(log.awaitCount(i + 1)) << "function " << i << " never ran";
-    std::this_thread::sleep_for(5ms);  // its thread may have found the queue empty and gone
+    std::this_thread::sleep_for(1ms);
+  }
+  std::lock_guard lock(log.mutex);
+  EXPECT_EQ(log.threads.size(), 1u);
+}
+
+TEST(HostFunctionRunners, AStreamWhoseThreadWentGetsOneAgain) {
+  Log log;
+  const Key key = freshKey(13);
+  for (int i = 0; i < 3; ++i) {
+    HostFunctionRunners::get().queue(key, [&log, i] { log.add(i); })->keep();
+    ASSERT_TRUE(log.awaitCount(i + 1)) << "function " << i << " never ran";
+    std::this_thread::sleep_for(250ms);  // past the thread's wait for a next function
   }
 }
 
