@@ -21,6 +21,7 @@
 #include "tools/bench_driver.h"
 #include "tools/bench_emu.h"
 #include "tools/bench_graphs.h"
+#include "tools/bench_host_functions.h"
 #include "tools/bench_idle_clients.h"
 #include "tools/bench_managed.h"
 #include "tools/bench_plot.h"
@@ -139,6 +140,7 @@ json measureDriver(BenchDriver& d, bool quick) {
       {"bursts", bursts},
       {"burst_per_second", static_cast<double>(bursts * kLaunchBurst) / burstIssue}};
   out["graphs"] = measureGraphs(d, context, quick);
+  out["host_functions"] = measureHostFunctions(d, context, quick);
   out["managed"] = measureManaged(d, context, quick);
 
   progress("bandwidth");
@@ -274,6 +276,7 @@ void printText(const json& r) {
               r["ratios"]["h2d_bandwidth_vs_raw"].get<double>(),
               r["ratios"]["d2h_bandwidth_vs_raw"].get<double>());
   printGraphs(r["graphs"]);
+  if (r.contains("host_functions")) printHostFunctions(r["host_functions"]);
   if (r.contains("managed")) printManaged(r["managed"]);
   printThreadSeries(r["threads"]);
   if (r.contains("idle_clients")) printIdleClients(r["idle_clients"]);
@@ -663,9 +666,11 @@ int benchCommand(const BenchOptions& options) {
     result["async_launch"] = g["async_launch"];
     result["graphs"] = g["graphs"];
     result["managed"] = g["managed"];
+    result["host_functions"] = g["host_functions"];
     g.erase("async_launch");
     g.erase("graphs");
     g.erase("managed");
+    g.erase("host_functions");
     result["gpupool"] = g;
     // The library's session is still open: the server says which transport it really used.
     std::string used = wire->sessionTransport("(pid " + std::to_string(getpid()) + ")");

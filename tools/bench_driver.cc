@@ -52,6 +52,7 @@ std::unique_ptr<BenchDriver> BenchDriver::load(const std::string& path, std::str
   bind(d->cuStreamCreate, "cuStreamCreate");
   bind(d->cuStreamDestroy, "cuStreamDestroy_v2");
   bind(d->cuStreamSynchronize, "cuStreamSynchronize");
+  bind(d->cuLaunchHostFunc, "cuLaunchHostFunc");
   bind(d->cuGetErrorName, "cuGetErrorName");
   // The versioned names: CUDA_KERNEL_NODE_PARAMS is the _v2 layout in CUDA 12's header.
   bind(d->cuGraphCreate, "cuGraphCreate");

@@ -33,6 +33,7 @@ struct BenchDriver {
   CUresult (*cuStreamCreate)(CUstream*, unsigned);
   CUresult (*cuStreamDestroy)(CUstream);
   CUresult (*cuStreamSynchronize)(CUstream);
+  CUresult (*cuLaunchHostFunc)(CUstream, CUhostFn, void*);
   CUresult (*cuGetErrorName)(CUresult, const char**);
   CUresult (*cuGraphCreate)(CUgraph*, unsigned);
   CUresult (*cuGraphAddKernelNode)(CUgraphNode*, CUgraph, const CUgraphNode*, size_t,

@@ -393,6 +393,20 @@ class Bench(unittest.TestCase):
         self.assertGreater(graphs[2]["separate_launches_us"], graphs[0]["separate_launches_us"])
         self.assertIn("graph of 100 kernels against separate launches", stderr)
 
+    def test_host_functions_series_on_emu(self):
+        stderr, result = self.quick_run()
+        host = result["host_functions"]
+        self.assertEqual(set(host), {"one", "burst_functions", "burst_per_function_us"})
+        self.assertEqual(host["burst_functions"], 100)
+        self.assertEqual(host["one"]["iterations"], 200)
+        # Timed to completion against a local emu server: above zero, well below seconds.
+        self.assertGreater(host["one"]["min_us"], 0)
+        self.assertLessEqual(host["one"]["min_us"], host["one"]["median_us"])
+        self.assertLess(host["one"]["median_us"], 5e6)
+        self.assertGreater(host["burst_per_function_us"], 0)
+        self.assertLess(host["burst_per_function_us"], 5e6)
+        self.assertIn("host functions, in bursts of 100", stderr)
+
     def test_threads_series_on_emu(self):
         stderr, result = self.quick_run()
         # Both runs of the series went through the library: serialized first, then concurrent.
