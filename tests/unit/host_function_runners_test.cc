@@ -46,6 +46,18 @@ Key freshKey(uint64_t stream) {
   return {&server, nextContext++, stream};
 }
 
+// Places `count` functions on `key`, each once the one before has run and `gap` has passed.
+void placeOneByOne(Log& log, const Key& key, int count, std::chrono::milliseconds gap) {
+  for (int i = 0; i < count; ++i) {
+    HostFunctionRunners::get().queue(key, [&log, i] { log.add(i); })->keep();
+    if (!log.awaitCount(i + 1)) {
+      ADD_FAILURE() << "function " << i << " never ran";
+      return;
+    }
+    std::this_thread::sleep_for(gap);
+  }
+}
+
 TEST(HostFunctionRunners, OneStreamsFunctionsRunInOrderOnOneThread) {
   Log log;
   const Key key = freshKey(7);
@@ -132,23 +144,18 @@ TEST(HostFunctionRunners, AStreamsThreadWaitsForItsNextFunctionAWhile) {
   // stream's thread, idle between them, runs them all.
   Log log;
   const Key key = freshKey(12);
-  for (int i = 0; i < 20; ++i) {
-    HostFunctionRunners::get().queue(key, [&log, i] { log.add(i); })->keep();
-    ASSERT_TRUE(log.awaitCount(i + 1)) << "function " << i << " never ran";
-    std::this_thread::sleep_for(1ms);
-  }
+  placeOneByOne(log, key, 20, 1ms);
   std::lock_guard lock(log.mutex);
+  EXPECT_EQ(log.ran.size(), 20u);
   EXPECT_EQ(log.threads.size(), 1u);
 }
 
 TEST(HostFunctionRunners, AStreamWhoseThreadWentGetsOneAgain) {
   Log log;
   const Key key = freshKey(13);
-  for (int i = 0; i < 3; ++i) {
-    HostFunctionRunners::get().queue(key, [&log, i] { log.add(i); })->keep();
-    ASSERT_TRUE(log.awaitCount(i + 1)) << "function " << i << " never ran";
-    std::this_thread::sleep_for(250ms);  // past the thread's wait for a next function
-  }
+  placeOneByOne(log, key, 3, 250ms);  // past the thread's wait for a next function
+  std::lock_guard lock(log.mutex);
+  EXPECT_EQ(log.ran, (std::vector<int>{0, 1, 2}));
 }
 
 }  // namespace
