@@ -11,6 +11,7 @@
 
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -46,8 +47,7 @@ class IncomingMessage {
   // has been consumed, so the caller can answer it and go on.
   template <typename T>
   typename T::Reader root() {
-    if (!reader_)
-      reader_ = std::make_unique<capnp::FlatArrayMessageReader>(words_, readerOptions());
+    if (!reader_) reader_.emplace(words_, readerOptions());
     return reader_->getRoot<T>();
   }
   uint64_t bulkBytes() const { return bulkBytes_; }
@@ -62,7 +62,8 @@ class IncomingMessage {
 
  private:
   kj::ArrayPtr<const capnp::word> words_;
-  std::unique_ptr<capnp::FlatArrayMessageReader> reader_;
+  // In place, not on the heap: one is made per frame, and a posted launch is a frame.
+  std::optional<capnp::FlatArrayMessageReader> reader_;
   uint64_t bulkBytes_;
 };
 

@@ -91,6 +91,7 @@ void EmuContext::fail(CUresult code, const std::string& message) {
   std::lock_guard lock(errorMutex_);
   if (stickyCode_ != CUDA_SUCCESS) return;
   stickyCode_ = code;
+  broken_.store(true, std::memory_order_release);
   stickyMessage_ = message;
   std::cerr << "gpupoold: context " << owner_ << ": " << message << "\n";
 }
@@ -127,9 +128,7 @@ Status EmuContext::enqueue(uint64_t stream, std::function<void()> operation) {
   if (!s.queue) return invalidHandle("unknown stream " + hex(stream));
   if (Status st = sticky(); !st.ok()) return st;
   waitForLegacyOrder(stream, s);
-  s.queue->enqueue([this, operation = std::move(operation)] {
-    if (sticky().ok()) operation();  // a broken context runs nothing more
-  });
+  s.queue->enqueue(std::move(operation), &broken_);  // a broken context runs nothing more
   return Status::success();
 }
 
@@ -921,7 +920,7 @@ Status EmuContext::launch(uint64_t function, const LaunchShape& shape, uint64_t 
     return invalidValue("parameter block has " + std::to_string(params.size()) + " bytes, kernel " +
                         f.kernel->name + " takes " + std::to_string(f.kernel->paramBytes));
   }
-  auto block = std::make_shared<std::vector<uint8_t>>(params.begin(), params.end());
+  std::vector<uint8_t> block(params.begin(), params.end());
   ptx::LaunchConfig config;
   for (int i = 0; i < 3; ++i) {
     config.grid[i] = shape.grid[i];
@@ -947,8 +946,8 @@ Status EmuContext::launch(uint64_t function, const LaunchShape& shape, uint64_t 
   const bool gridWorkspace = config.cooperative || cooperativeLaunched_;
   std::shared_ptr<const TextureObjects> textures = textures_;
   tables.unlock();
-  return enqueue(stream, [this, program, kernel, config, block, gate = gate_, textures, references,
-                          gridWorkspace]() mutable {
+  return enqueue(stream, [this, program, kernel, config, block = std::move(block), gate = gate_,
+                          textures, references, gridWorkspace]() mutable {
     OwnerDeviceMemory memory(memory_, owner_);
     // A cooperative launch gets its own grid workspace, zeroed, for the launch's lifetime, as the
     // driver provides one to each cooperative launch; so does every launch after the context's
@@ -1007,7 +1006,7 @@ Status EmuContext::launch(uint64_t function, const LaunchShape& shape, uint64_t 
     services.textures = &launchTextures;
     if (gate) gate->enter();  // waits for this tenant's turn on the device
     auto started = std::chrono::steady_clock::now();
-    ptx::LaunchResult r = ptx::launch(*program, *kernel, config, block->data(), memory, services);
+    ptx::LaunchResult r = ptx::launch(*program, *kernel, config, block.data(), memory, services);
     if (gate) {
       gate->leave(
           std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());

@@ -300,6 +300,7 @@ class EmuContext final : public BackendContext {
   mutable std::mutex errorMutex_;
   CUresult stickyCode_ = CUDA_SUCCESS;
   std::string stickyMessage_;
+  std::atomic<bool> broken_{false};  // stickyCode_ is set: queued operations are skipped
 
   std::mutex outputMutex_;
   std::string output_;

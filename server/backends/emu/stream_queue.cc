@@ -15,10 +15,10 @@ StreamQueue::~StreamQueue() {
   worker_.join();
 }
 
-void StreamQueue::enqueue(std::function<void()> operation) {
+void StreamQueue::enqueue(std::function<void()> operation, const std::atomic<bool>* skipIfSet) {
   {
     std::lock_guard lock(mutex_);
-    queue_.push_back(std::move(operation));
+    queue_.push_back(Operation{std::move(operation), skipIfSet});
   }
   wake_.notify_one();
 }
@@ -38,7 +38,7 @@ void StreamQueue::run() {
   // threads.
   pthread_setname_np(pthread_self(), "emu-stream");
   std::unique_lock lock(mutex_);
-  std::deque<std::function<void()>> batch;
+  std::deque<Operation> batch;
   for (;;) {
     wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stopping and nothing left
@@ -48,8 +48,9 @@ void StreamQueue::run() {
     busy_ = true;
     lock.unlock();
     for (auto& operation : batch) {
-      operation();
-      operation = nullptr;  // what it holds goes now, as when operations were taken one by one
+      if (!operation.skipIfSet || !operation.skipIfSet->load(std::memory_order_acquire))
+        operation.run();
+      operation.run = nullptr;  // what it holds goes now, as when operations were taken one by one
     }
     batch.clear();
     lock.lock();

@@ -2,6 +2,7 @@
 // another, so work on different streams runs concurrently and work on one stream keeps its order.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -18,7 +19,10 @@ class StreamQueue {
   StreamQueue(const StreamQueue&) = delete;
   StreamQueue& operator=(const StreamQueue&) = delete;
 
-  void enqueue(std::function<void()> operation);
+  // `skipIfSet`, when given, is read just before the operation would run: set, it does not run
+  // (a broken context runs nothing more). A flag rather than a wrapping lambda: a posted launch
+  // then costs one allocation fewer.
+  void enqueue(std::function<void()> operation, const std::atomic<bool>* skipIfSet = nullptr);
   // Blocks until every operation enqueued so far has run.
   void drain();
   bool idle() const;
@@ -29,7 +33,11 @@ class StreamQueue {
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::condition_variable drained_;
-  std::deque<std::function<void()>> queue_;
+  struct Operation {
+    std::function<void()> run;
+    const std::atomic<bool>* skipIfSet;
+  };
+  std::deque<Operation> queue_;
   bool busy_ = false;
   bool stopping_ = false;
   std::thread worker_;
