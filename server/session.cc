@@ -402,7 +402,6 @@ bool Session::serveOne() {
   std::unique_lock sending(sendMutex_);
   try {
     auto request = in.root<Request>();
-    lastFrameAwaited_ = !request.getNoReply();
     const RequestHandlerRow* row = requests_.row(request.which());
     if (row && row->waitFor && !readyNow(*row, request)) {
       sending.unlock();

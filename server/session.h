@@ -72,8 +72,6 @@ class Session {
   // After kMore: makes the readiness descriptor readable now (Connection::readyAgain); false when
   // the loop must watch for writability instead.
   bool readyAgain() { return connection_->readyAgain(); }
-  // Whether the last frame a turn served was a call its client waits for (not a posted one).
-  bool lastFrameAwaited() const { return lastFrameAwaited_; }
   // Whether a call may be running for the session (served now, or a device wait), so a client
   // that is gone must have its work cancelled (cancelIfPeerGone).
   bool busy() const { return serving_.load() || waits_.busy() != 0; }
@@ -152,7 +150,6 @@ class Session {
   std::atomic<bool> handshakeDone_{false};
   std::atomic<bool> closedAsLate_{false};
   std::atomic<bool> serving_{false};  // a turn of serveArrived or run() is serving a request
-  bool lastFrameAwaited_ = false;     // serveOne's: the frame it took asked for a reply
   const RequestTable& requests_;
   SessionState state_;  // what the handlers work on
 

@@ -81,13 +81,11 @@ void* SessionReactor::turn(Watched* w, bool* stopped) {
   for (;;) {
     Session::Progress progress = w->session->serveArrived();
     if (progress == Session::Progress::kEnded) break;
-    // kMore: frames wait. While no other session is ready, and the client waits for the last
-    // one's reply (it calls back to back), this worker goes on serving: through the readiness set
-    // the session would go to whichever worker the kernel wakes, a wakeup (and often a move to
-    // another core) every few calls. A client posting work waits for none of it: it goes back,
-    // which on a small host also leaves the client's issuing a core now and then.
-    if (progress == Session::Progress::kMore && !next && !*stopped &&
-        w->session->lastFrameAwaited() && !othersWait(&next, stopped))
+    // kMore: frames wait. While no other session is ready, this worker goes on serving: through
+    // the readiness set the session would go to whichever worker the kernel wakes, a wakeup (and
+    // often a move to another core) every 16 frames, whether the client calls back to back or
+    // posts a stream of launches (docs/performance.md, "A posted launch's costs on the server").
+    if (progress == Session::Progress::kMore && !next && !*stopped && !othersWait(&next, stopped))
       continue;
     // Watched again, frames waiting perhaps already taken into the connection, so readability
     // may not come: the connection makes its descriptor readable (RDMA), or writability (a socket

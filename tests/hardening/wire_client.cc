@@ -80,6 +80,14 @@ void WireClient::send(const std::function<void(wire::Request::Builder)>& build,
                                      : std::span<const transport::ConstBuffer>(parts));
 }
 
+void WireClient::queue(const std::function<void(wire::Request::Builder)>& build) {
+  capnp::MallocMessageBuilder message;
+  build(message.initRoot<wire::Request>());
+  protocol::queueMessage(*connection_, message);
+}
+
+void WireClient::flush() { connection_->flush(); }
+
 Reply WireClient::receive() {
   protocol::IncomingMessage in(*connection_);
   auto response = in.root<wire::Response>();

@@ -51,6 +51,10 @@ class WireClient {
   void send(const std::function<void(wire::Request::Builder)>& build,
             std::span<const uint8_t> bulk = {});
   Reply receive();
+  // Queues one request (without bulk) for the next flush(), which sends every queued one in one
+  // write, as the library sends posted calls.
+  void queue(const std::function<void(wire::Request::Builder)>& build);
+  void flush();
 
   // Shorthands. Each returns the reply; handles come back in Reply::handle.
   Reply createContext(int device = 0);
