@@ -11,6 +11,7 @@ PACKAGES=(
   liburing-dev
   libgtest-dev
   libzstd-dev liblz4-dev
+  libmimalloc-dev # gpupoold's malloc (server/CMakeLists.txt, GPUPOOL_SERVER_ALLOCATOR)
   libibverbs-dev librdmacm-dev
   libcli11-dev nlohmann-json3-dev
   libsqlite3-dev libtomlplusplus-dev libssl-dev openssl

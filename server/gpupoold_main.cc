@@ -15,6 +15,7 @@
 #include "server/backends/emu/emu_backend.h"
 #include "server/backends/emu/emu_memory.h"
 #include "server/device_uuid.h"
+#include "server/malloc_in_use.h"
 #include "server/metrics_http.h"
 #include "server/mig_enumeration.h"
 #include "server/pool_config.h"
@@ -133,7 +134,9 @@ CudaDeviceViews cudaDeviceViews(const gpupool::server::Backend& backend,
 int main(int argc, char** argv) {
   using namespace gpupool;
   CLI::App app{"gpupoold: serves pooled GPUs to gpupool clients (libcuda.so.1)", "gpupoold"};
-  app.set_version_flag("--version", server::PoolServer::version());
+  // With the malloc in use: performance reports and bug reports need it (docs/performance.md).
+  app.set_version_flag("--version", std::string(server::PoolServer::version()) +
+                                        " (malloc: " + server::mallocInUse() + ")");
   std::string listen = "tcp://127.0.0.1:7000";
   std::string rdmaListen;
   std::string shmListen;
