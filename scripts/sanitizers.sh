@@ -57,6 +57,7 @@ run_tsan() {
   local build="$ROOT/build-tsan"
   cmake -S "$ROOT" -B "$build" "${SANITIZER_CMAKE_FLAGS[@]}" -DGPUPOOL_SANITIZE=thread >/dev/null
   cmake --build "$build" -j "$JOBS" --target unit_tests backend_wait_tests device_waits_tests host_gates_tests \
+    emu_stream_queue_tests \
     host_function_fence_tests e2e_tests hardening_tests pool_process_tests
   (
     cd "$build"
