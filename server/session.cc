@@ -49,7 +49,9 @@ Session::Session(uint64_t id, std::unique_ptr<transport::Connection> connection,
       stranger_(std::move(stranger)),
       requests_(requests),
       state_(id, *connection_, backend, modules, server, server.pinnedMemory()),
-      waits_(kMaxDeviceWaitsPerSession) {}
+      waits_(kMaxDeviceWaitsPerSession) {
+  postedCallsGoBack_ = connection_->kind() == "rdma";
+}
 
 Session::~Session() {
   // A stream stopped at a host gate would keep its context from draining.
@@ -402,6 +404,7 @@ bool Session::serveOne() {
   std::unique_lock sending(sendMutex_);
   try {
     auto request = in.root<Request>();
+    lastFrameAwaited_ = !request.getNoReply();
     const RequestHandlerRow* row = requests_.row(request.which());
     if (row && row->waitFor && !readyNow(*row, request)) {
       sending.unlock();

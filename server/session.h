@@ -72,6 +72,11 @@ class Session {
   // After kMore: makes the readiness descriptor readable now (Connection::readyAgain); false when
   // the loop must watch for writability instead.
   bool readyAgain() { return connection_->readyAgain(); }
+  // Whether its worker goes on serving it while no other session is ready: a client calling back
+  // to back does, and so does one posting calls, except over RDMA, where in the soft-RoCE VM that
+  // lowered the rate of posted launches by about a quarter (docs/performance.md, "A posted
+  // launch's costs on the server").
+  bool keepsItsWorker() const { return lastFrameAwaited_ || !postedCallsGoBack_; }
   // Whether a call may be running for the session (served now, or a device wait), so a client
   // that is gone must have its work cancelled (cancelIfPeerGone).
   bool busy() const { return serving_.load() || waits_.busy() != 0; }
@@ -150,6 +155,8 @@ class Session {
   std::atomic<bool> handshakeDone_{false};
   std::atomic<bool> closedAsLate_{false};
   std::atomic<bool> serving_{false};  // a turn of serveArrived or run() is serving a request
+  bool lastFrameAwaited_ = false;     // serveOne's: the frame it took asked for a reply
+  bool postedCallsGoBack_ = false;    // keepsItsWorker: an RDMA connection
   const RequestTable& requests_;
   SessionState state_;  // what the handlers work on
 

@@ -84,8 +84,10 @@ void* SessionReactor::turn(Watched* w, bool* stopped) {
     // kMore: frames wait. While no other session is ready, this worker goes on serving: through
     // the readiness set the session would go to whichever worker the kernel wakes, a wakeup (and
     // often a move to another core) every 16 frames, whether the client calls back to back or
-    // posts a stream of launches (docs/performance.md, "A posted launch's costs on the server").
-    if (progress == Session::Progress::kMore && !next && !*stopped && !othersWait(&next, stopped))
+    // posts a stream of launches (docs/performance.md, "A posted launch's costs on the server";
+    // not a stream posted over RDMA: Session::keepsItsWorker).
+    if (progress == Session::Progress::kMore && !next && !*stopped &&
+        w->session->keepsItsWorker() && !othersWait(&next, stopped))
       continue;
     // Watched again, frames waiting perhaps already taken into the connection, so readability
     // may not come: the connection makes its descriptor readable (RDMA), or writability (a socket
